@@ -1,0 +1,5 @@
+//! uwf: a stateless workflow engine for LLM-agent workflows over a content-addressed store.
+//!
+//! Layers: `cli` → (`engine`, `fs`) → `cas`. `cas` imports none of the others.
+pub mod cas;
+pub mod engine;
