@@ -2,4 +2,5 @@
 //!
 //! Layers: `cli` → (`engine`, `fs`) → `cas`. `cas` imports none of the others.
 pub mod cas;
+pub mod cli;
 pub mod engine;

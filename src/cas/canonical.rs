@@ -136,15 +136,16 @@ mod tests {
     fn bootstrap_meta_schema_vector() {
         let payload = json!({"$schema": "https://json-schema.org/draft/2020-12/schema"});
         assert_eq!(
-            String::from_utf8(node_bytes(Hash::META, &payload)).unwrap(),
+            String::from_utf8(node_bytes(Hash::ZERO, &payload)).unwrap(),
             r#"{"payload":{"$schema":"https://json-schema.org/draft/2020-12/schema"},"type":"0000000000000"}"#
         );
-        assert_eq!(node_hash(Hash::META, &payload).to_string(), "F5VV55NBKX1R5");
+        assert_eq!(node_hash(Hash::ZERO, &payload).to_string(), "F5VV55NBKX1R5");
+        assert_eq!(node_hash(Hash::ZERO, &payload), Hash::META);
     }
 
     #[test]
     fn schema_node_vector() {
-        let meta = Hash::parse("F5VV55NBKX1R5").unwrap();
+        let meta = Hash::META;
         let payload: Value = serde_json::from_str(
             r#"{"properties":{"a":{"type":"string"},"b":{"type":"integer"}},"required":["a"],"type":"object"}"#,
         )

@@ -36,10 +36,14 @@ pub enum HashParseError {
 }
 
 impl Hash {
-    /// The reserved hash `0000000000000`: the type of schema nodes (the bootstrap meta-schema).
+    /// The reserved hash `0000000000000`: the type of the bootstrap meta-schema node.
     ///
     /// It names no stored node.
-    pub const META: Hash = Hash(0);
+    pub const ZERO: Hash = Hash(0);
+
+    /// `F5VV55NBKX1R5`, the hash of the bootstrap meta-schema node: the type of every schema
+    /// node. Pinned by a test in `canonical.rs`.
+    pub const META: Hash = Hash(0xf2ef_652d_573e_8705);
 
     /// Hashes raw bytes with XXH64, seed 0.
     pub fn of_bytes(bytes: &[u8]) -> Hash {
@@ -173,8 +177,9 @@ mod tests {
     }
 
     #[test]
-    fn meta_is_all_zeros() {
-        assert_eq!(Hash::META.to_string(), "0000000000000");
+    fn reserved_hashes_render_as_spec_says() {
+        assert_eq!(Hash::ZERO.to_string(), "0000000000000");
+        assert_eq!(Hash::META.to_string(), "F5VV55NBKX1R5");
     }
 
     #[test]

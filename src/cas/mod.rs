@@ -1,3 +1,15 @@
-//! The content-addressed store: ids, canonical bytes, nodes, schemas and storage.
+//! The content-addressed store: ids, canonical bytes, nodes, schemas and storage (SPEC §1–2).
+//!
+//! This layer imports nothing else from the crate.
+pub mod builtin;
 pub mod canonical;
+pub mod error;
+pub mod fsck;
+pub mod gc;
 pub mod id;
+pub mod schema;
+pub mod store;
+
+pub use error::StoreError;
+pub use id::Hash;
+pub use store::{Node, Store};

@@ -1,0 +1,570 @@
+//! The on-disk store: immutable node files under `cas/objects/`, and the type index.
+//!
+//! Layout below the storage root:
+//! ```text
+//! cas/objects/<2 symbols>/<11 symbols>.json   one node per file, 0444, never rewritten
+//! cas/tmp/                                     temp files; renamed into objects/ when complete
+//! cas/index/types/<type hash>                  append-only list of node hashes of that type
+//! cas/index/lock                               flock: shared for appends, exclusive for rewrites
+//! ```
+//!
+//! Architecture Invariant: a node file appears only by an atomic no-clobber link/rename of a
+//! complete, fsynced temp file, so a crash can leave garbage in `cas/tmp/` but never a partial
+//! node. An existing node file is never replaced: a second put of the same content is a no-op
+//! (it refreshes the file's mtime so GC's grace period protects it again), different content
+//! under the same name is a collision.
+//!
+//! The type index is a cache: entries are appended after the node file exists, so it never names
+//! a node that was not written, and `reindex` rebuilds it from the objects.
+
+use std::collections::HashMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{ErrorKind, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+
+use super::builtin;
+use super::canonical::{node_bytes, node_hash, to_canonical_bytes};
+use super::error::StoreError;
+use super::id::Hash;
+use super::schema::CompiledSchema;
+
+/// One node as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Node {
+    pub hash: Hash,
+    pub type_hash: Hash,
+    pub payload: Value,
+    /// Milliseconds since the epoch of the first write.
+    pub timestamp: u64,
+}
+
+impl Node {
+    /// Whether this is a schema node (its type is the bootstrap meta-schema).
+    pub fn is_schema(&self) -> bool {
+        self.type_hash == Hash::META
+    }
+
+    /// The node as the JSON object stored on disk.
+    pub fn to_json(&self) -> Value {
+        serde_json::json!({
+            "payload": self.payload,
+            "timestamp": self.timestamp,
+            "type": self.type_hash.to_string(),
+        })
+    }
+}
+
+/// Where the store lives: `$UWF_STORAGE_ROOT`, else `$WORKFLOW_STORAGE_ROOT`, else `~/.uwf`.
+pub fn default_root() -> Result<PathBuf, StoreError> {
+    for var in ["UWF_STORAGE_ROOT", "WORKFLOW_STORAGE_ROOT"] {
+        if let Some(value) = std::env::var_os(var)
+            && !value.is_empty()
+        {
+            return Ok(PathBuf::from(value));
+        }
+    }
+    match std::env::home_dir() {
+        Some(home) if !home.as_os_str().is_empty() => Ok(home.join(".uwf")),
+        _ => Err(StoreError::Root {
+            path: PathBuf::from("~/.uwf"),
+            reason: "no home directory; set UWF_STORAGE_ROOT".into(),
+        }),
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// A content-addressed store rooted at a directory. Cheap to share between threads.
+#[derive(Debug)]
+pub struct Store {
+    root: PathBuf,
+    objects: PathBuf,
+    tmp: PathBuf,
+    types: PathBuf,
+    lock: PathBuf,
+    schemas: RwLock<HashMap<Hash, Arc<CompiledSchema>>>,
+    durable: bool,
+}
+
+impl Store {
+    /// Opens (creating on first use) the store at `root` and registers the built-in schemas.
+    pub fn open(root: &Path) -> Result<Store, StoreError> {
+        let cas = root.join("cas");
+        let store = Store {
+            root: root.to_path_buf(),
+            objects: cas.join("objects"),
+            tmp: cas.join("tmp"),
+            types: cas.join("index").join("types"),
+            lock: cas.join("index").join("lock"),
+            schemas: RwLock::new(HashMap::new()),
+            durable: true,
+        };
+        for dir in [&store.objects, &store.tmp, &store.types] {
+            fs::create_dir_all(dir).map_err(|e| StoreError::Root {
+                path: root.to_path_buf(),
+                reason: format!("cannot create {}: {e}", dir.display()),
+            })?;
+        }
+        if !store.has(Hash::META) {
+            store.write_node(Hash::ZERO, &builtin::bootstrap_payload())?;
+        }
+        for b in builtin::all() {
+            if !store.has(b.hash) {
+                store.put(Hash::META, &b.schema)?;
+            }
+        }
+        Ok(store)
+    }
+
+    /// Turns off fsync of node files (for benchmarks and throwaway stores only).
+    pub fn set_durable(&mut self, durable: bool) {
+        self.durable = durable;
+    }
+
+    /// The storage root this store lives in.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The path of a node's file.
+    pub fn object_path(&self, hash: Hash) -> PathBuf {
+        let symbols = hash.to_symbols();
+        let text = std::str::from_utf8(&symbols).expect("alphabet is ASCII");
+        let mut path = self.objects.join(&text[..2]);
+        path.push(format!("{}.json", &text[2..]));
+        path
+    }
+
+    /// Whether a node file with this hash exists (no verification).
+    pub fn has(&self, hash: Hash) -> bool {
+        self.object_path(hash).is_file()
+    }
+
+    /// Reads a node, verifying that its content still hashes to its name.
+    pub fn get(&self, hash: Hash) -> Result<Node, StoreError> {
+        let path = self.object_path(hash);
+        let bytes = match fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Err(StoreError::NotFound(hash)),
+            Err(e) => return Err(StoreError::io("cannot read node file", path)(e)),
+        };
+        parse_node_file(hash, &path, &bytes)
+    }
+
+    /// Reads only a node's payload.
+    pub fn get_payload(&self, hash: Hash) -> Result<Value, StoreError> {
+        self.get(hash).map(|n| n.payload)
+    }
+
+    /// Puts a node after validating it; returns its hash. Idempotent.
+    ///
+    /// A schema node (type [`Hash::META`]) must be a valid JSON Schema; a data node's type must
+    /// be a stored schema node, its payload must validate against it, and every `cas_ref` field
+    /// must name an existing node.
+    pub fn put(&self, type_hash: Hash, payload: &Value) -> Result<Hash, StoreError> {
+        if type_hash == Hash::ZERO {
+            if *payload == builtin::bootstrap_payload() {
+                return self.write_node(type_hash, payload);
+            }
+            return Err(StoreError::Reserved);
+        }
+        if type_hash == Hash::META {
+            let compiled = CompiledSchema::compile(payload)
+                .map_err(|violations| StoreError::InvalidSchema { violations })?;
+            let hash = self.write_node(type_hash, payload)?;
+            self.cache_schema(hash, compiled);
+            return Ok(hash);
+        }
+        let schema = self.schema(type_hash)?;
+        schema
+            .validate(payload)
+            .map_err(|violations| StoreError::InvalidPayload {
+                type_hash,
+                violations,
+            })?;
+        for (pointer, target) in schema.located_refs(payload) {
+            if !self.has(target) {
+                return Err(StoreError::MissingRef { pointer, target });
+            }
+        }
+        self.write_node(type_hash, payload)
+    }
+
+    /// The compiled schema of a schema node (cached).
+    pub fn schema(&self, hash: Hash) -> Result<Arc<CompiledSchema>, StoreError> {
+        if let Some(found) = self.read_cache().get(&hash) {
+            return Ok(found.clone());
+        }
+        let node = match self.get(hash) {
+            Ok(node) => node,
+            Err(StoreError::NotFound(_)) => return Err(StoreError::UnknownType(hash)),
+            Err(e) => return Err(e),
+        };
+        if !node.is_schema() {
+            return Err(StoreError::NotASchema(hash));
+        }
+        let compiled = CompiledSchema::compile(&node.payload)
+            .map_err(|violations| StoreError::InvalidSchema { violations })?;
+        Ok(self.cache_schema(hash, compiled))
+    }
+
+    fn read_cache(&self) -> std::sync::RwLockReadGuard<'_, HashMap<Hash, Arc<CompiledSchema>>> {
+        // A poisoned cache only means another thread panicked mid-insert of a complete value.
+        self.schemas.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn cache_schema(&self, hash: Hash, compiled: CompiledSchema) -> Arc<CompiledSchema> {
+        let compiled = Arc::new(compiled);
+        let mut cache = self.schemas.write().unwrap_or_else(|p| p.into_inner());
+        cache.entry(hash).or_insert(compiled).clone()
+    }
+
+    /// The direct references of a node: its type (unless it is the reserved zero hash) and every
+    /// `cas_ref` field of its payload.
+    pub fn refs(&self, hash: Hash) -> Result<Vec<Hash>, StoreError> {
+        let node = self.get(hash)?;
+        self.node_refs(&node)
+    }
+
+    /// The direct references of a node already read.
+    pub fn node_refs(&self, node: &Node) -> Result<Vec<Hash>, StoreError> {
+        if node.type_hash == Hash::ZERO {
+            return Ok(Vec::new()); // the bootstrap node: its type names no node
+        }
+        if node.is_schema() {
+            return Ok(vec![Hash::META]);
+        }
+        let mut out = vec![node.type_hash];
+        for r in self.schema(node.type_hash)?.refs(&node.payload) {
+            if r != node.type_hash {
+                out.push(r);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every hash reachable from `start` (itself included), each once, breadth first.
+    pub fn walk(&self, start: Hash) -> Result<Vec<Hash>, StoreError> {
+        let mut seen = std::collections::HashSet::from([start]);
+        let mut order = vec![start];
+        let mut i = 0;
+        while i < order.len() {
+            for r in self.refs(order[i])? {
+                if seen.insert(r) {
+                    order.push(r);
+                }
+            }
+            i += 1;
+        }
+        Ok(order)
+    }
+
+    /// Every node file's hash, by scanning `cas/objects/` (sorted).
+    pub fn list_all(&self) -> Result<Vec<Hash>, StoreError> {
+        Ok(self
+            .scan_objects()?
+            .into_iter()
+            .filter_map(|(_, hash)| hash)
+            .collect())
+    }
+
+    /// Every file under `cas/objects/`, with its hash when the name is a valid node name.
+    pub(crate) fn scan_objects(&self) -> Result<Vec<(PathBuf, Option<Hash>)>, StoreError> {
+        let mut out = Vec::new();
+        let mut fanouts: Vec<_> = read_dir_names(&self.objects)?;
+        fanouts.sort();
+        for fanout in fanouts {
+            let dir = self.objects.join(&fanout);
+            if !dir.is_dir() {
+                out.push((dir, None));
+                continue;
+            }
+            let mut names = read_dir_names(&dir)?;
+            names.sort();
+            for name in names {
+                let hash = name
+                    .strip_suffix(".json")
+                    .filter(|_| fanout.len() == 2)
+                    .and_then(|rest| Hash::parse(&format!("{fanout}{rest}")).ok())
+                    .filter(|h| h.fanout() == fanout);
+                out.push((dir.join(&name), hash));
+            }
+        }
+        out.sort_by_key(|(_, h)| *h);
+        Ok(out)
+    }
+
+    /// Nodes of one type, from the type index (only those whose files still exist).
+    pub fn list_type(&self, type_hash: Hash) -> Result<Vec<Hash>, StoreError> {
+        let path = self.types.join(type_hash.to_string());
+        let text = match fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(StoreError::io("cannot read type index", path)(e)),
+        };
+        let mut seen = std::collections::HashSet::new();
+        Ok(text
+            .lines()
+            .filter_map(|l| Hash::parse(l.trim()).ok())
+            .filter(|h| seen.insert(*h) && self.has(*h))
+            .collect())
+    }
+
+    /// Rebuilds the type index from the node files. Returns how many nodes were indexed.
+    pub fn reindex(&self) -> Result<usize, StoreError> {
+        let _guard = self.lock_index(true)?;
+        let mut by_type: HashMap<Hash, Vec<Hash>> = HashMap::new();
+        let mut count = 0;
+        for (path, hash) in self.scan_objects()? {
+            let Some(hash) = hash else { continue };
+            let Ok(bytes) = fs::read(&path) else { continue };
+            // Unreadable or corrupt nodes are fsck's business; they are simply not indexed.
+            if let Ok(node) = parse_node_file(hash, &path, &bytes) {
+                by_type.entry(node.type_hash).or_default().push(hash);
+                count += 1;
+            }
+        }
+        self.write_index(&by_type)?;
+        Ok(count)
+    }
+
+    /// Drops index entries whose node files are gone (after GC removed them).
+    pub(crate) fn prune_index(&self) -> Result<(), StoreError> {
+        let _guard = self.lock_index(true)?;
+        let mut by_type = HashMap::new();
+        for name in read_dir_names(&self.types)? {
+            if let Ok(t) = Hash::parse(&name) {
+                let path = self.types.join(&name);
+                let text = fs::read_to_string(&path)
+                    .map_err(StoreError::io("cannot read type index", &path))?;
+                let mut seen = std::collections::HashSet::new();
+                let kept: Vec<Hash> = text
+                    .lines()
+                    .filter_map(|l| Hash::parse(l.trim()).ok())
+                    .filter(|h| seen.insert(*h) && self.has(*h))
+                    .collect();
+                by_type.insert(t, kept);
+            }
+        }
+        self.write_index(&by_type)
+    }
+
+    /// Replaces the whole index with `by_type` (caller holds the exclusive lock).
+    fn write_index(&self, by_type: &HashMap<Hash, Vec<Hash>>) -> Result<(), StoreError> {
+        for (type_hash, hashes) in by_type {
+            let mut text = String::with_capacity(hashes.len() * 14);
+            for h in hashes {
+                text.push_str(&h.to_string());
+                text.push('\n');
+            }
+            write_atomic(
+                &self.tmp,
+                &self.types.join(type_hash.to_string()),
+                text.as_bytes(),
+                false,
+            )?;
+        }
+        for name in read_dir_names(&self.types)? {
+            let stale = Hash::parse(&name)
+                .map(|t| !by_type.contains_key(&t))
+                .unwrap_or(false);
+            if stale {
+                let path = self.types.join(&name);
+                fs::remove_file(&path)
+                    .map_err(StoreError::io("cannot remove type index", &path))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes the index lock, shared for appends or exclusive for rewrites.
+    fn lock_index(&self, exclusive: bool) -> Result<File, StoreError> {
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&self.lock)
+            .map_err(StoreError::io("cannot open index lock", &self.lock))?;
+        let locked = if exclusive {
+            file.lock()
+        } else {
+            file.lock_shared()
+        };
+        locked.map_err(StoreError::io("cannot lock", &self.lock))?;
+        Ok(file)
+    }
+
+    fn write_node(&self, type_hash: Hash, payload: &Value) -> Result<Hash, StoreError> {
+        let hash = node_hash(type_hash, payload);
+        let path = self.object_path(hash);
+        if path.exists() {
+            return self.confirm_existing(hash, type_hash, payload, &path);
+        }
+        let file_bytes = to_canonical_bytes(&serde_json::json!({
+            "payload": payload,
+            "timestamp": now_ms(),
+            "type": type_hash.to_string(),
+        }));
+        let mut temp = tempfile::Builder::new()
+            .prefix("node-")
+            .tempfile_in(&self.tmp)
+            .map_err(StoreError::io("cannot create temp file in", &self.tmp))?;
+        temp.write_all(&file_bytes)
+            .map_err(StoreError::io("cannot write temp file", temp.path()))?;
+        if self.durable {
+            temp.as_file()
+                .sync_all()
+                .map_err(StoreError::io("cannot fsync temp file", temp.path()))?;
+        }
+        fs::set_permissions(temp.path(), fs::Permissions::from_mode(0o444))
+            .map_err(StoreError::io("cannot make read-only", temp.path()))?;
+        let mut temp = temp.into_temp_path();
+        loop {
+            match temp.persist_noclobber(&path) {
+                Ok(()) => break,
+                Err(e) if e.error.kind() == ErrorKind::NotFound => {
+                    temp = e.path;
+                    let parent = path
+                        .parent()
+                        .expect("object paths have a fan-out directory");
+                    fs::create_dir_all(parent)
+                        .map_err(StoreError::io("cannot create directory", parent))?;
+                }
+                Err(e) if e.error.kind() == ErrorKind::AlreadyExists => {
+                    // Another writer won the race; the temp file is dropped (deleted).
+                    return self.confirm_existing(hash, type_hash, payload, &path);
+                }
+                Err(e) => return Err(StoreError::io("cannot publish node file", &path)(e.error)),
+            }
+        }
+        self.append_index(type_hash, hash)?;
+        Ok(hash)
+    }
+
+    /// A put found the file already there: same content is success, anything else a collision.
+    fn confirm_existing(
+        &self,
+        hash: Hash,
+        type_hash: Hash,
+        payload: &Value,
+        path: &Path,
+    ) -> Result<Hash, StoreError> {
+        let existing = self.get(hash)?;
+        if node_bytes(existing.type_hash, &existing.payload) != node_bytes(type_hash, payload) {
+            return Err(StoreError::Collision {
+                hash,
+                path: path.to_path_buf(),
+            });
+        }
+        // Refresh the mtime so a GC running now sees this node as young and keeps it.
+        if let Ok(file) = File::open(path) {
+            let _ = file.set_modified(SystemTime::now());
+        }
+        Ok(hash)
+    }
+
+    fn append_index(&self, type_hash: Hash, hash: Hash) -> Result<(), StoreError> {
+        let _guard = self.lock_index(false)?;
+        let path = self.types.join(type_hash.to_string());
+        let mut file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(StoreError::io("cannot open type index", &path))?;
+        // One write of one short line: O_APPEND keeps concurrent writers' lines whole.
+        file.write_all(format!("{hash}\n").as_bytes())
+            .map_err(StoreError::io("cannot append to type index", &path))
+    }
+
+    /// The temp directory (for GC's clean-up of abandoned temp files).
+    pub(crate) fn tmp_dir(&self) -> &Path {
+        &self.tmp
+    }
+}
+
+/// Parses and verifies the bytes of a node file.
+pub(crate) fn parse_node_file(hash: Hash, path: &Path, bytes: &[u8]) -> Result<Node, StoreError> {
+    let corrupt = |reason: String| StoreError::Corrupt {
+        hash,
+        path: path.to_path_buf(),
+        reason,
+    };
+    let value: Value =
+        serde_json::from_slice(bytes).map_err(|e| corrupt(format!("not JSON: {e}")))?;
+    let Value::Object(mut fields) = value else {
+        return Err(corrupt("not a JSON object".into()));
+    };
+    let type_hash = fields
+        .get("type")
+        .and_then(Value::as_str)
+        .ok_or_else(|| corrupt("no `type` string".into()))
+        .and_then(|t| Hash::parse(t).map_err(|e| corrupt(e.to_string())))?;
+    let payload = fields
+        .remove("payload")
+        .ok_or_else(|| corrupt("no `payload`".into()))?;
+    let timestamp = fields.get("timestamp").and_then(Value::as_u64).unwrap_or(0);
+    let actual = node_hash(type_hash, &payload);
+    if actual != hash {
+        return Err(StoreError::HashMismatch {
+            hash,
+            actual,
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(Node {
+        hash,
+        type_hash,
+        payload,
+        timestamp,
+    })
+}
+
+/// Writes `bytes` to `target` atomically: temp file in `tmp_dir`, optional fsync, rename.
+pub fn write_atomic(
+    tmp_dir: &Path,
+    target: &Path,
+    bytes: &[u8],
+    durable: bool,
+) -> Result<(), StoreError> {
+    let mut temp = tempfile::Builder::new()
+        .prefix("write-")
+        .tempfile_in(tmp_dir)
+        .map_err(StoreError::io("cannot create temp file in", tmp_dir))?;
+    temp.write_all(bytes)
+        .map_err(StoreError::io("cannot write temp file", temp.path()))?;
+    if durable {
+        temp.as_file()
+            .sync_all()
+            .map_err(StoreError::io("cannot fsync temp file", temp.path()))?;
+    }
+    temp.persist(target)
+        .map_err(|e| StoreError::io("cannot replace", target)(e.error))?;
+    Ok(())
+}
+
+fn read_dir_names(dir: &Path) -> Result<Vec<String>, StoreError> {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(StoreError::io("cannot list", dir)(e)),
+    };
+    let mut names = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(StoreError::io("cannot list", dir))?;
+        if let Ok(name) = entry.file_name().into_string() {
+            names.push(name);
+        }
+    }
+    Ok(names)
+}

@@ -1,0 +1,304 @@
+//! `uwf cas …`: inspect and maintain the content-addressed store.
+
+use std::io::Read;
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, anyhow, bail};
+use clap::{Args, Subcommand};
+use serde_json::Value;
+
+use super::{Exit, Out};
+use crate::cas::gc::{GcOptions, gc};
+use crate::cas::{Hash, Store, StoreError, builtin, fsck};
+use crate::engine::index_files;
+
+#[derive(Debug, Subcommand)]
+pub enum CasCommand {
+    /// Print a node as pretty JSON
+    #[command(after_help = "Example:\n  uwf cas get 2DHW2FP49YVD3 --payload")]
+    Get {
+        /// Node hash (case-insensitive)
+        hash: String,
+        /// Print only the payload
+        #[arg(long)]
+        payload: bool,
+    },
+    /// Validate and store a node; prints its hash
+    #[command(after_help = "The type is a schema hash or a built-in schema name \
+(workflow, start, step, text, detail), or `meta` (F5VV55NBKX1R5) to store a schema.\n\n\
+Examples:\n  uwf cas put text '\"hello\"'\n  uwf cas put 827F196W26J4M - < payload.json")]
+    Put {
+        /// Type: a schema node's hash or a built-in schema name
+        #[arg(value_name = "TYPE")]
+        type_hash: String,
+        /// The payload as JSON, or `-` to read it from stdin
+        json: String,
+    },
+    /// Exit 0 if the node exists, 1 if not (2 for a malformed hash)
+    #[command(after_help = "Example:\n  uwf cas has 2DHW2FP49YVD3 && echo present")]
+    Has { hash: String },
+    /// List a node's direct references (its type and its cas_ref fields)
+    #[command(after_help = "Example:\n  uwf cas refs 2DHW2FP49YVD3")]
+    Refs { hash: String },
+    /// List every node reachable from a node, itself included, once each
+    #[command(after_help = "Example:\n  uwf cas walk 2DHW2FP49YVD3")]
+    Walk { hash: String },
+    /// List node hashes, all of them or those of one type
+    #[command(after_help = "Examples:\n  uwf cas list\n  uwf cas list --type step")]
+    List {
+        /// Only nodes of this type (schema hash or built-in name)
+        #[arg(long = "type", value_name = "TYPE")]
+        type_hash: Option<String>,
+    },
+    /// Rebuild the type index from the node files
+    #[command(after_help = "Example:\n  uwf cas reindex")]
+    Reindex,
+    /// Remove nodes unreachable from the registry and thread heads
+    #[command(
+        after_help = "Roots: built-in schemas, registry.yaml (current and earlier versions), \
+threads.yaml heads, history.jsonl heads. Unreachable nodes younger than the grace period are kept.\n\n\
+Examples:\n  uwf cas gc --dry-run\n  uwf cas gc --grace 1h"
+    )]
+    Gc(GcArgs),
+    /// Check every node: hash, references, and validity against its schema
+    #[command(after_help = "Exit status 1 when any problem is found.\n\nExample:\n  uwf cas fsck")]
+    Fsck,
+    /// Work with schema nodes
+    #[command(subcommand)]
+    Schema(SchemaCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct GcArgs {
+    /// Keep unreachable nodes younger than this (e.g. 0s, 30m, 24h)
+    #[arg(long, default_value = "24h", value_parser = parse_duration)]
+    grace: Duration,
+    /// Report what would be removed; remove nothing
+    #[arg(long)]
+    dry_run: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SchemaCommand {
+    /// List schema nodes (built-ins with their names)
+    #[command(after_help = "Example:\n  uwf cas schema list")]
+    List,
+    /// Print a schema as pretty JSON
+    #[command(after_help = "Example:\n  uwf cas schema get step")]
+    Get {
+        /// Schema hash or built-in name
+        schema: String,
+    },
+    /// Store a JSON Schema (draft 2020-12) from a file or stdin; prints its hash
+    #[command(after_help = "Example:\n  uwf cas schema put review.schema.json")]
+    Put {
+        /// A file, or `-` for stdin
+        file: String,
+    },
+}
+
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text)
+        .map_err(|e| format!("{e} (use a number with a unit, e.g. 0s, 90s, 30m, 24h, 7days)"))
+}
+
+pub fn run(cmd: CasCommand, root: &Path, out: &mut Out) -> anyhow::Result<()> {
+    if let CasCommand::Has { hash } = &cmd {
+        // `has` answers with its exit status only; a malformed hash is a usage error.
+        let hash = Hash::parse(hash).map_err(|e| {
+            eprintln!("error: {e}");
+            Exit(2)
+        })?;
+        let store = Store::open(root)?;
+        return if store.has(hash) {
+            Ok(())
+        } else {
+            Err(Exit(1).into())
+        };
+    }
+    let store = Store::open(root)?;
+    match cmd {
+        CasCommand::Get { hash, payload } => {
+            let node = store.get(parse_hash(&hash)?)?;
+            if payload {
+                out.json_pretty(&node.payload)?;
+            } else {
+                out.json_pretty(&node.to_json())?;
+            }
+        }
+        CasCommand::Put { type_hash, json } => {
+            let type_hash = parse_type(&type_hash)?;
+            let payload = read_json(&json)?;
+            let hash = store.put(type_hash, &payload)?;
+            out.line(hash)?;
+        }
+        CasCommand::Has { .. } => unreachable!("handled above"),
+        CasCommand::Refs { hash } => {
+            for r in store.refs(parse_hash(&hash)?)? {
+                out.line(r)?;
+            }
+        }
+        CasCommand::Walk { hash } => {
+            for r in store.walk(parse_hash(&hash)?)? {
+                out.line(r)?;
+            }
+        }
+        CasCommand::List { type_hash } => {
+            let hashes = match type_hash {
+                Some(t) => store.list_type(parse_type(&t)?)?,
+                None => store.list_all()?,
+            };
+            for h in hashes {
+                out.line(h)?;
+            }
+        }
+        CasCommand::Reindex => {
+            let count = store.reindex()?;
+            out.line(format!("indexed {count} nodes"))?;
+        }
+        CasCommand::Gc(args) => run_gc(&store, root, &args, out)?,
+        CasCommand::Fsck => {
+            let report = fsck::fsck(&store)?;
+            for p in &report.problems {
+                let name = p
+                    .hash
+                    .map(|h| h.to_string())
+                    .unwrap_or_else(|| p.path.display().to_string());
+                out.line(format!("{name}: {}", p.message))?;
+            }
+            if report.problems.is_empty() {
+                out.line(format!("ok: {} nodes checked, no problems", report.checked))?;
+            } else {
+                out.flush()?;
+                eprintln!(
+                    "error: {} problem(s) in {} nodes\nhint: a node with a hash mismatch was changed on disk; restore it from a backup or remove it",
+                    report.problems.len(),
+                    report.checked
+                );
+                return Err(Exit(1).into());
+            }
+        }
+        CasCommand::Schema(cmd) => run_schema(&store, cmd, out)?,
+    }
+    Ok(())
+}
+
+fn run_gc(store: &Store, root: &Path, args: &GcArgs, out: &mut Out) -> anyhow::Result<()> {
+    let roots =
+        index_files::gc_roots(root).context("cannot collect GC roots; nothing was removed")?;
+    let options = GcOptions {
+        grace: args.grace,
+        dry_run: args.dry_run,
+    };
+    let report = gc(store, &roots, &options)?;
+    let verb = if args.dry_run {
+        "would remove"
+    } else {
+        "removed"
+    };
+    for h in &report.removed {
+        out.line(format!("{verb} {h}"))?;
+    }
+    for h in &report.missing_roots {
+        out.line(format!("warning: root {h} is not in the store"))?;
+    }
+    out.line(format!(
+        "{} reachable, {verb} {}, kept {} younger than {}{}",
+        report.reachable,
+        report.removed.len(),
+        report.young,
+        humantime::format_duration(args.grace),
+        if report.temp_files > 0 {
+            format!(", {verb} {} abandoned temp files", report.temp_files)
+        } else {
+            String::new()
+        }
+    ))?;
+    Ok(())
+}
+
+fn run_schema(store: &Store, cmd: SchemaCommand, out: &mut Out) -> anyhow::Result<()> {
+    match cmd {
+        SchemaCommand::List => {
+            out.line(format!(
+                "{}  meta (bootstrap: the type of every schema)",
+                Hash::META
+            ))?;
+            for h in store.list_type(Hash::META)? {
+                let label = match builtin::name_of(h) {
+                    Some(name) => name.to_owned(),
+                    None => store
+                        .get_payload(h)
+                        .ok()
+                        .and_then(|p| p.get("title").and_then(Value::as_str).map(str::to_owned))
+                        .unwrap_or_else(|| "-".into()),
+                };
+                out.line(format!("{h}  {label}"))?;
+            }
+        }
+        SchemaCommand::Get { schema } => {
+            let hash = parse_type(&schema)?;
+            let node = store.get(hash)?;
+            if !node.is_schema() {
+                return Err(StoreError::NotASchema(hash).into());
+            }
+            out.json_pretty(&node.payload)?;
+        }
+        SchemaCommand::Put { file } => {
+            let schema = read_json(&file)?;
+            out.line(store.put(Hash::META, &schema)?)?;
+        }
+    }
+    Ok(())
+}
+
+fn parse_hash(text: &str) -> anyhow::Result<Hash> {
+    Ok(Hash::parse(text)?)
+}
+
+/// A type given as a hash or as a built-in schema's name.
+fn parse_type(text: &str) -> anyhow::Result<Hash> {
+    if text == "meta" {
+        return Ok(Hash::META);
+    }
+    if let Some(b) = builtin::all().iter().find(|b| b.name == text) {
+        return Ok(b.hash);
+    }
+    Hash::parse(text).map_err(|e| {
+        anyhow!(e).context(format!(
+            "unknown type `{text}`: give a schema hash or one of: meta, {}",
+            builtin::all()
+                .iter()
+                .map(|b| b.name)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+    })
+}
+
+/// Reads JSON from an argument that is inline JSON, `-` (stdin) or — for `schema put` — a file.
+fn read_json(arg: &str) -> anyhow::Result<Value> {
+    let (text, source) = if arg == "-" {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .context("cannot read stdin")?;
+        (text, "stdin".to_owned())
+    } else if Path::new(arg).is_file() {
+        let text = std::fs::read_to_string(arg).with_context(|| format!("cannot read {arg}"))?;
+        (text, arg.to_owned())
+    } else {
+        (arg.to_owned(), "the argument".to_owned())
+    };
+    if text.trim().is_empty() {
+        bail!("no JSON in {source}");
+    }
+    serde_json::from_str(&text).map_err(|e| {
+        anyhow!(
+            "invalid JSON in {source} at line {}, column {}: {e}",
+            e.line(),
+            e.column()
+        )
+    })
+}

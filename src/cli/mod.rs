@@ -1,0 +1,101 @@
+//! The command line: argument parsing, output, and turning errors into messages and exit codes.
+//!
+//! Only this layer prints. Exit codes: 0 ok, 1 error, 2 usage, 75 busy (a thread's step is held
+//! by another process).
+
+mod cas;
+mod output;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+pub use output::Out;
+
+/// uwf runs LLM-agent workflows over a content-addressed store.
+#[derive(Debug, Parser)]
+#[command(
+    name = "uwf",
+    version,
+    about,
+    propagate_version = true,
+    max_term_width = 100
+)]
+#[command(
+    after_help = "Examples:\n  uwf cas schema list\n  echo '\"hello\"' | uwf cas put text -\n\n\
+Storage root: --root, else $UWF_STORAGE_ROOT, else $WORKFLOW_STORAGE_ROOT, else ~/.uwf"
+)]
+pub struct Cli {
+    /// Storage root (overrides $UWF_STORAGE_ROOT)
+    #[arg(long, global = true, value_name = "DIR")]
+    root: Option<PathBuf>,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Inspect and maintain the content-addressed store
+    #[command(subcommand)]
+    Cas(cas::CasCommand),
+}
+
+/// An error that decided its own exit code (e.g. `cas has` answering "no", or `fsck` problems).
+#[derive(Debug)]
+pub struct Exit(pub u8);
+
+impl std::fmt::Display for Exit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "exit {}", self.0)
+    }
+}
+
+impl std::error::Error for Exit {}
+
+/// Runs the CLI and returns the process exit code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let mut out = Out::stdout();
+    let result = run(cli, &mut out).and_then(|()| Ok(out.flush()?));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => report(&err),
+    }
+}
+
+fn run(cli: Cli, out: &mut Out) -> anyhow::Result<()> {
+    let root = match cli.root {
+        Some(root) => root,
+        None => crate::cas::store::default_root()?,
+    };
+    match cli.command {
+        Command::Cas(cmd) => cas::run(cmd, &root, out),
+    }
+}
+
+/// Prints an error as `error: …` with its causes and hints, and picks the exit code.
+fn report(err: &anyhow::Error) -> ExitCode {
+    if let Some(exit) = err.downcast_ref::<Exit>() {
+        return ExitCode::from(exit.0);
+    }
+    if output::is_broken_pipe(err) {
+        return ExitCode::SUCCESS;
+    }
+    let mut lines = err.to_string();
+    let mut hint = None;
+    for cause in err.chain().skip(1) {
+        let text = cause.to_string();
+        if let Some(h) = text.strip_prefix("hint: ") {
+            hint = Some(h.to_owned());
+        } else {
+            lines.push_str(&format!("\ncaused by: {text}"));
+        }
+    }
+    eprintln!("error: {lines}");
+    if let Some(hint) = hint {
+        eprintln!("hint: {hint}");
+    }
+    ExitCode::from(1)
+}

@@ -1,0 +1,181 @@
+//! The small mutable index files beside the CAS: `registry.yaml`, `threads.yaml` and
+//! `history.jsonl`. They name the heads that keep nodes alive (GC roots).
+//!
+//! Formats (all optional; a missing file is empty):
+//! ```text
+//! registry.yaml   <name>: {hash: <hash>, registeredAt: <ms>, history: [{hash, registeredAt}, …]}
+//! threads.yaml    <thread-id>: <head hash>
+//! history.jsonl   {"thread", "workflow", "head", "status": "done"|"killed", "completedAt"} per line
+//! ```
+//! A file that exists but does not parse is an error naming the file, never "no entries": a GC
+//! that read a damaged index as empty would delete live threads.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::cas::Hash;
+
+/// Errors reading the index files.
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    #[error("cannot read {}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{} is damaged: {reason}\nhint: fix or restore the file by hand; nothing was changed", path.display())]
+    Damaged { path: PathBuf, reason: String },
+}
+
+/// One registered workflow version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Version {
+    pub hash: Hash,
+    pub registered_at: u64,
+}
+
+/// A registry entry: the current version and the earlier ones, oldest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RegistryEntry {
+    pub hash: Hash,
+    pub registered_at: u64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<Version>,
+}
+
+/// `registry.yaml`: workflow name → entry.
+pub type Registry = BTreeMap<String, RegistryEntry>;
+
+/// `threads.yaml`: thread id → head hash.
+pub type Threads = BTreeMap<String, Hash>;
+
+/// One line of `history.jsonl`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Archived {
+    pub thread: String,
+    pub workflow: Hash,
+    pub head: Hash,
+    pub status: String,
+    pub completed_at: u64,
+}
+
+fn read_optional(path: &Path) -> Result<Option<String>, IndexError> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(IndexError::Io {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+fn read_yaml<T: serde::de::DeserializeOwned + Default>(path: &Path) -> Result<T, IndexError> {
+    let Some(text) = read_optional(path)? else {
+        return Ok(T::default());
+    };
+    if text.trim().is_empty() {
+        return Ok(T::default());
+    }
+    serde_yaml::from_str(&text).map_err(|e| IndexError::Damaged {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })
+}
+
+/// Reads `registry.yaml` under `root`.
+pub fn read_registry(root: &Path) -> Result<Registry, IndexError> {
+    read_yaml(&root.join("registry.yaml"))
+}
+
+/// Reads `threads.yaml` under `root`.
+pub fn read_threads(root: &Path) -> Result<Threads, IndexError> {
+    read_yaml(&root.join("threads.yaml"))
+}
+
+/// Reads `history.jsonl` under `root`.
+pub fn read_history(root: &Path) -> Result<Vec<Archived>, IndexError> {
+    let path = root.join("history.jsonl");
+    let Some(text) = read_optional(&path)? else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let entry = serde_json::from_str(line).map_err(|e| IndexError::Damaged {
+            path: path.clone(),
+            reason: format!("line {}: {e}", i + 1),
+        })?;
+        out.push(entry);
+    }
+    Ok(out)
+}
+
+/// Every hash the index files keep alive: registry versions (current and history), active
+/// thread heads and archived thread heads.
+pub fn gc_roots(root: &Path) -> Result<Vec<Hash>, IndexError> {
+    let mut roots = Vec::new();
+    for entry in read_registry(root)?.values() {
+        roots.push(entry.hash);
+        roots.extend(entry.history.iter().map(|v| v.hash));
+    }
+    roots.extend(read_threads(root)?.into_values());
+    roots.extend(read_history(root)?.into_iter().map(|a| a.head));
+    Ok(roots)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_files_are_empty_and_damaged_ones_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(gc_roots(dir.path()).unwrap().is_empty());
+        std::fs::write(dir.path().join("threads.yaml"), "{ not: [yaml").unwrap();
+        let err = gc_roots(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("threads.yaml is damaged"), "{err}");
+    }
+
+    #[test]
+    fn roots_come_from_all_three_files() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("registry.yaml"),
+            "demo:\n  hash: EYHPV6X8XHTCS\n  registeredAt: 1\n  history:\n    - hash: 2DHW2FP49YVD3\n      registeredAt: 0\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("threads.yaml"),
+            "01JAAAAAAAAAAAAAAAAAAAAAAA: F5VV55NBKX1R5\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("history.jsonl"),
+            "{\"thread\":\"x\",\"workflow\":\"EYHPV6X8XHTCS\",\"head\":\"827F196W26J4M\",\"status\":\"done\",\"completedAt\":5}\n",
+        )
+        .unwrap();
+        let roots: Vec<String> = gc_roots(dir.path())
+            .unwrap()
+            .iter()
+            .map(|h| h.to_string())
+            .collect();
+        assert_eq!(
+            roots,
+            [
+                "EYHPV6X8XHTCS",
+                "2DHW2FP49YVD3",
+                "F5VV55NBKX1R5",
+                "827F196W26J4M"
+            ]
+        );
+    }
+}
