@@ -4,3 +4,4 @@
 pub mod cas;
 pub mod cli;
 pub mod engine;
+pub mod fs;

@@ -568,3 +568,63 @@ fn read_dir_names(dir: &Path) -> Result<Vec<String>, StoreError> {
     }
     Ok(names)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        (dir, store)
+    }
+
+    #[test]
+    fn a_different_payload_under_an_existing_name_is_a_collision() {
+        // A real XXH64 collision is out of reach in a test, so present the check with one: the
+        // node file for `a` exists, and a put claims that name for other content.
+        let (_dir, store) = store();
+        let text = builtin::hash_of("text");
+        let a = store.put(text, &json!("a")).unwrap();
+        let err = store
+            .confirm_existing(a, text, &json!("b"), &store.object_path(a))
+            .unwrap_err();
+        assert!(
+            matches!(err, StoreError::Collision { hash, .. } if hash == a),
+            "{err}"
+        );
+        assert!(err.to_string().contains("hash collision"));
+        // The original is untouched.
+        assert_eq!(store.get(a).unwrap().payload, json!("a"));
+    }
+
+    #[test]
+    fn concurrent_puts_of_the_same_node_agree() {
+        let (_dir, store) = store();
+        let text = builtin::hash_of("text");
+        let hashes: Vec<Hash> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..8)
+                .map(|_| s.spawn(|| store.put(text, &json!("same")).unwrap()))
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert!(hashes.windows(2).all(|w| w[0] == w[1]));
+        assert_eq!(store.list_type(text).unwrap(), vec![hashes[0]]);
+        assert_eq!(
+            std::fs::read_dir(&store.tmp).unwrap().count(),
+            0,
+            "temp files left behind"
+        );
+    }
+
+    #[test]
+    fn reopening_keeps_builtins_stable() {
+        let (dir, store) = store();
+        let before = store.list_all().unwrap();
+        drop(store);
+        let again = Store::open(dir.path()).unwrap();
+        assert_eq!(again.list_all().unwrap(), before);
+        assert_eq!(before.len(), builtin::all().len() + 1);
+    }
+}

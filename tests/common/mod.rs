@@ -1,0 +1,104 @@
+//! Shared helpers for integration tests: a sealed environment around the real `uwf` binary.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use assert_cmd::Command;
+
+/// A temporary storage root and home directory; every command runs with only these.
+pub struct Env {
+    pub dir: tempfile::TempDir,
+}
+
+impl Env {
+    pub fn new() -> Env {
+        Env {
+            dir: tempfile::tempdir().expect("temp dir"),
+        }
+    }
+
+    pub fn root(&self) -> PathBuf {
+        self.dir.path().join("store")
+    }
+
+    /// A `uwf` command in this environment.
+    pub fn uwf(&self) -> Command {
+        let mut cmd = Command::cargo_bin("uwf").expect("uwf binary");
+        cmd.env_remove("WORKFLOW_STORAGE_ROOT")
+            .env("UWF_STORAGE_ROOT", self.root())
+            .env("HOME", self.dir.path())
+            .env("NO_COLOR", "1")
+            .current_dir(self.dir.path());
+        cmd
+    }
+
+    /// Runs `uwf args…` and returns its output, whatever the exit status.
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.uwf().args(args).output().expect("run uwf")
+    }
+
+    /// Runs `uwf args…`, asserts success, and returns trimmed stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "uwf {args:?} failed ({:?})\nstdout: {}\nstderr: {}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    /// Runs `uwf args…` with stdin, asserts success, and returns trimmed stdout.
+    pub fn ok_stdin(&self, args: &[&str], stdin: &str) -> String {
+        let out = self
+            .uwf()
+            .args(args)
+            .write_stdin(stdin.to_owned())
+            .output()
+            .expect("run uwf");
+        assert!(
+            out.status.success(),
+            "uwf {args:?} failed\nstderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    /// Runs `uwf args…`, asserts it exits with `code`, and returns stderr.
+    pub fn fails(&self, args: &[&str], code: i32) -> String {
+        let out = self.run(args);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "uwf {args:?}: expected exit {code}\nstdout: {}\nstderr: {stderr}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        assert!(
+            !stderr.contains("panicked"),
+            "panic in uwf {args:?}: {stderr}"
+        );
+        assert!(
+            !stderr.contains("RUST_BACKTRACE"),
+            "backtrace in uwf {args:?}: {stderr}"
+        );
+        stderr
+    }
+
+    /// The node file of a hash in this environment's store.
+    pub fn object_path(&self, hash: &str) -> PathBuf {
+        self.root()
+            .join("cas/objects")
+            .join(&hash[..2])
+            .join(format!("{}.json", &hash[2..]))
+    }
+}
+
+/// Makes a read-only file writable (tests tamper with node files on purpose).
+pub fn make_writable(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+}
