@@ -4,7 +4,9 @@
 //! by another process).
 
 mod cas;
+mod eval;
 mod output;
+mod workflow;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -37,6 +39,11 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Register, inspect, version and draw workflow definitions
+    #[command(subcommand)]
+    Workflow(workflow::WorkflowCommand),
+    /// Evaluate a JSONata expression (as the moderator does)
+    Eval(eval::EvalArgs),
     /// Inspect and maintain the content-addressed store
     #[command(subcommand)]
     Cas(cas::CasCommand),
@@ -72,6 +79,8 @@ fn run(cli: Cli, out: &mut Out) -> anyhow::Result<()> {
     };
     match cli.command {
         Command::Cas(cmd) => cas::run(cmd, &root, out),
+        Command::Workflow(cmd) => workflow::run(cmd, &root, out),
+        Command::Eval(args) => eval::run(args, out),
     }
 }
 

@@ -119,6 +119,60 @@ pub fn read_history(root: &Path) -> Result<Vec<Archived>, IndexError> {
     Ok(out)
 }
 
+/// Where the lock files of the index files live.
+pub fn locks_dir(root: &Path) -> PathBuf {
+    root.join("locks")
+}
+
+/// Holds an exclusive lock on `<root>/locks/<name>.lock` until dropped (released by the OS if
+/// the process dies).
+pub fn lock(root: &Path, name: &str) -> Result<std::fs::File, IndexError> {
+    let dir = locks_dir(root);
+    let path = dir.join(format!("{name}.lock"));
+    let io = |source| IndexError::Io {
+        path: path.clone(),
+        source,
+    };
+    std::fs::create_dir_all(&dir).map_err(io)?;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(io)?;
+    file.lock().map_err(io)?;
+    Ok(file)
+}
+
+/// Reads a YAML index file, lets `change` edit it, and writes it back atomically, all under the
+/// file's lock. Nothing is written when `change` fails.
+pub fn update_yaml<T, R, E>(
+    root: &Path,
+    file: &str,
+    change: impl FnOnce(&mut T) -> Result<R, E>,
+) -> Result<R, E>
+where
+    T: Serialize + serde::de::DeserializeOwned + Default,
+    E: From<IndexError>,
+{
+    let _guard = lock(root, file)?;
+    let path = root.join(file);
+    let mut value: T = read_yaml(&path)?;
+    let result = change(&mut value)?;
+    let text = serde_yaml::to_string(&value).expect("index files serialize to YAML");
+    write_file(root, &path, text.as_bytes())?;
+    Ok(result)
+}
+
+/// Replaces a file under the storage root atomically (temp file in `cas/tmp`, fsync, rename).
+pub fn write_file(root: &Path, path: &Path, bytes: &[u8]) -> Result<(), IndexError> {
+    let tmp = root.join("cas").join("tmp");
+    crate::cas::store::write_atomic(&tmp, path, bytes, true).map_err(|e| IndexError::Io {
+        path: path.to_path_buf(),
+        source: std::io::Error::other(e.to_string()),
+    })
+}
+
 /// Every hash the index files keep alive: registry versions (current and history), active
 /// thread heads and archived thread heads.
 pub fn gc_roots(root: &Path) -> Result<Vec<Hash>, IndexError> {

@@ -1,0 +1,90 @@
+//! `uwf eval`: try a JSONata expression the way the moderator runs it.
+
+use std::io::Read;
+use std::time::Duration;
+
+use anyhow::{Context, anyhow};
+use clap::Args;
+use serde_json::Value;
+
+use super::Out;
+use crate::engine::jsonata::{self, Limits};
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Prints the result as JSON, nothing for undefined. An error exits 1 with its \
+JSONata code (e.g. T2006).\n\n\
+Examples:\n  uwf eval '1 + 2'\n  echo '{\"steps\":[{\"role\":\"reviewer\",\"output\":{\"approved\":false}}]}' \\\n    | uwf eval 'steps[-1].output.approved = false' --input -\n  uwf eval '$count(steps) < $max' --input ctx.json --bind max=3"
+)]
+pub struct EvalArgs {
+    /// The JSONata expression
+    expression: String,
+    /// Input document: a JSON file, or `-` for stdin (default: no input)
+    #[arg(long, value_name = "FILE|-")]
+    input: Option<String>,
+    /// Bind a variable: `--bind name=JSON` makes `$name` available (repeatable)
+    #[arg(long, value_name = "NAME=JSON")]
+    bind: Vec<String>,
+    /// Time limit in milliseconds
+    #[arg(long, default_value_t = 1000)]
+    timeout_ms: u64,
+    /// Evaluation depth limit
+    #[arg(long, default_value_t = Limits::default().max_depth)]
+    depth: usize,
+}
+
+pub fn run(args: EvalArgs, out: &mut Out) -> anyhow::Result<()> {
+    let input = match args.input.as_deref() {
+        None => None,
+        Some("-") => {
+            let mut text = String::new();
+            std::io::stdin()
+                .read_to_string(&mut text)
+                .context("cannot read stdin")?;
+            Some(parse_json(&text, "stdin")?)
+        }
+        Some(file) => {
+            let text =
+                std::fs::read_to_string(file).with_context(|| format!("cannot read {file}"))?;
+            Some(parse_json(&text, file)?)
+        }
+    };
+    let mut bindings = Vec::new();
+    for b in &args.bind {
+        let (name, json) = b
+            .split_once('=')
+            .ok_or_else(|| anyhow!("--bind `{b}` is not NAME=JSON (e.g. --bind max=3)"))?;
+        let name = name.trim_start_matches('$');
+        if name.is_empty() {
+            return Err(anyhow!("--bind `{b}` has no variable name"));
+        }
+        bindings.push((
+            name.to_owned(),
+            parse_json(json, &format!("--bind {name}"))?,
+        ));
+    }
+    let limits = Limits {
+        timeout: Duration::from_millis(args.timeout_ms),
+        max_depth: args.depth,
+        ..Limits::default()
+    };
+    let expr = jsonata::compile(&args.expression)?;
+    let prepared = match input {
+        Some(value) => jsonata::Input::new(value),
+        None => jsonata::Input::undefined(),
+    };
+    if let Some(value) = expr.evaluate_prepared(&prepared, &bindings, &limits)? {
+        out.json_pretty(&value)?;
+    }
+    Ok(())
+}
+
+fn parse_json(text: &str, source: &str) -> anyhow::Result<Value> {
+    serde_json::from_str(text).map_err(|e| {
+        anyhow!(
+            "invalid JSON in {source} at line {}, column {}: {e}",
+            e.line(),
+            e.column()
+        )
+    })
+}

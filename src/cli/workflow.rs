@@ -1,0 +1,152 @@
+//! `uwf workflow …`: register, inspect, version and draw workflow definitions.
+
+use std::io::Read;
+use std::path::Path;
+
+use anyhow::{Context, bail};
+use clap::Subcommand;
+use serde_json::json;
+
+use super::Out;
+use crate::cas::Store;
+use crate::cas::store::now_ms;
+use crate::engine::graph;
+use crate::engine::registry::{self, Registered};
+use crate::engine::workflow::{self, Definition, WorkflowError};
+
+#[derive(Debug, Subcommand)]
+pub enum WorkflowCommand {
+    /// Validate a YAML definition and register it under its `name`
+    #[command(
+        after_help = "Prints {\"name\",\"hash\",\"status\"} with status new, updated or unchanged. \
+Every problem is listed with its location and nothing is registered when any is found.\n\n\
+Examples:\n  uwf workflow put examples/solve-issue.yaml\n  uwf workflow put --check draft.yaml\n  cat wf.yaml | uwf workflow put -"
+    )]
+    Put {
+        /// A YAML file, or `-` for stdin
+        file: String,
+        /// Only validate: print problems and warnings, register nothing
+        #[arg(long)]
+        check: bool,
+    },
+    /// Print a workflow as YAML with its schemas inline
+    #[command(
+        after_help = "Examples:\n  uwf workflow show solve-issue\n  uwf workflow show 4G86E2KECAKQG > copy.yaml"
+    )]
+    Show {
+        /// A registered name or a workflow hash
+        workflow: String,
+    },
+    /// List registered workflows, one JSON object per line
+    #[command(after_help = "Example:\n  uwf workflow list")]
+    List,
+    /// List the versions of a workflow, newest first
+    #[command(after_help = "Example:\n  uwf workflow history solve-issue")]
+    History { name: String },
+    /// Make an earlier version current again (default: the previous one)
+    #[command(
+        after_help = "Examples:\n  uwf workflow rollback solve-issue\n  uwf workflow rollback solve-issue 4G86E2KECAKQG"
+    )]
+    Rollback { name: String, hash: Option<String> },
+    /// Draw the graph as a Mermaid flowchart (or Graphviz DOT)
+    #[command(
+        after_help = "Examples:\n  uwf workflow graph solve-issue > graph.mmd\n  uwf workflow graph solve-issue --dot | dot -Tsvg > graph.svg"
+    )]
+    Graph {
+        /// A registered name or a workflow hash
+        workflow: String,
+        /// Print Graphviz DOT instead of Mermaid
+        #[arg(long)]
+        dot: bool,
+    },
+    /// Remove a name from the registry (threads using it keep working)
+    #[command(after_help = "Example:\n  uwf workflow rm old-draft")]
+    Rm { name: String },
+}
+
+pub fn run(cmd: WorkflowCommand, root: &Path, out: &mut Out) -> anyhow::Result<()> {
+    let store = Store::open(root)?;
+    match cmd {
+        WorkflowCommand::Put { file, check } => put(&store, &file, check, out)?,
+        WorkflowCommand::Show { workflow } => {
+            let hash = registry::resolve(&store, &workflow)?;
+            out.text(&Definition::load(&store, hash)?.to_yaml())?;
+        }
+        WorkflowCommand::List => {
+            for (name, entry) in registry::list(root)? {
+                out.line(json!({
+                    "name": name,
+                    "hash": entry.hash,
+                    "registeredAt": entry.registered_at,
+                    "versions": entry.history.len() + 1,
+                }))?;
+            }
+        }
+        WorkflowCommand::History { name } => {
+            let entry = registry::entry(root, &name)?;
+            out.line(
+                json!({"hash": entry.hash, "registeredAt": entry.registered_at, "current": true}),
+            )?;
+            for v in entry.history.iter().rev() {
+                out.line(
+                    json!({"hash": v.hash, "registeredAt": v.registered_at, "current": false}),
+                )?;
+            }
+        }
+        WorkflowCommand::Rollback { name, hash } => {
+            let target = hash.map(|h| crate::cas::Hash::parse(&h)).transpose()?;
+            let (from, to) = registry::rollback(root, &name, target, now_ms())?;
+            out.line(json!({"name": name, "hash": to, "previous": from}))?;
+        }
+        WorkflowCommand::Graph { workflow, dot } => {
+            let (_, w) = registry::load(&store, &workflow)?;
+            out.text(&if dot {
+                graph::dot(&w)
+            } else {
+                graph::mermaid(&w)
+            })?;
+        }
+        WorkflowCommand::Rm { name } => {
+            let entry = registry::remove(root, &name)?;
+            out.line(json!({"name": name, "removed": entry.hash}))?;
+        }
+    }
+    Ok(())
+}
+
+fn put(store: &Store, file: &str, check: bool, out: &mut Out) -> anyhow::Result<()> {
+    let text = if file == "-" {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .context("cannot read stdin")?;
+        text
+    } else {
+        std::fs::read_to_string(file).with_context(|| format!("cannot read {file}"))?
+    };
+    if text.trim().is_empty() {
+        bail!("{file} is empty: nothing to register");
+    }
+    let checked = workflow::parse(&text).map_err(|problems| WorkflowError::Invalid { problems })?;
+    for w in &checked.warnings {
+        eprintln!("warning: {w}");
+    }
+    let name = checked.definition.workflow.name.clone();
+    if check {
+        out.line(json!({"name": name, "valid": true, "warnings": checked.warnings.len()}))?;
+        return Ok(());
+    }
+    let hash = checked.definition.store(store)?;
+    let status = registry::register(store.root(), &name, hash, now_ms())?;
+    let mut report = json!({"name": name, "hash": hash});
+    match status {
+        Registered::New => report["status"] = "new".into(),
+        Registered::Unchanged => report["status"] = "unchanged".into(),
+        Registered::Updated { previous } => {
+            report["status"] = "updated".into();
+            report["previous"] = previous.to_string().into();
+        }
+    }
+    out.line(report)?;
+    Ok(())
+}

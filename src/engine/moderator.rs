@@ -1,0 +1,408 @@
+//! The moderator: picks a thread's next role by evaluating the workflow's JSONata conditions
+//! against the thread's context (SPEC §4).
+//!
+//! Context shape: `{"start": {"workflow", "prompt"}, "steps": [{"role", "output", "detail",
+//! "agent"}, …]}`, oldest first. The position is the last step's role, or `$START`. The
+//! transitions of that position are tried in order; `condition: null` always matches; a named
+//! condition matches only when its result is boolean `true`. The first match wins.
+//!
+//! Architecture Invariant: the context is converted for the engine once per decision (an
+//! [`Input`]), not once per condition, and every evaluation is bounded by [`Limits`]. No I/O.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::jsonata::{self, Expr, Input, JsonataError, Limits};
+use super::workflow::{END, START, Workflow};
+
+/// Errors of a routing decision.
+#[derive(Debug, thiserror::Error)]
+pub enum ModeratorError {
+    #[error("no transition out of `{position}` matched (tried: {})\nhint: add a final `condition: null` transition so routing never dead-ends", tried.join(", "))]
+    NoMatch {
+        position: String,
+        tried: Vec<String>,
+    },
+    #[error("condition `{condition}` failed: {error}\n  expression: {expression}")]
+    Evaluation {
+        condition: String,
+        expression: String,
+        error: JsonataError,
+    },
+    #[error("condition `{condition}` does not compile: {error}")]
+    Compile {
+        condition: String,
+        error: JsonataError,
+    },
+    #[error("the thread is at `{0}`, which has no entry in the workflow's graph")]
+    UnknownPosition(String),
+}
+
+/// How one transition fared.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// `condition: null`: always matches.
+    Always,
+    /// The condition evaluated; it matches only when the value is boolean `true`. `None` is
+    /// JSONata's undefined.
+    Evaluated(Option<Value>),
+    /// The condition raised an error.
+    Failed(JsonataError),
+    /// Not evaluated because an earlier transition matched.
+    NotTried,
+}
+
+impl Outcome {
+    pub fn matched(&self) -> bool {
+        matches!(
+            self,
+            Outcome::Always | Outcome::Evaluated(Some(Value::Bool(true)))
+        )
+    }
+}
+
+/// One transition with its outcome.
+#[derive(Debug, Clone)]
+pub struct Tried {
+    pub target: String,
+    pub condition: Option<String>,
+    pub expression: Option<String>,
+    pub outcome: Outcome,
+}
+
+/// A routing decision.
+#[derive(Debug, Clone)]
+pub struct Decision {
+    pub position: String,
+    /// The chosen role, or `$END`.
+    pub next: String,
+    pub trace: Vec<Tried>,
+}
+
+impl Decision {
+    pub fn is_end(&self) -> bool {
+        self.next == END
+    }
+}
+
+/// A workflow's routing with its conditions compiled once.
+#[derive(Debug)]
+pub struct Moderator {
+    workflow: Workflow,
+    conditions: BTreeMap<String, Expr>,
+    limits: Limits,
+}
+
+/// The position a context is at: the last step's role, or `$START`.
+pub fn position(context: &Value) -> &str {
+    context
+        .get("steps")
+        .and_then(Value::as_array)
+        .and_then(|steps| steps.last())
+        .and_then(|step| step.get("role"))
+        .and_then(Value::as_str)
+        .unwrap_or(START)
+}
+
+impl Moderator {
+    pub fn new(workflow: Workflow) -> Result<Moderator, ModeratorError> {
+        let mut conditions = BTreeMap::new();
+        for (name, c) in &workflow.conditions {
+            let expr =
+                jsonata::compile(&c.expression).map_err(|error| ModeratorError::Compile {
+                    condition: name.clone(),
+                    error,
+                })?;
+            conditions.insert(name.clone(), expr);
+        }
+        Ok(Moderator {
+            workflow,
+            conditions,
+            limits: Limits::default(),
+        })
+    }
+
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    pub fn workflow(&self) -> &Workflow {
+        &self.workflow
+    }
+
+    /// Picks the next role for `context`, stopping at the first match.
+    pub fn decide(&self, context: &Value) -> Result<Decision, ModeratorError> {
+        let position = position(context).to_owned();
+        let input = Input::new(context.clone());
+        self.run(&position, &input, true)
+    }
+
+    /// Picks the next role from an already prepared input at `position`.
+    pub fn decide_prepared(
+        &self,
+        position: &str,
+        input: &Input,
+    ) -> Result<Decision, ModeratorError> {
+        self.run(position, input, true)
+    }
+
+    /// Evaluates every transition of the current position (for `thread why`); the decision is
+    /// the first match, as in [`Moderator::decide`]. Evaluation errors are recorded, not raised.
+    pub fn explain(&self, context: &Value) -> Result<(Vec<Tried>, Option<String>), ModeratorError> {
+        let position = position(context).to_owned();
+        let input = Input::new(context.clone());
+        let transitions = self
+            .workflow
+            .graph
+            .get(&position)
+            .ok_or_else(|| ModeratorError::UnknownPosition(position.clone()))?;
+        let mut trace = Vec::new();
+        let mut chosen = None;
+        for t in transitions {
+            let outcome = self.outcome(t.condition.as_deref(), &input);
+            if chosen.is_none() && outcome.matched() {
+                chosen = Some(t.role.clone());
+            }
+            trace.push(self.tried(t.role.clone(), t.condition.clone(), outcome));
+        }
+        Ok((trace, chosen))
+    }
+
+    fn run(
+        &self,
+        position: &str,
+        input: &Input,
+        stop_at_match: bool,
+    ) -> Result<Decision, ModeratorError> {
+        let transitions = self
+            .workflow
+            .graph
+            .get(position)
+            .ok_or_else(|| ModeratorError::UnknownPosition(position.to_owned()))?;
+        let mut trace: Vec<Tried> = Vec::new();
+        let mut next = None;
+        for t in transitions {
+            if next.is_some() && stop_at_match {
+                trace.push(self.tried(t.role.clone(), t.condition.clone(), Outcome::NotTried));
+                continue;
+            }
+            let outcome = self.outcome(t.condition.as_deref(), input);
+            if let Outcome::Failed(error) = &outcome {
+                let condition = t.condition.clone().unwrap_or_default();
+                return Err(ModeratorError::Evaluation {
+                    expression: self.expression_of(&condition),
+                    condition,
+                    error: error.clone(),
+                });
+            }
+            if next.is_none() && outcome.matched() {
+                next = Some(t.role.clone());
+            }
+            trace.push(self.tried(t.role.clone(), t.condition.clone(), outcome));
+        }
+        match next {
+            Some(next) => Ok(Decision {
+                position: position.to_owned(),
+                next,
+                trace,
+            }),
+            None => Err(ModeratorError::NoMatch {
+                position: position.to_owned(),
+                tried: transitions
+                    .iter()
+                    .map(|t| t.condition.clone().unwrap_or_else(|| "null".into()))
+                    .collect(),
+            }),
+        }
+    }
+
+    fn outcome(&self, condition: Option<&str>, input: &Input) -> Outcome {
+        let Some(name) = condition else {
+            return Outcome::Always;
+        };
+        let Some(expr) = self.conditions.get(name) else {
+            // Validation guarantees every referenced condition exists; a stored workflow that
+            // says otherwise is reported as an evaluation failure, not a panic.
+            return Outcome::Failed(JsonataError::Evaluate {
+                code: None,
+                message: format!("condition `{name}` is not defined in the workflow"),
+            });
+        };
+        match expr.evaluate_prepared(input, &[], &self.limits) {
+            Ok(value) => Outcome::Evaluated(value),
+            Err(e) => Outcome::Failed(e),
+        }
+    }
+
+    fn tried(&self, target: String, condition: Option<String>, outcome: Outcome) -> Tried {
+        let expression = condition.as_deref().map(|c| self.expression_of(c));
+        Tried {
+            target,
+            condition,
+            expression,
+            outcome,
+        }
+    }
+
+    fn expression_of(&self, condition: &str) -> String {
+        self.workflow
+            .conditions
+            .get(condition)
+            .map(|c| c.expression.clone())
+            .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::workflow;
+    use serde_json::json;
+
+    const YAML: &str = r#"
+name: review-loop
+roles:
+  writer: { meta: { type: object } }
+  reviewer: { meta: { type: object, properties: { approved: { type: boolean } } } }
+conditions:
+  notApproved: { expression: "steps[-1].output.approved = false" }
+  tooMany: { expression: "$count(steps[role='reviewer']) >= 3" }
+  truthy: { expression: "'yes'" }
+  broken: { expression: "$number('abc') + {}" }
+graph:
+  $START: [ { role: writer, condition: null } ]
+  writer: [ { role: reviewer, condition: null } ]
+  reviewer:
+    - { role: $END, condition: tooMany }
+    - { role: writer, condition: notApproved }
+    - { role: $END, condition: null }
+"#;
+
+    fn moderator(yaml: &str) -> Moderator {
+        let checked = workflow::parse(yaml).unwrap_or_else(|p| panic!("{p:?}"));
+        Moderator::new(checked.definition.workflow).unwrap()
+    }
+
+    fn ctx(steps: Value) -> Value {
+        json!({"start": {"workflow": "4G86E2KECAKQG", "prompt": "p"}, "steps": steps})
+    }
+
+    #[test]
+    fn starts_at_start_and_follows_null_conditions() {
+        let m = moderator(YAML);
+        let d = m.decide(&ctx(json!([]))).unwrap();
+        assert_eq!((d.position.as_str(), d.next.as_str()), ("$START", "writer"));
+        let d = m
+            .decide(&ctx(json!([{"role": "writer", "output": {}}])))
+            .unwrap();
+        assert_eq!(d.next, "reviewer");
+    }
+
+    #[test]
+    fn transitions_are_tried_in_order_first_match_wins() {
+        let m = moderator(YAML);
+        let rejected = json!([{"role": "writer", "output": {}}, {"role": "reviewer", "output": {"approved": false}}]);
+        let d = m.decide(&ctx(rejected)).unwrap();
+        assert_eq!(d.next, "writer");
+        assert_eq!(d.trace[0].outcome, Outcome::Evaluated(Some(json!(false))));
+        assert!(d.trace[1].outcome.matched());
+        assert_eq!(d.trace[2].outcome, Outcome::NotTried);
+
+        let approved = json!([{"role": "reviewer", "output": {"approved": true}}]);
+        assert_eq!(m.decide(&ctx(approved)).unwrap().next, "$END");
+
+        let three = json!([{"role": "reviewer", "output": {"approved": false}}, {"role": "reviewer", "output": {"approved": false}}, {"role": "reviewer", "output": {"approved": false}}]);
+        let d = m.decide(&ctx(three)).unwrap();
+        assert!(d.is_end());
+        assert!(d.trace[0].outcome.matched());
+    }
+
+    #[test]
+    fn only_boolean_true_matches() {
+        let yaml = YAML
+            .replace(
+                "- { role: $END, condition: tooMany }",
+                "- { role: $END, condition: truthy }",
+            )
+            .replace(
+                "steps[-1].output.approved = false",
+                "steps[-1].output.approved",
+            );
+        let m = moderator(&yaml);
+        // `'yes'` is truthy in JSONata, but not boolean true; undefined (no `approved`) neither.
+        let d = m
+            .decide(&ctx(json!([{"role": "reviewer", "output": {}}])))
+            .unwrap();
+        assert_eq!(d.trace[0].outcome, Outcome::Evaluated(Some(json!("yes"))));
+        assert_eq!(d.trace[1].outcome, Outcome::Evaluated(None));
+        assert_eq!(d.next, "$END");
+        assert_eq!(d.trace[2].outcome, Outcome::Always);
+    }
+
+    #[test]
+    fn no_match_names_position_and_conditions() {
+        let yaml = YAML.replace("    - { role: $END, condition: null }\n", "");
+        let m = moderator(&yaml);
+        let err = m
+            .decide(&ctx(
+                json!([{"role": "reviewer", "output": {"approved": true}}]),
+            ))
+            .unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("no transition out of `reviewer` matched (tried: tooMany, notApproved)"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn evaluation_errors_name_condition_and_expression() {
+        let yaml = YAML.replace(
+            "- { role: $END, condition: tooMany }",
+            "- { role: $END, condition: broken }",
+        );
+        let m = moderator(&yaml);
+        let err = m
+            .decide(&ctx(json!([{"role": "reviewer", "output": {}}])))
+            .unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("condition `broken` failed") && text.contains("$number('abc') + {}"),
+            "{text}"
+        );
+        // `explain` records the failure and still reports the first match.
+        let (trace, chosen) = m
+            .explain(&ctx(
+                json!([{"role": "reviewer", "output": {"approved": false}}]),
+            ))
+            .unwrap();
+        assert!(matches!(trace[0].outcome, Outcome::Failed(_)));
+        assert_eq!(chosen.as_deref(), Some("writer"));
+    }
+
+    #[test]
+    fn hostile_condition_fails_cleanly_and_quickly() {
+        let yaml = YAML
+            .replace("'yes'", "($f := function($x){ $f($x) + 1 }; $f(1))")
+            .replace(
+                "- { role: $END, condition: tooMany }",
+                "- { role: $END, condition: truthy }",
+            );
+        let m = moderator(&yaml);
+        let started = std::time::Instant::now();
+        let err = m
+            .decide(&ctx(json!([{"role": "reviewer", "output": {}}])))
+            .unwrap_err();
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(3),
+            "{:?}",
+            started.elapsed()
+        );
+        assert!(
+            err.to_string().contains("condition `truthy` failed"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,166 @@
+//! The workflow registry (`registry.yaml`): names → current hash, with earlier versions.
+//!
+//! Every change is a read-modify-write under the registry lock with an atomic replace, so
+//! concurrent `workflow put`s never lose an entry. Threads refer to workflow hashes, not names,
+//! so removing or rolling back a name never breaks a running thread.
+
+use std::path::Path;
+
+use crate::cas::{Hash, Store, builtin};
+
+use super::index_files::{self, IndexError, Registry, RegistryEntry, Version};
+use super::workflow::{Workflow, WorkflowError};
+
+const FILE: &str = "registry.yaml";
+
+/// Errors of registry operations.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    #[error(
+        "no workflow named `{0}` in the registry\nhint: `uwf workflow list` shows the registered names"
+    )]
+    UnknownName(String),
+    #[error("`{0}` is neither a registered workflow name nor the hash of a stored workflow")]
+    Unresolved(String),
+    #[error(
+        "{hash} is not a version of `{name}`\nhint: `uwf workflow history {name}` lists its versions"
+    )]
+    NotAVersion { name: String, hash: Hash },
+    #[error("`{0}` has no earlier version to roll back to")]
+    NoEarlierVersion(String),
+    #[error(transparent)]
+    Index(#[from] IndexError),
+    #[error(transparent)]
+    Workflow(#[from] WorkflowError),
+}
+
+/// What `register` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Registered {
+    /// The name was new.
+    New,
+    /// The name already pointed at this hash: nothing changed.
+    Unchanged,
+    /// A new version replaced `previous`, which moved to the history.
+    Updated { previous: Hash },
+}
+
+/// Makes `hash` the current version of `name`.
+pub fn register(
+    root: &Path,
+    name: &str,
+    hash: Hash,
+    now: u64,
+) -> Result<Registered, RegistryError> {
+    index_files::update_yaml(root, FILE, |reg: &mut Registry| {
+        let outcome = match reg.get_mut(name) {
+            None => {
+                reg.insert(
+                    name.to_owned(),
+                    RegistryEntry {
+                        hash,
+                        registered_at: now,
+                        history: Vec::new(),
+                    },
+                );
+                Registered::New
+            }
+            Some(entry) if entry.hash == hash => Registered::Unchanged,
+            Some(entry) => {
+                let previous = entry.hash;
+                entry.history.retain(|v| v.hash != hash);
+                entry.history.push(Version {
+                    hash: previous,
+                    registered_at: entry.registered_at,
+                });
+                entry.hash = hash;
+                entry.registered_at = now;
+                Registered::Updated { previous }
+            }
+        };
+        Ok::<_, RegistryError>(outcome)
+    })
+}
+
+/// All registered workflows by name.
+pub fn list(root: &Path) -> Result<Registry, RegistryError> {
+    Ok(index_files::read_registry(root)?)
+}
+
+/// The entry of one name.
+pub fn entry(root: &Path, name: &str) -> Result<RegistryEntry, RegistryError> {
+    list(root)?
+        .remove(name)
+        .ok_or_else(|| RegistryError::UnknownName(name.to_owned()))
+}
+
+/// Makes an earlier version current again: `target`, or the most recent earlier one.
+/// Returns `(from, to)`.
+pub fn rollback(
+    root: &Path,
+    name: &str,
+    target: Option<Hash>,
+    now: u64,
+) -> Result<(Hash, Hash), RegistryError> {
+    index_files::update_yaml(root, FILE, |reg: &mut Registry| {
+        let entry = reg
+            .get_mut(name)
+            .ok_or_else(|| RegistryError::UnknownName(name.to_owned()))?;
+        let to = match target {
+            Some(h) if h == entry.hash => return Ok((h, h)),
+            Some(h) if entry.history.iter().any(|v| v.hash == h) => h,
+            Some(h) => {
+                return Err(RegistryError::NotAVersion {
+                    name: name.to_owned(),
+                    hash: h,
+                });
+            }
+            None => {
+                entry
+                    .history
+                    .last()
+                    .ok_or_else(|| RegistryError::NoEarlierVersion(name.to_owned()))?
+                    .hash
+            }
+        };
+        let from = entry.hash;
+        entry.history.retain(|v| v.hash != to);
+        entry.history.push(Version {
+            hash: from,
+            registered_at: entry.registered_at,
+        });
+        entry.hash = to;
+        entry.registered_at = now;
+        Ok((from, to))
+    })
+}
+
+/// Removes a name (its versions stay in the store while threads use them).
+pub fn remove(root: &Path, name: &str) -> Result<RegistryEntry, RegistryError> {
+    index_files::update_yaml(root, FILE, |reg: &mut Registry| {
+        reg.remove(name)
+            .ok_or_else(|| RegistryError::UnknownName(name.to_owned()))
+    })
+}
+
+/// Resolves a registered name, or the hash of a stored workflow node.
+pub fn resolve(store: &Store, name_or_hash: &str) -> Result<Hash, RegistryError> {
+    if let Some(entry) = list(store.root())?.get(name_or_hash) {
+        return Ok(entry.hash);
+    }
+    if let Ok(hash) = Hash::parse(name_or_hash) {
+        match store.get(hash) {
+            Ok(node) if node.type_hash == builtin::hash_of("workflow") => return Ok(hash),
+            Ok(_) => return Err(WorkflowError::NotAWorkflow(hash).into()),
+            Err(crate::cas::StoreError::NotFound(_)) => {}
+            Err(e) => return Err(WorkflowError::from(e).into()),
+        }
+    }
+    Err(RegistryError::Unresolved(name_or_hash.to_owned()))
+}
+
+/// Resolves and loads a workflow.
+pub fn load(store: &Store, name_or_hash: &str) -> Result<(Hash, Workflow), RegistryError> {
+    let hash = resolve(store, name_or_hash)?;
+    Ok((hash, Workflow::load(store, hash)?))
+}

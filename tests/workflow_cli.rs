@@ -1,0 +1,233 @@
+//! `uwf workflow …` and `uwf eval` through the real binary.
+
+mod common;
+
+use common::Env;
+use serde_json::Value;
+
+const V1: &str = r#"
+name: review
+description: write, then review
+roles:
+  writer:
+    goal: You write.
+    meta: { type: object, properties: { text: { type: string } }, required: [text] }
+  reviewer:
+    meta: { type: object, properties: { approved: { type: boolean } }, required: [approved] }
+conditions:
+  notApproved: { expression: "steps[-1].output.approved = false" }
+graph:
+  $START: [ { role: writer, condition: null } ]
+  writer: [ { role: reviewer, condition: null } ]
+  reviewer: [ { role: writer, condition: notApproved }, { role: $END, condition: null } ]
+"#;
+
+fn json(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+#[test]
+fn put_versions_history_rollback_rm() {
+    let env = Env::new();
+    let first = json(&env.ok_stdin(&["workflow", "put", "-"], V1));
+    assert_eq!(first["status"], "new");
+    let h1 = first["hash"].as_str().unwrap().to_owned();
+    assert_eq!(
+        json(&env.ok_stdin(&["workflow", "put", "-"], V1))["status"],
+        "unchanged"
+    );
+
+    let v2 = V1.replace("You write.", "You write well.");
+    let second = json(&env.ok_stdin(&["workflow", "put", "-"], &v2));
+    assert_eq!(second["status"], "updated");
+    assert_eq!(second["previous"], h1.as_str());
+    let h2 = second["hash"].as_str().unwrap().to_owned();
+
+    let history: Vec<Value> = env
+        .ok(&["workflow", "history", "review"])
+        .lines()
+        .map(json)
+        .collect();
+    assert_eq!(history.len(), 2);
+    assert_eq!(
+        (history[0]["hash"].as_str(), history[0]["current"].as_bool()),
+        (Some(h2.as_str()), Some(true))
+    );
+    assert_eq!(history[1]["hash"], h1.as_str());
+
+    let list = json(&env.ok(&["workflow", "list"]));
+    assert_eq!(
+        (list["name"].as_str(), list["versions"].as_u64()),
+        (Some("review"), Some(2))
+    );
+
+    let back = json(&env.ok(&["workflow", "rollback", "review"]));
+    assert_eq!(
+        (back["hash"].as_str(), back["previous"].as_str()),
+        (Some(h1.as_str()), Some(h2.as_str()))
+    );
+    assert!(
+        env.ok(&["workflow", "show", "review"])
+            .contains("goal: You write.\n")
+    );
+    // Rolling back to a named version, and refusing one that is not a version.
+    env.ok(&["workflow", "rollback", "review", &h2]);
+    assert!(
+        env.ok(&["workflow", "show", "review"])
+            .contains("You write well.")
+    );
+    let err = env.fails(&["workflow", "rollback", "review", "ABCDEFGHJKMNP"], 1);
+    assert!(err.contains("is not a version of `review`"), "{err}");
+
+    // Both versions stay reachable for GC while registered.
+    let gc = env.ok(&["cas", "gc", "--grace", "0s"]);
+    assert!(gc.contains("removed 0"), "{gc}");
+
+    let rm = json(&env.ok(&["workflow", "rm", "review"]));
+    assert_eq!(rm["removed"], h2.as_str());
+    let err = env.fails(&["workflow", "show", "review"], 1);
+    assert!(
+        err.contains("neither a registered workflow name nor the hash"),
+        "{err}"
+    );
+    // The hash still works after the name is gone.
+    assert!(env.ok(&["workflow", "show", &h2]).contains("name: review"));
+    let err = env.fails(&["workflow", "rm", "review"], 1);
+    assert!(err.contains("no workflow named `review`"), "{err}");
+}
+
+#[test]
+fn check_validates_without_registering() {
+    let env = Env::new();
+    let out = json(&env.ok_stdin(&["workflow", "put", "--check", "-"], V1));
+    assert_eq!(out["valid"], true);
+    assert_eq!(env.ok(&["workflow", "list"]), "");
+}
+
+#[test]
+fn warnings_do_not_refuse() {
+    let env = Env::new();
+    let text = V1
+        .replace(
+            "conditions:\n",
+            "conditions:\n  unused: { expression: \"true\" }\n",
+        )
+        .replace("roles:\n", "roles:\n  orphan: { meta: { type: object } }\n")
+        .replace(
+            "graph:\n",
+            "graph:\n  orphan: [ { role: $END, condition: null } ]\n",
+        );
+    let out = env
+        .uwf()
+        .args(["workflow", "put", "-"])
+        .write_stdin(text)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("warning: roles.orphan: not reachable from `$START`"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("warning: conditions.unused: defined but never used"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn graph_renders_mermaid_and_dot_with_condition_labels() {
+    let env = Env::new();
+    env.ok_stdin(&["workflow", "put", "-"], V1);
+    let mermaid = env.ok(&["workflow", "graph", "review"]);
+    assert_eq!(
+        mermaid,
+        "flowchart TD\n    start((\"$START\"))\n    r1[\"writer\"]\n    r2[\"reviewer\"]\n    done((\"$END\"))\n    start --> r1\n    r1 --> r2\n    r2 -->|\"1. notApproved\"| r1\n    r2 -->|\"2. otherwise\"| done"
+    );
+    let dot = env.ok(&["workflow", "graph", "review", "--dot"]);
+    assert!(dot.starts_with("digraph \"review\" {"), "{dot}");
+    assert!(
+        dot.contains("\"reviewer\" -> \"writer\" [label=\"1. notApproved\"];"),
+        "{dot}"
+    );
+}
+
+#[test]
+fn bad_input_is_explained() {
+    let env = Env::new();
+    let err = env.fails(&["workflow", "put", "/no/such/file.yaml"], 1);
+    assert!(err.contains("cannot read /no/such/file.yaml"), "{err}");
+    let err = env.fails(&["workflow", "put", "-"], 1);
+    assert!(err.contains("empty"), "{err}");
+    let err = env.fails(&["workflow", "show", "nope"], 1);
+    assert!(err.contains("`nope` is neither"), "{err}");
+    let text = env.ok(&["cas", "put", "text", "\"x\""]);
+    let err = env.fails(&["workflow", "show", &text], 1);
+    assert!(err.contains("is not a workflow node"), "{err}");
+    let err = env.fails(&["workflow", "history", "nope"], 1);
+    assert!(
+        err.contains("no workflow named `nope`") && err.contains("hint:"),
+        "{err}"
+    );
+    let err = env.fails(&["workflow", "rollback", "nope"], 1);
+    assert!(err.contains("no workflow named"), "{err}");
+    env.ok_stdin(&["workflow", "put", "-"], V1);
+    let err = env.fails(&["workflow", "rollback", "review"], 1);
+    assert!(err.contains("no earlier version"), "{err}");
+}
+
+#[test]
+fn a_damaged_registry_is_named_not_ignored() {
+    let env = Env::new();
+    env.ok_stdin(&["workflow", "put", "-"], V1);
+    std::fs::write(env.root().join("registry.yaml"), "review: [broken").unwrap();
+    let err = env.fails(&["workflow", "list"], 1);
+    assert!(err.contains("registry.yaml is damaged"), "{err}");
+    let err = env.fails(&["workflow", "put", "-"], 1);
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn eval_prints_json_and_errors_with_codes() {
+    let env = Env::new();
+    assert_eq!(env.ok(&["eval", "1 + 2"]), "3");
+    assert_eq!(env.ok(&["eval", "nothing"]), "");
+    assert_eq!(env.ok(&["eval", "$max * 2", "--bind", "max=3"]), "6");
+    let ctx = r#"{"steps":[{"role":"reviewer","output":{"approved":false}}]}"#;
+    assert_eq!(
+        env.ok_stdin(
+            &["eval", "steps[-1].output.approved = false", "--input", "-"],
+            ctx
+        ),
+        "true"
+    );
+    let file = env.dir.path().join("ctx.json");
+    std::fs::write(&file, ctx).unwrap();
+    assert_eq!(
+        env.ok(&["eval", "steps.role", "--input", file.to_str().unwrap()]),
+        "\"reviewer\""
+    );
+    let err = env.fails(&["eval", "\"a\" + 1"], 1);
+    assert!(err.starts_with("error: T2001"), "{err}");
+    let err = env.fails(&["eval", "(1"], 1);
+    assert!(err.starts_with("error: S0"), "{err}");
+    let err = env.fails(&["eval", "1", "--bind", "oops"], 1);
+    assert!(err.contains("NAME=JSON"), "{err}");
+    let started = std::time::Instant::now();
+    let err = env.fails(&["eval", "($f := function($x){ $f($x) + 1 }; $f(1))"], 1);
+    assert!(err.starts_with("error: D1011"), "{err}");
+    let err = env.fails(
+        &[
+            "eval",
+            "($f := function($x){ $f($x) }; $f(1))",
+            "--timeout-ms",
+            "200",
+        ],
+        1,
+    );
+    assert!(
+        err.starts_with("error: D1012") || err.starts_with("error: D1011"),
+        "{err}"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+}
