@@ -44,7 +44,7 @@ fn context(steps: usize) -> Value {
                 "agent": "script",
                 "detail": "FT12V7ESWYX6K",
                 "output": {
-                    "approved": i % 7 == 0,
+                    "approved": i % 7 == 0 || i + 1 == steps,
                     "phases": ["design", "build", "test"],
                     "summary": format!("step {i}: a paragraph of prose about what was done, long enough to be realistic"),
                     "issues": []

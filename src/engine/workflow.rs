@@ -459,6 +459,8 @@ impl Validator {
                         }
                         if !is_role_name(&role) {
                             self.error(&path, format!("`{role}` is not a valid role name (letters, digits, `_` and `-`, starting with a letter or `_`)"));
+                            // Still a role for the graph checks, so one bad name is one problem.
+                            roles.insert(role, placeholder_role());
                             continue;
                         }
                         if let Some((r, schema)) = self.role(&path, v) {
