@@ -37,6 +37,20 @@ pub fn node_hash(type_hash: Hash, payload: &Value) -> Hash {
     Hash::of_bytes(&node_bytes(type_hash, payload))
 }
 
+/// A copy of `value` whose objects iterate in sorted key order (for stable rendering: serde_json
+/// maps keep insertion order in this build).
+pub fn sorted(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            Value::Object(entries.into_iter().map(|(k, v)| (k.clone(), sorted(v))).collect())
+        }
+        Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
+        other => other.clone(),
+    }
+}
+
 fn write_value(out: &mut Vec<u8>, value: &Value) {
     match value {
         Value::Null => out.extend_from_slice(b"null"),

@@ -1,0 +1,260 @@
+//! Running an agent process: `<program> <args…> <thread-id> <role>` (SPEC §5.3 step 4).
+//!
+//! The agent runs in its own process group in the caller's working directory, with the
+//! caller's environment plus `UWF_*` variables and an empty stdin. Its stderr is passed through
+//! to ours, appended to the thread's log file, and its tail kept for error messages; its stdout
+//! is collected. On timeout the whole process group is terminated (SIGTERM, then SIGKILL).
+
+use std::collections::VecDeque;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use super::config::AgentSpec;
+
+/// How much of the agent's stderr is kept for messages and the detail node.
+const STDERR_TAIL: usize = 4096;
+/// The most stdout an agent may print (it should print one hash).
+const STDOUT_LIMIT: usize = 64 << 20;
+/// Time between SIGTERM and SIGKILL when stopping a process group.
+pub const KILL_GRACE: Duration = Duration::from_secs(3);
+
+/// Errors starting or running an agent.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error("agent `{name}`: cannot run `{program}`: {source}\nhint: check the command, or configure the agent in config.yaml")]
+    Spawn {
+        name: String,
+        program: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("agent `{name}` timed out after {}s and was stopped{}", timeout.as_secs(), tail_note(stderr_tail))]
+    Timeout {
+        name: String,
+        timeout: Duration,
+        stderr_tail: String,
+    },
+    #[error("agent `{name}` exited with {status}{}", tail_note(stderr_tail))]
+    Failed {
+        name: String,
+        status: String,
+        stderr_tail: String,
+    },
+    #[error("agent `{name}` printed no step hash on its last non-empty stdout line (got: {got}){}", tail_note(stderr_tail))]
+    NoHash {
+        name: String,
+        got: String,
+        stderr_tail: String,
+    },
+}
+
+fn tail_note(tail: &str) -> String {
+    let tail = tail.trim_end();
+    if tail.is_empty() {
+        String::new()
+    } else {
+        let lines: Vec<&str> = tail.lines().collect();
+        let start = lines.len().saturating_sub(10);
+        format!("\nits stderr ended with:\n  {}", lines[start..].join("\n  "))
+    }
+}
+
+/// What the agent did.
+#[derive(Debug)]
+pub struct Finished {
+    pub stdout: String,
+    pub stderr_tail: String,
+    pub duration: Duration,
+}
+
+/// Everything needed to run one agent for one step.
+pub struct Invocation<'a> {
+    pub spec: &'a AgentSpec,
+    pub thread: &'a str,
+    pub role: &'a str,
+    pub env: Vec<(String, String)>,
+    /// Append the agent's stderr here.
+    pub log: Option<PathBuf>,
+    /// Pass the agent's stderr through to ours.
+    pub passthrough: bool,
+}
+
+/// The program to run: `uwf` means this very binary (so built-in agents need no PATH entry).
+pub fn program_path(program: &str) -> PathBuf {
+    if program == "uwf"
+        && let Ok(exe) = std::env::current_exe()
+    {
+        return exe;
+    }
+    PathBuf::from(program)
+}
+
+/// Runs the agent to completion. `on_spawn` receives its pid (= process group id).
+pub fn run(inv: &Invocation<'_>, on_spawn: impl FnOnce(u32)) -> Result<Finished, AgentError> {
+    let started = Instant::now();
+    let mut cmd = Command::new(program_path(&inv.spec.program));
+    cmd.args(&inv.spec.args)
+        .arg(inv.thread)
+        .arg(inv.role)
+        .envs(inv.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    die_with_parent(&mut cmd);
+    let mut child = cmd.spawn().map_err(|source| AgentError::Spawn {
+        name: inv.spec.name.clone(),
+        program: inv.spec.program.clone(),
+        source,
+    })?;
+    let pid = child.id();
+    on_spawn(pid);
+
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let stderr = child.stderr.take().expect("stderr is piped");
+    let out_reader = std::thread::spawn(move || read_limited(stdout, STDOUT_LIMIT));
+    let log = inv.log.clone();
+    let passthrough = inv.passthrough;
+    let err_reader = std::thread::spawn(move || tee_stderr(stderr, log.as_deref(), passthrough));
+
+    let (tx, rx) = mpsc::channel();
+    let waiter = std::thread::spawn(move || {
+        let status = child.wait();
+        let _ = tx.send(());
+        status
+    });
+    let timed_out = rx.recv_timeout(inv.spec.timeout).is_err();
+    if timed_out {
+        stop_group(pid, KILL_GRACE);
+    }
+    let status = waiter.join().ok().and_then(|s| s.ok());
+    // Grandchildren may still hold the pipes open; do not wait for them forever.
+    let stdout = join_or_kill(out_reader, pid).unwrap_or_default();
+    let stderr_tail = join_or_kill(err_reader, pid).unwrap_or_default();
+    let duration = started.elapsed();
+    if timed_out {
+        return Err(AgentError::Timeout {
+            name: inv.spec.name.clone(),
+            timeout: inv.spec.timeout,
+            stderr_tail,
+        });
+    }
+    match status {
+        Some(s) if s.success() => Ok(Finished {
+            stdout,
+            stderr_tail,
+            duration,
+        }),
+        other => Err(AgentError::Failed {
+            name: inv.spec.name.clone(),
+            status: other.map(describe_status).unwrap_or_else(|| "an unknown status".into()),
+            stderr_tail,
+        }),
+    }
+}
+
+fn describe_status(status: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit code {code}"),
+        (None, Some(sig)) => format!("signal {sig}"),
+        _ => status.to_string(),
+    }
+}
+
+/// The last non-empty line of an agent's stdout, which must be a step hash.
+pub fn last_line(stdout: &str) -> Option<&str> {
+    stdout.lines().rev().map(str::trim).find(|l| !l.is_empty())
+}
+
+fn join_or_kill<T: Default>(handle: std::thread::JoinHandle<T>, pgid: u32) -> Option<T> {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while !handle.is_finished() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    if !handle.is_finished() {
+        signal_group(pgid, nix::sys::signal::Signal::SIGKILL);
+    }
+    handle.join().ok()
+}
+
+fn read_limited(mut r: impl Read, limit: usize) -> String {
+    let mut buf = Vec::new();
+    let _ = r.by_ref().take(limit as u64).read_to_end(&mut buf);
+    // Drain anything past the limit so the agent never blocks on a full pipe.
+    let _ = std::io::copy(&mut r, &mut std::io::sink());
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+fn tee_stderr(mut r: impl Read, log: Option<&Path>, passthrough: bool) -> String {
+    let mut log = log.and_then(|p| std::fs::OpenOptions::new().create(true).append(true).open(p).ok());
+    let mut tail: VecDeque<u8> = VecDeque::with_capacity(STDERR_TAIL);
+    let mut buf = [0u8; 8192];
+    loop {
+        let n = match r.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let chunk = &buf[..n];
+        if passthrough {
+            let _ = std::io::stderr().write_all(chunk);
+        }
+        if let Some(f) = log.as_mut() {
+            let _ = f.write_all(chunk);
+        }
+        for &b in chunk {
+            if tail.len() == STDERR_TAIL {
+                tail.pop_front();
+            }
+            tail.push_back(b);
+        }
+    }
+    String::from_utf8_lossy(&tail.into_iter().collect::<Vec<_>>()).into_owned()
+}
+
+/// Sends `signal` to a process group; errors (already gone) are ignored.
+pub fn signal_group(pgid: u32, signal: nix::sys::signal::Signal) {
+    if let Ok(pgid) = i32::try_from(pgid)
+        && pgid > 1
+    {
+        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), signal);
+    }
+}
+
+/// Whether any process of the group is still alive.
+pub fn group_alive(pgid: u32) -> bool {
+    match i32::try_from(pgid) {
+        Ok(pgid) if pgid > 1 => nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), None).is_ok(),
+        _ => false,
+    }
+}
+
+/// SIGTERM to the group, then SIGKILL after `grace` if anything is left.
+pub fn stop_group(pgid: u32, grace: Duration) {
+    signal_group(pgid, nix::sys::signal::Signal::SIGTERM);
+    let deadline = Instant::now() + grace;
+    while group_alive(pgid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if group_alive(pgid) {
+        signal_group(pgid, nix::sys::signal::Signal::SIGKILL);
+    }
+}
+
+/// Asks the kernel to SIGTERM the agent if the step process dies (e.g. `kill -9`), so no orphan
+/// agent keeps working on a thread whose step is gone.
+fn die_with_parent(cmd: &mut Command) {
+    // SAFETY: the closure runs in the forked child before exec and only calls prctl, which is
+    // async-signal-safe; it touches no memory shared with the parent.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(cmd, || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}

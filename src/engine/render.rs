@@ -1,0 +1,144 @@
+//! Text renderings of a thread for people and agents: the transcript (`thread read`), the agent
+//! prompt (`agent prompt`), outputs as YAML/JSON with stable key order, and diffs of steps.
+
+use std::fmt::Write;
+
+use serde_json::Value;
+
+use crate::cas::canonical::sorted;
+
+use super::chain::{Chain, Entry};
+use super::minimal::minimal;
+use super::workflow::Workflow;
+
+/// An output as YAML with keys sorted (stable for diffs).
+pub fn output_yaml(output: &Value) -> String {
+    serde_yaml::to_string(&sorted(output)).unwrap_or_else(|_| format!("{output}\n"))
+}
+
+/// An output as pretty JSON with keys sorted, plus a newline.
+pub fn output_json(output: &Value) -> String {
+    let mut text = serde_json::to_string_pretty(&sorted(output)).unwrap_or_else(|_| output.to_string());
+    text.push('\n');
+    text
+}
+
+/// One step as a Markdown section.
+fn step_section(index: usize, step: &Entry, body: Option<&str>) -> String {
+    let mut out = format!("### {}. {} ({})\n\n```yaml\n{}```\n", index + 1, step.role, step.agent, output_yaml(&step.output));
+    if let Some(body) = body.filter(|b| !b.trim().is_empty()) {
+        out.push('\n');
+        out.push_str(body.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// Renders the newest steps that fit in `quota` characters (all when `None`), oldest first,
+/// with a note about what was left out.
+fn history(chain: &Chain, upto: usize, quota: Option<usize>, body_of: &dyn Fn(&Entry) -> Option<String>) -> String {
+    let mut sections: Vec<String> = Vec::new();
+    let mut used = 0;
+    let mut omitted = 0;
+    for (i, step) in chain.steps[..upto].iter().enumerate().rev() {
+        let section = step_section(i, step, body_of(step).as_deref());
+        if let Some(q) = quota
+            && used + section.len() > q
+        {
+            omitted = i + 1;
+            break;
+        }
+        used += section.len();
+        sections.push(section);
+    }
+    sections.reverse();
+    let mut out = String::new();
+    if omitted > 0 {
+        let _ = writeln!(out, "_({omitted} earlier step{} left out to fit the quota.)_\n", if omitted == 1 { "" } else { "s" });
+    }
+    if sections.is_empty() && omitted == 0 {
+        out.push_str("_No steps yet._\n");
+    }
+    out.push_str(&sections.join("\n"));
+    out
+}
+
+/// The thread as Markdown (`uwf thread read`).
+pub fn transcript(
+    id: &str,
+    workflow: &Workflow,
+    workflow_hash: &str,
+    status: &str,
+    chain: &Chain,
+    upto: usize,
+    quota: Option<usize>,
+    body_of: &dyn Fn(&Entry) -> Option<String>,
+) -> String {
+    let mut out = format!("# Thread {id}\n\n");
+    let _ = writeln!(out, "- workflow: {} ({workflow_hash})", workflow.name);
+    let _ = writeln!(out, "- status: {status}");
+    let _ = writeln!(out, "- steps: {}\n", chain.steps.len());
+    let _ = writeln!(out, "## Task\n\n{}\n", chain.start.prompt.trim_end());
+    let _ = writeln!(out, "## Steps\n");
+    out.push_str(&history(chain, upto, quota, body_of));
+    out
+}
+
+/// The instruction that tells an agent how to format its answer for `role`'s schema.
+pub fn format_instruction(schema: &Value) -> String {
+    let example = output_yaml(&minimal(schema));
+    let schema_text = serde_json::to_string_pretty(&sorted(schema)).unwrap_or_default();
+    format!(
+        "## Output format\n\n\
+Answer with a YAML frontmatter block first: a line `---`, the fields below as YAML, and another `---` line. \
+Write any explanation as Markdown after it. The fields must validate against this JSON Schema:\n\n\
+```json\n{schema_text}\n```\n\n\
+For example (the smallest valid answer):\n\n---\n{example}---\n"
+    )
+}
+
+/// The full prompt for an agent playing `role` (`uwf agent prompt`).
+pub fn agent_prompt(
+    id: &str,
+    workflow: &Workflow,
+    role: &str,
+    schema: &Value,
+    chain: &Chain,
+    quota: Option<usize>,
+    body_of: &dyn Fn(&Entry) -> Option<String>,
+) -> String {
+    let mut out = format_instruction(schema);
+    let _ = writeln!(
+        out,
+        "\nYou are the `{role}` role of the `{}` workflow (thread {id}, step {}). Do this role's part only; the workflow routes the rest.\n",
+        workflow.name,
+        chain.steps.len() + 1
+    );
+    if let Some(r) = workflow.roles.get(role) {
+        let _ = writeln!(out, "## Role: {role}\n");
+        let mut line = |label: &str, text: &Option<String>| {
+            if let Some(t) = text.as_deref().filter(|t| !t.trim().is_empty()) {
+                let _ = writeln!(out, "**{label}:** {}\n", t.trim_end());
+            }
+        };
+        line("Description", &r.description);
+        line("Goal", &r.goal);
+        line("Capabilities", &r.capabilities.as_ref().map(|c| c.join(", ")));
+        line("Procedure", &r.procedure);
+        line("Output", &r.output);
+    }
+    let _ = writeln!(out, "## Task\n\n{}\n", chain.start.prompt.trim_end());
+    let _ = writeln!(out, "## History\n");
+    let budget = quota.map(|q| q.saturating_sub(out.len()));
+    out.push_str(&history(chain, chain.steps.len(), budget, body_of));
+    out
+}
+
+/// A unified diff of two texts with git-like headers.
+pub fn unified_diff(a_name: &str, a: &str, b_name: &str, b: &str) -> String {
+    similar::TextDiff::from_lines(a, b)
+        .unified_diff()
+        .context_radius(3)
+        .header(a_name, b_name)
+        .to_string()
+}

@@ -1,0 +1,233 @@
+//! One step of a thread: moderator → agent → verify → publish (SPEC §5.3).
+//!
+//! Architecture Invariant: the per-thread step lock is held for the whole step, so at most one
+//! step runs per thread; the head moves only by compare-and-set after the agent's step node is
+//! verified, so a failed or killed step leaves the old head.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::cas::store::now_ms;
+use crate::cas::{Hash, Store, StoreError, builtin};
+
+use super::agent::{self, AgentError, Invocation};
+use super::chain::{self, ChainError};
+use super::config::{ConfigError, Loaded};
+use super::moderator::{Moderator, ModeratorError};
+use super::submit::{SubmitError, ThreadView};
+use super::threads::{self, RunFiles, RunInfo, ThreadIndexError};
+use super::workflow::END;
+
+/// Why a step failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StepError {
+    #[error(transparent)]
+    Thread(#[from] ThreadIndexError),
+    #[error(transparent)]
+    View(#[from] SubmitError),
+    #[error(transparent)]
+    Moderator(#[from] ModeratorError),
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Agent(#[from] AgentError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Chain(#[from] ChainError),
+    #[error("agent `{agent}` returned {hash}, which is not a valid step for this thread: {reason}")]
+    Rejected {
+        agent: String,
+        hash: String,
+        reason: String,
+    },
+}
+
+impl StepError {
+    /// Whether the failure is only that another step holds the thread (exit code 75).
+    pub fn is_busy(&self) -> bool {
+        matches!(self, StepError::Thread(ThreadIndexError::Busy { .. }))
+    }
+}
+
+/// What a step did; printed as `{"workflow","thread","head","role","done"}`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stepped {
+    pub workflow: String,
+    pub thread: String,
+    pub head: Hash,
+    /// The role that ran, or `None` when the thread was already at its end.
+    pub role: Option<String>,
+    pub done: bool,
+}
+
+impl Stepped {
+    pub fn to_json(&self) -> Value {
+        json!({
+            "workflow": self.workflow,
+            "thread": self.thread,
+            "head": self.head.to_string(),
+            "role": self.role,
+            "done": self.done,
+        })
+    }
+}
+
+/// Options of one step.
+#[derive(Debug, Clone, Default)]
+pub struct StepOptions {
+    /// `--agent`: a configured agent name or a command line.
+    pub agent: Option<String>,
+    /// Pass the agent's stderr through to ours.
+    pub passthrough: bool,
+}
+
+/// Runs one step of thread `id`.
+pub fn step(store: &Store, config: &Loaded, id: &str, options: &StepOptions) -> Result<Stepped, StepError> {
+    let files = RunFiles::new(store.root(), id);
+    let lock = files.try_lock()?;
+    let result = step_locked(store, config, id, options, &files, &lock);
+    match &result {
+        Ok(stepped) => files.record_success(&stepped.to_json()),
+        Err(e) => files.record_failure(&e.to_string()),
+    }
+    drop(lock);
+    result
+}
+
+fn step_locked(
+    store: &Store,
+    config: &Loaded,
+    id: &str,
+    options: &StepOptions,
+    files: &RunFiles,
+    lock: &threads::StepLock,
+) -> Result<Stepped, StepError> {
+    let root = store.root();
+    let mut info = RunInfo {
+        pid: std::process::id(),
+        started_at: now_ms(),
+        role: None,
+        agent: None,
+        agent_pid: None,
+    };
+    lock.set_info(&info);
+    let view = ThreadView::load(store, id)?;
+    let moderator = Moderator::new(view.workflow.clone())?;
+    let decision = moderator.decide(&view.chain.context())?;
+    if decision.is_end() {
+        threads::archive(root, id, view.workflow_hash, "done")?;
+        return Ok(Stepped {
+            workflow: view.workflow.name.clone(),
+            thread: id.to_owned(),
+            head: view.head,
+            role: None,
+            done: true,
+        });
+    }
+    let role = decision.next;
+    let spec = config
+        .config
+        .resolve_agent(options.agent.as_deref(), &view.workflow.name, &role)?;
+    info.role = Some(role.clone());
+    info.agent = Some(spec.name.clone());
+    lock.set_info(&info);
+
+    let _ = std::fs::write(files.log(), b"");
+    let invocation = Invocation {
+        spec: &spec,
+        thread: id,
+        role: &role,
+        env: vec![
+            ("UWF_STORAGE_ROOT".into(), root.display().to_string()),
+            ("UWF_THREAD".into(), id.to_owned()),
+            ("UWF_ROLE".into(), role.clone()),
+            ("UWF_WORKFLOW".into(), view.workflow.name.clone()),
+            ("UWF_WORKFLOW_HASH".into(), view.workflow_hash.to_string()),
+            ("UWF_STEP_STARTED_MS".into(), info.started_at.to_string()),
+        ],
+        log: Some(files.log()),
+        passthrough: options.passthrough,
+    };
+    let finished = agent::run(&invocation, |pid| {
+        info.agent_pid = Some(pid);
+        lock.set_info(&info);
+    })?;
+    let line = agent::last_line(&finished.stdout).unwrap_or("").to_owned();
+    let hash = Hash::parse(&line).map_err(|_| AgentError::NoHash {
+        name: spec.name.clone(),
+        got: if line.is_empty() { "nothing".into() } else { format!("`{}`", truncate(&line, 80)) },
+        stderr_tail: finished.stderr_tail.clone(),
+    })?;
+    verify(store, &view, &role, hash).map_err(|reason| StepError::Rejected {
+        agent: spec.name.clone(),
+        hash: hash.to_string(),
+        reason,
+    })?;
+    threads::compare_and_set(root, id, view.head, hash)?;
+    chain::forget(store, view.head);
+
+    // Evaluate again: a thread whose next position is `$END` is archived now.
+    let new_chain = chain::load(store, hash)?;
+    let done = moderator.decide(&new_chain.context())?.next == END;
+    if done {
+        threads::archive(root, id, view.workflow_hash, "done")?;
+    }
+    Ok(Stepped {
+        workflow: view.workflow.name,
+        thread: id.to_owned(),
+        head: hash,
+        role: Some(role),
+        done,
+    })
+}
+
+/// Checks the node an agent returned (SPEC §5.3 step 5). The error is the reason, in words.
+fn verify(store: &Store, view: &ThreadView, role: &str, hash: Hash) -> Result<(), String> {
+    let node = match store.get(hash) {
+        Ok(node) => node,
+        Err(StoreError::NotFound(_)) => return Err("no such node in the store".into()),
+        Err(e) => return Err(e.to_string()),
+    };
+    if node.type_hash != builtin::hash_of("step") {
+        let kind = builtin::name_of(node.type_hash).unwrap_or("data");
+        return Err(format!("it is a {kind} node, not a step node"));
+    }
+    let step = chain::read_step(&node).map_err(|e| e.to_string())?;
+    if step.start != view.chain.start_hash {
+        return Err(format!("its start is {}, but this thread started at {}", step.start, view.chain.start_hash));
+    }
+    let expected_prev = (view.head != view.chain.start_hash).then_some(view.head);
+    if step.prev != expected_prev {
+        let show = |h: Option<Hash>| h.map(|h| h.to_string()).unwrap_or_else(|| "null".into());
+        return Err(format!("its prev is {}, but the head is {}", show(step.prev), show(expected_prev)));
+    }
+    if step.role != role {
+        return Err(format!("its role is `{}`, but the moderator chose `{role}`", step.role));
+    }
+    let schema_hash = view.role_schema(role).map_err(|e| e.to_string())?;
+    let output = store.get(step.output).map_err(|e| format!("its output: {e}"))?;
+    if output.type_hash != schema_hash {
+        return Err(format!("its output {} is typed {}, not role `{role}`'s schema {schema_hash}", step.output, output.type_hash));
+    }
+    let schema = store.schema(schema_hash).map_err(|e| e.to_string())?;
+    if let Err(violations) = schema.validate(&output.payload) {
+        let list: Vec<String> = violations.iter().map(|v| v.to_string()).collect();
+        return Err(format!("its output does not match the role's schema: {}", list.join("; ")));
+    }
+    Ok(())
+}
+
+fn truncate(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        text.to_owned()
+    } else {
+        format!("{}…", text.chars().take(max).collect::<String>())
+    }
+}
+
+/// Where the storage root keeps a thread's run files (for the CLI's messages).
+pub fn run_files(root: &Path, id: &str) -> RunFiles {
+    RunFiles::new(root, id)
+}

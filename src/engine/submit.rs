@@ -1,0 +1,172 @@
+//! Writing a step: the raw output and body (text nodes), the output node (typed by the role's
+//! schema), the detail node, and the step node — in that order, so a step node never names a
+//! node that is not stored. Used by `uwf agent submit` and every built-in agent.
+
+use serde_json::{Map, Value, json};
+
+use crate::cas::{Hash, Store, StoreError, builtin};
+
+use super::chain::Chain;
+use super::extract::{ExtractError, extract};
+use super::threads::{self, ThreadIndexError};
+use super::workflow::{Workflow, WorkflowError};
+
+/// Errors while preparing or writing a step.
+#[derive(Debug, thiserror::Error)]
+pub enum SubmitError {
+    #[error(transparent)]
+    Thread(#[from] ThreadIndexError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Workflow(#[from] WorkflowError),
+    #[error(transparent)]
+    Chain(#[from] super::chain::ChainError),
+    #[error("role `{role}` is not part of workflow `{workflow}` (roles: {roles})")]
+    UnknownRole {
+        role: String,
+        workflow: String,
+        roles: String,
+    },
+    #[error("cannot extract the structured output for role `{role}`: {error}\nhint: the raw output is kept as text node {raw}: `uwf cas get {raw} --payload`")]
+    Extract {
+        role: String,
+        error: ExtractError,
+        raw: Hash,
+    },
+    #[error("--detail-json must hold a JSON object: {0}")]
+    Detail(String),
+}
+
+/// An active thread as an agent sees it during a step.
+#[derive(Debug)]
+pub struct ThreadView {
+    pub id: String,
+    pub head: Hash,
+    pub chain: Chain,
+    pub workflow_hash: Hash,
+    pub workflow: Workflow,
+}
+
+impl ThreadView {
+    /// Loads the active thread `id`.
+    pub fn load(store: &Store, id: &str) -> Result<ThreadView, SubmitError> {
+        let head = threads::active_head(store.root(), id)?;
+        Self::at(store, id, head)
+    }
+
+    /// A view of thread `id` at `head` (for archived threads and past steps too).
+    pub fn at(store: &Store, id: &str, head: Hash) -> Result<ThreadView, SubmitError> {
+        let chain = super::chain::load(store, head)?;
+        let workflow_hash = chain.start.workflow;
+        let workflow = Workflow::load(store, workflow_hash)?;
+        Ok(ThreadView {
+            id: id.to_owned(),
+            head,
+            chain,
+            workflow_hash,
+            workflow,
+        })
+    }
+
+    /// The schema hash of a role's output.
+    pub fn role_schema(&self, role: &str) -> Result<Hash, SubmitError> {
+        self.workflow
+            .roles
+            .get(role)
+            .map(|r| r.meta)
+            .ok_or_else(|| SubmitError::UnknownRole {
+                role: role.to_owned(),
+                workflow: self.workflow.name.clone(),
+                roles: self.workflow.roles.keys().cloned().collect::<Vec<_>>().join(", "),
+            })
+    }
+
+    /// The text body of a step's detail, if it has one (for transcripts).
+    pub fn body_of(store: &Store, detail: Hash) -> Option<String> {
+        let detail = store.get_payload(detail).ok()?;
+        let body = Hash::parse(detail.get("body")?.as_str()?).ok()?;
+        store.get_payload(body).ok()?.as_str().map(str::to_owned)
+    }
+}
+
+/// What an agent produced.
+#[derive(Debug, Clone, Default)]
+pub struct Submission {
+    pub agent: String,
+    pub raw: String,
+    pub exit_code: Option<i32>,
+    pub duration_ms: u64,
+    pub stderr_tail: String,
+    /// More detail fields (tool turns, the command, …).
+    pub extra: Map<String, Value>,
+}
+
+/// Extracts the output from `submission.raw` and writes the step. Returns the step hash.
+///
+/// On an extraction failure the raw output is still stored (as a text node) and named in the
+/// error, so no agent's work is lost.
+pub fn submit_raw(store: &Store, view: &ThreadView, role: &str, submission: Submission) -> Result<Hash, SubmitError> {
+    let schema_hash = view.role_schema(role)?;
+    let schema = store.schema(schema_hash)?;
+    match extract(&submission.raw, &schema) {
+        Ok(found) => {
+            let mut submission = submission;
+            submission.extra.insert("extractedBy".into(), found.method.into());
+            write_step(store, view, role, &found.output, found.body.as_deref(), submission)
+        }
+        Err(error) => {
+            let raw = store.put(builtin::hash_of("text"), &Value::String(submission.raw))?;
+            Err(SubmitError::Extract {
+                role: role.to_owned(),
+                error,
+                raw,
+            })
+        }
+    }
+}
+
+/// Writes a step whose structured output is already known.
+pub fn write_step(
+    store: &Store,
+    view: &ThreadView,
+    role: &str,
+    output: &Value,
+    body: Option<&str>,
+    submission: Submission,
+) -> Result<Hash, SubmitError> {
+    let schema_hash = view.role_schema(role)?;
+    let text = builtin::hash_of("text");
+    let raw = store.put(text, &Value::String(submission.raw))?;
+    let body = match body {
+        Some(b) => Some(store.put(text, &Value::String(b.to_owned()))?),
+        None => None,
+    };
+    let output_hash = store.put(schema_hash, output)?;
+    let mut detail = submission.extra;
+    detail.insert("raw".into(), raw.to_string().into());
+    detail.insert("body".into(), body.map(|b| Value::String(b.to_string())).unwrap_or(Value::Null));
+    detail.insert("exitCode".into(), submission.exit_code.map(Value::from).unwrap_or(Value::Null));
+    detail.insert("durationMs".into(), submission.duration_ms.into());
+    detail.insert("stderrTail".into(), submission.stderr_tail.into());
+    let detail = store.put(builtin::hash_of("detail"), &Value::Object(detail))?;
+    let prev = (view.head != view.chain.start_hash).then_some(view.head);
+    let step = json!({
+        "start": view.chain.start_hash.to_string(),
+        "prev": prev.map(|p| p.to_string()),
+        "role": role,
+        "output": output_hash.to_string(),
+        "detail": detail.to_string(),
+        "agent": submission.agent,
+    });
+    Ok(store.put(builtin::hash_of("step"), &step)?)
+}
+
+/// Reads extra detail fields from a JSON file for `agent submit --detail-json`.
+pub fn detail_from_json(text: &str) -> Result<Map<String, Value>, SubmitError> {
+    match serde_json::from_str(text) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(_) => Err(SubmitError::Detail("found a JSON value that is not an object".into())),
+        Err(e) => Err(SubmitError::Detail(e.to_string())),
+    }
+}

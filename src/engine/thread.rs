@@ -1,0 +1,219 @@
+//! Thread operations beyond the step: start, fork, kill, status, and id lookup (SPEC §5.2).
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::cas::{Hash, Store, builtin};
+
+use super::agent;
+use super::chain;
+use super::index_files;
+use super::moderator::Moderator;
+use super::registry::{self, RegistryError};
+use super::step::StepError;
+use super::submit::{SubmitError, ThreadView};
+use super::threads::{self, RunFiles, State, ThreadIndexError};
+use super::workflow::END;
+
+/// Errors of thread operations.
+#[derive(Debug, thiserror::Error)]
+pub enum ThreadError {
+    #[error("the prompt is empty: say what the thread should do (-p TEXT, -p - for stdin, or --prompt-file FILE)")]
+    EmptyPrompt,
+    #[error("`{0}` matches several threads; give more of the id")]
+    Ambiguous(String),
+    #[error("{hash} is not a step or start node, so nothing can be forked from it")]
+    NotForkable { hash: Hash },
+    #[error("could not stop the step on thread {0}: its step lock is still held after the agent was killed")]
+    KillTimeout(String),
+    #[error(transparent)]
+    Index(#[from] ThreadIndexError),
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    #[error(transparent)]
+    View(#[from] SubmitError),
+    #[error(transparent)]
+    Store(#[from] crate::cas::StoreError),
+    #[error(transparent)]
+    Chain(#[from] chain::ChainError),
+    #[error(transparent)]
+    Step(#[from] StepError),
+    #[error(transparent)]
+    Files(#[from] index_files::IndexError),
+}
+
+/// Starts a thread of `workflow` (a name or hash) with `prompt`. Returns `(workflow name, id)`.
+pub fn start(store: &Store, workflow: &str, prompt: &str) -> Result<(String, String), ThreadError> {
+    if prompt.trim().is_empty() {
+        return Err(ThreadError::EmptyPrompt);
+    }
+    let (hash, w) = registry::load(store, workflow)?;
+    let start = store.put(builtin::hash_of("start"), &json!({"workflow": hash.to_string(), "prompt": prompt}))?;
+    let id = threads::new_id();
+    threads::add(store.root(), &id, start)?;
+    Ok((w.name, id))
+}
+
+/// Starts a new thread whose head is `from` (a step or start node). Returns `(workflow name, id, head)`.
+pub fn fork(store: &Store, from: Hash) -> Result<(String, String, Hash), ThreadError> {
+    let node = store.get(from)?;
+    if node.type_hash != builtin::hash_of("step") && node.type_hash != builtin::hash_of("start") {
+        return Err(ThreadError::NotForkable { hash: from });
+    }
+    let id = threads::new_id();
+    let view = ThreadView::at(store, &id, from)?;
+    threads::add(store.root(), &id, from)?;
+    Ok((view.workflow.name, id, from))
+}
+
+/// Finds a thread by its id or a unique prefix of it (case-insensitive).
+pub fn resolve_id(root: &Path, text: &str) -> Result<String, ThreadError> {
+    let wanted = text.trim().to_ascii_uppercase();
+    let active = index_files::read_threads(root)?;
+    if active.contains_key(&wanted) {
+        return Ok(wanted);
+    }
+    let archived = index_files::read_history(root)?;
+    if archived.iter().any(|a| a.thread == wanted) {
+        return Ok(wanted);
+    }
+    let mut matches: Vec<String> = active
+        .keys()
+        .cloned()
+        .chain(archived.into_iter().map(|a| a.thread))
+        .filter(|id| !wanted.is_empty() && id.starts_with(&wanted))
+        .collect();
+    matches.dedup();
+    match matches.len() {
+        0 => Err(ThreadIndexError::Unknown(text.to_owned()).into()),
+        1 => Ok(matches.remove(0)),
+        _ => Err(ThreadError::Ambiguous(text.to_owned())),
+    }
+}
+
+/// Everything `thread show` and `thread list` report about a thread.
+#[derive(Debug, Clone)]
+pub struct Summary {
+    pub id: String,
+    pub workflow: String,
+    pub workflow_hash: Hash,
+    pub head: Hash,
+    pub steps: usize,
+    /// `active`, `running`, `failed`, `done` or `killed`.
+    pub status: String,
+    /// The role the moderator picks now (`$END` when finished); `None` if it cannot decide.
+    pub next: Option<String>,
+    /// Why the last step failed, when `status` is `failed`.
+    pub error: Option<String>,
+    pub running_role: Option<String>,
+}
+
+impl Summary {
+    pub fn done(&self) -> bool {
+        self.status == "done" || self.status == "killed"
+    }
+
+    pub fn to_json(&self) -> Value {
+        json!({
+            "workflow": self.workflow,
+            "thread": self.id,
+            "head": self.head.to_string(),
+            "done": self.done(),
+            "status": self.status,
+            "next": self.next,
+            "steps": self.steps,
+        })
+    }
+
+    /// The one-line status of the mount's `status` file.
+    pub fn status_line(&self, files: &RunFiles) -> String {
+        match self.status.as_str() {
+            "running" => {
+                let info = files.run_info();
+                let role = self.running_role.clone().unwrap_or_else(|| "?".into());
+                let pid = info.and_then(|i| i.agent_pid.or(Some(i.pid))).map(|p| p.to_string()).unwrap_or_else(|| "?".into());
+                format!("running role={role} pid={pid}")
+            }
+            "failed" => format!("failed: {}", self.error.clone().unwrap_or_default().lines().next().unwrap_or("")),
+            "active" => format!("active next={}", self.next.clone().unwrap_or_else(|| "?".into())),
+            other => other.to_owned(),
+        }
+    }
+}
+
+/// Summarises a thread (active or archived).
+pub fn summary(store: &Store, id: &str) -> Result<Summary, ThreadError> {
+    let root = store.root();
+    let (head, archived) = match threads::state(root, id)? {
+        State::Active { head } => (head, None),
+        State::Archived(a) => (a.head, Some(a.status)),
+    };
+    let view = ThreadView::at(store, id, head)?;
+    let files = RunFiles::new(root, id);
+    let mut summary = Summary {
+        id: id.to_owned(),
+        workflow: view.workflow.name.clone(),
+        workflow_hash: view.workflow_hash,
+        head,
+        steps: view.chain.steps.len(),
+        status: String::new(),
+        next: None,
+        error: None,
+        running_role: None,
+    };
+    if let Some(status) = archived {
+        summary.next = (status == "done").then(|| END.to_owned());
+        summary.status = status;
+        return Ok(summary);
+    }
+    summary.next = Moderator::new(view.workflow.clone())
+        .ok()
+        .and_then(|m| m.decide(&view.chain.context()).ok())
+        .map(|d| d.next);
+    if files.is_running() {
+        summary.status = "running".into();
+        summary.running_role = files.run_info().and_then(|i| i.role);
+    } else if let Some(last) = files.last_outcome()
+        && last.get("ok") == Some(&Value::Bool(false))
+    {
+        summary.status = "failed".into();
+        summary.error = last.get("error").and_then(Value::as_str).map(str::to_owned);
+    } else {
+        summary.status = "active".into();
+    }
+    Ok(summary)
+}
+
+/// Stops a running step's agent (SIGTERM, then SIGKILL) and archives the thread as `killed`.
+pub fn kill(store: &Store, id: &str) -> Result<Hash, ThreadError> {
+    let root = store.root();
+    let head = threads::active_head(root, id)?;
+    let files = RunFiles::new(root, id);
+    let lock = match files.try_lock() {
+        Ok(lock) => lock,
+        Err(ThreadIndexError::Busy { .. }) => {
+            if let Some(pgid) = files.run_info().and_then(|i| i.agent_pid) {
+                agent::stop_group(pgid, agent::KILL_GRACE);
+            }
+            // The step process fails once its agent is gone and releases the lock.
+            let deadline = Instant::now() + Duration::from_secs(10);
+            loop {
+                match files.try_lock() {
+                    Ok(lock) => break lock,
+                    Err(ThreadIndexError::Busy { .. }) if Instant::now() < deadline => {
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                    Err(ThreadIndexError::Busy { .. }) => return Err(ThreadError::KillTimeout(id.to_owned())),
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let view = ThreadView::at(store, id, head)?;
+    let archived = threads::archive(root, id, view.workflow_hash, "killed")?;
+    drop(lock);
+    Ok(archived.head)
+}

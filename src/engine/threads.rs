@@ -1,0 +1,301 @@
+//! The thread index: `threads.yaml` (active thread → head) and `history.jsonl` (archived
+//! threads), plus the per-thread run files under `runs/`.
+//!
+//! Architecture Invariant: the head of a thread only moves by compare-and-set under the
+//! `threads` lock with an atomic replace of `threads.yaml`, so a crash leaves the old or the new
+//! head, never a broken file. Archiving writes `history.jsonl` first and `threads.yaml` second:
+//! a crash in between leaves the thread listed in both (still active), never in neither.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::cas::Hash;
+use crate::cas::store::now_ms;
+
+use super::index_files::{self, Archived, IndexError, Threads};
+
+/// Errors of the thread index.
+#[derive(Debug, thiserror::Error)]
+pub enum ThreadIndexError {
+    #[error("no thread `{0}`\nhint: `uwf thread list --all` shows every thread")]
+    Unknown(String),
+    #[error("thread {id} is archived ({status}); it cannot change any more\nhint: `uwf thread fork <step>` continues from any of its steps")]
+    Archived { id: String, status: String },
+    #[error("the head of thread {id} moved from {expected} to {actual} while this step ran; nothing was published")]
+    HeadMoved {
+        id: String,
+        expected: Hash,
+        actual: Hash,
+    },
+    #[error("thread {id} is busy: {holder}\nhint: wait for it (`uwf thread show {id}`), or stop it with `uwf thread kill {id}`")]
+    Busy { id: String, holder: String },
+    #[error(transparent)]
+    Index(#[from] IndexError),
+}
+
+/// Where a thread stands in the index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum State {
+    Active { head: Hash },
+    Archived(Archived),
+}
+
+const THREADS: &str = "threads.yaml";
+
+/// Looks a thread up: active first, then archived.
+pub fn state(root: &Path, id: &str) -> Result<State, ThreadIndexError> {
+    if let Some(head) = index_files::read_threads(root)?.get(id) {
+        return Ok(State::Active { head: *head });
+    }
+    match index_files::read_history(root)?.into_iter().rev().find(|a| a.thread == id) {
+        Some(archived) => Ok(State::Archived(archived)),
+        None => Err(ThreadIndexError::Unknown(id.to_owned())),
+    }
+}
+
+/// The head of an active thread (an error naming the status for an archived one).
+pub fn active_head(root: &Path, id: &str) -> Result<Hash, ThreadIndexError> {
+    match state(root, id)? {
+        State::Active { head } => Ok(head),
+        State::Archived(a) => Err(ThreadIndexError::Archived {
+            id: id.to_owned(),
+            status: a.status,
+        }),
+    }
+}
+
+/// A new thread id (a ULID).
+pub fn new_id() -> String {
+    ulid::Ulid::new().to_string()
+}
+
+/// Registers a new active thread at `head`.
+pub fn add(root: &Path, id: &str, head: Hash) -> Result<(), ThreadIndexError> {
+    index_files::update_yaml(root, THREADS, |threads: &mut Threads| {
+        threads.insert(id.to_owned(), head);
+        Ok::<_, ThreadIndexError>(())
+    })
+}
+
+/// Moves an active thread's head from `expected` to `new`, or fails if it moved meanwhile.
+pub fn compare_and_set(root: &Path, id: &str, expected: Hash, new: Hash) -> Result<(), ThreadIndexError> {
+    index_files::update_yaml(root, THREADS, |threads: &mut Threads| match threads.get_mut(id) {
+        Some(head) if *head == expected => {
+            *head = new;
+            Ok(())
+        }
+        Some(head) => Err(ThreadIndexError::HeadMoved {
+            id: id.to_owned(),
+            expected,
+            actual: *head,
+        }),
+        None => Err(ThreadIndexError::Unknown(id.to_owned())),
+    })
+}
+
+/// Archives an active thread at its current head with `status` (`done` or `killed`).
+pub fn archive(root: &Path, id: &str, workflow: Hash, status: &str) -> Result<Archived, ThreadIndexError> {
+    let _guard = index_files::lock(root, THREADS)?;
+    let mut threads = index_files::read_threads(root)?;
+    let Some(head) = threads.get(id).copied() else {
+        return Err(match state(root, id)? {
+            State::Archived(a) => ThreadIndexError::Archived {
+                id: id.to_owned(),
+                status: a.status,
+            },
+            State::Active { .. } => ThreadIndexError::Unknown(id.to_owned()),
+        });
+    };
+    let archived = Archived {
+        thread: id.to_owned(),
+        workflow,
+        head,
+        status: status.to_owned(),
+        completed_at: now_ms(),
+    };
+    let history_path = root.join("history.jsonl");
+    let mut history = match std::fs::read(&history_path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(source) => {
+            return Err(IndexError::Io {
+                path: history_path,
+                source,
+            }
+            .into());
+        }
+    };
+    if !history.is_empty() && !history.ends_with(b"\n") {
+        history.push(b'\n');
+    }
+    history.extend_from_slice(serde_json::to_string(&archived).expect("archived entry serializes").as_bytes());
+    history.push(b'\n');
+    index_files::write_file(root, &history_path, &history)?;
+    threads.remove(id);
+    let text = serde_yaml::to_string(&threads).expect("threads serialize");
+    index_files::write_file(root, &root.join(THREADS), text.as_bytes())?;
+    Ok(archived)
+}
+
+// ---- Per-thread step lock and run files ------------------------------------------------------
+
+/// The run files of one thread under `<root>/runs/`.
+#[derive(Debug, Clone)]
+pub struct RunFiles {
+    dir: PathBuf,
+    id: String,
+}
+
+/// What a running step records about itself (`runs/<id>.run.json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunInfo {
+    pub pid: u32,
+    pub started_at: u64,
+    #[serde(default)]
+    pub role: Option<String>,
+    #[serde(default)]
+    pub agent: Option<String>,
+    /// The agent's process id, which is also its process group id.
+    #[serde(default)]
+    pub agent_pid: Option<u32>,
+}
+
+impl RunFiles {
+    pub fn new(root: &Path, id: &str) -> RunFiles {
+        RunFiles {
+            dir: root.join("runs"),
+            id: id.to_owned(),
+        }
+    }
+
+    fn path(&self, suffix: &str) -> PathBuf {
+        self.dir.join(format!("{}.{suffix}", self.id))
+    }
+
+    /// The agent's stderr of the running or last step.
+    pub fn log(&self) -> PathBuf {
+        self.path("log")
+    }
+
+    /// The last failure on this thread, as text.
+    pub fn error(&self) -> PathBuf {
+        self.path("error")
+    }
+
+    /// The last step attempt's outcome as JSON.
+    pub fn last(&self) -> PathBuf {
+        self.path("last.json")
+    }
+
+    fn run(&self) -> PathBuf {
+        self.path("run.json")
+    }
+
+    fn lock_path(&self) -> PathBuf {
+        self.path("lock")
+    }
+
+    /// Takes the thread's step lock without waiting. `Err(Busy)` names the holder.
+    pub fn try_lock(&self) -> Result<StepLock, ThreadIndexError> {
+        let io = |source| IndexError::Io {
+            path: self.lock_path(),
+            source,
+        };
+        std::fs::create_dir_all(&self.dir).map_err(io)?;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(self.lock_path())
+            .map_err(io)?;
+        match file.try_lock() {
+            Ok(()) => Ok(StepLock {
+                _file: file,
+                files: self.clone(),
+            }),
+            Err(std::fs::TryLockError::WouldBlock) => Err(ThreadIndexError::Busy {
+                id: self.id.clone(),
+                holder: self.describe_holder(),
+            }),
+            Err(std::fs::TryLockError::Error(e)) => Err(io(e).into()),
+        }
+    }
+
+    /// Whether a step holds the lock right now.
+    pub fn is_running(&self) -> bool {
+        match self.try_lock() {
+            Ok(_lock) => false,
+            Err(ThreadIndexError::Busy { .. }) => true,
+            Err(_) => false,
+        }
+    }
+
+    /// The run info of the step in progress (may be stale if no step holds the lock).
+    pub fn run_info(&self) -> Option<RunInfo> {
+        let bytes = std::fs::read(self.run()).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    fn describe_holder(&self) -> String {
+        match self.run_info() {
+            Some(info) => {
+                let mut text = format!("a step is running in process {}", info.pid);
+                if let Some(role) = &info.role {
+                    text.push_str(&format!(" (role {role}"));
+                    if let Some(agent) = &info.agent {
+                        text.push_str(&format!(", agent {agent}"));
+                    }
+                    text.push(')');
+                }
+                let secs = now_ms().saturating_sub(info.started_at) / 1000;
+                text.push_str(&format!(" for {secs}s"));
+                text
+            }
+            None => "another process holds its step lock".to_owned(),
+        }
+    }
+
+    /// Records a failure (`error` file) and the last outcome.
+    pub fn record_failure(&self, message: &str) {
+        let _ = std::fs::create_dir_all(&self.dir);
+        let _ = std::fs::write(self.error(), format!("{message}\n"));
+        let last = serde_json::json!({"ok": false, "error": message});
+        let _ = std::fs::write(self.last(), format!("{last}\n"));
+    }
+
+    /// Records a successful step's JSON as the last outcome.
+    pub fn record_success(&self, result: &serde_json::Value) {
+        let _ = std::fs::create_dir_all(&self.dir);
+        let _ = std::fs::write(self.last(), format!("{result}\n"));
+    }
+
+    /// The last recorded outcome, if any.
+    pub fn last_outcome(&self) -> Option<serde_json::Value> {
+        let bytes = std::fs::read(self.last()).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+}
+
+/// The held step lock of a thread; released on drop (or by the OS if the process dies).
+#[derive(Debug)]
+pub struct StepLock {
+    _file: File,
+    files: RunFiles,
+}
+
+impl StepLock {
+    /// Publishes what this step is doing for `status`, `kill` and busy messages.
+    pub fn set_info(&self, info: &RunInfo) {
+        let text = serde_json::to_vec(info).expect("run info serializes");
+        let _ = std::fs::write(self.files.run(), text);
+    }
+}
+
+impl Drop for StepLock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(self.files.run());
+    }
+}
