@@ -1,3 +1,5 @@
 //! The workflow engine: definitions, registry, moderator, threads and agents.
 //!
 //! Builds on [`crate::cas`]; never prints to the terminal (that is `cli`'s job).
+
+pub mod jsonata;

@@ -1,0 +1,1074 @@
+//! The JSONata engine behind one small API: compile an expression once, evaluate it many times,
+//! under limits, with errors that carry JSONata's error codes.
+//!
+//! This is the only module that names `jsonata_core`; swapping the engine means rewriting this file
+//! and rerunning `tests/jsonata_conformance.rs`, nothing else.
+//!
+//! Architecture Invariant: no expression, however hostile, keeps the caller waiting much past its
+//! time limit, and none crashes the process through a panic or a native stack overflow.
+//! Concretely:
+//!
+//! - Compilation runs under [`std::panic::catch_unwind`]. jsonata-core's parser rejects nesting
+//!   deeper than 1000 levels with `U1002` and grows its own stack (`stacker`) before that, so deep
+//!   brackets fail cleanly even on a 2 MiB thread.
+//! - Evaluation runs on a worker thread owned by [`Input`], under `catch_unwind`, with
+//!   jsonata-core's own time (`D1012`), depth (`D1011`) and sequence-length (`D2015`) limits. The
+//!   engine checks its clock only between expression nodes and loop iterations, so one slow
+//!   built-in call (`$string` of a huge shared structure, `$pad("x", 1e9)`) can overrun it. The
+//!   caller therefore waits at most `timeout` + [`WATCHDOG_GRACE`]; past that it returns
+//!   [`JsonataError::Timeout`], cancels the evaluation (the engine stops at its next check) and
+//!   abandons that worker; the next evaluation starts a fresh one.
+//! - Converting values in and out never recurses on the native stack without
+//!   `jsonata_core::value::with_stack`, and results nested deeper than [`MAX_RESULT_DEPTH`] are
+//!   refused, because the caller's `serde_json::Value` drops recursively.
+//!
+//! What is *not* bounded is memory, nor the CPU an abandoned worker spends finishing its built-in
+//! call. `$string` of an object that holds the previous one twice, nested 28 times, returns
+//! `Timeout` to the caller after 1.25 s, while the abandoned worker goes on printing 2^28 leaves
+//! for a minute and peaks at 2.5 GB; nested 32 times it would exhaust memory. jsonata-js has the
+//! same gap. Only a separate process with a memory limit closes it.
+//!
+//! Values cross this boundary as `serde_json::Value`. `None` stands for JSONata's `undefined`.
+//! Functions and regexes have no JSON form; they are converted as JavaScript's `JSON.stringify`
+//! converts them (left out of objects, `null` in arrays, `undefined` at the top).
+
+use std::any::Any;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Arc, Mutex, PoisonError, mpsc};
+use std::time::Duration;
+
+use indexmap::IndexMap;
+use jsonata_core::ast::AstNode;
+use jsonata_core::evaluator::{
+    CancelToken, Context, Evaluator, EvaluatorError, EvaluatorOptions, error_code_prefix,
+};
+use jsonata_core::parser::{self, ParserError};
+use jsonata_core::value::{JArray, JValue, with_stack};
+use serde_json::Value;
+
+/// How long the caller waits past [`Limits::timeout`] before it gives up on an evaluation that is
+/// stuck inside one built-in call.
+///
+/// The engine's own clock normally ends a runaway evaluation right at the limit; the grace only
+/// has to cover a last built-in call and the conversion of the result.
+pub const WATCHDOG_GRACE: Duration = Duration::from_millis(250);
+
+/// Results nested deeper than this are refused ([`JsonataError::ResultTooDeep`]).
+///
+/// JSON read with serde_json nests at most 128 levels, so only an expression that builds deep
+/// values on purpose (`$reduce` wrapping an array around itself) gets here.
+pub const MAX_RESULT_DEPTH: usize = 1000;
+
+/// Stack size of evaluation worker threads. jsonata-core grows its stack onto the heap when it
+/// runs low, so this only sets how much of the recursion stays on the native stack.
+const WORKER_STACK: usize = 8 * 1024 * 1024;
+
+/// Bounds for one evaluation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Wall-clock time for one evaluation (JSONata `D1012` when exceeded).
+    pub timeout: Duration,
+    /// Maximum evaluation depth, counted like jsonata-js's `stack` option: every nested
+    /// expression is a level, a non-tail recursive call costs about three (`D1011`).
+    pub max_depth: usize,
+    /// Maximum length of a sequence the evaluation builds (ranges, mapped paths, …) (`D2015`),
+    /// and the most values the result may hold in all, counting every array item and object
+    /// member at any depth.
+    pub max_sequence_length: usize,
+}
+
+impl Default for Limits {
+    /// One second, depth 200, a million items. Ample for routing conditions: measured over a
+    /// 1000-step context they evaluate in microseconds and need at most 7 levels, however many
+    /// steps there are.
+    fn default() -> Self {
+        Limits {
+            timeout: Duration::from_secs(1),
+            max_depth: 200,
+            max_sequence_length: 1_000_000,
+        }
+    }
+}
+
+/// What the engine was doing when it panicked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Compile,
+    Evaluate,
+}
+
+impl std::fmt::Display for Phase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Phase::Compile => "compiling",
+            Phase::Evaluate => "evaluating",
+        })
+    }
+}
+
+/// Why an expression could not be compiled or evaluated.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JsonataError {
+    /// The text is not a valid expression (JSONata `S0xxx` codes, `U1002` for nesting).
+    #[error("{}", coded(code.as_deref(), message))]
+    Compile {
+        code: Option<String>,
+        message: String,
+        /// Character offset of the offending token. jsonata-core 2.2.13 reports none.
+        position: Option<usize>,
+    },
+    /// The expression failed against this input (`T`, `D` codes).
+    #[error("{}", coded(code.as_deref(), message))]
+    Evaluate {
+        code: Option<String>,
+        message: String,
+    },
+    /// The evaluation ran longer than [`Limits::timeout`].
+    #[error(
+        "D1012: Evaluation timeout after {} milliseconds. Check for infinite loop",
+        limit.as_millis()
+    )]
+    Timeout { limit: Duration },
+    /// The evaluation nested deeper than [`Limits::max_depth`].
+    #[error(
+        "D1011: Stack overflow (deeper than {limit} levels). Check for non-terminating recursive function. Consider rewriting as tail-recursive"
+    )]
+    DepthExceeded { limit: usize },
+    /// The result nests deeper than [`MAX_RESULT_DEPTH`] and is not handed out.
+    #[error("the result nests deeper than {limit} levels")]
+    ResultTooDeep { limit: usize },
+    /// The result holds more than [`Limits::max_sequence_length`] values in all.
+    #[error("the result holds more than {limit} values")]
+    ResultTooLarge { limit: usize },
+    /// The engine panicked; the panic was caught and nothing else is affected.
+    #[error("JSONata engine panicked while {phase}: {message}")]
+    Panicked { phase: Phase, message: String },
+    /// The evaluation thread could not be started.
+    #[error("cannot start a JSONata evaluation thread: {message}")]
+    Worker { message: String },
+}
+
+impl JsonataError {
+    /// The JSONata error code (`T2006`, `S0201`, `D1012`, …), when there is one.
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            JsonataError::Compile { code, .. } | JsonataError::Evaluate { code, .. } => {
+                code.as_deref()
+            }
+            JsonataError::Timeout { .. } => Some("D1012"),
+            JsonataError::DepthExceeded { .. } => Some("D1011"),
+            JsonataError::ResultTooDeep { .. }
+            | JsonataError::ResultTooLarge { .. }
+            | JsonataError::Panicked { .. }
+            | JsonataError::Worker { .. } => None,
+        }
+    }
+
+    /// The message without its code.
+    pub fn message(&self) -> String {
+        match self {
+            JsonataError::Compile { message, .. } | JsonataError::Evaluate { message, .. } => {
+                message.clone()
+            }
+            other => {
+                let text = other.to_string();
+                match split_code(&text) {
+                    Some((_, rest)) => rest.to_string(),
+                    None => text,
+                }
+            }
+        }
+    }
+
+    fn from_parser(error: &ParserError) -> Self {
+        if let ParserError::UnclosedComment = error {
+            // jsonata-core has no code for this one; S0106 is jsonata-js's.
+            return JsonataError::Compile {
+                code: Some("S0106".to_string()),
+                message: "Comment has no closing tag".to_string(),
+                position: None,
+            };
+        }
+        let text = error.to_string();
+        let (code, message) = match split_code(&text) {
+            Some((code, rest)) => (Some(code.to_string()), rest.to_string()),
+            None => (None, text.clone()),
+        };
+        JsonataError::Compile {
+            code,
+            message,
+            position: None,
+        }
+    }
+
+    fn from_evaluator(error: &EvaluatorError, limits: &Limits) -> Self {
+        let text = error.message();
+        match split_code(text) {
+            Some(("D1012" | "U1003", _)) => JsonataError::Timeout {
+                limit: limits.timeout,
+            },
+            Some(("D1011", _)) => JsonataError::DepthExceeded {
+                limit: limits.max_depth,
+            },
+            Some((code, message)) => JsonataError::Evaluate {
+                code: Some(code.to_string()),
+                message: message.to_string(),
+            },
+            None => JsonataError::Evaluate {
+                code: None,
+                message: text.to_string(),
+            },
+        }
+    }
+}
+
+/// `CODE: message`, or the bare message when there is no code.
+fn coded(code: Option<&str>, message: &str) -> String {
+    match code {
+        Some(code) => format!("{code}: {message}"),
+        None => message.to_string(),
+    }
+}
+
+/// Finds a JSONata code (`S0201:`) at the start of `text` or right after a `": "` prefix such as
+/// jsonata-core's `Invalid syntax: S0209: …`, and splits it from the rest of the message.
+fn split_code(text: &str) -> Option<(&str, &str)> {
+    let starts = std::iter::once(0).chain(text.match_indices(": ").map(|(i, _)| i + 2));
+    for start in starts {
+        if let Some(code) = error_code_prefix(&text[start..]) {
+            return Some((code, text[start + code.len() + 1..].trim_start()));
+        }
+    }
+    None
+}
+
+/// A compiled expression.
+///
+/// Cheap to clone, `Send` and `Sync`: it holds the parsed syntax tree behind an `Arc`. (The
+/// engine's own compiled form, `jsonata_core::Expression`, is neither.)
+#[derive(Clone)]
+pub struct Expr {
+    source: Arc<str>,
+    ast: Arc<AstNode>,
+}
+
+impl std::fmt::Debug for Expr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Expr").field(&self.source).finish()
+    }
+}
+
+/// Compiles `text` into an [`Expr`].
+pub fn compile(text: &str) -> Result<Expr, JsonataError> {
+    match catch_unwind(|| parser::parse(text)) {
+        Ok(Ok(ast)) => Ok(Expr {
+            source: Arc::from(text),
+            ast: Arc::new(ast),
+        }),
+        Ok(Err(error)) => Err(JsonataError::from_parser(&error)),
+        Err(payload) => Err(JsonataError::Panicked {
+            phase: Phase::Compile,
+            message: panic_message(payload.as_ref()),
+        }),
+    }
+}
+
+impl Expr {
+    /// The text this expression was compiled from.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// Evaluates against `input` with `bindings` (`$name` variables; the name is given with or
+    /// without its `$`).
+    ///
+    /// Converts `input` for the engine on every call; to evaluate several expressions against one
+    /// input, prepare it once as an [`Input`] and use [`Expr::evaluate_prepared`].
+    pub fn evaluate(
+        &self,
+        input: &Value,
+        bindings: &[(String, Value)],
+        limits: &Limits,
+    ) -> Result<Option<Value>, JsonataError> {
+        self.evaluate_prepared(&Input::new(input.clone()), bindings, limits)
+    }
+
+    /// Evaluates against an input prepared once with [`Input::new`].
+    pub fn evaluate_prepared(
+        &self,
+        input: &Input,
+        bindings: &[(String, Value)],
+        limits: &Limits,
+    ) -> Result<Option<Value>, JsonataError> {
+        input.run(&self.ast, bindings, limits)
+    }
+}
+
+/// An input document prepared once for many evaluations.
+///
+/// The engine's values are reference-counted and bound to one thread, so an `Input` owns a worker
+/// thread that converts the document once, on first use, and evaluates every expression handed to
+/// it. `Input` itself is `Send` and `Sync`; evaluations against one `Input` run one at a time.
+pub struct Input {
+    data: Arc<Option<Value>>,
+    worker: Mutex<Option<Worker>>,
+}
+
+impl std::fmt::Debug for Input {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Input").finish_non_exhaustive()
+    }
+}
+
+impl Input {
+    /// Prepares `value` as the input (`$` and the root of every path).
+    pub fn new(value: Value) -> Self {
+        Input::with_data(Some(value))
+    }
+
+    /// An absent input: JSONata's `undefined`, as when no input document is given.
+    pub fn undefined() -> Self {
+        Input::with_data(None)
+    }
+
+    fn with_data(data: Option<Value>) -> Self {
+        Input {
+            data: Arc::new(data),
+            worker: Mutex::new(None),
+        }
+    }
+
+    /// Runs one evaluation on this input's worker, starting one if needed, and waits at most the
+    /// timeout plus [`WATCHDOG_GRACE`].
+    fn run(
+        &self,
+        ast: &Arc<AstNode>,
+        bindings: &[(String, Value)],
+        limits: &Limits,
+    ) -> Result<Option<Value>, JsonataError> {
+        // Holding the lock for the whole evaluation serialises callers, so one caller's deadline
+        // never includes another caller's evaluation.
+        let mut slot = self.worker.lock().unwrap_or_else(PoisonError::into_inner);
+        let worker = match slot.take() {
+            Some(worker) => worker,
+            None => Worker::spawn(Arc::clone(&self.data))?,
+        };
+        let cancel = CancelToken::new();
+        let (reply, answer) = mpsc::sync_channel(1);
+        let job = Job {
+            ast: Arc::clone(ast),
+            bindings: bindings.to_vec(),
+            limits: *limits,
+            cancel: cancel.clone(),
+            reply,
+        };
+        if worker.jobs.send(job).is_err() {
+            return Err(worker_died());
+        }
+        match answer.recv_timeout(limits.timeout.saturating_add(WATCHDOG_GRACE)) {
+            Ok(outcome) => {
+                *slot = Some(worker);
+                outcome
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                // Stuck inside one built-in call. Ask the engine to stop at its next check and
+                // leave the worker behind: dropping it closes its queue, so it exits after that.
+                cancel.cancel();
+                Err(JsonataError::Timeout {
+                    limit: limits.timeout,
+                })
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => Err(worker_died()),
+        }
+    }
+}
+
+impl From<Value> for Input {
+    fn from(value: Value) -> Self {
+        Input::new(value)
+    }
+}
+
+fn worker_died() -> JsonataError {
+    JsonataError::Panicked {
+        phase: Phase::Evaluate,
+        message: "the evaluation thread ended unexpectedly".to_string(),
+    }
+}
+
+/// One evaluation request for a worker.
+struct Job {
+    ast: Arc<AstNode>,
+    bindings: Vec<(String, Value)>,
+    limits: Limits,
+    cancel: CancelToken,
+    reply: mpsc::SyncSender<Result<Option<Value>, JsonataError>>,
+}
+
+/// The caller's end of a worker thread's queue.
+struct Worker {
+    jobs: mpsc::Sender<Job>,
+}
+
+impl Worker {
+    fn spawn(data: Arc<Option<Value>>) -> Result<Self, JsonataError> {
+        let (jobs, queue) = mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name("uwf-jsonata".to_string())
+            .stack_size(WORKER_STACK)
+            .spawn(move || serve(&data, &queue))
+            .map_err(|error| JsonataError::Worker {
+                message: error.to_string(),
+            })?;
+        Ok(Worker { jobs })
+    }
+}
+
+/// The worker thread: converts the input once, then evaluates jobs until its queue closes.
+fn serve(data: &Option<Value>, queue: &mpsc::Receiver<Job>) {
+    let mut input: Option<JValue> = None;
+    for job in queue {
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            let input = input.get_or_insert_with(|| match data {
+                Some(value) => to_jvalue(value),
+                None => JValue::Undefined,
+            });
+            evaluate_on_worker(input, &job)
+        }))
+        .unwrap_or_else(|payload| {
+            Err(JsonataError::Panicked {
+                phase: Phase::Evaluate,
+                message: panic_message(payload.as_ref()),
+            })
+        });
+        // The caller may have given up waiting; then nobody needs the answer.
+        let _ = job.reply.send(outcome);
+    }
+}
+
+fn evaluate_on_worker(input: &JValue, job: &Job) -> Result<Option<Value>, JsonataError> {
+    let mut context = Context::new();
+    for (name, value) in &job.bindings {
+        let name = name.strip_prefix('$').unwrap_or(name);
+        context.bind(name.to_string(), to_jvalue(value));
+    }
+    let options = EvaluatorOptions {
+        timeout_ms: Some(millis_rounded_up(job.limits.timeout)),
+        cancel: Some(job.cancel.clone()),
+        max_stack_depth: Some(job.limits.max_depth),
+        max_sequence_length: Some(job.limits.max_sequence_length),
+    };
+    let mut evaluator = Evaluator::with_options(context, options);
+    let result = evaluator
+        .evaluate(&job.ast, input)
+        .map_err(|error| JsonataError::from_evaluator(&error, &job.limits))?;
+    let mut budget = ConvertBudget {
+        cancel: &job.cancel,
+        limits: &job.limits,
+        visited: 0,
+    };
+    to_json(&result, 0, &mut budget)
+}
+
+fn millis_rounded_up(duration: Duration) -> u64 {
+    let millis = duration.as_nanos().div_ceil(1_000_000);
+    u64::try_from(millis).unwrap_or(u64::MAX).max(1)
+}
+
+fn panic_message(payload: &(dyn Any + Send)) -> String {
+    if let Some(text) = payload.downcast_ref::<&str>() {
+        (*text).to_string()
+    } else if let Some(text) = payload.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "(no message)".to_string()
+    }
+}
+
+/// Converts JSON to the engine's value, growing the stack as deep input needs.
+fn to_jvalue(value: &Value) -> JValue {
+    match value {
+        Value::Null => JValue::Null,
+        Value::Bool(b) => JValue::Bool(*b),
+        // Every serde_json number has an f64 form unless `arbitrary_precision` is on.
+        Value::Number(n) => JValue::Number(n.as_f64().unwrap_or(f64::NAN)),
+        Value::String(s) => JValue::string(s.as_str()),
+        Value::Array(items) => with_stack(|| {
+            let items: Vec<JValue> = items.iter().map(to_jvalue).collect();
+            // Mirrors jsonata-core's own conversion: an array with no array items is "flat".
+            let flat = !items.iter().any(JValue::is_array);
+            JValue::Array(JArray::new_flat(items, flat))
+        }),
+        Value::Object(map) => with_stack(|| {
+            let map: IndexMap<String, JValue> = map
+                .iter()
+                .map(|(key, value)| (key.clone(), to_jvalue(value)))
+                .collect();
+            JValue::object(map)
+        }),
+    }
+}
+
+/// Bookkeeping for [`to_json`]: a result can share one array millions of times (`[$a, $a]`
+/// doubled in a loop) at no cost to the engine, so expanding it is counted and watches for
+/// cancellation.
+struct ConvertBudget<'a> {
+    cancel: &'a CancelToken,
+    limits: &'a Limits,
+    visited: usize,
+}
+
+/// Converts the engine's value to JSON the way `JSON.stringify` would: functions and regexes are
+/// left out of objects, become `null` in arrays and `undefined` at the top; non-finite numbers
+/// become `null` (the engine itself raises `D1001` before that can happen).
+fn to_json(
+    value: &JValue,
+    depth: usize,
+    budget: &mut ConvertBudget<'_>,
+) -> Result<Option<Value>, JsonataError> {
+    if depth > 0 {
+        budget.visited += 1;
+        if budget.visited > budget.limits.max_sequence_length {
+            return Err(JsonataError::ResultTooLarge {
+                limit: budget.limits.max_sequence_length,
+            });
+        }
+        if budget.visited.is_multiple_of(4096) && budget.cancel.is_cancelled() {
+            return Err(JsonataError::Timeout {
+                limit: budget.limits.timeout,
+            });
+        }
+    }
+    Ok(Some(match value {
+        JValue::Undefined | JValue::Lambda(_) | JValue::Builtin { .. } | JValue::Regex { .. } => {
+            return Ok(None);
+        }
+        JValue::Null => Value::Null,
+        JValue::Bool(b) => Value::Bool(*b),
+        JValue::Number(n) => number_to_json(*n),
+        JValue::String(s) => Value::String(s.to_string()),
+        JValue::Array(items) => {
+            if depth >= MAX_RESULT_DEPTH {
+                return Err(JsonataError::ResultTooDeep {
+                    limit: MAX_RESULT_DEPTH,
+                });
+            }
+            let mut out = Vec::with_capacity(items.len());
+            for item in items.iter() {
+                out.push(to_json(item, depth + 1, budget)?.unwrap_or(Value::Null));
+            }
+            Value::Array(out)
+        }
+        JValue::Object(map) => {
+            if depth >= MAX_RESULT_DEPTH {
+                return Err(JsonataError::ResultTooDeep {
+                    limit: MAX_RESULT_DEPTH,
+                });
+            }
+            let mut out = serde_json::Map::with_capacity(map.len());
+            for (key, item) in map.iter() {
+                if let Some(item) = to_json(item, depth + 1, budget)? {
+                    out.insert(key.clone(), item);
+                }
+            }
+            Value::Object(out)
+        }
+    }))
+}
+
+/// Integral numbers within the exactly representable range print without a fraction (`3`, not
+/// `3.0`), as JSONata prints them.
+fn number_to_json(n: f64) -> Value {
+    const EXACT: f64 = 9_007_199_254_740_992.0; // 2^53
+    if n.fract() == 0.0 && n.abs() <= EXACT {
+        // In range and integral, so the cast is exact; -0 becomes 0 as in JSON.stringify.
+        Value::from(n as i64)
+    } else {
+        serde_json::Number::from_f64(n).map_or(Value::Null, Value::Number)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use serde_json::json;
+
+    use super::*;
+
+    /// A moderator-style context: four steps, the last a review that did not approve.
+    fn context() -> Value {
+        json!({
+            "start": {"workflow": "EYHPV6X8XHTCS", "prompt": "add a flag"},
+            "steps": [
+                {"role": "planner", "output": {"plan": ["a", "b"]}, "detail": "2DHW2FP49YVD3", "agent": "dry"},
+                {"role": "coder", "output": {"diff": "+x"}, "detail": "2DHW2FP49YVD3", "agent": "dry"},
+                {"role": "coder", "output": {"diff": "+y"}, "detail": "2DHW2FP49YVD3", "agent": "dry"},
+                {"role": "coder", "output": {"diff": "+z"}, "detail": "2DHW2FP49YVD3", "agent": "dry"},
+                {"role": "reviewer", "output": {
+                    "approved": false,
+                    "verdict": "Approve once the nits are fixed",
+                    "issues": ["naming", "tests"]
+                }, "detail": "2DHW2FP49YVD3", "agent": "dry"}
+            ]
+        })
+    }
+
+    fn eval_with(
+        text: &str,
+        input: &Value,
+        bindings: &[(String, Value)],
+    ) -> Result<Option<Value>, JsonataError> {
+        compile(text)?.evaluate(input, bindings, &Limits::default())
+    }
+
+    /// Evaluates `text` against [`context`] with default limits.
+    fn eval(text: &str) -> Result<Option<Value>, JsonataError> {
+        eval_with(text, &context(), &[])
+    }
+
+    /// Evaluates `text`, which must fail, and returns the error with the time it took.
+    fn eval_err(text: &str, input: &Value) -> (JsonataError, Duration) {
+        let started = Instant::now();
+        let outcome = eval_with(text, input, &[]);
+        let took = started.elapsed();
+        match outcome {
+            Err(error) => (error, took),
+            Ok(value) => panic!("{text} should fail, gave {value:?} after {took:?}"),
+        }
+    }
+
+    fn check(text: &str, expected: Option<Value>) {
+        assert_eq!(eval(text), Ok(expected), "{text}");
+    }
+
+    #[test]
+    fn routing_conditions() {
+        check("steps[-1].output.approved = false", Some(json!(true)));
+        check("$count(steps[role='coder']) >= 3", Some(json!(true)));
+        check("$count(steps[role='coder']) >= 4", Some(json!(false)));
+        check("\"x\" in steps.role", Some(json!(false)));
+        check("\"coder\" in steps.role", Some(json!(true)));
+        check(
+            "$exists(steps[-1].output.issues) and $count(steps[-1].output.issues) > 0",
+            Some(json!(true)),
+        );
+        check("steps[-1].role", Some(json!("reviewer")));
+        check("$count(steps)", Some(json!(5)));
+        check("start.prompt", Some(json!("add a flag")));
+    }
+
+    /// `string ~> /regex/` applies the regex as a function: the result is a match object (or
+    /// undefined), never a boolean, so as a condition it never matches. `$contains` gives one.
+    #[test]
+    fn regex_application_returns_a_match_object() {
+        check(
+            "steps[-1].output.verdict ~> /^approve/i",
+            Some(json!({"match": "Approve", "start": 0, "end": 7, "groups": []})),
+        );
+        check("steps[-1].output.verdict ~> /^reject/i", None);
+        check(
+            "$contains(steps[-1].output.verdict, /^approve/i)",
+            Some(json!(true)),
+        );
+        check(
+            "$exists(steps[-1].output.verdict ~> /^approve/i)",
+            Some(json!(true)),
+        );
+    }
+
+    #[test]
+    fn undefined_is_none() {
+        check("steps[-1].output.nothing", None);
+        check("steps[99].role", None);
+        check("nosuchfield", None);
+        // A missing field is undefined, and undefined is not false.
+        check("steps[-1].output.nothing = false", Some(json!(false)));
+        assert_eq!(
+            eval_with("steps[-1].role", &json!({"steps": []}), &[]),
+            Ok(None)
+        );
+        assert_eq!(
+            compile("$").and_then(|e| e.evaluate_prepared(
+                &Input::undefined(),
+                &[],
+                &Limits::default()
+            )),
+            Ok(None)
+        );
+    }
+
+    #[test]
+    fn bindings_with_or_without_dollar() {
+        let with = [("max_rounds".to_string(), json!(3))];
+        assert_eq!(
+            eval_with(
+                "$count(steps[role='coder']) >= $max_rounds",
+                &context(),
+                &with
+            ),
+            Ok(Some(json!(true)))
+        );
+        let dollar = [("$max_rounds".to_string(), json!(4))];
+        assert_eq!(
+            eval_with(
+                "$count(steps[role='coder']) >= $max_rounds",
+                &context(),
+                &dollar
+            ),
+            Ok(Some(json!(false)))
+        );
+        assert_eq!(eval_with("$max_rounds", &context(), &[]), Ok(None));
+    }
+
+    #[test]
+    fn results_convert_like_json_stringify() {
+        check("1 + 2", Some(json!(3)));
+        check("7 / 2", Some(json!(3.5)));
+        check("1e21", Some(json!(1e21)));
+        check("-0", Some(json!(0)));
+        check("[1, 'a', null, true]", Some(json!([1, "a", null, true])));
+        // Keys keep the order the expression built them in.
+        let object = eval("{'z': 1, 'a': 2}")
+            .expect("evaluates")
+            .expect("defined");
+        assert_eq!(
+            serde_json::to_string(&object).expect("serialises"),
+            r#"{"z":1,"a":2}"#
+        );
+        // Functions and regexes have no JSON form.
+        check("function($x){$x}", None);
+        check(
+            "{'f': function($x){$x}, 'r': /re/, 'n': 1}",
+            Some(json!({"n": 1})),
+        );
+        check("[function($x){$x}, 1]", Some(json!([null, 1])));
+    }
+
+    #[test]
+    fn errors_carry_codes() {
+        let error = eval("1 ~> 2").expect_err("2 is not a function");
+        assert_eq!(error.code(), Some("T2006"));
+        assert_eq!(
+            error.to_string(),
+            "T2006: The right side of the function application operator ~> must be a function"
+        );
+        assert_eq!(
+            error.message(),
+            "The right side of the function application operator ~> must be a function"
+        );
+        assert_eq!(
+            eval("1 + 'a'").expect_err("type error").code(),
+            Some("T2002")
+        );
+        assert_eq!(
+            eval("$nope()").expect_err("no such function").code(),
+            Some("T1006")
+        );
+        // The code sits behind a prefix in jsonata-core's message here.
+        assert_eq!(
+            eval("$substring()")
+                .expect_err("missing argument")
+                .code()
+                .map(|c| &c[..1]),
+            Some("T")
+        );
+        assert_eq!(
+            eval("$error('stop')").expect_err("raised").code(),
+            Some("D3137")
+        );
+    }
+
+    #[test]
+    fn compile_errors_carry_codes() {
+        let cases = [
+            ("steps[", "S0207"),
+            (")", "S0211"),
+            ("'open", "S0101"),
+            ("steps /* open", "S0106"),
+            ("1e999", "S0102"),
+        ];
+        for (text, code) in cases {
+            match compile(text) {
+                Err(error @ JsonataError::Compile { .. }) => {
+                    assert_eq!(error.code(), Some(code), "{text}: {error}");
+                    assert!(
+                        error.to_string().starts_with(&format!("{code}: ")),
+                        "{error}"
+                    );
+                }
+                other => panic!("{text}: expected a compile error, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn one_input_many_expressions() {
+        let input = Input::new(context());
+        let limits = Limits::default();
+        let conditions = [
+            "steps[-1].output.approved = false",
+            "$count(steps) > 4",
+            "steps[0].role = 'x'",
+        ];
+        let results: Vec<_> = conditions
+            .iter()
+            .map(|text| compile(text).and_then(|expr| expr.evaluate_prepared(&input, &[], &limits)))
+            .collect();
+        assert_eq!(
+            results,
+            [
+                Ok(Some(json!(true))),
+                Ok(Some(json!(true))),
+                Ok(Some(json!(false)))
+            ]
+        );
+    }
+
+    #[test]
+    fn compiled_expressions_and_inputs_cross_threads() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<Expr>();
+        send_sync::<Input>();
+        send_sync::<JsonataError>();
+
+        let expr = compile("$count(steps)").expect("compiles");
+        let input = Arc::new(Input::new(context()));
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                let (expr, input) = (expr.clone(), Arc::clone(&input));
+                std::thread::spawn(move || expr.evaluate_prepared(&input, &[], &Limits::default()))
+            })
+            .collect();
+        for handle in handles {
+            assert_eq!(handle.join().expect("no panic"), Ok(Some(json!(5))));
+        }
+    }
+
+    // Hostile expressions. Each must fail (or finish) cleanly and quickly, on a test thread's
+    // 2 MiB stack. The limit asserted is generous for a loaded CI machine; the report of the
+    // times measured is in the commit that added these.
+
+    const QUICK: Duration = Duration::from_secs(2);
+
+    #[test]
+    fn hostile_infinite_recursion_times_out() {
+        let (error, took) = eval_err("($f := function($x){$f($x)}; $f(1))", &Value::Null);
+        assert_eq!(
+            error,
+            JsonataError::Timeout {
+                limit: Duration::from_secs(1)
+            }
+        );
+        assert_eq!(error.code(), Some("D1012"));
+        assert!(took < QUICK, "{took:?}");
+    }
+
+    #[test]
+    fn hostile_deep_recursion_hits_the_depth_limit() {
+        let (error, took) = eval_err("($f := function($x){1 + $f($x)}; $f(1))", &Value::Null);
+        assert_eq!(error, JsonataError::DepthExceeded { limit: 200 });
+        assert!(took < QUICK, "{took:?}");
+    }
+
+    #[test]
+    fn hostile_nesting_is_rejected_by_the_parser() {
+        for (open, close) in [("[", "]"), ("(", ")"), ("{'a':", "}"), ("-", "")] {
+            let text = format!("{}1{}", open.repeat(5000), close.repeat(5000));
+            let started = Instant::now();
+            let error = compile(&text).expect_err("too deep");
+            assert_eq!(error.code(), Some("U1002"), "{open}: {error}");
+            assert!(started.elapsed() < QUICK, "{open}: {:?}", started.elapsed());
+        }
+        // Unclosed, and a long flat chain (which the parser nests as it loops).
+        assert_eq!(
+            compile(&"[".repeat(100_000)).expect_err("unclosed").code(),
+            Some("U1002")
+        );
+        let chain = vec!["1"; 5000].join("+");
+        assert_eq!(compile(&chain).expect_err("too deep").code(), Some("U1002"));
+    }
+
+    #[test]
+    fn nesting_just_under_the_parser_limits_works() {
+        // The parser allows 1000 levels; its post-processing counts an array constructor as
+        // two, so arrays stop just under 500.
+        let roomy = Limits {
+            max_depth: 5000,
+            ..Limits::default()
+        };
+        let parens = format!("{}1{}", "(".repeat(990), ")".repeat(990));
+        let expr = compile(&parens).expect("990 parentheses parse");
+        assert_eq!(expr.evaluate(&Value::Null, &[], &roomy), Ok(Some(json!(1))));
+
+        let brackets = format!("{}1{}", "[".repeat(490), "]".repeat(490));
+        let expr = compile(&brackets).expect("490 brackets parse");
+        let value = expr
+            .evaluate(&Value::Null, &[], &roomy)
+            .expect("evaluates")
+            .expect("defined");
+        let mut depth = 0;
+        let mut at = &value;
+        while let Value::Array(items) = at {
+            depth += 1;
+            at = &items[0];
+        }
+        assert_eq!((depth, at), (490, &json!(1)));
+        // With default limits the same expression is too deep to evaluate.
+        assert_eq!(
+            expr.evaluate(&Value::Null, &[], &Limits::default()),
+            Err(JsonataError::DepthExceeded { limit: 200 })
+        );
+    }
+
+    #[test]
+    fn hostile_regex_runs_in_linear_time() {
+        // A backtracking engine takes minutes on this; the `regex` crate has no backtracking.
+        let started = Instant::now();
+        let result = eval_with(
+            r#"$match("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!", /(a+)+$/)"#,
+            &Value::Null,
+            &[],
+        );
+        assert_eq!(result, Ok(None), "no match");
+        assert!(started.elapsed() < QUICK, "{:?}", started.elapsed());
+    }
+
+    #[test]
+    fn hostile_huge_range_hits_the_sequence_limit() {
+        let (error, took) = eval_err("[1..10000000]", &Value::Null);
+        assert_eq!(error.code(), Some("D2015"), "{error}");
+        assert!(took < QUICK, "{took:?}");
+        // Past the engine's own range cap it is D2014 whatever the limits.
+        let (error, _) = eval_err("[1..100000000]", &Value::Null);
+        assert_eq!(error.code(), Some("D2014"), "{error}");
+    }
+
+    #[test]
+    fn hostile_string_of_shared_structure_is_abandoned_by_the_watchdog() {
+        // An object holding the previous one twice, 24 times over: every level is shared, so it
+        // costs nothing to build and 2^24 leaves to print, and `$string` never looks at the clock
+        // while it prints.
+        let (error, took) = eval_err(
+            "$string($reduce([1..24], function($o, $i){{'l': $o, 'r': $o}}, 1))",
+            &Value::Null,
+        );
+        assert_eq!(
+            error,
+            JsonataError::Timeout {
+                limit: Duration::from_secs(1)
+            }
+        );
+        assert!(took < QUICK, "{took:?}");
+    }
+
+    #[test]
+    fn hostile_expanded_result_is_refused() {
+        // The same kind of structure, 2^40 leaves, returned as the result: converting it is the
+        // expensive part. An unoptimised build may reach the time limit before the size limit.
+        let text = "$reduce([1..40], function($o, $i){{'l': $o, 'r': $o}}, 1)";
+        let (error, took) = eval_err(text, &Value::Null);
+        assert!(
+            matches!(
+                error,
+                JsonataError::ResultTooLarge { limit: 1_000_000 } | JsonataError::Timeout { .. }
+            ),
+            "{error:?}"
+        );
+        assert!(took < QUICK, "{took:?}");
+        let small = Limits {
+            max_sequence_length: 10_000,
+            ..Limits::default()
+        };
+        let outcome = compile(text).and_then(|expr| expr.evaluate(&Value::Null, &[], &small));
+        assert_eq!(outcome, Err(JsonataError::ResultTooLarge { limit: 10_000 }));
+        // A result of exactly the limit is fine.
+        let limit = compile("[1..10000]").and_then(|expr| expr.evaluate(&Value::Null, &[], &small));
+        assert_eq!(
+            limit.map(|v| v.and_then(|v| v.as_array().map(Vec::len))),
+            Ok(Some(10_000))
+        );
+    }
+
+    #[test]
+    fn hostile_deep_result_is_refused() {
+        let text = "$reduce([1..5000], function($o, $i){{'a': $o}}, 1)";
+        let (error, took) = eval_err(text, &Value::Null);
+        assert_eq!(
+            error,
+            JsonataError::ResultTooDeep {
+                limit: MAX_RESULT_DEPTH
+            }
+        );
+        assert!(took < QUICK, "{took:?}");
+    }
+
+    #[test]
+    fn engine_panics_are_caught() {
+        // jsonata-core 2.2.13 overflows in picture-string formatting (a multiply in debug
+        // builds, a division by zero in release).
+        let (error, _) = eval_err("$fromMillis(0, '[Y,99]')", &Value::Null);
+        assert!(
+            matches!(
+                error,
+                JsonataError::Panicked {
+                    phase: Phase::Evaluate,
+                    ..
+                }
+            ),
+            "{error:?}"
+        );
+        // The input and its worker survive a panic.
+        let input = Input::new(json!({"a": 1}));
+        let panics = compile("$fromMillis(0, '[Y,99]')").expect("compiles");
+        let fine = compile("a").expect("compiles");
+        let limits = Limits::default();
+        assert!(panics.evaluate_prepared(&input, &[], &limits).is_err());
+        assert_eq!(
+            fine.evaluate_prepared(&input, &[], &limits),
+            Ok(Some(json!(1)))
+        );
+    }
+
+    #[test]
+    fn an_input_recovers_after_a_timeout() {
+        let input = Input::new(context());
+        let limits = Limits {
+            timeout: Duration::from_millis(100),
+            ..Limits::default()
+        };
+        let stuck = compile("$string($reduce([1..24], function($o, $i){{'l': $o, 'r': $o}}, 1))")
+            .expect("compiles");
+        assert!(matches!(
+            stuck.evaluate_prepared(&input, &[], &limits),
+            Err(JsonataError::Timeout { .. })
+        ));
+        let fine = compile("$count(steps)").expect("compiles");
+        assert_eq!(
+            fine.evaluate_prepared(&input, &[], &limits),
+            Ok(Some(json!(5)))
+        );
+    }
+
+    #[test]
+    fn split_code_finds_codes_behind_prefixes() {
+        assert_eq!(
+            split_code("S0201: Syntax error"),
+            Some(("S0201", "Syntax error"))
+        );
+        assert_eq!(
+            split_code("Invalid syntax: S0209: A predicate"),
+            Some(("S0209", "A predicate"))
+        );
+        assert_eq!(split_code("Unclosed comment"), None);
+        assert_eq!(split_code("x: y"), None);
+    }
+
+    #[test]
+    fn millis_round_up() {
+        assert_eq!(millis_rounded_up(Duration::ZERO), 1);
+        assert_eq!(millis_rounded_up(Duration::from_micros(1500)), 2);
+        assert_eq!(millis_rounded_up(Duration::from_secs(1)), 1000);
+        assert_eq!(millis_rounded_up(Duration::MAX), u64::MAX);
+    }
+}
