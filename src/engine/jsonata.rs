@@ -8,9 +8,10 @@
 //! time limit, and none crashes the process through a panic or a native stack overflow.
 //! Concretely:
 //!
-//! - Compilation runs under [`std::panic::catch_unwind`]. jsonata-core's parser rejects nesting
-//!   deeper than 1000 levels with `U1002` and grows its own stack (`stacker`) before that, so deep
-//!   brackets fail cleanly even on a 2 MiB thread.
+//! - Compilation runs under [`std::panic::catch_unwind`], on at least 1 MiB of stack (moving to a
+//!   heap-allocated segment when the caller's thread has less left), and so does dropping the
+//!   parsed tree. jsonata-core's parser rejects nesting deeper than 1000 levels with `U1002` and
+//!   grows its own stack before that, so deep brackets fail cleanly on any thread.
 //! - Evaluation runs on a worker thread owned by [`Input`], under `catch_unwind`, with
 //!   jsonata-core's own time (`D1012`), depth (`D1011`) and sequence-length (`D2015`) limits. The
 //!   engine checks its clock only between expression nodes and loop iterations, so one slow
@@ -18,7 +19,7 @@
 //!   caller therefore waits at most `timeout` + [`WATCHDOG_GRACE`]; past that it returns
 //!   [`JsonataError::Timeout`], cancels the evaluation (the engine stops at its next check) and
 //!   abandons that worker; the next evaluation starts a fresh one.
-//! - Converting values in and out never recurses on the native stack without
+//! - Converting input never recurses on the native stack without
 //!   `jsonata_core::value::with_stack`, and results nested deeper than [`MAX_RESULT_DEPTH`] are
 //!   refused, because the caller's `serde_json::Value` drops recursively.
 //!
@@ -53,11 +54,18 @@ use serde_json::Value;
 /// has to cover a last built-in call and the conversion of the result.
 pub const WATCHDOG_GRACE: Duration = Duration::from_millis(250);
 
-/// Results nested deeper than this are refused ([`JsonataError::ResultTooDeep`]).
+/// Results with more nested arrays and objects than this are refused
+/// ([`JsonataError::ResultTooDeep`]).
 ///
-/// JSON read with serde_json nests at most 128 levels, so only an expression that builds deep
-/// values on purpose (`$reduce` wrapping an array around itself) gets here.
-pub const MAX_RESULT_DEPTH: usize = 1000;
+/// It is the most serde_json reads back, and little enough to drop (recursively) on a 128 KiB
+/// stack. Only an expression that builds deep values on purpose (`$reduce` wrapping an object
+/// around itself) gets here.
+pub const MAX_RESULT_DEPTH: usize = 127;
+
+/// Stack that [`compile`] makes sure is left before it parses, and the size of the segment it
+/// moves to when there is less.
+const COMPILE_RED_ZONE: usize = 1024 * 1024;
+const COMPILE_STACK: usize = 4 * 1024 * 1024;
 
 /// Stack size of evaluation worker threads. jsonata-core grows its stack onto the heap when it
 /// runs low, so this only sets how much of the recursion stays on the native stack.
@@ -249,7 +257,19 @@ fn split_code(text: &str) -> Option<(&str, &str)> {
 #[derive(Clone)]
 pub struct Expr {
     source: Arc<str>,
-    ast: Arc<AstNode>,
+    ast: Arc<Ast>,
+}
+
+/// A parsed tree, dropped with the same stack guarantee as it was parsed with: jsonata-core's
+/// drop glue recurses once per nesting level, which for 1000 levels is more than a small thread
+/// has.
+struct Ast(AstNode);
+
+impl Drop for Ast {
+    fn drop(&mut self) {
+        let node = std::mem::replace(&mut self.0, AstNode::Null);
+        stacker::maybe_grow(COMPILE_RED_ZONE, COMPILE_STACK, move || drop(node));
+    }
 }
 
 impl std::fmt::Debug for Expr {
@@ -260,10 +280,15 @@ impl std::fmt::Debug for Expr {
 
 /// Compiles `text` into an [`Expr`].
 pub fn compile(text: &str) -> Result<Expr, JsonataError> {
-    match catch_unwind(|| parser::parse(text)) {
+    // The parser grows its own stack once it is deep, but needs room for its first levels: on a
+    // thread with 128 KiB left, a 990-level expression overflowed before that.
+    let parsed = stacker::maybe_grow(COMPILE_RED_ZONE, COMPILE_STACK, || {
+        catch_unwind(|| parser::parse(text))
+    });
+    match parsed {
         Ok(Ok(ast)) => Ok(Expr {
             source: Arc::from(text),
-            ast: Arc::new(ast),
+            ast: Arc::new(Ast(ast)),
         }),
         Ok(Err(error)) => Err(JsonataError::from_parser(&error)),
         Err(payload) => Err(JsonataError::Panicked {
@@ -342,7 +367,7 @@ impl Input {
     /// timeout plus [`WATCHDOG_GRACE`].
     fn run(
         &self,
-        ast: &Arc<AstNode>,
+        ast: &Arc<Ast>,
         bindings: &[(String, Value)],
         limits: &Limits,
     ) -> Result<Option<Value>, JsonataError> {
@@ -398,7 +423,7 @@ fn worker_died() -> JsonataError {
 
 /// One evaluation request for a worker.
 struct Job {
-    ast: Arc<AstNode>,
+    ast: Arc<Ast>,
     bindings: Vec<(String, Value)>,
     limits: Limits,
     cancel: CancelToken,
@@ -460,7 +485,7 @@ fn evaluate_on_worker(input: &JValue, job: &Job) -> Result<Option<Value>, Jsonat
     };
     let mut evaluator = Evaluator::with_options(context, options);
     let result = evaluator
-        .evaluate(&job.ast, input)
+        .evaluate(&job.ast.0, input)
         .map_err(|error| JsonataError::from_evaluator(&error, &job.limits))?;
     let mut budget = ConvertBudget {
         cancel: &job.cancel,
@@ -903,22 +928,76 @@ mod tests {
 
         let brackets = format!("{}1{}", "[".repeat(490), "]".repeat(490));
         let expr = compile(&brackets).expect("490 brackets parse");
-        let value = expr
-            .evaluate(&Value::Null, &[], &roomy)
-            .expect("evaluates")
-            .expect("defined");
-        let mut depth = 0;
-        let mut at = &value;
-        while let Value::Array(items) = at {
-            depth += 1;
-            at = &items[0];
-        }
-        assert_eq!((depth, at), (490, &json!(1)));
+        // Too deep to hand out as JSON, but the engine builds and prints it fine.
+        assert_eq!(
+            expr.evaluate(&Value::Null, &[], &roomy),
+            Err(JsonataError::ResultTooDeep {
+                limit: MAX_RESULT_DEPTH
+            })
+        );
+        let printed = compile(&format!("$length($string({brackets}))")).expect("parses");
+        assert_eq!(
+            printed.evaluate(&Value::Null, &[], &roomy),
+            Ok(Some(json!(981)))
+        );
         // With default limits the same expression is too deep to evaluate.
         assert_eq!(
             expr.evaluate(&Value::Null, &[], &Limits::default()),
             Err(JsonataError::DepthExceeded { limit: 200 })
         );
+    }
+
+    #[test]
+    fn compiles_and_drops_deep_expressions_on_a_tiny_stack() {
+        let on_64_kib = std::thread::Builder::new().stack_size(64 * 1024).spawn(|| {
+            let too_deep = compile(&format!("{}1{}", "(".repeat(5000), ")".repeat(5000)));
+            let deep = compile(&format!("{}1{}", "(".repeat(990), ")".repeat(990)));
+            let nested = compile(&format!("{}1{}", "[".repeat(490), "]".repeat(490)));
+            (too_deep.is_err(), deep.is_ok(), nested.is_ok())
+            // `deep` and `nested` are dropped here, 1000 levels each.
+        });
+        let outcome = on_64_kib
+            .expect("spawns")
+            .join()
+            .expect("no stack overflow, no panic");
+        assert_eq!(outcome, (true, true, true));
+    }
+
+    #[test]
+    fn the_deepest_result_drops_on_a_small_stack() {
+        let text = format!(
+            "{}1{}",
+            "[".repeat(MAX_RESULT_DEPTH),
+            "]".repeat(MAX_RESULT_DEPTH)
+        );
+        let roomy = Limits {
+            max_depth: 5000,
+            ..Limits::default()
+        };
+        let expr = compile(&text).expect("parses");
+        let on_small_stack = {
+            let expr = expr.clone();
+            std::thread::Builder::new()
+                .stack_size(128 * 1024)
+                .spawn(move || {
+                    expr.evaluate(&Value::Null, &[], &roomy)
+                        .map(|value| value.is_some())
+                    // The value is dropped here.
+                })
+        };
+        assert_eq!(
+            on_small_stack
+                .expect("spawns")
+                .join()
+                .expect("no stack overflow"),
+            Ok(true)
+        );
+        // serde_json reads it back: its own nesting limit is the same.
+        let value = expr.evaluate(&Value::Null, &[], &roomy).expect("evaluates");
+        let printed = value.expect("defined").to_string();
+        assert!(serde_json::from_str::<Value>(&printed).is_ok());
+        let one_more = format!("[{printed}]");
+        assert!(serde_json::from_str::<Value>(&one_more).is_err());
     }
 
     #[test]
