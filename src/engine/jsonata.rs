@@ -534,9 +534,9 @@ fn to_jvalue(value: &Value) -> JValue {
     }
 }
 
-/// Bookkeeping for [`to_json`]: a result can share one array millions of times (`[$a, $a]`
-/// doubled in a loop) at no cost to the engine, so expanding it is counted and watches for
-/// cancellation.
+/// Bookkeeping for [`to_json`]: a result can share one value millions of times at no cost to the
+/// engine (an object holding the previous one twice, built in a loop), so expanding it is counted
+/// and watches for cancellation.
 struct ConvertBudget<'a> {
     cancel: &'a CancelToken,
     limits: &'a Limits,
@@ -621,7 +621,7 @@ mod tests {
 
     use super::*;
 
-    /// A moderator-style context: four steps, the last a review that did not approve.
+    /// A moderator-style context (SPEC §4): five steps, the last a review that did not approve.
     fn context() -> Value {
         json!({
             "start": {"workflow": "EYHPV6X8XHTCS", "prompt": "add a flag"},
