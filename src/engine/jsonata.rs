@@ -4,12 +4,14 @@
 //! This is the only module that names `jsonata_core`; swapping the engine means rewriting this file
 //! and rerunning `tests/jsonata_conformance.rs`, nothing else.
 //!
-//! Architecture Invariant: no expression, however hostile, can hang the caller or take the
-//! process down through this module. Concretely:
+//! Architecture Invariant: no expression, however hostile, keeps the caller waiting much past its
+//! time limit, and none crashes the process through a panic or a native stack overflow.
+//! Concretely:
 //!
-//! - Compilation runs under [`std::panic::catch_unwind`]. jsonata-core's parser rejects nesting
-//!   deeper than 1000 levels with `U1002` and grows its own stack (`stacker`) before that, so deep
-//!   brackets fail cleanly even on a 2 MiB thread.
+//! - Compilation runs under [`std::panic::catch_unwind`], on at least 1 MiB of stack (moving to a
+//!   heap-allocated segment when the caller's thread has less left), and so does dropping the
+//!   parsed tree. jsonata-core's parser rejects nesting deeper than 1000 levels with `U1002` and
+//!   grows its own stack before that, so deep brackets fail cleanly on any thread.
 //! - Evaluation runs on a worker thread owned by [`Input`], under `catch_unwind`, with
 //!   jsonata-core's own time (`D1012`), depth (`D1011`) and sequence-length (`D2015`) limits. The
 //!   engine checks its clock only between expression nodes and loop iterations, so one slow
@@ -17,12 +19,15 @@
 //!   caller therefore waits at most `timeout` + [`WATCHDOG_GRACE`]; past that it returns
 //!   [`JsonataError::Timeout`], cancels the evaluation (the engine stops at its next check) and
 //!   abandons that worker; the next evaluation starts a fresh one.
-//! - Converting values in and out never recurses on the native stack without
+//! - Converting input never recurses on the native stack without
 //!   `jsonata_core::value::with_stack`, and results nested deeper than [`MAX_RESULT_DEPTH`] are
 //!   refused, because the caller's `serde_json::Value` drops recursively.
 //!
-//! What is *not* bounded is memory within the time limit: an expression that doubles a string 40
-//! times asks for a terabyte before the clock is next checked. jsonata-js has the same gap.
+//! What is *not* bounded is memory, nor the CPU an abandoned worker spends finishing its built-in
+//! call. `$string` of an object that holds the previous one twice, nested 28 times, returns
+//! `Timeout` to the caller after 1.25 s, while the abandoned worker goes on printing 2^28 leaves
+//! for a minute and peaks at 2.5 GB; nested 32 times it would exhaust memory. jsonata-js has the
+//! same gap. Only a separate process with a memory limit closes it.
 //!
 //! Values cross this boundary as `serde_json::Value`. `None` stands for JSONata's `undefined`.
 //! Functions and regexes have no JSON form; they are converted as JavaScript's `JSON.stringify`
@@ -49,11 +54,18 @@ use serde_json::Value;
 /// has to cover a last built-in call and the conversion of the result.
 pub const WATCHDOG_GRACE: Duration = Duration::from_millis(250);
 
-/// Results nested deeper than this are refused ([`JsonataError::ResultTooDeep`]).
+/// Results with more nested arrays and objects than this are refused
+/// ([`JsonataError::ResultTooDeep`]).
 ///
-/// JSON read with serde_json nests at most 128 levels, so only an expression that builds deep
-/// values on purpose (`$reduce` wrapping an array around itself) gets here.
-pub const MAX_RESULT_DEPTH: usize = 1000;
+/// It is the most serde_json reads back, and little enough to drop (recursively) on a 128 KiB
+/// stack. Only an expression that builds deep values on purpose (`$reduce` wrapping an object
+/// around itself) gets here.
+pub const MAX_RESULT_DEPTH: usize = 127;
+
+/// Stack that [`compile`] makes sure is left before it parses, and the size of the segment it
+/// moves to when there is less.
+const COMPILE_RED_ZONE: usize = 1024 * 1024;
+const COMPILE_STACK: usize = 4 * 1024 * 1024;
 
 /// Stack size of evaluation worker threads. jsonata-core grows its stack onto the heap when it
 /// runs low, so this only sets how much of the recursion stays on the native stack.
@@ -74,8 +86,9 @@ pub struct Limits {
 }
 
 impl Default for Limits {
-    /// One second, depth 200, a million items: ample for routing conditions over a 1000-step
-    /// context, which evaluate in microseconds and nest a dozen levels.
+    /// One second, depth 200, a million items. Ample for routing conditions: measured over a
+    /// 1000-step context they evaluate in microseconds and need at most 7 levels, however many
+    /// steps there are.
     fn default() -> Self {
         Limits {
             timeout: Duration::from_secs(1),
@@ -244,7 +257,19 @@ fn split_code(text: &str) -> Option<(&str, &str)> {
 #[derive(Clone)]
 pub struct Expr {
     source: Arc<str>,
-    ast: Arc<AstNode>,
+    ast: Arc<Ast>,
+}
+
+/// A parsed tree, dropped with the same stack guarantee as it was parsed with: jsonata-core's
+/// drop glue recurses once per nesting level, which for 1000 levels is more than a small thread
+/// has.
+struct Ast(AstNode);
+
+impl Drop for Ast {
+    fn drop(&mut self) {
+        let node = std::mem::replace(&mut self.0, AstNode::Null);
+        stacker::maybe_grow(COMPILE_RED_ZONE, COMPILE_STACK, move || drop(node));
+    }
 }
 
 impl std::fmt::Debug for Expr {
@@ -255,10 +280,15 @@ impl std::fmt::Debug for Expr {
 
 /// Compiles `text` into an [`Expr`].
 pub fn compile(text: &str) -> Result<Expr, JsonataError> {
-    match catch_unwind(|| parser::parse(text)) {
+    // The parser grows its own stack once it is deep, but needs room for its first levels: on a
+    // thread with 128 KiB left, a 990-level expression overflowed before that.
+    let parsed = stacker::maybe_grow(COMPILE_RED_ZONE, COMPILE_STACK, || {
+        catch_unwind(|| parser::parse(text))
+    });
+    match parsed {
         Ok(Ok(ast)) => Ok(Expr {
             source: Arc::from(text),
-            ast: Arc::new(ast),
+            ast: Arc::new(Ast(ast)),
         }),
         Ok(Err(error)) => Err(JsonataError::from_parser(&error)),
         Err(payload) => Err(JsonataError::Panicked {
@@ -295,13 +325,7 @@ impl Expr {
         bindings: &[(String, Value)],
         limits: &Limits,
     ) -> Result<Option<Value>, JsonataError> {
-        input.run(Job {
-            ast: Arc::clone(&self.ast),
-            bindings: bindings.to_vec(),
-            limits: *limits,
-            cancel: CancelToken::new(),
-            reply: None,
-        })
+        input.run(&self.ast, bindings, limits)
     }
 }
 
@@ -339,9 +363,14 @@ impl Input {
         }
     }
 
-    /// Runs `job` on this input's worker, starting one if needed, and waits at most the job's
+    /// Runs one evaluation on this input's worker, starting one if needed, and waits at most the
     /// timeout plus [`WATCHDOG_GRACE`].
-    fn run(&self, mut job: Job) -> Result<Option<Value>, JsonataError> {
+    fn run(
+        &self,
+        ast: &Arc<Ast>,
+        bindings: &[(String, Value)],
+        limits: &Limits,
+    ) -> Result<Option<Value>, JsonataError> {
         // Holding the lock for the whole evaluation serialises callers, so one caller's deadline
         // never includes another caller's evaluation.
         let mut slot = self.worker.lock().unwrap_or_else(PoisonError::into_inner);
@@ -349,10 +378,15 @@ impl Input {
             Some(worker) => worker,
             None => Worker::spawn(Arc::clone(&self.data))?,
         };
-        let limits = job.limits;
-        let cancel = job.cancel.clone();
+        let cancel = CancelToken::new();
         let (reply, answer) = mpsc::sync_channel(1);
-        job.reply = Some(reply);
+        let job = Job {
+            ast: Arc::clone(ast),
+            bindings: bindings.to_vec(),
+            limits: *limits,
+            cancel: cancel.clone(),
+            reply,
+        };
         if worker.jobs.send(job).is_err() {
             return Err(worker_died());
         }
@@ -363,7 +397,7 @@ impl Input {
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 // Stuck inside one built-in call. Ask the engine to stop at its next check and
-                // leave the worker behind (dropping it closes its queue, so it exits after that).
+                // leave the worker behind: dropping it closes its queue, so it exits after that.
                 cancel.cancel();
                 Err(JsonataError::Timeout {
                     limit: limits.timeout,
@@ -371,6 +405,12 @@ impl Input {
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => Err(worker_died()),
         }
+    }
+}
+
+impl From<Value> for Input {
+    fn from(value: Value) -> Self {
+        Input::new(value)
     }
 }
 
@@ -383,11 +423,11 @@ fn worker_died() -> JsonataError {
 
 /// One evaluation request for a worker.
 struct Job {
-    ast: Arc<AstNode>,
+    ast: Arc<Ast>,
     bindings: Vec<(String, Value)>,
     limits: Limits,
     cancel: CancelToken,
-    reply: Option<mpsc::SyncSender<Result<Option<Value>, JsonataError>>>,
+    reply: mpsc::SyncSender<Result<Option<Value>, JsonataError>>,
 }
 
 /// The caller's end of a worker thread's queue.
@@ -426,10 +466,8 @@ fn serve(data: &Option<Value>, queue: &mpsc::Receiver<Job>) {
                 message: panic_message(payload.as_ref()),
             })
         });
-        if let Some(reply) = &job.reply {
-            // The caller may have given up waiting; then nobody needs the answer.
-            let _ = reply.send(outcome);
-        }
+        // The caller may have given up waiting; then nobody needs the answer.
+        let _ = job.reply.send(outcome);
     }
 }
 
@@ -447,7 +485,7 @@ fn evaluate_on_worker(input: &JValue, job: &Job) -> Result<Option<Value>, Jsonat
     };
     let mut evaluator = Evaluator::with_options(context, options);
     let result = evaluator
-        .evaluate(&job.ast, input)
+        .evaluate(&job.ast.0, input)
         .map_err(|error| JsonataError::from_evaluator(&error, &job.limits))?;
     let mut budget = ConvertBudget {
         cancel: &job.cancel,
@@ -496,9 +534,9 @@ fn to_jvalue(value: &Value) -> JValue {
     }
 }
 
-/// Bookkeeping for [`to_json`]: a result can share one array millions of times (`[$a, $a]`
-/// doubled in a loop) at no cost to the engine, so expanding it is counted and watches for
-/// cancellation.
+/// Bookkeeping for [`to_json`]: a result can share one value millions of times at no cost to the
+/// engine (an object holding the previous one twice, built in a loop), so expanding it is counted
+/// and watches for cancellation.
 struct ConvertBudget<'a> {
     cancel: &'a CancelToken,
     limits: &'a Limits,
@@ -583,7 +621,7 @@ mod tests {
 
     use super::*;
 
-    /// A moderator-style context: four steps, the last a review that did not approve.
+    /// A moderator-style context (SPEC §4): five steps, the last a review that did not approve.
     fn context() -> Value {
         json!({
             "start": {"workflow": "EYHPV6X8XHTCS", "prompt": "add a flag"},
@@ -890,22 +928,76 @@ mod tests {
 
         let brackets = format!("{}1{}", "[".repeat(490), "]".repeat(490));
         let expr = compile(&brackets).expect("490 brackets parse");
-        let value = expr
-            .evaluate(&Value::Null, &[], &roomy)
-            .expect("evaluates")
-            .expect("defined");
-        let mut depth = 0;
-        let mut at = &value;
-        while let Value::Array(items) = at {
-            depth += 1;
-            at = &items[0];
-        }
-        assert_eq!((depth, at), (490, &json!(1)));
+        // Too deep to hand out as JSON, but the engine builds and prints it fine.
+        assert_eq!(
+            expr.evaluate(&Value::Null, &[], &roomy),
+            Err(JsonataError::ResultTooDeep {
+                limit: MAX_RESULT_DEPTH
+            })
+        );
+        let printed = compile(&format!("$length($string({brackets}))")).expect("parses");
+        assert_eq!(
+            printed.evaluate(&Value::Null, &[], &roomy),
+            Ok(Some(json!(981)))
+        );
         // With default limits the same expression is too deep to evaluate.
         assert_eq!(
             expr.evaluate(&Value::Null, &[], &Limits::default()),
             Err(JsonataError::DepthExceeded { limit: 200 })
         );
+    }
+
+    #[test]
+    fn compiles_and_drops_deep_expressions_on_a_tiny_stack() {
+        let on_64_kib = std::thread::Builder::new().stack_size(64 * 1024).spawn(|| {
+            let too_deep = compile(&format!("{}1{}", "(".repeat(5000), ")".repeat(5000)));
+            let deep = compile(&format!("{}1{}", "(".repeat(990), ")".repeat(990)));
+            let nested = compile(&format!("{}1{}", "[".repeat(490), "]".repeat(490)));
+            (too_deep.is_err(), deep.is_ok(), nested.is_ok())
+            // `deep` and `nested` are dropped here, 1000 levels each.
+        });
+        let outcome = on_64_kib
+            .expect("spawns")
+            .join()
+            .expect("no stack overflow, no panic");
+        assert_eq!(outcome, (true, true, true));
+    }
+
+    #[test]
+    fn the_deepest_result_drops_on_a_small_stack() {
+        let text = format!(
+            "{}1{}",
+            "[".repeat(MAX_RESULT_DEPTH),
+            "]".repeat(MAX_RESULT_DEPTH)
+        );
+        let roomy = Limits {
+            max_depth: 5000,
+            ..Limits::default()
+        };
+        let expr = compile(&text).expect("parses");
+        let on_small_stack = {
+            let expr = expr.clone();
+            std::thread::Builder::new()
+                .stack_size(128 * 1024)
+                .spawn(move || {
+                    expr.evaluate(&Value::Null, &[], &roomy)
+                        .map(|value| value.is_some())
+                    // The value is dropped here.
+                })
+        };
+        assert_eq!(
+            on_small_stack
+                .expect("spawns")
+                .join()
+                .expect("no stack overflow"),
+            Ok(true)
+        );
+        // serde_json reads it back: its own nesting limit is the same.
+        let value = expr.evaluate(&Value::Null, &[], &roomy).expect("evaluates");
+        let printed = value.expect("defined").to_string();
+        assert!(serde_json::from_str::<Value>(&printed).is_ok());
+        let one_more = format!("[{printed}]");
+        assert!(serde_json::from_str::<Value>(&one_more).is_err());
     }
 
     #[test]
@@ -951,18 +1043,30 @@ mod tests {
 
     #[test]
     fn hostile_expanded_result_is_refused() {
-        // The same kind of structure returned as the result: converting it is the expensive part.
-        let (error, took) = eval_err(
-            "$reduce([1..40], function($a, $i){[$a, $a]}, [1])",
-            &Value::Null,
+        // The same kind of structure, 2^40 leaves, returned as the result: converting it is the
+        // expensive part. An unoptimised build may reach the time limit before the size limit.
+        let text = "$reduce([1..40], function($o, $i){{'l': $o, 'r': $o}}, 1)";
+        let (error, took) = eval_err(text, &Value::Null);
+        assert!(
+            matches!(
+                error,
+                JsonataError::ResultTooLarge { limit: 1_000_000 } | JsonataError::Timeout { .. }
+            ),
+            "{error:?}"
         );
-        assert_eq!(error, JsonataError::ResultTooLarge { limit: 1_000_000 });
         assert!(took < QUICK, "{took:?}");
+        let small = Limits {
+            max_sequence_length: 10_000,
+            ..Limits::default()
+        };
+        let outcome = compile(text).and_then(|expr| expr.evaluate(&Value::Null, &[], &small));
+        assert_eq!(outcome, Err(JsonataError::ResultTooLarge { limit: 10_000 }));
         // A result of exactly the limit is fine.
-        let big = eval_with("[1..1000000]", &Value::Null, &[])
-            .expect("evaluates")
-            .expect("defined");
-        assert_eq!(big.as_array().map(Vec::len), Some(1_000_000));
+        let limit = compile("[1..10000]").and_then(|expr| expr.evaluate(&Value::Null, &[], &small));
+        assert_eq!(
+            limit.map(|v| v.and_then(|v| v.as_array().map(Vec::len))),
+            Ok(Some(10_000))
+        );
     }
 
     #[test]
