@@ -3,9 +3,11 @@
 //! Only this layer prints. Exit codes: 0 ok, 1 error, 2 usage, 75 busy (a thread's step is held
 //! by another process).
 
+mod agent;
 mod cas;
 mod eval;
 mod output;
+mod thread;
 mod workflow;
 
 use std::path::PathBuf;
@@ -39,6 +41,12 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Start, step, run and inspect threads
+    #[command(subcommand)]
+    Thread(thread::ThreadCommand),
+    /// The agent kit (prompt, submit) and the built-in agents (dry, script, exec)
+    #[command(subcommand)]
+    Agent(agent::AgentCommand),
     /// Register, inspect, version and draw workflow definitions
     #[command(subcommand)]
     Workflow(workflow::WorkflowCommand),
@@ -81,6 +89,8 @@ fn run(cli: Cli, out: &mut Out) -> anyhow::Result<()> {
         Command::Cas(cmd) => cas::run(cmd, &root, out),
         Command::Workflow(cmd) => workflow::run(cmd, &root, out),
         Command::Eval(args) => eval::run(args, out),
+        Command::Thread(cmd) => thread::run(cmd, &root, out),
+        Command::Agent(cmd) => agent::run(cmd, &root, out),
     }
 }
 
@@ -92,6 +102,14 @@ fn report(err: &anyhow::Error) -> ExitCode {
     if output::is_broken_pipe(err) {
         return ExitCode::SUCCESS;
     }
+    let busy = err.chain().any(|c| {
+        use crate::engine::{step::StepError, thread::ThreadError, threads::ThreadIndexError};
+        let index_busy = |e: &ThreadIndexError| matches!(e, ThreadIndexError::Busy { .. });
+        c.downcast_ref::<ThreadIndexError>().is_some_and(index_busy)
+            || c.downcast_ref::<StepError>().is_some_and(StepError::is_busy)
+            || matches!(c.downcast_ref::<ThreadError>(), Some(ThreadError::Step(e)) if e.is_busy())
+            || matches!(c.downcast_ref::<ThreadError>(), Some(ThreadError::Index(e)) if index_busy(e))
+    });
     let mut lines = err.to_string();
     let mut hint = None;
     for cause in err.chain().skip(1) {
@@ -106,5 +124,5 @@ fn report(err: &anyhow::Error) -> ExitCode {
     if let Some(hint) = hint {
         eprintln!("hint: {hint}");
     }
-    ExitCode::from(1)
+    ExitCode::from(if busy { 75 } else { 1 })
 }

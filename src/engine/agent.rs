@@ -24,7 +24,9 @@ pub const KILL_GRACE: Duration = Duration::from_secs(3);
 /// Errors starting or running an agent.
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
-    #[error("agent `{name}`: cannot run `{program}`: {source}\nhint: check the command, or configure the agent in config.yaml")]
+    #[error(
+        "agent `{name}`: cannot run `{program}`: {source}\nhint: check the command, or configure the agent in config.yaml"
+    )]
     Spawn {
         name: String,
         program: String,
@@ -43,7 +45,10 @@ pub enum AgentError {
         status: String,
         stderr_tail: String,
     },
-    #[error("agent `{name}` printed no step hash on its last non-empty stdout line (got: {got}){}", tail_note(stderr_tail))]
+    #[error(
+        "agent `{name}` printed no step hash on its last non-empty stdout line (got: {got}){}",
+        tail_note(stderr_tail)
+    )]
     NoHash {
         name: String,
         got: String,
@@ -58,7 +63,10 @@ fn tail_note(tail: &str) -> String {
     } else {
         let lines: Vec<&str> = tail.lines().collect();
         let start = lines.len().saturating_sub(10);
-        format!("\nits stderr ended with:\n  {}", lines[start..].join("\n  "))
+        format!(
+            "\nits stderr ended with:\n  {}",
+            lines[start..].join("\n  ")
+        )
     }
 }
 
@@ -150,7 +158,9 @@ pub fn run(inv: &Invocation<'_>, on_spawn: impl FnOnce(u32)) -> Result<Finished,
         }),
         other => Err(AgentError::Failed {
             name: inv.spec.name.clone(),
-            status: other.map(describe_status).unwrap_or_else(|| "an unknown status".into()),
+            status: other
+                .map(describe_status)
+                .unwrap_or_else(|| "an unknown status".into()),
             stderr_tail,
         }),
     }
@@ -190,7 +200,13 @@ fn read_limited(mut r: impl Read, limit: usize) -> String {
 }
 
 fn tee_stderr(mut r: impl Read, log: Option<&Path>, passthrough: bool) -> String {
-    let mut log = log.and_then(|p| std::fs::OpenOptions::new().create(true).append(true).open(p).ok());
+    let mut log = log.and_then(|p| {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(p)
+            .ok()
+    });
     let mut tail: VecDeque<u8> = VecDeque::with_capacity(STDERR_TAIL);
     let mut buf = [0u8; 8192];
     loop {
@@ -227,7 +243,9 @@ pub fn signal_group(pgid: u32, signal: nix::sys::signal::Signal) {
 /// Whether any process of the group is still alive.
 pub fn group_alive(pgid: u32) -> bool {
     match i32::try_from(pgid) {
-        Ok(pgid) if pgid > 1 => nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), None).is_ok(),
+        Ok(pgid) if pgid > 1 => {
+            nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), None).is_ok()
+        }
         _ => false,
     }
 }

@@ -106,7 +106,11 @@ pub fn read_step(node: &Node) -> Result<StepNode, ChainError> {
 }
 
 fn cache_path(store: &Store, head: Hash) -> PathBuf {
-    store.root().join("cache").join("chains").join(format!("{head}.json"))
+    store
+        .root()
+        .join("cache")
+        .join("chains")
+        .join(format!("{head}.json"))
 }
 
 fn read_cache(store: &Store, head: Hash) -> Option<Chain> {
@@ -122,7 +126,12 @@ fn write_cache(store: &Store, chain: &Chain) {
         && std::fs::create_dir_all(dir).is_ok()
         && let Ok(bytes) = serde_json::to_vec(chain)
     {
-        let _ = crate::cas::store::write_atomic(&store.root().join("cas").join("tmp"), &path, &bytes, false);
+        let _ = crate::cas::store::write_atomic(
+            &store.root().join("cas").join("tmp"),
+            &path,
+            &bytes,
+            false,
+        );
     }
 }
 
@@ -159,7 +168,9 @@ pub fn load(store: &Store, head: Hash) -> Result<Chain, ChainError> {
         if node.type_hash != step_type {
             return Err(ChainError::NotAStepOrStart {
                 hash: at,
-                kind: builtin::name_of(node.type_hash).unwrap_or("data").to_owned(),
+                kind: builtin::name_of(node.type_hash)
+                    .unwrap_or("data")
+                    .to_owned(),
             });
         }
         let step = read_step(&node)?;

@@ -25,7 +25,9 @@ pub enum ConfigError {
     },
     #[error("{} is not valid: {reason}\nhint: every field is optional; see `uwf skill cli` for the shape", path.display())]
     Invalid { path: PathBuf, reason: String },
-    #[error("unknown agent `{name}` (known: {known})\nhint: define it under `agents:` in config.yaml, or pass a command with --agent")]
+    #[error(
+        "unknown agent `{name}` (known: {known})\nhint: define it under `agents:` in config.yaml, or pass a command with --agent"
+    )]
     UnknownAgent { name: String, known: String },
     #[error("agent command `{0}` is empty or cannot be split into words")]
     BadCommand(String),
@@ -157,7 +159,8 @@ impl Config {
     ) -> Result<AgentSpec, ConfigError> {
         let agents = self.agents();
         if let Some(cmd) = override_cmd {
-            let words = shell_words::split(cmd).map_err(|_| ConfigError::BadCommand(cmd.to_owned()))?;
+            let words =
+                shell_words::split(cmd).map_err(|_| ConfigError::BadCommand(cmd.to_owned()))?;
             let Some((first, rest)) = words.split_first() else {
                 return Err(ConfigError::BadCommand(cmd.to_owned()));
             };
@@ -195,7 +198,10 @@ fn spec(name: &str, agent: &AgentConfig) -> AgentSpec {
         name: name.to_owned(),
         program: agent.command.clone(),
         args: agent.args.clone(),
-        timeout: agent.timeout.map(Duration::from_secs).unwrap_or(DEFAULT_TIMEOUT),
+        timeout: agent
+            .timeout
+            .map(Duration::from_secs)
+            .unwrap_or(DEFAULT_TIMEOUT),
     }
 }
 
@@ -206,10 +212,11 @@ fn agent_name(words: &[String]) -> String {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| words[0].clone());
-    if program == "uwf" && words.get(1).map(String::as_str) == Some("agent") {
-        if let Some(kind) = words.get(2) {
-            return kind.clone();
-        }
+    if program == "uwf"
+        && words.get(1).map(String::as_str) == Some("agent")
+        && let Some(kind) = words.get(2)
+    {
+        return kind.clone();
     }
     program
 }
@@ -222,7 +229,10 @@ mod tests {
     fn no_config_means_dry() {
         let spec = Config::default().resolve_agent(None, "w", "r").unwrap();
         assert_eq!(spec.name, "dry");
-        assert_eq!((spec.program.as_str(), spec.args.clone()), ("uwf", vec!["agent".to_owned(), "dry".to_owned()]));
+        assert_eq!(
+            (spec.program.as_str(), spec.args.clone()),
+            ("uwf", vec!["agent".to_owned(), "dry".to_owned()])
+        );
     }
 
     #[test]
@@ -232,24 +242,51 @@ mod tests {
              defaultAgent: other\nagentOverrides:\n  wf: { coder: mine }\n",
         )
         .unwrap();
-        assert_eq!(config.resolve_agent(None, "wf", "coder").unwrap().name, "mine");
+        assert_eq!(
+            config.resolve_agent(None, "wf", "coder").unwrap().name,
+            "mine"
+        );
         let other = config.resolve_agent(None, "wf", "planner").unwrap();
-        assert_eq!((other.name.as_str(), other.timeout), ("other", DEFAULT_TIMEOUT));
-        let adhoc = config.resolve_agent(Some("uwf agent script --file 's s.yaml'"), "wf", "coder").unwrap();
+        assert_eq!(
+            (other.name.as_str(), other.timeout),
+            ("other", DEFAULT_TIMEOUT)
+        );
+        let adhoc = config
+            .resolve_agent(Some("uwf agent script --file 's s.yaml'"), "wf", "coder")
+            .unwrap();
         assert_eq!(adhoc.name, "script");
         assert_eq!(adhoc.args, ["agent", "script", "--file", "s s.yaml"]);
-        let named = config.resolve_agent(Some("mine --extra"), "wf", "x").unwrap();
-        assert_eq!((named.program.as_str(), named.args.clone()), ("my-agent", vec!["--fast".to_owned(), "--extra".to_owned()]));
+        let named = config
+            .resolve_agent(Some("mine --extra"), "wf", "x")
+            .unwrap();
+        assert_eq!(
+            (named.program.as_str(), named.args.clone()),
+            ("my-agent", vec!["--fast".to_owned(), "--extra".to_owned()])
+        );
         assert_eq!(named.timeout, Duration::from_secs(5));
     }
 
     #[test]
     fn unknown_agent_and_bad_fields_are_errors() {
         let config: Config = serde_yaml::from_str("defaultAgent: ghost\n").unwrap();
-        let err = config.resolve_agent(None, "w", "r").unwrap_err().to_string();
-        assert!(err.contains("unknown agent `ghost`") && err.contains("dry"), "{err}");
+        let err = config
+            .resolve_agent(None, "w", "r")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("unknown agent `ghost`") && err.contains("dry"),
+            "{err}"
+        );
         assert!(serde_yaml::from_str::<Config>("agentz: {}\n").is_err());
-        assert!(Config::default().resolve_agent(Some("  "), "w", "r").is_err());
-        assert!(Config::default().resolve_agent(Some("'unclosed"), "w", "r").is_err());
+        assert!(
+            Config::default()
+                .resolve_agent(Some("  "), "w", "r")
+                .is_err()
+        );
+        assert!(
+            Config::default()
+                .resolve_agent(Some("'unclosed"), "w", "r")
+                .is_err()
+        );
     }
 }

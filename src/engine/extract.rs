@@ -59,10 +59,12 @@ pub fn extract(raw: &str, schema: &CompiledSchema) -> Result<Extracted, ExtractE
     } else {
         return Err(ExtractError::NoStructure);
     };
-    schema.validate(&found.output).map_err(|violations| ExtractError::Schema {
-        method: found.method,
-        violations,
-    })?;
+    schema
+        .validate(&found.output)
+        .map_err(|violations| ExtractError::Schema {
+            method: found.method,
+            violations,
+        })?;
     Ok(found)
 }
 
@@ -70,7 +72,8 @@ pub fn extract(raw: &str, schema: &CompiledSchema) -> Result<Extracted, ExtractE
 fn strip_fence_line(text: &str) -> Option<&str> {
     let rest = text.strip_prefix("---")?;
     let rest = rest.trim_start_matches([' ', '\t']);
-    rest.strip_prefix("\r\n").or_else(|| rest.strip_prefix('\n'))
+    rest.strip_prefix("\r\n")
+        .or_else(|| rest.strip_prefix('\n'))
 }
 
 fn frontmatter(rest: &str) -> Result<Extracted, ExtractError> {
@@ -93,7 +96,9 @@ fn frontmatter(rest: &str) -> Result<Extracted, ExtractError> {
         message: e.to_string(),
     })?;
     let output = match &parsed {
-        serde_yaml::Value::Mapping(_) => yaml_to_json(&parsed).map_err(|message| ExtractError::Yaml { line: 1, message })?,
+        serde_yaml::Value::Mapping(_) => {
+            yaml_to_json(&parsed).map_err(|message| ExtractError::Yaml { line: 1, message })?
+        }
         serde_yaml::Value::Null => return Err(ExtractError::NotAMapping("nothing")),
         serde_yaml::Value::Sequence(_) => return Err(ExtractError::NotAMapping("a list")),
         _ => return Err(ExtractError::NotAMapping("a single value")),
@@ -166,7 +171,11 @@ mod tests {
 
     #[test]
     fn frontmatter_with_body() {
-        let e = extract("---\napproved: true\nnotes: fine\n---\n\n# Review\nLooks good.\n", &schema()).unwrap();
+        let e = extract(
+            "---\napproved: true\nnotes: fine\n---\n\n# Review\nLooks good.\n",
+            &schema(),
+        )
+        .unwrap();
         assert_eq!(e.output, json!({"approved": true, "notes": "fine"}));
         assert_eq!(e.body.as_deref(), Some("# Review\nLooks good.\n"));
         assert_eq!(e.method, "frontmatter");
@@ -175,8 +184,15 @@ mod tests {
     #[test]
     fn json_whole_and_fenced() {
         let e = extract("  {\"approved\": false}\n", &schema()).unwrap();
-        assert_eq!((e.output, e.body, e.method), (json!({"approved": false}), None, "json"));
-        let e = extract("Here you go:\n```json\n{\"approved\": true}\n```\nThanks.", &schema()).unwrap();
+        assert_eq!(
+            (e.output, e.body, e.method),
+            (json!({"approved": false}), None, "json")
+        );
+        let e = extract(
+            "Here you go:\n```json\n{\"approved\": true}\n```\nThanks.",
+            &schema(),
+        )
+        .unwrap();
         assert_eq!(e.output, json!({"approved": true}));
         assert_eq!(e.body.as_deref(), Some("Here you go:\n\nThanks."));
     }
@@ -185,15 +201,26 @@ mod tests {
     fn failures_are_precise() {
         let s = schema();
         assert!(matches!(extract("   \n", &s), Err(ExtractError::Empty)));
-        assert!(matches!(extract("I approve.", &s), Err(ExtractError::NoStructure)));
-        assert!(matches!(extract("---\napproved: true\n", &s), Err(ExtractError::Unclosed)));
+        assert!(matches!(
+            extract("I approve.", &s),
+            Err(ExtractError::NoStructure)
+        ));
+        assert!(matches!(
+            extract("---\napproved: true\n", &s),
+            Err(ExtractError::Unclosed)
+        ));
         let err = extract("---\napproved: true\nnotes: [unclosed\n---\n", &s).unwrap_err();
         assert!(matches!(err, ExtractError::Yaml { .. }), "{err}");
         assert!(err.to_string().contains("line"), "{err}");
         let err = extract("---\n- a\n---\n", &s).unwrap_err();
         assert!(matches!(err, ExtractError::NotAMapping("a list")));
         let err = extract("---\nnotes: 3\n---\n", &s).unwrap_err().to_string();
-        assert!(err.contains("frontmatter output does not match") && err.contains("\"approved\" is a required property") && err.contains("at /notes"), "{err}");
+        assert!(
+            err.contains("frontmatter output does not match")
+                && err.contains("\"approved\" is a required property")
+                && err.contains("at /notes"),
+            "{err}"
+        );
         let err = extract("{\"approved\": tru}", &s).unwrap_err();
         assert!(matches!(err, ExtractError::Json { line: 1, .. }), "{err}");
     }

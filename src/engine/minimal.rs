@@ -75,7 +75,9 @@ fn build(root: &Value, schema: &Value, depth: usize) -> Value {
             let props = s.get("properties").and_then(Value::as_object);
             if let Some(Value::Array(required)) = s.get("required") {
                 for name in required.iter().filter_map(Value::as_str) {
-                    let sub = props.and_then(|p| p.get(name)).unwrap_or(&Value::Bool(true));
+                    let sub = props
+                        .and_then(|p| p.get(name))
+                        .unwrap_or(&Value::Bool(true));
                     out.insert(name.to_owned(), build(root, sub, depth + 1));
                 }
             }
@@ -84,7 +86,11 @@ fn build(root: &Value, schema: &Value, depth: usize) -> Value {
         "array" => {
             let n = s.get("minItems").and_then(Value::as_u64).unwrap_or(0) as usize;
             let items = s.get("items").unwrap_or(&Value::Bool(true));
-            Value::Array((0..n.min(64)).map(|_| build(root, items, depth + 1)).collect())
+            Value::Array(
+                (0..n.min(64))
+                    .map(|_| build(root, items, depth + 1))
+                    .collect(),
+            )
         }
         "string" => {
             let n = s.get("minLength").and_then(Value::as_u64).unwrap_or(0) as usize;
@@ -93,7 +99,11 @@ fn build(root: &Value, schema: &Value, depth: usize) -> Value {
         "integer" => json!(number_floor(s).ceil() as i64),
         "number" => {
             let n = number_floor(s);
-            if n.fract() == 0.0 { json!(n as i64) } else { json!(n) }
+            if n.fract() == 0.0 {
+                json!(n as i64)
+            } else {
+                json!(n)
+            }
         }
         "boolean" => Value::Bool(false),
         _ => Value::Null,
@@ -146,7 +156,10 @@ mod tests {
             },
             "required": ["approved", "notes", "score", "ratio", "tags", "mode"]
         }));
-        assert_eq!(v, json!({"approved": false, "notes": "xxx", "score": 2, "ratio": 1, "tags": [""], "mode": "generate"}));
+        assert_eq!(
+            v,
+            json!({"approved": false, "notes": "xxx", "score": 2, "ratio": 1, "tags": [""], "mode": "generate"})
+        );
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //!
 //! Builds on [`crate::cas`]; never prints to the terminal (that is `cli`'s job).
 pub mod agent;
+pub mod builtin_agents;
 pub mod chain;
 pub mod config;
 pub mod extract;

@@ -9,6 +9,7 @@ use crate::cas::canonical::sorted;
 
 use super::chain::{Chain, Entry};
 use super::minimal::minimal;
+use super::submit::ThreadView;
 use super::workflow::Workflow;
 
 /// An output as YAML with keys sorted (stable for diffs).
@@ -18,14 +19,21 @@ pub fn output_yaml(output: &Value) -> String {
 
 /// An output as pretty JSON with keys sorted, plus a newline.
 pub fn output_json(output: &Value) -> String {
-    let mut text = serde_json::to_string_pretty(&sorted(output)).unwrap_or_else(|_| output.to_string());
+    let mut text =
+        serde_json::to_string_pretty(&sorted(output)).unwrap_or_else(|_| output.to_string());
     text.push('\n');
     text
 }
 
 /// One step as a Markdown section.
 fn step_section(index: usize, step: &Entry, body: Option<&str>) -> String {
-    let mut out = format!("### {}. {} ({})\n\n```yaml\n{}```\n", index + 1, step.role, step.agent, output_yaml(&step.output));
+    let mut out = format!(
+        "### {}. {} ({})\n\n```yaml\n{}```\n",
+        index + 1,
+        step.role,
+        step.agent,
+        output_yaml(&step.output)
+    );
     if let Some(body) = body.filter(|b| !b.trim().is_empty()) {
         out.push('\n');
         out.push_str(body.trim_end());
@@ -36,7 +44,12 @@ fn step_section(index: usize, step: &Entry, body: Option<&str>) -> String {
 
 /// Renders the newest steps that fit in `quota` characters (all when `None`), oldest first,
 /// with a note about what was left out.
-fn history(chain: &Chain, upto: usize, quota: Option<usize>, body_of: &dyn Fn(&Entry) -> Option<String>) -> String {
+fn history(
+    chain: &Chain,
+    upto: usize,
+    quota: Option<usize>,
+    body_of: &dyn Fn(&Entry) -> Option<String>,
+) -> String {
     let mut sections: Vec<String> = Vec::new();
     let mut used = 0;
     let mut omitted = 0;
@@ -54,7 +67,11 @@ fn history(chain: &Chain, upto: usize, quota: Option<usize>, body_of: &dyn Fn(&E
     sections.reverse();
     let mut out = String::new();
     if omitted > 0 {
-        let _ = writeln!(out, "_({omitted} earlier step{} left out to fit the quota.)_\n", if omitted == 1 { "" } else { "s" });
+        let _ = writeln!(
+            out,
+            "_({omitted} earlier step{} left out to fit the quota.)_\n",
+            if omitted == 1 { "" } else { "s" }
+        );
     }
     if sections.is_empty() && omitted == 0 {
         out.push_str("_No steps yet._\n");
@@ -63,19 +80,22 @@ fn history(chain: &Chain, upto: usize, quota: Option<usize>, body_of: &dyn Fn(&E
     out
 }
 
-/// The thread as Markdown (`uwf thread read`).
+/// The thread as Markdown (`uwf thread read`): the steps before index `upto`, newest first
+/// within `quota`.
 pub fn transcript(
-    id: &str,
-    workflow: &Workflow,
-    workflow_hash: &str,
+    view: &ThreadView,
     status: &str,
-    chain: &Chain,
     upto: usize,
     quota: Option<usize>,
     body_of: &dyn Fn(&Entry) -> Option<String>,
 ) -> String {
-    let mut out = format!("# Thread {id}\n\n");
-    let _ = writeln!(out, "- workflow: {} ({workflow_hash})", workflow.name);
+    let chain = &view.chain;
+    let mut out = format!("# Thread {}\n\n", view.id);
+    let _ = writeln!(
+        out,
+        "- workflow: {} ({})",
+        view.workflow.name, view.workflow_hash
+    );
     let _ = writeln!(out, "- status: {status}");
     let _ = writeln!(out, "- steps: {}\n", chain.steps.len());
     let _ = writeln!(out, "## Task\n\n{}\n", chain.start.prompt.trim_end());
@@ -123,7 +143,10 @@ pub fn agent_prompt(
         };
         line("Description", &r.description);
         line("Goal", &r.goal);
-        line("Capabilities", &r.capabilities.as_ref().map(|c| c.join(", ")));
+        line(
+            "Capabilities",
+            &r.capabilities.as_ref().map(|c| c.join(", ")),
+        );
         line("Procedure", &r.procedure);
         line("Output", &r.output);
     }

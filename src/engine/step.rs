@@ -84,7 +84,12 @@ pub struct StepOptions {
 }
 
 /// Runs one step of thread `id`.
-pub fn step(store: &Store, config: &Loaded, id: &str, options: &StepOptions) -> Result<Stepped, StepError> {
+pub fn step(
+    store: &Store,
+    config: &Loaded,
+    id: &str,
+    options: &StepOptions,
+) -> Result<Stepped, StepError> {
     let files = RunFiles::new(store.root(), id);
     let lock = files.try_lock()?;
     let result = step_locked(store, config, id, options, &files, &lock);
@@ -157,7 +162,11 @@ fn step_locked(
     let line = agent::last_line(&finished.stdout).unwrap_or("").to_owned();
     let hash = Hash::parse(&line).map_err(|_| AgentError::NoHash {
         name: spec.name.clone(),
-        got: if line.is_empty() { "nothing".into() } else { format!("`{}`", truncate(&line, 80)) },
+        got: if line.is_empty() {
+            "nothing".into()
+        } else {
+            format!("`{}`", truncate(&line, 80))
+        },
         stderr_tail: finished.stderr_tail.clone(),
     })?;
     verify(store, &view, &role, hash).map_err(|reason| StepError::Rejected {
@@ -196,25 +205,43 @@ fn verify(store: &Store, view: &ThreadView, role: &str, hash: Hash) -> Result<()
     }
     let step = chain::read_step(&node).map_err(|e| e.to_string())?;
     if step.start != view.chain.start_hash {
-        return Err(format!("its start is {}, but this thread started at {}", step.start, view.chain.start_hash));
+        return Err(format!(
+            "its start is {}, but this thread started at {}",
+            step.start, view.chain.start_hash
+        ));
     }
     let expected_prev = (view.head != view.chain.start_hash).then_some(view.head);
     if step.prev != expected_prev {
         let show = |h: Option<Hash>| h.map(|h| h.to_string()).unwrap_or_else(|| "null".into());
-        return Err(format!("its prev is {}, but the head is {}", show(step.prev), show(expected_prev)));
+        return Err(format!(
+            "its prev is {}, but the head is {}",
+            show(step.prev),
+            show(expected_prev)
+        ));
     }
     if step.role != role {
-        return Err(format!("its role is `{}`, but the moderator chose `{role}`", step.role));
+        return Err(format!(
+            "its role is `{}`, but the moderator chose `{role}`",
+            step.role
+        ));
     }
     let schema_hash = view.role_schema(role).map_err(|e| e.to_string())?;
-    let output = store.get(step.output).map_err(|e| format!("its output: {e}"))?;
+    let output = store
+        .get(step.output)
+        .map_err(|e| format!("its output: {e}"))?;
     if output.type_hash != schema_hash {
-        return Err(format!("its output {} is typed {}, not role `{role}`'s schema {schema_hash}", step.output, output.type_hash));
+        return Err(format!(
+            "its output {} is typed {}, not role `{role}`'s schema {schema_hash}",
+            step.output, output.type_hash
+        ));
     }
     let schema = store.schema(schema_hash).map_err(|e| e.to_string())?;
     if let Err(violations) = schema.validate(&output.payload) {
         let list: Vec<String> = violations.iter().map(|v| v.to_string()).collect();
-        return Err(format!("its output does not match the role's schema: {}", list.join("; ")));
+        return Err(format!(
+            "its output does not match the role's schema: {}",
+            list.join("; ")
+        ));
     }
     Ok(())
 }

@@ -28,7 +28,9 @@ pub enum SubmitError {
         workflow: String,
         roles: String,
     },
-    #[error("cannot extract the structured output for role `{role}`: {error}\nhint: the raw output is kept as text node {raw}: `uwf cas get {raw} --payload`")]
+    #[error(
+        "cannot extract the structured output for role `{role}`: {error}\nhint: the raw output is kept as text node {raw}: `uwf cas get {raw} --payload`"
+    )]
     Extract {
         role: String,
         error: ExtractError,
@@ -78,7 +80,13 @@ impl ThreadView {
             .ok_or_else(|| SubmitError::UnknownRole {
                 role: role.to_owned(),
                 workflow: self.workflow.name.clone(),
-                roles: self.workflow.roles.keys().cloned().collect::<Vec<_>>().join(", "),
+                roles: self
+                    .workflow
+                    .roles
+                    .keys()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", "),
             })
     }
 
@@ -106,14 +114,28 @@ pub struct Submission {
 ///
 /// On an extraction failure the raw output is still stored (as a text node) and named in the
 /// error, so no agent's work is lost.
-pub fn submit_raw(store: &Store, view: &ThreadView, role: &str, submission: Submission) -> Result<Hash, SubmitError> {
+pub fn submit_raw(
+    store: &Store,
+    view: &ThreadView,
+    role: &str,
+    submission: Submission,
+) -> Result<Hash, SubmitError> {
     let schema_hash = view.role_schema(role)?;
     let schema = store.schema(schema_hash)?;
     match extract(&submission.raw, &schema) {
         Ok(found) => {
             let mut submission = submission;
-            submission.extra.insert("extractedBy".into(), found.method.into());
-            write_step(store, view, role, &found.output, found.body.as_deref(), submission)
+            submission
+                .extra
+                .insert("extractedBy".into(), found.method.into());
+            write_step(
+                store,
+                view,
+                role,
+                &found.output,
+                found.body.as_deref(),
+                submission,
+            )
         }
         Err(error) => {
             let raw = store.put(builtin::hash_of("text"), &Value::String(submission.raw))?;
@@ -145,8 +167,15 @@ pub fn write_step(
     let output_hash = store.put(schema_hash, output)?;
     let mut detail = submission.extra;
     detail.insert("raw".into(), raw.to_string().into());
-    detail.insert("body".into(), body.map(|b| Value::String(b.to_string())).unwrap_or(Value::Null));
-    detail.insert("exitCode".into(), submission.exit_code.map(Value::from).unwrap_or(Value::Null));
+    detail.insert(
+        "body".into(),
+        body.map(|b| Value::String(b.to_string()))
+            .unwrap_or(Value::Null),
+    );
+    detail.insert(
+        "exitCode".into(),
+        submission.exit_code.map(Value::from).unwrap_or(Value::Null),
+    );
     detail.insert("durationMs".into(), submission.duration_ms.into());
     detail.insert("stderrTail".into(), submission.stderr_tail.into());
     let detail = store.put(builtin::hash_of("detail"), &Value::Object(detail))?;
@@ -166,7 +195,9 @@ pub fn write_step(
 pub fn detail_from_json(text: &str) -> Result<Map<String, Value>, SubmitError> {
     match serde_json::from_str(text) {
         Ok(Value::Object(map)) => Ok(map),
-        Ok(_) => Err(SubmitError::Detail("found a JSON value that is not an object".into())),
+        Ok(_) => Err(SubmitError::Detail(
+            "found a JSON value that is not an object".into(),
+        )),
         Err(e) => Err(SubmitError::Detail(e.to_string())),
     }
 }

@@ -20,13 +20,17 @@ use super::workflow::END;
 /// Errors of thread operations.
 #[derive(Debug, thiserror::Error)]
 pub enum ThreadError {
-    #[error("the prompt is empty: say what the thread should do (-p TEXT, -p - for stdin, or --prompt-file FILE)")]
+    #[error(
+        "the prompt is empty: say what the thread should do (-p TEXT, -p - for stdin, or --prompt-file FILE)"
+    )]
     EmptyPrompt,
     #[error("`{0}` matches several threads; give more of the id")]
     Ambiguous(String),
     #[error("{hash} is not a step or start node, so nothing can be forked from it")]
     NotForkable { hash: Hash },
-    #[error("could not stop the step on thread {0}: its step lock is still held after the agent was killed")]
+    #[error(
+        "could not stop the step on thread {0}: its step lock is still held after the agent was killed"
+    )]
     KillTimeout(String),
     #[error(transparent)]
     Index(#[from] ThreadIndexError),
@@ -50,7 +54,10 @@ pub fn start(store: &Store, workflow: &str, prompt: &str) -> Result<(String, Str
         return Err(ThreadError::EmptyPrompt);
     }
     let (hash, w) = registry::load(store, workflow)?;
-    let start = store.put(builtin::hash_of("start"), &json!({"workflow": hash.to_string(), "prompt": prompt}))?;
+    let start = store.put(
+        builtin::hash_of("start"),
+        &json!({"workflow": hash.to_string(), "prompt": prompt}),
+    )?;
     let id = threads::new_id();
     threads::add(store.root(), &id, start)?;
     Ok((w.name, id))
@@ -133,11 +140,25 @@ impl Summary {
             "running" => {
                 let info = files.run_info();
                 let role = self.running_role.clone().unwrap_or_else(|| "?".into());
-                let pid = info.and_then(|i| i.agent_pid.or(Some(i.pid))).map(|p| p.to_string()).unwrap_or_else(|| "?".into());
+                let pid = info
+                    .and_then(|i| i.agent_pid.or(Some(i.pid)))
+                    .map(|p| p.to_string())
+                    .unwrap_or_else(|| "?".into());
                 format!("running role={role} pid={pid}")
             }
-            "failed" => format!("failed: {}", self.error.clone().unwrap_or_default().lines().next().unwrap_or("")),
-            "active" => format!("active next={}", self.next.clone().unwrap_or_else(|| "?".into())),
+            "failed" => format!(
+                "failed: {}",
+                self.error
+                    .clone()
+                    .unwrap_or_default()
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+            ),
+            "active" => format!(
+                "active next={}",
+                self.next.clone().unwrap_or_else(|| "?".into())
+            ),
             other => other.to_owned(),
         }
     }
@@ -205,7 +226,9 @@ pub fn kill(store: &Store, id: &str) -> Result<Hash, ThreadError> {
                     Err(ThreadIndexError::Busy { .. }) if Instant::now() < deadline => {
                         std::thread::sleep(Duration::from_millis(20));
                     }
-                    Err(ThreadIndexError::Busy { .. }) => return Err(ThreadError::KillTimeout(id.to_owned())),
+                    Err(ThreadIndexError::Busy { .. }) => {
+                        return Err(ThreadError::KillTimeout(id.to_owned()));
+                    }
                     Err(e) => return Err(e.into()),
                 }
             }

@@ -21,15 +21,21 @@ use super::index_files::{self, Archived, IndexError, Threads};
 pub enum ThreadIndexError {
     #[error("no thread `{0}`\nhint: `uwf thread list --all` shows every thread")]
     Unknown(String),
-    #[error("thread {id} is archived ({status}); it cannot change any more\nhint: `uwf thread fork <step>` continues from any of its steps")]
+    #[error(
+        "thread {id} is archived ({status}); it cannot change any more\nhint: `uwf thread fork <step>` continues from any of its steps"
+    )]
     Archived { id: String, status: String },
-    #[error("the head of thread {id} moved from {expected} to {actual} while this step ran; nothing was published")]
+    #[error(
+        "the head of thread {id} moved from {expected} to {actual} while this step ran; nothing was published"
+    )]
     HeadMoved {
         id: String,
         expected: Hash,
         actual: Hash,
     },
-    #[error("thread {id} is busy: {holder}\nhint: wait for it (`uwf thread show {id}`), or stop it with `uwf thread kill {id}`")]
+    #[error(
+        "thread {id} is busy: {holder}\nhint: wait for it (`uwf thread show {id}`), or stop it with `uwf thread kill {id}`"
+    )]
     Busy { id: String, holder: String },
     #[error(transparent)]
     Index(#[from] IndexError),
@@ -49,7 +55,11 @@ pub fn state(root: &Path, id: &str) -> Result<State, ThreadIndexError> {
     if let Some(head) = index_files::read_threads(root)?.get(id) {
         return Ok(State::Active { head: *head });
     }
-    match index_files::read_history(root)?.into_iter().rev().find(|a| a.thread == id) {
+    match index_files::read_history(root)?
+        .into_iter()
+        .rev()
+        .find(|a| a.thread == id)
+    {
         Some(archived) => Ok(State::Archived(archived)),
         None => Err(ThreadIndexError::Unknown(id.to_owned())),
     }
@@ -80,23 +90,35 @@ pub fn add(root: &Path, id: &str, head: Hash) -> Result<(), ThreadIndexError> {
 }
 
 /// Moves an active thread's head from `expected` to `new`, or fails if it moved meanwhile.
-pub fn compare_and_set(root: &Path, id: &str, expected: Hash, new: Hash) -> Result<(), ThreadIndexError> {
-    index_files::update_yaml(root, THREADS, |threads: &mut Threads| match threads.get_mut(id) {
-        Some(head) if *head == expected => {
-            *head = new;
-            Ok(())
+pub fn compare_and_set(
+    root: &Path,
+    id: &str,
+    expected: Hash,
+    new: Hash,
+) -> Result<(), ThreadIndexError> {
+    index_files::update_yaml(root, THREADS, |threads: &mut Threads| {
+        match threads.get_mut(id) {
+            Some(head) if *head == expected => {
+                *head = new;
+                Ok(())
+            }
+            Some(head) => Err(ThreadIndexError::HeadMoved {
+                id: id.to_owned(),
+                expected,
+                actual: *head,
+            }),
+            None => Err(ThreadIndexError::Unknown(id.to_owned())),
         }
-        Some(head) => Err(ThreadIndexError::HeadMoved {
-            id: id.to_owned(),
-            expected,
-            actual: *head,
-        }),
-        None => Err(ThreadIndexError::Unknown(id.to_owned())),
     })
 }
 
 /// Archives an active thread at its current head with `status` (`done` or `killed`).
-pub fn archive(root: &Path, id: &str, workflow: Hash, status: &str) -> Result<Archived, ThreadIndexError> {
+pub fn archive(
+    root: &Path,
+    id: &str,
+    workflow: Hash,
+    status: &str,
+) -> Result<Archived, ThreadIndexError> {
     let _guard = index_files::lock(root, THREADS)?;
     let mut threads = index_files::read_threads(root)?;
     let Some(head) = threads.get(id).copied() else {
@@ -130,7 +152,11 @@ pub fn archive(root: &Path, id: &str, workflow: Hash, status: &str) -> Result<Ar
     if !history.is_empty() && !history.ends_with(b"\n") {
         history.push(b'\n');
     }
-    history.extend_from_slice(serde_json::to_string(&archived).expect("archived entry serializes").as_bytes());
+    history.extend_from_slice(
+        serde_json::to_string(&archived)
+            .expect("archived entry serializes")
+            .as_bytes(),
+    );
     history.push(b'\n');
     index_files::write_file(root, &history_path, &history)?;
     threads.remove(id);

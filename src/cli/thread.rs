@@ -1,0 +1,380 @@
+//! `uwf thread …`: start, step, run and inspect threads.
+
+use std::io::Read;
+use std::path::Path;
+
+use anyhow::{Context, anyhow, bail};
+use clap::{Args, Subcommand};
+use serde_json::json;
+
+use super::Out;
+use crate::cas::{Hash, Store, builtin};
+use crate::engine::chain::{self, Entry};
+use crate::engine::config;
+use crate::engine::index_files;
+use crate::engine::jsonata;
+use crate::engine::moderator::{Moderator, Outcome};
+use crate::engine::render;
+use crate::engine::step::{self, StepOptions};
+use crate::engine::submit::ThreadView;
+use crate::engine::thread;
+
+#[derive(Debug, Subcommand)]
+pub enum ThreadCommand {
+    /// Start a thread of a workflow; prints {"workflow","thread"}
+    #[command(
+        after_help = "Examples:\n  uwf thread start solve-issue -p 'Fix the login bug'\n  \
+echo 'Summarise RFC 9110' | uwf thread start analyze-topic -p -\n  uwf thread start develop --prompt-file task.md"
+    )]
+    Start(StartArgs),
+    /// Run one moderator → agent → extract cycle; prints {"workflow","thread","head","role","done"}
+    #[command(
+        after_help = "Exit status 75 when another step holds the thread.\n\nExamples:\n  \
+uwf thread step 01JD8X…\n  uwf thread step 01JD8X… --agent \"uwf agent script --file demo.yaml\""
+    )]
+    Step {
+        /// Thread id (a unique prefix is enough)
+        thread: String,
+        /// The agent: a configured agent name or a command line
+        #[arg(long)]
+        agent: Option<String>,
+    },
+    /// Step until the thread is done (or --max-steps); prints one JSON line per step
+    #[command(after_help = "Example:\n  uwf thread run 01JD8X… --agent dry --max-steps 20")]
+    Run {
+        thread: String,
+        #[arg(long, default_value_t = 100)]
+        max_steps: usize,
+        #[arg(long)]
+        agent: Option<String>,
+    },
+    /// Show a thread: {"workflow","thread","head","done","status","next"}
+    #[command(after_help = "Example:\n  uwf thread show 01JD8X…")]
+    Show { thread: String },
+    /// List threads, one JSON object per line
+    #[command(
+        after_help = "Examples:\n  uwf thread list\n  uwf thread list --all --workflow solve-issue"
+    )]
+    List {
+        /// Include archived (done and killed) threads
+        #[arg(long)]
+        all: bool,
+        /// Only threads of this workflow (name)
+        #[arg(long)]
+        workflow: Option<String>,
+    },
+    /// List a thread's steps: index, hash, role, agent, output summary
+    #[command(after_help = "Example:\n  uwf thread steps 01JD8X…")]
+    Steps { thread: String },
+    /// Print the thread as Markdown (for people and for agents' context)
+    #[command(
+        after_help = "Examples:\n  uwf thread read 01JD8X…\n  uwf thread read 01JD8X… --quota 8000 --before 4X5K4AE2AA5F2"
+    )]
+    Read {
+        thread: String,
+        /// Keep the newest steps that fit in this many characters
+        #[arg(long)]
+        quota: Option<usize>,
+        /// Only the steps before this step
+        #[arg(long, value_name = "HASH")]
+        before: Option<String>,
+    },
+    /// Start a new thread from a step (or start node) of any thread
+    #[command(after_help = "Example:\n  uwf thread fork 4X5K4AE2AA5F2")]
+    Fork {
+        #[arg(value_name = "STEP-HASH")]
+        step: String,
+    },
+    /// Print a step's execution detail as YAML
+    #[command(
+        name = "step-details",
+        after_help = "Example:\n  uwf thread step-details 4X5K4AE2AA5F2"
+    )]
+    StepDetails {
+        #[arg(value_name = "STEP-HASH")]
+        step: String,
+    },
+    /// Unified diff of two steps' outputs and bodies
+    #[command(after_help = "Example:\n  uwf thread diff 4X5K4AE2AA5F2 2DHW2FP49YVD3 | less")]
+    Diff { a: String, b: String },
+    /// Stop a running step's agent and archive the thread as killed
+    #[command(after_help = "Example:\n  uwf thread kill 01JD8X…")]
+    Kill { thread: String },
+    /// Evaluate a JSONata expression against the thread's moderator context
+    #[command(
+        after_help = "Example:\n  uwf thread eval 01JD8X… '$count(steps[role=\"reviewer\"])'"
+    )]
+    Eval { thread: String, expression: String },
+    /// Show which transition the moderator would take now, and how each condition evaluated
+    #[command(after_help = "Example:\n  uwf thread why 01JD8X…")]
+    Why { thread: String },
+}
+
+#[derive(Debug, Args)]
+pub struct StartArgs {
+    /// Workflow name or hash
+    workflow: String,
+    /// The prompt, or `-` to read it from stdin
+    #[arg(short, long, conflicts_with = "prompt_file")]
+    prompt: Option<String>,
+    /// Read the prompt from a file
+    #[arg(long, value_name = "FILE")]
+    prompt_file: Option<String>,
+}
+
+pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> anyhow::Result<()> {
+    let store = Store::open(root)?;
+    match cmd {
+        ThreadCommand::Start(args) => {
+            let prompt = match (args.prompt.as_deref(), args.prompt_file.as_deref()) {
+                (Some("-"), _) => {
+                    let mut text = String::new();
+                    std::io::stdin()
+                        .read_to_string(&mut text)
+                        .context("cannot read stdin")?;
+                    text
+                }
+                (Some(p), _) => p.to_owned(),
+                (None, Some(f)) => {
+                    std::fs::read_to_string(f).with_context(|| format!("cannot read {f}"))?
+                }
+                (None, None) => {
+                    bail!("no prompt: give -p TEXT, -p - (stdin) or --prompt-file FILE")
+                }
+            };
+            let (workflow, id) = thread::start(&store, &args.workflow, &prompt)?;
+            out.line(json!({"workflow": workflow, "thread": id}))?;
+        }
+        ThreadCommand::Step { thread, agent } => {
+            let id = thread::resolve_id(root, &thread)?;
+            let config = load_config(root)?;
+            let options = StepOptions {
+                agent,
+                passthrough: true,
+            };
+            let stepped = step::step(&store, &config, &id, &options)?;
+            out.line(stepped.to_json())?;
+        }
+        ThreadCommand::Run {
+            thread,
+            max_steps,
+            agent,
+        } => {
+            let id = thread::resolve_id(root, &thread)?;
+            let config = load_config(root)?;
+            let options = StepOptions {
+                agent,
+                passthrough: true,
+            };
+            for _ in 0..max_steps {
+                let stepped = step::step(&store, &config, &id, &options)?;
+                out.line(stepped.to_json())?;
+                out.flush()?;
+                if stepped.done {
+                    return Ok(());
+                }
+            }
+            eprintln!(
+                "uwf: stopped after {max_steps} steps (--max-steps); the thread is still active"
+            );
+        }
+        ThreadCommand::Show { thread } => {
+            let id = thread::resolve_id(root, &thread)?;
+            out.line(thread::summary(&store, &id)?.to_json())?;
+        }
+        ThreadCommand::List { all, workflow } => list(&store, all, workflow.as_deref(), out)?,
+        ThreadCommand::Steps { thread } => {
+            let id = thread::resolve_id(root, &thread)?;
+            let summary = thread::summary(&store, &id)?;
+            let view = ThreadView::at(&store, &id, summary.head)?;
+            for (i, s) in view.chain.steps.iter().enumerate() {
+                out.line(json!({
+                    "index": i + 1,
+                    "hash": s.hash.to_string(),
+                    "role": s.role,
+                    "agent": s.agent,
+                    "timestamp": s.timestamp,
+                    "summary": summarize(&s.output),
+                }))?;
+            }
+        }
+        ThreadCommand::Read {
+            thread,
+            quota,
+            before,
+        } => {
+            let id = thread::resolve_id(root, &thread)?;
+            let summary = thread::summary(&store, &id)?;
+            let view = ThreadView::at(&store, &id, summary.head)?;
+            let upto = match before {
+                Some(h) => {
+                    let h = Hash::parse(&h)?;
+                    view.chain
+                        .steps
+                        .iter()
+                        .position(|s| s.hash == h)
+                        .ok_or_else(|| anyhow!("{h} is not a step of thread {id}"))?
+                }
+                None => view.chain.steps.len(),
+            };
+            let body_of = |e: &Entry| ThreadView::body_of(&store, e.detail);
+            let files = step::run_files(root, &id);
+            let text =
+                render::transcript(&view, &summary.status_line(&files), upto, quota, &body_of);
+            out.text(&text)?;
+        }
+        ThreadCommand::Fork { step } => {
+            let (workflow, id, head) = thread::fork(&store, Hash::parse(&step)?)?;
+            out.line(json!({"workflow": workflow, "thread": id, "head": head.to_string()}))?;
+        }
+        ThreadCommand::StepDetails { step } => {
+            let hash = Hash::parse(&step)?;
+            let node = store.get(hash)?;
+            if node.type_hash != builtin::hash_of("step") {
+                bail!("{hash} is not a step node");
+            }
+            let step = chain::read_step(&node)?;
+            let mut detail = store.get_payload(step.detail)?;
+            // Show the texts, not just their hashes.
+            for key in ["raw", "body"] {
+                if let Some(text) = detail
+                    .get(key)
+                    .and_then(|v| v.as_str())
+                    .and_then(|h| Hash::parse(h).ok())
+                    .and_then(|h| store.get_payload(h).ok())
+                {
+                    detail[format!("{key}Text")] = text;
+                }
+            }
+            out.text(&render::output_yaml(&detail))?;
+        }
+        ThreadCommand::Diff { a, b } => {
+            let (a, b) = (Hash::parse(&a)?, Hash::parse(&b)?);
+            let (ta, tb) = (step_text(&store, a)?, step_text(&store, b)?);
+            out.text(&render::unified_diff(
+                &format!("a/{a}"),
+                &ta,
+                &format!("b/{b}"),
+                &tb,
+            ))?;
+        }
+        ThreadCommand::Kill { thread } => {
+            let id = thread::resolve_id(root, &thread)?;
+            let head = thread::kill(&store, &id)?;
+            out.line(json!({"thread": id, "head": head.to_string(), "status": "killed"}))?;
+        }
+        ThreadCommand::Eval { thread, expression } => {
+            let id = thread::resolve_id(root, &thread)?;
+            let summary = thread::summary(&store, &id)?;
+            let view = ThreadView::at(&store, &id, summary.head)?;
+            let expr = jsonata::compile(&expression)?;
+            if let Some(v) =
+                expr.evaluate(&view.chain.context(), &[], &jsonata::Limits::default())?
+            {
+                out.json_pretty(&v)?;
+            }
+        }
+        ThreadCommand::Why { thread } => {
+            let id = thread::resolve_id(root, &thread)?;
+            let summary = thread::summary(&store, &id)?;
+            let view = ThreadView::at(&store, &id, summary.head)?;
+            let context = view.chain.context();
+            let position = crate::engine::moderator::position(&context).to_owned();
+            let moderator = Moderator::new(view.workflow.clone())?;
+            let (trace, chosen) = moderator.explain(&context)?;
+            out.line(format!(
+                "thread {id} is at `{position}` ({} steps)",
+                view.chain.steps.len()
+            ))?;
+            for (i, t) in trace.iter().enumerate() {
+                let verdict = match &t.outcome {
+                    Outcome::Always => "always matches".to_owned(),
+                    Outcome::Evaluated(Some(v)) => {
+                        format!("= {v}{}", if t.outcome.matched() { " (match)" } else { "" })
+                    }
+                    Outcome::Evaluated(None) => "= undefined".to_owned(),
+                    Outcome::Failed(e) => format!("error: {e}"),
+                    Outcome::NotTried => "not tried".to_owned(),
+                };
+                let cond = match (&t.condition, &t.expression) {
+                    (Some(c), Some(e)) => format!("{c} `{e}`"),
+                    _ => "null".to_owned(),
+                };
+                out.line(format!("  {}. → {:<12} {cond}: {verdict}", i + 1, t.target))?;
+            }
+            match chosen {
+                Some(next) => out.line(format!("next: {next}"))?,
+                None => out.line("next: none — no transition matches (a step now would fail)")?,
+            }
+        }
+    }
+    Ok(())
+}
+
+fn load_config(root: &Path) -> anyhow::Result<config::Loaded> {
+    let loaded = config::load(root)?;
+    if !loaded.from_file {
+        eprintln!(
+            "uwf: no config.yaml in {}; using the offline built-in agents (default agent: dry)",
+            root.display()
+        );
+    }
+    Ok(loaded)
+}
+
+fn list(store: &Store, all: bool, workflow: Option<&str>, out: &mut Out) -> anyhow::Result<()> {
+    let root = store.root();
+    let mut ids: Vec<String> = index_files::read_threads(root)?.into_keys().collect();
+    if all {
+        ids.extend(
+            index_files::read_history(root)?
+                .into_iter()
+                .map(|a| a.thread),
+        );
+    }
+    ids.sort();
+    ids.dedup();
+    for id in ids {
+        let summary = match thread::summary(store, &id) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("warning: thread {id}: {e}");
+                continue;
+            }
+        };
+        if workflow.is_some_and(|w| w != summary.workflow) {
+            continue;
+        }
+        out.line(summary.to_json())?;
+    }
+    Ok(())
+}
+
+/// A one-line summary of an output: its fields, shortened.
+fn summarize(output: &serde_json::Value) -> String {
+    let text = output.to_string();
+    if text.chars().count() > 120 {
+        format!("{}…", text.chars().take(119).collect::<String>())
+    } else {
+        text
+    }
+}
+
+/// A step's output as YAML followed by its body, for diffs.
+fn step_text(store: &Store, hash: Hash) -> anyhow::Result<String> {
+    let node = store.get(hash)?;
+    if node.type_hash != builtin::hash_of("step") {
+        bail!("{hash} is not a step node");
+    }
+    let step = chain::read_step(&node)?;
+    let mut text = format!("# role: {}\n", step.role);
+    text.push_str(&render::output_yaml(&store.get_payload(step.output)?));
+    if let Some(body) = ThreadView::body_of(store, step.detail) {
+        text.push_str("---\n");
+        text.push_str(&body);
+        if !body.ends_with('\n') {
+            text.push('\n');
+        }
+    }
+    Ok(text)
+}

@@ -1,0 +1,273 @@
+//! The offline built-in agents (SPEC §6.3): `dry`, `script` and `exec`. Each writes one step
+//! for the thread's current head and returns its hash; the CLI prints it, as every agent must.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use serde_json::Value;
+
+use crate::cas::{Hash, Store};
+
+use super::minimal::minimal;
+use super::render;
+use super::submit::{self, Submission, SubmitError, ThreadView};
+use super::workflow::yaml_to_json;
+
+/// Errors of the built-in agents.
+#[derive(Debug, thiserror::Error)]
+pub enum BuiltinError {
+    #[error(transparent)]
+    Submit(#[from] SubmitError),
+    #[error("the dry agent cannot fabricate a valid output for role `{role}`: {reason}")]
+    Dry { role: String, reason: String },
+    #[error("cannot read script {path}: {reason}")]
+    Script { path: String, reason: String },
+    #[error(
+        "script {path} has no outputs for role `{role}`\nhint: add `{role}:` with a list of outputs"
+    )]
+    ScriptRole { path: String, role: String },
+    #[error("command failed to start: {0}")]
+    Spawn(std::io::Error),
+    #[error(
+        "`{cmd}` exited with {status}; its output is kept as text node {raw}{}",
+        stderr_note(stderr_tail)
+    )]
+    ExecFailed {
+        cmd: String,
+        status: String,
+        raw: Hash,
+        stderr_tail: String,
+    },
+    #[error("cannot write the prompt file: {0}")]
+    PromptFile(std::io::Error),
+}
+
+fn stderr_note(tail: &str) -> String {
+    if tail.trim().is_empty() {
+        String::new()
+    } else {
+        format!(
+            "\nits stderr ended with:\n  {}",
+            tail.trim_end().lines().collect::<Vec<_>>().join("\n  ")
+        )
+    }
+}
+
+fn started_ms() -> Option<u64> {
+    std::env::var("UWF_STEP_STARTED_MS").ok()?.parse().ok()
+}
+
+fn elapsed_since_step_start(local: Instant) -> u64 {
+    match started_ms() {
+        Some(start) => crate::cas::store::now_ms().saturating_sub(start),
+        None => local.elapsed().as_millis() as u64,
+    }
+}
+
+/// `uwf agent dry`: the smallest schema-valid output.
+pub fn dry(store: &Store, thread: &str, role: &str) -> Result<Hash, BuiltinError> {
+    let t = Instant::now();
+    let view = ThreadView::load(store, thread)?;
+    let schema_hash = view.role_schema(role)?;
+    let schema = store.schema(schema_hash).map_err(SubmitError::from)?;
+    let output = minimal(schema.schema());
+    if let Err(violations) = schema.validate(&output) {
+        return Err(BuiltinError::Dry {
+            role: role.to_owned(),
+            reason: violations
+                .iter()
+                .map(|v| v.to_string())
+                .collect::<Vec<_>>()
+                .join("; "),
+        });
+    }
+    let raw = format!("---\n{}---\n", render::output_yaml(&output));
+    let submission = Submission {
+        agent: "dry".into(),
+        raw,
+        exit_code: Some(0),
+        duration_ms: elapsed_since_step_start(t),
+        ..Default::default()
+    };
+    Ok(submit::write_step(
+        store, &view, role, &output, None, submission,
+    )?)
+}
+
+/// `uwf agent script --file F`: the n-th visit of a role takes the n-th entry (the last repeats).
+/// A mapping entry is the structured output itself; a string entry is raw output and goes
+/// through extraction like any agent's.
+pub fn script(store: &Store, file: &Path, thread: &str, role: &str) -> Result<Hash, BuiltinError> {
+    let t = Instant::now();
+    let path = file.display().to_string();
+    let text = std::fs::read_to_string(file).map_err(|e| BuiltinError::Script {
+        path: path.clone(),
+        reason: e.to_string(),
+    })?;
+    let script: BTreeMap<String, Vec<serde_yaml::Value>> =
+        serde_yaml::from_str(&text).map_err(|e| BuiltinError::Script {
+            path: path.clone(),
+            reason: format!("expected `role: [outputs…]`: {e}"),
+        })?;
+    let entries =
+        script
+            .get(role)
+            .filter(|e| !e.is_empty())
+            .ok_or_else(|| BuiltinError::ScriptRole {
+                path: path.clone(),
+                role: role.to_owned(),
+            })?;
+    let view = ThreadView::load(store, thread)?;
+    let visit = view.chain.visits(role);
+    let entry = &entries[visit.min(entries.len() - 1)];
+    let mut submission = Submission {
+        agent: "script".into(),
+        exit_code: Some(0),
+        ..Default::default()
+    };
+    submission
+        .extra
+        .insert("script".into(), path.clone().into());
+    submission
+        .extra
+        .insert("entry".into(), visit.min(entries.len() - 1).into());
+    let hash = match entry {
+        serde_yaml::Value::String(raw) => {
+            submission.raw = raw.clone();
+            submission.duration_ms = elapsed_since_step_start(t);
+            submit::submit_raw(store, &view, role, submission)?
+        }
+        other => {
+            let output =
+                yaml_to_json(other).map_err(|reason| BuiltinError::Script { path, reason })?;
+            submission.raw = format!("---\n{}---\n", render::output_yaml(&output));
+            submission.duration_ms = elapsed_since_step_start(t);
+            submit::write_step(store, &view, role, &output, None, submission)?
+        }
+    };
+    Ok(hash)
+}
+
+/// `uwf agent exec --cmd TEMPLATE`: runs a command built from the template (placeholders
+/// `{prompt}`, `{prompt_file}`, `{thread}`, `{role}`, `{workdir}`, each shell-quoted) with `sh -c`;
+/// its stdout goes through extraction.
+pub fn exec(store: &Store, template: &str, thread: &str, role: &str) -> Result<Hash, BuiltinError> {
+    let t = Instant::now();
+    let view = ThreadView::load(store, thread)?;
+    let schema = store
+        .get_payload(view.role_schema(role)?)
+        .map_err(SubmitError::from)?;
+    let body_of = |e: &super::chain::Entry| ThreadView::body_of(store, e.detail);
+    let prompt = render::agent_prompt(
+        thread,
+        &view.workflow,
+        role,
+        &schema,
+        &view.chain,
+        None,
+        &body_of,
+    );
+    let mut prompt_file = tempfile::Builder::new()
+        .prefix("uwf-prompt-")
+        .suffix(".md")
+        .tempfile()
+        .map_err(BuiltinError::PromptFile)?;
+    std::io::Write::write_all(&mut prompt_file, prompt.as_bytes())
+        .map_err(BuiltinError::PromptFile)?;
+    let workdir = std::env::current_dir()
+        .map(|d| d.display().to_string())
+        .unwrap_or_else(|_| ".".into());
+    let cmd = fill_template(
+        template,
+        &[
+            ("prompt", prompt.as_str()),
+            ("prompt_file", &prompt_file.path().display().to_string()),
+            ("thread", thread),
+            ("role", role),
+            ("workdir", &workdir),
+        ],
+    );
+    let output = Command::new("sh")
+        .arg("-c")
+        .arg(&cmd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .map_err(BuiltinError::Spawn)?;
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    // The agent's stderr is ours: pass it on so the step's log shows it.
+    eprint!("{stderr}");
+    let tail: String = {
+        let chars: Vec<char> = stderr.chars().collect();
+        chars[chars.len().saturating_sub(4096)..].iter().collect()
+    };
+    let raw = String::from_utf8_lossy(&output.stdout).into_owned();
+    if !output.status.success() {
+        let raw_hash = store
+            .put(crate::cas::builtin::hash_of("text"), &Value::String(raw))
+            .map_err(SubmitError::from)?;
+        return Err(BuiltinError::ExecFailed {
+            cmd: template.to_owned(),
+            status: output.status.to_string(),
+            raw: raw_hash,
+            stderr_tail: tail,
+        });
+    }
+    let mut submission = Submission {
+        agent: "exec".into(),
+        raw,
+        exit_code: output.status.code(),
+        duration_ms: elapsed_since_step_start(t),
+        stderr_tail: tail,
+        ..Default::default()
+    };
+    submission.extra.insert("command".into(), template.into());
+    Ok(submit::submit_raw(store, &view, role, submission)?)
+}
+
+/// Replaces `{name}` placeholders with shell-quoted values; other braces are left alone.
+pub fn fill_template(template: &str, values: &[(&str, &str)]) -> String {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        match after.find('}').map(|close| (&after[..close], close)) {
+            Some((name, close)) if values.iter().any(|(n, _)| *n == name) => {
+                let value = values
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, v)| *v)
+                    .unwrap_or("");
+                out.push_str(&shell_words::quote(value));
+                rest = &after[close + 1..];
+            }
+            _ => {
+                out.push('{');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn templates_quote_values_and_keep_other_braces() {
+        let cmd = fill_template(
+            "claude -p {prompt} --cwd {workdir} | jq '{a: 1}' {unknown}",
+            &[("prompt", "it's \"quoted\"; rm -rf /"), ("workdir", "/w d")],
+        );
+        assert_eq!(
+            cmd,
+            "claude -p 'it'\\''s \"quoted\"; rm -rf /' --cwd '/w d' | jq '{a: 1}' {unknown}"
+        );
+    }
+}
