@@ -88,6 +88,19 @@ impl Env {
         stderr
     }
 
+    /// Runs `uwf args…` with stdin, asserts it exits with 1, and returns stderr.
+    pub fn fails_stdin(&self, args: &[&str], stdin: &str) -> String {
+        let out = self
+            .uwf()
+            .args(args)
+            .write_stdin(stdin.to_owned())
+            .output()
+            .expect("run uwf");
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(1), "uwf {args:?}: {stderr}");
+        stderr
+    }
+
     /// The node file of a hash in this environment's store.
     pub fn object_path(&self, hash: &str) -> PathBuf {
         self.root()
@@ -101,4 +114,35 @@ impl Env {
 pub fn make_writable(path: &Path) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+}
+
+/// Registers an example workflow from `examples/`.
+pub fn put_example(env: &Env, name: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples")
+        .join(format!("{name}.yaml"));
+    let out = env.ok(&["workflow", "put", path.to_str().expect("utf-8 path")]);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("put prints JSON");
+    v["hash"].as_str().expect("hash").to_owned()
+}
+
+/// Starts a thread and returns its id.
+pub fn start_thread(env: &Env, workflow: &str, prompt: &str) -> String {
+    let out = env.ok(&["thread", "start", workflow, "-p", prompt]);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("start prints JSON");
+    v["thread"].as_str().expect("thread id").to_owned()
+}
+
+/// Parses one JSON object.
+pub fn json(text: &str) -> serde_json::Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+}
+
+/// Writes an executable shell script and returns its path.
+pub fn script(env: &Env, name: &str, body: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = env.dir.path().join(name);
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).expect("write script");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    path
 }
