@@ -1,28 +1,45 @@
 #!/usr/bin/env bash
-# The main job: build uwf and run a demo on a fresh, throwaway storage root.
-# Usage: bash scripts/demo.sh            (keeps nothing; set UWF_DEMO_ROOT=DIR to keep the store)
+# The main job: build uwf, register an example workflow, run a thread with the offline agents,
+# and read it back — on a fresh, throwaway storage root (the embedded defaults: no config.yaml).
+# Usage: bash scripts/demo.sh            (set UWF_DEMO_ROOT=DIR to keep the store)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 cargo build --quiet --bin uwf
-uwf=target/debug/uwf
+uwf=$PWD/target/debug/uwf
 root=${UWF_DEMO_ROOT:-$(mktemp -d)}
 export UWF_STORAGE_ROOT=$root
 if [ -t 1 ]; then bold=$'\033[1m' plain=$'\033[0m'; else bold='' plain=''; fi
-step() { printf '\n%s$ %s%s\n' "$bold" "$*" "$plain"; "$@"; }
+say() { printf '\n%s$ %s%s\n' "$bold" "$*" "$plain"; }
+step() { say "$@"; "$@"; }
+json_field() { sed -n "s/.*\"$1\":\"\([^\"]*\)\".*/\1/p"; }
 
-echo "uwf demo, storage root: $root"
-step "$uwf" cas schema list
-schema=$(echo '{"title":"review","type":"object","properties":{"approved":{"type":"boolean"},"notes":{"type":"string"}},"required":["approved"]}' \
-  | "$uwf" cas schema put -)
-echo "review schema: $schema"
-step "$uwf" cas put "$schema" '{"approved": false, "notes": "needs tests"}'
-node=$("$uwf" cas put "$schema" '{"approved": false, "notes": "needs tests"}')
-step "$uwf" cas get "$node"
-step "$uwf" cas walk "$node"
-echo
-echo '$ uwf cas put '"$schema"' '"'"'{"notes": 3}'"'"'   # refused: two rules fail'
-"$uwf" cas put "$schema" '{"notes": 3}' || true
+echo "uwf demo — storage root: $root"
+step "$uwf" workflow put examples/solve-issue.yaml
+step "$uwf" workflow graph solve-issue
+
+say "$uwf" thread start solve-issue -p "Users are logged out after one minute"
+thread=$("$uwf" thread start solve-issue -p "Users are logged out after one minute" | tee /dev/stderr | json_field thread)
+
+# A scripted run: canned outputs per role (the reviewer rejects once, then approves).
+script=$root/demo-script.yaml
+cat > "$script" <<'YAML'
+planner:
+  - { summary: "Keep sessions alive", steps: ["reproduce the logout", "fix the expiry check", "add a regression test"] }
+developer:
+  - { filesChanged: [src/session.rs], summary: "Compare expiry in seconds, not minutes", testsPassing: true }
+  - "---\nfilesChanged: [src/session.rs, tests/session.rs]\nsummary: Added the regression test\ntestsPassing: true\n---\nThe test fails before the fix and passes after it.\n"
+reviewer:
+  - "---\napproved: false\nreplan: false\ncomments:\n  - { file: src/session.rs, line: 42, message: please add a regression test }\n---\nThe fix looks right; it needs a test.\n"
+  - { approved: true, replan: false, comments: [] }
+YAML
+step "$uwf" thread run "$thread" --agent "uwf agent script --file $script"
+step "$uwf" thread read "$thread"
+step "$uwf" thread steps "$thread"
+
+# The same workflow with the dry agent (the default with no config): routing only.
+dry=$("$uwf" thread start solve-issue -p "Try the routing" | json_field thread)
+step "$uwf" thread run "$dry"
+step "$uwf" thread list --all
 step "$uwf" cas fsck
-step "$uwf" cas gc --dry-run --grace 0s
 [ -n "${UWF_DEMO_ROOT:-}" ] || rm -rf "$root"

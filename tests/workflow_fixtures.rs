@@ -124,3 +124,23 @@ fn valid_fixtures_register_and_round_trip() {
 fn examples_register_and_round_trip() {
     check_valid("examples", 4);
 }
+
+#[test]
+fn docs_examples_show_the_current_graphs() {
+    let docs =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/EXAMPLES.md"))
+            .unwrap();
+    let env = Env::new();
+    for file in yaml_files("examples") {
+        let put = env.ok(&["workflow", "put", file.to_str().unwrap()]);
+        let name = serde_json::from_str::<serde_json::Value>(&put).unwrap()["name"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let graph = env.ok(&["workflow", "graph", &name]);
+        assert!(
+            docs.contains(&format!("```mermaid\n{graph}\n```")),
+            "docs/EXAMPLES.md is out of date for {name}: run scripts/example-graphs.sh"
+        );
+    }
+}

@@ -1,0 +1,125 @@
+//! The cost of one `uwf thread step` with the `script` agent, measured side by side in one run:
+//!
+//! - median step wall time vs. spawning `uwf --version` twice (a step is two processes: the step
+//!   and the agent; target ≤ 2×);
+//! - median step time at chain length ~300 vs ~20 (target ≤ 1.2×: the context cache keeps a
+//!   step's cost flat);
+//! - peak RSS of the step processes (target ≤ 30 MB at chain length 300).
+//!
+//! Run: `cargo bench --bench step`. Prints numbers, asserts nothing.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const WORKFLOW: &str = r#"
+name: counter
+roles:
+  tick:
+    goal: Count.
+    meta: { type: object, properties: { n: { type: integer }, note: { type: string } }, required: [n] }
+conditions:
+  more: { expression: "$count(steps) < 1000" }
+graph:
+  $START: [ { role: tick, condition: null } ]
+  tick: [ { role: tick, condition: more }, { role: $END, condition: null } ]
+"#;
+
+const SCRIPT: &str = "tick:\n  - { n: 1, note: \"a short note of realistic length for a step's structured output\" }\n";
+
+fn uwf(root: &Path, args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_uwf"))
+        .args(args)
+        .env("UWF_STORAGE_ROOT", root)
+        .stderr(Stdio::null())
+        .output()
+        .expect("run uwf");
+    assert!(out.status.success(), "uwf {args:?} failed");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn timed(root: &Path, args: &[&str]) -> Duration {
+    let t = Instant::now();
+    uwf(root, args);
+    t.elapsed()
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn thread_id(json: &str) -> String {
+    let v: serde_json::Value = serde_json::from_str(json).expect("JSON");
+    v["thread"].as_str().expect("thread").to_owned()
+}
+
+fn main() {
+    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-step");
+    std::fs::create_dir_all(&base).expect("bench dir");
+    let dir = tempfile::tempdir_in(&base).expect("temp dir");
+    let root = dir.path().join("store");
+    let script = dir.path().join("script.yaml");
+    std::fs::write(&script, SCRIPT).expect("script");
+    let wf = dir.path().join("counter.yaml");
+    std::fs::write(&wf, WORKFLOW).expect("workflow");
+    uwf(&root, &["workflow", "put", wf.to_str().expect("utf-8")]);
+    std::fs::write(root.join("config.yaml"), "defaultAgent: dry\n").expect("config");
+    let agent = format!("uwf agent script --file {}", script.display());
+    let step = |id: &str| timed(&root, &["thread", "step", id, "--agent", &agent]);
+    const SAMPLES: usize = 25;
+
+    let version: Vec<Duration> = (0..SAMPLES)
+        .map(|_| timed(&root, &["--version"]) + timed(&root, &["--version"]))
+        .collect();
+
+    let short = thread_id(&uwf(&root, &["thread", "start", "counter", "-p", "short"]));
+    uwf(
+        &root,
+        &[
+            "thread",
+            "run",
+            &short,
+            "--max-steps",
+            "20",
+            "--agent",
+            &agent,
+        ],
+    );
+    let at_20: Vec<Duration> = (0..SAMPLES).map(|_| step(&short)).collect();
+
+    let long = thread_id(&uwf(&root, &["thread", "start", "counter", "-p", "long"]));
+    uwf(
+        &root,
+        &[
+            "thread",
+            "run",
+            &long,
+            "--max-steps",
+            "300",
+            "--agent",
+            &agent,
+        ],
+    );
+    let at_300: Vec<Duration> = (0..SAMPLES).map(|_| step(&long)).collect();
+
+    let rss_kib = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
+        .map(|u| u.max_rss())
+        .unwrap_or(0);
+
+    let (version, at_20, at_300) = (median(version), median(at_20), median(at_300));
+    println!("step (script agent), medians of {SAMPLES}:");
+    println!("  2 x `uwf --version`           {version:>10.2?}");
+    println!(
+        "  step at chain ~20-45          {at_20:>10.2?}  = {:.2}x the two spawns (target <= 2x)",
+        at_20.as_secs_f64() / version.as_secs_f64()
+    );
+    println!(
+        "  step at chain ~300-325        {at_300:>10.2?}  = {:.2}x the short chain (target <= 1.2x)",
+        at_300.as_secs_f64() / at_20.as_secs_f64()
+    );
+    println!(
+        "  peak RSS of any uwf process   {:>7.1} MB (target <= 30 MB at chain 300)",
+        rss_kib as f64 / 1024.0
+    );
+}
