@@ -175,11 +175,12 @@ fn step_locked(
         reason,
     })?;
     threads::compare_and_set(root, id, view.head, hash)?;
-    chain::forget(store, view.head);
 
-    // Evaluate again: a thread whose next position is `$END` is archived now.
-    // The step itself succeeded; if routing cannot decide now, the next step reports why.
+    // Evaluate again: a thread whose next position is `$END` is archived now. The step itself
+    // succeeded; if routing cannot decide now, the next step reports why. The new chain extends
+    // the old head's cached one, so that cache entry goes only afterwards.
     let new_chain = chain::load(store, hash)?;
+    chain::forget(store, view.head);
     let done = matches!(moderator.decide(&new_chain.context()), Ok(d) if d.next == END);
     if done {
         threads::archive(root, id, view.workflow_hash, "done")?;
