@@ -6,7 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 cargo build --quiet --bin uwf
-uwf=$PWD/target/debug/uwf
+uwf=$PWD/${CARGO_TARGET_DIR:-target}/debug/uwf
+case "${CARGO_TARGET_DIR:-}" in /*) uwf=$CARGO_TARGET_DIR/debug/uwf ;; esac
 root=${UWF_DEMO_ROOT:-$(mktemp -d)}
 export UWF_STORAGE_ROOT=$root
 if [ -t 1 ]; then bold=$'\033[1m' plain=$'\033[0m'; else bold='' plain=''; fi
