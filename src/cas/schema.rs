@@ -70,19 +70,31 @@ impl CompiledSchema {
                 ),
             }]);
         }
+        Self::build(schema, true)
+    }
+
+    /// Compiles a schema that was checked when it was stored. The validator still refuses an
+    /// invalid schema, but only the first problem is reported (the full listing is for puts).
+    pub fn compile_stored(schema: &Value) -> Result<CompiledSchema, Vec<Violation>> {
+        Self::build(schema, false)
+    }
+
+    fn build(schema: &Value, list_problems: bool) -> Result<CompiledSchema, Vec<Violation>> {
         // The validator crate is well behaved, but a schema is user input: never let a panic in a
         // dependency escape as a crash.
         let checked = catch_unwind(AssertUnwindSafe(|| {
-            let meta = jsonschema::draft202012::meta::validator();
-            let problems: Vec<Violation> = meta
-                .iter_errors(schema)
-                .map(|e| Violation {
-                    pointer: e.instance_path().to_string(),
-                    message: e.to_string(),
-                })
-                .collect();
-            if !problems.is_empty() {
-                return Err(problems);
+            if list_problems {
+                let meta = jsonschema::draft202012::meta::validator();
+                let problems: Vec<Violation> = meta
+                    .iter_errors(schema)
+                    .map(|e| Violation {
+                        pointer: e.instance_path().to_string(),
+                        message: e.to_string(),
+                    })
+                    .collect();
+                if !problems.is_empty() {
+                    return Err(problems);
+                }
             }
             jsonschema::draft202012::options()
                 .with_format(CAS_REF_FORMAT, |s: &str| Hash::parse(s).is_ok())

@@ -214,7 +214,7 @@ impl Store {
         if !node.is_schema() {
             return Err(StoreError::NotASchema(hash));
         }
-        let compiled = CompiledSchema::compile(&node.payload)
+        let compiled = CompiledSchema::compile_stored(&node.payload)
             .map_err(|violations| StoreError::InvalidSchema { violations })?;
         Ok(self.cache_schema(hash, compiled))
     }

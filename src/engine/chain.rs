@@ -140,6 +140,24 @@ pub fn forget(store: &Store, head: Hash) {
     let _ = std::fs::remove_file(cache_path(store, head));
 }
 
+/// The chain of `step`, a step whose prev is `parent`'s head; cached like [`load`]'s result.
+pub fn extend(store: &Store, mut parent: Chain, step: Hash) -> Result<Chain, ChainError> {
+    let node = store.get(step)?;
+    let payload = read_step(&node)?;
+    let output = store.get_payload(payload.output)?;
+    parent.steps.push(Entry {
+        hash: step,
+        role: payload.role,
+        agent: payload.agent,
+        output_hash: payload.output,
+        output,
+        detail: payload.detail,
+        timestamp: node.timestamp,
+    });
+    write_cache(store, &parent);
+    Ok(parent)
+}
+
 /// Loads the chain ending at `head` (a step or start node), from the cache where possible.
 pub fn load(store: &Store, head: Hash) -> Result<Chain, ChainError> {
     if let Some(chain) = read_cache(store, head) {

@@ -177,9 +177,8 @@ fn step_locked(
     threads::compare_and_set(root, id, view.head, hash)?;
 
     // Evaluate again: a thread whose next position is `$END` is archived now. The step itself
-    // succeeded; if routing cannot decide now, the next step reports why. The new chain extends
-    // the old head's cached one, so that cache entry goes only afterwards.
-    let new_chain = chain::load(store, hash)?;
+    // succeeded; if routing cannot decide now, the next step reports why.
+    let new_chain = chain::extend(store, view.chain.clone(), hash)?;
     chain::forget(store, view.head);
     let done = matches!(moderator.decide(&new_chain.context()), Ok(d) if d.next == END);
     if done {
@@ -237,14 +236,8 @@ fn verify(store: &Store, view: &ThreadView, role: &str, hash: Hash) -> Result<()
             step.output, output.type_hash
         ));
     }
-    let schema = store.schema(schema_hash).map_err(|e| e.to_string())?;
-    if let Err(violations) = schema.validate(&output.payload) {
-        let list: Vec<String> = violations.iter().map(|v| v.to_string()).collect();
-        return Err(format!(
-            "its output does not match the role's schema: {}",
-            list.join("; ")
-        ));
-    }
+    // A node of type T was validated against T when it was put (the store's invariant, which
+    // `uwf cas fsck` re-checks), so the right type means a valid output.
     Ok(())
 }
 
