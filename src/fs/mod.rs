@@ -23,5 +23,8 @@ pub mod tree;
 pub mod unmount;
 pub mod views;
 
+#[cfg(test)]
+mod tests;
+
 pub use error::FsError;
 pub use tree::{Options, Tree};
