@@ -119,6 +119,16 @@ fn guarded(body: impl FnOnce()) {
 struct Adapter {
     tree: Tree,
     invalidations: mpsc::Sender<Inval>,
+    /// `UWF_FS_TRACE=1`: log every request and its outcome to stderr (debugging op sequences).
+    trace: bool,
+}
+
+macro_rules! trace {
+    ($self:ident, $($arg:tt)*) => {
+        if $self.trace {
+            eprintln!($($arg)*);
+        }
+    };
 }
 
 impl Adapter {
@@ -195,6 +205,12 @@ impl Filesystem for Adapter {
                 mtime: mtime.map(time),
             };
             let result = self.tree.setattr(ino.0, fh.map(|f| f.0), set, caller(req));
+            trace!(
+                self,
+                "SETATTR {} fh={fh:?} {set:?} -> {:?}",
+                ino.0,
+                result.as_ref().map(|a| a.size)
+            );
             self.send_invalidations();
             match result {
                 Ok(a) => reply.attr(&ttl(a.caching), &file_attr(&a)),
@@ -245,6 +261,7 @@ impl Filesystem for Adapter {
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         guarded(|| {
             let result = name_str(name).and_then(|n| self.tree.unlink(parent.0, n));
+            trace!(self, "UNLINK {} {name:?} -> {result:?}", parent.0);
             self.send_invalidations();
             match result {
                 Ok(()) => reply.ok(),
@@ -296,6 +313,12 @@ impl Filesystem for Adapter {
                 self.tree
                     .rename(parent.0, n, newparent.0, new, noreplace, other, caller(req))
             });
+            trace!(
+                self,
+                "RENAME {} {name:?} -> {} {newname:?} {flags:?} -> {result:?}",
+                parent.0,
+                newparent.0
+            );
             self.send_invalidations();
             match result {
                 Ok(()) => reply.ok(),
@@ -321,9 +344,13 @@ impl Filesystem for Adapter {
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        guarded(|| match self.tree.open(ino.0, flags.0, caller(req)) {
-            Ok(o) => reply.opened(FileHandle(o.fh), open_flags(&o)),
-            Err(e) => reply.error(errno(&e)),
+        guarded(|| {
+            let result = self.tree.open(ino.0, flags.0, caller(req));
+            trace!(self, "OPEN {} {:#o} -> {result:?}", ino.0, flags.0);
+            match result {
+                Ok(o) => reply.opened(FileHandle(o.fh), open_flags(&o)),
+                Err(e) => reply.error(errno(&e)),
+            }
         })
     }
 
@@ -356,9 +383,18 @@ impl Filesystem for Adapter {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        guarded(|| match self.tree.write(fh.0, offset, data) {
-            Ok(n) => reply.written(n),
-            Err(e) => reply.error(errno(&e)),
+        guarded(|| {
+            let result = self.tree.write(fh.0, offset, data);
+            trace!(
+                self,
+                "WRITE fh={} off={offset} len={} -> {result:?}",
+                fh.0,
+                data.len()
+            );
+            match result {
+                Ok(n) => reply.written(n),
+                Err(e) => reply.error(errno(&e)),
+            }
         })
     }
 
@@ -372,6 +408,7 @@ impl Filesystem for Adapter {
     ) {
         guarded(|| {
             let result = self.tree.flush(fh.0);
+            trace!(self, "FLUSH fh={} -> {result:?}", fh.0);
             self.send_invalidations();
             match result {
                 Ok(()) => reply.ok(),
@@ -392,6 +429,7 @@ impl Filesystem for Adapter {
     ) {
         guarded(|| {
             self.tree.release(fh.0);
+            trace!(self, "RELEASE fh={}", fh.0);
             self.send_invalidations();
             reply.ok()
         })
@@ -622,6 +660,7 @@ pub fn mount(tree: Tree, dir: &Path, cfg: MountConfig) -> io::Result<Mounted> {
     let adapter = Adapter {
         tree,
         invalidations: tx,
+        trace: std::env::var_os("UWF_FS_TRACE").is_some_and(|v| v == "1"),
     };
     let session = Session::new(adapter, dir, &config)?;
     let notifier = session.notifier();

@@ -15,12 +15,12 @@
 //! (`workflows/`, `workflows/<name>/`) any other name is a scratch file ([`super::scratch`]).
 //!
 //! How a save works: opening `workflow.yaml` for writing starts a *draft* (a nameless scratch file
-//! holding the current text); writes and truncates go to the draft; `flush` (each `close`) checks
-//! the text and fails with EINVAL when the engine would refuse it; the release of the last
-//! writer registers it once. A scratch file registers when its last writer is released (for
-//! `workflows/<anything>.yaml`) or when it is renamed onto a meaningful name. A refused save keeps
-//! the text (the draft stays and is what `workflow.yaml` shows; a scratch file stays as it is) and
-//! writes the reason to `workflows/error`.
+//! holding the current text); writes and truncates go to the draft; the `close` (FLUSH) that
+//! follows changes registers it once, or fails with EINVAL when the engine refuses it; the
+//! release of the last writer saves what no flush saw and drops the draft. A scratch file named
+//! `workflows/<anything>.yaml` registers the same way; any scratch file registers when renamed onto
+//! a meaningful name. A refused save keeps the text (the draft stays and is what `workflow.yaml`
+//! shows; a scratch file stays as it is) and writes the reason to `workflows/error`.
 //!
 //! Architecture Invariant: every method takes the state lock once and leaves the state
 //! consistent whatever it returns; nothing here panics on any input (the adapter still catches
@@ -197,11 +197,8 @@ enum Open {
 
 #[derive(Debug, Clone)]
 struct Handle {
-    ino: Ino,
     open: Open,
     write: bool,
-    /// Written or truncated since the last flush: the next flush checks the text.
-    unflushed: bool,
 }
 
 #[derive(Debug)]
@@ -730,15 +727,7 @@ impl Tree {
         };
         let fh = st.next_fh;
         st.next_fh += 1;
-        st.handles.insert(
-            fh,
-            Handle {
-                ino,
-                open,
-                write,
-                unflushed: truncate,
-            },
-        );
+        st.handles.insert(fh, Handle { open, write });
         Ok(Opened {
             fh,
             caching,
@@ -782,10 +771,8 @@ impl Tree {
         st.handles.insert(
             fh,
             Handle {
-                ino,
                 open: Open::Dir(listing),
                 write: false,
-                unflushed: false,
             },
         );
         Ok(Opened {
@@ -904,7 +891,6 @@ impl Tree {
         if !h.write {
             return Err(FsError::BadHandle);
         }
-        h.unflushed = true;
         let id = match &h.open {
             Open::Scratch(id) => *id,
             Open::Draft(n) => st.drafts.get(n).ok_or(FsError::BadHandle)?.id,
@@ -913,54 +899,43 @@ impl Tree {
         st.scratch.write(id, offset, data)
     }
 
-    /// `close()` of a descriptor (several per open with `dup`): checks a meaningful file's text
-    /// so the closing program learns of a refusal; registration waits for the release.
+    /// `close()` of a descriptor: a meaningful file changed since its last save is registered
+    /// here, so the closing program learns of a refusal (EINVAL) and, once `close` returned,
+    /// everyone sees the new version. The kernel sends RELEASE asynchronously, after `close`
+    /// has returned, so registering only there would let a `cp … && uwf workflow history` race
+    /// it. A flush with nothing new (several per open with `dup`, or `echo > f` flushing between
+    /// its truncate and its write) registers nothing.
     pub fn flush(&self, fh: u64) -> Result<(), FsError> {
         if self.opts.read_only {
             return Err(FsError::Unsupported);
         }
         let mut st = self.lock();
-        let Some(h) = st.handles.get_mut(&fh) else {
+        let Some(h) = st.handles.get(&fh) else {
             return Ok(());
         };
-        if !std::mem::take(&mut h.unflushed) {
+        if !h.write {
             return Ok(());
         }
-        let open = h.open.clone();
-        let (id, target, path) = match &open {
-            Open::Draft(n) => match st.drafts.get(n) {
-                Some(d) => (
-                    d.id,
-                    Target::Workflow(n.clone()),
-                    format!("workflows/{n}/workflow.yaml"),
-                ),
-                None => return Ok(()),
-            },
-            Open::Scratch(id) => match st.scratch.get(*id).and_then(|f| f.place.clone()) {
-                Some((dir, name)) => match save::target_of(&dir, &name) {
-                    Some(t) => (*id, t, place_path(&dir, &name)),
-                    None => return Ok(()),
-                },
-                None => return Ok(()),
-            },
-            _ => return Ok(()),
-        };
-        let Some(text) = st.scratch.get(id).map(|f| f.data.clone()) else {
-            return Ok(());
-        };
-        if text.iter().all(u8::is_ascii_whitespace) {
-            return Ok(()); // a truncate before the writes (`echo > f` flushes in between)
-        }
-        match save::check(&text, &target) {
-            Ok(_) => Ok(()),
-            Err(reason) => {
-                self.record_error(&mut st, &path, &reason, &kept_note(&path, &target));
-                Err(FsError::Refused(reason))
+        match h.open.clone() {
+            Open::Draft(n) => {
+                let blank = st
+                    .drafts
+                    .get(&n)
+                    .and_then(|d| st.scratch.get(d.id))
+                    .is_none_or(|f| f.data.iter().all(u8::is_ascii_whitespace));
+                if blank {
+                    return Ok(()); // a truncate before the writes
+                }
+                self.save_draft(&mut st, &n)
             }
+            Open::Scratch(id) => self.save_scratch(&mut st, id),
+            _ => Ok(()),
         }
     }
 
-    /// The last `close` of an open: a meaningful file whose last writer leaves is saved here.
+    /// The last reference to an open file went away. A draft whose last writer leaves is saved
+    /// if it still holds changes no flush saw (an empty text is refused here), then dropped
+    /// unless its text was refused.
     pub fn release(&self, fh: u64) {
         let mut st = self.lock();
         let Some(h) = st.handles.remove(&fh) else {
@@ -975,8 +950,9 @@ impl Tree {
                 if h.write {
                     f.writers = f.writers.saturating_sub(1);
                 }
-                if h.write && f.writers == 0 && f.dirty {
-                    self.save_scratch(&mut st, id);
+                if h.write && f.writers == 0 {
+                    // A refusal is in workflows/error; release cannot report it to anyone.
+                    let _ = self.save_scratch(&mut st, id);
                 }
                 self.collect(&mut st, id);
             }
@@ -989,7 +965,6 @@ impl Tree {
                     None => false,
                 };
                 if last {
-                    // A refusal is in workflows/error; release cannot report it to anyone.
                     let _ = self.finish_draft(&mut st, &n);
                 }
             }
@@ -1040,7 +1015,6 @@ impl Tree {
                 let id = *id;
                 if let Some(size) = set.size {
                     st.scratch.truncate(id, size)?;
-                    mark_unflushed(&mut st, fh, ino);
                 }
                 let f = st.scratch.get_mut(id).ok_or(FsError::NotFound)?;
                 if let Some(m) = set.mode {
@@ -1062,9 +1036,7 @@ impl Tree {
                     let open_writer = st.drafts.get(n).is_some_and(|d| d.writers > 0);
                     let id = self.ensure_draft(&mut st, n, caller)?;
                     st.scratch.truncate(id, size)?;
-                    if open_writer {
-                        mark_unflushed(&mut st, fh, ino);
-                    } else {
+                    if !open_writer {
                         // `truncate(path)` with nothing open: the change is a save by itself.
                         self.finish_draft(&mut st, n)?;
                     }
@@ -1340,8 +1312,25 @@ impl Tree {
         Ok(id)
     }
 
-    /// The last writer of a draft left: register it if it changed.
+    /// No writer is left on a draft: save what no flush saved, then drop the draft unless its
+    /// text was refused (a refused text stays visible so no edit is lost).
     fn finish_draft(&self, st: &mut State, name: &Arc<str>) -> Result<(), FsError> {
+        let result = self.save_draft(st, name);
+        if let Some(d) = st.drafts.get(name).copied()
+            && !d.refused
+            && d.writers == 0
+        {
+            st.drafts.remove(name);
+            st.scratch.remove(d.id);
+            if let Some(ino) = st.inodes.existing(&Key::WfYaml(name.clone())) {
+                st.inval.push(Inval::Inode(ino));
+            }
+        }
+        result
+    }
+
+    /// Registers a draft if it changed since it was last saved.
+    fn save_draft(&self, st: &mut State, name: &Arc<str>) -> Result<(), FsError> {
         let Some(draft) = st.drafts.get(name).copied() else {
             return Ok(());
         };
@@ -1350,56 +1339,55 @@ impl Tree {
             return Ok(());
         };
         if !f.dirty {
-            if !draft.refused {
-                st.drafts.remove(name);
-                st.scratch.remove(draft.id);
-            }
             return Ok(());
         }
         f.dirty = false;
         let text: Arc<[u8]> = Arc::from(f.data.as_slice());
         let path = format!("workflows/{name}/workflow.yaml");
         let target = Target::Workflow(name.clone());
-        match save::register(&self.source, &text, &target) {
+        let result = save::register(&self.source, &text, &target);
+        if let Some(d) = st.drafts.get_mut(name) {
+            d.refused = result.is_err();
+        }
+        match result {
             Ok(saved) => {
-                st.drafts.remove(name);
-                st.scratch.remove(draft.id);
                 self.saved_ok(st, saved, text);
                 Ok(())
             }
             Err(e) => {
-                if let Some(d) = st.drafts.get_mut(name) {
-                    d.refused = true;
-                }
                 self.record_error(st, &path, &e.to_string(), &kept_note(&path, &target));
-                if let Some(ino) = st.inodes.existing(&Key::WfYaml(name.clone())) {
-                    st.inval.push(Inval::Inode(ino));
-                }
                 Err(e)
             }
         }
     }
 
-    /// The last writer of a scratch file left: register it if its name is meaningful.
-    fn save_scratch(&self, st: &mut State, id: u64) {
+    /// Registers a scratch file with a meaningful name if it changed since it was last saved.
+    /// An empty or blank file is not a save (`touch new.yaml` prepares a file).
+    fn save_scratch(&self, st: &mut State, id: u64) -> Result<(), FsError> {
         let Some(f) = st.scratch.get_mut(id) else {
-            return;
+            return Ok(());
         };
         let Some((dir, name)) = f.place.clone() else {
-            return;
+            return Ok(());
         };
         let Some(target) = save::target_of(&dir, &name) else {
-            return;
+            return Ok(());
         };
-        f.dirty = false;
-        if f.data.iter().all(u8::is_ascii_whitespace) {
-            return; // `touch new.yaml`: a file being prepared, not a save
+        if !f.dirty || f.data.iter().all(u8::is_ascii_whitespace) {
+            return Ok(());
         }
+        f.dirty = false;
         let text: Arc<[u8]> = Arc::from(f.data.as_slice());
         let path = place_path(&dir, &name);
         match save::register(&self.source, &text, &target) {
-            Ok(saved) => self.saved_ok(st, saved, text),
-            Err(e) => self.record_error(st, &path, &e.to_string(), &kept_note(&path, &target)),
+            Ok(saved) => {
+                self.saved_ok(st, saved, text);
+                Ok(())
+            }
+            Err(e) => {
+                self.record_error(st, &path, &e.to_string(), &kept_note(&path, &target));
+                Err(e)
+            }
         }
     }
 
@@ -1512,19 +1500,6 @@ impl Tree {
     /// The root inode (for completeness of the API).
     pub fn root(&self) -> Ino {
         ROOT
-    }
-}
-
-fn mark_unflushed(st: &mut State, fh: Option<u64>, ino: Ino) {
-    match fh.and_then(|f| st.handles.get_mut(&f)) {
-        Some(h) => h.unflushed = true,
-        None => {
-            for h in st.handles.values_mut() {
-                if h.ino == ino && h.write {
-                    h.unflushed = true;
-                }
-            }
-        }
     }
 }
 
