@@ -441,6 +441,44 @@ fn sigterm_unmounts_cleanly() {
 }
 
 #[test]
+fn sigterm_with_a_file_open_detaches_and_serves_it_to_the_end() {
+    let env = Env::new();
+    put(&env, &definition("demo", "busy"));
+    let m = Mounted::start(&env, "busy", &[]);
+    let mut reader = Command::new("timeout")
+        .args(["-s", "KILL", "20", "python3", "-c"])
+        .arg(
+            "import sys, time\nf = open(sys.argv[1])\nprint('open', flush=True)\n\
+             time.sleep(1.5)\nprint(f.read().splitlines()[0])",
+        )
+        .arg(m.path("workflows/demo/workflow.yaml"))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = std::io::BufReader::new(reader.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
+    assert_eq!(line, "open\n");
+    Command::new("kill")
+        .args(["-TERM", &m.pid.to_string()])
+        .status()
+        .unwrap();
+    let start = Instant::now();
+    while m.mounted() && start.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!m.mounted(), "busy: detached lazily at once");
+    line.clear();
+    std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
+    assert_eq!(line, "name: demo\n", "the open file is still served");
+    assert!(reader.wait().unwrap().success());
+    assert!(
+        m.wait_gone(Duration::from_secs(10)),
+        "then the daemon exits"
+    );
+}
+
+#[test]
 fn umount_cleans_up_after_a_killed_daemon() {
     let env = Env::new();
     let m = Mounted::start(&env, "killed", &[]);

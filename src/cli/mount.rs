@@ -166,8 +166,14 @@ fn serve(args: &MountArgs, root: &Path, dir: &Path) -> anyhow::Result<()> {
         read_only: args.read_only,
         allow_other: args.allow_other,
     };
-    let mut mounted = fuse::mount(tree, dir, config)
-        .with_context(|| format!("cannot mount on {}", dir.display()))?;
+    let mut mounted = fuse::mount(tree, dir, config).map_err(|e| {
+        let hint = if nix::unistd::geteuid().is_root() {
+            "hint: is /dev/fuse there (modprobe fuse)?"
+        } else {
+            "hint: without root, mounting needs fusermount3 (Debian: apt-get install fuse3)"
+        };
+        anyhow::anyhow!("cannot mount on {}: {e}\n{hint}", dir.display())
+    })?;
     let mut unmounter = mounted.unmounter();
     let point = dir.to_path_buf();
     std::thread::Builder::new()

@@ -91,10 +91,13 @@ fn open_flags(o: &Opened) -> FopenFlags {
     if o.writable {
         return FopenFlags::empty();
     }
+    // A read-only handle's close has nothing to check or save: skip FLUSH round trips.
+    let flags = FopenFlags::FOPEN_NOFLUSH;
     match o.caching {
-        Caching::Immutable => FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_NOFLUSH,
-        Caching::Mutable => FopenFlags::empty(),
-        Caching::Volatile => FopenFlags::FOPEN_DIRECT_IO,
+        Caching::Immutable => flags | FopenFlags::FOPEN_KEEP_CACHE,
+        // Pages are dropped at open, so a changed view is read fresh.
+        Caching::Mutable => flags,
+        Caching::Volatile => flags | FopenFlags::FOPEN_DIRECT_IO,
     }
 }
 
@@ -167,9 +170,18 @@ impl Filesystem for Adapter {
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
-        guarded(|| match self.tree.getattr(ino.0, fh.map(|f| f.0)) {
-            Ok(a) => reply.attr(&ttl(a.caching), &file_attr(&a)),
-            Err(e) => reply.error(errno(&e)),
+        guarded(|| {
+            let result = self.tree.getattr(ino.0, fh.map(|f| f.0));
+            trace!(
+                self,
+                "GETATTR {} -> {:?}",
+                ino.0,
+                result.as_ref().map(|a| a.size)
+            );
+            match result {
+                Ok(a) => reply.attr(&ttl(a.caching), &file_attr(&a)),
+                Err(e) => reply.error(errno(&e)),
+            }
         })
     }
 
@@ -365,9 +377,19 @@ impl Filesystem for Adapter {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        guarded(|| match self.tree.read(ino.0, fh.0, offset, size) {
-            Ok(bytes) => reply.data(&bytes),
-            Err(e) => reply.error(errno(&e)),
+        guarded(|| {
+            let result = self.tree.read(ino.0, fh.0, offset, size);
+            trace!(
+                self,
+                "READ {} fh={} off={offset} -> {:?}",
+                ino.0,
+                fh.0,
+                result.as_ref().map(Vec::len)
+            );
+            match result {
+                Ok(bytes) => reply.data(&bytes),
+                Err(e) => reply.error(errno(&e)),
+            }
         })
     }
 
@@ -474,6 +496,7 @@ impl Filesystem for Adapter {
     ) {
         guarded(|| match self.tree.readdir(ino.0, fh.0, offset) {
             Ok(entries) => {
+                trace!(self, "READDIR {} off={offset} -> {}", ino.0, entries.len());
                 for e in entries {
                     let kind = match e.kind {
                         Kind::Dir => FileType::Directory,

@@ -547,3 +547,36 @@ fn readdir_pages_with_offsets() {
     let names: Arc<[String]> = all.iter().map(|e| e.name.clone()).collect();
     assert_eq!(names.iter().filter(|n| n.starts_with('f')).count(), 30);
 }
+
+#[test]
+fn files_renamed_or_deleted_while_open_keep_working() {
+    let fx = Fx::new();
+    // A writer has workflow.yaml open when it is renamed away: its handle follows the inode.
+    let (ino, fh) = fx.open(YAML, WO);
+    fx.truncate(ino, Some(fh)).unwrap();
+    fx.tree.write(fh, 0, b"half a definition").unwrap();
+    fx.rename(YAML, "workflows/demo/moved", false).unwrap();
+    fx.tree.write(fh, 17, b", finished").unwrap();
+    fx.close(fh).unwrap();
+    assert_eq!(
+        fx.cat("workflows/demo/moved"),
+        "half a definition, finished"
+    );
+    assert!(
+        fx.cat(YAML).contains("first"),
+        "the view is back to the registered text"
+    );
+    assert_eq!(fx.versions(), 1);
+    // A scratch file deleted while open stays readable through its handle until closed.
+    let (ino, fh) = fx.create("workflows/tmp", RW).unwrap();
+    fx.tree.write(fh, 0, b"data").unwrap();
+    fx.unlink("workflows/tmp").unwrap();
+    assert_eq!(fx.tree.getattr(ino, Some(fh)).unwrap().size, 4);
+    assert_eq!(fx.tree.read(ino, fh, 0, 10).unwrap(), b"data");
+    fx.close(fh).unwrap();
+    assert_eq!(fx.tree.getattr(ino, None), Err(FsError::NotFound));
+    assert_eq!(
+        fx.tree.scratch_bytes(),
+        "half a definition, finished".len() as u64
+    );
+}
