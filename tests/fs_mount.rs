@@ -1,5 +1,6 @@
 //! Real mounts: `uwf mount` serving a sealed storage root, driven by the tools people use (ls,
-//! cat, find, vim, sed, cp, mv, shell redirection, python), each under a hard timeout.
+//! cat, find, vim, nano in tmux, emacs, sed, cp, mv, shell redirection, python), each under a hard
+//! timeout. `.ci/run` installs the editors.
 //!
 //! Mount points live under Cargo's target tmp dir, not /tmp: vim and emacs make no backups under
 //! /tmp, which would test a different save path. Every mount is owned by a [`Mounted`] guard
@@ -306,6 +307,92 @@ fn every_editor_and_tool_registers_exactly_one_version_per_save() {
     assert_eq!(
         m.ok("ls workflows/demo/versions | wc -l").trim(),
         versions.to_string()
+    );
+}
+
+/// Waits (bounded) until `name` has `count` versions; interactive editors save asynchronously.
+fn wait_for_versions(env: &Env, name: &str, count: usize) -> usize {
+    let start = Instant::now();
+    loop {
+        let now = history(env, name);
+        if now >= count || start.elapsed() > Duration::from_secs(10) {
+            return now;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn real_nano_and_emacs_save_through_the_mount() {
+    let env = Env::new();
+    put(&env, &definition("demo", "v0"));
+    let m = Mounted::start(&env, "nano-emacs", &[]);
+    let yaml = "workflows/demo/workflow.yaml";
+    // emacs: lock file (symlink refused, so a renamed regular file), backup by rename, O_TRUNC.
+    m.ok(&format!(
+        "emacs --batch -Q {yaml} --eval '(progn (goto-char (point-min)) \
+         (re-search-forward \"description: .*\") (replace-match \"description: emacs\") (save-buffer))'"
+    ));
+    assert_eq!(history(&env, "demo"), 2);
+    assert!(m.ok(&format!("cat {yaml}")).contains("description: emacs"));
+    assert!(
+        m.ok("ls -A workflows/demo").contains("workflow.yaml~"),
+        "emacs' backup"
+    );
+    // nano, driven through a terminal: replace, write out, exit.
+    let session = format!("uwf-nano-{}", std::process::id());
+    let tmux = |args: &[&str]| {
+        let status = Command::new("timeout")
+            .args(["10", "tmux"])
+            .args(args)
+            .current_dir(&m.dir)
+            .status()
+            .expect("tmux");
+        std::thread::sleep(Duration::from_millis(300));
+        status
+    };
+    struct KillSession(String);
+    impl Drop for KillSession {
+        fn drop(&mut self) {
+            let _ = Command::new("tmux")
+                .args(["kill-session", "-t", &self.0])
+                .status();
+        }
+    }
+    let _guard = KillSession(session.clone());
+    let nano = format!("nano {yaml}");
+    assert!(
+        tmux(&[
+            "new-session",
+            "-d",
+            "-s",
+            &session,
+            "-x",
+            "120",
+            "-y",
+            "40",
+            &nano
+        ])
+        .success()
+    );
+    for keys in [
+        &["C-\\"][..],
+        &["description: emacs", "Enter"],
+        &["description: nano", "Enter"],
+        &["A"],
+        &["C-o"],
+        &["Enter"],
+        &["C-x"],
+    ] {
+        let mut args = vec!["send-keys", "-t", &session];
+        args.extend_from_slice(keys);
+        tmux(&args);
+    }
+    assert_eq!(wait_for_versions(&env, "demo", 3), 3, "nano saved once");
+    assert!(m.ok(&format!("cat {yaml}")).contains("description: nano"));
+    assert!(
+        !m.ok("ls -A workflows/demo").contains(".swp"),
+        "nano removed its lock"
     );
 }
 
