@@ -92,12 +92,16 @@ pub fn run_mount(args: MountArgs, root: &Path, out: &mut Out) -> anyhow::Result<
 /// Starts `uwf mount --daemon` detached and waits for it to say the mount is ready.
 fn spawn_daemon(args: &MountArgs, root: &Path, dir: &Path, out: &mut Out) -> anyhow::Result<()> {
     let exe = std::env::current_exe().context("cannot find the uwf executable")?;
+    let root = std::path::absolute(root)
+        .with_context(|| format!("bad storage root {}", root.display()))?;
     let mut cmd = Command::new(exe);
     cmd.arg("--root")
-        .arg(root)
+        .arg(&root)
         .arg("mount")
         .arg(dir)
         .arg("--daemon");
+    // A daemon must not keep the caller's working directory (maybe another mount) busy.
+    cmd.current_dir("/");
     if args.read_only {
         cmd.arg("--read-only");
     }
