@@ -331,7 +331,7 @@ fn wait_for_versions(env: &Env, name: &str, count: usize) -> usize {
 }
 
 #[test]
-fn real_nano_and_emacs_save_through_the_mount() {
+fn real_emacs_nano_and_vim_save_through_the_mount() {
     let env = Env::new();
     put(&env, &definition("demo", "v0"));
     let m = Mounted::start(&env, "nano-emacs", &[]);
@@ -401,6 +401,43 @@ fn real_nano_and_emacs_save_through_the_mount() {
     assert!(
         !m.ok("ls -A workflows/demo").contains(".swp"),
         "nano removed its lock"
+    );
+    // Interactive vim with Debian's defaults: swap file, 4913 probe, backup rename, fsync, xattr.
+    let session = format!("uwf-vim-{}", std::process::id());
+    let _guard = KillSession(session.clone());
+    let vim = format!("vim -i NONE {yaml}");
+    assert!(
+        tmux(&[
+            "new-session",
+            "-d",
+            "-s",
+            &session,
+            "-x",
+            "120",
+            "-y",
+            "40",
+            &vim
+        ])
+        .success()
+    );
+    tmux(&[
+        "send-keys",
+        "-t",
+        &session,
+        ":%s/description: nano/description: vim/",
+        "Enter",
+    ]);
+    tmux(&["send-keys", "-t", &session, ":wq", "Enter"]);
+    assert_eq!(wait_for_versions(&env, "demo", 4), 4, "vim saved once");
+    assert!(m.ok(&format!("cat {yaml}")).contains("description: vim"));
+    let start = Instant::now();
+    while m.ok("ls -A workflows/demo").contains(".swp") && start.elapsed() < Duration::from_secs(5)
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        !m.ok("ls -A workflows/demo").contains(".swp"),
+        "vim removed its swap file"
     );
 }
 
