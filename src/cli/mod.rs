@@ -6,6 +6,7 @@
 mod agent;
 mod cas;
 mod eval;
+mod mount;
 mod output;
 mod thread;
 mod workflow;
@@ -55,6 +56,10 @@ enum Command {
     /// Inspect and maintain the content-addressed store
     #[command(subcommand)]
     Cas(cas::CasCommand),
+    /// Serve the storage as files at DIR (FUSE)
+    Mount(mount::MountArgs),
+    /// Unmount a `uwf mount` (also after its process died)
+    Umount(mount::UmountArgs),
 }
 
 /// An error that decided its own exit code (e.g. `cas has` answering "no", or `fsck` problems).
@@ -91,6 +96,8 @@ fn run(cli: Cli, out: &mut Out) -> anyhow::Result<()> {
         Command::Eval(args) => eval::run(args, out),
         Command::Thread(cmd) => thread::run(cmd, &root, out),
         Command::Agent(cmd) => agent::run(cmd, &root, out),
+        Command::Mount(args) => mount::run_mount(args, &root, out),
+        Command::Umount(args) => mount::run_umount(args, out),
     }
 }
 

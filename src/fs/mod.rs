@@ -1,4 +1,30 @@
 //! The FUSE view of the store (`uwf mount`, SPEC §7).
 //!
-//! Not built yet: this module is where the protocol-free tree and the thin fuser adapter will
-//! live. Nothing outside it depends on it.
+//! Layout of this module:
+//! - [`tree`]: the protocol-free filesystem ([`tree::Tree`]): every operation as a method
+//!   returning `Result<_, FsError>`, unit-tested by replaying editors' op sequences.
+//! - [`views`]: generated entries read from the store and the registry.
+//! - [`save`]: which names register workflows, and registering them.
+//! - [`scratch`]: in-memory files editors create, size-limited.
+//! - [`inode`]: the inode table.
+//! - [`error`]: [`FsError`] and its one errno mapping.
+//! - [`fuse`]: the thin fuser adapter, the only code that names fuser types.
+//! - [`unmount`]: unmounting, also after the daemon died.
+//!
+//! Architecture Invariant: `fs` depends on `engine` and `cas`, never on `cli`, and prints nothing.
+
+pub mod error;
+pub mod fuse;
+pub mod inode;
+pub mod readme;
+pub mod save;
+pub mod scratch;
+pub mod tree;
+pub mod unmount;
+pub mod views;
+
+#[cfg(test)]
+mod tests;
+
+pub use error::FsError;
+pub use tree::{Options, Tree};

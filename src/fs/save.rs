@@ -1,0 +1,144 @@
+//! Saving a workflow through the mount: which names register, checking, registering, and the
+//! text of `workflows/error`.
+//!
+//! Two kinds of names are meaningful in `workflows/`: `<name>/workflow.yaml` (a new version of
+//! `<name>`; the `name:` inside must agree) and `<anything>.yaml` directly in `workflows/`
+//! (registered under the `name:` inside). Hidden names (`.#x.yaml`, emacs' lock file) and backup
+//! names (`x.yaml~`) are never meaningful, so editors' side files stay scratch files.
+//!
+//! Registration goes through the same engine calls as `uwf workflow put` (parse, store, register
+//! under the registry lock), so a save through the mount and one through the CLI are the same
+//! thing.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use crate::cas::Hash;
+use crate::cas::store::now_ms;
+use crate::engine::registry::{self, Registered};
+use crate::engine::workflow::{self, Checked, WorkflowError};
+
+use super::error::FsError;
+use super::inode::Key;
+use super::views::Source;
+
+/// What saving a file at some name means.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// `workflows/<name>/workflow.yaml`: a version of this name.
+    Workflow(Arc<str>),
+    /// `workflows/<anything>.yaml`: registered under the name inside.
+    Any,
+}
+
+/// The meaning of a file named `name` in directory `dir`, if saving it registers something.
+pub fn target_of(dir: &Key, name: &str) -> Option<Target> {
+    match dir {
+        Key::WfDir(n) if name == "workflow.yaml" => Some(Target::Workflow(n.clone())),
+        Key::Workflows
+            if name.len() > ".yaml".len()
+                && name.ends_with(".yaml")
+                && !name.starts_with('.')
+                && !name.starts_with('#') =>
+        {
+            Some(Target::Any)
+        }
+        _ => None,
+    }
+}
+
+/// A successful registration.
+#[derive(Debug, Clone)]
+pub struct Saved {
+    pub name: Arc<str>,
+    pub hash: Hash,
+    pub status: Registered,
+}
+
+/// Parses and validates `text` for `target` without storing anything.
+pub fn check(text: &[u8], target: &Target) -> Result<Checked, String> {
+    let text = std::str::from_utf8(text)
+        .map_err(|e| format!("the file is not UTF-8 text ({e}); nothing was registered"))?;
+    if text.trim().is_empty() {
+        return Err("the file is empty: nothing to register".to_owned());
+    }
+    let checked = workflow::parse(text)
+        .map_err(|problems| WorkflowError::Invalid { problems }.to_string())?;
+    if let Target::Workflow(expected) = target {
+        let got = &checked.definition.workflow.name;
+        if got.as_str() != &**expected {
+            return Err(format!(
+                "`name: {got}` does not match the directory `{expected}`: a workflow.yaml saves a \
+                 new version of its own directory's workflow\nhint: to register `{got}`, save \
+                 the text as workflows/{got}.yaml"
+            ));
+        }
+    }
+    Ok(checked)
+}
+
+/// Checks, stores and registers `text`. A refusal is [`FsError::Refused`] with the reason.
+pub fn register(source: &Source, text: &[u8], target: &Target) -> Result<Saved, FsError> {
+    let checked = check(text, target).map_err(FsError::Refused)?;
+    let name: Arc<str> = Arc::from(checked.definition.workflow.name.as_str());
+    let hash = checked
+        .definition
+        .store(source.store())
+        .map_err(|e| match e {
+            WorkflowError::Invalid { .. } => FsError::Refused(e.to_string()),
+            other => FsError::internal(other),
+        })?;
+    let status = registry::register(source.root(), &name, hash, now_ms()).map_err(|e| match e {
+        registry::RegistryError::Index(e) => FsError::internal(e),
+        other => FsError::Refused(other.to_string()),
+    })?;
+    Ok(Saved { name, hash, status })
+}
+
+/// The text of `workflows/error` after a refused save of `path` (relative to the mount).
+pub fn error_text(path: &str, reason: &str, kept: &str) -> String {
+    let when = humantime::format_rfc3339_seconds(SystemTime::now());
+    format!(
+        "{when} {path}: not registered\n{reason}\n\n{kept}\n",
+        reason = reason.trim_end()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn meaningful_names() {
+        let dir = Key::WfDir("demo".into());
+        assert_eq!(
+            target_of(&dir, "workflow.yaml"),
+            Some(Target::Workflow("demo".into()))
+        );
+        assert_eq!(target_of(&dir, "other.yaml"), None);
+        assert_eq!(target_of(&Key::Workflows, "new.yaml"), Some(Target::Any));
+        for side_file in [
+            ".#new.yaml",
+            "#new.yaml#",
+            "new.yaml~",
+            ".new.yaml.swp",
+            "4913",
+            "sedAbc123",
+            ".yaml",
+        ] {
+            assert_eq!(target_of(&Key::Workflows, side_file), None, "{side_file}");
+        }
+    }
+
+    #[test]
+    fn check_explains_refusals() {
+        let any = Target::Any;
+        assert!(check(b"", &any).unwrap_err().contains("empty"));
+        assert!(check(&[0xff, 0xfe], &any).unwrap_err().contains("UTF-8"));
+        assert!(
+            check(b"name: [unclosed", &any)
+                .unwrap_err()
+                .contains("YAML does not parse")
+        );
+    }
+}

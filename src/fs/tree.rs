@@ -1,0 +1,998 @@
+//! The protocol-free filesystem: inodes, attributes, directory listings, reads, writes, saves.
+//!
+//! [`Tree`] implements every operation the mount answers as a plain method returning
+//! `Result<_, FsError>`, in the vocabulary of the kernel's requests (lookup, getattr, open, read,
+//! write, flush, release, setattr, create, unlink, rename, …) but with no FUSE type in sight, so
+//! editors' exact op sequences can be replayed in unit tests. The adapter in [`super::fuse`]
+//! only translates types, picks TTLs from [`Caching`] and maps errors to errno.
+//!
+//! The tree (SPEC §7):
+//! ```text
+//! README.md  workflows/{error, <name>/{workflow.yaml, hash, graph.mmd, versions/<hash>.yaml},
+//! <anything>.yaml}  threads/  cas/{<hash>, schemas/<hash>.json}
+//! ```
+//! Generated entries come from [`super::views::Source`]. In the writable directories
+//! (`workflows/`, `workflows/<name>/`) any other name is a scratch file ([`super::scratch`]).
+//!
+//! How a save works: opening `workflow.yaml` for writing starts a *draft* (a nameless scratch file
+//! holding the current text); writes and truncates go to the draft; the `close` (FLUSH) that
+//! follows changes registers it once, or fails with EINVAL when the engine refuses it; the
+//! release of the last writer saves what no flush saw and drops the draft. A scratch file named
+//! `workflows/<anything>.yaml` registers the same way; any scratch file registers when renamed onto
+//! a meaningful name. A refused save keeps the text (the draft stays and is what `workflow.yaml`
+//! shows; a scratch file stays as it is) and writes the reason to `workflows/error`.
+//!
+//! Architecture Invariant: every method takes the state lock once and leaves the state
+//! consistent whatever it returns; nothing here panics on any input (the adapter still catches
+//! panics, as a last line).
+//!
+//! The methods are spread over three files: this one (requests), `tree/layout.rs` (what exists
+//! where: `child`, `listing`, `attr_of`, `content`) and `tree/saving.rs` (drafts and saves).
+//! Thread views plug in like the others: add `Key` variants, list and look them up in `child` /
+//! `listing`, give them attributes in `attr_of` and bytes in `content`; control files get their
+//! action in `flush`/`release` (a write handle that wrote, truncated or set times) through the
+//! same handle table the drafts use.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::SystemTime;
+
+use crate::cas::Hash;
+
+use super::error::FsError;
+use super::inode::{Ino, InodeTable, Key, ROOT};
+use super::readme;
+use super::save::{self, Target};
+use super::scratch::{Limits, Scratches};
+use super::views::{Listing, Source};
+
+mod layout;
+mod saving;
+
+use saving::place_path;
+
+/// Longest file name, in bytes.
+pub const NAME_MAX: usize = 255;
+
+/// How many directory entries one `readdir` call returns at most.
+const PAGE: usize = 1024;
+
+/// How a mount behaves.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// `--read-only`: nothing can be written; opens are not tracked at all (see `open`).
+    pub read_only: bool,
+    /// Owner of every generated entry (the mounting user).
+    pub uid: u32,
+    pub gid: u32,
+    pub limits: Limits,
+}
+
+/// Who is asking.
+#[derive(Debug, Clone, Copy)]
+pub struct Caller {
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// Directory or regular file (the tree has nothing else).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Dir,
+    File,
+}
+
+/// How long the kernel may trust what it was told about an entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Caching {
+    /// Never changes while it exists (nodes, versions): cache for long, keep pages across opens.
+    Immutable,
+    /// Changes when the store or registry changes: trust for at most a second.
+    Mutable,
+    /// Changes without notice and must be read fresh every time (`error` files): direct I/O.
+    Volatile,
+}
+
+/// What `stat` reports.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Attr {
+    pub ino: Ino,
+    pub kind: Kind,
+    pub size: u64,
+    pub perm: u16,
+    pub nlink: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub atime: SystemTime,
+    pub mtime: SystemTime,
+    pub ctime: SystemTime,
+    pub caching: Caching,
+}
+
+/// The answer to a lookup.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Lookup {
+    Found(Attr),
+    /// No such name; `permanent` when the name can never appear there (cache the miss long).
+    Missing {
+        permanent: bool,
+    },
+}
+
+/// An opened file or directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Opened {
+    pub fh: u64,
+    pub caching: Caching,
+    pub writable: bool,
+}
+
+/// One directory entry of a `readdir` page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirEntry {
+    pub ino: Ino,
+    /// The offset to continue from after this entry.
+    pub offset: u64,
+    pub kind: Kind,
+    pub name: String,
+}
+
+/// A time to set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeSet {
+    Now,
+    At(SystemTime),
+}
+
+/// The changes of a `setattr`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SetAttr {
+    pub mode: Option<u32>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    pub size: Option<u64>,
+    pub atime: Option<TimeSet>,
+    pub mtime: Option<TimeSet>,
+}
+
+impl SetAttr {
+    fn is_empty(&self) -> bool {
+        self.mode.is_none()
+            && self.uid.is_none()
+            && self.gid.is_none()
+            && self.size.is_none()
+            && self.atime.is_none()
+            && self.mtime.is_none()
+    }
+}
+
+/// Something the kernel has cached that is now wrong (sent by the adapter from another thread).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Inval {
+    /// Attributes and pages of an inode.
+    Inode(Ino),
+    /// A name in a directory (also clears a cached "no such file").
+    Entry(Ino, String),
+}
+
+/// The storage seen as a filesystem.
+#[derive(Debug)]
+pub struct Tree {
+    source: Source,
+    opts: Options,
+    readme: Arc<[u8]>,
+    state: Mutex<State>,
+}
+
+/// A draft of `workflows/<name>/workflow.yaml`: a nameless scratch file and its writers.
+#[derive(Debug, Clone, Copy)]
+struct Draft {
+    id: u64,
+    writers: u32,
+    /// The last save of this text was refused (the draft stays until saved or deleted).
+    refused: bool,
+}
+
+#[derive(Debug, Clone)]
+enum Open {
+    /// Read-only view of generated bytes, fixed at open.
+    Snapshot(Arc<[u8]>),
+    Scratch(u64),
+    Draft(Arc<str>),
+    Dir(Arc<Listing>),
+}
+
+#[derive(Debug, Clone)]
+struct Handle {
+    open: Open,
+    write: bool,
+}
+
+#[derive(Debug)]
+struct State {
+    inodes: InodeTable,
+    scratch: Scratches,
+    drafts: HashMap<Arc<str>, Draft>,
+    /// The text last saved through the mount for a name, shown while it is still current.
+    saved: HashMap<Arc<str>, (Hash, Arc<[u8]>)>,
+    handles: HashMap<u64, Handle>,
+    next_fh: u64,
+    error: Arc<[u8]>,
+    error_time: SystemTime,
+    /// Last change of `workflows/` made through the mount.
+    workflows_changed: SystemTime,
+    inval: Vec<Inval>,
+}
+
+fn is_dir(key: &Key) -> bool {
+    matches!(
+        key,
+        Key::Root
+            | Key::Workflows
+            | Key::WfDir(_)
+            | Key::WfVersions(_)
+            | Key::Cas
+            | Key::CasSchemas
+            | Key::Threads
+    )
+}
+
+fn writable_dir(key: &Key) -> bool {
+    matches!(key, Key::Workflows | Key::WfDir(_))
+}
+
+fn kind(key: &Key) -> Kind {
+    if is_dir(key) { Kind::Dir } else { Kind::File }
+}
+
+fn parent_of(key: &Key) -> Key {
+    match key {
+        Key::WfDir(_) => Key::Workflows,
+        Key::WfVersions(n) => Key::WfDir(n.clone()),
+        Key::CasSchemas => Key::Cas,
+        _ => Key::Root,
+    }
+}
+
+fn check_name(name: &str) -> Result<(), FsError> {
+    if name.len() > NAME_MAX {
+        return Err(FsError::NameTooLong);
+    }
+    Ok(())
+}
+
+fn resolve(time: TimeSet) -> SystemTime {
+    match time {
+        TimeSet::Now => SystemTime::now(),
+        TimeSet::At(t) => t,
+    }
+}
+
+/// `<13 symbols><suffix>` → the hash.
+fn hash_name(name: &str, suffix: &str) -> Option<Hash> {
+    Hash::parse(name.strip_suffix(suffix)?).ok()
+}
+
+impl Tree {
+    pub fn new(source: Source, opts: Options) -> Tree {
+        let readme = Arc::from(readme::text(source.root(), opts.read_only).into_bytes());
+        let now = SystemTime::now();
+        Tree {
+            state: Mutex::new(State {
+                inodes: InodeTable::new(),
+                scratch: Scratches::new(opts.limits),
+                drafts: HashMap::new(),
+                saved: HashMap::new(),
+                handles: HashMap::new(),
+                next_fh: 1,
+                error: Arc::from(Vec::new()),
+                error_time: now,
+                workflows_changed: now,
+                inval: Vec::new(),
+            }),
+            source,
+            opts,
+            readme,
+        }
+    }
+
+    pub fn options(&self) -> &Options {
+        &self.opts
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Every method leaves the state consistent before it can fail, so a poisoned lock (a
+        // panic caught by the adapter) still guards a usable state.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Kernel caches that this tree's own changes made stale, to be sent from another thread.
+    pub fn take_invalidations(&self) -> Vec<Inval> {
+        std::mem::take(&mut self.lock().inval)
+    }
+
+    // ---------------------------------------------------------------- reading
+
+    /// Looks `name` up in directory `parent`; a found entry counts one kernel reference.
+    pub fn lookup(&self, parent: Ino, name: &str) -> Result<Lookup, FsError> {
+        check_name(name)?;
+        let mut st = self.lock();
+        let dir = Self::dir_key(&st, parent)?;
+        let key = match name {
+            "." => dir.clone(),
+            ".." => parent_of(&dir),
+            _ => match self.child(&st, &dir, name)? {
+                Some(key) => key,
+                None => {
+                    return Ok(Lookup::Missing {
+                        permanent: Self::never_appears(&dir, name),
+                    });
+                }
+            },
+        };
+        let ino = st.inodes.ino(&key);
+        let attr = self.attr_of(&st, ino, &key)?;
+        st.inodes.remember(ino);
+        Ok(Lookup::Found(attr))
+    }
+
+    /// The kernel dropped `n` references to `ino`.
+    pub fn forget(&self, ino: Ino, n: u64) {
+        self.lock().inodes.forget(ino, n);
+    }
+
+    pub fn getattr(&self, ino: Ino, fh: Option<u64>) -> Result<Attr, FsError> {
+        let st = self.lock();
+        match st.inodes.key(ino) {
+            Some(Key::Gone) | None => {
+                // An unlinked or replaced file that is still open answers through its handle.
+                if let Some(Open::Scratch(id)) =
+                    fh.and_then(|f| st.handles.get(&f)).map(|h| &h.open)
+                {
+                    return self.attr_of(&st, ino, &Key::Scratch(*id));
+                }
+                Err(FsError::NotFound)
+            }
+            Some(key) => self.attr_of(&st, ino, &key.clone()),
+        }
+    }
+
+    /// `access(2)`: write access only where something can be saved, execute only on directories.
+    pub fn access(&self, ino: Ino, mask: i32) -> Result<(), FsError> {
+        let st = self.lock();
+        let key = Self::key_of(&st, ino)?;
+        let attr = self.attr_of(&st, ino, &key)?;
+        if mask & libc::W_OK != 0 {
+            if self.opts.read_only {
+                return Err(FsError::ReadOnlyMount);
+            }
+            if attr.perm & 0o200 == 0 {
+                return Err(FsError::ReadOnly("not writable"));
+            }
+        }
+        if mask & libc::X_OK != 0 && attr.perm & 0o100 == 0 {
+            return Err(FsError::ReadOnly("not executable"));
+        }
+        Ok(())
+    }
+
+    /// Opens a file. On a `--read-only` mount this answers [`FsError::Unsupported`]: the kernel
+    /// then stops sending opens for the whole connection and keeps every file's pages cached
+    /// (see `fuse-notes.md`, "no-open"), which only a mount where nothing is written can afford.
+    pub fn open(&self, ino: Ino, flags: i32, caller: Caller) -> Result<Opened, FsError> {
+        if self.opts.read_only {
+            return Err(FsError::Unsupported);
+        }
+        let mut st = self.lock();
+        self.open_locked(&mut st, ino, flags, caller)
+    }
+
+    fn open_locked(
+        &self,
+        st: &mut State,
+        ino: Ino,
+        flags: i32,
+        caller: Caller,
+    ) -> Result<Opened, FsError> {
+        let key = Self::key_of(st, ino)?;
+        let write = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
+        let truncate = flags & libc::O_TRUNC != 0;
+        let (open, caching) = match &key {
+            k if is_dir(k) => return Err(FsError::IsDir),
+            Key::Scratch(id) => {
+                let f = st.scratch.get_mut(*id).ok_or(FsError::NotFound)?;
+                f.handles += 1;
+                if write {
+                    f.writers += 1;
+                }
+                if truncate {
+                    st.scratch.truncate(*id, 0)?;
+                }
+                (Open::Scratch(*id), Caching::Mutable)
+            }
+            Key::WfYaml(n) if write => {
+                let id = self.ensure_draft(st, n, caller)?;
+                if let Some(d) = st.drafts.get_mut(n) {
+                    d.writers += 1;
+                }
+                if truncate {
+                    st.scratch.truncate(id, 0)?;
+                }
+                (Open::Draft(n.clone()), Caching::Mutable)
+            }
+            _ if write => return Err(FsError::ReadOnly("generated files cannot be written")),
+            k => {
+                let caching = self.attr_of(st, ino, k)?.caching;
+                (Open::Snapshot(self.content(st, k)?), caching)
+            }
+        };
+        let fh = st.next_fh;
+        st.next_fh += 1;
+        st.handles.insert(fh, Handle { open, write });
+        Ok(Opened {
+            fh,
+            caching,
+            writable: write,
+        })
+    }
+
+    /// Reads from an open file; `fh` 0 (no-open mode) reads the generated content directly.
+    pub fn read(&self, ino: Ino, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>, FsError> {
+        let st = self.lock();
+        let bytes: Arc<[u8]> = match st.handles.get(&fh).map(|h| &h.open) {
+            Some(Open::Snapshot(b)) => b.clone(),
+            Some(Open::Scratch(id)) => Arc::from(
+                st.scratch
+                    .get(*id)
+                    .ok_or(FsError::BadHandle)?
+                    .data
+                    .as_slice(),
+            ),
+            Some(Open::Draft(n)) => self.yaml_text(&st, n)?.0,
+            Some(Open::Dir(_)) => return Err(FsError::IsDir),
+            None => {
+                let key = Self::key_of(&st, ino)?;
+                self.content(&st, &key)?
+            }
+        };
+        let start = (offset as usize).min(bytes.len());
+        let end = start.saturating_add(size as usize).min(bytes.len());
+        Ok(bytes[start..end].to_vec())
+    }
+
+    pub fn opendir(&self, ino: Ino) -> Result<Opened, FsError> {
+        if self.opts.read_only {
+            return Err(FsError::Unsupported);
+        }
+        let mut st = self.lock();
+        let key = Self::dir_key(&st, ino)?;
+        let listing = self.listing(&st, &key)?;
+        let fh = st.next_fh;
+        st.next_fh += 1;
+        st.handles.insert(
+            fh,
+            Handle {
+                open: Open::Dir(listing),
+                write: false,
+            },
+        );
+        Ok(Opened {
+            fh,
+            caching: Caching::Mutable,
+            writable: false,
+        })
+    }
+
+    /// One page of a directory from `offset` (0 = start), `.` and `..` first.
+    pub fn readdir(&self, ino: Ino, fh: u64, offset: u64) -> Result<Vec<DirEntry>, FsError> {
+        let mut st = self.lock();
+        let key = Self::dir_key(&st, ino)?;
+        let listing = match st.handles.get(&fh).map(|h| &h.open) {
+            Some(Open::Dir(l)) => l.clone(),
+            _ => self.listing(&st, &key)?,
+        };
+        let parent = parent_of(&key);
+        let parent_ino = st.inodes.ino(&parent);
+        let mut out = Vec::new();
+        let total = listing.len() + 2;
+        let mut i = offset as usize;
+        while i < total && out.len() < PAGE {
+            let (ino, kind, name) = match i {
+                0 => (ino, Kind::Dir, ".".to_owned()),
+                1 => (parent_ino, Kind::Dir, "..".to_owned()),
+                _ => {
+                    let (name, key) = &listing[i - 2];
+                    (st.inodes.ino(key), self::kind(key), name.clone())
+                }
+            };
+            out.push(DirEntry {
+                ino,
+                offset: i as u64 + 1,
+                kind,
+                name,
+            });
+            i += 1;
+        }
+        Ok(out)
+    }
+
+    pub fn releasedir(&self, fh: u64) {
+        self.lock().handles.remove(&fh);
+    }
+
+    // ---------------------------------------------------------------- writing
+
+    /// Creates (or, without `O_EXCL`, opens) `name` in a writable directory.
+    pub fn create(
+        &self,
+        parent: Ino,
+        name: &str,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        caller: Caller,
+    ) -> Result<(Attr, Opened), FsError> {
+        check_name(name)?;
+        if self.opts.read_only {
+            return Err(FsError::ReadOnlyMount);
+        }
+        let mut st = self.lock();
+        let dir = Self::dir_key(&st, parent)?;
+        if let Some(existing) = self.child(&st, &dir, name)? {
+            if flags & libc::O_EXCL != 0 {
+                return Err(FsError::Exists);
+            }
+            let ino = st.inodes.ino(&existing);
+            let opened = self.open_locked(&mut st, ino, flags, caller)?;
+            let attr = self.attr_of(&st, ino, &existing)?;
+            st.inodes.remember(ino);
+            return Ok((attr, opened));
+        }
+        if !writable_dir(&dir) {
+            return Err(FsError::ReadOnly(
+                "generated directory; create files in workflows/",
+            ));
+        }
+        let key = match &dir {
+            Key::WfDir(n) if name == "workflow.yaml" => {
+                let id = st.scratch.create(None, 0o644, caller.uid, caller.gid)?;
+                st.drafts.insert(
+                    n.clone(),
+                    Draft {
+                        id,
+                        writers: 0,
+                        refused: false,
+                    },
+                );
+                Key::WfYaml(n.clone())
+            }
+            _ => {
+                let perm = (mode & !umask & 0o7777) as u16;
+                let id = st.scratch.create(
+                    Some((dir.clone(), name.to_owned())),
+                    perm,
+                    caller.uid,
+                    caller.gid,
+                )?;
+                Key::Scratch(id)
+            }
+        };
+        st.workflows_changed = SystemTime::now();
+        let ino = st.inodes.ino(&key);
+        let opened = self.open_locked(&mut st, ino, flags, caller)?;
+        let attr = self.attr_of(&st, ino, &key)?;
+        st.inodes.remember(ino);
+        Ok((attr, opened))
+    }
+
+    pub fn write(&self, fh: u64, offset: u64, data: &[u8]) -> Result<u32, FsError> {
+        let mut st = self.lock();
+        let st = &mut *st;
+        let h = st.handles.get_mut(&fh).ok_or(FsError::BadHandle)?;
+        if !h.write {
+            return Err(FsError::BadHandle);
+        }
+        let id = match &h.open {
+            Open::Scratch(id) => *id,
+            Open::Draft(n) => st.drafts.get(n).ok_or(FsError::BadHandle)?.id,
+            _ => return Err(FsError::BadHandle),
+        };
+        st.scratch.write(id, offset, data)
+    }
+
+    /// `close()` of a descriptor: a meaningful file changed since its last save is registered
+    /// here, so the closing program learns of a refusal (EINVAL) and, once `close` returned,
+    /// everyone sees the new version. The kernel sends RELEASE asynchronously, after `close`
+    /// has returned, so registering only there would let a `cp … && uwf workflow history` race
+    /// it. A flush with nothing new (several per open with `dup`, or `echo > f` flushing between
+    /// its truncate and its write) registers nothing.
+    pub fn flush(&self, fh: u64) -> Result<(), FsError> {
+        if self.opts.read_only {
+            return Err(FsError::Unsupported);
+        }
+        let mut st = self.lock();
+        let Some(h) = st.handles.get(&fh) else {
+            return Ok(());
+        };
+        if !h.write {
+            return Ok(());
+        }
+        match h.open.clone() {
+            Open::Draft(n) => {
+                let blank = st
+                    .drafts
+                    .get(&n)
+                    .and_then(|d| st.scratch.get(d.id))
+                    .is_none_or(|f| f.data.iter().all(u8::is_ascii_whitespace));
+                if blank {
+                    return Ok(()); // a truncate before the writes
+                }
+                self.save_draft(&mut st, &n)
+            }
+            Open::Scratch(id) => self.save_scratch(&mut st, id),
+            _ => Ok(()),
+        }
+    }
+
+    /// The last reference to an open file went away. A draft whose last writer leaves is saved
+    /// if it still holds changes no flush saw (an empty text is refused here), then dropped
+    /// unless its text was refused.
+    pub fn release(&self, fh: u64) {
+        let mut st = self.lock();
+        let Some(h) = st.handles.remove(&fh) else {
+            return;
+        };
+        match h.open {
+            Open::Scratch(id) => {
+                let Some(f) = st.scratch.get_mut(id) else {
+                    return;
+                };
+                f.handles = f.handles.saturating_sub(1);
+                if h.write {
+                    f.writers = f.writers.saturating_sub(1);
+                }
+                if h.write && f.writers == 0 {
+                    // A refusal is in workflows/error; release cannot report it to anyone.
+                    let _ = self.save_scratch(&mut st, id);
+                }
+                self.collect(&mut st, id);
+            }
+            Open::Draft(n) => {
+                let last = match st.drafts.get_mut(&n) {
+                    Some(d) => {
+                        d.writers = d.writers.saturating_sub(1);
+                        d.writers == 0
+                    }
+                    None => false,
+                };
+                if last {
+                    let _ = self.finish_draft(&mut st, &n);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    pub fn fsync(&self, fh: u64) -> Result<(), FsError> {
+        // Scratch data lives in memory and saves are durable when they return: nothing to do.
+        let _ = fh;
+        Ok(())
+    }
+
+    pub fn setattr(
+        &self,
+        ino: Ino,
+        fh: Option<u64>,
+        set: SetAttr,
+        caller: Caller,
+    ) -> Result<Attr, FsError> {
+        let mut st = self.lock();
+        let key = match (Self::key_of(&st, ino), fh.and_then(|f| st.handles.get(&f))) {
+            (Ok(key), _) => key,
+            (
+                Err(_),
+                Some(Handle {
+                    open: Open::Scratch(id),
+                    ..
+                }),
+            ) => Key::Scratch(*id),
+            (Err(e), _) => return Err(e),
+        };
+        if set.is_empty() {
+            return self.attr_of(&st, ino, &key);
+        }
+        if self.opts.read_only {
+            return Err(FsError::ReadOnlyMount);
+        }
+        let before = self.attr_of(&st, ino, &key)?;
+        if set.uid.is_some_and(|u| u != before.uid) || set.gid.is_some_and(|g| g != before.gid) {
+            return Err(FsError::NotPermitted("files here cannot change owner"));
+        }
+        let same_mode = set
+            .mode
+            .is_none_or(|m| (m & 0o7777) as u16 == before.perm & 0o7777);
+        match &key {
+            Key::Scratch(id) => {
+                let id = *id;
+                if let Some(size) = set.size {
+                    st.scratch.truncate(id, size)?;
+                }
+                let f = st.scratch.get_mut(id).ok_or(FsError::NotFound)?;
+                if let Some(m) = set.mode {
+                    f.mode = (m & 0o7777) as u16;
+                }
+                if let Some(t) = set.atime {
+                    f.atime = resolve(t);
+                }
+                if let Some(t) = set.mtime {
+                    f.mtime = resolve(t);
+                }
+                f.ctime = SystemTime::now();
+            }
+            Key::WfYaml(n) => {
+                if !same_mode {
+                    return Err(FsError::NotPermitted("the mode of workflow.yaml is fixed"));
+                }
+                if let Some(size) = set.size {
+                    let open_writer = st.drafts.get(n).is_some_and(|d| d.writers > 0);
+                    let id = self.ensure_draft(&mut st, n, caller)?;
+                    st.scratch.truncate(id, size)?;
+                    if !open_writer {
+                        // `truncate(path)` with nothing open: the change is a save by itself.
+                        self.finish_draft(&mut st, n)?;
+                    }
+                }
+            }
+            k if is_dir(k) => {
+                if set.size.is_some() {
+                    return Err(FsError::IsDir);
+                }
+                if !same_mode {
+                    return Err(FsError::NotPermitted("directory modes are fixed"));
+                }
+            }
+            _ => {
+                if set.size.is_some() || set.atime.is_some() || set.mtime.is_some() {
+                    return Err(FsError::ReadOnly("generated files cannot be changed"));
+                }
+                if !same_mode {
+                    return Err(FsError::NotPermitted("generated files keep their mode"));
+                }
+            }
+        }
+        self.attr_of(&st, ino, &key)
+    }
+
+    pub fn unlink(&self, parent: Ino, name: &str) -> Result<(), FsError> {
+        check_name(name)?;
+        if self.opts.read_only {
+            return Err(FsError::ReadOnlyMount);
+        }
+        let mut st = self.lock();
+        let dir = Self::dir_key(&st, parent)?;
+        let key = self.child(&st, &dir, name)?.ok_or(FsError::NotFound)?;
+        if !writable_dir(&dir) {
+            return Err(FsError::ReadOnly("generated directory"));
+        }
+        match &key {
+            Key::Scratch(id) => {
+                st.scratch.unlink(*id);
+                self.collect(&mut st, *id);
+            }
+            Key::WfYaml(n) => {
+                let draft = st.drafts.remove(n).ok_or(FsError::NotPermitted(
+                    "workflow.yaml shows the registered definition; `uwf workflow rm` removes a \
+                     workflow",
+                ))?;
+                self.drop_draft(&mut st, n, draft);
+                if let Some(ino) = st.inodes.existing(&key) {
+                    st.inodes.retire(ino);
+                }
+                self.invalidate_workflow(&mut st, n);
+            }
+            k if is_dir(k) => return Err(FsError::IsDir),
+            _ => return Err(FsError::NotPermitted("generated files cannot be deleted")),
+        }
+        st.workflows_changed = SystemTime::now();
+        Ok(())
+    }
+
+    /// Renames within the writable directories. Renaming onto a meaningful name saves the text
+    /// first; if the engine refuses it the rename does not happen (EINVAL) and the text stays
+    /// where it was.
+    #[allow(clippy::too_many_arguments)]
+    pub fn rename(
+        &self,
+        parent: Ino,
+        name: &str,
+        new_parent: Ino,
+        new_name: &str,
+        noreplace: bool,
+        other_flags: bool,
+        caller: Caller,
+    ) -> Result<(), FsError> {
+        if other_flags {
+            return Err(FsError::Invalid(
+                "only RENAME_NOREPLACE is supported (not RENAME_EXCHANGE or RENAME_WHITEOUT)",
+            ));
+        }
+        check_name(name)?;
+        check_name(new_name)?;
+        if self.opts.read_only {
+            return Err(FsError::ReadOnlyMount);
+        }
+        let mut st = self.lock();
+        let src_dir = Self::dir_key(&st, parent)?;
+        let dst_dir = Self::dir_key(&st, new_parent)?;
+        let src = self.child(&st, &src_dir, name)?.ok_or(FsError::NotFound)?;
+        if !writable_dir(&src_dir) || !writable_dir(&dst_dir) {
+            return Err(FsError::ReadOnly("generated directory"));
+        }
+        let dst = self.child(&st, &dst_dir, new_name)?;
+        if dst.as_ref() == Some(&src) {
+            return Ok(());
+        }
+        if noreplace && dst.is_some() {
+            return Err(FsError::Exists);
+        }
+        match &src {
+            Key::Scratch(_) | Key::WfYaml(_) => {}
+            k if is_dir(k) => return Err(FsError::NotPermitted("directories cannot be renamed")),
+            _ => return Err(FsError::NotPermitted("generated files cannot be renamed")),
+        }
+        match &dst {
+            None | Some(Key::Scratch(_)) | Some(Key::WfYaml(_)) => {}
+            Some(k) if is_dir(k) => return Err(FsError::IsDir),
+            Some(_) => return Err(FsError::NotPermitted("generated files cannot be replaced")),
+        }
+        let text: Arc<[u8]> = match &src {
+            Key::Scratch(id) => Arc::from(
+                st.scratch
+                    .get(*id)
+                    .ok_or(FsError::NotFound)?
+                    .data
+                    .as_slice(),
+            ),
+            Key::WfYaml(n) => self.yaml_text(&st, n)?.0,
+            _ => return Err(FsError::NotFound),
+        };
+        let src_path = match &src {
+            Key::WfYaml(n) => format!("workflows/{n}/workflow.yaml"),
+            _ => place_path(&src_dir, name),
+        };
+        let to_view = match &dst_dir {
+            Key::WfDir(n) if new_name == "workflow.yaml" => Some(n.clone()),
+            _ => None,
+        };
+        let target = match &to_view {
+            Some(n) => Some(Target::Workflow(n.clone())),
+            None => save::target_of(&dst_dir, new_name),
+        };
+        // Save first: a refusal leaves everything as it was.
+        let saved = match &target {
+            Some(t) => match save::register(&self.source, &text, t) {
+                Ok(saved) => Some(saved),
+                Err(e) => {
+                    let reason = e.to_string();
+                    let kept = format!(
+                        "Your text is still in {src_path}: the rename did not happen. Fix the \
+                         text and rename again."
+                    );
+                    self.record_error(&mut st, &src_path, &reason, &kept);
+                    return Err(e);
+                }
+            },
+            None => None,
+        };
+        let src_ino = st.inodes.ino(&src);
+        // Take the source's data out of its old role.
+        let id = match &src {
+            Key::Scratch(id) => *id,
+            Key::WfYaml(n) => match st.drafts.remove(n) {
+                Some(d) => {
+                    self.detach_draft(&mut st, n, d);
+                    d.id
+                }
+                None => st
+                    .scratch
+                    .create_with(None, &text, 0o644, caller.uid, caller.gid)?,
+            },
+            _ => return Err(FsError::NotFound),
+        };
+        // Remove what the destination replaces.
+        match &dst {
+            Some(Key::Scratch(old)) => {
+                st.scratch.unlink(*old);
+                self.collect(&mut st, *old);
+            }
+            Some(Key::WfYaml(n)) => {
+                if let Some(d) = st.drafts.remove(n) {
+                    self.drop_draft(&mut st, n, d);
+                }
+            }
+            _ => {}
+        }
+        match &to_view {
+            Some(n) => {
+                // The source inode *is* the view now; its text is what was just registered.
+                self.adopt_as_draft_if_open(&mut st, n, id);
+                st.inodes.rebind(src_ino, Key::WfYaml(n.clone()));
+            }
+            None => {
+                st.scratch
+                    .rename(id, (dst_dir.clone(), new_name.to_owned()));
+                if saved.is_some()
+                    && let Some(f) = st.scratch.get_mut(id)
+                {
+                    f.dirty = false;
+                }
+                st.inodes.rebind(src_ino, Key::Scratch(id));
+            }
+        }
+        if let Key::WfYaml(n) = &src {
+            self.invalidate_workflow(&mut st, n);
+        }
+        if let Some(saved) = saved {
+            self.saved_ok(&mut st, saved, text);
+        }
+        st.workflows_changed = SystemTime::now();
+        Ok(())
+    }
+
+    pub fn mkdir(&self, parent: Ino, name: &str) -> Result<Attr, FsError> {
+        check_name(name)?;
+        if self.opts.read_only {
+            return Err(FsError::ReadOnlyMount);
+        }
+        let st = self.lock();
+        let dir = Self::dir_key(&st, parent)?;
+        if self.child(&st, &dir, name)?.is_some() {
+            return Err(FsError::Exists);
+        }
+        Err(FsError::NotPermitted(
+            "directories appear when a workflow is registered",
+        ))
+    }
+
+    pub fn rmdir(&self, parent: Ino, name: &str) -> Result<(), FsError> {
+        check_name(name)?;
+        if self.opts.read_only {
+            return Err(FsError::ReadOnlyMount);
+        }
+        let st = self.lock();
+        let dir = Self::dir_key(&st, parent)?;
+        match self.child(&st, &dir, name)? {
+            None => Err(FsError::NotFound),
+            Some(k) if !is_dir(&k) => Err(FsError::NotDir),
+            Some(_) => Err(FsError::NotPermitted(
+                "directories are generated; `uwf workflow rm` removes a workflow",
+            )),
+        }
+    }
+
+    /// Symlinks, hard links and device nodes do not exist here (emacs then locks with a file).
+    pub fn link_like(&self, parent: Ino, name: &str) -> Result<Attr, FsError> {
+        check_name(name)?;
+        if self.opts.read_only {
+            return Err(FsError::ReadOnlyMount);
+        }
+        let st = self.lock();
+        let dir = Self::dir_key(&st, parent)?;
+        if self.child(&st, &dir, name)?.is_some() {
+            return Err(FsError::Exists);
+        }
+        Err(FsError::NotPermitted(
+            "only regular files can be created here",
+        ))
+    }
+
+    /// The bytes the scratch files hold (for tests and the memory bound).
+    pub fn scratch_bytes(&self) -> u64 {
+        self.lock().scratch.bytes()
+    }
+
+    /// The root inode (for completeness of the API).
+    pub fn root(&self) -> Ino {
+        ROOT
+    }
+}
