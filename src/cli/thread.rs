@@ -123,6 +123,10 @@ pub struct StartArgs {
 }
 
 pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> anyhow::Result<()> {
+    if matches!(cmd, ThreadCommand::Step { .. } | ThreadCommand::Run { .. }) {
+        // Overlap the engine's one-time set-up with reading the store.
+        jsonata::prewarm();
+    }
     let store = Store::open(root)?;
     match cmd {
         ThreadCommand::Start(args) => {

@@ -278,6 +278,20 @@ impl std::fmt::Debug for Expr {
     }
 }
 
+/// Starts, in the background, the engine's one-time set-up that the first call of a built-in
+/// function would otherwise pay for (jsonata-core parses all 61 built-in signatures into regexes
+/// on first use: milliseconds per process). Call it early in a short-lived process that will
+/// evaluate conditions, so the work overlaps with reading the store.
+pub fn prewarm() {
+    let _ = std::thread::Builder::new()
+        .name("uwf-jsonata-warm".to_string())
+        .spawn(|| {
+            if let Ok(expr) = compile("$count([])") {
+                let _ = expr.evaluate_prepared(&Input::undefined(), &[], &Limits::default());
+            }
+        });
+}
+
 /// Compiles `text` into an [`Expr`].
 pub fn compile(text: &str) -> Result<Expr, JsonataError> {
     // The parser grows its own stack once it is deep, but needs room for its first levels: on a
