@@ -198,7 +198,7 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> anyhow::Result<()>
                     "role": s.role,
                     "agent": s.agent,
                     "timestamp": s.timestamp,
-                    "summary": summarize(&s.output),
+                    "summary": summarize(&s.output()),
                 }))?;
             }
         }

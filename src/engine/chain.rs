@@ -9,7 +9,8 @@
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::cas::{Hash, Node, Store, StoreError, builtin};
 
@@ -42,20 +43,45 @@ pub struct StepNode {
     pub agent: String,
 }
 
-/// One step of a chain with its output expanded.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// One step of a chain with its output.
+///
+/// The output is kept as raw JSON text: most readers of a chain need only roles and hashes, and
+/// the moderator context is assembled from the raw texts without building values.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Entry {
     pub hash: Hash,
     pub role: String,
     pub agent: String,
     pub output_hash: Hash,
-    pub output: Value,
+    raw_output: Box<RawValue>,
     pub detail: Hash,
     pub timestamp: u64,
 }
 
+impl Entry {
+    /// The step's structured output.
+    pub fn output(&self) -> Value {
+        serde_json::from_str(self.raw_output.get()).unwrap_or(Value::Null)
+    }
+
+    /// The output as compact JSON text.
+    pub fn output_json(&self) -> &str {
+        self.raw_output.get()
+    }
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        self.hash == other.hash
+    }
+}
+
+fn raw(value: &Value) -> Box<RawValue> {
+    serde_json::value::to_raw_value(value).expect("JSON values serialize")
+}
+
 /// A thread's history, oldest step first.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Chain {
     pub start_hash: Hash,
     pub start: Start,
@@ -72,15 +98,48 @@ impl Chain {
     /// The moderator context: `{"start": {"workflow", "prompt"}, "steps": [{"role", "output",
     /// "detail", "agent"}]}`.
     pub fn context(&self) -> Value {
-        json!({
-            "start": {"workflow": self.start.workflow.to_string(), "prompt": self.start.prompt},
-            "steps": self.steps.iter().map(|s| json!({
-                "role": s.role,
-                "output": s.output,
-                "detail": s.detail.to_string(),
-                "agent": s.agent,
-            })).collect::<Vec<_>>(),
-        })
+        serde_json::from_str(&self.context_json()).expect("the context text is valid JSON")
+    }
+
+    /// The moderator context as JSON text, assembled from the raw outputs.
+    pub fn context_json(&self) -> String {
+        let text = |s: &str| serde_json::to_string(s).expect("strings serialize");
+        let mut out = String::with_capacity(
+            128 + self
+                .steps
+                .iter()
+                .map(|s| s.output_json().len() + 80)
+                .sum::<usize>(),
+        );
+        out.push_str("{\"start\":{\"workflow\":\"");
+        out.push_str(&self.start.workflow.to_string());
+        out.push_str("\",\"prompt\":");
+        out.push_str(&text(&self.start.prompt));
+        out.push_str("},\"steps\":[");
+        for (i, s) in self.steps.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str("{\"role\":");
+            out.push_str(&text(&s.role));
+            out.push_str(",\"output\":");
+            out.push_str(s.output_json());
+            out.push_str(",\"detail\":\"");
+            out.push_str(&s.detail.to_string());
+            out.push_str("\",\"agent\":");
+            out.push_str(&text(&s.agent));
+            out.push('}');
+        }
+        out.push_str("]}");
+        out
+    }
+
+    /// The moderator's position: the last step's role, or `$START`.
+    pub fn position(&self) -> &str {
+        self.steps
+            .last()
+            .map(|s| s.role.as_str())
+            .unwrap_or(super::workflow::START)
     }
 
     /// How many steps of `role` the chain has.
@@ -150,7 +209,7 @@ pub fn extend(store: &Store, mut parent: Chain, step: Hash) -> Result<Chain, Cha
         role: payload.role,
         agent: payload.agent,
         output_hash: payload.output,
-        output,
+        raw_output: raw(&output),
         detail: payload.detail,
         timestamp: node.timestamp,
     });
@@ -203,11 +262,53 @@ pub fn load(store: &Store, head: Hash) -> Result<Chain, ChainError> {
             role: step.role,
             agent: step.agent,
             output_hash: step.output,
-            output,
+            raw_output: raw(&output),
             detail: step.detail,
             timestamp: node.timestamp,
         });
     }
     write_cache(store, &chain);
     Ok(chain)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn context_text_is_the_documented_shape() {
+        let hash = |s: &str| Hash::parse(s).unwrap();
+        let chain = Chain {
+            start_hash: hash("EYHPV6X8XHTCS"),
+            start: Start {
+                workflow: hash("2DHW2FP49YVD3"),
+                prompt: "say \"hi\"\nand\\or é".into(),
+            },
+            start_timestamp: 1,
+            steps: vec![Entry {
+                hash: hash("F5VV55NBKX1R5"),
+                role: "rev\"iewer".into(),
+                agent: "dry".into(),
+                output_hash: hash("827F196W26J4M"),
+                raw_output: raw(&json!({"approved": false, "notes": ["a", {"b": null}]})),
+                detail: hash("298FDNKR7P5MH"),
+                timestamp: 2,
+            }],
+        };
+        let expected = json!({
+            "start": {"workflow": "2DHW2FP49YVD3", "prompt": "say \"hi\"\nand\\or é"},
+            "steps": [{"role": "rev\"iewer", "output": {"approved": false, "notes": ["a", {"b": null}]},
+                       "detail": "298FDNKR7P5MH", "agent": "dry"}]
+        });
+        assert_eq!(chain.context(), expected);
+        assert_eq!(chain.position(), "rev\"iewer");
+        assert_eq!(
+            chain.steps[0].output(),
+            json!({"approved": false, "notes": ["a", {"b": null}]})
+        );
+        // The cache round-trips.
+        let back: Chain = serde_json::from_slice(&serde_json::to_vec(&chain).unwrap()).unwrap();
+        assert_eq!(back.context_json(), chain.context_json());
+    }
 }

@@ -349,7 +349,7 @@ impl Expr {
 /// thread that converts the document once, on first use, and evaluates every expression handed to
 /// it. `Input` itself is `Send` and `Sync`; evaluations against one `Input` run one at a time.
 pub struct Input {
-    data: Arc<Option<Value>>,
+    data: Arc<Data>,
     worker: Mutex<Option<Worker>>,
 }
 
@@ -362,15 +362,22 @@ impl std::fmt::Debug for Input {
 impl Input {
     /// Prepares `value` as the input (`$` and the root of every path).
     pub fn new(value: Value) -> Self {
-        Input::with_data(Some(value))
+        Input::with_data(Data::Value(value))
     }
 
     /// An absent input: JSONata's `undefined`, as when no input document is given.
     pub fn undefined() -> Self {
-        Input::with_data(None)
+        Input::with_data(Data::Undefined)
     }
 
-    fn with_data(data: Option<Value>) -> Self {
+    /// Prepares a document given as JSON text. The engine reads the text directly into its own
+    /// values, skipping `serde_json::Value` (cheaper for large contexts built from raw JSON).
+    /// Text that is not valid JSON makes every evaluation fail with an input error.
+    pub fn from_json_text(text: String) -> Self {
+        Input::with_data(Data::Text(text))
+    }
+
+    fn with_data(data: Data) -> Self {
         Input {
             data: Arc::new(data),
             worker: Mutex::new(None),
@@ -450,7 +457,7 @@ struct Worker {
 }
 
 impl Worker {
-    fn spawn(data: Arc<Option<Value>>) -> Result<Self, JsonataError> {
+    fn spawn(data: Arc<Data>) -> Result<Self, JsonataError> {
         let (jobs, queue) = mpsc::channel::<Job>();
         std::thread::Builder::new()
             .name("uwf-jsonata".to_string())
@@ -464,15 +471,30 @@ impl Worker {
 }
 
 /// The worker thread: converts the input once, then evaluates jobs until its queue closes.
-fn serve(data: &Option<Value>, queue: &mpsc::Receiver<Job>) {
-    let mut input: Option<JValue> = None;
+/// An input document in one of the forms it can be given.
+enum Data {
+    Undefined,
+    Value(Value),
+    Text(String),
+}
+
+fn serve(data: &Data, queue: &mpsc::Receiver<Job>) {
+    let mut input: Option<Result<JValue, String>> = None;
     for job in queue {
         let outcome = catch_unwind(AssertUnwindSafe(|| {
             let input = input.get_or_insert_with(|| match data {
-                Some(value) => to_jvalue(value),
-                None => JValue::Undefined,
+                Data::Value(value) => Ok(to_jvalue(value)),
+                Data::Undefined => Ok(JValue::Undefined),
+                // serde_json's recursion limit (128) bounds the nesting of what it reads.
+                Data::Text(text) => JValue::from_json_str(text).map_err(|e| e.to_string()),
             });
-            evaluate_on_worker(input, &job)
+            match input {
+                Ok(input) => evaluate_on_worker(input, &job),
+                Err(reason) => Err(JsonataError::Evaluate {
+                    code: None,
+                    message: format!("the input is not valid JSON: {reason}"),
+                }),
+            }
         }))
         .unwrap_or_else(|payload| {
             Err(JsonataError::Panicked {
@@ -1163,5 +1185,21 @@ mod tests {
         assert_eq!(millis_rounded_up(Duration::from_micros(1500)), 2);
         assert_eq!(millis_rounded_up(Duration::from_secs(1)), 1000);
         assert_eq!(millis_rounded_up(Duration::MAX), u64::MAX);
+    }
+
+    #[test]
+    fn input_from_json_text() {
+        let expr = compile("steps[-1].output.approved = false").unwrap();
+        let input = Input::from_json_text(r#"{"steps":[{"output":{"approved":false}}]}"#.into());
+        assert_eq!(
+            expr.evaluate_prepared(&input, &[], &Limits::default())
+                .unwrap(),
+            Some(json!(true))
+        );
+        let broken = Input::from_json_text("{nope".into());
+        let err = expr
+            .evaluate_prepared(&broken, &[], &Limits::default())
+            .unwrap_err();
+        assert!(err.to_string().contains("not valid JSON"), "{err}");
     }
 }

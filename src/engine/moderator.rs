@@ -139,6 +139,12 @@ impl Moderator {
         self.run(&position, &input, true)
     }
 
+    /// Picks the next role for a thread's chain (the context is handed to the engine as text).
+    pub fn decide_chain(&self, chain: &super::chain::Chain) -> Result<Decision, ModeratorError> {
+        let input = Input::from_json_text(chain.context_json());
+        self.run(chain.position(), &input, true)
+    }
+
     /// Picks the next role from an already prepared input at `position`.
     pub fn decide_prepared(
         &self,

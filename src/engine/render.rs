@@ -32,7 +32,7 @@ fn step_section(index: usize, step: &Entry, body: Option<&str>) -> String {
         index + 1,
         step.role,
         step.agent,
-        output_yaml(&step.output)
+        output_yaml(&step.output())
     );
     if let Some(body) = body.filter(|b| !b.trim().is_empty()) {
         out.push('\n');

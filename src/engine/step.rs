@@ -120,7 +120,7 @@ fn step_locked(
     lock.set_info(&info);
     let view = ThreadView::load(store, id)?;
     let moderator = Moderator::new(view.workflow.clone())?;
-    let decision = moderator.decide(&view.chain.context())?;
+    let decision = moderator.decide_chain(&view.chain)?;
     if decision.is_end() {
         threads::archive(root, id, view.workflow_hash, "done")?;
         return Ok(Stepped {
@@ -180,7 +180,7 @@ fn step_locked(
     // succeeded; if routing cannot decide now, the next step reports why.
     let new_chain = chain::extend(store, view.chain.clone(), hash)?;
     chain::forget(store, view.head);
-    let done = matches!(moderator.decide(&new_chain.context()), Ok(d) if d.next == END);
+    let done = matches!(moderator.decide_chain(&new_chain), Ok(d) if d.next == END);
     if done {
         threads::archive(root, id, view.workflow_hash, "done")?;
     }

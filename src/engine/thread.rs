@@ -191,7 +191,7 @@ pub fn summary(store: &Store, id: &str) -> Result<Summary, ThreadError> {
     }
     summary.next = Moderator::new(view.workflow.clone())
         .ok()
-        .and_then(|m| m.decide(&view.chain.context()).ok())
+        .and_then(|m| m.decide_chain(&view.chain).ok())
         .map(|d| d.next);
     if files.is_running() {
         summary.status = "running".into();
