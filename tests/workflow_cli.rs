@@ -231,3 +231,59 @@ fn eval_prints_json_and_errors_with_codes() {
     );
     assert!(started.elapsed() < std::time::Duration::from_secs(5));
 }
+
+#[test]
+fn skill_texts_and_completions() {
+    let env = Env::new();
+    assert!(env.ok(&["skill"]).contains("uwf thread step ID"));
+    assert!(env.ok(&["skill", "author"]).contains("condition: null"));
+    assert!(env.ok(&["skill", "agent"]).contains("uwf agent submit"));
+    assert!(env.ok(&["completions", "bash"]).contains("_uwf()"));
+    env.fails(&["skill", "nonsense"], 2);
+}
+
+#[test]
+fn every_command_has_help_with_an_example() {
+    let env = Env::new();
+    let groups: &[(&str, &[&str])] = &[
+        (
+            "workflow",
+            &["put", "show", "list", "history", "rollback", "graph", "rm"],
+        ),
+        (
+            "thread",
+            &[
+                "start",
+                "step",
+                "run",
+                "show",
+                "list",
+                "steps",
+                "read",
+                "fork",
+                "step-details",
+                "diff",
+                "kill",
+                "eval",
+                "why",
+            ],
+        ),
+        ("agent", &["prompt", "submit", "dry", "script", "exec"]),
+    ];
+    for (group, commands) in groups {
+        for cmd in *commands {
+            let help = env.ok(&[group, cmd, "--help"]);
+            assert!(
+                help.contains("Example"),
+                "uwf {group} {cmd} --help has no example:\n{help}"
+            );
+        }
+    }
+    for cmd in ["eval", "skill", "completions", "mount", "umount"] {
+        let help = env.ok(&[cmd, "--help"]);
+        assert!(
+            help.contains("Example"),
+            "uwf {cmd} --help has no example:\n{help}"
+        );
+    }
+}

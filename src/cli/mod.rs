@@ -8,6 +8,7 @@ mod cas;
 mod eval;
 mod mount;
 mod output;
+mod skill;
 mod thread;
 mod workflow;
 
@@ -60,6 +61,10 @@ enum Command {
     Mount(mount::MountArgs),
     /// Unmount a `uwf mount` (also after its process died)
     Umount(mount::UmountArgs),
+    /// Print concise reference text for agents: cli, author, or agent
+    Skill(skill::SkillArgs),
+    /// Print shell completions (bash, zsh, fish, elvish, powershell)
+    Completions(skill::CompletionsArgs),
 }
 
 /// An error that decided its own exit code (e.g. `cas has` answering "no", or `fsck` problems).
@@ -98,6 +103,8 @@ fn run(cli: Cli, out: &mut Out) -> anyhow::Result<()> {
         Command::Agent(cmd) => agent::run(cmd, &root, out),
         Command::Mount(args) => mount::run_mount(args, &root, out),
         Command::Umount(args) => mount::run_umount(args, out),
+        Command::Skill(args) => skill::skill(&args, out),
+        Command::Completions(args) => skill::completions(&args, out),
     }
 }
 

@@ -170,7 +170,15 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> anyhow::Result<()>
                 agent,
                 passthrough: true,
             };
-            for _ in 0..max_steps {
+            let progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
+            let started = std::time::Instant::now();
+            for n in 1..=max_steps {
+                if progress {
+                    eprintln!(
+                        "uwf: step {n} of thread {id} ({:.1?} elapsed)",
+                        started.elapsed()
+                    );
+                }
                 let stepped = step::step(&store, &config, &id, &options)?;
                 out.line(stepped.to_json())?;
                 out.flush()?;

@@ -1,0 +1,48 @@
+//! `uwf skill` and `uwf completions`: reference text for agents, and shell completions.
+
+use clap::{Args, CommandFactory, ValueEnum};
+
+use super::{Cli, Out};
+
+/// Which reference to print.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Topic {
+    /// How to drive the uwf CLI
+    Cli,
+    /// How to author a workflow
+    Author,
+    /// How to write an agent
+    Agent,
+}
+
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  uwf skill author\n  uwf skill agent > AGENTS.md")]
+pub struct SkillArgs {
+    #[arg(value_enum, default_value = "cli")]
+    topic: Topic,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  uwf completions bash > ~/.local/share/bash-completion/completions/uwf\n  uwf completions zsh > ~/.zfunc/_uwf"
+)]
+pub struct CompletionsArgs {
+    shell: clap_complete::Shell,
+}
+
+pub fn skill(args: &SkillArgs, out: &mut Out) -> anyhow::Result<()> {
+    out.text(match args.topic {
+        Topic::Cli => include_str!("skill/cli.md"),
+        Topic::Author => include_str!("skill/author.md"),
+        Topic::Agent => include_str!("skill/agent.md"),
+    })?;
+    Ok(())
+}
+
+pub fn completions(args: &CompletionsArgs, out: &mut Out) -> anyhow::Result<()> {
+    // Generate into memory: clap_complete panics when its writer fails (`| head`).
+    let mut script = Vec::new();
+    clap_complete::generate(args.shell, &mut Cli::command(), "uwf", &mut script);
+    out.text(&String::from_utf8_lossy(&script))?;
+    Ok(())
+}
