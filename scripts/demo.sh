@@ -43,4 +43,22 @@ dry=$("$uwf" thread start solve-issue -p "Try the routing" | json_field thread)
 step "$uwf" thread run "$dry"
 step "$uwf" thread list --all
 step "$uwf" cas fsck
+
+# The same storage as files (FUSE; root mounts without fusermount).
+mnt=$(mktemp -d)
+trap '"$uwf" umount "$mnt" >/dev/null 2>&1 || true' EXIT
+if "$uwf" mount --background "$mnt" >/dev/null 2>"$root/mount.err"; then
+  step ls "$mnt" "$mnt/workflows/solve-issue"
+  step cat "$mnt/workflows/solve-issue/hash"
+  step head -5 "$mnt/workflows/solve-issue/workflow.yaml"
+  if [ -d "$mnt/threads/$thread" ]; then
+    step cat "$mnt/threads/$thread/status"
+    step ls "$mnt/threads/$thread/steps"
+    step cat "$mnt/threads/$thread/steps/latest/output.yaml"
+  fi
+  step "$uwf" umount "$mnt"
+else
+  echo "(skipping the mount: $(head -1 "$root/mount.err"))"
+fi
+rmdir "$mnt" 2>/dev/null || true
 [ -n "${UWF_DEMO_ROOT:-}" ] || rm -rf "$root"
