@@ -203,18 +203,23 @@ pub fn forget(store: &Store, head: Hash) {
 pub fn extend(store: &Store, mut parent: Chain, step: Hash) -> Result<Chain, ChainError> {
     let node = store.get(step)?;
     let payload = read_step(&node)?;
-    let output = store.get_payload(payload.output)?;
-    parent.steps.push(Entry {
-        hash: step,
-        role: payload.role,
-        agent: payload.agent,
-        output_hash: payload.output,
-        raw_output: raw(&output),
-        detail: payload.detail,
-        timestamp: node.timestamp,
-    });
+    parent.steps.push(entry(store, &node, payload)?);
     write_cache(store, &parent);
     Ok(parent)
+}
+
+/// A chain entry for a step node, with its output read.
+fn entry(store: &Store, node: &Node, step: StepNode) -> Result<Entry, ChainError> {
+    let output = store.get_payload(step.output)?;
+    Ok(Entry {
+        hash: node.hash,
+        role: step.role,
+        agent: step.agent,
+        output_hash: step.output,
+        raw_output: raw(&output),
+        detail: step.detail,
+        timestamp: node.timestamp,
+    })
 }
 
 /// Loads the chain ending at `head` (a step or start node), from the cache where possible.
@@ -256,16 +261,7 @@ pub fn load(store: &Store, head: Hash) -> Result<Chain, ChainError> {
         at = prev;
     };
     for (node, step) in pending.into_iter().rev() {
-        let output = store.get_payload(step.output)?;
-        chain.steps.push(Entry {
-            hash: node.hash,
-            role: step.role,
-            agent: step.agent,
-            output_hash: step.output,
-            raw_output: raw(&output),
-            detail: step.detail,
-            timestamp: node.timestamp,
-        });
+        chain.steps.push(entry(store, &node, step)?);
     }
     write_cache(store, &chain);
     Ok(chain)
