@@ -85,12 +85,40 @@ fn run(cli: Cli, out: &mut Out) -> anyhow::Result<()> {
         Some(root) => root,
         None => crate::cas::store::default_root()?,
     };
+    load_dotenv(&root);
     match cli.command {
         Command::Cas(cmd) => cas::run(cmd, &root, out),
         Command::Workflow(cmd) => workflow::run(cmd, &root, out),
         Command::Eval(args) => eval::run(args, out),
         Command::Thread(cmd) => thread::run(cmd, &root, out),
         Command::Agent(cmd) => agent::run(cmd, &root, out),
+    }
+}
+
+/// Loads `<root>/.env` into the environment, without overriding variables already set (SPEC
+/// §6.4). A broken file is reported and skipped, so that commands that need no key still run;
+/// an unreadable one is skipped quietly (an unusable root is reported by the command itself, and
+/// `uwf doctor` reports the file).
+fn load_dotenv(root: &std::path::Path) {
+    use crate::engine::dotenv::DotenvError;
+    match crate::engine::dotenv::read(root) {
+        Ok(pairs) => {
+            for (key, value) in pairs {
+                if std::env::var_os(&key).is_none() {
+                    // SAFETY: this runs at start, before uwf starts any thread, so nothing
+                    // reads the environment concurrently.
+                    unsafe { std::env::set_var(&key, value) };
+                }
+            }
+        }
+        Err(DotenvError::Read { .. }) => {}
+        Err(e) => {
+            let text = e.to_string();
+            eprintln!(
+                "warning: {}; not loaded",
+                text.lines().next().unwrap_or_default()
+            );
+        }
     }
 }
 
