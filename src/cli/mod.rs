@@ -7,6 +7,7 @@ mod agent;
 mod cas;
 mod eval;
 mod output;
+mod setup;
 mod thread;
 mod workflow;
 
@@ -44,7 +45,7 @@ enum Command {
     /// Start, step, run and inspect threads
     #[command(subcommand)]
     Thread(thread::ThreadCommand),
-    /// The agent kit (prompt, submit) and the built-in agents (dry, script, exec)
+    /// The agent kit (prompt, submit) and the built-in agents (dry, script, exec, llm, react)
     #[command(subcommand)]
     Agent(agent::AgentCommand),
     /// Register, inspect, version and draw workflow definitions
@@ -55,6 +56,10 @@ enum Command {
     /// Inspect and maintain the content-addressed store
     #[command(subcommand)]
     Cas(cas::CasCommand),
+    /// Write config.yaml and .env: a provider, its key, a default model and agent
+    Setup(setup::SetupArgs),
+    /// Check what a run needs: config, secrets, agents, providers, storage, FUSE
+    Doctor(setup::DoctorArgs),
 }
 
 /// An error that decided its own exit code (e.g. `cas has` answering "no", or `fsck` problems).
@@ -92,6 +97,8 @@ fn run(cli: Cli, out: &mut Out) -> anyhow::Result<()> {
         Command::Eval(args) => eval::run(args, out),
         Command::Thread(cmd) => thread::run(cmd, &root, out),
         Command::Agent(cmd) => agent::run(cmd, &root, out),
+        Command::Setup(args) => setup::setup(args, &root, out),
+        Command::Doctor(args) => setup::doctor(args, &root, out),
     }
 }
 
