@@ -362,6 +362,19 @@ fn agents_that_follow_the_format_cost_no_llm_call() {
     )
     .unwrap();
     t.step(&format!("uwf agent script --file {}", script.display()));
+    // A deterministic CLI that prints JSON, given only the task ({task}), through exec.
+    let t2 = Llm::new(&mock);
+    let head = t2.step(
+        r#"uwf agent exec --cmd 'printf "{\"approved\": true, \"notes\": \"%s\"}\n" {task}'"#,
+    )["head"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        t2.output(&head),
+        json!({"approved": true, "notes": "Review the login fix in PR 42"})
+    );
+    assert_eq!(t2.detail(&head)["extractedBy"], "json");
     assert!(mock.requests().is_empty(), "{:#?}", mock.requests());
 }
 

@@ -59,7 +59,8 @@ Example:\n  uwf thread run 01JD8X… --agent \"uwf agent script --file demo.yaml
     },
     /// Built-in: run a command template; its stdout goes through extraction
     #[command(
-        after_help = "Placeholders (shell-quoted): {prompt} {prompt_file} {thread} {role} {workdir}\n\n\
+        after_help = "Placeholders (shell-quoted): {prompt} {prompt_file} {task} {thread} {role} {workdir}\n\
+({prompt} is the full role prompt; {task} only the thread's own prompt)\n\n\
 Examples:\n  --agent \"uwf agent exec --cmd 'claude -p {prompt}'\"\n  --agent \"uwf agent exec --cmd 'my-tool --input {prompt_file} --json'\""
     )]
     Exec {

@@ -160,8 +160,9 @@ pub fn script(
 }
 
 /// `uwf agent exec --cmd TEMPLATE`: runs a command built from the template (placeholders
-/// `{prompt}`, `{prompt_file}`, `{thread}`, `{role}`, `{workdir}`, each shell-quoted) with `sh -c`;
-/// its stdout goes through extraction.
+/// `{prompt}`, `{prompt_file}`, `{task}`, `{thread}`, `{role}`, `{workdir}`, each shell-quoted)
+/// with `sh -c`; its stdout goes through extraction. `{task}` is the thread's own prompt, for
+/// deterministic CLIs that want the task rather than the whole role prompt.
 pub fn exec(
     store: &Store,
     config: &Config,
@@ -199,6 +200,7 @@ pub fn exec(
         &[
             ("prompt", prompt.as_str()),
             ("prompt_file", &prompt_file.path().display().to_string()),
+            ("task", view.chain.start.prompt.as_str()),
             ("thread", thread),
             ("role", role),
             ("workdir", &workdir),
