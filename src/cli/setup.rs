@@ -144,7 +144,7 @@ pub fn setup(args: SetupArgs, root: &Path, out: &mut Out) -> anyhow::Result<()> 
 fn interactive(
     input: &mut dyn BufRead,
     prompt: &mut dyn Write,
-    secret: &dyn Fn() -> std::io::Result<String>,
+    secret: &dyn Fn(&mut dyn BufRead) -> std::io::Result<String>,
 ) -> anyhow::Result<(Setup, Option<String>)> {
     let presets = PRESETS.iter().map(|p| p.0).collect::<Vec<_>>().join(", ");
     let provider = ask(
@@ -178,7 +178,7 @@ fn interactive(
             "API key for ${api_key_env} (hidden; empty keeps the current one): "
         )?;
         prompt.flush()?;
-        let key = secret()?;
+        let key = secret(input)?;
         writeln!(prompt)?;
         (!key.trim().is_empty()).then(|| key.trim().to_owned())
     };
@@ -225,8 +225,9 @@ fn ask(
     Ok(if line.is_empty() { default } else { line }.to_owned())
 }
 
-/// Reads a line from the terminal with echo off.
-fn read_hidden() -> std::io::Result<String> {
+/// Reads a line from `input` (the terminal's stdin, already locked by the caller) with the
+/// terminal's echo off.
+fn read_hidden(input: &mut dyn BufRead) -> std::io::Result<String> {
     use nix::sys::termios::{LocalFlags, SetArg, tcgetattr, tcsetattr};
     let stdin = std::io::stdin();
     let saved = tcgetattr(&stdin).map_err(std::io::Error::from)?;
@@ -234,7 +235,7 @@ fn read_hidden() -> std::io::Result<String> {
     quiet.local_flags.remove(LocalFlags::ECHO);
     tcsetattr(&stdin, SetArg::TCSANOW, &quiet).map_err(std::io::Error::from)?;
     let mut line = String::new();
-    let read = stdin.lock().read_line(&mut line);
+    let read = input.read_line(&mut line);
     let _ = tcsetattr(&stdin, SetArg::TCSANOW, &saved);
     read.map(|_| line)
 }
@@ -268,7 +269,7 @@ mod tests {
         let mut input = std::io::Cursor::new("\n\n\n\ndry\n");
         let mut prompts = Vec::new();
         let (setup, key) =
-            interactive(&mut input, &mut prompts, &|| Ok("sk-typed\n".into())).unwrap();
+            interactive(&mut input, &mut prompts, &|_| Ok("sk-typed\n".into())).unwrap();
         assert_eq!(
             setup,
             Setup {
@@ -288,7 +289,8 @@ mod tests {
         assert!(!prompts.contains("sk-typed"), "the key is never echoed");
 
         let mut input = std::io::Cursor::new("lab\nhttp://127.0.0.1:8000/v1\n\nqwen\n\n");
-        let (setup, key) = interactive(&mut input, &mut Vec::new(), &|| Ok(String::new())).unwrap();
+        let (setup, key) =
+            interactive(&mut input, &mut Vec::new(), &|_| Ok(String::new())).unwrap();
         assert_eq!(setup.api_key_env.as_deref(), Some("LAB_API_KEY"));
         assert_eq!(setup.model.as_deref(), Some("qwen"));
         assert_eq!(key, None);

@@ -380,7 +380,12 @@ Calling `resolve` ends your turn. A reply without a tool call is not accepted.\n
         add_usage(&mut usage, &response);
         let content = response.message.content.clone().unwrap_or_default();
         let calls = response.message.tool_calls.clone();
-        messages.push(response.message.clone());
+        let mut echoed = response.message.clone();
+        if echoed.tool_calls.is_empty() && echoed.content.is_none() {
+            // Providers refuse an assistant message with neither content nor tool calls.
+            echoed.content = Some(String::new());
+        }
+        messages.push(echoed);
         let mut turn = json!({
             "round": round,
             "assistant": cut(&content, RESULT_IN_DETAIL),
