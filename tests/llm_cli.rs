@@ -72,9 +72,6 @@ impl Llm {
         self.env
             .uwf()
             .env_remove(KEY_ENV)
-            .env_remove("HTTP_PROXY")
-            .env_remove("http_proxy")
-            .env_remove("ALL_PROXY")
             .args(args)
             .output()
             .expect("run uwf")

@@ -332,12 +332,16 @@ enum Attempt {
 
 impl Client {
     pub fn new(endpoint: Endpoint) -> Client {
-        let agent = ureq::Agent::config_builder()
+        let mut config = ureq::Agent::config_builder()
             .timeout_global(Some(endpoint.timeout))
             .http_status_as_error(false)
-            .user_agent(concat!("uwf/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .into();
+            .user_agent(concat!("uwf/", env!("CARGO_PKG_VERSION")));
+        // A model server on this machine is never reached through a proxy from the
+        // environment (HTTP_PROXY and friends), whatever NO_PROXY says.
+        if is_loopback(&endpoint.base_url) {
+            config = config.proxy(None);
+        }
+        let agent = config.build().into();
         Client { endpoint, agent }
     }
 
@@ -532,6 +536,25 @@ impl Client {
     }
 }
 
+/// Whether a URL's host is this machine (`localhost`, `127.0.0.0/8`, `[::1]`).
+fn is_loopback(url: &str) -> bool {
+    let rest = url.split_once("://").map(|(_, r)| r).unwrap_or(url);
+    let authority = rest.split('/').next().unwrap_or("");
+    let host = authority
+        .rsplit_once('@')
+        .map(|(_, h)| h)
+        .unwrap_or(authority);
+    let host = if let Some(v6) = host.strip_prefix('[') {
+        v6.split(']').next().unwrap_or("")
+    } else {
+        host.split(':').next().unwrap_or("")
+    };
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
 /// The delay before retry `n` (1-based): exponential from [`BACKOFF_BASE`], capped, with the
 /// upper half jittered so that clients retrying together spread out.
 pub fn backoff(n: u32) -> Duration {
@@ -553,6 +576,26 @@ mod tests {
             let d = backoff(n);
             let full = (BACKOFF_BASE * (1 << (n - 1))).min(MAX_BACKOFF);
             assert!(d >= full / 2 && d <= full, "retry {n}: {d:?}");
+        }
+    }
+
+    #[test]
+    fn loopback_hosts_are_recognised() {
+        for url in [
+            "http://127.0.0.1:8080/v1",
+            "http://localhost/v1",
+            "http://127.1.2.3",
+            "http://[::1]:9000/v1",
+            "http://u:p@127.0.0.1:1/v1",
+        ] {
+            assert!(is_loopback(url), "{url}");
+        }
+        for url in [
+            "https://api.openai.com/v1",
+            "http://10.0.0.1/v1",
+            "http://localhost.example/v1",
+        ] {
+            assert!(!is_loopback(url), "{url}");
         }
     }
 
