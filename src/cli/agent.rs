@@ -10,6 +10,8 @@ use super::Out;
 use crate::cas::Store;
 use crate::engine::builtin_agents;
 use crate::engine::chain::Entry;
+use crate::engine::config;
+use crate::engine::llm_agents::{self, ReactOptions};
 use crate::engine::render;
 use crate::engine::submit::{self, Submission, ThreadView};
 
@@ -57,7 +59,8 @@ Example:\n  uwf thread run 01JD8X… --agent \"uwf agent script --file demo.yaml
     },
     /// Built-in: run a command template; its stdout goes through extraction
     #[command(
-        after_help = "Placeholders (shell-quoted): {prompt} {prompt_file} {thread} {role} {workdir}\n\n\
+        after_help = "Placeholders (shell-quoted): {prompt} {prompt_file} {task} {thread} {role} {workdir}\n\
+({prompt} is the full role prompt; {task} only the thread's own prompt)\n\n\
 Examples:\n  --agent \"uwf agent exec --cmd 'claude -p {prompt}'\"\n  --agent \"uwf agent exec --cmd 'my-tool --input {prompt_file} --json'\""
     )]
     Exec {
@@ -66,11 +69,42 @@ Examples:\n  --agent \"uwf agent exec --cmd 'claude -p {prompt}'\"\n  --agent \"
         thread: String,
         role: String,
     },
+    /// Built-in: one chat completion (system: format and role; user: task and history) → extract
+    #[command(
+        after_help = "The model: --model, else modelOverrides.llm, else defaultModel (config.yaml; see `uwf setup`).\n\n\
+Example:\n  uwf thread step 01JD8X… --agent \"uwf agent llm --model gpt-4o-mini\""
+    )]
+    Llm {
+        /// A model alias from config.yaml
+        #[arg(long)]
+        model: Option<String>,
+        thread: String,
+        role: String,
+    },
+    /// Built-in: a tool-calling loop over the working directory, ended by `resolve`
+    #[command(
+        after_help = "Tools: read_file, write_file, edit_file, list_dir, grep (confined to the working directory), \
+run_command (only with `react: {runCommand: true}` in config.yaml), and resolve, whose parameters are the role's \
+output schema. Every turn is recorded in the step's detail (`uwf thread step-details`).\n\n\
+The model: --model, else modelOverrides.react, else defaultModel.\n\n\
+Example:\n  cd ~/src/project && uwf thread step 01JD8X… --agent \"uwf agent react --max-rounds 30\""
+    )]
+    React {
+        /// A model alias from config.yaml
+        #[arg(long)]
+        model: Option<String>,
+        /// Rounds before giving up (default: react.maxRounds, else 20)
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+        max_rounds: Option<u32>,
+        thread: String,
+        role: String,
+    },
 }
 
 pub fn run(cmd: AgentCommand, root: &Path, out: &mut Out) -> anyhow::Result<()> {
     let store = Store::open(root)?;
     let thread_id = |t: &str| crate::engine::thread::resolve_id(root, t);
+    let config = || config::load(root).map(|l| l.config);
     match cmd {
         AgentCommand::Prompt {
             thread,
@@ -124,7 +158,13 @@ pub fn run(cmd: AgentCommand, root: &Path, out: &mut Out) -> anyhow::Result<()> 
                 extra,
                 ..Default::default()
             };
-            out.line(submit::submit_raw(&store, &view, &role, submission)?)?;
+            out.line(submit::submit_raw(
+                &store,
+                &view,
+                &role,
+                submission,
+                &config()?,
+            )?)?;
         }
         AgentCommand::Dry { thread, role } => {
             out.line(builtin_agents::dry(&store, &thread_id(&thread)?, &role)?)?;
@@ -132,6 +172,7 @@ pub fn run(cmd: AgentCommand, root: &Path, out: &mut Out) -> anyhow::Result<()> 
         AgentCommand::Script { file, thread, role } => {
             out.line(builtin_agents::script(
                 &store,
+                &config()?,
                 &file,
                 &thread_id(&thread)?,
                 &role,
@@ -140,9 +181,43 @@ pub fn run(cmd: AgentCommand, root: &Path, out: &mut Out) -> anyhow::Result<()> 
         AgentCommand::Exec { cmd, thread, role } => {
             out.line(builtin_agents::exec(
                 &store,
+                &config()?,
                 &cmd,
                 &thread_id(&thread)?,
                 &role,
+            )?)?;
+        }
+        AgentCommand::Llm {
+            model,
+            thread,
+            role,
+        } => {
+            out.line(llm_agents::llm(
+                &store,
+                &config()?,
+                &thread_id(&thread)?,
+                &role,
+                model.as_deref(),
+            )?)?;
+        }
+        AgentCommand::React {
+            model,
+            max_rounds,
+            thread,
+            role,
+        } => {
+            let workdir = std::env::current_dir().context("cannot read the working directory")?;
+            let options = ReactOptions {
+                model: model.as_deref(),
+                max_rounds: max_rounds.map(|n| n as usize),
+            };
+            out.line(llm_agents::react(
+                &store,
+                &config()?,
+                &thread_id(&thread)?,
+                &role,
+                &workdir,
+                &options,
             )?)?;
         }
     }

@@ -8,6 +8,7 @@ mod cas;
 mod eval;
 mod mount;
 mod output;
+mod setup;
 mod skill;
 mod thread;
 mod workflow;
@@ -46,7 +47,7 @@ enum Command {
     /// Start, step, run and inspect threads
     #[command(subcommand)]
     Thread(thread::ThreadCommand),
-    /// The agent kit (prompt, submit) and the built-in agents (dry, script, exec)
+    /// The agent kit (prompt, submit) and the built-in agents (dry, script, exec, llm, react)
     #[command(subcommand)]
     Agent(agent::AgentCommand),
     /// Register, inspect, version and draw workflow definitions
@@ -65,6 +66,10 @@ enum Command {
     Skill(skill::SkillArgs),
     /// Print shell completions (bash, zsh, fish, elvish, powershell)
     Completions(skill::CompletionsArgs),
+    /// Write config.yaml and .env: a provider, its key, a default model and agent
+    Setup(setup::SetupArgs),
+    /// Check what a run needs: config, secrets, agents, providers, storage, FUSE
+    Doctor(setup::DoctorArgs),
 }
 
 /// An error that decided its own exit code (e.g. `cas has` answering "no", or `fsck` problems).
@@ -95,6 +100,7 @@ fn run(cli: Cli, out: &mut Out) -> anyhow::Result<()> {
         Some(root) => root,
         None => crate::cas::store::default_root()?,
     };
+    load_dotenv(&root);
     match cli.command {
         Command::Cas(cmd) => cas::run(cmd, &root, out),
         Command::Workflow(cmd) => workflow::run(cmd, &root, out),
@@ -105,6 +111,35 @@ fn run(cli: Cli, out: &mut Out) -> anyhow::Result<()> {
         Command::Umount(args) => mount::run_umount(args, out),
         Command::Skill(args) => skill::skill(&args, out),
         Command::Completions(args) => skill::completions(&args, out),
+        Command::Setup(args) => setup::setup(args, &root, out),
+        Command::Doctor(args) => setup::doctor(args, &root, out),
+    }
+}
+
+/// Loads `<root>/.env` into the environment, without overriding variables already set (SPEC
+/// §6.4). A broken file is reported and skipped, so that commands that need no key still run;
+/// an unreadable one is skipped quietly (an unusable root is reported by the command itself, and
+/// `uwf doctor` reports the file).
+fn load_dotenv(root: &std::path::Path) {
+    use crate::engine::dotenv::DotenvError;
+    match crate::engine::dotenv::read(root) {
+        Ok(pairs) => {
+            for (key, value) in pairs {
+                if std::env::var_os(&key).is_none() {
+                    // SAFETY: this runs at start, before uwf starts any thread, so nothing
+                    // reads the environment concurrently.
+                    unsafe { std::env::set_var(&key, value) };
+                }
+            }
+        }
+        Err(DotenvError::Read { .. }) => {}
+        Err(e) => {
+            let text = e.to_string();
+            eprintln!(
+                "warning: {}; not loaded",
+                text.lines().next().unwrap_or_default()
+            );
+        }
     }
 }
 

@@ -1,4 +1,5 @@
-//! The offline built-in agents (SPEC §6.3): `dry`, `script` and `exec`. Each writes one step
+//! The offline built-in agents (SPEC §6.3): `dry`, `script` and `exec` (whose raw outputs may
+//! still reach the LLM extraction fallback when one is configured). Each writes one step
 //! for the thread's current head and returns its hash; the CLI prints it, as every agent must.
 
 use std::collections::BTreeMap;
@@ -9,6 +10,8 @@ use std::time::Instant;
 use serde_json::Value;
 
 use crate::cas::{Hash, Store};
+
+use super::config::Config;
 
 use super::minimal::minimal;
 use super::render;
@@ -99,7 +102,13 @@ pub fn dry(store: &Store, thread: &str, role: &str) -> Result<Hash, BuiltinError
 /// `uwf agent script --file F`: the n-th visit of a role takes the n-th entry (the last repeats).
 /// A mapping entry is the structured output itself; a string entry is raw output and goes
 /// through extraction like any agent's.
-pub fn script(store: &Store, file: &Path, thread: &str, role: &str) -> Result<Hash, BuiltinError> {
+pub fn script(
+    store: &Store,
+    config: &Config,
+    file: &Path,
+    thread: &str,
+    role: &str,
+) -> Result<Hash, BuiltinError> {
     let t = Instant::now();
     let path = file.display().to_string();
     let text = std::fs::read_to_string(file).map_err(|e| BuiltinError::Script {
@@ -137,7 +146,7 @@ pub fn script(store: &Store, file: &Path, thread: &str, role: &str) -> Result<Ha
         serde_yaml::Value::String(raw) => {
             submission.raw = raw.clone();
             submission.duration_ms = elapsed_since_step_start(t);
-            submit::submit_raw(store, &view, role, submission)?
+            submit::submit_raw(store, &view, role, submission, config)?
         }
         other => {
             let output =
@@ -151,9 +160,16 @@ pub fn script(store: &Store, file: &Path, thread: &str, role: &str) -> Result<Ha
 }
 
 /// `uwf agent exec --cmd TEMPLATE`: runs a command built from the template (placeholders
-/// `{prompt}`, `{prompt_file}`, `{thread}`, `{role}`, `{workdir}`, each shell-quoted) with `sh -c`;
-/// its stdout goes through extraction.
-pub fn exec(store: &Store, template: &str, thread: &str, role: &str) -> Result<Hash, BuiltinError> {
+/// `{prompt}`, `{prompt_file}`, `{task}`, `{thread}`, `{role}`, `{workdir}`, each shell-quoted)
+/// with `sh -c`; its stdout goes through extraction. `{task}` is the thread's own prompt, for
+/// deterministic CLIs that want the task rather than the whole role prompt.
+pub fn exec(
+    store: &Store,
+    config: &Config,
+    template: &str,
+    thread: &str,
+    role: &str,
+) -> Result<Hash, BuiltinError> {
     let t = Instant::now();
     let view = ThreadView::load(store, thread)?;
     let schema = store
@@ -184,6 +200,7 @@ pub fn exec(store: &Store, template: &str, thread: &str, role: &str) -> Result<H
         &[
             ("prompt", prompt.as_str()),
             ("prompt_file", &prompt_file.path().display().to_string()),
+            ("task", view.chain.start.prompt.as_str()),
             ("thread", thread),
             ("role", role),
             ("workdir", &workdir),
@@ -225,7 +242,7 @@ pub fn exec(store: &Store, template: &str, thread: &str, role: &str) -> Result<H
         ..Default::default()
     };
     submission.extra.insert("command".into(), template.into());
-    Ok(submit::submit_raw(store, &view, role, submission)?)
+    Ok(submit::submit_raw(store, &view, role, submission, config)?)
 }
 
 /// Replaces `{name}` placeholders with shell-quoted values; other braces are left alone.

@@ -2,8 +2,12 @@
 //!
 //! Every field is optional. With no file at all uwf works offline: the built-in agents are
 //! predefined and `defaultAgent` is `dry`. Entries under `agents` add to or replace the
-//! built-ins. LLM providers and models are parsed here so a config written for them is accepted;
-//! they are used by the LLM agents.
+//! built-ins. Providers and models are resolved by [`super::llm`].
+//!
+//! Loading validates in two passes: the YAML shape (serde, whose errors carry the field path and
+//! line, rewritten here into plain words) and then the cross-references (a model's provider, the
+//! default model and agent, the overrides). Secrets never live here: a provider names the
+//! environment variable that holds its key (`apiKeyEnv`), which `<root>/.env` may set.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -23,8 +27,11 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{} is not valid: {reason}\nhint: every field is optional; see `uwf skill cli` for the shape", path.display())]
-    Invalid { path: PathBuf, reason: String },
+    #[error("{} is not valid:\n{}\nhint: every field is optional; see docs/LLM.md for the shape, or run `uwf setup`", path.display(), problems.iter().map(|p| format!("  {p}")).collect::<Vec<_>>().join("\n"))]
+    Invalid {
+        path: PathBuf,
+        problems: Vec<String>,
+    },
     #[error(
         "unknown agent `{name}` (known: {known})\nhint: define it under `agents:` in config.yaml, or pass a command with --agent"
     )]
@@ -37,10 +44,18 @@ pub enum ConfigError {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Provider {
+    /// The OpenAI-compatible API root, e.g. `https://api.openai.com/v1`.
     #[serde(default)]
     pub base_url: Option<String>,
+    /// The environment variable holding the API key (none: send no key, e.g. a local server).
     #[serde(default)]
     pub api_key_env: Option<String>,
+    /// Seconds one request may take (default 120).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<u64>,
+    /// Retries on 429, 5xx, timeouts and connection errors (default 3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retries: Option<u32>,
 }
 
 /// A model alias.
@@ -81,8 +96,33 @@ pub struct Config {
     pub agent_overrides: BTreeMap<String, BTreeMap<String, String>>,
     #[serde(default)]
     pub default_model: Option<String>,
+    /// purpose (`extract`, `llm`, `react`) → model alias.
     #[serde(default)]
     pub model_overrides: BTreeMap<String, String>,
+    /// Options of the `react` agent.
+    #[serde(default, skip_serializing_if = "ReactConfig::is_default")]
+    pub react: ReactConfig,
+}
+
+/// Options of the `react` agent.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReactConfig {
+    /// Offer the `run_command` tool (off unless set: it runs shell commands in the workdir).
+    #[serde(default)]
+    pub run_command: bool,
+    /// Seconds one `run_command` may take (default 60).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command_timeout: Option<u64>,
+    /// Rounds before the loop gives up (default 20; `--max-rounds` wins).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_rounds: Option<usize>,
+}
+
+impl ReactConfig {
+    fn is_default(&self) -> bool {
+        self == &ReactConfig::default()
+    }
 }
 
 /// A resolved agent: what to run.
@@ -117,14 +157,276 @@ pub fn load(root: &Path) -> Result<Loaded, ConfigError> {
             from_file: true,
         });
     }
-    let config: Config = serde_yaml::from_str(&text).map_err(|e| ConfigError::Invalid {
+    let config = parse(&text).map_err(|problems| ConfigError::Invalid {
         path: path.clone(),
-        reason: e.to_string(),
+        problems,
     })?;
     Ok(Loaded {
         config,
         from_file: true,
     })
+}
+
+/// Parses and validates the text of a `config.yaml`; the error lists located problems.
+pub fn parse(text: &str) -> Result<Config, Vec<String>> {
+    if text.trim().is_empty() {
+        return Ok(Config::default());
+    }
+    let config: Config = serde_yaml::from_str(text).map_err(|e| vec![yaml_problem(&e)])?;
+    let problems = config.problems();
+    if problems.is_empty() {
+        Ok(config)
+    } else {
+        Err(problems)
+    }
+}
+
+/// A serde_yaml error in plain words: `line 4, column 14: agents.mine.timeout: expected an
+/// integer (0 or more), found a string`. Values are never echoed (a misplaced key must not leak
+/// into a terminal or a log).
+fn yaml_problem(e: &serde_yaml::Error) -> String {
+    let message = e.to_string();
+    // serde_yaml appends " at line L column C"; the location is given separately.
+    let message = match message.rfind(" at line ") {
+        Some(at) => message[..at].to_owned(),
+        None => message,
+    };
+    let (field, what) = match message.split_once(": ") {
+        Some((field, what)) if !field.contains(' ') => (Some(field), what.to_owned()),
+        _ => (None, message.clone()),
+    };
+    let what = match what.strip_prefix("invalid type: ") {
+        Some(rest) => match rest.split_once(", expected ") {
+            Some((found, expected)) => {
+                format!("expected {}, found {}", words(expected), found_words(found))
+            }
+            None => what,
+        },
+        None => match what.strip_prefix("invalid value: ") {
+            Some(rest) => match rest.split_once(", expected ") {
+                Some((found, expected)) => {
+                    format!("expected {}, found {}", words(expected), found_words(found))
+                }
+                None => what,
+            },
+            None => what,
+        },
+    };
+    let field = field.map(|f| format!("{f}: ")).unwrap_or_default();
+    match e.location() {
+        Some(l) => format!("line {}, column {}: {field}{what}", l.line(), l.column()),
+        None => format!("{field}{what}"),
+    }
+}
+
+/// serde's name for an expected type, in words.
+fn words(expected: &str) -> String {
+    match expected {
+        "u64" | "u32" | "u16" | "u8" | "usize" => "an integer (0 or more)".into(),
+        "i64" | "i32" => "an integer".into(),
+        "a boolean" => "true or false".into(),
+        "a map" => "a mapping (`key: value` lines)".into(),
+        "a sequence" => "a list".into(),
+        other if other.starts_with("struct ") => "a mapping (`key: value` lines)".into(),
+        other => other.into(),
+    }
+}
+
+/// serde's description of what was found, without its value.
+fn found_words(found: &str) -> &'static str {
+    let kind = found.split([' ', '`', '"']).next().unwrap_or("");
+    match kind {
+        "string" => "a string",
+        "integer" if found.contains('-') => "a negative integer",
+        "integer" => "an integer",
+        "floating" => "a decimal number",
+        "boolean" => "true or false",
+        "sequence" => "a list",
+        "map" => "a mapping",
+        "unit" => "nothing",
+        _ => "another kind of value",
+    }
+}
+
+/// Whether `name` can be an environment variable name.
+pub fn is_env_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// What `uwf setup` changes; `None` leaves a setting as it is.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Setup {
+    pub provider: Option<String>,
+    pub base_url: Option<String>,
+    pub api_key_env: Option<String>,
+    /// A model name at the provider; it becomes an alias of the same name and `defaultModel`.
+    pub model: Option<String>,
+    /// The new `defaultAgent`.
+    pub agent: Option<String>,
+}
+
+/// Known providers: name → (baseUrl, apiKeyEnv), used when setup is not told otherwise.
+pub const PRESETS: &[(&str, &str, Option<&str>)] = &[
+    (
+        "openai",
+        "https://api.openai.com/v1",
+        Some("OPENAI_API_KEY"),
+    ),
+    (
+        "openrouter",
+        "https://openrouter.ai/api/v1",
+        Some("OPENROUTER_API_KEY"),
+    ),
+    ("ollama", "http://localhost:11434/v1", None),
+];
+
+/// Errors of `uwf setup`.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("{0}")]
+    Usage(String),
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Merges `setup` into `<root>/config.yaml` (keeping every other entry; comments are not kept),
+/// validates the result and writes it atomically. Returns the new config and the name of the
+/// variable that holds the provider's key, if any.
+pub fn apply_setup(root: &Path, setup: &Setup) -> Result<(Config, Option<String>), SetupError> {
+    use serde_yaml::{Mapping, Value};
+    let path = root.join("config.yaml");
+    let old = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(source) => return Err(ConfigError::Io { path, source }.into()),
+    };
+    // An invalid file is not silently replaced: its problems are reported first.
+    let current = parse(&old).map_err(|problems| ConfigError::Invalid {
+        path: path.clone(),
+        problems,
+    })?;
+    let mut doc: Mapping = match serde_yaml::from_str::<Value>(&old) {
+        Ok(Value::Mapping(m)) => m,
+        _ => Mapping::new(),
+    };
+    let key = |k: &str| Value::String(k.to_owned());
+    let provider = match (&setup.provider, setup.model.is_some()) {
+        (Some(p), _) => Some(p.clone()),
+        (None, true) if current.providers.len() == 1 => current.providers.keys().next().cloned(),
+        (None, true) => {
+            return Err(SetupError::Usage(
+                "--model needs --provider (which provider serves it?)".into(),
+            ));
+        }
+        (None, false) => None,
+    };
+    if let Some(p) = &provider {
+        let preset = PRESETS.iter().find(|(name, _, _)| name == p);
+        let entry = mapping_at(mapping_at(&mut doc, "providers"), p);
+        let base_url = setup.base_url.clone().or_else(|| {
+            (!entry.contains_key("baseUrl"))
+                .then(|| preset.map(|p| p.1.to_owned()))
+                .flatten()
+        });
+        if let Some(url) = base_url {
+            entry.insert(key("baseUrl"), Value::String(url));
+        }
+        if !entry.contains_key("baseUrl") {
+            return Err(SetupError::Usage(format!(
+                "provider `{p}` needs --base-url (the OpenAI-compatible API root, e.g. https://api.openai.com/v1)"
+            )));
+        }
+        let key_env = setup.api_key_env.clone().or_else(|| {
+            if entry.contains_key("apiKeyEnv") {
+                return None;
+            }
+            match preset {
+                Some((_, _, env)) => env.map(str::to_owned),
+                None => Some(default_key_env(p)),
+            }
+        });
+        if let Some(env) = key_env {
+            entry.insert(key("apiKeyEnv"), Value::String(env));
+        }
+    }
+    if let (Some(model), Some(p)) = (&setup.model, &provider) {
+        let models = mapping_at(&mut doc, "models");
+        let mut entry = Mapping::new();
+        entry.insert(key("provider"), Value::String(p.clone()));
+        entry.insert(key("name"), Value::String(model.clone()));
+        models.insert(key(model), Value::Mapping(entry));
+        doc.insert(key("defaultModel"), Value::String(model.clone()));
+    }
+    if let Some(agent) = &setup.agent {
+        doc.insert(key("defaultAgent"), Value::String(agent.clone()));
+    }
+    let text = serde_yaml::to_string(&Value::Mapping(doc))
+        .map_err(|e| SetupError::Usage(format!("cannot render the configuration: {e}")))?;
+    let config = parse(&text).map_err(|problems| ConfigError::Invalid {
+        path: path.clone(),
+        problems,
+    })?;
+    write_atomically(&path, &text).map_err(|source| SetupError::Write {
+        path: path.clone(),
+        source,
+    })?;
+    let key_env = provider
+        .and_then(|p| config.providers.get(&p).and_then(|p| p.api_key_env.clone()))
+        .or_else(|| setup.api_key_env.clone());
+    Ok((config, key_env))
+}
+
+/// The mapping under `key` in `map`, made one if it is absent or not a mapping (`null`).
+fn mapping_at<'a>(map: &'a mut serde_yaml::Mapping, key: &str) -> &'a mut serde_yaml::Mapping {
+    use serde_yaml::{Mapping, Value};
+    let value = map
+        .entry(Value::String(key.to_owned()))
+        .or_insert(Value::Null);
+    if !value.is_mapping() {
+        *value = Value::Mapping(Mapping::new());
+    }
+    match value {
+        Value::Mapping(m) => m,
+        _ => unreachable!("made a mapping just above"),
+    }
+}
+
+/// `OPENAI_API_KEY` for `openai`, `MY_LAB_API_KEY` for `my-lab`.
+pub fn default_key_env(provider: &str) -> String {
+    let mut name: String = provider
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if !name.starts_with(|c: char| c.is_ascii_alphabetic()) {
+        name.insert(0, 'P');
+    }
+    format!("{name}_API_KEY")
+}
+
+fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    std::io::Write::write_all(&mut tmp, text.as_bytes())?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
 }
 
 /// The built-in agents, as configured when no file says otherwise.
@@ -142,6 +444,110 @@ fn builtin_agents() -> BTreeMap<String, AgentConfig> {
 }
 
 impl Config {
+    /// The cross-reference problems of a parsed config, each naming its field.
+    pub fn problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        let known = |names: Vec<&String>| {
+            if names.is_empty() {
+                "none defined".to_owned()
+            } else {
+                names
+                    .into_iter()
+                    .map(String::as_str)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+        };
+        for (name, p) in &self.providers {
+            if let Some(url) = &p.base_url
+                && !(url.starts_with("http://") || url.starts_with("https://"))
+            {
+                problems.push(format!(
+                    "providers.{name}.baseUrl: expected an http:// or https:// URL"
+                ));
+            }
+            if let Some(var) = &p.api_key_env
+                && !is_env_name(var)
+            {
+                // Never echo it: a key pasted here by mistake must not reach a terminal.
+                problems.push(format!(
+                    "providers.{name}.apiKeyEnv: expected the name of an environment variable \
+                     (like OPENAI_API_KEY), not the key itself; keep the key in <root>/.env"
+                ));
+            }
+            if p.timeout == Some(0) {
+                problems.push(format!(
+                    "providers.{name}.timeout: must be at least 1 second"
+                ));
+            }
+        }
+        for (name, m) in &self.models {
+            if let Some(provider) = &m.provider
+                && !self.providers.contains_key(provider)
+            {
+                problems.push(format!(
+                    "models.{name}.provider: unknown provider `{provider}` (providers: {})",
+                    known(self.providers.keys().collect())
+                ));
+            }
+        }
+        let model_ref = |field: String, alias: &String, problems: &mut Vec<String>| {
+            if !self.models.contains_key(alias) {
+                problems.push(format!(
+                    "{field}: unknown model `{alias}` (models: {})",
+                    known(self.models.keys().collect())
+                ));
+            }
+        };
+        if let Some(alias) = &self.default_model {
+            model_ref("defaultModel".into(), alias, &mut problems);
+        }
+        for (purpose, alias) in &self.model_overrides {
+            model_ref(format!("modelOverrides.{purpose}"), alias, &mut problems);
+        }
+        for (name, a) in &self.agents {
+            if a.command.trim().is_empty() {
+                problems.push(format!("agents.{name}.command: must not be empty"));
+            }
+            if a.timeout == Some(0) {
+                problems.push(format!("agents.{name}.timeout: must be at least 1 second"));
+            }
+        }
+        let agents = self.agents();
+        let agent_ref = |field: String, name: &String, problems: &mut Vec<String>| {
+            if !agents.contains_key(name) {
+                problems.push(format!(
+                    "{field}: unknown agent `{name}` (agents: {})",
+                    known(agents.keys().collect())
+                ));
+            }
+        };
+        if let Some(name) = &self.default_agent {
+            agent_ref("defaultAgent".into(), name, &mut problems);
+        }
+        for (workflow, roles) in &self.agent_overrides {
+            for (role, name) in roles {
+                agent_ref(
+                    format!("agentOverrides.{workflow}.{role}"),
+                    name,
+                    &mut problems,
+                );
+            }
+        }
+        if self.react.max_rounds == Some(0) {
+            problems.push("react.maxRounds: must be at least 1".into());
+        }
+        problems
+    }
+
+    /// The model alias for a purpose: `modelOverrides.<purpose>` → `defaultModel`.
+    pub fn model_for(&self, purpose: &str) -> Option<&str> {
+        self.model_overrides
+            .get(purpose)
+            .or(self.default_model.as_ref())
+            .map(String::as_str)
+    }
+
     /// All agents: built-ins overlaid with the configured ones.
     pub fn agents(&self) -> BTreeMap<String, AgentConfig> {
         let mut all = builtin_agents();
@@ -287,6 +693,182 @@ mod tests {
             Config::default()
                 .resolve_agent(Some("'unclosed"), "w", "r")
                 .is_err()
+        );
+    }
+
+    fn problems_of(text: &str) -> Vec<String> {
+        parse(text).expect_err("should be invalid")
+    }
+
+    #[test]
+    fn shape_errors_are_located_and_in_words() {
+        let check = |text: &str, want: &str| {
+            let problems = problems_of(text);
+            assert_eq!(problems, [want], "for {text:?}");
+        };
+        check(
+            "agents:\n  mine:\n    command: x\n    timeout: soon\n",
+            "line 4, column 14: agents.mine.timeout: expected an integer (0 or more), found a string",
+        );
+        check(
+            "agents:\n  mine: { command: x, timeout: -1 }\n",
+            "line 2, column 32: agents.mine.timeout: expected an integer (0 or more), found a negative integer",
+        );
+        check(
+            "agents:\n  mine:\n    args: [a]\n",
+            "line 3, column 5: agents.mine: missing field `command`",
+        );
+        check(
+            "providers: [openai]\n",
+            "line 1, column 12: providers: expected a mapping (`key: value` lines), found a list",
+        );
+        check(
+            "react: { runCommand: yes }\n",
+            "line 1, column 22: react.runCommand: expected true or false, found a string",
+        );
+        let unknown = problems_of("agentz: {}\n");
+        assert!(
+            unknown[0].starts_with("line 1, column 1: unknown field `agentz`, expected one of"),
+            "{unknown:?}"
+        );
+        let syntax = problems_of("agents: [\n");
+        assert!(syntax[0].starts_with("line "), "{syntax:?}");
+    }
+
+    #[test]
+    fn cross_references_are_checked_without_echoing_secrets() {
+        let problems = problems_of(
+            "providers:\n  openai: { baseUrl: api.openai.com, apiKeyEnv: sk-secret-123 }\n\
+             models:\n  fast: { provider: openia, name: gpt-4o-mini }\n\
+             defaultModel: slow\nmodelOverrides: { extract: fast2 }\n\
+             defaultAgent: ghost\nagentOverrides: { wf: { coder: nobody } }\n\
+             agents:\n  zero: { command: x, timeout: 0 }\n",
+        );
+        let text = problems.join("\n");
+        for want in [
+            "providers.openai.baseUrl: expected an http:// or https:// URL",
+            "providers.openai.apiKeyEnv: expected the name of an environment variable",
+            "models.fast.provider: unknown provider `openia` (providers: openai)",
+            "defaultModel: unknown model `slow` (models: fast)",
+            "modelOverrides.extract: unknown model `fast2`",
+            "agents.zero.timeout: must be at least 1 second",
+            "defaultAgent: unknown agent `ghost` (agents: dry, llm, react, zero)",
+            "agentOverrides.wf.coder: unknown agent `nobody`",
+        ] {
+            assert!(text.contains(want), "missing {want:?} in\n{text}");
+        }
+        assert!(!text.contains("sk-secret-123"), "{text}");
+    }
+
+    #[test]
+    fn a_full_config_parses_and_picks_models_by_purpose() {
+        let config = parse(
+            "providers:\n  openai: { baseUrl: 'https://api.openai.com/v1', apiKeyEnv: OPENAI_API_KEY, timeout: 60, retries: 2 }\n\
+             models:\n  fast: { provider: openai, name: gpt-4o-mini }\n  big: { provider: openai, name: gpt-4o }\n\
+             defaultModel: big\nmodelOverrides: { extract: fast }\ndefaultAgent: llm\n\
+             react: { runCommand: true, commandTimeout: 10, maxRounds: 5 }\n",
+        )
+        .unwrap();
+        assert_eq!(config.model_for("extract"), Some("fast"));
+        assert_eq!(config.model_for("llm"), Some("big"));
+        assert!(config.react.run_command);
+        assert_eq!(Config::default().model_for("extract"), None);
+        assert_eq!(parse("  \n").unwrap(), Config::default());
+    }
+
+    #[test]
+    fn setup_merges_into_the_file_and_uses_presets() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::write(
+            root.join("config.yaml"),
+            "agents:\n  mine: { command: my-agent, timeout: 5 }\n",
+        )
+        .unwrap();
+        let (config, key_env) = apply_setup(
+            root,
+            &Setup {
+                provider: Some("openai".into()),
+                model: Some("gpt-4o-mini".into()),
+                agent: Some("llm".into()),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(key_env.as_deref(), Some("OPENAI_API_KEY"));
+        assert_eq!(
+            config.providers["openai"].base_url.as_deref(),
+            Some("https://api.openai.com/v1")
+        );
+        assert_eq!(
+            config.models["gpt-4o-mini"].provider.as_deref(),
+            Some("openai")
+        );
+        assert_eq!(config.default_model.as_deref(), Some("gpt-4o-mini"));
+        assert_eq!(config.default_agent.as_deref(), Some("llm"));
+        assert_eq!(config.agents["mine"].timeout, Some(5));
+        assert_eq!(load(root).unwrap().config, config);
+
+        // A second model for the only provider needs no --provider; custom providers need a URL.
+        let (config, _) = apply_setup(
+            root,
+            &Setup {
+                model: Some("gpt-4o".into()),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(config.models.len(), 2);
+        assert_eq!(config.default_model.as_deref(), Some("gpt-4o"));
+        let err = apply_setup(
+            root,
+            &Setup {
+                provider: Some("my-lab".into()),
+                ..Default::default()
+            },
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("needs --base-url"), "{err}");
+        let (config, key_env) = apply_setup(
+            root,
+            &Setup {
+                provider: Some("my-lab".into()),
+                base_url: Some("http://127.0.0.1:8000/v1".into()),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(key_env.as_deref(), Some("MY_LAB_API_KEY"));
+        assert_eq!(config.providers.len(), 2);
+        let err = apply_setup(
+            root,
+            &Setup {
+                model: Some("x".into()),
+                ..Default::default()
+            },
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("--model needs --provider"),
+            "{err}"
+        );
+        let err = apply_setup(
+            root,
+            &Setup {
+                agent: Some("ghost".into()),
+                ..Default::default()
+            },
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("defaultAgent: unknown agent `ghost`"),
+            "{err}"
+        );
+        assert_eq!(
+            load(root).unwrap().config,
+            config,
+            "a refused setup writes nothing"
         );
     }
 }

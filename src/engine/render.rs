@@ -117,8 +117,28 @@ For example (the smallest valid answer):\n\n---\n{example}---\n"
     )
 }
 
-/// The full prompt for an agent playing `role` (`uwf agent prompt`).
-pub fn agent_prompt(
+/// The prompt of an agent playing `role`, in three parts that LLM agents place in different
+/// messages.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PromptParts {
+    /// The output-format instruction (from the role's schema).
+    pub format: String,
+    /// The scope line and the role's description, goal, capabilities, procedure and output.
+    pub role: String,
+    /// `## Task` (the thread's prompt) and `## History` (prior steps).
+    pub task: String,
+}
+
+impl PromptParts {
+    /// The whole prompt, as `uwf agent prompt` prints it.
+    pub fn joined(&self) -> String {
+        format!("{}{}{}", self.format, self.role, self.task)
+    }
+}
+
+/// The prompt for an agent playing `role`; `quota` bounds the whole prompt's length by leaving
+/// out the oldest history.
+pub fn prompt_parts(
     id: &str,
     workflow: &Workflow,
     role: &str,
@@ -126,8 +146,9 @@ pub fn agent_prompt(
     chain: &Chain,
     quota: Option<usize>,
     body_of: &dyn Fn(&Entry) -> Option<String>,
-) -> String {
-    let mut out = format_instruction(schema);
+) -> PromptParts {
+    let format = format_instruction(schema);
+    let mut out = String::new();
     let _ = writeln!(
         out,
         "\nYou are the `{role}` role of the `{}` workflow (thread {id}, step {}). Do this role's part only; the workflow routes the rest.\n",
@@ -150,11 +171,29 @@ pub fn agent_prompt(
         line("Procedure", &r.procedure);
         line("Output", &r.output);
     }
-    let _ = writeln!(out, "## Task\n\n{}\n", chain.start.prompt.trim_end());
-    let _ = writeln!(out, "## History\n");
-    let budget = quota.map(|q| q.saturating_sub(out.len()));
-    out.push_str(&history(chain, chain.steps.len(), budget, body_of));
-    out
+    let mut task = String::new();
+    let _ = writeln!(task, "## Task\n\n{}\n", chain.start.prompt.trim_end());
+    let _ = writeln!(task, "## History\n");
+    let budget = quota.map(|q| q.saturating_sub(format.len() + out.len() + task.len()));
+    task.push_str(&history(chain, chain.steps.len(), budget, body_of));
+    PromptParts {
+        format,
+        role: out,
+        task,
+    }
+}
+
+/// The full prompt for an agent playing `role` (`uwf agent prompt`).
+pub fn agent_prompt(
+    id: &str,
+    workflow: &Workflow,
+    role: &str,
+    schema: &Value,
+    chain: &Chain,
+    quota: Option<usize>,
+    body_of: &dyn Fn(&Entry) -> Option<String>,
+) -> String {
+    prompt_parts(id, workflow, role, schema, chain, quota, body_of).joined()
 }
 
 /// A unified diff of two texts with git-like headers.

@@ -7,7 +7,10 @@ use serde_json::{Map, Value, json};
 use crate::cas::{Hash, Store, StoreError, builtin};
 
 use super::chain::Chain;
+use super::config::Config;
 use super::extract::{ExtractError, extract};
+use super::extract_llm::extract_with_llm;
+use super::llm::{Client, Endpoint};
 use super::threads::{self, ThreadIndexError};
 use super::workflow::{Workflow, WorkflowError};
 
@@ -29,11 +32,14 @@ pub enum SubmitError {
         roles: String,
     },
     #[error(
-        "cannot extract the structured output for role `{role}`: {error}\nhint: the raw output is kept as text node {raw}: `uwf cas get {raw} --payload`"
+        "cannot extract the structured output for role `{role}`: {error}{}\nhint: the raw output is kept as text node {raw}: `uwf cas get {raw} --payload`",
+        llm.as_ref().map(|l| format!("\nthe LLM fallback failed too: {l}")).unwrap_or_default()
     )]
     Extract {
         role: String,
         error: ExtractError,
+        /// Why layer 3 failed, when a model is configured for it.
+        llm: Option<String>,
         raw: Hash,
     },
     #[error("--detail-json must hold a JSON object: {0}")]
@@ -112,40 +118,79 @@ pub struct Submission {
 
 /// Extracts the output from `submission.raw` and writes the step. Returns the step hash.
 ///
-/// On an extraction failure the raw output is still stored (as a text node) and named in the
-/// error, so no agent's work is lost.
+/// The fast paths (frontmatter, JSON) come first and cost nothing; only when both fail and
+/// `config` names a model for `extract` is the LLM fallback asked (SPEC §6.2 layer 3). On a
+/// failure the raw output is still stored (as a text node) and named in the error, so no agent's
+/// work is lost.
 pub fn submit_raw(
     store: &Store,
     view: &ThreadView,
     role: &str,
     submission: Submission,
+    config: &Config,
 ) -> Result<Hash, SubmitError> {
     let schema_hash = view.role_schema(role)?;
     let schema = store.schema(schema_hash)?;
-    match extract(&submission.raw, &schema) {
+    let mut submission = submission;
+    let error = match extract(&submission.raw, &schema) {
         Ok(found) => {
-            let mut submission = submission;
             submission
                 .extra
                 .insert("extractedBy".into(), found.method.into());
-            write_step(
+            return write_step(
                 store,
                 view,
                 role,
                 &found.output,
                 found.body.as_deref(),
                 submission,
-            )
+            );
         }
-        Err(error) => {
-            let raw = store.put(builtin::hash_of("text"), &Value::String(submission.raw))?;
-            Err(SubmitError::Extract {
-                role: role.to_owned(),
-                error,
-                raw,
-            })
+        Err(error) => error,
+    };
+    let llm = if config.model_for("extract").is_some() && !matches!(error, ExtractError::Empty) {
+        let attempt = Endpoint::for_purpose(config, "extract", None)
+            .map_err(|e| e.to_string())
+            .and_then(|endpoint| {
+                let client = Client::new(endpoint);
+                extract_with_llm(&client, &schema, &submission.raw, &error)
+                    .map(|found| (found, client.endpoint().alias.clone()))
+                    .map_err(|e| e.to_string())
+            });
+        match attempt {
+            Ok((found, model)) => {
+                submission.extra.insert("extractedBy".into(), "llm".into());
+                submission.extra.insert(
+                    "extraction".into(),
+                    json!({
+                        "model": model,
+                        "calls": found.calls,
+                        "usage": found.usage,
+                        "fastPathError": error.to_string(),
+                    }),
+                );
+                let found = found.extracted;
+                return write_step(
+                    store,
+                    view,
+                    role,
+                    &found.output,
+                    found.body.as_deref(),
+                    submission,
+                );
+            }
+            Err(e) => Some(e),
         }
-    }
+    } else {
+        None
+    };
+    let raw = store.put(builtin::hash_of("text"), &Value::String(submission.raw))?;
+    Err(SubmitError::Extract {
+        role: role.to_owned(),
+        error,
+        llm,
+        raw,
+    })
 }
 
 /// Writes a step whose structured output is already known.

@@ -1,0 +1,298 @@
+//! `uwf setup` (config.yaml and .env from flags, or from a few questions on a terminal) and
+//! `uwf doctor` (one line per check).
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::Path;
+
+use anyhow::{Context, bail};
+use clap::Args;
+
+use super::{Exit, Out};
+use crate::engine::config::{self, PRESETS, Setup};
+use crate::engine::{doctor, dotenv};
+
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  \
+uwf setup --provider openai --api-key-env OPENAI_API_KEY --api-key - --model gpt-4o-mini --agent llm < key.txt\n  \
+uwf setup --provider local --base-url http://127.0.0.1:8080/v1 --model qwen2.5-coder\n  \
+uwf setup            (on a terminal: asks)\n\n\
+Known providers (base URL and key variable filled in): openai, openrouter, ollama.\n\
+The key goes to <root>/.env (mode 0600), never to config.yaml.")]
+pub struct SetupArgs {
+    /// Provider name (e.g. openai); created or updated
+    #[arg(long)]
+    provider: Option<String>,
+    /// The provider's OpenAI-compatible API root, e.g. https://api.openai.com/v1
+    #[arg(long, value_name = "URL")]
+    base_url: Option<String>,
+    /// The environment variable that holds the provider's key (default: <PROVIDER>_API_KEY)
+    #[arg(long, value_name = "VAR")]
+    api_key_env: Option<String>,
+    /// The API key, stored in <root>/.env; `-` reads it from stdin (keeps it out of shell history)
+    #[arg(long, value_name = "KEY")]
+    api_key: Option<String>,
+    /// A model name at the provider; it becomes the default model
+    #[arg(long)]
+    model: Option<String>,
+    /// The default agent (dry, llm, react, or one under `agents:`)
+    #[arg(long)]
+    agent: Option<String>,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Checks: config, secrets, agents, providers, storage, fuse.\n\
+Exit status 1 when a check fails.\n\nExamples:\n  uwf doctor\n  uwf doctor --skip fuse --skip providers"
+)]
+pub struct DoctorArgs {
+    /// Leave out a group of checks (repeatable)
+    #[arg(long, value_name = "CHECK", value_parser = clap::builder::PossibleValuesParser::new(doctor::GROUPS))]
+    skip: Vec<String>,
+}
+
+pub fn setup(args: SetupArgs, root: &Path, out: &mut Out) -> anyhow::Result<()> {
+    let no_flags = args.provider.is_none()
+        && args.base_url.is_none()
+        && args.api_key_env.is_none()
+        && args.api_key.is_none()
+        && args.model.is_none()
+        && args.agent.is_none();
+    let (setup, key) = if no_flags {
+        if !std::io::stdin().is_terminal() {
+            bail!(
+                "no settings given and stdin is not a terminal\nhint: pass flags, e.g. `uwf setup --provider openai --api-key-env OPENAI_API_KEY --api-key - --model gpt-4o-mini --agent llm`"
+            );
+        }
+        let stdin = std::io::stdin();
+        interactive(&mut stdin.lock(), &mut std::io::stderr(), &read_hidden)?
+    } else {
+        let key = match args.api_key.as_deref() {
+            Some("-") => {
+                let mut line = String::new();
+                std::io::stdin()
+                    .lock()
+                    .read_line(&mut line)
+                    .context("cannot read the API key from stdin")?;
+                Some(line.trim().to_owned())
+            }
+            Some(key) => Some(key.trim().to_owned()),
+            None => None,
+        };
+        let setup = Setup {
+            provider: args.provider,
+            base_url: args.base_url,
+            api_key_env: args.api_key_env,
+            model: args.model,
+            agent: args.agent,
+        };
+        (setup, key)
+    };
+    if key.as_deref() == Some("") {
+        bail!("the API key is empty");
+    }
+    if key.is_some() && setup.provider.is_none() && setup.api_key_env.is_none() {
+        bail!(
+            "an API key needs a variable to live in\nhint: add --provider NAME or --api-key-env NAME (e.g. OPENAI_API_KEY)"
+        );
+    }
+    let (config, key_env) = config::apply_setup(root, &setup)?;
+    let mut said = Vec::new();
+    if let Some(p) = &setup.provider
+        && let Some(provider) = config.providers.get(p)
+    {
+        said.push(format!(
+            "provider {p} ({}, key in {})",
+            provider.base_url.as_deref().unwrap_or("?"),
+            provider
+                .api_key_env
+                .as_deref()
+                .map(|e| format!("${e}"))
+                .unwrap_or_else(|| "no key".into())
+        ));
+    }
+    if let Some(m) = &setup.model {
+        said.push(format!("default model {m}"));
+    }
+    if let Some(a) = &setup.agent {
+        said.push(format!("default agent {a}"));
+    }
+    out.line(format!(
+        "wrote {}: {}",
+        root.join("config.yaml").display(),
+        if said.is_empty() {
+            "no changes".to_owned()
+        } else {
+            said.join(", ")
+        }
+    ))?;
+    if let Some(key) = key {
+        let Some(env) = key_env else {
+            bail!(
+                "an API key needs a variable to live in\nhint: add --api-key-env NAME (e.g. OPENAI_API_KEY)"
+            );
+        };
+        dotenv::set(root, &[(env.as_str(), key.as_str())])?;
+        out.line(format!(
+            "wrote {} (mode 0600): {env}",
+            dotenv::path(root).display()
+        ))?;
+    }
+    Ok(())
+}
+
+/// Asks for the settings with defaults; `secret` reads the key without echo.
+fn interactive(
+    input: &mut dyn BufRead,
+    prompt: &mut dyn Write,
+    secret: &dyn Fn(&mut dyn BufRead) -> std::io::Result<String>,
+) -> anyhow::Result<(Setup, Option<String>)> {
+    let presets = PRESETS.iter().map(|p| p.0).collect::<Vec<_>>().join(", ");
+    let provider = ask(
+        input,
+        prompt,
+        &format!("Provider ({presets}, or a name of yours)"),
+        "openai",
+    )?;
+    let preset = PRESETS.iter().find(|p| p.0 == provider);
+    let base_url = ask(
+        input,
+        prompt,
+        "Base URL of its OpenAI-compatible API",
+        preset.map(|p| p.1).unwrap_or(""),
+    )?;
+    let default_env = match preset {
+        Some((_, _, env)) => env.unwrap_or("").to_owned(),
+        None => config::default_key_env(&provider),
+    };
+    let api_key_env = ask(
+        input,
+        prompt,
+        "Environment variable for its API key (empty: no key)",
+        &default_env,
+    )?;
+    let key = if api_key_env.is_empty() {
+        None
+    } else {
+        write!(
+            prompt,
+            "API key for ${api_key_env} (hidden; empty keeps the current one): "
+        )?;
+        prompt.flush()?;
+        let key = secret(input)?;
+        writeln!(prompt)?;
+        (!key.trim().is_empty()).then(|| key.trim().to_owned())
+    };
+    let model = ask(
+        input,
+        prompt,
+        "Model",
+        if provider == "openai" {
+            "gpt-4o-mini"
+        } else {
+            ""
+        },
+    )?;
+    let agent = ask(input, prompt, "Default agent (dry, llm, react)", "llm")?;
+    let some = |s: String| (!s.is_empty()).then_some(s);
+    Ok((
+        Setup {
+            provider: some(provider),
+            base_url: some(base_url),
+            api_key_env: some(api_key_env),
+            model: some(model),
+            agent: some(agent),
+        },
+        key,
+    ))
+}
+
+/// Asks one question; an empty answer takes `default`.
+fn ask(
+    input: &mut dyn BufRead,
+    prompt: &mut dyn Write,
+    question: &str,
+    default: &str,
+) -> anyhow::Result<String> {
+    if default.is_empty() {
+        write!(prompt, "{question}: ")?;
+    } else {
+        write!(prompt, "{question} [{default}]: ")?;
+    }
+    prompt.flush()?;
+    let mut line = String::new();
+    input.read_line(&mut line)?;
+    let line = line.trim();
+    Ok(if line.is_empty() { default } else { line }.to_owned())
+}
+
+/// Reads a line from `input` (the terminal's stdin, already locked by the caller) with the
+/// terminal's echo off.
+fn read_hidden(input: &mut dyn BufRead) -> std::io::Result<String> {
+    use nix::sys::termios::{LocalFlags, SetArg, tcgetattr, tcsetattr};
+    let stdin = std::io::stdin();
+    let saved = tcgetattr(&stdin).map_err(std::io::Error::from)?;
+    let mut quiet = saved.clone();
+    quiet.local_flags.remove(LocalFlags::ECHO);
+    tcsetattr(&stdin, SetArg::TCSANOW, &quiet).map_err(std::io::Error::from)?;
+    let mut line = String::new();
+    let read = input.read_line(&mut line);
+    let _ = tcsetattr(&stdin, SetArg::TCSANOW, &saved);
+    read.map(|_| line)
+}
+
+pub fn doctor(args: DoctorArgs, root: &Path, out: &mut Out) -> anyhow::Result<()> {
+    let checks = doctor::run(root, &args.skip);
+    let failed = checks.iter().filter(|c| !c.ok).count();
+    for check in &checks {
+        let verdict = if check.ok { "ok  " } else { "FAIL" };
+        out.line(format!("{verdict} {}: {}", check.name, check.detail))?;
+        if let Some(hint) = check.hint.as_deref().filter(|h| !h.is_empty()) {
+            out.line(format!("     hint: {hint}"))?;
+        }
+    }
+    if failed == 0 {
+        out.line(format!("all {} checks passed", checks.len()))?;
+        Ok(())
+    } else {
+        out.line(format!("{failed} of {} checks failed", checks.len()))?;
+        out.flush()?;
+        Err(Exit(1).into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interactive_setup_takes_defaults_and_answers() {
+        let mut input = std::io::Cursor::new("\n\n\n\ndry\n");
+        let mut prompts = Vec::new();
+        let (setup, key) =
+            interactive(&mut input, &mut prompts, &|_| Ok("sk-typed\n".into())).unwrap();
+        assert_eq!(
+            setup,
+            Setup {
+                provider: Some("openai".into()),
+                base_url: Some("https://api.openai.com/v1".into()),
+                api_key_env: Some("OPENAI_API_KEY".into()),
+                model: Some("gpt-4o-mini".into()),
+                agent: Some("dry".into()),
+            }
+        );
+        assert_eq!(key.as_deref(), Some("sk-typed"));
+        let prompts = String::from_utf8(prompts).unwrap();
+        assert!(
+            prompts.contains("Provider (openai, openrouter, ollama"),
+            "{prompts}"
+        );
+        assert!(!prompts.contains("sk-typed"), "the key is never echoed");
+
+        let mut input = std::io::Cursor::new("lab\nhttp://127.0.0.1:8000/v1\n\nqwen\n\n");
+        let (setup, key) =
+            interactive(&mut input, &mut Vec::new(), &|_| Ok(String::new())).unwrap();
+        assert_eq!(setup.api_key_env.as_deref(), Some("LAB_API_KEY"));
+        assert_eq!(setup.model.as_deref(), Some("qwen"));
+        assert_eq!(key, None);
+    }
+}

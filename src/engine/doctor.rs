@@ -1,0 +1,296 @@
+//! `uwf doctor`: checks of what a run needs (SPEC §6.4), each a verdict, a detail and a hint.
+//!
+//! The checks: the config parses and validates, `.env` parses and is private, every configured
+//! agent's program can be found, each provider answers `GET {baseUrl}/models` (with its key,
+//! which no detail ever shows), the storage root is writable, and FUSE is usable.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::config::{self, Config};
+use super::dotenv;
+use super::llm::{Client, Endpoint};
+
+/// How long a provider may take to answer the probe.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The names of the check groups, for `--skip`.
+pub const GROUPS: &[&str] = &[
+    "config",
+    "secrets",
+    "agents",
+    "providers",
+    "storage",
+    "fuse",
+];
+
+/// One check's verdict.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Check {
+    /// `config`, `agent NAME`, `provider NAME`, …
+    pub name: String,
+    pub ok: bool,
+    pub detail: String,
+    /// What to do when it failed.
+    pub hint: Option<String>,
+}
+
+impl Check {
+    fn ok(name: impl Into<String>, detail: impl Into<String>) -> Check {
+        Check {
+            name: name.into(),
+            ok: true,
+            detail: detail.into(),
+            hint: None,
+        }
+    }
+
+    fn fail(name: impl Into<String>, detail: impl Into<String>, hint: impl Into<String>) -> Check {
+        Check {
+            name: name.into(),
+            ok: false,
+            detail: detail.into(),
+            hint: Some(hint.into()),
+        }
+    }
+}
+
+/// Runs every check not in `skip`, in order.
+pub fn run(root: &Path, skip: &[String]) -> Vec<Check> {
+    let wanted = |group: &str| !skip.iter().any(|s| s == group);
+    let mut checks = Vec::new();
+    let config_path = root.join("config.yaml");
+    let config = match config::load(root) {
+        Ok(loaded) => {
+            if wanted("config") {
+                checks.push(if loaded.from_file {
+                    let c = &loaded.config;
+                    Check::ok(
+                        "config",
+                        format!(
+                            "{} is valid ({} providers, {} models, {} agents)",
+                            config_path.display(),
+                            c.providers.len(),
+                            c.models.len(),
+                            c.agents.len()
+                        ),
+                    )
+                } else {
+                    Check::ok(
+                        "config",
+                        format!(
+                            "no {}; the offline built-in agents apply (default agent: dry)",
+                            config_path.display()
+                        ),
+                    )
+                });
+            }
+            Some(loaded.config)
+        }
+        Err(e) => {
+            if wanted("config") {
+                let detail = e.to_string();
+                let detail = detail
+                    .lines()
+                    .filter(|l| !l.starts_with("hint:"))
+                    .map(str::trim)
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                checks.push(Check::fail(
+                    "config",
+                    detail,
+                    "fix the lines named above, or move the file away and run `uwf setup`",
+                ));
+            }
+            None
+        }
+    };
+    if wanted("secrets") {
+        checks.push(secrets(root));
+    }
+    if let Some(config) = &config {
+        if wanted("agents") {
+            checks.extend(agents(config));
+        }
+        if wanted("providers") {
+            checks.extend(providers(config));
+        }
+    }
+    if wanted("storage") {
+        checks.push(storage(root));
+    }
+    if wanted("fuse") {
+        checks.push(fuse(Path::new("/dev/fuse")));
+    }
+    checks
+}
+
+fn secrets(root: &Path) -> Check {
+    let path = dotenv::path(root);
+    match dotenv::read(root) {
+        Ok(_) if !path.exists() => Check::ok(
+            "secrets",
+            format!("no {}; keys come from the environment", path.display()),
+        ),
+        Ok(pairs) if dotenv::too_open(root) => Check::fail(
+            "secrets",
+            format!(
+                "{} ({} keys) is readable by other users",
+                path.display(),
+                pairs.len()
+            ),
+            format!("chmod 600 {}", path.display()),
+        ),
+        Ok(pairs) => Check::ok(
+            "secrets",
+            format!("{} has {} keys, mode 0600", path.display(), pairs.len()),
+        ),
+        Err(e) => {
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or_default().to_owned();
+            Check::fail(
+                "secrets",
+                first,
+                "fix that line (KEY=VALUE), or rewrite the key with `uwf setup --api-key-env NAME --api-key -`",
+            )
+        }
+    }
+}
+
+fn agents(config: &Config) -> Vec<Check> {
+    config
+        .agents()
+        .into_iter()
+        .map(|(name, agent)| {
+            let label = format!("agent {name}");
+            if agent.command == "uwf" {
+                return Check::ok(label, "`uwf` (this program)");
+            }
+            match find_program(&agent.command) {
+                Some(path) => {
+                    Check::ok(label, format!("`{}` is {}", agent.command, path.display()))
+                }
+                None => Check::fail(
+                    label,
+                    format!("`{}` is not on PATH", agent.command),
+                    format!("install it, or fix agents.{name}.command in config.yaml"),
+                ),
+            }
+        })
+        .collect()
+}
+
+/// Where `program` would be run from: itself when it has a `/`, else the first executable
+/// match on `$PATH`.
+pub fn find_program(program: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        let p = PathBuf::from(program);
+        return executable(&p).then_some(p);
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|p| executable(p))
+}
+
+fn providers(config: &Config) -> Vec<Check> {
+    config
+        .providers
+        .keys()
+        .map(|name| {
+            let label = format!("provider {name}");
+            // Any model name serves for `GET /models`.
+            let mut endpoint = match Endpoint::of_provider(config, name, "-") {
+                Ok(e) => e,
+                Err(e) => {
+                    let text = e.to_string();
+                    let (detail, hint) = text.split_once("\nhint: ").unwrap_or((&text, ""));
+                    return Check::fail(label, detail, hint);
+                }
+            };
+            endpoint.timeout = endpoint.timeout.min(PROBE_TIMEOUT);
+            let url = format!("{}/models", endpoint.base_url);
+            let keyed = match config.providers[name].api_key_env.as_deref() {
+                Some(env) => format!(" (key from ${env})"),
+                None => " (no key)".into(),
+            };
+            match Client::new(endpoint).probe() {
+                Ok(status) if (200..300).contains(&status) => {
+                    Check::ok(label, format!("GET {url} → {status}{keyed}"))
+                }
+                Ok(status @ (401 | 403)) => Check::fail(
+                    label,
+                    format!("GET {url} → {status}: the key was refused{keyed}"),
+                    format!(
+                        "store a valid key: `uwf setup --provider {name} --api-key -` (reads it from stdin)"
+                    ),
+                ),
+                Ok(404) => Check::ok(
+                    label,
+                    format!("GET {url} → 404 (the server answers; it lists no models){keyed}"),
+                ),
+                Ok(status) => Check::fail(
+                    label,
+                    format!("GET {url} → {status}{keyed}"),
+                    format!("check providers.{name}.baseUrl (the API root, ending in /v1 for most)"),
+                ),
+                Err(e) => Check::fail(
+                    label,
+                    e.to_string().lines().next().unwrap_or_default().to_owned(),
+                    format!("check providers.{name}.baseUrl and the network"),
+                ),
+            }
+        })
+        .collect()
+}
+
+fn storage(root: &Path) -> Check {
+    let result = std::fs::create_dir_all(root).and_then(|()| tempfile::tempfile_in(root));
+    match result {
+        Ok(_) => Check::ok("storage", format!("{} is writable", root.display())),
+        Err(e) => Check::fail(
+            "storage",
+            format!("{} is not writable: {e}", root.display()),
+            "choose another root with --root or $UWF_STORAGE_ROOT, or fix its permissions",
+        ),
+    }
+}
+
+fn fuse(device: &Path) -> Check {
+    match std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(device)
+    {
+        Ok(_) => Check::ok("fuse", format!("{} opens", device.display())),
+        Err(e) => Check::fail(
+            "fuse",
+            format!("{} cannot be opened: {e}", device.display()),
+            "only `uwf mount` needs it: install fuse3 and `modprobe fuse` (in a container: --device /dev/fuse), or skip with --skip fuse",
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn programs_are_found_on_path_or_by_path() {
+        assert!(find_program("sh").is_some());
+        assert!(find_program("/bin/sh").is_some());
+        assert!(find_program("uwf-no-such-program-here").is_none());
+        assert!(find_program("/nonexistent/sh").is_none());
+    }
+
+    #[test]
+    fn a_missing_fuse_device_fails_with_a_hint() {
+        let check = fuse(Path::new("/nonexistent/fuse"));
+        assert!(!check.ok);
+        assert!(check.hint.unwrap().contains("--skip fuse"));
+    }
+}

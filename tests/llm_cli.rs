@@ -1,0 +1,1078 @@
+//! The LLM side through the real binary, against a scripted OpenAI-compatible server on
+//! loopback: `uwf setup`, `.env`, config validation, `uwf doctor`, the client's request shapes,
+//! retries and timeouts, the extraction fallback, and the `llm` and `react` agents (SPEC §6).
+
+mod common;
+mod mock_llm;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use common::{Env, json, start_thread};
+use mock_llm::{Mock, Reply, call, calls_raw, content};
+use serde_json::{Value, json};
+
+/// The API key of every test; it must never show up anywhere but `<root>/.env`.
+const KEY: &str = "sk-test-SECRET-7f3a9c41e2";
+const KEY_ENV: &str = "UWF_TEST_LLM_KEY";
+
+const WORKFLOW: &str = r#"
+name: review
+description: One reviewer judges the task.
+roles:
+  reviewer:
+    description: Judges the change described in the task.
+    goal: You are a strict reviewer.
+    procedure: Read the task and decide.
+    output: A verdict and notes.
+    meta:
+      type: object
+      properties:
+        approved: { type: boolean, description: True when the change is good. }
+        notes: { type: string, description: Why. }
+      required: [approved, notes]
+      additionalProperties: false
+conditions: {}
+graph:
+  $START:
+    - role: reviewer
+      condition: null
+  reviewer:
+    - role: $END
+      condition: null
+"#;
+
+/// An environment with the `review` workflow, a thread of it, and a config pointing at `mock`.
+struct Llm {
+    env: Env,
+    thread: String,
+}
+
+impl Llm {
+    fn new(mock: &Mock) -> Llm {
+        Llm::with_config(mock, "")
+    }
+
+    /// `extra` is appended to the config (more keys at the top level).
+    fn with_config(mock: &Mock, extra: &str) -> Llm {
+        let env = Env::new();
+        let file = env.dir.path().join("review.yaml");
+        std::fs::write(&file, WORKFLOW).unwrap();
+        env.ok(&["workflow", "put", file.to_str().unwrap()]);
+        let thread = start_thread(&env, "review", "Review the login fix in PR 42");
+        write_config(&env, mock, extra);
+        let dotenv = env.root().join(".env");
+        std::fs::write(&dotenv, format!("{KEY_ENV}={KEY}\n")).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&dotenv, std::fs::Permissions::from_mode(0o600)).unwrap();
+        Llm { env, thread }
+    }
+
+    fn run(&self, args: &[&str]) -> std::process::Output {
+        self.env
+            .uwf()
+            .env_remove(KEY_ENV)
+            .args(args)
+            .output()
+            .expect("run uwf")
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        let (stdout, stderr) = texts(&out);
+        assert!(
+            out.status.success(),
+            "uwf {args:?} failed\nstdout: {stdout}\nstderr: {stderr}"
+        );
+        assert_no_key(&stdout, &stderr);
+        stdout.trim().to_owned()
+    }
+
+    fn fails(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        let (stdout, stderr) = texts(&out);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "uwf {args:?}\nstdout: {stdout}\nstderr: {stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        assert_no_key(&stdout, &stderr);
+        stderr
+    }
+
+    /// One step with a built-in LLM agent; returns the step JSON.
+    fn step(&self, agent: &str) -> Value {
+        json(&self.ok(&["thread", "step", &self.thread, "--agent", agent]))
+    }
+
+    /// The detail node of a step, as JSON.
+    fn detail(&self, step: &str) -> Value {
+        let node = json(&self.ok(&["cas", "get", step, "--payload"]));
+        json(&self.ok(&["cas", "get", node["detail"].as_str().unwrap(), "--payload"]))
+    }
+
+    fn output(&self, step: &str) -> Value {
+        let node = json(&self.ok(&["cas", "get", step, "--payload"]));
+        json(&self.ok(&["cas", "get", node["output"].as_str().unwrap(), "--payload"]))
+    }
+}
+
+fn write_config(env: &Env, mock: &Mock, extra: &str) {
+    std::fs::create_dir_all(env.root()).unwrap();
+    std::fs::write(
+        env.root().join("config.yaml"),
+        format!(
+            "providers:\n  mock: {{ baseUrl: '{}', apiKeyEnv: {KEY_ENV}, timeout: 5, retries: 2 }}\n\
+             models:\n  fast: {{ provider: mock, name: mock-fast-1 }}\n  cheap: {{ provider: mock, name: mock-cheap }}\n\
+             defaultModel: fast\n{extra}",
+            mock.base_url
+        ),
+    )
+    .unwrap();
+}
+
+fn texts(out: &std::process::Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn assert_no_key(stdout: &str, stderr: &str) {
+    assert!(!stdout.contains(KEY), "the API key is on stdout: {stdout}");
+    assert!(!stderr.contains(KEY), "the API key is on stderr: {stderr}");
+}
+
+/// Every file under `dir` whose bytes contain the key.
+fn files_with_key(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(p) = stack.pop() {
+        let meta = std::fs::symlink_metadata(&p).unwrap();
+        if meta.is_dir() {
+            stack.extend(std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().path()));
+        } else if meta.is_file() {
+            let bytes = std::fs::read(&p).unwrap();
+            if bytes.windows(KEY.len()).any(|w| w == KEY.as_bytes()) {
+                found.push(p);
+            }
+        }
+    }
+    found
+}
+
+const APPROVE_FRONTMATTER: &str = "---\napproved: true\nnotes: tests cover it\n---\nLooks good.\n";
+
+#[test]
+fn llm_agent_sends_the_role_prompt_and_records_the_model() {
+    let mock = Mock::start(vec![content(APPROVE_FRONTMATTER)]);
+    let t = Llm::new(&mock);
+    let step = t.step("llm");
+    assert_eq!(
+        (step["role"].as_str(), step["done"].as_bool()),
+        (Some("reviewer"), Some(true))
+    );
+    let head = step["head"].as_str().unwrap();
+    assert_eq!(
+        t.output(head),
+        json!({"approved": true, "notes": "tests cover it"})
+    );
+
+    // Exactly one request: the frontmatter fast path needs no extraction call.
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 1, "{requests:#?}");
+    let r = &requests[0];
+    assert_eq!(
+        (r.method.as_str(), r.path.as_str()),
+        ("POST", "/v1/chat/completions")
+    );
+    assert_eq!(
+        r.authorization.as_deref(),
+        Some(format!("Bearer {KEY}").as_str())
+    );
+    assert_eq!(r.body["model"], "mock-fast-1");
+    assert!(r.body.get("tools").is_none() && r.body.get("response_format").is_none());
+    let messages = r.messages();
+    assert_eq!(messages.len(), 2);
+    assert_eq!(messages[0]["role"], "system");
+    let system = messages[0]["content"].as_str().unwrap();
+    assert!(system.starts_with("## Output format"), "{system}");
+    assert!(
+        system.contains("## Role: reviewer") && system.contains("strict reviewer"),
+        "{system}"
+    );
+    assert!(!system.contains("## Task"), "{system}");
+    assert_eq!(messages[1]["role"], "user");
+    let user = messages[1]["content"].as_str().unwrap();
+    assert!(
+        user.starts_with("## Task\n\nReview the login fix in PR 42"),
+        "{user}"
+    );
+    assert!(user.contains("## History"), "{user}");
+
+    let detail = t.detail(head);
+    assert_eq!(detail["model"], "fast");
+    assert_eq!(detail["modelName"], "mock-fast-1");
+    assert_eq!(detail["provider"], "mock");
+    assert_eq!(detail["extractedBy"], "frontmatter");
+    assert_eq!(detail["usage"]["total_tokens"], 18);
+    assert_eq!(detail["attempts"], 1);
+    assert_eq!(
+        files_with_key(t.env.dir.path()),
+        [t.env.root().join(".env")]
+    );
+}
+
+#[test]
+fn prose_is_extracted_by_the_model_in_json_mode() {
+    let mock = Mock::start(vec![
+        content("I approve: the tests cover the session check."),
+        content(r#"{"approved": true, "notes": "the tests cover the session check"}"#),
+    ]);
+    let t = Llm::with_config(&mock, "modelOverrides: { extract: cheap }\n");
+    let step = t.step("llm");
+    let head = step["head"].as_str().unwrap();
+    assert_eq!(
+        t.output(head),
+        json!({"approved": true, "notes": "the tests cover the session check"})
+    );
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 2);
+    let extract = &requests[1];
+    assert_eq!(extract.body["model"], "mock-cheap");
+    assert_eq!(
+        extract.body["response_format"],
+        json!({"type": "json_object"})
+    );
+    assert_eq!(
+        extract.authorization.as_deref(),
+        Some(format!("Bearer {KEY}").as_str())
+    );
+    let user = extract.message(-1)["content"].as_str().unwrap();
+    assert!(
+        user.contains("\"approved\"") && user.contains("## JSON Schema"),
+        "{user}"
+    );
+    assert!(
+        user.contains("I approve: the tests cover the session check."),
+        "{user}"
+    );
+    let detail = t.detail(head);
+    assert_eq!(detail["extractedBy"], "llm");
+    assert_eq!(detail["extraction"]["model"], "cheap");
+    assert_eq!(detail["extraction"]["calls"], 1);
+    assert!(
+        detail["extraction"]["fastPathError"]
+            .as_str()
+            .unwrap()
+            .contains("no YAML frontmatter")
+    );
+}
+
+#[test]
+fn extraction_retries_once_with_the_error_then_fails_keeping_the_raw_output() {
+    // Malformed JSON, then a schema-valid object: one corrective retry suffices.
+    let mock = Mock::start(vec![
+        content("Approved, nice work."),
+        content(r#"{"approved": true, "notes": "nice work""#),
+        content(r#"{"approved": true, "notes": "nice work"}"#),
+    ]);
+    let t = Llm::new(&mock);
+    let head = t.step("llm")["head"].as_str().unwrap().to_owned();
+    assert_eq!(
+        t.output(&head),
+        json!({"approved": true, "notes": "nice work"})
+    );
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 3);
+    let retry = &requests[2];
+    assert_eq!(
+        retry.messages().len(),
+        4,
+        "system, user, the bad reply, the correction"
+    );
+    assert_eq!(
+        retry.message(2)["content"],
+        r#"{"approved": true, "notes": "nice work""#
+    );
+    let correction = retry.message(3)["content"].as_str().unwrap();
+    assert!(
+        correction.starts_with("That reply is not usable: the JSON is not valid at line 1"),
+        "{correction}"
+    );
+    assert_eq!(t.detail(&head)["extraction"]["calls"], 2);
+
+    // Prose, then a schema failure twice: the step fails, naming both, and the raw is kept.
+    let mock = Mock::start(vec![
+        content("Approved, nice work."),
+        content(r#"{"approved": "yes"}"#),
+        content("approved: yes"),
+    ]);
+    let t = Llm::new(&mock);
+    let err = t.fails(&["agent", "llm", &t.thread, "reviewer"]);
+    assert!(err.contains("no YAML frontmatter"), "{err}");
+    assert!(err.contains("the LLM fallback failed too"), "{err}");
+    assert!(
+        err.contains("attempt 1: it does not match the schema"),
+        "{err}"
+    );
+    assert!(err.contains("attempt 2: it is not a JSON object"), "{err}");
+    let retry = &mock.requests()[2];
+    assert!(
+        retry.message(-1)["content"]
+            .as_str()
+            .unwrap()
+            .contains("\"notes\" is a required property"),
+        "{retry:?}"
+    );
+    let raw = err.split("kept as text node ").nth(1).unwrap()[..13].to_owned();
+    assert_eq!(
+        json(&t.ok(&["cas", "get", &raw, "--payload"])),
+        json!("Approved, nice work.")
+    );
+    assert_eq!(
+        mock.requests().len(),
+        3,
+        "no more than one corrective retry"
+    );
+}
+
+#[test]
+fn agents_that_follow_the_format_cost_no_llm_call() {
+    let mock = Mock::start(vec![]);
+    let t = Llm::new(&mock);
+    let head = t.ok_stdin(
+        &["agent", "submit", &t.thread, "reviewer", "--agent", "me"],
+        APPROVE_FRONTMATTER,
+    );
+    assert_eq!(t.detail(&head)["extractedBy"], "frontmatter");
+    let head = t.ok_stdin(
+        &["agent", "submit", &t.thread, "reviewer", "--agent", "me"],
+        "```json\n{\"approved\": false, \"notes\": \"no\"}\n```",
+    );
+    assert_eq!(t.detail(&head)["extractedBy"], "json");
+    let script = t.env.dir.path().join("s.yaml");
+    std::fs::write(
+        &script,
+        "reviewer:\n  - \"---\\napproved: true\\nnotes: ok\\n---\\n\"\n",
+    )
+    .unwrap();
+    t.step(&format!("uwf agent script --file {}", script.display()));
+    // A deterministic CLI that prints JSON, given only the task ({task}), through exec.
+    let t2 = Llm::new(&mock);
+    let head = t2.step(
+        r#"uwf agent exec --cmd 'printf "{\"approved\": true, \"notes\": \"%s\"}\n" {task}'"#,
+    )["head"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        t2.output(&head),
+        json!({"approved": true, "notes": "Review the login fix in PR 42"})
+    );
+    assert_eq!(t2.detail(&head)["extractedBy"], "json");
+    assert!(mock.requests().is_empty(), "{:#?}", mock.requests());
+}
+
+impl Llm {
+    fn ok_stdin(&self, args: &[&str], stdin: &str) -> String {
+        let out = self
+            .env
+            .uwf()
+            .env_remove(KEY_ENV)
+            .args(args)
+            .write_stdin(stdin.to_owned())
+            .output()
+            .unwrap();
+        let (stdout, stderr) = texts(&out);
+        assert!(out.status.success(), "{stderr}");
+        assert_no_key(&stdout, &stderr);
+        stdout.trim().to_owned()
+    }
+}
+
+#[test]
+fn submit_goes_through_the_llm_fallback_too() {
+    let mock = Mock::start(vec![content(
+        r#"{"approved": false, "notes": "missing test"}"#,
+    )]);
+    let t = Llm::new(&mock);
+    let head = t.ok_stdin(
+        &["agent", "submit", &t.thread, "reviewer", "--agent", "me"],
+        "Not yet: there is no test for the expiry.",
+    );
+    assert_eq!(
+        t.output(&head),
+        json!({"approved": false, "notes": "missing test"})
+    );
+    assert_eq!(t.detail(&head)["extractedBy"], "llm");
+    assert_eq!(mock.requests().len(), 1);
+}
+
+#[test]
+fn rate_limits_and_server_errors_are_retried() {
+    let mock = Mock::start(vec![
+        Reply::status(429, r#"{"error":"slow down"}"#, &[("Retry-After", "0")]),
+        Reply::status(503, "overloaded", &[]),
+        content(APPROVE_FRONTMATTER),
+    ]);
+    let t = Llm::new(&mock);
+    let head = t.step("llm")["head"].as_str().unwrap().to_owned();
+    assert_eq!(mock.requests().len(), 3);
+    assert_eq!(t.detail(&head)["attempts"], 3);
+
+    // Out of retries (2 in the config): the last status and body are named, never the key.
+    let mock = Mock::start(vec![
+        Reply::status(500, "boom 1", &[("Retry-After", "0")]),
+        Reply::status(502, "boom 2", &[("Retry-After", "0")]),
+        Reply::status(
+            500,
+            &format!("boom 3 for key {KEY}"),
+            &[("Retry-After", "0")],
+        ),
+    ]);
+    let t = Llm::new(&mock);
+    let err = t.fails(&["agent", "llm", &t.thread, "reviewer"]);
+    assert!(
+        err.contains(
+            "/v1/chat/completions answered HTTP 500 (after 3 attempts): boom 3 for key ***"
+        ),
+        "{err}"
+    );
+    assert_eq!(mock.requests().len(), 3);
+
+    // A client error is not retried; a long Retry-After is not waited for.
+    let mock = Mock::start(vec![Reply::status(400, r#"{"error":"bad model"}"#, &[])]);
+    let t = Llm::new(&mock);
+    let err = t.fails(&["agent", "llm", &t.thread, "reviewer"]);
+    assert!(
+        err.contains("answered HTTP 400: {\"error\":\"bad model\"}"),
+        "{err}"
+    );
+    assert_eq!(mock.requests().len(), 1);
+    let mock = Mock::start(vec![Reply::status(429, "", &[("Retry-After", "3600")])]);
+    let t = Llm::new(&mock);
+    let err = t.fails(&["agent", "llm", &t.thread, "reviewer"]);
+    assert!(
+        err.contains("asks to wait 3600s; not waiting that long"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_refused_key_is_reported_without_the_key() {
+    let body = format!(r#"{{"error": {{"message": "Incorrect API key provided: {KEY}"}}}}"#);
+    let mock = Mock::start(vec![Reply::status(401, &body, &[])]);
+    let t = Llm::new(&mock);
+    let err = t.fails(&["thread", "step", &t.thread, "--agent", "llm"]);
+    assert!(
+        err.contains("HTTP 401") && err.contains("Incorrect API key provided: ***"),
+        "{err}"
+    );
+    // Nothing in the storage root holds the key but .env (the step's log included).
+    assert_eq!(
+        files_with_key(t.env.dir.path()),
+        [t.env.root().join(".env")]
+    );
+}
+
+#[test]
+fn timeouts_are_retried_then_reported() {
+    let mock = Mock::start(vec![
+        Reply::Sleep(
+            Duration::from_secs(3),
+            Box::new(content(APPROVE_FRONTMATTER)),
+        ),
+        content(APPROVE_FRONTMATTER),
+    ]);
+    let t = Llm::new(&mock);
+    let config = std::fs::read_to_string(t.env.root().join("config.yaml")).unwrap();
+    std::fs::write(
+        t.env.root().join("config.yaml"),
+        config.replace("timeout: 5, retries: 2", "timeout: 1, retries: 1"),
+    )
+    .unwrap();
+    let started = Instant::now();
+    t.step("llm");
+    assert_eq!(mock.requests().len(), 2);
+    assert!(started.elapsed() < Duration::from_secs(10));
+
+    let mock = Mock::start(vec![Reply::Sleep(
+        Duration::from_secs(4),
+        Box::new(content(APPROVE_FRONTMATTER)),
+    )]);
+    let t = Llm::new(&mock);
+    let config = std::fs::read_to_string(t.env.root().join("config.yaml")).unwrap();
+    std::fs::write(
+        t.env.root().join("config.yaml"),
+        config.replace("timeout: 5, retries: 2", "timeout: 1, retries: 0"),
+    )
+    .unwrap();
+    let started = Instant::now();
+    let err = t.fails(&["agent", "llm", &t.thread, "reviewer"]);
+    assert!(
+        err.contains("/v1/chat/completions: no answer within 1s"),
+        "{err}"
+    );
+    assert!(err.contains("raise `timeout`"), "{err}");
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn connection_errors_are_retried_then_reported() {
+    // A port that was just free: nothing listens there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mock = Mock::start(vec![]);
+    let t = Llm::new(&mock);
+    std::fs::write(
+        t.env.root().join("config.yaml"),
+        format!(
+            "providers:\n  gone: {{ baseUrl: 'http://127.0.0.1:{port}/v1', apiKeyEnv: {KEY_ENV}, retries: 1 }}\n\
+             models:\n  fast: {{ provider: gone, name: m }}\ndefaultModel: fast\n"
+        ),
+    )
+    .unwrap();
+    let err = t.fails(&["agent", "llm", &t.thread, "reviewer"]);
+    assert!(
+        err.contains(&format!("http://127.0.0.1:{port}/v1/chat/completions: "))
+            && err.contains("(after 2 attempts)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn missing_configuration_names_what_to_set() {
+    let mock = Mock::start(vec![]);
+    let t = Llm::new(&mock);
+    std::fs::remove_file(t.env.root().join(".env")).unwrap();
+    let err = t.fails(&["agent", "llm", &t.thread, "reviewer"]);
+    assert!(
+        err.contains(&format!("needs an API key in ${KEY_ENV}, which is not set")),
+        "{err}"
+    );
+    assert!(err.contains("uwf setup --provider mock"), "{err}");
+    let err = t.fails(&["agent", "llm", "--model", "nope", &t.thread, "reviewer"]);
+    assert!(
+        err.contains("unknown model `nope` (models: cheap, fast)"),
+        "{err}"
+    );
+    std::fs::write(t.env.root().join("config.yaml"), "defaultAgent: dry\n").unwrap();
+    let err = t.fails(&["agent", "react", &t.thread, "reviewer"]);
+    assert!(err.contains("no model is configured for `react`"), "{err}");
+    assert!(err.contains("uwf setup --provider openai"), "{err}");
+    assert!(mock.requests().is_empty());
+}
+
+#[test]
+fn a_variable_already_set_wins_over_dotenv() {
+    let mock = Mock::start(vec![content(APPROVE_FRONTMATTER)]);
+    let t = Llm::new(&mock);
+    let out = t
+        .env
+        .uwf()
+        .env(KEY_ENV, "sk-from-the-environment")
+        .args(["agent", "llm", &t.thread, "reviewer"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        mock.requests()[0].authorization.as_deref(),
+        Some("Bearer sk-from-the-environment")
+    );
+}
+
+// ---- react ----
+
+/// A working directory with a source file, and a secret beside it (outside).
+fn workdir(t: &Llm) -> PathBuf {
+    let work = t.env.dir.path().join("project");
+    std::fs::create_dir_all(work.join("src")).unwrap();
+    std::fs::write(
+        work.join("src/login.rs"),
+        "fn check_session() { /* 60s expiry */ }\n",
+    )
+    .unwrap();
+    std::fs::write(t.env.dir.path().join("secret.txt"), "OUTSIDE-SECRET-TEXT").unwrap();
+    std::os::unix::fs::symlink(t.env.dir.path(), work.join("escape")).unwrap();
+    work
+}
+
+impl Llm {
+    fn react(&self, work: &Path, extra_args: &[&str]) -> std::process::Output {
+        let mut args = vec!["agent", "react"];
+        args.extend_from_slice(extra_args);
+        args.extend_from_slice(&[&self.thread, "reviewer"]);
+        self.env
+            .uwf()
+            .env_remove(KEY_ENV)
+            .current_dir(work)
+            .args(&args)
+            .output()
+            .unwrap()
+    }
+}
+
+#[test]
+fn react_reads_a_file_and_resolves_with_the_role_schema() {
+    let mock = Mock::start(vec![
+        call("list_dir", json!({"path": "."})),
+        call("read_file", json!({"path": "src/login.rs"})),
+        calls_raw(
+            Some("The expiry is hard-coded."),
+            &[(
+                "resolve",
+                r#"{"approved": false, "notes": "60s expiry is hard-coded"}"#,
+            )],
+        ),
+    ]);
+    let t = Llm::new(&mock);
+    let work = workdir(&t);
+    let out = t.react(&work, &[]);
+    let (stdout, stderr) = texts(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert_no_key(&stdout, &stderr);
+    let head = stdout.trim();
+    assert_eq!(
+        t.output(head),
+        json!({"approved": false, "notes": "60s expiry is hard-coded"})
+    );
+
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 3, "resolve needs no extraction call");
+    let first = &requests[0];
+    let names: Vec<&str> = first.body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "read_file",
+            "write_file",
+            "edit_file",
+            "list_dir",
+            "grep",
+            "resolve"
+        ]
+    );
+    let resolve = &first.body["tools"][5]["function"]["parameters"];
+    assert_eq!(resolve["required"], json!(["approved", "notes"]));
+    assert_eq!(resolve["properties"]["approved"]["type"], "boolean");
+    assert_eq!(
+        first.authorization.as_deref(),
+        Some(format!("Bearer {KEY}").as_str())
+    );
+    let system = first.message(0)["content"].as_str().unwrap();
+    assert!(
+        system.contains("call `resolve` once") && system.contains("## Role: reviewer"),
+        "{system}"
+    );
+    // The listing and the file's text went back as tool results.
+    let listing = requests[1].message(-1);
+    assert_eq!(
+        (listing["role"].as_str(), listing["tool_call_id"].as_str()),
+        (Some("tool"), Some("call_0"))
+    );
+    assert_eq!(listing["content"], "escape@\nsrc/");
+    let read = requests[2].message(-1);
+    assert_eq!(read["content"], "fn check_session() { /* 60s expiry */ }\n");
+    assert_eq!(
+        requests[2].message(-2)["tool_calls"][0]["function"]["name"],
+        "read_file"
+    );
+
+    let detail = t.detail(head);
+    assert_eq!(detail["extractedBy"], "resolve");
+    assert_eq!(detail["rounds"], 3);
+    assert_eq!(detail["usage"]["total_tokens"], 75);
+    let turns = detail["turns"].as_array().unwrap();
+    assert_eq!(turns.len(), 3);
+    assert_eq!(turns[1]["toolCalls"][0]["name"], "read_file");
+    assert_eq!(
+        turns[1]["toolCalls"][0]["arguments"],
+        json!({"path": "src/login.rs"})
+    );
+    assert_eq!(
+        turns[1]["toolCalls"][0]["result"],
+        "fn check_session() { /* 60s expiry */ }\n"
+    );
+    assert_eq!(turns[2]["assistant"], "The expiry is hard-coded.");
+    let step = json(&t.ok(&["cas", "get", head, "--payload"]));
+    assert_eq!(step["agent"], "react");
+    assert_eq!(
+        json(&t.ok(&["cas", "get", detail["body"].as_str().unwrap(), "--payload"])),
+        json!("The expiry is hard-coded.")
+    );
+    assert_eq!(
+        files_with_key(t.env.dir.path()),
+        [t.env.root().join(".env")]
+    );
+}
+
+#[test]
+fn react_refuses_escapes_corrects_prose_and_invalid_resolves() {
+    let mock = Mock::start(vec![
+        call("read_file", json!({"path": "../secret.txt"})),
+        call("read_file", json!({"path": "escape/secret.txt"})),
+        call(
+            "write_file",
+            json!({"path": "/tmp/../etc/uwf-escape", "content": "x"}),
+        ),
+        call("grep", json!({"pattern": "SECRET", "path": "escape"})),
+        call("run_command", json!({"command": "cat ../secret.txt"})),
+        content("I think it is fine."),
+        calls_raw(None, &[("resolve", r#"{"approved": "yes"}"#)]),
+        calls_raw(None, &[("resolve", "{not json")]),
+        call(
+            "edit_file",
+            json!({"path": "src/login.rs", "old": "60s", "new": "30 min"}),
+        ),
+        call(
+            "resolve",
+            json!({"approved": true, "notes": "fixed the expiry"}),
+        ),
+    ]);
+    let t = Llm::new(&mock);
+    let work = workdir(&t);
+    let out = t.react(&work, &[]);
+    let (stdout, stderr) = texts(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(work.join("src/login.rs")).unwrap(),
+        "fn check_session() { /* 30 min expiry */ }\n"
+    );
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 10);
+    let result = |i: usize| {
+        requests[i].message(-1)["content"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(
+        result(1),
+        "error: refused: `../secret.txt` is outside the working directory"
+    );
+    assert_eq!(
+        result(2),
+        "error: refused: `escape/secret.txt` is outside the working directory"
+    );
+    assert!(
+        result(3).starts_with("error: refused: `/tmp/../etc/uwf-escape`"),
+        "{}",
+        result(3)
+    );
+    assert!(
+        result(4).starts_with("error: refused: `escape`"),
+        "{}",
+        result(4)
+    );
+    assert!(
+        result(5).contains("run_command is not enabled"),
+        "{}",
+        result(5)
+    );
+    assert_eq!(
+        result(6),
+        "Call a tool, or call `resolve` with your output when your part is done. A reply without a tool call is not accepted."
+    );
+    assert_eq!(requests[6].message(-1)["role"], "user");
+    assert!(
+        result(7).contains("does not match the role's schema")
+            && result(7).contains("\"notes\" is a required property"),
+        "{}",
+        result(7)
+    );
+    assert!(
+        result(8).starts_with("error: the arguments are not valid JSON"),
+        "{}",
+        result(8)
+    );
+    assert_eq!(result(9), "edited src/login.rs");
+    for r in &requests {
+        assert!(
+            !r.body.to_string().contains("OUTSIDE-SECRET-TEXT"),
+            "a secret leaked into {r:?}"
+        );
+    }
+    assert!(!Path::new("/etc/uwf-escape").exists());
+    let detail = t.detail(stdout.trim());
+    let turns = detail["turns"].as_array().unwrap();
+    assert_eq!(turns.len(), 10);
+    assert_eq!(turns[5]["correction"], result(6));
+    assert_eq!(turns[0]["toolCalls"][0]["ok"], false);
+}
+
+#[test]
+fn react_gives_up_after_max_rounds_keeping_the_turns() {
+    let mock = Mock::start(vec![
+        call("list_dir", json!({"path": "src"})),
+        content("Still thinking."),
+        content("Still thinking."),
+    ]);
+    let t = Llm::new(&mock);
+    let work = workdir(&t);
+    let out = t.react(&work, &["--max-rounds", "3"]);
+    let (_, stderr) = texts(&out);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("react: no `resolve` after 3 rounds"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("raise --max-rounds"), "{stderr}");
+    let transcript = stderr.split("text node ").nth(1).unwrap()[..13].to_owned();
+    let turns: Value = serde_json::from_str(
+        json(&t.ok(&["cas", "get", &transcript, "--payload"]))
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(turns.as_array().unwrap().len(), 3);
+    assert_eq!(turns[0]["toolCalls"][0]["result"], "login.rs");
+    assert_eq!(mock.requests().len(), 3);
+}
+
+#[test]
+fn react_runs_commands_only_when_enabled() {
+    let mock = Mock::start(vec![
+        call(
+            "run_command",
+            json!({"command": "wc -l < src/login.rs; echo err >&2"}),
+        ),
+        call("resolve", json!({"approved": true, "notes": "one line"})),
+    ]);
+    let t = Llm::with_config(&mock, "react: { runCommand: true, commandTimeout: 5 }\n");
+    let work = workdir(&t);
+    let out = t.react(&work, &[]);
+    assert!(out.status.success(), "{}", texts(&out).1);
+    let requests = mock.requests();
+    let names: Vec<&str> = requests[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"run_command"), "{names:?}");
+    assert_eq!(
+        requests[1].message(-1)["content"],
+        "exit code 0\n--- stdout ---\n1\n\n--- stderr ---\nerr\n"
+    );
+}
+
+// ---- setup, .env, validation, doctor ----
+
+#[test]
+fn setup_writes_config_and_a_private_dotenv_that_agents_use() {
+    let mock = Mock::start(vec![content(APPROVE_FRONTMATTER)]);
+    let env = Env::new();
+    let out = env
+        .uwf()
+        .args([
+            "setup",
+            "--provider",
+            "mock",
+            "--base-url",
+            &mock.base_url,
+            "--api-key-env",
+            KEY_ENV,
+            "--api-key",
+            "-",
+            "--model",
+            "mock-model",
+            "--agent",
+            "llm",
+        ])
+        .write_stdin(format!("{KEY}\n"))
+        .output()
+        .unwrap();
+    let (stdout, stderr) = texts(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert_no_key(&stdout, &stderr);
+    assert_eq!(
+        stdout,
+        format!(
+            "wrote {}: provider mock ({}, key in ${KEY_ENV}), default model mock-model, default agent llm\n\
+             wrote {} (mode 0600): {KEY_ENV}\n",
+            env.root().join("config.yaml").display(),
+            mock.base_url,
+            env.root().join(".env").display()
+        )
+    );
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(env.root().join(".env"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let config = std::fs::read_to_string(env.root().join("config.yaml")).unwrap();
+    assert!(!config.contains(KEY), "{config}");
+    assert!(config.contains("defaultAgent: llm"), "{config}");
+
+    // The default agent is now the llm one, keyed from .env.
+    std::fs::write(env.dir.path().join("review.yaml"), WORKFLOW).unwrap();
+    env.ok(&[
+        "workflow",
+        "put",
+        env.dir.path().join("review.yaml").to_str().unwrap(),
+    ]);
+    let thread = start_thread(&env, "review", "Review it");
+    let step = json(&env.ok(&["thread", "step", &thread]));
+    assert_eq!(step["done"], true);
+    assert_eq!(
+        mock.requests()[0].authorization.as_deref(),
+        Some(format!("Bearer {KEY}").as_str())
+    );
+    assert_eq!(mock.requests()[0].body["model"], "mock-model");
+
+    // A second setup merges: the provider stays, the key is replaced in place.
+    env.uwf()
+        .args(["setup", "--provider", "mock", "--api-key", "-"])
+        .write_stdin("sk-second\n")
+        .assert()
+        .success();
+    assert_eq!(
+        std::fs::read_to_string(env.root().join(".env")).unwrap(),
+        format!("{KEY_ENV}=sk-second\n")
+    );
+    let config = std::fs::read_to_string(env.root().join("config.yaml")).unwrap();
+    assert!(
+        config.contains("mock-model") && config.contains(&mock.base_url),
+        "{config}"
+    );
+    assert!(
+        files_with_key(env.dir.path()).is_empty(),
+        "the old key was replaced"
+    );
+
+    // Without flags and without a terminal, setup explains itself.
+    let err = env.fails(&["setup"], 1);
+    assert!(
+        err.contains("stdin is not a terminal") && err.contains("--provider openai"),
+        "{err}"
+    );
+}
+
+#[test]
+fn config_errors_are_located_and_stop_steps() {
+    let env = Env::new();
+    std::fs::create_dir_all(env.root()).unwrap();
+    std::fs::write(
+        env.root().join("config.yaml"),
+        "agents:\n  mine:\n    command: my-agent\n    timeout: soon\n",
+    )
+    .unwrap();
+    common::put_example(&env, "solve-issue");
+    let id = start_thread(&env, "solve-issue", "p");
+    let err = env.fails(&["thread", "step", &id], 1);
+    assert!(
+        err.contains("config.yaml is not valid:\n  line 4, column 14: agents.mine.timeout: expected an integer (0 or more), found a string"),
+        "{err}"
+    );
+    std::fs::write(
+        env.root().join("config.yaml"),
+        "models:\n  m: { provider: nowhere }\ndefaultModel: m\n",
+    )
+    .unwrap();
+    let err = env.fails(&["thread", "step", &id], 1);
+    assert!(
+        err.contains("models.m.provider: unknown provider `nowhere` (providers: none defined)"),
+        "{err}"
+    );
+    // A broken .env is reported by line, never by value, and does not stop other commands.
+    std::fs::write(env.root().join("config.yaml"), "").unwrap();
+    std::fs::write(env.root().join(".env"), "GOOD=1\nsk-pasted-secret-value\n").unwrap();
+    let out = env.run(&["thread", "show", &id]);
+    let (_, stderr) = texts(&out);
+    assert!(out.status.success());
+    assert!(
+        stderr.contains(".env line 2: expected KEY=VALUE"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("sk-pasted-secret-value"), "{stderr}");
+}
+
+#[test]
+fn doctor_reports_one_line_per_check() {
+    let mock = Mock::start(vec![Reply::json(200, json!({"data": []}))]);
+    let t = Llm::with_config(
+        &mock,
+        "agents:\n  ghost: { command: uwf-no-such-agent-program }\n  shell: { command: sh }\n",
+    );
+    let out = t.run(&["doctor", "--skip", "fuse"]);
+    let (stdout, stderr) = texts(&out);
+    assert_no_key(&stdout, &stderr);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    let root = t.env.root();
+    let expected = format!(
+        "ok   config: {root}/config.yaml is valid (1 providers, 2 models, 2 agents)\n\
+         ok   secrets: {root}/.env has 1 keys, mode 0600\n\
+         ok   agent dry: `uwf` (this program)\n\
+         FAIL agent ghost: `uwf-no-such-agent-program` is not on PATH\n     \
+         hint: install it, or fix agents.ghost.command in config.yaml\n\
+         ok   agent llm: `uwf` (this program)\n\
+         ok   agent react: `uwf` (this program)\n",
+        root = root.display()
+    );
+    assert!(stdout.starts_with(&expected), "{stdout}");
+    assert!(stdout.contains("ok   agent shell: `sh` is /"), "{stdout}");
+    assert!(
+        stdout.contains(&format!(
+            "ok   provider mock: GET {}/models → 200 (key from ${KEY_ENV})\n",
+            mock.base_url
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("ok   storage: {} is writable\n", root.display())),
+        "{stdout}"
+    );
+    assert!(stdout.ends_with("1 of 9 checks failed\n"), "{stdout}");
+    let probe = &mock.requests()[0];
+    assert_eq!(
+        (probe.method.as_str(), probe.path.as_str()),
+        ("GET", "/v1/models")
+    );
+    assert_eq!(
+        probe.authorization.as_deref(),
+        Some(format!("Bearer {KEY}").as_str())
+    );
+
+    // A refused key and a missing one fail with hints; all good otherwise exits 0.
+    let mock = Mock::start(vec![Reply::status(401, "no", &[])]);
+    let t = Llm::new(&mock);
+    let out = t.run(&["doctor", "--skip", "fuse"]);
+    let (stdout, _) = texts(&out);
+    assert!(stdout.contains("→ 401: the key was refused"), "{stdout}");
+    assert!(
+        stdout.contains("hint: store a valid key: `uwf setup --provider mock --api-key -`"),
+        "{stdout}"
+    );
+    std::fs::remove_file(t.env.root().join(".env")).unwrap();
+    let out = t.run(&["doctor", "--skip", "fuse"]);
+    let (stdout, _) = texts(&out);
+    assert!(
+        stdout.contains(&format!(
+            "FAIL provider mock: provider `mock` needs an API key in ${KEY_ENV}"
+        )),
+        "{stdout}"
+    );
+    let out = t.run(&["doctor", "--skip", "fuse", "--skip", "providers"]);
+    let (stdout, stderr) = texts(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stdout.ends_with("all 6 checks passed\n"), "{stdout}");
+}

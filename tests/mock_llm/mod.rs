@@ -1,0 +1,194 @@
+//! A scripted OpenAI-compatible server on loopback for the LLM tests: it answers requests in
+//! order with the replies it was given and records every request (method, path, Authorization
+//! header, JSON body). No network beyond 127.0.0.1.
+#![allow(dead_code)]
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+/// One scripted reply.
+#[derive(Debug, Clone)]
+pub enum Reply {
+    /// A status, extra headers and a body.
+    Http {
+        status: u16,
+        headers: Vec<(String, String)>,
+        body: String,
+    },
+    /// Answer `then` after sleeping (longer than the client's timeout, to test it).
+    Sleep(Duration, Box<Reply>),
+}
+
+impl Reply {
+    pub fn json(status: u16, body: Value) -> Reply {
+        Reply::Http {
+            status,
+            headers: vec![],
+            body: body.to_string(),
+        }
+    }
+
+    pub fn status(status: u16, body: &str, headers: &[(&str, &str)]) -> Reply {
+        Reply::Http {
+            status,
+            headers: headers
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            body: body.to_owned(),
+        }
+    }
+}
+
+/// A completion whose message is `text`.
+pub fn content(text: &str) -> Reply {
+    Reply::json(
+        200,
+        json!({
+            "id": "chatcmpl-1", "object": "chat.completion", "model": "mock",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
+        }),
+    )
+}
+
+/// A completion that calls tools: `(name, arguments as JSON text)`, with optional text.
+pub fn calls_raw(text: Option<&str>, calls: &[(&str, &str)]) -> Reply {
+    let tool_calls: Vec<Value> = calls
+        .iter()
+        .enumerate()
+        .map(|(i, (name, args))| {
+            json!({"id": format!("call_{i}"), "type": "function", "function": {"name": name, "arguments": args}})
+        })
+        .collect();
+    Reply::json(
+        200,
+        json!({
+            "id": "chatcmpl-2", "object": "chat.completion", "model": "mock",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text, "tool_calls": tool_calls}, "finish_reason": "tool_calls"}],
+            "usage": {"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25},
+        }),
+    )
+}
+
+/// A completion with one tool call.
+pub fn call(name: &str, args: Value) -> Reply {
+    calls_raw(None, &[(name, &args.to_string())])
+}
+
+/// A request the server received.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    pub method: String,
+    pub path: String,
+    pub authorization: Option<String>,
+    pub body: Value,
+}
+
+impl Recorded {
+    /// The request's messages.
+    pub fn messages(&self) -> &Vec<Value> {
+        self.body["messages"].as_array().expect("messages")
+    }
+
+    /// The text of message `i` (negative: from the end).
+    pub fn message(&self, i: isize) -> &Value {
+        let m = self.messages();
+        let at = if i < 0 { m.len() as isize + i } else { i } as usize;
+        &m[at]
+    }
+}
+
+/// The running server; stops when dropped.
+pub struct Mock {
+    /// The API root to put in `baseUrl`.
+    pub base_url: String,
+    server: Arc<tiny_http::Server>,
+    requests: Arc<Mutex<Vec<Recorded>>>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl Mock {
+    pub fn start(replies: Vec<Reply>) -> Mock {
+        let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").expect("bind loopback"));
+        let port = server.server_addr().to_ip().expect("ip address").port();
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let replies = Arc::new(Mutex::new(VecDeque::from(replies)));
+        let handle = {
+            let (server, requests) = (server.clone(), requests.clone());
+            std::thread::spawn(move || {
+                for mut request in server.incoming_requests() {
+                    let mut body = String::new();
+                    let _ = request.as_reader().read_to_string(&mut body);
+                    let authorization = request
+                        .headers()
+                        .iter()
+                        .find(|h| h.field.equiv("Authorization"))
+                        .map(|h| h.value.to_string());
+                    requests.lock().unwrap().push(Recorded {
+                        method: request.method().to_string(),
+                        path: request.url().to_owned(),
+                        authorization,
+                        body: serde_json::from_str(&body).unwrap_or(Value::Null),
+                    });
+                    let reply = replies.lock().unwrap().pop_front().unwrap_or_else(|| {
+                        Reply::json(500, json!({"error": {"message": "no scripted reply left"}}))
+                    });
+                    match reply {
+                        Reply::Sleep(delay, then) => {
+                            std::thread::spawn(move || {
+                                std::thread::sleep(delay);
+                                respond(request, *then);
+                            });
+                        }
+                        reply => respond(request, reply),
+                    }
+                }
+            })
+        };
+        Mock {
+            base_url: format!("http://127.0.0.1:{port}/v1"),
+            server,
+            requests,
+            handle: Some(handle),
+        }
+    }
+
+    /// The requests received so far.
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+fn respond(request: tiny_http::Request, reply: Reply) {
+    let Reply::Http {
+        status,
+        headers,
+        body,
+    } = reply
+    else {
+        panic!("nested sleeps are not scripted");
+    };
+    let mut response = tiny_http::Response::from_string(body)
+        .with_status_code(status)
+        .with_header(
+            tiny_http::Header::from_bytes("Content-Type", "application/json").expect("header"),
+        );
+    for (k, v) in headers {
+        response = response.with_header(tiny_http::Header::from_bytes(k, v).expect("header"));
+    }
+    let _ = request.respond(response);
+}
+
+impl Drop for Mock {
+    fn drop(&mut self) {
+        self.server.unblock();
+        if let Some(handle) = self.handle.take() {
+            let _ = handle.join();
+        }
+    }
+}
