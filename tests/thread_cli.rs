@@ -449,6 +449,14 @@ fn spawn_step(env: &Env, id: &str, agent: &str) -> std::process::Child {
         .unwrap()
 }
 
+/// Waits until the running step of `id` has started its agent (its run file names the agent's pid).
+fn wait_for_agent(env: &Env, id: &str) {
+    let run = env.root().join("runs").join(format!("{id}.run.json"));
+    wait_for("the step to start its agent", || {
+        std::fs::read_to_string(&run).is_ok_and(|t| t.contains("agentPid"))
+    });
+}
+
 fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(10);
     while !ready() {
@@ -471,13 +479,11 @@ fn a_second_step_on_a_busy_thread_exits_75_naming_the_holder() {
         ),
     );
     let mut first = spawn_step(&env, &id, slow.to_str().unwrap());
-    wait_for("the first step to start its agent", || {
-        env.ok(&["thread", "show", &id]).contains("\"running\"")
-    });
+    wait_for_agent(&env, &id);
     let started = Instant::now();
     let err = env.fails(&["thread", "step", &id, "--agent", "dry"], 75);
     assert!(
-        started.elapsed() < Duration::from_millis(900),
+        started.elapsed() < Duration::from_secs(3),
         "the busy answer was not immediate"
     );
     assert!(
@@ -507,9 +513,7 @@ fn kill_9_of_a_step_leaves_the_old_head_and_stops_the_agent() {
         ),
     );
     let mut step = spawn_step(&env, &id, slow.to_str().unwrap());
-    wait_for("the agent to start", || {
-        env.ok(&["thread", "show", &id]).contains("\"running\"")
-    });
+    wait_for_agent(&env, &id);
     step.kill().unwrap(); // SIGKILL
     step.wait().unwrap();
     // The lock went with the process; the head did not move; the index is intact.
@@ -530,9 +534,7 @@ fn thread_kill_stops_a_running_step_and_archives_the_thread() {
     let id = start_thread(&env, "solve-issue", "p");
     let slow = script(&env, "slow.sh", "sleep 30");
     let mut step = spawn_step(&env, &id, slow.to_str().unwrap());
-    wait_for("the agent to start", || {
-        env.ok(&["thread", "show", &id]).contains("\"running\"")
-    });
+    wait_for_agent(&env, &id);
     let started = Instant::now();
     let killed = json(&env.ok(&["thread", "kill", &id]));
     assert_eq!(killed["status"], "killed");

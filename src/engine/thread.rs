@@ -212,28 +212,27 @@ pub fn kill(store: &Store, id: &str) -> Result<Hash, ThreadError> {
     let root = store.root();
     let head = threads::active_head(root, id)?;
     let files = RunFiles::new(root, id);
-    let lock = match files.try_lock() {
-        Ok(lock) => lock,
-        Err(ThreadIndexError::Busy { .. }) => {
-            if let Some(pgid) = files.run_info().and_then(|i| i.agent_pid) {
-                agent::stop_group(pgid, agent::KILL_GRACE);
-            }
-            // The step process fails once its agent is gone and releases the lock.
-            let deadline = Instant::now() + Duration::from_secs(10);
-            loop {
-                match files.try_lock() {
-                    Ok(lock) => break lock,
-                    Err(ThreadIndexError::Busy { .. }) if Instant::now() < deadline => {
-                        std::thread::sleep(Duration::from_millis(20));
-                    }
-                    Err(ThreadIndexError::Busy { .. }) => {
-                        return Err(ThreadError::KillTimeout(id.to_owned()));
-                    }
-                    Err(e) => return Err(e.into()),
+    // A step may be anywhere in its cycle: poll until its agent is known (then stop it) and the
+    // step process, which fails once its agent is gone, releases the lock.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut stopped = None;
+    let lock = loop {
+        match files.try_lock() {
+            Ok(lock) => break lock,
+            Err(ThreadIndexError::Busy { .. }) if Instant::now() < deadline => {
+                if let Some(pgid) = files.run_info().and_then(|i| i.agent_pid)
+                    && stopped != Some(pgid)
+                {
+                    agent::stop_group(pgid, agent::KILL_GRACE);
+                    stopped = Some(pgid);
                 }
+                std::thread::sleep(Duration::from_millis(20));
             }
+            Err(ThreadIndexError::Busy { .. }) => {
+                return Err(ThreadError::KillTimeout(id.to_owned()));
+            }
+            Err(e) => return Err(e.into()),
         }
-        Err(e) => return Err(e.into()),
     };
     let view = ThreadView::at(store, id, head)?;
     let archived = threads::archive(root, id, view.workflow_hash, "killed")?;
