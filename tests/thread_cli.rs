@@ -474,7 +474,7 @@ fn a_second_step_on_a_busy_thread_exits_75_naming_the_holder() {
         &env,
         "slow.sh",
         &format!(
-            "sleep 1; exec '{}' agent dry \"$1\" \"$2\"",
+            "sleep 3; exec '{}' agent dry \"$1\" \"$2\"",
             env!("CARGO_BIN_EXE_uwf")
         ),
     );
@@ -483,7 +483,7 @@ fn a_second_step_on_a_busy_thread_exits_75_naming_the_holder() {
     let started = Instant::now();
     let err = env.fails(&["thread", "step", &id, "--agent", "dry"], 75);
     assert!(
-        started.elapsed() < Duration::from_secs(3),
+        started.elapsed() < Duration::from_secs(2),
         "the busy answer was not immediate"
     );
     assert!(
