@@ -170,7 +170,7 @@ fn ls_cat_find_show_workflows_and_cas() {
     assert_eq!(m.ok("ls workflows"), "demo\nerror\n");
     assert_eq!(
         m.ok("ls workflows/demo"),
-        "graph.mmd\nhash\nversions\nworkflow.yaml\n"
+        "graph.mmd\nhash\nprompt\nthreads\nversions\nworkflow.yaml\n"
     );
     let hash = m.ok("cat workflows/demo/hash").trim().to_owned();
     assert_eq!(
@@ -199,10 +199,10 @@ fn ls_cat_find_show_workflows_and_cas() {
     );
     assert!(m.ok("ls cas/schemas").contains("F5VV55NBKX1R5.json"));
     let files: usize = m.ok("find . -type f | wc -l").trim().parse().unwrap();
-    let expected = 1 + 1 + 3 + 1 + nodes.lines().count() + m.ok("ls cas/schemas").lines().count();
+    let expected = 1 + 1 + 4 + 1 + nodes.lines().count() + m.ok("ls cas/schemas").lines().count();
     assert_eq!(
         files, expected,
-        "README, error, 3 workflow files, 1 version, nodes, schemas"
+        "README, error, 4 workflow files, 1 version, nodes, schemas"
     );
     assert!(m.ok("cat README.md").contains("workflows/"));
     assert_eq!(
@@ -310,7 +310,7 @@ fn every_editor_and_tool_registers_exactly_one_version_per_save() {
     m.ok("rm -f workflows/demo/workflow.yaml~ workflows/from-outside.yaml");
     assert_eq!(
         m.ok("ls -A workflows/demo"),
-        "graph.mmd\nhash\nversions\nworkflow.yaml\n"
+        "graph.mmd\nhash\nprompt\nthreads\nversions\nworkflow.yaml\n"
     );
     assert_eq!(
         m.ok("ls workflows/demo/versions | wc -l").trim(),

@@ -6,6 +6,7 @@
 //! - [`views`]: generated entries read from the store and the registry.
 //! - [`save`]: which names register workflows, and registering them.
 //! - [`scratch`]: in-memory files editors create, size-limited.
+//! - [`control`]: what control files do (`step`, `run`, `kill`, `fork`, `prompt`, `wait`).
 //! - [`inode`]: the inode table.
 //! - [`error`]: [`FsError`] and its one errno mapping.
 //! - [`fuse`]: the thin fuser adapter, the only code that names fuser types.
@@ -13,6 +14,7 @@
 //!
 //! Architecture Invariant: `fs` depends on `engine` and `cas`, never on `cli`, and prints nothing.
 
+pub mod control;
 pub mod error;
 pub mod fuse;
 pub mod inode;
