@@ -6,6 +6,7 @@
 mod agent;
 mod cas;
 mod eval;
+mod export;
 mod mount;
 mod output;
 mod thread;
@@ -60,6 +61,8 @@ enum Command {
     Mount(mount::MountArgs),
     /// Unmount a `uwf mount` (also after its process died)
     Umount(mount::UmountArgs),
+    /// Write the mount's tree (a thread, or --all) as plain files
+    Export(export::ExportArgs),
 }
 
 /// An error that decided its own exit code (e.g. `cas has` answering "no", or `fsck` problems).
@@ -98,6 +101,7 @@ fn run(cli: Cli, out: &mut Out) -> anyhow::Result<()> {
         Command::Agent(cmd) => agent::run(cmd, &root, out),
         Command::Mount(args) => mount::run_mount(args, &root, out),
         Command::Umount(args) => mount::run_umount(args, out),
+        Command::Export(args) => export::run(args, &root, out),
     }
 }
 

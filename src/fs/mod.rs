@@ -11,11 +11,13 @@
 //! - [`error`]: [`FsError`] and its one errno mapping.
 //! - [`fuse`]: the thin fuser adapter, the only code that names fuser types.
 //! - [`unmount`]: unmounting, also after the daemon died.
+//! - [`export`]: the same tree written as plain files (`uwf export`).
 //!
 //! Architecture Invariant: `fs` depends on `engine` and `cas`, never on `cli`, and prints nothing.
 
 pub mod control;
 pub mod error;
+pub mod export;
 pub mod fuse;
 pub mod inode;
 pub mod readme;
