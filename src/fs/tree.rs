@@ -820,7 +820,7 @@ impl Tree {
             }
             Open::Scratch(id) => self.save_scratch(&mut st, id),
             Open::Control(ctl) => match ctl.target {
-                CtlTarget::Prompt(_) => self.start_prompt(&mut st, fh, false).map(drop),
+                CtlTarget::Prompt(_) => self.start_prompt(&mut st, fh).map(drop),
                 // The change that fired reported its outcome; repeat a refusal at close.
                 _ => ctl.failed.map_or(Ok(()), Err),
             },
@@ -887,7 +887,7 @@ impl Tree {
                             write: true,
                         },
                     );
-                    let _ = self.start_prompt(&mut st, fh, true);
+                    let _ = self.start_prompt(&mut st, fh);
                     st.handles.remove(&fh);
                 }
             }

@@ -357,10 +357,10 @@ fn a_prompt_starts_one_thread_at_close_or_at_a_read_on_the_same_descriptor() {
     let id = id.trim();
     assert_eq!(fx.cat(&format!("threads/{id}/prompt")), "Second");
     assert_eq!(fx.names("threads").len(), 2);
-    // An empty prompt starts nothing and says why.
+    // An empty prompt starts nothing, fails its close, and says why.
     let (_, fh) = fx.open(prompt, WO);
     fx.tree.write(fh, 0, b"\n").unwrap();
-    fx.tree.flush(fh).unwrap();
+    assert!(matches!(fx.tree.flush(fh), Err(FsError::Refused(_))));
     fx.tree.release(fh);
     assert_eq!(fx.names("threads").len(), 2);
     assert!(fx.cat("workflows/error").contains("the prompt is empty"));

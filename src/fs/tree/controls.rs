@@ -156,7 +156,7 @@ impl Tree {
     ) -> Result<Vec<u8>, FsError> {
         let ctl = ctl_mut(st, fh)?;
         if matches!(ctl.target, CtlTarget::Prompt(_)) && ctl.answer.is_none() && ctl.wrote {
-            self.start_prompt(st, fh, false)?;
+            self.start_prompt(st, fh)?;
         }
         let ctl = ctl_mut(st, fh)?;
         let Some(answer) = ctl.answer.clone() else {
@@ -212,14 +212,12 @@ impl Tree {
         }
     }
 
-    /// Starts the thread of a prompt handle if its text is complete: at a close (FLUSH), at a
-    /// read on the handle, or at its release (`at_release`: an empty prompt is then an error,
-    /// not a close that came before the write).
+    /// Starts the thread of a prompt handle once something was written: at a close (FLUSH), at
+    /// a read on the handle, or at its release. An empty prompt fails that close with EINVAL.
     pub(super) fn start_prompt(
         &self,
         st: &mut State,
         fh: u64,
-        at_release: bool,
     ) -> Result<Option<Arc<[u8]>>, FsError> {
         let ctl = ctl_mut(st, fh)?;
         if let Some(answer) = &ctl.answer {
@@ -232,7 +230,8 @@ impl Tree {
             return Ok(None);
         };
         let text = String::from_utf8_lossy(&ctl.text).into_owned();
-        if !ctl.wrote || (text.trim().is_empty() && !at_release) {
+        // Nothing written yet: a close before the write (bash's dup2), or a truncate.
+        if !ctl.wrote {
             return Ok(None);
         }
         match self.control.start(&name, &text) {
