@@ -191,11 +191,22 @@ impl Summary {
 
 /// Summarises a thread (active or archived).
 pub fn summary(store: &Store, id: &str) -> Result<Summary, ThreadError> {
-    let root = store.root();
-    let (head, archived) = match threads::state(root, id)? {
+    let (head, archived) = match threads::state(store.root(), id)? {
         State::Active { head } => (head, None),
         State::Archived(a) => (a.head, Some(a.status)),
     };
+    summary_at(store, id, head, archived)
+}
+
+/// Summarises a thread whose place in the index is already known: its head, and its archived
+/// status (`done`, `killed`) if it is archived. The mount keeps the index in memory.
+pub fn summary_at(
+    store: &Store,
+    id: &str,
+    head: Hash,
+    archived: Option<String>,
+) -> Result<Summary, ThreadError> {
+    let root = store.root();
     let view = ThreadView::at(store, id, head)?;
     let files = RunFiles::new(root, id);
     let mut summary = Summary {

@@ -99,6 +99,8 @@ impl Jobs {
 pub struct Control {
     store: Arc<Store>,
     jobs: Arc<Jobs>,
+    /// Bumped after every change of the thread index, so the views look at it again at once.
+    changed: Arc<AtomicU64>,
 }
 
 fn record(files: &RunFiles, message: &str) {
@@ -110,10 +112,11 @@ fn record(files: &RunFiles, message: &str) {
 }
 
 impl Control {
-    pub fn new(store: Arc<Store>) -> Control {
+    pub fn new(store: Arc<Store>, changed: Arc<AtomicU64>) -> Control {
         Control {
             store,
             jobs: Arc::new(Jobs::default()),
+            changed,
         }
     }
 
@@ -178,12 +181,14 @@ impl Control {
             if let Some(job) = jobs.lock().get(&id) {
                 job.cancel.store(true, Ordering::SeqCst);
             }
+            let changed = self.changed.clone();
             let spawned = std::thread::Builder::new()
                 .name("uwf-kill".to_owned())
                 .spawn(move || {
                     if let Err(e) = thread::kill(&store, &id) {
                         record(&RunFiles::new(store.root(), &id), &format!("kill: {e}"));
                     }
+                    changed.fetch_add(1, Ordering::SeqCst);
                 });
             return spawned.map(drop).map_err(FsError::internal);
         }
@@ -205,10 +210,11 @@ impl Control {
         jobs.started.fetch_add(1, Ordering::SeqCst);
         let worker_jobs = jobs.clone();
         let worker_id = id.clone();
+        let changed = self.changed.clone();
         let spawned = std::thread::Builder::new()
             .name("uwf-step".to_owned())
             .spawn(move || {
-                run_steps(&store, &worker_id, action, &cancel);
+                run_steps(&store, &worker_id, action, &cancel, &changed);
                 worker_jobs.finish(&worker_id);
             });
         if let Err(e) = spawned {
@@ -221,7 +227,10 @@ impl Control {
     /// `fork`: a new thread whose head is `step`. Returns its id.
     pub fn fork(&self, thread: &str, step: Hash) -> Result<String, FsError> {
         match thread::fork(&self.store, step) {
-            Ok((_, id, _)) => Ok(id),
+            Ok((_, id, _)) => {
+                self.changed.fetch_add(1, Ordering::SeqCst);
+                Ok(id)
+            }
             Err(e) => {
                 let text = format!("fork: {e}");
                 record(&self.files(thread), &text);
@@ -233,7 +242,10 @@ impl Control {
     /// `workflows/<name>/prompt`: starts a thread. Returns its id; the caller reports errors.
     pub fn start(&self, workflow: &str, prompt: &str) -> Result<String, FsError> {
         match thread::start(&self.store, workflow, prompt) {
-            Ok((_, id)) => Ok(id),
+            Ok((_, id)) => {
+                self.changed.fetch_add(1, Ordering::SeqCst);
+                Ok(id)
+            }
             Err(e) => {
                 let text = e.to_string();
                 Err(thread_error(e, text))
@@ -295,7 +307,7 @@ fn thread_error(e: ThreadError, text: String) -> FsError {
 /// The worker of a `step` or `run` job. Failures are recorded by the engine in the run files
 /// (`error`, and the last outcome that `status` and `wait` show), except those that happen
 /// before it takes the lock, which are recorded here.
-fn run_steps(store: &Store, id: &str, action: Action, cancel: &AtomicBool) {
+fn run_steps(store: &Store, id: &str, action: Action, cancel: &AtomicBool, changed: &AtomicU64) {
     let files = RunFiles::new(store.root(), id);
     let config = match config::load(store.root()) {
         Ok(c) => c,
@@ -317,7 +329,10 @@ fn run_steps(store: &Store, id: &str, action: Action, cancel: &AtomicBool) {
         if cancel.load(Ordering::SeqCst) {
             return;
         }
-        match step::step(store, &config, id, &options) {
+        let result = step::step(store, &config, id, &options);
+        // Before the job ends (and `wait` returns): the views must see the new head.
+        changed.fetch_add(1, Ordering::SeqCst);
+        match result {
             Ok(s) if s.done => return,
             Ok(_) => {}
             Err(e) => {

@@ -45,7 +45,9 @@ impl Fx {
     }
 
     fn start(&self, prompt: &str) -> String {
-        thread::start(&self.store(), "loop", prompt).unwrap().1
+        let id = thread::start(&self.store(), "loop", prompt).unwrap().1;
+        self.tree.source().index_changed();
+        id
     }
 
     /// Appends a step by hand (as an agent would write it) and moves the head.
@@ -60,12 +62,14 @@ impl Fx {
         let step =
             submit::write_step(&store, &view, role, &output, Some(body), submission).unwrap();
         threads::compare_and_set(self._dir.path(), id, view.head, step).unwrap();
+        self.tree.source().index_changed();
     }
 
     fn finish(&self, id: &str) {
         let store = self.store();
         let view = ThreadView::load(&store, id).unwrap();
         threads::archive(self._dir.path(), id, view.workflow_hash, "done").unwrap();
+        self.tree.source().index_changed();
     }
 
     fn setattr(&self, path: &str, fh: Option<u64>, set: SetAttr) -> Result<(), FsError> {
