@@ -170,7 +170,7 @@ fn ls_cat_find_show_workflows_and_cas() {
     assert_eq!(m.ok("ls workflows"), "demo\nerror\n");
     assert_eq!(
         m.ok("ls workflows/demo"),
-        "graph.mmd\nhash\nversions\nworkflow.yaml\n"
+        "graph.mmd\nhash\nprompt\nthreads\nversions\nworkflow.yaml\n"
     );
     let hash = m.ok("cat workflows/demo/hash").trim().to_owned();
     assert_eq!(
@@ -199,10 +199,10 @@ fn ls_cat_find_show_workflows_and_cas() {
     );
     assert!(m.ok("ls cas/schemas").contains("F5VV55NBKX1R5.json"));
     let files: usize = m.ok("find . -type f | wc -l").trim().parse().unwrap();
-    let expected = 1 + 1 + 3 + 1 + nodes.lines().count() + m.ok("ls cas/schemas").lines().count();
+    let expected = 1 + 1 + 4 + 1 + nodes.lines().count() + m.ok("ls cas/schemas").lines().count();
     assert_eq!(
         files, expected,
-        "README, error, 3 workflow files, 1 version, nodes, schemas"
+        "README, error, 4 workflow files, 1 version, nodes, schemas"
     );
     assert!(m.ok("cat README.md").contains("workflows/"));
     assert_eq!(
@@ -310,7 +310,7 @@ fn every_editor_and_tool_registers_exactly_one_version_per_save() {
     m.ok("rm -f workflows/demo/workflow.yaml~ workflows/from-outside.yaml");
     assert_eq!(
         m.ok("ls -A workflows/demo"),
-        "graph.mmd\nhash\nversions\nworkflow.yaml\n"
+        "graph.mmd\nhash\nprompt\nthreads\nversions\nworkflow.yaml\n"
     );
     assert_eq!(
         m.ok("ls workflows/demo/versions | wc -l").trim(),
@@ -640,4 +640,431 @@ fn umount_cleans_up_after_a_killed_daemon() {
     let out = env.run(&["umount", again.dir.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1), "not mounted any more");
     assert!(String::from_utf8_lossy(&out.stderr).contains("is not a FUSE mount point"));
+}
+
+// ---------------------------------------------------------------- threads/
+
+const LOOP: &str = "name: loop\nroles:\n  planner:\n    goal: plan\n    meta:\n      type: object\n      \
+properties: { plan: { type: string } }\n      required: [plan]\n  reviewer:\n    goal: review\n    \
+meta:\n      type: object\n      properties: { ok: { type: boolean } }\n      required: [ok]\n\
+conditions:\n  approved:\n    expression: \"steps[-1].output.ok = true\"\n\
+graph:\n  $START: [ { role: planner, condition: null } ]\n  planner: [ { role: reviewer, condition: null } ]\n  \
+reviewer: [ { role: $END, condition: approved }, { role: planner, condition: null } ]\n";
+
+/// Canned outputs: planner, reviewer (no), planner, reviewer (yes) → done after four steps.
+const SCRIPT: &str = "planner:\n  - \"---\\nplan: first\\n---\\nPlan A.\\n\"\n  - \"---\\nplan: second\\nrisk: low\\n---\\nPlan B.\\n\"\n\
+reviewer:\n  - \"---\\nok: false\\n---\\nNot yet.\\n\"\n  - \"---\\nok: true\\n---\\nGood.\\n\"\n";
+
+/// An environment with the `loop` workflow and `config.yaml` making `agent` (a script body run
+/// with `sh`, ending in the script agent) the default agent.
+fn loop_env(agent: &str) -> Env {
+    let env = Env::new();
+    put(&env, LOOP);
+    let script = env.dir.path().join("script.yaml");
+    std::fs::write(&script, SCRIPT).unwrap();
+    let agent_path = env.dir.path().join("agent.sh");
+    std::fs::write(
+        &agent_path,
+        format!(
+            "#!/bin/sh\n{agent}\nexec {UWF} agent script --file {} \"$1\" \"$2\"\n",
+            script.display()
+        ),
+    )
+    .unwrap();
+    Command::new("chmod")
+        .args(["+x", agent_path.to_str().unwrap()])
+        .status()
+        .unwrap();
+    std::fs::write(
+        env.root().join("config.yaml"),
+        format!(
+            "agents:\n  scripted:\n    command: {}\ndefaultAgent: scripted\n",
+            agent_path.display()
+        ),
+    )
+    .unwrap();
+    env
+}
+
+fn thread_of(json_line: &str) -> String {
+    let v: serde_json::Value = serde_json::from_str(json_line.trim()).expect("JSON");
+    v["thread"].as_str().expect("thread").to_owned()
+}
+
+/// Polls `script` in the mount until its output satisfies `done` (at most 15 s).
+fn eventually(m: &Mounted, script: &str, done: impl Fn(&str) -> bool) -> String {
+    let start = Instant::now();
+    loop {
+        let out = m.ok(script);
+        if done(&out) || start.elapsed() > Duration::from_secs(15) {
+            return out;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_finished_thread_browses_with_ls_cat_find_and_diff_like_the_cli() {
+    let env = loop_env("");
+    let id = thread_of(&env.ok(&["thread", "start", "loop", "-p", "Fix the login bug"]));
+    env.ok(&["thread", "run", &id]);
+    let m = Mounted::start(&env, "threads-browse", &[]);
+    let t = format!("threads/{id}");
+    assert_eq!(m.ok("ls threads"), format!("{id}\n"));
+    assert_eq!(
+        m.ok(&format!("ls {t}")),
+        "error\nhead\nkill\nlog\nprompt\nrun\nstatus\nstep\nsteps\ntranscript.md\nwait\nworkflow\n"
+    );
+    assert_eq!(
+        m.ok(&format!("ls {t}/steps")),
+        "001-planner\n002-reviewer\n003-planner\n004-reviewer\nlatest\n"
+    );
+    assert_eq!(m.ok(&format!("cat {t}/status")), "done\n");
+    assert_eq!(m.ok(&format!("cat {t}/prompt")), "Fix the login bug");
+    assert_eq!(
+        m.ok(&format!("readlink {t}/steps/latest")),
+        "004-reviewer\n"
+    );
+    assert_eq!(
+        m.ok(&format!("readlink {t}/workflow && ls {t}/workflow/")),
+        "../../workflows/loop\ngraph.mmd\nhash\nlatest\nprompt\nthreads\nversions\nworkflow.yaml\n"
+    );
+    assert_eq!(
+        m.ok(&format!("cat {t}/steps/003-planner/output.yaml")),
+        "plan: second\nrisk: low\n"
+    );
+    assert_eq!(
+        m.ok(&format!("cat {t}/steps/003-planner/body.md")),
+        "Plan B.\n"
+    );
+    assert_eq!(
+        m.ok(&format!(
+            "cat {t}/steps/003-planner/role {t}/steps/003-planner/agent"
+        )),
+        "planner\nscript\n"
+    );
+    // The same renderings as the CLI.
+    assert_eq!(
+        m.ok(&format!("cat {t}/transcript.md")),
+        env.ok(&["thread", "read", &id]) + "\n"
+    );
+    let steps = env.ok(&["thread", "steps", &id]);
+    let hashes: Vec<String> = steps
+        .lines()
+        .map(|l| common::json(l)["hash"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(m.ok(&format!("cat {t}/head")).trim(), hashes[3]);
+    assert_eq!(
+        m.ok(&format!("cat {t}/steps/002-reviewer/hash")).trim(),
+        hashes[1]
+    );
+    assert_eq!(
+        m.ok(&format!("cat {t}/steps/002-reviewer/detail.yaml")),
+        env.ok(&["thread", "step-details", &hashes[1]]) + "\n"
+    );
+    // diff between steps, and the `diff` file (against the previous step of the same role).
+    let out = m.sh(&format!(
+        "diff {t}/steps/001-planner/output.yaml {t}/steps/003-planner/output.yaml"
+    ));
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "1c1,2\n< plan: first\n---\n> plan: second\n> risk: low\n"
+    );
+    let diff = m.ok(&format!("cat {t}/steps/003-planner/diff"));
+    assert!(
+        diff.starts_with("--- 001-planner/output.yaml\n+++ 003-planner/output.yaml\n"),
+        "{diff}"
+    );
+    assert!(
+        diff.contains("-plan: first\n+plan: second\n+risk: low\n"),
+        "{diff}"
+    );
+    assert_eq!(m.ok(&format!("cat {t}/steps/001-planner/diff")), "");
+    // find sees every file: 11 in the thread (the workflow link is no file), 9 per step.
+    assert_eq!(
+        m.ok(&format!("find {t} -type f | wc -l")).trim(),
+        (10 + 4 * 9).to_string()
+    );
+    assert_eq!(m.ok(&format!("find {t} -type l | wc -l")).trim(), "2");
+    // ls -lt sorts steps by their nodes' time.
+    assert_eq!(
+        m.ok(&format!("ls -t {t}/steps | grep -v latest")),
+        "004-reviewer\n003-planner\n002-reviewer\n001-planner\n"
+    );
+    assert!(
+        m.ok(&format!(
+            "stat -c '%a %s' {t}/steps/001-planner/output.yaml {t}/step"
+        )) == "444 12\n644 0\n"
+    );
+    // Forks share their steps: diff -r between forks.
+    let fork = common::json(&env.ok(&["thread", "fork", &hashes[1]]));
+    let f = format!("threads/{}", fork["thread"].as_str().unwrap());
+    std::thread::sleep(Duration::from_millis(1100));
+    m.ok(&format!("diff -r {t}/steps/001-planner {f}/steps/001-planner && diff -r {t}/steps/002-reviewer {f}/steps/002-reviewer"));
+    let out = m.sh(&format!("diff -r {t}/steps {f}/steps"));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(&format!("Only in {t}/steps: 003-planner"))
+    );
+    assert_eq!(m.ok(&format!("cat {f}/status")), "active next=planner\n");
+    // The export is byte for byte the mount (links compared as links).
+    let exported = env.dir.path().join("export");
+    env.ok(&["export", &id, exported.to_str().unwrap()]);
+    m.ok(&format!(
+        "diff -r --no-dereference {t} {}/{t}",
+        exported.display()
+    ));
+    env.ok(&["export", "--all", exported.to_str().unwrap()]);
+    m.ok(&format!(
+        "diff -r --no-dereference threads {}/threads",
+        exported.display()
+    ));
+    m.ok(&format!(
+        "diff -r --no-dereference workflows/loop {}/workflows/loop",
+        exported.display()
+    ));
+    // A read-only mount shows the same bytes.
+    let ro = Mounted::start(&env, "threads-browse-ro", &["--read-only"]);
+    m.ok(&format!(
+        "diff -r --no-dereference threads {}/threads",
+        ro.dir.display()
+    ));
+    let out = ro.sh(&format!("touch {t}/step"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Read-only file system"));
+}
+
+#[test]
+fn echo_into_prompt_and_a_clone_style_read_start_threads() {
+    let env = loop_env("");
+    let m = Mounted::start(&env, "threads-prompt", &[]);
+    assert_eq!(m.ok("ls threads"), "");
+    m.ok("echo 'Fix the login bug' > workflows/loop/prompt");
+    let first = m.ok("ls threads").trim().to_owned();
+    assert_eq!(first.len(), 26, "one thread: {first}");
+    assert_eq!(
+        m.ok("readlink workflows/loop/latest"),
+        format!("../../threads/{first}\n")
+    );
+    assert_eq!(
+        m.ok("cat workflows/loop/latest/prompt"),
+        "Fix the login bug\n"
+    );
+    assert_eq!(
+        m.ok(&format!("cat threads/{first}/status")),
+        "active next=planner\n"
+    );
+    // Clone-style: the read on the writing descriptor starts the thread and returns its id.
+    let id = m.ok(
+        "python3 - <<'EOF'\nimport os\nfd = os.open('workflows/loop/prompt', os.O_RDWR)\n\
+         os.write(fd, b'Second task')\nprint(os.read(fd, 100).decode().strip())\n\
+         print(repr(os.read(fd, 100)))\nos.close(fd)\nEOF",
+    );
+    let mut lines = id.lines();
+    let second = lines.next().unwrap().to_owned();
+    assert_eq!(lines.next(), Some("b''"), "the id once, then end of file");
+    assert_ne!(second, first);
+    assert_eq!(m.ok(&format!("cat threads/{second}/prompt")), "Second task");
+    assert_eq!(
+        m.ok("ls workflows/loop/threads"),
+        format!("{first}\n{second}\n")
+    );
+    assert_eq!(
+        m.ok("readlink workflows/loop/latest"),
+        format!("../../threads/{second}\n")
+    );
+    // The CLI sees them too; an empty prompt starts nothing and says why.
+    assert_eq!(env.ok(&["thread", "list"]).lines().count(), 2);
+    m.ok("printf '' > workflows/loop/prompt; echo '   ' > workflows/loop/prompt");
+    assert_eq!(m.ok("ls threads").lines().count(), 2);
+    let closed = m.ok(
+        "python3 - <<'EOF'\nimport os, errno\nfd = os.open('workflows/loop/prompt', os.O_WRONLY)\n\
+         os.write(fd, b'  \\n')\ntry:\n    os.close(fd); print('closed')\nexcept OSError as e:\n    \
+         print(errno.errorcode[e.errno])\nEOF",
+    );
+    assert_eq!(closed, "EINVAL\n", "close reports the empty prompt");
+    assert!(m.ok("cat workflows/error").contains("the prompt is empty"));
+}
+
+#[test]
+fn touch_and_echo_each_start_exactly_one_step_and_wait_waits() {
+    let env = loop_env("");
+    let id = thread_of(&env.ok(&["thread", "start", "loop", "-p", "one step at a time"]));
+    let m = Mounted::start(&env, "threads-step", &[]);
+    let t = format!("threads/{id}");
+    m.ok(&format!("touch {t}/step"));
+    let wait = m.ok(&format!("cat {t}/wait"));
+    assert_eq!(common::json(&wait)["role"], "planner", "{wait}");
+    assert_eq!(m.ok(&format!("ls {t}/steps")), "001-planner\nlatest\n");
+    m.ok(&format!("echo > {t}/step"));
+    let wait = m.ok(&format!("cat {t}/wait"));
+    assert_eq!(common::json(&wait)["role"], "reviewer", "{wait}");
+    assert_eq!(
+        m.ok(&format!("ls {t}/steps")),
+        "001-planner\n002-reviewer\nlatest\n"
+    );
+    assert_eq!(m.ok(&format!("cat {t}/status")), "active next=planner\n");
+    // run: steps until done.
+    m.ok(&format!("echo > {t}/run && cat {t}/wait > /dev/null"));
+    assert_eq!(m.ok(&format!("cat {t}/status")), "done\n");
+    assert_eq!(env.ok(&["thread", "steps", &id]).lines().count(), 4);
+    // A finished thread refuses with EINVAL and says why in `error`.
+    let out = m.sh(&format!("touch {t}/step"));
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Invalid argument"),
+        "{out:?}"
+    );
+    let error = m.ok(&format!("cat {t}/error"));
+    assert!(error.contains("archived (done)"), "{error}");
+    let out = m.sh(&format!("echo > {t}/step"));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Invalid argument"),
+        "{out:?}"
+    );
+    assert_eq!(
+        env.ok(&["thread", "steps", &id]).lines().count(),
+        4,
+        "nothing ran"
+    );
+}
+
+#[test]
+fn a_slow_step_is_busy_logs_as_it_goes_and_can_be_killed() {
+    let env = loop_env(
+        "echo \"slow agent for $2\" >&2\ni=0\nwhile [ $i -lt 30 ]; do echo tick $i >&2; sleep 0.1; i=$((i+1)); done",
+    );
+    let id = thread_of(&env.ok(&["thread", "start", "loop", "-p", "slowly"]));
+    let m = Mounted::start(&env, "threads-slow", &[]);
+    let t = format!("threads/{id}");
+    m.ok(&format!("touch {t}/step"));
+    let status = m.ok(&format!("cat {t}/status"));
+    assert!(status.starts_with("running role=planner pid="), "{status}");
+    // Busy: EBUSY, and the reason in `error`.
+    let out = m.sh(&format!("touch {t}/step"));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Device or resource busy"),
+        "{out:?}"
+    );
+    assert!(m.ok(&format!("cat {t}/error")).contains("busy"));
+    // The log grows while the agent runs.
+    let first = eventually(&m, &format!("cat {t}/log"), |l| l.contains("tick 3"));
+    let later = eventually(&m, &format!("cat {t}/log"), |l| l.len() > first.len() + 20);
+    assert!(later.starts_with("slow agent for planner\n"), "{later}");
+    assert!(later.len() > first.len(), "{first:?} then {later:?}");
+    // A blocked `wait` stalls nothing else and can be interrupted.
+    let mut waiter = Command::new("timeout")
+        .args(["-s", "KILL", "20", "cat"])
+        .arg(m.path(&format!("{t}/wait")))
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let busy_since = Instant::now();
+    m.ok(&format!(
+        "ls threads && cat {t}/status {t}/prompt > /dev/null && ls {t}/steps"
+    ));
+    assert!(
+        busy_since.elapsed() < Duration::from_secs(1),
+        "the mount kept serving"
+    );
+    assert!(
+        waiter.try_wait().unwrap().is_none(),
+        "wait is still blocked"
+    );
+    Command::new("kill")
+        .args(["-INT", &waiter.id().to_string()])
+        .status()
+        .unwrap();
+    let interrupted = Instant::now();
+    let status = waiter.wait().unwrap();
+    assert!(!status.success());
+    assert!(
+        interrupted.elapsed() < Duration::from_secs(1),
+        "Ctrl-C ends a blocked wait"
+    );
+    // The step finishes; wait gives its JSON.
+    let wait = m.ok(&format!("cat {t}/wait"));
+    assert_eq!(common::json(&wait)["role"], "planner");
+    assert!(m.ok(&format!("cat {t}/log")).contains("tick 29"));
+    // kill during the next step: the agent stops, the thread is archived as killed.
+    m.ok(&format!("touch {t}/step"));
+    eventually(&m, &format!("cat {t}/log"), |l| l.contains("tick 2"));
+    m.ok(&format!("echo > {t}/kill"));
+    let status = eventually(&m, &format!("cat {t}/status"), |s| s == "killed\n");
+    assert_eq!(status, "killed\n");
+    assert_eq!(
+        env.ok(&["thread", "steps", &id]).lines().count(),
+        1,
+        "the killed step left no step"
+    );
+    assert!(
+        String::from_utf8_lossy(&m.sh(&format!("touch {t}/step")).stderr)
+            .contains("Invalid argument")
+    );
+    assert!(
+        m.ok(&format!("cat {t}/error"))
+            .contains("archived (killed)")
+    );
+}
+
+#[test]
+fn fork_through_the_mount_continues_from_a_step() {
+    let env = loop_env("");
+    let id = thread_of(&env.ok(&["thread", "start", "loop", "-p", "to fork"]));
+    env.ok(&["thread", "step", &id]);
+    env.ok(&["thread", "step", &id]);
+    let m = Mounted::start(&env, "threads-fork", &[]);
+    let t = format!("threads/{id}");
+    let new = m.ok(&format!(
+        "python3 - <<'EOF'\nimport os\nfd = os.open('{t}/steps/001-planner/fork', os.O_RDWR)\n\
+         os.write(fd, b'x')\nprint(os.read(fd, 100).decode().strip())\nos.close(fd)\nEOF"
+    ));
+    let new = new.trim();
+    assert_eq!(
+        m.ok(&format!("ls threads/{new}/steps")),
+        "001-planner\nlatest\n"
+    );
+    assert_eq!(
+        m.ok(&format!("cat threads/{new}/status")),
+        "active next=reviewer\n"
+    );
+    m.ok(&format!(
+        "diff -r threads/{new}/steps/001-planner {t}/steps/001-planner"
+    ));
+    // echo > fork works too: the newest thread of the workflow is the fork.
+    m.ok(&format!("echo > {t}/steps/002-reviewer/fork"));
+    let latest = m.ok("readlink workflows/loop/latest");
+    let newest = latest.trim().rsplit('/').next().unwrap().to_owned();
+    assert_eq!(
+        m.ok(&format!("cat threads/{newest}/head")),
+        m.ok(&format!("cat {t}/head"))
+    );
+    assert_eq!(env.ok(&["thread", "list"]).lines().count(), 3);
+}
+
+#[test]
+fn threads_made_by_the_cli_show_within_a_second() {
+    let env = loop_env("");
+    let m = Mounted::start(&env, "threads-fresh", &[]);
+    assert_eq!(m.ok("ls threads"), "");
+    let id = thread_of(&env.ok(&["thread", "start", "loop", "-p", "from the CLI"]));
+    std::thread::sleep(Duration::from_millis(1100));
+    assert_eq!(m.ok("ls threads"), format!("{id}\n"));
+    let t = format!("threads/{id}");
+    assert_eq!(m.ok(&format!("cat {t}/status")), "active next=planner\n");
+    assert_eq!(m.ok(&format!("ls {t}/steps")), "");
+    env.ok(&["thread", "step", &id]);
+    std::thread::sleep(Duration::from_millis(1100));
+    assert_eq!(m.ok(&format!("cat {t}/status")), "active next=reviewer\n");
+    assert_eq!(m.ok(&format!("ls {t}/steps")), "001-planner\nlatest\n");
+    let head = env.ok(&["thread", "show", &id]);
+    assert_eq!(
+        m.ok(&format!("cat {t}/head")).trim(),
+        common::json(&head)["head"].as_str().unwrap()
+    );
+    env.ok(&["thread", "run", &id]);
+    std::thread::sleep(Duration::from_millis(1100));
+    assert_eq!(m.ok(&format!("cat {t}/status")), "done\n");
+    assert_eq!(m.ok(&format!("ls {t}/steps | wc -l")).trim(), "5");
 }

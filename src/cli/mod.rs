@@ -6,6 +6,7 @@
 mod agent;
 mod cas;
 mod eval;
+mod export;
 mod mount;
 mod output;
 mod setup;
@@ -70,6 +71,8 @@ enum Command {
     Setup(setup::SetupArgs),
     /// Check what a run needs: config, secrets, agents, providers, storage, FUSE
     Doctor(setup::DoctorArgs),
+    /// Write the mount's tree (a thread, or --all) as plain files
+    Export(export::ExportArgs),
 }
 
 /// An error that decided its own exit code (e.g. `cas has` answering "no", or `fsck` problems).
@@ -113,6 +116,7 @@ fn run(cli: Cli, out: &mut Out) -> anyhow::Result<()> {
         Command::Completions(args) => skill::completions(&args, out),
         Command::Setup(args) => setup::setup(args, &root, out),
         Command::Doctor(args) => setup::doctor(args, &root, out),
+        Command::Export(args) => export::run(args, &root, out),
     }
 }
 

@@ -246,19 +246,7 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> anyhow::Result<()>
                 bail!("{hash} is not a step node");
             }
             let step = chain::read_step(&node)?;
-            let mut detail = store.get_payload(step.detail)?;
-            // Show the texts, not just their hashes.
-            for key in ["raw", "body"] {
-                if let Some(text) = detail
-                    .get(key)
-                    .and_then(|v| v.as_str())
-                    .and_then(|h| Hash::parse(h).ok())
-                    .and_then(|h| store.get_payload(h).ok())
-                {
-                    detail[format!("{key}Text")] = text;
-                }
-            }
-            out.text(&render::output_yaml(&detail))?;
+            out.text(&render::detail_yaml(&store, step.detail)?)?;
         }
         ThreadCommand::Diff { a, b } => {
             let (a, b) = (Hash::parse(&a)?, Hash::parse(&b)?);

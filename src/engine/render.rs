@@ -6,6 +6,7 @@ use std::fmt::Write;
 use serde_json::Value;
 
 use crate::cas::canonical::sorted;
+use crate::cas::{Hash, Store, StoreError};
 
 use super::chain::{Chain, Entry};
 use super::minimal::minimal;
@@ -203,4 +204,21 @@ pub fn unified_diff(a_name: &str, a: &str, b_name: &str, b: &str) -> String {
         .context_radius(3)
         .header(a_name, b_name)
         .to_string()
+}
+
+/// A step's detail node as YAML (`uwf thread step-details`, the mount's `detail.yaml`), with
+/// the texts its `raw` and `body` fields name shown inline as `rawText` and `bodyText`.
+pub fn detail_yaml(store: &Store, detail: Hash) -> Result<String, StoreError> {
+    let mut detail = store.get_payload(detail)?;
+    for key in ["raw", "body"] {
+        if let Some(text) = detail
+            .get(key)
+            .and_then(|v| v.as_str())
+            .and_then(|h| Hash::parse(h).ok())
+            .and_then(|h| store.get_payload(h).ok())
+        {
+            detail[format!("{key}Text")] = text;
+        }
+    }
+    Ok(output_yaml(&detail))
 }

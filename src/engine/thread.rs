@@ -134,6 +134,31 @@ impl Summary {
         })
     }
 
+    /// Recomputes the live part of an active thread's status from its run files: `running`
+    /// while a step holds the lock, `failed` when the last attempt failed, else `active`.
+    /// Archived threads (`done`, `killed`) never change and are left alone.
+    ///
+    /// The rest of a summary is a function of the head, so a caller that keeps summaries by head
+    /// (the mount) refreshes only this part.
+    pub fn refresh(&mut self, files: &RunFiles) {
+        if self.done() {
+            return;
+        }
+        self.error = None;
+        self.running_role = None;
+        if files.is_running() {
+            self.status = "running".into();
+            self.running_role = files.run_info().and_then(|i| i.role);
+        } else if let Some(last) = files.last_outcome()
+            && last.get("ok") == Some(&Value::Bool(false))
+        {
+            self.status = "failed".into();
+            self.error = last.get("error").and_then(Value::as_str).map(str::to_owned);
+        } else {
+            self.status = "active".into();
+        }
+    }
+
     /// The one-line status of the mount's `status` file.
     pub fn status_line(&self, files: &RunFiles) -> String {
         match self.status.as_str() {
@@ -166,11 +191,22 @@ impl Summary {
 
 /// Summarises a thread (active or archived).
 pub fn summary(store: &Store, id: &str) -> Result<Summary, ThreadError> {
-    let root = store.root();
-    let (head, archived) = match threads::state(root, id)? {
+    let (head, archived) = match threads::state(store.root(), id)? {
         State::Active { head } => (head, None),
         State::Archived(a) => (a.head, Some(a.status)),
     };
+    summary_at(store, id, head, archived)
+}
+
+/// Summarises a thread whose place in the index is already known: its head, and its archived
+/// status (`done`, `killed`) if it is archived. The mount keeps the index in memory.
+pub fn summary_at(
+    store: &Store,
+    id: &str,
+    head: Hash,
+    archived: Option<String>,
+) -> Result<Summary, ThreadError> {
+    let root = store.root();
     let view = ThreadView::at(store, id, head)?;
     let files = RunFiles::new(root, id);
     let mut summary = Summary {
@@ -193,17 +229,7 @@ pub fn summary(store: &Store, id: &str) -> Result<Summary, ThreadError> {
         .ok()
         .and_then(|m| m.decide_chain(&view.chain).ok())
         .map(|d| d.next);
-    if files.is_running() {
-        summary.status = "running".into();
-        summary.running_role = files.run_info().and_then(|i| i.role);
-    } else if let Some(last) = files.last_outcome()
-        && last.get("ok") == Some(&Value::Bool(false))
-    {
-        summary.status = "failed".into();
-        summary.error = last.get("error").and_then(Value::as_str).map(str::to_owned);
-    } else {
-        summary.status = "active".into();
-    }
+    summary.refresh(&files);
     Ok(summary)
 }
 

@@ -38,6 +38,9 @@ pub enum FsError {
     /// A request the core understands but cannot honour as asked (e.g. `RENAME_EXCHANGE`).
     #[error("invalid argument: {0}")]
     Invalid(&'static str),
+    /// A step is running on the thread (the full text is in its `error` file).
+    #[error("{0}")]
+    Busy(String),
     #[error("bad file handle")]
     BadHandle,
     /// The operation is not implemented at all (xattrs): the kernel stops asking.
@@ -70,6 +73,7 @@ impl FsError {
             FsError::NoSpace(_) => libc::ENOSPC,
             FsError::Refused(_) => libc::EINVAL,
             FsError::Invalid(_) => libc::EINVAL,
+            FsError::Busy(_) => libc::EBUSY,
             FsError::BadHandle => libc::EBADF,
             FsError::Unsupported => libc::ENOSYS,
             FsError::NotATty => libc::ENOTTY,
@@ -99,6 +103,7 @@ mod tests {
             FsError::NotPermitted("rename"),
             FsError::Exists,
             FsError::NotFound,
+            FsError::Busy("a step is running".into()),
         ];
         for e in mistakes {
             assert_ne!(e.errno(), libc::EIO, "{e:?}");

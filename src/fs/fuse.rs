@@ -25,7 +25,9 @@ use fuser::{
 };
 
 use super::error::FsError;
-use super::tree::{Attr, Caching, Caller, Inval, Kind, Lookup, Opened, SetAttr, TimeSet, Tree};
+use super::tree::{
+    Attr, Caching, Caller, Inval, Kind, Lookup, Opened, Reading, SetAttr, TimeSet, Tree,
+};
 
 /// How long the kernel trusts immutable entries (nodes, versions).
 const LONG_TTL: Duration = Duration::from_secs(3600);
@@ -35,7 +37,17 @@ const SHORT_TTL: Duration = Duration::from_secs(1);
 fn ttl(caching: Caching) -> Duration {
     match caching {
         Caching::Immutable => LONG_TTL,
-        Caching::Mutable | Caching::Volatile => SHORT_TTL,
+        Caching::Mutable | Caching::Stamped | Caching::Volatile => SHORT_TTL,
+        // `wait`: its size is only known once no step runs; ask every time.
+        Caching::Blocking => Duration::ZERO,
+    }
+}
+
+fn file_type(kind: Kind) -> FileType {
+    match kind {
+        Kind::Dir => FileType::Directory,
+        Kind::File => FileType::RegularFile,
+        Kind::Symlink => FileType::Symlink,
     }
 }
 
@@ -52,10 +64,7 @@ fn file_attr(a: &Attr) -> FileAttr {
         mtime: a.mtime,
         ctime: a.ctime,
         crtime: a.mtime,
-        kind: match a.kind {
-            Kind::Dir => FileType::Directory,
-            Kind::File => FileType::RegularFile,
-        },
+        kind: file_type(a.kind),
         perm: a.perm,
         nlink: a.nlink,
         uid: a.uid,
@@ -89,15 +98,25 @@ fn negative() -> FileAttr {
 
 fn open_flags(o: &Opened) -> FopenFlags {
     if o.writable {
-        return FopenFlags::empty();
+        // A prompt or fork handle answers a read with the new thread's id, at whatever offset
+        // the writes left the descriptor: only direct I/O brings such a read to us.
+        return match o.caching {
+            Caching::Volatile => FopenFlags::FOPEN_DIRECT_IO,
+            _ => FopenFlags::empty(),
+        };
     }
     // A read-only handle's close has nothing to check or save: skip FLUSH round trips.
     let flags = FopenFlags::FOPEN_NOFLUSH;
     match o.caching {
-        Caching::Immutable => flags | FopenFlags::FOPEN_KEEP_CACHE,
+        // Stamped content changes its mtime or size with every change, and
+        // FUSE_AUTO_INVAL_DATA drops the pages when a refreshed attribute differs.
+        Caching::Immutable | Caching::Stamped => flags | FopenFlags::FOPEN_KEEP_CACHE,
         // Pages are dropped at open, so a changed view is read fresh.
         Caching::Mutable => flags,
         Caching::Volatile => flags | FopenFlags::FOPEN_DIRECT_IO,
+        // Page-cache mode: a reader blocked in `wait` can be interrupted (with direct I/O not
+        // even SIGKILL would end it before the reply).
+        Caching::Blocking => flags,
     }
 }
 
@@ -231,8 +250,11 @@ impl Filesystem for Adapter {
         })
     }
 
-    fn readlink(&self, _req: &Request, _ino: INodeNo, reply: ReplyData) {
-        guarded(|| reply.error(errno(&FsError::Invalid("not a symbolic link"))))
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        guarded(|| match self.tree.readlink(ino.0) {
+            Ok(target) => reply.data(target.as_bytes()),
+            Err(e) => reply.error(errno(&e)),
+        })
     }
 
     fn mknod(
@@ -378,17 +400,35 @@ impl Filesystem for Adapter {
         reply: ReplyData,
     ) {
         guarded(|| {
-            let result = self.tree.read(ino.0, fh.0, offset, size);
-            trace!(
-                self,
-                "READ {} fh={} off={offset} -> {:?}",
-                ino.0,
-                fh.0,
-                result.as_ref().map(Vec::len)
-            );
+            let result = self.tree.read_or_wait(ino.0, fh.0, offset, size);
             match result {
-                Ok(bytes) => reply.data(&bytes),
-                Err(e) => reply.error(errno(&e)),
+                Ok(Reading::Data(bytes)) => {
+                    trace!(
+                        self,
+                        "READ {} fh={} off={offset} -> {}",
+                        ino.0,
+                        fh.0,
+                        bytes.len()
+                    );
+                    reply.data(&bytes)
+                }
+                Ok(Reading::Later(job)) => {
+                    trace!(self, "READ {} fh={} off={offset} -> later", ino.0, fh.0);
+                    // `wait`: answer from a worker, so the loop keeps serving. If the thread
+                    // cannot start, the dropped reply answers EIO.
+                    let _ = std::thread::Builder::new()
+                        .name("uwf-wait".to_owned())
+                        .spawn(move || {
+                            let _ = catch_unwind(AssertUnwindSafe(move || match job() {
+                                Ok(bytes) => reply.data(&bytes),
+                                Err(e) => reply.error(errno(&e)),
+                            }));
+                        });
+                }
+                Err(e) => {
+                    trace!(self, "READ {} fh={} off={offset} -> {e:?}", ino.0, fh.0);
+                    reply.error(errno(&e))
+                }
             }
         })
     }
@@ -478,7 +518,7 @@ impl Filesystem for Adapter {
                     Caching::Immutable => {
                         FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE
                     }
-                    Caching::Mutable | Caching::Volatile => FopenFlags::empty(),
+                    _ => FopenFlags::empty(),
                 };
                 reply.opened(FileHandle(o.fh), flags)
             }
@@ -498,11 +538,7 @@ impl Filesystem for Adapter {
             Ok(entries) => {
                 trace!(self, "READDIR {} off={offset} -> {}", ino.0, entries.len());
                 for e in entries {
-                    let kind = match e.kind {
-                        Kind::Dir => FileType::Directory,
-                        Kind::File => FileType::RegularFile,
-                    };
-                    if reply.add(INodeNo(e.ino), e.offset, kind, &e.name) {
+                    if reply.add(INodeNo(e.ino), e.offset, file_type(e.kind), &e.name) {
                         break;
                     }
                 }

@@ -16,6 +16,8 @@ use std::sync::Arc;
 
 use crate::cas::Hash;
 
+use super::views::{StepFile, ThreadFile};
+
 /// An inode number.
 pub type Ino = u64;
 
@@ -47,8 +49,28 @@ pub enum Key {
     CasSchemas,
     /// `cas/schemas/<hash>.json`
     CasSchema(Hash),
-    /// `threads/` (empty until the thread views land)
+    /// `workflows/<name>/prompt`: write a prompt and close → a new thread.
+    WfPrompt(Arc<str>),
+    /// `workflows/<name>/latest` → the newest thread of the workflow.
+    WfLatest(Arc<str>),
+    /// `workflows/<name>/threads/`
+    WfThreads(Arc<str>),
+    /// `workflows/<name>/threads/<id>` → `../../../threads/<id>`
+    WfThreadLink(Arc<str>, Arc<str>),
+    /// `threads/`
     Threads,
+    /// `threads/<id>/`
+    Thread(Arc<str>),
+    /// `threads/<id>/<file>` (`steps/` aside)
+    ThreadFile(Arc<str>, ThreadFile),
+    /// `threads/<id>/steps/`
+    Steps(Arc<str>),
+    /// `threads/<id>/steps/latest` → `NNN-role`
+    StepsLatest(Arc<str>),
+    /// `threads/<id>/steps/NNN-role/` (0-based index)
+    StepDir(Arc<str>, u32),
+    /// `threads/<id>/steps/NNN-role/<file>`
+    StepFile(Arc<str>, u32, StepFile),
     /// A file created by a user in a writable directory, kept in memory.
     Scratch(u64),
     /// An inode whose entry went away (replaced by a rename, or unlinked) while the kernel may

@@ -6,14 +6,18 @@
 //! - [`views`]: generated entries read from the store and the registry.
 //! - [`save`]: which names register workflows, and registering them.
 //! - [`scratch`]: in-memory files editors create, size-limited.
+//! - [`control`]: what control files do (`step`, `run`, `kill`, `fork`, `prompt`, `wait`).
 //! - [`inode`]: the inode table.
 //! - [`error`]: [`FsError`] and its one errno mapping.
 //! - [`fuse`]: the thin fuser adapter, the only code that names fuser types.
 //! - [`unmount`]: unmounting, also after the daemon died.
+//! - [`export`]: the same tree written as plain files (`uwf export`).
 //!
 //! Architecture Invariant: `fs` depends on `engine` and `cas`, never on `cli`, and prints nothing.
 
+pub mod control;
 pub mod error;
+pub mod export;
 pub mod fuse;
 pub mod inode;
 pub mod readme;

@@ -7,10 +7,12 @@ use std::path::Path;
 pub fn text(root: &Path, read_only: bool) -> String {
     let mode = if read_only {
         "This mount is **read-only** (`uwf mount --read-only`): everything can be read, nothing \
-         can be saved. Remount without `--read-only` to register workflows through files."
+         can be saved, no control file (`prompt`, `step`, `run`, `kill`, `fork`) acts, and `wait` \
+         does not wait. Remount without `--read-only` to register workflows and run threads \
+         through files."
     } else {
         "This mount is read-write: saving a workflow file registers it, exactly like \
-         `uwf workflow put`."
+         `uwf workflow put`, and writing a control file starts threads and steps."
     };
     format!(
         r#"# uwf mount
@@ -20,18 +22,57 @@ The storage at `{root}` as files. {mode}
 ```text
 README.md                          this file
 workflows/
-  error                            why the last save through workflows/ was refused
+  error                            why the last save or prompt through workflows/ was refused
   <name>/
     workflow.yaml                  current definition, schemas inline; save to register a new version
     hash                           current workflow hash
     graph.mmd                      Mermaid flowchart of the graph
     versions/<hash>.yaml           every registered version
+    prompt                         write a prompt and close: a new thread of this workflow starts
+    latest -> ../../threads/<id>   the newest thread of this workflow
+    threads/<id> -> ../../../threads/<id>
   <anything>.yaml                  create or copy a YAML file here: registered under its `name`
-threads/                           threads (coming with the thread engine)
+threads/
+  <thread-id>/                     active and archived threads
+    prompt  head  status           status: `active next=<role>`, `running role=<role> pid=<pid>`,
+                                   `failed: <why>`, `done`, `killed`
+    workflow -> ../../workflows/<name>
+    step                           touch it (or write to it): one step starts in the background
+    run                            write to it: steps run until the thread is done
+    wait                           reading blocks until no step runs, then shows the last step's JSON
+    kill                           write to it: stop the running step, archive the thread as killed
+    log                            the running or last step's agent stderr, growing while it runs
+    error                          the last failure on this thread, as text
+    transcript.md                  the thread as Markdown (`uwf thread read`)
+    steps/
+      001-planner/                 one directory per step: index (3 digits, more past 999), role
+        output.yaml  output.json   the structured output, keys sorted (diffs are meaningful)
+        body.md                    the agent's Markdown after the frontmatter
+        detail.yaml                how the step ran (`uwf thread step-details`)
+        hash  role  agent          one line each
+        diff                       unified diff of output.yaml against the previous step of this role
+        fork                       write to it: a new thread continues from this step
+      latest -> NNN-role
 cas/
   <hash>                           any node by hash, case-insensitive, as pretty JSON
   schemas/<hash>.json              schema nodes
 ```
+
+## Running threads
+
+    echo "Fix the login bug" > workflows/solve-issue/prompt   # a new thread starts
+    cd workflows/solve-issue/latest                           # it is the newest one
+    touch step; cat status; cat wait                          # one step; wait for it
+    echo > run; cat wait                                      # step until done
+    diff steps/001-planner/output.yaml steps/005-planner/output.yaml
+    echo > steps/002-developer/fork                           # continue from step 2 in a new thread
+
+Scripts that need the new thread's id without a race open `prompt` read-write, write the
+prompt, and read on the same descriptor: the read starts the thread and returns its id (so does
+a read after writing `fork`). Each write handle of `step`, `run`, `kill` or `fork` acts once, so
+`touch step` and `echo > step` each start exactly one step. `step` while a step runs fails with
+EBUSY, on a finished thread with EINVAL; the thread's `error` file says why. Steps use the agents
+of `config.yaml` (`defaultAgent`, `agentOverrides`), like `uwf thread step` without `--agent`.
 
 ## Registering workflows
 
@@ -52,8 +93,11 @@ back to the registered version.
 
 ## Freshness
 
-Files under `cas/` and `versions/` never change. Everything else reflects changes made by the
-CLI or by agents in other processes within a second.
+Files under `cas/`, `versions/` and `steps/NNN-role/` never change, nor does anything of a
+finished thread but its `error` and `wait`. Everything else reflects changes made by the CLI or
+by agents in other processes within a second.
+
+`uwf export <thread|--all> DIR` writes the same files into a plain directory.
 
 ## Unmounting
 

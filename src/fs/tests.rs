@@ -12,6 +12,8 @@ use crate::cas::Store;
 use crate::cas::store::now_ms;
 use crate::engine::{registry, workflow};
 
+mod threads;
+
 const RW: i32 = libc::O_RDWR;
 const WO: i32 = libc::O_WRONLY;
 const ME: Caller = Caller { uid: 0, gid: 0 };
@@ -146,7 +148,14 @@ fn the_tree_has_the_documented_shape() {
     assert_eq!(fx.names("workflows"), ["error", "demo"]);
     assert_eq!(
         fx.names("workflows/demo"),
-        ["workflow.yaml", "hash", "graph.mmd", "versions"]
+        [
+            "workflow.yaml",
+            "hash",
+            "graph.mmd",
+            "versions",
+            "prompt",
+            "threads"
+        ]
     );
     let hash = fx.cat("workflows/demo/hash");
     assert_eq!(hash.len(), 14);
@@ -246,7 +255,7 @@ fn vim_saves_once() {
     fx.unlink("workflows/demo/.workflow.yaml.swp").unwrap();
     assert_eq!(fx.versions(), 2);
     assert!(fx.cat(YAML).contains("by vim"));
-    assert_eq!(fx.names("workflows/demo").len(), 4, "no scratch file left");
+    assert_eq!(fx.names("workflows/demo").len(), 6, "no scratch file left");
     assert_eq!(fx.tree.scratch_bytes(), 0);
 }
 

@@ -8,8 +8,10 @@
 //!
 //! The tree (SPEC §7):
 //! ```text
-//! README.md  workflows/{error, <name>/{workflow.yaml, hash, graph.mmd, versions/<hash>.yaml},
-//! <anything>.yaml}  threads/  cas/{<hash>, schemas/<hash>.json}
+//! README.md  workflows/{error, <name>/{workflow.yaml, hash, graph.mmd, versions/<hash>.yaml,
+//! prompt, latest, threads/<id>}, <anything>.yaml}  threads/<id>/{prompt, head, status, workflow,
+//! step, run, wait, kill, log, error, transcript.md, steps/{NNN-role/…, latest}}
+//! cas/{<hash>, schemas/<hash>.json}
 //! ```
 //! Generated entries come from [`super::views::Source`]. In the writable directories
 //! (`workflows/`, `workflows/<name>/`) any other name is a scratch file ([`super::scratch`]).
@@ -26,29 +28,44 @@
 //! consistent whatever it returns; nothing here panics on any input (the adapter still catches
 //! panics, as a last line).
 //!
-//! The methods are spread over three files: this one (requests), `tree/layout.rs` (what exists
-//! where: `child`, `listing`, `attr_of`, `content`) and `tree/saving.rs` (drafts and saves).
-//! Thread views plug in like the others: add `Key` variants, list and look them up in `child` /
-//! `listing`, give them attributes in `attr_of` and bytes in `content`; control files get their
-//! action in `flush`/`release` (a write handle that wrote, truncated or set times) through the
-//! same handle table the drafts use.
+//! Control files (`step`, `run`, `kill`, `fork`, `workflows/<name>/prompt`) are write handles
+//! in the same handle table ([`Open::Control`]). The trigger rule of `step`/`run`/`kill`/`fork`:
+//! each write handle fires once, at its first change (a write, a truncate, or a time change —
+//! with or without the handle: `echo >` truncates by path, `touch` sets times by path, both
+//! while their handle is open, so such a path-only change is the open handle's); a path-only
+//! time or size change with no write handle open fires by itself. Opening one for writing
+//! already checks that the action can start (EBUSY, EINVAL), so the error reaches the program at
+//! `open`, and the change that fires reports any later refusal. A prompt starts its thread at
+//! the first `close` (FLUSH) that sees text, at a read on the same descriptor (clone-style), or
+//! at the release.
+//!
+//! The methods are spread over four files: this one (requests), `tree/layout.rs` (what exists
+//! where: `child`, `listing`, `attr_of`, `content`), `tree/threads.rs` (the same for the thread
+//! views) and `tree/saving.rs` (drafts and saves).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::SystemTime;
 
 use crate::cas::Hash;
 
+use super::control::{Control, Jobs};
 use super::error::FsError;
 use super::inode::{Ino, InodeTable, Key, ROOT};
 use super::readme;
 use super::save::{self, Target};
 use super::scratch::{Limits, Scratches};
-use super::views::{Listing, Source};
+use super::views::{Listing, Source, StepFile, ThreadFile};
 
+mod controls;
 mod layout;
 mod saving;
+mod threads;
 
+pub use threads::WAIT_PLACEHOLDER;
+
+use controls::read_at;
 use saving::place_path;
 
 /// Longest file name, in bytes.
@@ -75,11 +92,12 @@ pub struct Caller {
     pub gid: u32,
 }
 
-/// Directory or regular file (the tree has nothing else).
+/// Directory, regular file or symbolic link (the tree has nothing else).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     Dir,
     File,
+    Symlink,
 }
 
 /// How long the kernel may trust what it was told about an entry.
@@ -89,8 +107,16 @@ pub enum Caching {
     Immutable,
     /// Changes when the store or registry changes: trust for at most a second.
     Mutable,
-    /// Changes without notice and must be read fresh every time (`error` files): direct I/O.
+    /// Changes at most once a second as far as the kernel can tell, and every change moves its
+    /// mtime or size (files under `runs/`): trust for a second, keep pages across opens (the
+    /// kernel drops them when a refreshed mtime or size differs).
+    Stamped,
+    /// Changes without notice and must be read fresh every time (`error` files, an active
+    /// thread's `status`): direct I/O.
     Volatile,
+    /// `wait`: a read may block until a step finishes. Page-cache mode (a blocked reader can be
+    /// interrupted), attributes never cached (the size is only known once no step runs).
+    Blocking,
 }
 
 /// What `stat` reports.
@@ -181,7 +207,36 @@ pub struct Tree {
     source: Source,
     opts: Options,
     readme: Arc<[u8]>,
+    control: Control,
     state: Mutex<State>,
+}
+
+/// What a control file's write handle acts on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum CtlTarget {
+    /// `threads/<id>/{step,run,kill}`
+    Thread(Arc<str>, ThreadFile),
+    /// `threads/<id>/steps/NNN-role/fork`
+    Fork(Arc<str>, u32),
+    /// `workflows/<name>/prompt`
+    Prompt(Arc<str>),
+}
+
+/// A write handle on a control file.
+#[derive(Debug, Clone)]
+struct Ctl {
+    target: CtlTarget,
+    /// This handle's action was attempted (once per handle).
+    fired: bool,
+    /// Why it was refused, repeated to later writes and the close of this handle.
+    failed: Option<FsError>,
+    /// The prompt written so far.
+    text: Vec<u8>,
+    wrote: bool,
+    /// The id of the thread this handle started or forked: what a read on it returns.
+    answer: Option<Arc<[u8]>>,
+    /// How much of `answer` reads have returned.
+    delivered: usize,
 }
 
 /// A draft of `workflows/<name>/workflow.yaml`: a nameless scratch file and its writers.
@@ -197,9 +252,25 @@ struct Draft {
 enum Open {
     /// Read-only view of generated bytes, fixed at open.
     Snapshot(Arc<[u8]>),
+    /// Read-only view of immutable bytes, rendered at the first read (a warm open of a file
+    /// whose pages the kernel keeps never reads).
+    Immutable(Key),
     Scratch(u64),
     Draft(Arc<str>),
     Dir(Arc<Listing>),
+    /// A file under `runs/` read where it lies (a log grows while its step runs).
+    Disk(PathBuf),
+    /// `wait` of a thread: the answer is fixed by the first read that finds no step running.
+    Wait(Arc<str>, Arc<OnceLock<Arc<[u8]>>>),
+    /// A write handle on a control file.
+    Control(Box<Ctl>),
+}
+
+/// The answer to a read: the bytes, or (for `wait`) a job that blocks until it has them, for
+/// the adapter to run off the FUSE loop.
+pub enum Reading {
+    Data(Vec<u8>),
+    Later(Box<dyn FnOnce() -> Result<Vec<u8>, FsError> + Send>),
 }
 
 #[derive(Debug, Clone)]
@@ -231,9 +302,23 @@ fn is_dir(key: &Key) -> bool {
             | Key::Workflows
             | Key::WfDir(_)
             | Key::WfVersions(_)
+            | Key::WfThreads(_)
             | Key::Cas
             | Key::CasSchemas
             | Key::Threads
+            | Key::Thread(_)
+            | Key::Steps(_)
+            | Key::StepDir(..)
+    )
+}
+
+fn is_link(key: &Key) -> bool {
+    matches!(
+        key,
+        Key::WfLatest(_)
+            | Key::WfThreadLink(..)
+            | Key::StepsLatest(_)
+            | Key::ThreadFile(_, ThreadFile::Workflow)
     )
 }
 
@@ -242,14 +327,23 @@ fn writable_dir(key: &Key) -> bool {
 }
 
 fn kind(key: &Key) -> Kind {
-    if is_dir(key) { Kind::Dir } else { Kind::File }
+    if is_dir(key) {
+        Kind::Dir
+    } else if is_link(key) {
+        Kind::Symlink
+    } else {
+        Kind::File
+    }
 }
 
 fn parent_of(key: &Key) -> Key {
     match key {
         Key::WfDir(_) => Key::Workflows,
-        Key::WfVersions(n) => Key::WfDir(n.clone()),
+        Key::WfVersions(n) | Key::WfThreads(n) => Key::WfDir(n.clone()),
         Key::CasSchemas => Key::Cas,
+        Key::Thread(_) => Key::Threads,
+        Key::Steps(id) => Key::Thread(id.clone()),
+        Key::StepDir(id, _) => Key::Steps(id.clone()),
         _ => Key::Root,
     }
 }
@@ -277,7 +371,9 @@ impl Tree {
     pub fn new(source: Source, opts: Options) -> Tree {
         let readme = Arc::from(readme::text(source.root(), opts.read_only).into_bytes());
         let now = SystemTime::now();
+        let control = Control::new(source.shared_store(), source.index_generation());
         Tree {
+            control,
             state: Mutex::new(State {
                 inodes: InodeTable::new(),
                 scratch: Scratches::new(opts.limits),
@@ -306,6 +402,16 @@ impl Tree {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The storage seen through this tree.
+    pub fn source(&self) -> &Source {
+        &self.source
+    }
+
+    /// The background jobs started through control files.
+    pub fn jobs(&self) -> &Arc<Jobs> {
+        self.control.jobs()
+    }
+
     /// Kernel caches that this tree's own changes made stale, to be sent from another thread.
     pub fn take_invalidations(&self) -> Vec<Inval> {
         std::mem::take(&mut self.lock().inval)
@@ -325,7 +431,7 @@ impl Tree {
                 Some(key) => key,
                 None => {
                     return Ok(Lookup::Missing {
-                        permanent: Self::never_appears(&dir, name),
+                        permanent: self.never_appears(&dir, name),
                     });
                 }
             },
@@ -420,15 +526,52 @@ impl Tree {
                 }
                 (Open::Draft(n.clone()), Caching::Mutable)
             }
+            Key::ThreadFile(id, f) if write && f.is_control() => {
+                let t = self.thread_ref(id)?;
+                let action = Self::action_of(*f).ok_or(FsError::NotFound)?;
+                self.control.check(id, t.archived.as_deref(), action)?;
+                let ctl = Ctl::new(CtlTarget::Thread(id.clone(), *f));
+                (Open::Control(Box::new(ctl)), Caching::Immutable)
+            }
+            Key::StepFile(id, i, StepFile::Fork) if write => {
+                self.step_hash(id, *i)?;
+                let ctl = Ctl::new(CtlTarget::Fork(id.clone(), *i));
+                (Open::Control(Box::new(ctl)), Caching::Volatile)
+            }
+            Key::WfPrompt(n) if write => {
+                self.current(n)?;
+                let ctl = Ctl::new(CtlTarget::Prompt(n.clone()));
+                (Open::Control(Box::new(ctl)), Caching::Volatile)
+            }
             _ if write => return Err(FsError::ReadOnly("generated files cannot be written")),
+            Key::ThreadFile(id, ThreadFile::Wait) => {
+                let caching = self.attr_of(st, ino, &key)?.caching;
+                (Open::Wait(id.clone(), Arc::new(OnceLock::new())), caching)
+            }
+            Key::ThreadFile(id, ThreadFile::Log) => {
+                let caching = self.attr_of(st, ino, &key)?.caching;
+                (Open::Disk(self.source.run_files(id).log()), caching)
+            }
             k => {
                 let caching = self.attr_of(st, ino, k)?.caching;
-                (Open::Snapshot(self.content(st, k)?), caching)
+                if caching == Caching::Immutable {
+                    (Open::Immutable(k.clone()), caching)
+                } else {
+                    (Open::Snapshot(self.content(st, k)?), caching)
+                }
             }
         };
         let fh = st.next_fh;
         st.next_fh += 1;
+        let control = matches!(open, Open::Control(_));
         st.handles.insert(fh, Handle { open, write });
+        if control
+            && truncate
+            && let Err(e) = self.change(st, fh)
+        {
+            st.handles.remove(&fh);
+            return Err(e);
+        }
         Ok(Opened {
             fh,
             caching,
@@ -436,11 +579,55 @@ impl Tree {
         })
     }
 
-    /// Reads from an open file; `fh` 0 (no-open mode) reads the generated content directly.
+    /// Reads from an open file, blocking while a `wait` waits (tests, export).
     pub fn read(&self, ino: Ino, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>, FsError> {
-        let st = self.lock();
+        match self.read_or_wait(ino, fh, offset, size)? {
+            Reading::Data(bytes) => Ok(bytes),
+            Reading::Later(job) => job(),
+        }
+    }
+
+    /// Reads from an open file; `fh` 0 (no-open mode) reads the generated content directly.
+    /// A read of `wait` while a step runs comes back as [`Reading::Later`].
+    pub fn read_or_wait(
+        &self,
+        ino: Ino,
+        fh: u64,
+        offset: u64,
+        size: u32,
+    ) -> Result<Reading, FsError> {
+        let mut st = self.lock();
+        let slice = move |bytes: &[u8]| {
+            let start = (offset as usize).min(bytes.len());
+            let end = start.saturating_add(size as usize).min(bytes.len());
+            bytes[start..end].to_vec()
+        };
+        match st.handles.get(&fh).map(|h| h.open.clone()) {
+            Some(Open::Disk(path)) => return Ok(Reading::Data(read_at(&path, offset, size)?)),
+            Some(Open::Wait(id, answer)) => {
+                if let Some(bytes) = answer.get() {
+                    return Ok(Reading::Data(slice(bytes)));
+                }
+                let wait = self.control.waiter(&id);
+                return Ok(Reading::Later(Box::new(move || {
+                    let bytes = answer.get_or_init(wait);
+                    Ok(slice(bytes))
+                })));
+            }
+            Some(Open::Control(_)) => {
+                return Ok(Reading::Data(self.control_read(&mut st, fh, size)?));
+            }
+            None => {
+                if let Ok(Key::ThreadFile(id, ThreadFile::Log)) = Self::key_of(&st, ino) {
+                    let path = self.source.run_files(&id).log();
+                    return Ok(Reading::Data(read_at(&path, offset, size)?));
+                }
+            }
+            _ => {}
+        }
         let bytes: Arc<[u8]> = match st.handles.get(&fh).map(|h| &h.open) {
             Some(Open::Snapshot(b)) => b.clone(),
+            Some(Open::Immutable(key)) => self.content(&st, key)?,
             Some(Open::Scratch(id)) => Arc::from(
                 st.scratch
                     .get(*id)
@@ -450,14 +637,22 @@ impl Tree {
             ),
             Some(Open::Draft(n)) => self.yaml_text(&st, n)?.0,
             Some(Open::Dir(_)) => return Err(FsError::IsDir),
+            Some(Open::Disk(_) | Open::Wait(..) | Open::Control(_)) => {
+                return Err(FsError::BadHandle);
+            }
             None => {
                 let key = Self::key_of(&st, ino)?;
                 self.content(&st, &key)?
             }
         };
-        let start = (offset as usize).min(bytes.len());
-        let end = start.saturating_add(size as usize).min(bytes.len());
-        Ok(bytes[start..end].to_vec())
+        Ok(Reading::Data(slice(&bytes)))
+    }
+
+    /// The target of a symbolic link.
+    pub fn readlink(&self, ino: Ino) -> Result<String, FsError> {
+        let st = self.lock();
+        let key = Self::key_of(&st, ino)?;
+        self.link_target(&key)
     }
 
     pub fn opendir(&self, ino: Ino) -> Result<Opened, FsError> {
@@ -467,6 +662,10 @@ impl Tree {
         let mut st = self.lock();
         let key = Self::dir_key(&st, ino)?;
         let listing = self.listing(&st, &key)?;
+        let caching = match self.attr_of(&st, ino, &key)?.caching {
+            Caching::Immutable => Caching::Immutable,
+            _ => Caching::Mutable,
+        };
         let fh = st.next_fh;
         st.next_fh += 1;
         st.handles.insert(
@@ -478,7 +677,7 @@ impl Tree {
         );
         Ok(Opened {
             fh,
-            caching: Caching::Mutable,
+            caching,
             writable: false,
         })
     }
@@ -592,6 +791,9 @@ impl Tree {
         if !h.write {
             return Err(FsError::BadHandle);
         }
+        if let Open::Control(_) = &h.open {
+            return self.control_write(st, fh, offset, data);
+        }
         let id = match &h.open {
             Open::Scratch(id) => *id,
             Open::Draft(n) => st.drafts.get(n).ok_or(FsError::BadHandle)?.id,
@@ -630,6 +832,11 @@ impl Tree {
                 self.save_draft(&mut st, &n)
             }
             Open::Scratch(id) => self.save_scratch(&mut st, id),
+            Open::Control(ctl) => match ctl.target {
+                CtlTarget::Prompt(_) => self.start_prompt(&mut st, fh).map(drop),
+                // The change that fired reported its outcome; repeat a refusal at close.
+                _ => ctl.failed.map_or(Ok(()), Err),
+            },
             _ => Ok(()),
         }
     }
@@ -667,6 +874,34 @@ impl Tree {
                 };
                 if last {
                     let _ = self.finish_draft(&mut st, &n);
+                }
+            }
+            Open::Control(ctl) => {
+                // The kernel grew its idea of the size with the writes; our control files are
+                // always empty. Refresh its attributes (immutable ones would stay wrong).
+                let key = match &ctl.target {
+                    CtlTarget::Thread(id, f) => Key::ThreadFile(id.clone(), *f),
+                    CtlTarget::Fork(id, i) => Key::StepFile(id.clone(), *i, StepFile::Fork),
+                    CtlTarget::Prompt(n) => Key::WfPrompt(n.clone()),
+                };
+                if let Some(ino) = st.inodes.existing(&key) {
+                    st.inval.push(Inval::Inode(ino));
+                }
+                if let CtlTarget::Prompt(_) = ctl.target
+                    && ctl.wrote
+                    && ctl.answer.is_none()
+                    && ctl.failed.is_none()
+                {
+                    // Put back for the start, which reports into workflows/error.
+                    st.handles.insert(
+                        fh,
+                        Handle {
+                            open: Open::Control(ctl),
+                            write: true,
+                        },
+                    );
+                    let _ = self.start_prompt(&mut st, fh);
+                    st.handles.remove(&fh);
                 }
             }
             _ => {}
@@ -750,6 +985,12 @@ impl Tree {
                 if !same_mode {
                     return Err(FsError::NotPermitted("directory modes are fixed"));
                 }
+            }
+            k if controls::target_of(k).is_some() => {
+                if !same_mode {
+                    return Err(FsError::NotPermitted("control files keep their mode"));
+                }
+                self.control_setattr(&mut st, k, fh, &set)?;
             }
             _ => {
                 if set.size.is_some() || set.atime.is_some() || set.mtime.is_some() {

@@ -5,10 +5,12 @@
 //! files, so changes made by the CLI in another process show as soon as the kernel asks again.
 //! It knows nothing about FUSE, handles or scratch files (that is [`super::tree`]).
 //!
+//! Threads (`threads/<id>/…`) are read the same way, in `views/threads.rs`.
+//!
 //! Architecture Invariant: caches here are bounded and never stale beyond their rule. Rendered
-//! immutable content (nodes, versions, graphs, keyed by hash) lives in a byte-bounded FIFO; the
-//! registry is re-read whenever `registry.yaml`'s inode, size or mtime changes; big listings
-//! (`cas/`) are kept for at most [`LISTING_TTL`].
+//! immutable content (nodes, versions, graphs, step files, transcripts — keyed by hash) lives in a
+//! byte-bounded FIFO; the registry and the thread index are re-read whenever their files' inode,
+//! size or mtime changes; big listings (`cas/`) are kept for at most [`LISTING_TTL`].
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -22,6 +24,10 @@ use crate::engine::workflow::{Definition, Workflow};
 
 use super::error::FsError;
 use super::inode::Key;
+
+mod threads;
+
+pub use threads::{StepFile, ThreadFile, ThreadRef, parse_step_dir, step_dir_name};
 
 /// How long a listing of a big directory (`cas/`) is reused.
 pub const LISTING_TTL: Duration = Duration::from_secs(1);
@@ -40,6 +46,10 @@ enum Render {
     Yaml,
     /// A workflow's Mermaid flowchart.
     Graph,
+    /// A step's file (keyed by the step hash, which fixes everything before it too).
+    Step(StepFile),
+    /// A thread's transcript at a head, with a status line (its hash).
+    Transcript(u64),
 }
 
 /// Rendered bytes of an immutable file and the time of the node they come from.
@@ -54,13 +64,14 @@ pub type Listing = Vec<(String, Key)>;
 
 /// The store seen as files.
 pub struct Source {
-    store: Store,
+    store: Arc<Store>,
     root: PathBuf,
     mounted_at: SystemTime,
     registry: Mutex<Option<(Stamp, Arc<Registry>)>>,
     rendered: Mutex<ByteCache>,
     listings: Mutex<HashMap<Key, (Instant, Arc<Listing>)>>,
     cas_mtime: Mutex<Option<(Instant, SystemTime)>>,
+    threads: threads::Threads,
 }
 
 impl std::fmt::Debug for Source {
@@ -71,13 +82,13 @@ impl std::fmt::Debug for Source {
 
 /// Identifies one version of a file on disk (an atomic replace changes the inode).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Stamp {
-    ino: u64,
-    len: u64,
-    mtime: SystemTime,
+pub(crate) struct Stamp {
+    pub ino: u64,
+    pub len: u64,
+    pub mtime: SystemTime,
 }
 
-fn stamp(path: &Path) -> Option<Stamp> {
+pub(crate) fn stamp(path: &Path) -> Option<Stamp> {
     use std::os::unix::fs::MetadataExt;
     let meta = std::fs::metadata(path).ok()?;
     Some(Stamp {
@@ -109,17 +120,23 @@ impl Source {
     pub fn new(store: Store) -> Source {
         Source {
             root: store.root().to_path_buf(),
-            store,
+            store: Arc::new(store),
             mounted_at: SystemTime::now(),
             registry: Mutex::new(None),
             rendered: Mutex::new(ByteCache::default()),
             listings: Mutex::new(HashMap::new()),
             cas_mtime: Mutex::new(None),
+            threads: threads::Threads::default(),
         }
     }
 
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// The store, shared with background steps.
+    pub fn shared_store(&self) -> Arc<Store> {
+        self.store.clone()
     }
 
     pub fn root(&self) -> &Path {

@@ -63,6 +63,13 @@ impl Tree {
                     "hash" if registered => Some(Key::WfHash(n.clone())),
                     "graph.mmd" if registered => Some(Key::WfGraph(n.clone())),
                     "versions" if registered => Some(Key::WfVersions(n.clone())),
+                    "prompt" if registered => Some(Key::WfPrompt(n.clone())),
+                    "threads" if registered => Some(Key::WfThreads(n.clone())),
+                    "latest"
+                        if registered && self.link_target(&Key::WfLatest(n.clone())).is_ok() =>
+                    {
+                        Some(Key::WfLatest(n.clone()))
+                    }
                     _ => st.scratch.find(dir, name).map(Key::Scratch),
                 }
             }
@@ -82,20 +89,26 @@ impl Tree {
             Key::CasSchemas => hash_name(name, ".json")
                 .filter(|h| self.source.schema_json(*h).is_ok())
                 .map(Key::CasSchema),
-            Key::Threads => None,
+            Key::Threads
+            | Key::Thread(_)
+            | Key::Steps(_)
+            | Key::StepDir(..)
+            | Key::WfThreads(_) => {
+                return self.thread_child(dir, name);
+            }
             Key::Gone => return Err(FsError::NotFound),
             _ => return Err(FsError::NotDir),
         })
     }
 
     /// Whether a name missing from `dir` can never appear there.
-    pub(super) fn never_appears(dir: &Key, name: &str) -> bool {
+    pub(super) fn never_appears(&self, dir: &Key, name: &str) -> bool {
         match dir {
             Key::Root => true,
             Key::Cas => Hash::parse(name).is_err(),
             Key::CasSchemas => hash_name(name, ".json").is_none(),
             Key::WfVersions(_) => hash_name(name, ".yaml").is_none(),
-            _ => false,
+            _ => self.thread_never_appears(dir, name),
         }
     }
 
@@ -141,6 +154,9 @@ impl Tree {
             Key::WfVersion(n, h) if self.is_version(n, *h) => self.source.workflow_yaml(*h)?.bytes,
             Key::CasNode(h) => self.source.node_json(*h)?.bytes,
             Key::CasSchema(h) => self.source.schema_json(*h)?.bytes,
+            Key::ThreadFile(..) | Key::StepFile(..) | Key::WfPrompt(_) => {
+                self.thread_content(key)?
+            }
             Key::Scratch(id) => Arc::from(
                 st.scratch
                     .get(*id)
@@ -229,7 +245,17 @@ impl Tree {
                 let c = self.source.schema_json(*h)?;
                 file(c.bytes.len(), 0o444, c.time, Caching::Immutable)
             }
-            Key::Threads => dir(0o555, t0, Caching::Mutable),
+            Key::Threads
+            | Key::Thread(_)
+            | Key::ThreadFile(..)
+            | Key::Steps(_)
+            | Key::StepsLatest(_)
+            | Key::StepDir(..)
+            | Key::StepFile(..)
+            | Key::WfPrompt(_)
+            | Key::WfLatest(_)
+            | Key::WfThreads(_)
+            | Key::WfThreadLink(..) => self.thread_attr(st, ino, key)?,
             Key::Scratch(id) => {
                 let f = st.scratch.get(*id).ok_or(FsError::NotFound)?;
                 Attr {
@@ -250,6 +276,13 @@ impl Tree {
         };
         if self.opts.read_only {
             attr.perm &= !0o222;
+            if matches!(attr.caching, Caching::Volatile | Caching::Blocking) {
+                // No opens here, so no direct I/O: a new mtime at every refresh (at most once a
+                // second, the attribute TTL) makes the kernel drop the pages and read again.
+                attr.mtime = SystemTime::now();
+                attr.ctime = attr.mtime;
+                attr.caching = Caching::Volatile;
+            }
         }
         Ok(attr)
     }
@@ -295,6 +328,11 @@ impl Tree {
                     out.push(("hash".to_owned(), Key::WfHash(n.clone())));
                     out.push(("graph.mmd".to_owned(), Key::WfGraph(n.clone())));
                     out.push(("versions".to_owned(), Key::WfVersions(n.clone())));
+                    out.push(("prompt".to_owned(), Key::WfPrompt(n.clone())));
+                    if self.link_target(&Key::WfLatest(n.clone())).is_ok() {
+                        out.push(("latest".to_owned(), Key::WfLatest(n.clone())));
+                    }
+                    out.push(("threads".to_owned(), Key::WfThreads(n.clone())));
                 }
                 for (name, id) in st.scratch.list(dir) {
                     if !out.iter().any(|(n, _)| *n == name) {
@@ -316,7 +354,13 @@ impl Tree {
                 }
             }
             Key::Cas | Key::CasSchemas => return self.source.cas_listing(dir),
-            Key::Threads => {}
+            Key::Threads
+            | Key::Thread(_)
+            | Key::Steps(_)
+            | Key::StepDir(..)
+            | Key::WfThreads(_) => {
+                out = self.thread_listing(dir)?;
+            }
             Key::Gone => return Err(FsError::NotFound),
             _ => return Err(FsError::NotDir),
         }

@@ -1,0 +1,346 @@
+//! Control files: what writing `step`, `run`, `kill`, `fork` or `workflows/<name>/prompt` does,
+//! and what reading `wait` waits for (SPEC §7).
+//!
+//! Every action is the engine's own: `engine::step::step` (background, `passthrough: false`, so
+//! the agent's stderr goes only to `runs/<id>.log`), `thread::kill`, `thread::fork`,
+//! `thread::start`, with the agent resolved from `config.yaml` exactly as `uwf thread step` does
+//! without `--agent`. So the mount takes the same per-thread step lock as the CLI, and a step
+//! started here and one started by the CLI exclude each other.
+//!
+//! Steps run on worker threads, never on the FUSE loop. The mount also remembers which threads
+//! it has a job in flight for ([`Jobs`]): between the write that starts a step and the moment the
+//! worker takes the step lock, the thread already counts as busy, so `touch step; cat wait` and
+//! `touch step; touch step` behave the same however the threads are scheduled.
+//!
+//! Architecture Invariant: a failure is reported twice — as the [`FsError`] returned to the
+//! write/close/setattr that caused it, and as text in the thread's `error` file
+//! (`runs/<id>.error`, the same file failed CLI steps write).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+use crate::cas::{Hash, Store};
+use crate::engine::config;
+use crate::engine::step::{self, StepOptions};
+use crate::engine::thread::{self, ThreadError};
+use crate::engine::threads::{RunFiles, ThreadIndexError};
+
+use super::error::FsError;
+
+/// How many steps a `run` takes at most (the default of `uwf thread run`).
+pub const RUN_MAX_STEPS: usize = 100;
+
+/// How often a `wait` looks again at a step lock held by another process.
+const WAIT_POLL: Duration = Duration::from_millis(50);
+
+/// What a write to a thread's control file asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// One step.
+    Step,
+    /// Steps until the thread is done.
+    Run,
+    /// Stop the running step and archive the thread as `killed`.
+    Kill,
+}
+
+/// A step or run in flight, started through the mount.
+#[derive(Debug, Clone)]
+struct Job {
+    /// Set by `kill`: a `run` stops before its next step.
+    cancel: Arc<AtomicBool>,
+}
+
+/// The mount's background jobs, by thread id.
+#[derive(Debug, Default)]
+pub struct Jobs {
+    running: Mutex<HashMap<String, Job>>,
+    idle: Condvar,
+    /// How many step/run jobs were ever started (for tests of the trigger rules).
+    started: AtomicU64,
+}
+
+impl Jobs {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Job>> {
+        self.running.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether a job started through the mount is in flight for `id`.
+    pub fn in_flight(&self, id: &str) -> bool {
+        self.lock().contains_key(id)
+    }
+
+    /// How many step and run jobs were started so far.
+    pub fn started(&self) -> u64 {
+        self.started.load(Ordering::SeqCst)
+    }
+
+    /// Blocks until no job is in flight (bounded by `limit`); true when idle.
+    pub fn wait_idle(&self, limit: Duration) -> bool {
+        let guard = self.lock();
+        let (guard, _) = self
+            .idle
+            .wait_timeout_while(guard, limit, |m| !m.is_empty())
+            .unwrap_or_else(|p| p.into_inner());
+        guard.is_empty()
+    }
+
+    fn finish(&self, id: &str) {
+        let mut m = self.lock();
+        m.remove(id);
+        self.idle.notify_all();
+    }
+}
+
+/// Runs the actions of control files against one storage root.
+#[derive(Debug, Clone)]
+pub struct Control {
+    store: Arc<Store>,
+    jobs: Arc<Jobs>,
+    /// Bumped after every change of the thread index, so the views look at it again at once.
+    changed: Arc<AtomicU64>,
+}
+
+fn record(files: &RunFiles, message: &str) {
+    let path = files.error();
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let _ = std::fs::write(&path, format!("{message}\n"));
+}
+
+impl Control {
+    pub fn new(store: Arc<Store>, changed: Arc<AtomicU64>) -> Control {
+        Control {
+            store,
+            jobs: Arc::new(Jobs::default()),
+            changed,
+        }
+    }
+
+    pub fn jobs(&self) -> &Arc<Jobs> {
+        &self.jobs
+    }
+
+    fn files(&self, id: &str) -> RunFiles {
+        RunFiles::new(self.store.root(), id)
+    }
+
+    /// Whether a step is running on `id`: one started here, or one holding the step lock.
+    pub fn busy(&self, id: &str) -> bool {
+        busy(&self.jobs, &self.files(id), id)
+    }
+
+    /// Whether `action` may start on `id` now (checked when a control file is opened for
+    /// writing, so `touch step` on a busy thread fails at once). A refusal is also written to
+    /// the thread's `error` file.
+    pub fn check(&self, id: &str, finished: Option<&str>, action: Action) -> Result<(), FsError> {
+        let files = self.files(id);
+        if let Some(status) = finished {
+            let e = ThreadIndexError::Archived {
+                id: id.to_owned(),
+                status: status.to_owned(),
+            };
+            let text = format!("{}: {e}", verb(action));
+            record(&files, &text);
+            return Err(FsError::Refused(text));
+        }
+        if action == Action::Kill {
+            return Ok(());
+        }
+        if self.jobs.in_flight(id) {
+            let text = format!(
+                "{}: thread {id} is busy: a step started through the mount is running\n\
+                 hint: `cat wait` blocks until it is done; `echo > kill` stops it",
+                verb(action)
+            );
+            record(&files, &text);
+            return Err(FsError::Busy(text));
+        }
+        match files.try_lock() {
+            Ok(_lock) => Ok(()),
+            Err(e @ ThreadIndexError::Busy { .. }) => {
+                let text = format!("{}: {e}", verb(action));
+                record(&files, &text);
+                Err(FsError::Busy(text))
+            }
+            Err(e) => Err(FsError::internal(e)),
+        }
+    }
+
+    /// Starts `action` on `id` in the background (after [`Control::check`] passed again).
+    pub fn fire(&self, id: &str, finished: Option<&str>, action: Action) -> Result<(), FsError> {
+        self.check(id, finished, action)?;
+        let store = self.store.clone();
+        let jobs = self.jobs.clone();
+        let id = id.to_owned();
+        if action == Action::Kill {
+            // Stop a run of ours before its next step; the engine stops the agent.
+            if let Some(job) = jobs.lock().get(&id) {
+                job.cancel.store(true, Ordering::SeqCst);
+            }
+            let changed = self.changed.clone();
+            let spawned = std::thread::Builder::new()
+                .name("uwf-kill".to_owned())
+                .spawn(move || {
+                    if let Err(e) = thread::kill(&store, &id) {
+                        record(&RunFiles::new(store.root(), &id), &format!("kill: {e}"));
+                    }
+                    changed.fetch_add(1, Ordering::SeqCst);
+                });
+            return spawned.map(drop).map_err(FsError::internal);
+        }
+        let cancel = Arc::new(AtomicBool::new(false));
+        {
+            let mut m = jobs.lock();
+            if m.contains_key(&id) {
+                // Lost a race with another trigger between check and here.
+                drop(m);
+                return self.check(&id, finished, action);
+            }
+            m.insert(
+                id.clone(),
+                Job {
+                    cancel: cancel.clone(),
+                },
+            );
+        }
+        jobs.started.fetch_add(1, Ordering::SeqCst);
+        let worker_jobs = jobs.clone();
+        let worker_id = id.clone();
+        let changed = self.changed.clone();
+        let spawned = std::thread::Builder::new()
+            .name("uwf-step".to_owned())
+            .spawn(move || {
+                run_steps(&store, &worker_id, action, &cancel, &changed);
+                worker_jobs.finish(&worker_id);
+            });
+        if let Err(e) = spawned {
+            jobs.finish(&id);
+            return Err(FsError::internal(e));
+        }
+        Ok(())
+    }
+
+    /// `fork`: a new thread whose head is `step`. Returns its id.
+    pub fn fork(&self, thread: &str, step: Hash) -> Result<String, FsError> {
+        match thread::fork(&self.store, step) {
+            Ok((_, id, _)) => {
+                self.changed.fetch_add(1, Ordering::SeqCst);
+                Ok(id)
+            }
+            Err(e) => {
+                let text = format!("fork: {e}");
+                record(&self.files(thread), &text);
+                Err(thread_error(e, text))
+            }
+        }
+    }
+
+    /// `workflows/<name>/prompt`: starts a thread. Returns its id; the caller reports errors.
+    pub fn start(&self, workflow: &str, prompt: &str) -> Result<String, FsError> {
+        match thread::start(&self.store, workflow, prompt) {
+            Ok((_, id)) => {
+                self.changed.fetch_add(1, Ordering::SeqCst);
+                Ok(id)
+            }
+            Err(e) => {
+                let text = e.to_string();
+                Err(thread_error(e, text))
+            }
+        }
+    }
+
+    /// A blocking wait for `id` to have no step running, returning the last step's JSON.
+    pub fn waiter(&self, id: &str) -> impl FnOnce() -> Arc<[u8]> + Send + 'static {
+        let jobs = self.jobs.clone();
+        let files = self.files(id);
+        let id = id.to_owned();
+        move || {
+            while busy(&jobs, &files, &id) {
+                let guard = jobs.lock();
+                if guard.contains_key(&id) {
+                    // Our own job: woken when it finishes (or after a poll interval).
+                    let _ = jobs.idle.wait_timeout(guard, WAIT_POLL);
+                } else {
+                    drop(guard);
+                    std::thread::sleep(WAIT_POLL);
+                }
+            }
+            last_outcome(&files)
+        }
+    }
+}
+
+/// The last step attempt's JSON, as `wait` shows it (empty before any step).
+pub fn last_outcome(files: &RunFiles) -> Arc<[u8]> {
+    match files.last_outcome() {
+        Some(v) => Arc::from(format!("{v}\n").into_bytes()),
+        None => Arc::from(Vec::new()),
+    }
+}
+
+fn busy(jobs: &Jobs, files: &RunFiles, id: &str) -> bool {
+    jobs.in_flight(id) || files.is_running()
+}
+
+fn verb(action: Action) -> &'static str {
+    match action {
+        Action::Step => "step",
+        Action::Run => "run",
+        Action::Kill => "kill",
+    }
+}
+
+/// A user mistake is EINVAL (or EBUSY); only a storage failure is EIO.
+fn thread_error(e: ThreadError, text: String) -> FsError {
+    match e {
+        ThreadError::Index(ThreadIndexError::Busy { .. }) => FsError::Busy(text),
+        ThreadError::Store(_) | ThreadError::Files(_) => FsError::Internal(text),
+        ThreadError::Index(ThreadIndexError::Index(_)) => FsError::Internal(text),
+        _ => FsError::Refused(text),
+    }
+}
+
+/// The worker of a `step` or `run` job. Failures are recorded by the engine in the run files
+/// (`error`, and the last outcome that `status` and `wait` show), except those that happen
+/// before it takes the lock, which are recorded here.
+fn run_steps(store: &Store, id: &str, action: Action, cancel: &AtomicBool, changed: &AtomicU64) {
+    let files = RunFiles::new(store.root(), id);
+    let config = match config::load(store.root()) {
+        Ok(c) => c,
+        Err(e) => {
+            files.record_failure(&e.to_string());
+            return;
+        }
+    };
+    let options = StepOptions {
+        agent: None,
+        passthrough: false,
+    };
+    let max = if action == Action::Run {
+        RUN_MAX_STEPS
+    } else {
+        1
+    };
+    for _ in 0..max {
+        if cancel.load(Ordering::SeqCst) {
+            return;
+        }
+        let result = step::step(store, &config, id, &options);
+        // Before the job ends (and `wait` returns): the views must see the new head.
+        changed.fetch_add(1, Ordering::SeqCst);
+        match result {
+            Ok(s) if s.done => return,
+            Ok(_) => {}
+            Err(e) => {
+                if e.is_busy() {
+                    record(&files, &format!("{}: {e}", verb(action)));
+                }
+                return;
+            }
+        }
+    }
+}

@@ -1,0 +1,544 @@
+//! The read side of `threads/`: the thread index, chains, summaries, and the bytes of every
+//! thread file, straight from the index files, the store and the run files under `runs/`.
+//!
+//! Architecture Invariant: everything cached here is either a pure function of a hash (chains by
+//! head, rendered step files by step hash, transcripts by head + status line + id) or re-read when
+//! its file's stamp changes (the index: `threads.yaml` + `history.jsonl`), so the CLI's changes in
+//! other processes show at once. Every cache is bounded by count or bytes; per-thread facts that
+//! never change (a thread's workflow) are bounded by the number of threads.
+
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{HashMap, VecDeque};
+use std::hash::{Hash as _, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::cas::Hash;
+use crate::engine::chain::{self, Chain};
+use crate::engine::index_files;
+use crate::engine::render;
+use crate::engine::submit::ThreadView;
+use crate::engine::thread::{self, Summary};
+use crate::engine::threads::RunFiles;
+use crate::engine::workflow::Workflow;
+
+use super::{Content, FsError, Render, Source, Stamp, from_ms, lock, stamp};
+
+/// How long the thread index is trusted before its files' stamps are looked at again. Changes
+/// made through the mount bump [`Source::index_changed`] and are seen at once; changes by other
+/// processes within this time (well inside SPEC §7's "within a second"). Without it, two `stat`
+/// calls on every request were a third of the daemon's time on warm reads.
+const INDEX_RECHECK: Duration = Duration::from_millis(100);
+
+/// How many chains (by head) stay in memory.
+const CHAINS: usize = 256;
+/// How many thread summaries (by head) stay in memory.
+const SUMMARIES: usize = 4096;
+
+/// The entries of `threads/<id>/` other than `steps/`, in listing order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ThreadFile {
+    Prompt,
+    Head,
+    Status,
+    /// Symlink to `../../workflows/<name>`.
+    Workflow,
+    Step,
+    Run,
+    Wait,
+    Kill,
+    Log,
+    Error,
+    Transcript,
+}
+
+impl ThreadFile {
+    pub const ALL: [ThreadFile; 11] = [
+        ThreadFile::Prompt,
+        ThreadFile::Head,
+        ThreadFile::Status,
+        ThreadFile::Workflow,
+        ThreadFile::Step,
+        ThreadFile::Run,
+        ThreadFile::Wait,
+        ThreadFile::Kill,
+        ThreadFile::Log,
+        ThreadFile::Error,
+        ThreadFile::Transcript,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ThreadFile::Prompt => "prompt",
+            ThreadFile::Head => "head",
+            ThreadFile::Status => "status",
+            ThreadFile::Workflow => "workflow",
+            ThreadFile::Step => "step",
+            ThreadFile::Run => "run",
+            ThreadFile::Wait => "wait",
+            ThreadFile::Kill => "kill",
+            ThreadFile::Log => "log",
+            ThreadFile::Error => "error",
+            ThreadFile::Transcript => "transcript.md",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<ThreadFile> {
+        ThreadFile::ALL.into_iter().find(|f| f.name() == name)
+    }
+
+    /// Files whose write is an action (`step`, `run`, `kill`).
+    pub fn is_control(self) -> bool {
+        matches!(self, ThreadFile::Step | ThreadFile::Run | ThreadFile::Kill)
+    }
+}
+
+/// The entries of `threads/<id>/steps/NNN-role/`, in listing order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum StepFile {
+    OutputYaml,
+    OutputJson,
+    Body,
+    Detail,
+    Hash,
+    Role,
+    Agent,
+    Diff,
+    Fork,
+}
+
+impl StepFile {
+    pub const ALL: [StepFile; 9] = [
+        StepFile::OutputYaml,
+        StepFile::OutputJson,
+        StepFile::Body,
+        StepFile::Detail,
+        StepFile::Hash,
+        StepFile::Role,
+        StepFile::Agent,
+        StepFile::Diff,
+        StepFile::Fork,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            StepFile::OutputYaml => "output.yaml",
+            StepFile::OutputJson => "output.json",
+            StepFile::Body => "body.md",
+            StepFile::Detail => "detail.yaml",
+            StepFile::Hash => "hash",
+            StepFile::Role => "role",
+            StepFile::Agent => "agent",
+            StepFile::Diff => "diff",
+            StepFile::Fork => "fork",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<StepFile> {
+        StepFile::ALL.into_iter().find(|f| f.name() == name)
+    }
+}
+
+/// `NNN-role`: the step's 1-based index, zero-padded to width 3 (wider past 999), and its role.
+pub fn step_dir_name(index: usize, role: &str) -> String {
+    format!("{:03}-{role}", index + 1)
+}
+
+/// The 0-based index a step directory name claims, if it has the shape `NNN-role`.
+pub fn parse_step_dir(name: &str) -> Option<(usize, &str)> {
+    let (number, role) = name.split_once('-')?;
+    if number.len() < 3 || !number.bytes().all(|b| b.is_ascii_digit()) || role.is_empty() {
+        return None;
+    }
+    let n: usize = number.parse().ok()?;
+    // Exactly the canonical spelling: `0001-x` or `000-x` never name a step.
+    (n >= 1 && format!("{n:03}") == number).then(|| (n - 1, role))
+}
+
+/// Where a thread stands in the index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ThreadRef {
+    pub head: Hash,
+    /// `done` or `killed` once archived; an archived thread never changes again.
+    pub archived: Option<Arc<str>>,
+    /// The workflow, when the index names it (archived threads).
+    workflow: Option<Hash>,
+}
+
+impl ThreadRef {
+    pub fn finished(&self) -> bool {
+        self.archived.is_some()
+    }
+}
+
+/// `threads.yaml` and `history.jsonl` read together.
+#[derive(Debug, Default)]
+struct Index {
+    /// Sorted (ULIDs sort by creation time).
+    ids: Vec<Arc<str>>,
+    map: HashMap<Arc<str>, ThreadRef>,
+}
+
+/// A map that forgets its oldest entries beyond `cap`.
+struct Bounded<K, V> {
+    map: HashMap<K, V>,
+    order: VecDeque<K>,
+    cap: usize,
+}
+
+impl<K: std::hash::Hash + Eq + Clone, V: Clone> Bounded<K, V> {
+    fn new(cap: usize) -> Self {
+        Bounded {
+            map: HashMap::new(),
+            order: VecDeque::new(),
+            cap,
+        }
+    }
+
+    fn get(&self, key: &K) -> Option<V> {
+        self.map.get(key).cloned()
+    }
+
+    fn insert(&mut self, key: K, value: V) {
+        if self.map.insert(key.clone(), value).is_none() {
+            self.order.push_back(key);
+        }
+        while self.map.len() > self.cap {
+            let Some(old) = self.order.pop_front() else {
+                break;
+            };
+            self.map.remove(&old);
+        }
+    }
+}
+
+type IndexStamps = (Option<Stamp>, Option<Stamp>);
+
+/// The index as last read, with when and at which generation its stamps were checked.
+struct IndexCache {
+    stamps: IndexStamps,
+    index: Arc<Index>,
+    checked: Instant,
+    generation: u64,
+}
+/// A summary's key: thread, head, and whether it is archived (archiving keeps the head).
+type SummaryKey = (Arc<str>, Hash, bool);
+
+/// The caches of the thread views.
+pub(super) struct Threads {
+    index: Mutex<Option<IndexCache>>,
+    /// Bumped by every change made through the mount (see [`Source::index_changed`]).
+    generation: Arc<AtomicU64>,
+    chains: Mutex<Bounded<Hash, Arc<Chain>>>,
+    summaries: Mutex<Bounded<SummaryKey, Summary>>,
+    /// Thread → its workflow (never changes; bounded by the number of threads).
+    workflow_of: Mutex<HashMap<Arc<str>, Hash>>,
+    /// Workflow hash → name (bounded by the number of workflow versions).
+    names: Mutex<HashMap<Hash, Arc<str>>>,
+}
+
+impl Default for Threads {
+    fn default() -> Self {
+        Threads {
+            index: Mutex::new(None),
+            generation: Arc::new(AtomicU64::new(0)),
+            chains: Mutex::new(Bounded::new(CHAINS)),
+            summaries: Mutex::new(Bounded::new(SUMMARIES)),
+            workflow_of: Mutex::new(HashMap::new()),
+            names: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+fn internal(e: impl std::fmt::Display) -> FsError {
+    FsError::internal(e)
+}
+
+fn text(s: String) -> Arc<[u8]> {
+    Arc::from(s.into_bytes())
+}
+
+impl Source {
+    /// The counter to bump after changing the thread index (shared with background steps).
+    pub fn index_generation(&self) -> Arc<AtomicU64> {
+        self.threads.generation.clone()
+    }
+
+    /// The thread index changed through the mount: look at it again at the next request.
+    pub fn index_changed(&self) {
+        self.threads.generation.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn thread_index(&self) -> Result<Arc<Index>, FsError> {
+        let generation = self.threads.generation.load(Ordering::SeqCst);
+        let mut cached = lock(&self.threads.index);
+        if let Some(c) = cached.as_ref()
+            && c.generation == generation
+            && c.checked.elapsed() < INDEX_RECHECK
+        {
+            return Ok(c.index.clone());
+        }
+        let stamps = (
+            stamp(&self.root.join("threads.yaml")),
+            stamp(&self.root.join("history.jsonl")),
+        );
+        if let Some(c) = cached.as_mut()
+            && c.stamps == stamps
+        {
+            c.checked = Instant::now();
+            c.generation = generation;
+            return Ok(c.index.clone());
+        }
+        let mut map: HashMap<Arc<str>, ThreadRef> = HashMap::new();
+        // Later lines win, and an active entry wins over an archived one (a crash between the
+        // two writes of archiving leaves a thread in both: it is still active).
+        for a in index_files::read_history(&self.root).map_err(internal)? {
+            map.insert(
+                Arc::from(a.thread.as_str()),
+                ThreadRef {
+                    head: a.head,
+                    archived: Some(Arc::from(a.status.as_str())),
+                    workflow: Some(a.workflow),
+                },
+            );
+        }
+        for (id, head) in index_files::read_threads(&self.root).map_err(internal)? {
+            map.insert(
+                Arc::from(id.as_str()),
+                ThreadRef {
+                    head,
+                    archived: None,
+                    workflow: None,
+                },
+            );
+        }
+        let mut ids: Vec<Arc<str>> = map.keys().cloned().collect();
+        ids.sort();
+        let index = Arc::new(Index { ids, map });
+        *cached = Some(IndexCache {
+            stamps,
+            index: index.clone(),
+            checked: Instant::now(),
+            generation,
+        });
+        Ok(index)
+    }
+
+    /// Every thread id, active and archived, oldest first.
+    pub fn thread_ids(&self) -> Result<Vec<Arc<str>>, FsError> {
+        Ok(self.thread_index()?.ids.clone())
+    }
+
+    /// Where thread `id` stands, if it exists.
+    pub fn thread(&self, id: &str) -> Result<Option<ThreadRef>, FsError> {
+        Ok(self.thread_index()?.map.get(id).cloned())
+    }
+
+    /// When the thread index last changed (the time of `threads/`).
+    pub fn threads_mtime(&self) -> SystemTime {
+        [
+            stamp(&self.root.join("threads.yaml")),
+            stamp(&self.root.join("history.jsonl")),
+        ]
+        .into_iter()
+        .flatten()
+        .map(|s| s.mtime)
+        .max()
+        .unwrap_or(self.mounted_at)
+    }
+
+    /// The chain ending at `head`.
+    pub fn chain(&self, head: Hash) -> Result<Arc<Chain>, FsError> {
+        if let Some(chain) = lock(&self.threads.chains).get(&head) {
+            return Ok(chain);
+        }
+        let chain = Arc::new(chain::load(&self.store, head).map_err(internal)?);
+        lock(&self.threads.chains).insert(head, chain.clone());
+        Ok(chain)
+    }
+
+    /// The time of a chain's head node: the thread's last activity.
+    pub fn head_time(chain: &Chain) -> SystemTime {
+        from_ms(
+            chain
+                .steps
+                .last()
+                .map(|s| s.timestamp)
+                .unwrap_or(chain.start_timestamp),
+        )
+    }
+
+    /// The workflow (hash and name) a thread runs.
+    pub fn thread_workflow(&self, id: &str, t: &ThreadRef) -> Result<(Hash, Arc<str>), FsError> {
+        let known = lock(&self.threads.workflow_of).get(id).copied();
+        let hash = match known.or(t.workflow) {
+            Some(h) => h,
+            None => self.chain(t.head)?.start.workflow,
+        };
+        if known.is_none() {
+            lock(&self.threads.workflow_of).insert(Arc::from(id), hash);
+        }
+        Ok((hash, self.workflow_name(hash)?))
+    }
+
+    /// The `name` of a workflow version.
+    pub fn workflow_name(&self, hash: Hash) -> Result<Arc<str>, FsError> {
+        if let Some(name) = lock(&self.threads.names).get(&hash) {
+            return Ok(name.clone());
+        }
+        let w = Workflow::load(&self.store, hash).map_err(internal)?;
+        let name: Arc<str> = Arc::from(w.name.as_str());
+        lock(&self.threads.names).insert(hash, name.clone());
+        Ok(name)
+    }
+
+    /// The thread's summary (`uwf thread show`) now: the part that depends on the head is
+    /// cached by head, the live part (running / failed) re-read from the run files.
+    pub fn summary(&self, id: &str, t: &ThreadRef) -> Result<Summary, FsError> {
+        let key = (Arc::from(id), t.head, t.finished());
+        let cached = lock(&self.threads.summaries).get(&key);
+        let mut summary = match cached {
+            Some(s) => s,
+            None => {
+                let archived = t.archived.as_deref().map(str::to_owned);
+                let s = thread::summary_at(&self.store, id, t.head, archived).map_err(internal)?;
+                lock(&self.threads.summaries).insert(key, s.clone());
+                s
+            }
+        };
+        summary.refresh(&RunFiles::new(&self.root, id));
+        Ok(summary)
+    }
+
+    /// One file of step `index` of `chain`.
+    pub fn step_content(
+        &self,
+        chain: &Chain,
+        index: usize,
+        file: StepFile,
+    ) -> Result<Content, FsError> {
+        let entry = chain.steps.get(index).ok_or(FsError::NotFound)?;
+        let time = from_ms(entry.timestamp);
+        let small = |s: String| {
+            Ok(Content {
+                bytes: text(s),
+                time,
+            })
+        };
+        match file {
+            StepFile::Hash => return small(format!("{}\n", entry.hash)),
+            StepFile::Role => return small(format!("{}\n", entry.role)),
+            StepFile::Agent => return small(format!("{}\n", entry.agent)),
+            StepFile::Fork => return small(String::new()),
+            _ => {}
+        }
+        self.rendered(Render::Step(file), entry.hash, || {
+            let bytes = match file {
+                StepFile::OutputYaml => render::output_yaml(&entry.output()),
+                StepFile::OutputJson => render::output_json(&entry.output()),
+                StepFile::Body => {
+                    ThreadView::body_of(&self.store, entry.detail).unwrap_or_default()
+                }
+                StepFile::Detail => {
+                    render::detail_yaml(&self.store, entry.detail).map_err(internal)?
+                }
+                StepFile::Diff => {
+                    let before = chain.steps[..index]
+                        .iter()
+                        .enumerate()
+                        .rev()
+                        .find(|(_, s)| s.role == entry.role);
+                    match before {
+                        None => String::new(),
+                        Some((j, prev)) => render::unified_diff(
+                            &format!("{}/output.yaml", step_dir_name(j, &prev.role)),
+                            &render::output_yaml(&prev.output()),
+                            &format!("{}/output.yaml", step_dir_name(index, &entry.role)),
+                            &render::output_yaml(&entry.output()),
+                        ),
+                    }
+                }
+                StepFile::Hash | StepFile::Role | StepFile::Agent | StepFile::Fork => String::new(),
+            };
+            Ok((bytes.into_bytes(), entry.timestamp))
+        })
+    }
+
+    /// `transcript.md`: `uwf thread read` of the thread at its head, with `status` as the
+    /// status line.
+    pub fn transcript(&self, id: &str, t: &ThreadRef, status: &str) -> Result<Content, FsError> {
+        let mut h = DefaultHasher::new();
+        id.hash(&mut h);
+        status.hash(&mut h);
+        let chain = self.chain(t.head)?;
+        self.rendered(Render::Transcript(h.finish()), t.head, || {
+            let (workflow_hash, _) = self.thread_workflow(id, t)?;
+            let view = ThreadView {
+                id: id.to_owned(),
+                head: t.head,
+                chain: (*chain).clone(),
+                workflow_hash,
+                workflow: Workflow::load(&self.store, workflow_hash).map_err(internal)?,
+            };
+            let body_of = |e: &chain::Entry| ThreadView::body_of(&self.store, e.detail);
+            let len = view.chain.steps.len();
+            let text = render::transcript(&view, status, len, None, &body_of);
+            let time = chain
+                .steps
+                .last()
+                .map(|s| s.timestamp)
+                .unwrap_or(chain.start_timestamp);
+            Ok((text.into_bytes(), time))
+        })
+    }
+
+    /// The run files of a thread (`runs/<id>.*`).
+    pub fn run_files(&self, id: &str) -> RunFiles {
+        RunFiles::new(&self.root, id)
+    }
+
+    /// Size and time of a file under `runs/` (0 and `None` when absent).
+    pub fn run_file_stat(path: &std::path::Path) -> (u64, Option<SystemTime>) {
+        match stamp(path) {
+            Some(s) => (s.len, Some(s.mtime)),
+            None => (0, None),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn step_dir_names_round_trip_and_grow_past_999() {
+        assert_eq!(step_dir_name(0, "planner"), "001-planner");
+        assert_eq!(step_dir_name(999, "dev"), "1000-dev");
+        assert_eq!(parse_step_dir("001-planner"), Some((0, "planner")));
+        assert_eq!(parse_step_dir("1000-dev"), Some((999, "dev")));
+        assert_eq!(parse_step_dir("a-b-c"), None);
+        for bad in [
+            "1-planner",
+            "0001-planner",
+            "000-x",
+            "001-",
+            "latest",
+            "01x-a",
+        ] {
+            assert_eq!(parse_step_dir(bad), None, "{bad}");
+        }
+        // Roles may contain dashes.
+        assert_eq!(parse_step_dir("012-code-review"), Some((11, "code-review")));
+    }
+
+    #[test]
+    fn bounded_map_forgets_the_oldest() {
+        let mut b = Bounded::new(2);
+        b.insert(1, "a");
+        b.insert(2, "b");
+        b.insert(3, "c");
+        assert_eq!(b.get(&1), None);
+        assert_eq!(b.get(&3), Some("c"));
+    }
+}
