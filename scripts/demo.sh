@@ -55,6 +55,14 @@ if "$uwf" mount --background "$mnt" >/dev/null 2>"$root/mount.err"; then
     step cat "$mnt/threads/$thread/status"
     step ls "$mnt/threads/$thread/steps"
     step cat "$mnt/threads/$thread/steps/latest/output.yaml"
+    step cat "$mnt/threads/$thread/steps/004-developer/diff"
+    # Drive a thread with files: a prompt starts it, touching `step` runs one step (dry agent).
+    say 'echo "Try the mount" > workflows/solve-issue/prompt; touch threads/<new>/step; cat threads/<new>/wait'
+    echo "Try the mount" > "$mnt/workflows/solve-issue/prompt"
+    new=$(basename "$(readlink "$mnt/workflows/solve-issue/latest")")
+    touch "$mnt/threads/$new/step"
+    cat "$mnt/threads/$new/wait"
+    step cat "$mnt/threads/$new/status"
   fi
   step "$uwf" umount "$mnt"
 else
