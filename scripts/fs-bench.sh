@@ -13,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 THREADS=${1:-30}
 BIG=1000
-RUNS=5
+RUNS=7
 
 target=$(realpath -m "${CARGO_TARGET_DIR:-target}")
 cargo build --release --quiet
@@ -103,42 +103,48 @@ timed() {
 cat_all() { xargs -0 -a "$B/files" cat > /dev/null; }
 find_all() { for _ in 1 2 3 4 5 6 7 8 9 10; do find . > /dev/null; done; }
 median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-warm() { # dir command → median ms of $RUNS runs after one warm-up
-  local dir=$1; shift
-  timed "$dir" "$@" > /dev/null
-  local t=()
-  for _ in $(seq $RUNS); do t+=("$(timed "$dir" "$@")"); done
-  median "${t[@]}"
+# Warm timings of the same command in two directories, interleaved (this machine is shared:
+# alternating runs keeps a burst of load from landing on one side only). Prints "msA msB",
+# each the median of $RUNS runs after one warm-up.
+warm_pair() { # dirA dirB command
+  local a=$1 b=$2; shift 2
+  timed "$a" "$@" > /dev/null
+  timed "$b" "$@" > /dev/null
+  local ta=() tb=()
+  for _ in $(seq $RUNS); do
+    ta+=("$(timed "$a" "$@")")
+    tb+=("$(timed "$b" "$@")")
+  done
+  echo "$(median "${ta[@]}") $(median "${tb[@]}")"
 }
-mount_uwf() { # dir [flags] → prints pid
+mount_uwf() { # dir [flags] → sets $pid (not in a subshell: cleanup needs MOUNTS)
   local dir=$1; shift
   local out; out=$("$UWF" mount --background "$@" "$dir")
   MOUNTS+=("$dir")
-  echo "$out" | sed 's/.*"pid":\([0-9]*\).*/\1/'
+  pid=$(echo "$out" | sed 's/.*"pid":\([0-9]*\).*/\1/')
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b == 0) b = 1; printf "%.2f", a / b }'; }
 
 # ---------------------------------------------------------------- timings
 sync; echo 3 > /proc/sys/vm/drop_caches
-pid=$(mount_uwf "$B/mnt")
+mount_uwf "$B/mnt"
 cold_mount=$(timed "$B/mnt/threads" cat_all)
-warm_mount=$(warm "$B/mnt/threads" cat_all)
-warm_export=$(warm "$B/export/threads" cat_all)
-find_mount=$(warm "$B/mnt/threads" find_all)
-find_export=$(warm "$B/export/threads" find_all)
+read -r warm_export warm_mount < <(warm_pair "$B/export/threads" "$B/mnt/threads" cat_all)
+read -r find_export find_mount < <(warm_pair "$B/export/threads" "$B/mnt/threads" find_all)
 "$UWF" umount "$B/mnt" >/dev/null
-# A second cold run: fresh mount, store pages still cached (the kernel's FUSE caches alone).
-pid=$(mount_uwf "$B/mnt")
+# Cold again: a fresh mount with the store's pages still cached (the kernel's FUSE caches alone).
+mount_uwf "$B/mnt"
 cold_mount_hot_disk=$(timed "$B/mnt/threads" cat_all)
+cold_export=$(timed "$B/export/threads" cat_all)
 "$UWF" umount "$B/mnt" >/dev/null
-pid=$(mount_uwf "$B/ro" --read-only)
-warm_ro=$(warm "$B/ro/threads" cat_all)
-find_ro=$(warm "$B/ro/threads" find_all)
+mount_uwf "$B/ro" --read-only
+read -r ro_export warm_ro < <(warm_pair "$B/export/threads" "$B/ro/threads" cat_all)
+read -r ro_find_export find_ro < <(warm_pair "$B/export/threads" "$B/ro/threads" find_all)
 "$UWF" umount "$B/ro" >/dev/null
 
 # ---------------------------------------------------------------- memory with 1,000 threads
 make_threads $((BIG - THREADS))
-pid=$(mount_uwf "$B/mnt")
+mount_uwf "$B/mnt"
 s=$(now)
 (cd "$B/mnt/threads" && find . -type f -print0 | xargs -0 cat > /dev/null)
 big_ms=$(( ($(now) - s) / 1000000 ))
@@ -152,11 +158,12 @@ echo
 echo "uwf filesystem benchmark: $THREADS finished threads, $files files in threads/ (4 steps each)"
 echo "export on tmpfs vs uwf mount (ms; warm = median of $RUNS; find = 10 runs)"
 printf '  %-34s %8s %8s %7s   %s\n' "" export mount ratio target
-printf '  %-34s %8s %8s %7s   %s\n' "warm cat of every file (rw)" "$warm_export" "$warm_mount" "$(ratio "$warm_mount" "$warm_export")x" "<= 2.2x"
-printf '  %-34s %8s %8s %7s   %s\n' "warm cat of every file (--read-only)" "$warm_export" "$warm_ro" "$(ratio "$warm_ro" "$warm_export")x" "<= 1.2x"
-printf '  %-34s %8s %8s %7s   %s\n' "cold cat (new mount, drop_caches)" "$warm_export" "$cold_mount" "$(ratio "$cold_mount" "$warm_export")x" "<= 4x"
-printf '  %-34s %8s %8s %7s   %s\n' "cold cat (new mount, store cached)" "$warm_export" "$cold_mount_hot_disk" "$(ratio "$cold_mount_hot_disk" "$warm_export")x" ""
-printf '  %-34s %8s %8s %7s   %s\n' "find (rw)" "$find_export" "$find_mount" "$(ratio "$find_mount" "$find_export")x" "<= 1.2x"
-printf '  %-34s %8s %8s %7s   %s\n' "find (--read-only)" "$find_export" "$find_ro" "$(ratio "$find_ro" "$find_export")x" ""
+row() { printf '  %-34s %8s %8s %7s   %s\n' "$1" "$2" "$3" "$(ratio "$3" "$2")x" "$4"; }
+row "warm cat of every file (rw)" "$warm_export" "$warm_mount" "<= 2.2x"
+row "warm cat of every file (--read-only)" "$ro_export" "$warm_ro" "<= 1.2x"
+row "cold cat (new mount, drop_caches)" "$warm_export" "$cold_mount" "<= 4x"
+row "cold cat (new mount, store cached)" "$cold_export" "$cold_mount_hot_disk" ""
+row "find (rw)" "$find_export" "$find_mount" "<= 1.2x"
+row "find (--read-only)" "$ro_find_export" "$find_ro" ""
 echo "daemon memory after cat of all $big_files files of $BIG finished threads ($big_ms ms):"
 printf '  peak RSS (VmHWM) %s MB, RSS now %s MB   [target <= 100 MB]\n' "$(awk -v k="$hwm" 'BEGIN{printf "%.1f", k/1024}')" "$(awk -v k="$rss" 'BEGIN{printf "%.1f", k/1024}')"

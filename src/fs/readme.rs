@@ -38,7 +38,7 @@ threads/
                                    `failed: <why>`, `done`, `killed`
     workflow -> ../../workflows/<name>
     step                           touch it (or write to it): one step starts in the background
-    run                            write to it: steps run until the thread is done
+    run                            write to it: steps run until the thread is done (100 at most)
     wait                           reading blocks until no step runs, then shows the last step's JSON
     kill                           write to it: stop the running step, archive the thread as killed
     log                            the running or last step's agent stderr, growing while it runs
