@@ -279,7 +279,16 @@ fn every_command_has_help_with_an_example() {
             );
         }
     }
-    for cmd in ["eval", "skill", "completions", "mount", "umount", "export", "setup", "doctor"] {
+    for cmd in [
+        "eval",
+        "skill",
+        "completions",
+        "mount",
+        "umount",
+        "export",
+        "setup",
+        "doctor",
+    ] {
         let help = env.ok(&[cmd, "--help"]);
         assert!(
             help.contains("Example"),
