@@ -31,7 +31,10 @@ pub use output::Out;
     max_term_width = 100
 )]
 #[command(
-    after_help = "Examples:\n  uwf cas schema list\n  echo '\"hello\"' | uwf cas put text -\n\n\
+    after_help = "Examples:\n  uwf workflow put examples/solve-issue.yaml\n  \
+uwf thread start solve-issue -p 'Fix the login bug'   # prints the thread id\n  \
+uwf thread run <thread-id>                             # the dry agent by default (offline)\n  \
+uwf mount --background ~/uwf && ls ~/uwf/threads\n  uwf skill author\n\n\
 Storage root: --root, else $UWF_STORAGE_ROOT, else $WORKFLOW_STORAGE_ROOT, else ~/.uwf"
 )]
 pub struct Cli {
