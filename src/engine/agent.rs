@@ -123,10 +123,10 @@ pub fn run(inv: &Invocation<'_>, on_spawn: impl FnOnce(u32)) -> Result<Finished,
 
     let stdout = child.stdout.take().expect("stdout is piped");
     let stderr = child.stderr.take().expect("stderr is piped");
-    let out_reader = std::thread::spawn(move || read_limited(stdout, STDOUT_LIMIT));
+    let out_reader = Reader::spawn(move || read_limited(stdout, STDOUT_LIMIT));
     let log = inv.log.clone();
     let passthrough = inv.passthrough;
-    let err_reader = std::thread::spawn(move || tee_stderr(stderr, log.as_deref(), passthrough));
+    let err_reader = Reader::spawn(move || tee_stderr(stderr, log.as_deref(), passthrough));
 
     let (tx, rx) = mpsc::channel();
     let waiter = std::thread::spawn(move || {
@@ -140,8 +140,8 @@ pub fn run(inv: &Invocation<'_>, on_spawn: impl FnOnce(u32)) -> Result<Finished,
     }
     let status = waiter.join().ok().and_then(|s| s.ok());
     // Grandchildren may still hold the pipes open; do not wait for them forever.
-    let stdout = join_or_kill(out_reader, pid).unwrap_or_default();
-    let stderr_tail = join_or_kill(err_reader, pid).unwrap_or_default();
+    let stdout = out_reader.finish(pid);
+    let stderr_tail = err_reader.finish(pid);
     let duration = started.elapsed();
     if timed_out {
         return Err(AgentError::Timeout {
@@ -180,15 +180,33 @@ pub fn last_line(stdout: &str) -> Option<&str> {
     stdout.lines().rev().map(str::trim).find(|l| !l.is_empty())
 }
 
-fn join_or_kill<T: Default>(handle: std::thread::JoinHandle<T>, pgid: u32) -> Option<T> {
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while !handle.is_finished() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(5));
+/// A thread draining one of the agent's pipes.
+struct Reader {
+    done: mpsc::Receiver<String>,
+}
+
+impl Reader {
+    fn spawn(read: impl FnOnce() -> String + Send + 'static) -> Reader {
+        let (tx, done) = mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(read());
+        });
+        Reader { done }
     }
-    if !handle.is_finished() {
-        signal_group(pgid, nix::sys::signal::Signal::SIGKILL);
+
+    /// The text read, once the pipe closes. Grandchildren may hold the pipe open after the agent
+    /// exits; after two seconds the whole group is killed so the pipe closes.
+    fn finish(self, pgid: u32) -> String {
+        match self.done.recv_timeout(Duration::from_secs(2)) {
+            Ok(text) => text,
+            Err(_) => {
+                signal_group(pgid, nix::sys::signal::Signal::SIGKILL);
+                self.done
+                    .recv_timeout(Duration::from_secs(2))
+                    .unwrap_or_default()
+            }
+        }
     }
-    handle.join().ok()
 }
 
 fn read_limited(mut r: impl Read, limit: usize) -> String {
