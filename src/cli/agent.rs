@@ -144,11 +144,7 @@ pub fn run(cmd: AgentCommand, root: &Path, out: &mut Out) -> anyhow::Result<()> 
                 }
                 None => Default::default(),
             };
-            let duration_ms = std::env::var("UWF_STEP_STARTED_MS")
-                .ok()
-                .and_then(|s| s.parse::<u64>().ok())
-                .map(|start| crate::cas::store::now_ms().saturating_sub(start))
-                .unwrap_or(0);
+            let duration_ms = submit::step_duration_ms(None);
             let view = ThreadView::load(&store, &id)?;
             let submission = Submission {
                 agent,

@@ -58,17 +58,6 @@ fn stderr_note(tail: &str) -> String {
     }
 }
 
-fn started_ms() -> Option<u64> {
-    std::env::var("UWF_STEP_STARTED_MS").ok()?.parse().ok()
-}
-
-fn elapsed_since_step_start(local: Instant) -> u64 {
-    match started_ms() {
-        Some(start) => crate::cas::store::now_ms().saturating_sub(start),
-        None => local.elapsed().as_millis() as u64,
-    }
-}
-
 /// `uwf agent dry`: the smallest schema-valid output.
 pub fn dry(store: &Store, thread: &str, role: &str) -> Result<Hash, BuiltinError> {
     let t = Instant::now();
@@ -91,7 +80,7 @@ pub fn dry(store: &Store, thread: &str, role: &str) -> Result<Hash, BuiltinError
         agent: "dry".into(),
         raw,
         exit_code: Some(0),
-        duration_ms: elapsed_since_step_start(t),
+        duration_ms: submit::step_duration_ms(Some(t)),
         ..Default::default()
     };
     Ok(submit::write_step(
@@ -145,14 +134,14 @@ pub fn script(
     let hash = match entry {
         serde_yaml::Value::String(raw) => {
             submission.raw = raw.clone();
-            submission.duration_ms = elapsed_since_step_start(t);
+            submission.duration_ms = submit::step_duration_ms(Some(t));
             submit::submit_raw(store, &view, role, submission, config)?
         }
         other => {
             let output =
                 yaml_to_json(other).map_err(|reason| BuiltinError::Script { path, reason })?;
             submission.raw = format!("---\n{}---\n", render::output_yaml(&output));
-            submission.duration_ms = elapsed_since_step_start(t);
+            submission.duration_ms = submit::step_duration_ms(Some(t));
             submit::write_step(store, &view, role, &output, None, submission)?
         }
     };
@@ -237,7 +226,7 @@ pub fn exec(
         agent: "exec".into(),
         raw,
         exit_code: output.status.code(),
-        duration_ms: elapsed_since_step_start(t),
+        duration_ms: submit::step_duration_ms(Some(t)),
         stderr_tail: tail,
         ..Default::default()
     };

@@ -63,17 +63,6 @@ pub enum LlmAgentError {
     },
 }
 
-fn started_ms() -> Option<u64> {
-    std::env::var("UWF_STEP_STARTED_MS").ok()?.parse().ok()
-}
-
-fn elapsed_ms(local: Instant) -> u64 {
-    match started_ms() {
-        Some(start) => crate::cas::store::now_ms().saturating_sub(start),
-        None => local.elapsed().as_millis() as u64,
-    }
-}
-
 fn prompt(
     store: &Store,
     view: &ThreadView,
@@ -143,7 +132,7 @@ pub fn llm(
     submission
         .extra
         .insert("attempts".into(), response.attempts.into());
-    submission.duration_ms = elapsed_ms(t);
+    submission.duration_ms = submit::step_duration_ms(Some(t));
     Ok(submit::submit_raw(store, &view, role, submission, config)?)
 }
 
@@ -444,7 +433,7 @@ Calling `resolve` ends your turn. A reply without a tool call is not accepted.\n
                 workdir.root().display().to_string().into(),
             );
             extra.insert("turns".into(), Value::Array(turns));
-            submission.duration_ms = elapsed_ms(t);
+            submission.duration_ms = submit::step_duration_ms(Some(t));
             let body = (!content.trim().is_empty()).then_some(content.as_str());
             return Ok(submit::write_step(
                 store, &view, role, &output, body, submission,

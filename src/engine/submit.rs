@@ -236,6 +236,19 @@ pub fn write_step(
     Ok(store.put(builtin::hash_of("step"), &step)?)
 }
 
+/// Milliseconds since the step began: from `UWF_STEP_STARTED_MS` (set by the step for its agent),
+/// else since `local` (an agent run by hand), else 0.
+pub fn step_duration_ms(local: Option<std::time::Instant>) -> u64 {
+    let started = std::env::var("UWF_STEP_STARTED_MS")
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok());
+    match (started, local) {
+        (Some(start), _) => crate::cas::store::now_ms().saturating_sub(start),
+        (None, Some(local)) => local.elapsed().as_millis() as u64,
+        (None, None) => 0,
+    }
+}
+
 /// Reads extra detail fields from a JSON file for `agent submit --detail-json`.
 pub fn detail_from_json(text: &str) -> Result<Map<String, Value>, SubmitError> {
     match serde_json::from_str(text) {
