@@ -5,6 +5,7 @@ pub mod agent;
 pub mod builtin_agents;
 pub mod chain;
 pub mod config;
+pub mod decisions;
 pub mod doctor;
 pub mod dotenv;
 pub mod extract;

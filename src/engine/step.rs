@@ -14,6 +14,7 @@ use crate::cas::{Hash, Store, StoreError, builtin};
 use super::agent::{self, AgentError, Invocation};
 use super::chain::{self, ChainError};
 use super::config::{ConfigError, Loaded};
+use super::decisions;
 use super::moderator::{Moderator, ModeratorError};
 use super::submit::{SubmitError, ThreadView};
 use super::threads::{self, RunFiles, RunInfo, ThreadIndexError};
@@ -120,8 +121,12 @@ fn step_locked(
     lock.set_info(&info);
     let view = ThreadView::load(store, id)?;
     let moderator = Moderator::new(view.workflow.clone())?;
-    let decision = moderator.decide_chain(&view.chain)?;
-    if decision.is_end() {
+    // The previous step usually decided this already (see `decisions`).
+    let next = match decisions::cached_next(store, view.workflow_hash, &view.workflow, view.head) {
+        Some(next) => next,
+        None => moderator.decide_chain(&view.chain)?.next,
+    };
+    if next == END {
         threads::archive(root, id, view.workflow_hash, "done")?;
         return Ok(Stepped {
             workflow: view.workflow.name.clone(),
@@ -131,7 +136,7 @@ fn step_locked(
             done: true,
         });
     }
-    let role = decision.next;
+    let role = next;
     let spec = config
         .config
         .resolve_agent(options.agent.as_deref(), &view.workflow.name, &role)?;
@@ -180,7 +185,14 @@ fn step_locked(
     // succeeded; if routing cannot decide now, the next step reports why.
     let new_chain = chain::extend(store, view.chain.clone(), hash)?;
     chain::forget(store, view.head);
-    let done = matches!(moderator.decide_chain(&new_chain), Ok(d) if d.next == END);
+    decisions::forget(store, view.head);
+    let done = match moderator.decide_chain(&new_chain) {
+        Ok(d) => {
+            decisions::remember(store, view.workflow_hash, &view.workflow, hash, &d.next);
+            d.next == END
+        }
+        Err(_) => false,
+    };
     if done {
         threads::archive(root, id, view.workflow_hash, "done")?;
     }

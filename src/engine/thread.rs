@@ -225,10 +225,13 @@ pub fn summary_at(
         summary.status = status;
         return Ok(summary);
     }
-    summary.next = Moderator::new(view.workflow.clone())
-        .ok()
-        .and_then(|m| m.decide_chain(&view.chain).ok())
-        .map(|d| d.next);
+    summary.next = super::decisions::cached_next(store, view.workflow_hash, &view.workflow, head)
+        .or_else(|| {
+            Moderator::new(view.workflow.clone())
+                .ok()
+                .and_then(|m| m.decide_chain(&view.chain).ok())
+                .map(|d| d.next)
+        });
     summary.refresh(&files);
     Ok(summary)
 }

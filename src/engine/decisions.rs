@@ -1,0 +1,115 @@
+//! A cache of routing decisions: the role the moderator picks for a thread at a given head.
+//!
+//! A decision is a pure function of the workflow and the chain ending at the head (both
+//! immutable), unless a condition reads the clock or a random number. So the decision a step
+//! computes after publishing its head (to know whether the thread is done) is kept under
+//! `<root>/cache/decisions/<head>.json` and reused by the next step and by status queries,
+//! which then need no JSONata evaluation at all. Workflows whose conditions call `$now`,
+//! `$millis` or `$random` are never cached.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::cas::{Hash, Store};
+
+use super::workflow::Workflow;
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Cached {
+    workflow: Hash,
+    next: String,
+}
+
+fn path(store: &Store, head: Hash) -> PathBuf {
+    store
+        .root()
+        .join("cache")
+        .join("decisions")
+        .join(format!("{head}.json"))
+}
+
+/// Whether decisions of this workflow may be cached (no clock or randomness in its conditions).
+pub fn cacheable(workflow: &Workflow) -> bool {
+    !workflow.conditions.values().any(|c| {
+        ["$now", "$millis", "$random"]
+            .iter()
+            .any(|f| c.expression.contains(f))
+    })
+}
+
+/// The cached next role of `workflow` at `head`, if any.
+pub fn cached_next(
+    store: &Store,
+    workflow_hash: Hash,
+    workflow: &Workflow,
+    head: Hash,
+) -> Option<String> {
+    if !cacheable(workflow) {
+        return None;
+    }
+    let bytes = std::fs::read(path(store, head)).ok()?;
+    let cached: Cached = serde_json::from_slice(&bytes).ok()?;
+    (cached.workflow == workflow_hash).then_some(cached.next)
+}
+
+/// Remembers a decision (best effort: the cache only saves time).
+pub fn remember(store: &Store, workflow_hash: Hash, workflow: &Workflow, head: Hash, next: &str) {
+    if !cacheable(workflow) {
+        return;
+    }
+    let target = path(store, head);
+    if let Some(dir) = target.parent()
+        && std::fs::create_dir_all(dir).is_ok()
+        && let Ok(bytes) = serde_json::to_vec(&Cached {
+            workflow: workflow_hash,
+            next: next.to_owned(),
+        })
+    {
+        let _ = crate::cas::store::write_atomic(
+            &store.root().join("cas").join("tmp"),
+            &target,
+            &bytes,
+            false,
+        );
+    }
+}
+
+/// Drops the decision of a head that is no longer any thread's head.
+pub fn forget(store: &Store, head: Hash) {
+    let _ = std::fs::remove_file(path(store, head));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::workflow;
+
+    fn wf(expression: &str) -> Workflow {
+        let yaml = format!(
+            "name: w\nroles:\n  a: {{ meta: {{ type: object }} }}\nconditions:\n  c: {{ expression: \"{expression}\" }}\n\
+             graph:\n  $START: [ {{ role: a, condition: null }} ]\n  a: [ {{ role: a, condition: c }}, {{ role: $END, condition: null }} ]\n"
+        );
+        workflow::parse(&yaml).unwrap().definition.workflow
+    }
+
+    #[test]
+    fn decisions_round_trip_per_workflow_and_skip_clock_conditions() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let w = wf("$count(steps) < 3");
+        let (wh, head) = (Hash::from_u64(1), Hash::from_u64(2));
+        assert_eq!(cached_next(&store, wh, &w, head), None);
+        remember(&store, wh, &w, head, "a");
+        assert_eq!(cached_next(&store, wh, &w, head).as_deref(), Some("a"));
+        // Another workflow version at the same head does not see it.
+        assert_eq!(cached_next(&store, Hash::from_u64(3), &w, head), None);
+        forget(&store, head);
+        assert_eq!(cached_next(&store, wh, &w, head), None);
+
+        let timed = wf("$millis() > 0");
+        assert!(!cacheable(&timed));
+        remember(&store, wh, &timed, head, "a");
+        assert_eq!(cached_next(&store, wh, &timed, head), None);
+    }
+}
