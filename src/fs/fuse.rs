@@ -132,6 +132,14 @@ fn name_str(name: &OsStr) -> Result<&str, FsError> {
     name.to_str().ok_or(FsError::NotFound)
 }
 
+/// Answers an entry request: the attributes with their TTL, or the errno.
+fn reply_entry(reply: ReplyEntry, result: Result<Attr, FsError>) {
+    match result {
+        Ok(a) => reply.entry(&ttl(a.caching), &file_attr(&a), Generation(0)),
+        Err(e) => reply.error(errno(&e)),
+    }
+}
+
 /// Runs a callback body; a panic inside drops its reply, which fuser answers with EIO.
 fn guarded(body: impl FnOnce()) {
     let _ = catch_unwind(AssertUnwindSafe(body));
@@ -267,12 +275,12 @@ impl Filesystem for Adapter {
         _rdev: u32,
         reply: ReplyEntry,
     ) {
-        guarded(
-            || match name_str(name).and_then(|n| self.tree.link_like(parent.0, n)) {
-                Ok(a) => reply.entry(&ttl(a.caching), &file_attr(&a), Generation(0)),
-                Err(e) => reply.error(errno(&e)),
-            },
-        )
+        guarded(|| {
+            reply_entry(
+                reply,
+                name_str(name).and_then(|n| self.tree.link_like(parent.0, n)),
+            )
+        })
     }
 
     fn mkdir(
@@ -284,12 +292,12 @@ impl Filesystem for Adapter {
         _umask: u32,
         reply: ReplyEntry,
     ) {
-        guarded(
-            || match name_str(name).and_then(|n| self.tree.mkdir(parent.0, n)) {
-                Ok(a) => reply.entry(&ttl(a.caching), &file_attr(&a), Generation(0)),
-                Err(e) => reply.error(errno(&e)),
-            },
-        )
+        guarded(|| {
+            reply_entry(
+                reply,
+                name_str(name).and_then(|n| self.tree.mkdir(parent.0, n)),
+            )
+        })
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -321,12 +329,12 @@ impl Filesystem for Adapter {
         _target: &Path,
         reply: ReplyEntry,
     ) {
-        guarded(
-            || match name_str(link_name).and_then(|n| self.tree.link_like(parent.0, n)) {
-                Ok(a) => reply.entry(&ttl(a.caching), &file_attr(&a), Generation(0)),
-                Err(e) => reply.error(errno(&e)),
-            },
-        )
+        guarded(|| {
+            reply_entry(
+                reply,
+                name_str(link_name).and_then(|n| self.tree.link_like(parent.0, n)),
+            )
+        })
     }
 
     fn rename(
@@ -369,12 +377,12 @@ impl Filesystem for Adapter {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        guarded(
-            || match name_str(newname).and_then(|n| self.tree.link_like(newparent.0, n)) {
-                Ok(a) => reply.entry(&ttl(a.caching), &file_attr(&a), Generation(0)),
-                Err(e) => reply.error(errno(&e)),
-            },
-        )
+        guarded(|| {
+            reply_entry(
+                reply,
+                name_str(newname).and_then(|n| self.tree.link_like(newparent.0, n)),
+            )
+        })
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
