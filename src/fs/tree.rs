@@ -1186,18 +1186,11 @@ impl Tree {
     }
 
     pub fn mkdir(&self, parent: Ino, name: &str) -> Result<Attr, FsError> {
-        check_name(name)?;
-        if self.opts.read_only {
-            return Err(FsError::ReadOnlyMount);
-        }
-        let st = self.lock();
-        let dir = Self::dir_key(&st, parent)?;
-        if self.child(&st, &dir, name)?.is_some() {
-            return Err(FsError::Exists);
-        }
-        Err(FsError::NotPermitted(
+        self.refuse_new(
+            parent,
+            name,
             "directories appear when a workflow is registered",
-        ))
+        )
     }
 
     pub fn rmdir(&self, parent: Ino, name: &str) -> Result<(), FsError> {
@@ -1218,6 +1211,11 @@ impl Tree {
 
     /// Symlinks, hard links and device nodes do not exist here (emacs then locks with a file).
     pub fn link_like(&self, parent: Ino, name: &str) -> Result<Attr, FsError> {
+        self.refuse_new(parent, name, "only regular files can be created here")
+    }
+
+    /// Refuses to create `name` in `parent`: EEXIST when it is there, else `why`.
+    fn refuse_new(&self, parent: Ino, name: &str, why: &'static str) -> Result<Attr, FsError> {
         check_name(name)?;
         if self.opts.read_only {
             return Err(FsError::ReadOnlyMount);
@@ -1227,9 +1225,7 @@ impl Tree {
         if self.child(&st, &dir, name)?.is_some() {
             return Err(FsError::Exists);
         }
-        Err(FsError::NotPermitted(
-            "only regular files can be created here",
-        ))
+        Err(FsError::NotPermitted(why))
     }
 
     /// The bytes the scratch files hold (for tests and the memory bound).
