@@ -528,6 +528,31 @@ fn kill_9_of_a_step_leaves_the_old_head_and_stops_the_agent() {
 }
 
 #[test]
+fn kill_9_of_a_step_stops_a_uwf_agent_and_the_command_it_runs() {
+    // A `uwf` agent is spawned without a pre-exec hook and arms its parent-death signal itself.
+    let env = Env::new();
+    put_example(&env, "solve-issue");
+    let id = start_thread(&env, "solve-issue", "p");
+    let started = env.dir.path().join("started");
+    let finished = env.dir.path().join("finished");
+    let agent = format!(
+        "uwf agent exec --cmd 'touch {}; sleep 2; touch {}'",
+        started.display(),
+        finished.display()
+    );
+    let mut step = spawn_step(&env, &id, &agent);
+    wait_for("the agent's command to start", || started.exists());
+    step.kill().unwrap(); // SIGKILL
+    step.wait().unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(
+        !finished.exists(),
+        "the orphaned agent's command kept running"
+    );
+    assert_eq!(json(&env.ok(&["thread", "show", &id]))["status"], "active");
+}
+
+#[test]
 fn thread_kill_stops_a_running_step_and_archives_the_thread() {
     let env = Env::new();
     put_example(&env, "solve-issue");

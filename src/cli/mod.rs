@@ -92,6 +92,7 @@ impl std::error::Error for Exit {}
 
 /// Runs the CLI and returns the process exit code.
 pub fn main() -> ExitCode {
+    crate::engine::agent::arm_parent_death();
     let cli = Cli::parse();
     let mut out = Out::stdout();
     let result = run(cli, &mut out).and_then(|()| Ok(out.flush()?));

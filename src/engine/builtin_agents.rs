@@ -195,14 +195,16 @@ pub fn exec(
             ("workdir", &workdir),
         ],
     );
-    let output = Command::new("sh")
-        .arg("-c")
+    let mut sh = Command::new("sh");
+    sh.arg("-c")
         .arg(&cmd)
+        .env_remove(super::agent::DIE_WITH_ENV)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .output()
-        .map_err(BuiltinError::Spawn)?;
+        .stderr(Stdio::piped());
+    // If this agent is stopped (its step was killed), the command goes with it.
+    super::agent::die_with_parent(&mut sh);
+    let output = sh.output().map_err(BuiltinError::Spawn)?;
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     // The agent's stderr is ours: pass it on so the step's log shows it.
     eprint!("{stderr}");

@@ -144,7 +144,7 @@ fn step_locked(
     info.agent = Some(spec.name.clone());
     lock.set_info(&info);
 
-    let _ = std::fs::write(files.log(), b"");
+    let _ = threads::reset(&files.log());
     let invocation = Invocation {
         spec: &spec,
         thread: id,
