@@ -61,8 +61,9 @@ fn stderr_note(tail: &str) -> String {
 /// `uwf agent dry`: the smallest schema-valid output.
 pub fn dry(store: &Store, thread: &str, role: &str) -> Result<Hash, BuiltinError> {
     let t = Instant::now();
-    let view = ThreadView::load(store, thread)?;
-    let schema_hash = view.role_schema(role)?;
+    let (history, workflow) = submit::load_light(store, thread)?;
+    let target = history.target(&workflow);
+    let schema_hash = target.role_schema(role)?;
     let schema = store.schema(schema_hash).map_err(SubmitError::from)?;
     let output = minimal(schema.schema());
     if let Err(violations) = schema.validate(&output) {
@@ -83,8 +84,8 @@ pub fn dry(store: &Store, thread: &str, role: &str) -> Result<Hash, BuiltinError
         duration_ms: submit::step_duration_ms(Some(t)),
         ..Default::default()
     };
-    Ok(submit::write_step(
-        store, &view, role, &output, None, submission,
+    Ok(submit::write_step_to(
+        store, &target, role, &output, None, submission,
     )?)
 }
 
@@ -117,8 +118,9 @@ pub fn script(
                 path: path.clone(),
                 role: role.to_owned(),
             })?;
-    let view = ThreadView::load(store, thread)?;
-    let visit = view.chain.visits(role);
+    let (history, workflow) = submit::load_light(store, thread)?;
+    let target = history.target(&workflow);
+    let visit = history.visits(role);
     let entry = &entries[visit.min(entries.len() - 1)];
     let mut submission = Submission {
         agent: "script".into(),
@@ -135,14 +137,14 @@ pub fn script(
         serde_yaml::Value::String(raw) => {
             submission.raw = raw.clone();
             submission.duration_ms = submit::step_duration_ms(Some(t));
-            submit::submit_raw(store, &view, role, submission, config)?
+            submit::submit_raw_to(store, &target, role, submission, config)?
         }
         other => {
             let output =
                 yaml_to_json(other).map_err(|reason| BuiltinError::Script { path, reason })?;
             submission.raw = format!("---\n{}---\n", render::output_yaml(&output));
             submission.duration_ms = submit::step_duration_ms(Some(t));
-            submit::write_step(store, &view, role, &output, None, submission)?
+            submit::write_step_to(store, &target, role, &output, None, submission)?
         }
     };
     Ok(hash)

@@ -5,6 +5,11 @@
 //! it is cached under `<root>/cache/chains/<head>.json` and never goes stale. Loading a head
 //! whose parent is cached costs one parent read plus one node pair, so a step's cost does not
 //! grow with the number of nodes walked. A damaged cache file is ignored and rebuilt.
+//!
+//! The cache file is text: a header line (JSON: start, head, length, position, visits per role),
+//! then one line per step, `<hash> <output hash> <timestamp> <context item JSON>`. A step reads
+//! only the header ([`History`]); the moderator context is the items joined, and the next
+//! head's file is this one with a new header and one more line, so neither parses the steps.
 
 use std::path::PathBuf;
 
@@ -68,6 +73,26 @@ impl Entry {
     pub fn output_json(&self) -> &str {
         self.raw_output.get()
     }
+
+    /// This step as an item of the moderator context's `steps`, as JSON text.
+    pub fn context_json(&self) -> String {
+        let mut out = String::with_capacity(self.output_json().len() + 80);
+        self.write_context(&mut out);
+        out
+    }
+
+    fn write_context(&self, out: &mut String) {
+        let text = |s: &str| serde_json::to_string(s).expect("strings serialize");
+        out.push_str("{\"role\":");
+        out.push_str(&text(&self.role));
+        out.push_str(",\"output\":");
+        out.push_str(self.output_json());
+        out.push_str(",\"detail\":\"");
+        out.push_str(&self.detail.to_string());
+        out.push_str("\",\"agent\":");
+        out.push_str(&text(&self.agent));
+        out.push('}');
+    }
 }
 
 impl PartialEq for Entry {
@@ -103,7 +128,6 @@ impl Chain {
 
     /// The moderator context as JSON text, assembled from the raw outputs.
     pub fn context_json(&self) -> String {
-        let text = |s: &str| serde_json::to_string(s).expect("strings serialize");
         let mut out = String::with_capacity(
             128 + self
                 .steps
@@ -111,24 +135,12 @@ impl Chain {
                 .map(|s| s.output_json().len() + 80)
                 .sum::<usize>(),
         );
-        out.push_str("{\"start\":{\"workflow\":\"");
-        out.push_str(&self.start.workflow.to_string());
-        out.push_str("\",\"prompt\":");
-        out.push_str(&text(&self.start.prompt));
-        out.push_str("},\"steps\":[");
+        write_context_start(&mut out, &self.start);
         for (i, s) in self.steps.iter().enumerate() {
             if i > 0 {
                 out.push(',');
             }
-            out.push_str("{\"role\":");
-            out.push_str(&text(&s.role));
-            out.push_str(",\"output\":");
-            out.push_str(s.output_json());
-            out.push_str(",\"detail\":\"");
-            out.push_str(&s.detail.to_string());
-            out.push_str("\",\"agent\":");
-            out.push_str(&text(&s.agent));
-            out.push('}');
+            s.write_context(&mut out);
         }
         out.push_str("]}");
         out
@@ -164,6 +176,201 @@ pub fn read_step(node: &Node) -> Result<StepNode, ChainError> {
     })
 }
 
+/// A chain as its cache text, with only the header parsed: what a step needs (head, start,
+/// position, visits, the moderator context) at a cost that does not grow with the chain.
+#[derive(Debug, Clone)]
+pub struct History {
+    header: Header,
+    /// The step lines, each ending in `\n`.
+    lines: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Header {
+    start_hash: Hash,
+    start: Start,
+    start_timestamp: u64,
+    head: Hash,
+    len: usize,
+    position: String,
+    visits: std::collections::BTreeMap<String, usize>,
+    /// XXH64 of the step lines: a damaged file is noticed without parsing them.
+    lines_xxh64: u64,
+}
+
+fn checksum(lines: &str) -> u64 {
+    twox_hash::XxHash64::oneshot(0, lines.as_bytes())
+}
+
+impl History {
+    /// The head: the last step, or the start node.
+    pub fn head(&self) -> Hash {
+        self.header.head
+    }
+
+    pub fn start_hash(&self) -> Hash {
+        self.header.start_hash
+    }
+
+    pub fn start(&self) -> &Start {
+        &self.header.start
+    }
+
+    /// How many steps.
+    pub fn len(&self) -> usize {
+        self.header.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.header.len == 0
+    }
+
+    /// The moderator's position: the last step's role, or `$START`.
+    pub fn position(&self) -> &str {
+        &self.header.position
+    }
+
+    /// How many steps of `role` the chain has.
+    pub fn visits(&self, role: &str) -> usize {
+        self.header.visits.get(role).copied().unwrap_or(0)
+    }
+
+    /// The moderator context as JSON text (as [`Chain::context_json`]), joined from the lines.
+    pub fn context_json(&self) -> String {
+        let mut out = String::with_capacity(self.lines.len() + 256);
+        write_context_start(&mut out, &self.header.start);
+        for (i, line) in self.lines.lines().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(line_item(line).unwrap_or("null"));
+        }
+        out.push_str("]}");
+        out
+    }
+
+    /// The whole chain, every step parsed.
+    pub fn to_chain(&self) -> Option<Chain> {
+        let steps = self
+            .lines
+            .lines()
+            .map(parse_line)
+            .collect::<Option<Vec<Entry>>>()?;
+        (steps.len() == self.header.len).then(|| Chain {
+            start_hash: self.header.start_hash,
+            start: self.header.start.clone(),
+            start_timestamp: self.header.start_timestamp,
+            steps,
+        })
+    }
+
+    /// This history with `entry` appended.
+    fn with(&self, entry: &Entry) -> History {
+        let mut header = self.header.clone();
+        header.head = entry.hash;
+        header.len += 1;
+        header.position = entry.role.clone();
+        *header.visits.entry(entry.role.clone()).or_insert(0) += 1;
+        let mut lines = String::with_capacity(self.lines.len() + entry.output_json().len() + 128);
+        lines.push_str(&self.lines);
+        push_line(&mut lines, entry);
+        header.lines_xxh64 = checksum(&lines);
+        History { header, lines }
+    }
+
+    fn of(chain: &Chain) -> History {
+        let mut visits = std::collections::BTreeMap::new();
+        let mut lines = String::new();
+        for s in &chain.steps {
+            *visits.entry(s.role.clone()).or_insert(0) += 1;
+            push_line(&mut lines, s);
+        }
+        History {
+            header: Header {
+                start_hash: chain.start_hash,
+                start: chain.start.clone(),
+                start_timestamp: chain.start_timestamp,
+                head: chain.head(),
+                len: chain.steps.len(),
+                position: chain.position().to_owned(),
+                visits,
+                lines_xxh64: checksum(&lines),
+            },
+            lines,
+        }
+    }
+
+    fn parse(text: String) -> Option<History> {
+        let (first, rest) = text.split_once('\n')?;
+        let header: Header = serde_json::from_str(first).ok()?;
+        (checksum(rest) == header.lines_xxh64).then(|| History {
+            header,
+            lines: rest.to_owned(),
+        })
+    }
+
+    fn to_text(&self) -> String {
+        let header = serde_json::to_string(&self.header).expect("the header serializes");
+        let mut text = String::with_capacity(header.len() + 1 + self.lines.len());
+        text.push_str(&header);
+        text.push('\n');
+        text.push_str(&self.lines);
+        text
+    }
+}
+
+fn write_context_start(out: &mut String, start: &Start) {
+    out.push_str("{\"start\":{\"workflow\":\"");
+    out.push_str(&start.workflow.to_string());
+    out.push_str("\",\"prompt\":");
+    out.push_str(&serde_json::to_string(&start.prompt).expect("strings serialize"));
+    out.push_str("},\"steps\":[");
+}
+
+fn push_line(lines: &mut String, entry: &Entry) {
+    use std::fmt::Write;
+    let _ = write!(
+        lines,
+        "{} {} {} ",
+        entry.hash, entry.output_hash, entry.timestamp
+    );
+    entry.write_context(lines);
+    lines.push('\n');
+}
+
+/// The context item of a cache line (after its three space-separated fields).
+fn line_item(line: &str) -> Option<&str> {
+    let mut parts = line.splitn(4, ' ');
+    parts.next()?;
+    parts.next()?;
+    parts.next()?;
+    parts.next()
+}
+
+fn parse_line(line: &str) -> Option<Entry> {
+    #[derive(Deserialize)]
+    struct Item {
+        role: String,
+        output: Box<RawValue>,
+        detail: Hash,
+        agent: String,
+    }
+    let mut parts = line.splitn(4, ' ');
+    let hash = Hash::parse(parts.next()?).ok()?;
+    let output_hash = Hash::parse(parts.next()?).ok()?;
+    let timestamp = parts.next()?.parse().ok()?;
+    let item: Item = serde_json::from_str(parts.next()?).ok()?;
+    Some(Entry {
+        hash,
+        role: item.role,
+        agent: item.agent,
+        output_hash,
+        raw_output: item.output,
+        detail: item.detail,
+        timestamp,
+    })
+}
+
 fn cache_path(store: &Store, head: Hash) -> PathBuf {
     store
         .root()
@@ -172,40 +379,61 @@ fn cache_path(store: &Store, head: Hash) -> PathBuf {
         .join(format!("{head}.json"))
 }
 
-fn read_cache(store: &Store, head: Hash) -> Option<Chain> {
-    let bytes = std::fs::read(cache_path(store, head)).ok()?;
-    let chain: Chain = serde_json::from_slice(&bytes).ok()?;
-    (chain.head() == head).then_some(chain)
+fn read_history(store: &Store, head: Hash) -> Option<History> {
+    let text = std::fs::read_to_string(cache_path(store, head)).ok()?;
+    let history = History::parse(text)?;
+    (history.head() == head).then_some(history)
 }
 
-fn write_cache(store: &Store, chain: &Chain) {
+fn read_cache(store: &Store, head: Hash) -> Option<Chain> {
+    read_history(store, head)?.to_chain()
+}
+
+fn write_history(store: &Store, history: &History) {
     // The cache is an optimisation: failing to write it only costs time later.
-    let path = cache_path(store, chain.head());
+    let path = cache_path(store, history.head());
     if let Some(dir) = path.parent()
         && std::fs::create_dir_all(dir).is_ok()
-        && let Ok(bytes) = serde_json::to_vec(chain)
     {
         let _ = crate::cas::store::write_atomic(
             &store.root().join("cas").join("tmp"),
             &path,
-            &bytes,
+            history.to_text().as_bytes(),
             false,
         );
     }
 }
 
+fn write_cache(store: &Store, chain: &Chain) {
+    write_history(store, &History::of(chain));
+}
+
+/// The history ending at `head`, from the cache (built and cached first if need be).
+pub fn history(store: &Store, head: Hash) -> Result<History, ChainError> {
+    if let Some(history) = read_history(store, head) {
+        return Ok(history);
+    }
+    Ok(History::of(&load(store, head)?))
+}
+
+/// The history of `step`, a step whose prev is `parent`'s head; cached. Also returns the new
+/// step's entry.
+pub fn extend_history(
+    store: &Store,
+    parent: &History,
+    step: Hash,
+) -> Result<(History, Entry), ChainError> {
+    let node = store.get(step)?;
+    let payload = read_step(&node)?;
+    let entry = entry(store, &node, payload)?;
+    let history = parent.with(&entry);
+    write_history(store, &history);
+    Ok((history, entry))
+}
+
 /// Drops the cached chain of a head that is no longer any thread's head.
 pub fn forget(store: &Store, head: Hash) {
     let _ = std::fs::remove_file(cache_path(store, head));
-}
-
-/// The chain of `step`, a step whose prev is `parent`'s head; cached like [`load`]'s result.
-pub fn extend(store: &Store, mut parent: Chain, step: Hash) -> Result<Chain, ChainError> {
-    let node = store.get(step)?;
-    let payload = read_step(&node)?;
-    parent.steps.push(entry(store, &node, payload)?);
-    write_cache(store, &parent);
-    Ok(parent)
 }
 
 /// A chain entry for a step node, with its output read.
@@ -306,5 +534,92 @@ mod tests {
         // The cache round-trips.
         let back: Chain = serde_json::from_slice(&serde_json::to_vec(&chain).unwrap()).unwrap();
         assert_eq!(back.context_json(), chain.context_json());
+    }
+
+    fn entry_of(n: u64, role: &str, output: Value) -> Entry {
+        let hash = |seed: u64| Hash::from_u64(seed * 7919);
+        Entry {
+            hash: hash(n),
+            role: role.into(),
+            agent: "script \"x\"".into(),
+            output_hash: hash(n + 1000),
+            raw_output: raw(&output),
+            detail: hash(n + 2000),
+            timestamp: 1_700_000_000_000 + n,
+        }
+    }
+
+    fn sample() -> Chain {
+        Chain {
+            start_hash: Hash::of_bytes(b"start"),
+            start: Start {
+                workflow: Hash::of_bytes(b"workflow"),
+                prompt: "multi\nline \"prompt\" with spaces".into(),
+            },
+            start_timestamp: 7,
+            steps: vec![
+                entry_of(1, "planner", json!({"plan": "a b\nc", "n": [1, 2]})),
+                entry_of(2, "reviewer", json!({"ok": false, "note": " spaced  out "})),
+                entry_of(3, "planner", json!({})),
+            ],
+        }
+    }
+
+    #[test]
+    fn a_history_answers_like_its_chain_without_parsing_steps() {
+        let chain = sample();
+        let history = History::parse(History::of(&chain).to_text()).expect("parses");
+        assert_eq!(history.head(), chain.head());
+        assert_eq!(history.start_hash(), chain.start_hash);
+        assert_eq!(history.start(), &chain.start);
+        assert_eq!(history.len(), 3);
+        assert_eq!(history.position(), "planner");
+        assert_eq!(history.visits("planner"), 2);
+        assert_eq!(history.visits("reviewer"), 1);
+        assert_eq!(history.visits("coder"), 0);
+        assert_eq!(history.context_json(), chain.context_json());
+        let back = history.to_chain().expect("steps parse");
+        assert_eq!(back.context_json(), chain.context_json());
+        assert_eq!(
+            back.steps
+                .iter()
+                .map(|s| (s.hash, s.output_hash, s.detail, s.timestamp))
+                .collect::<Vec<_>>(),
+            chain
+                .steps
+                .iter()
+                .map(|s| (s.hash, s.output_hash, s.detail, s.timestamp))
+                .collect::<Vec<_>>()
+        );
+        // An empty chain: the start node is the head.
+        let empty = Chain {
+            steps: Vec::new(),
+            ..sample()
+        };
+        let history = History::parse(History::of(&empty).to_text()).expect("parses");
+        assert_eq!(history.head(), empty.start_hash);
+        assert_eq!(history.position(), crate::engine::workflow::START);
+        assert!(history.is_empty());
+        assert_eq!(history.context_json(), empty.context_json());
+    }
+
+    #[test]
+    fn extending_a_history_equals_the_history_of_the_longer_chain() {
+        let mut chain = sample();
+        let next = entry_of(4, "reviewer", json!({"ok": true}));
+        let extended = History::of(&chain).with(&next);
+        chain.steps.push(next);
+        assert_eq!(extended.to_text(), History::of(&chain).to_text());
+    }
+
+    #[test]
+    fn a_damaged_history_file_is_refused() {
+        let text = History::of(&sample()).to_text();
+        assert!(History::parse(text.replace("\"ok\":false", "\"ok\":true")).is_none());
+        assert!(History::parse(text[..text.len() - 5].to_owned()).is_none());
+        assert!(History::parse("{}".to_owned()).is_none());
+        // The old format (one JSON document) is not a history either: it is rebuilt.
+        let old = serde_json::to_string(&sample()).unwrap();
+        assert!(History::parse(old).is_none());
     }
 }

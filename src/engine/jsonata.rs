@@ -350,7 +350,15 @@ impl Expr {
 /// it. `Input` itself is `Send` and `Sync`; evaluations against one `Input` run one at a time.
 pub struct Input {
     data: Arc<Data>,
+    /// Items added with [`Input::append`], oldest first; a fresh worker replays them.
+    appended: Mutex<Vec<Arc<Appended>>>,
     worker: Mutex<Option<Worker>>,
+}
+
+/// One item added to an array member of the input document.
+struct Appended {
+    key: String,
+    json: String,
 }
 
 impl std::fmt::Debug for Input {
@@ -380,8 +388,52 @@ impl Input {
     fn with_data(data: Data) -> Self {
         Input {
             data: Arc::new(data),
+            appended: Mutex::new(Vec::new()),
             worker: Mutex::new(None),
         }
+    }
+
+    /// Starts converting the document on the worker now and returns at once, so the conversion
+    /// overlaps with whatever the caller does next (a step converts the thread's context while
+    /// its agent runs).
+    pub fn prepare(&self) {
+        let mut slot = self.worker.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Ok(worker) = self.worker_in(&mut slot) {
+            let _ = worker.jobs.send(Work::Convert);
+        }
+    }
+
+    /// Appends `json` (one JSON value as text) to the array member `key` of the document, as if
+    /// the document had been given with it. Cheaper than preparing the grown document again: the
+    /// rest is not converted twice. A text that is not JSON, or a document without that array,
+    /// makes later evaluations fail with an input error.
+    pub fn append(&self, key: &str, json: String) {
+        let item = Arc::new(Appended {
+            key: key.to_owned(),
+            json,
+        });
+        // Under the worker lock, so a worker spawned meanwhile cannot miss or repeat the item.
+        let slot = self.worker.lock().unwrap_or_else(PoisonError::into_inner);
+        self.appended
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Arc::clone(&item));
+        if let Some(worker) = slot.as_ref() {
+            let _ = worker.jobs.send(Work::Append(item));
+        }
+    }
+
+    /// The worker in `slot`, spawned (with every appended item to replay) if there is none.
+    fn worker_in<'a>(&self, slot: &'a mut Option<Worker>) -> Result<&'a Worker, JsonataError> {
+        if slot.is_none() {
+            let replay = self
+                .appended
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
+            *slot = Some(Worker::spawn(Arc::clone(&self.data), replay)?);
+        }
+        Ok(slot.as_ref().expect("just spawned"))
     }
 
     /// Runs one evaluation on this input's worker, starting one if needed, and waits at most the
@@ -395,10 +447,8 @@ impl Input {
         // Holding the lock for the whole evaluation serialises callers, so one caller's deadline
         // never includes another caller's evaluation.
         let mut slot = self.worker.lock().unwrap_or_else(PoisonError::into_inner);
-        let worker = match slot.take() {
-            Some(worker) => worker,
-            None => Worker::spawn(Arc::clone(&self.data))?,
-        };
+        self.worker_in(&mut slot)?;
+        let worker = slot.take().expect("a worker is in the slot");
         let cancel = CancelToken::new();
         let (reply, answer) = mpsc::sync_channel(1);
         let job = Job {
@@ -408,7 +458,7 @@ impl Input {
             cancel: cancel.clone(),
             reply,
         };
-        if worker.jobs.send(job).is_err() {
+        if worker.jobs.send(Work::Evaluate(job)).is_err() {
             return Err(worker_died());
         }
         match answer.recv_timeout(limits.timeout.saturating_add(WATCHDOG_GRACE)) {
@@ -451,18 +501,27 @@ struct Job {
     reply: mpsc::SyncSender<Result<Option<Value>, JsonataError>>,
 }
 
+/// What a worker is asked to do, in queue order.
+enum Work {
+    /// Convert the input now (see [`Input::prepare`]).
+    Convert,
+    /// Add an item to the converted input (see [`Input::append`]).
+    Append(Arc<Appended>),
+    Evaluate(Job),
+}
+
 /// The caller's end of a worker thread's queue.
 struct Worker {
-    jobs: mpsc::Sender<Job>,
+    jobs: mpsc::Sender<Work>,
 }
 
 impl Worker {
-    fn spawn(data: Arc<Data>) -> Result<Self, JsonataError> {
-        let (jobs, queue) = mpsc::channel::<Job>();
+    fn spawn(data: Arc<Data>, replay: Vec<Arc<Appended>>) -> Result<Self, JsonataError> {
+        let (jobs, queue) = mpsc::channel::<Work>();
         std::thread::Builder::new()
             .name("uwf-jsonata".to_string())
             .stack_size(WORKER_STACK)
-            .spawn(move || serve(&data, &queue))
+            .spawn(move || serve(&data, replay, &queue))
             .map_err(|error| JsonataError::Worker {
                 message: error.to_string(),
             })?;
@@ -478,21 +537,50 @@ enum Data {
     Text(String),
 }
 
-fn serve(data: &Data, queue: &mpsc::Receiver<Job>) {
+fn serve(data: &Data, replay: Vec<Arc<Appended>>, queue: &mpsc::Receiver<Work>) {
     let mut input: Option<Result<JValue, String>> = None;
-    for job in queue {
-        let outcome = catch_unwind(AssertUnwindSafe(|| {
-            let input = input.get_or_insert_with(|| match data {
+    let convert = |input: &mut Option<Result<JValue, String>>| {
+        if input.is_none() {
+            let mut converted = match data {
                 Data::Value(value) => Ok(to_jvalue(value)),
                 Data::Undefined => Ok(JValue::Undefined),
                 // serde_json's recursion limit (128) bounds the nesting of what it reads.
-                Data::Text(text) => JValue::from_json_str(text).map_err(|e| e.to_string()),
-            });
+                Data::Text(text) => JValue::from_json_str(text)
+                    .map_err(|e| format!("the input is not valid JSON: {e}")),
+            };
+            for item in &replay {
+                append_to(&mut converted, item);
+            }
+            *input = Some(converted);
+        }
+    };
+    for work in queue {
+        let job = match work {
+            Work::Convert => {
+                if catch_unwind(AssertUnwindSafe(|| convert(&mut input))).is_err() {
+                    input = Some(Err("the input could not be converted".to_string()));
+                }
+                continue;
+            }
+            Work::Append(item) => {
+                // Before conversion the item is in the replay list already.
+                if let Some(converted) = input.as_mut()
+                    && catch_unwind(AssertUnwindSafe(|| append_to(converted, &item))).is_err()
+                {
+                    input = Some(Err("an appended item could not be converted".to_string()));
+                }
+                continue;
+            }
+            Work::Evaluate(job) => job,
+        };
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            convert(&mut input);
+            let input = input.as_mut().expect("converted above");
             match input {
                 Ok(input) => evaluate_on_worker(input, &job),
                 Err(reason) => Err(JsonataError::Evaluate {
                     code: None,
-                    message: format!("the input is not valid JSON: {reason}"),
+                    message: reason.clone(),
                 }),
             }
         }))
@@ -504,6 +592,34 @@ fn serve(data: &Data, queue: &mpsc::Receiver<Job>) {
         });
         // The caller may have given up waiting; then nobody needs the answer.
         let _ = job.reply.send(outcome);
+    }
+}
+
+/// Adds `item` to the input's array member, or turns the input into the reason it cannot.
+fn append_to(input: &mut Result<JValue, String>, item: &Appended) {
+    let Ok(value) = input else {
+        return;
+    };
+    let parsed = JValue::from_json_str(&item.json).map_err(|e| e.to_string());
+    let outcome = match (parsed, value) {
+        (Err(reason), _) => Err(format!("an appended item is not valid JSON: {reason}")),
+        (Ok(parsed), JValue::Object(map)) => match std::rc::Rc::make_mut(map).get_mut(&item.key) {
+            Some(JValue::Array(items)) => {
+                items.make_mut().push(parsed);
+                Ok(())
+            }
+            _ => Err(format!(
+                "the input has no array `{}` to append to",
+                item.key
+            )),
+        },
+        (Ok(_), _) => Err(format!(
+            "the input is not an object with an array `{}`",
+            item.key
+        )),
+    };
+    if let Err(reason) = outcome {
+        *input = Err(reason);
     }
 }
 
@@ -1163,6 +1279,87 @@ mod tests {
             fine.evaluate_prepared(&input, &[], &limits),
             Ok(Some(json!(5)))
         );
+    }
+
+    #[test]
+    fn appended_items_read_like_part_of_the_document() {
+        let eval = |input: &Input, text: &str| {
+            compile(text)
+                .and_then(|e| e.evaluate_prepared(input, &[], &Limits::default()))
+                .expect("evaluates")
+        };
+        let item = r#"{"role": "tester", "output": {"ok": true}, "detail": "2DHW2FP49YVD3", "agent": "dry"}"#;
+        let mut whole = context();
+        whole["steps"]
+            .as_array_mut()
+            .unwrap()
+            .push(serde_json::from_str(item).unwrap());
+        let whole = Input::new(whole);
+        let probes = [
+            "$count(steps)",
+            "steps[-1].role",
+            "steps[-1].output.ok",
+            "steps.role",
+            "$",
+        ];
+        // Appended before the first use, after preparing, and after an evaluation.
+        let before = Input::from_json_text(context().to_string());
+        before.append("steps", item.to_owned());
+        let prepared = Input::from_json_text(context().to_string());
+        prepared.prepare();
+        prepared.append("steps", item.to_owned());
+        let after = Input::from_json_text(context().to_string());
+        assert_eq!(eval(&after, "$count(steps)"), Some(json!(5)));
+        after.append("steps", item.to_owned());
+        for probe in probes {
+            let expected = eval(&whole, probe);
+            for input in [&before, &prepared, &after] {
+                assert_eq!(eval(input, probe), expected, "{probe}");
+            }
+        }
+    }
+
+    #[test]
+    fn appended_items_survive_a_new_worker() {
+        let input = Input::new(context());
+        input.append("steps", r#"{"role": "tester"}"#.to_owned());
+        let limits = Limits {
+            timeout: Duration::from_millis(100),
+            ..Limits::default()
+        };
+        let stuck = compile("$string($reduce([1..24], function($o, $i){{'l': $o, 'r': $o}}, 1))")
+            .expect("compiles");
+        assert!(matches!(
+            stuck.evaluate_prepared(&input, &[], &limits),
+            Err(JsonataError::Timeout { .. })
+        ));
+        // The abandoned worker held the grown document; its successor rebuilds it.
+        let last = compile("[$count(steps), steps[-1].role]").expect("compiles");
+        assert_eq!(
+            last.evaluate_prepared(&input, &[], &limits),
+            Ok(Some(json!([6, "tester"])))
+        );
+    }
+
+    #[test]
+    fn a_bad_append_fails_evaluations_with_the_reason() {
+        let count = compile("$count(steps)").expect("compiles");
+        let limits = Limits::default();
+        let not_json = Input::new(context());
+        not_json.append("steps", "{oops".to_owned());
+        let no_array = Input::new(context());
+        no_array.append("start", "1".to_owned());
+        for (input, reason) in [
+            (not_json, "an appended item is not valid JSON"),
+            (no_array, "the input has no array `start`"),
+        ] {
+            match count.evaluate_prepared(&input, &[], &limits) {
+                Err(JsonataError::Evaluate { message, .. }) => {
+                    assert!(message.contains(reason), "{message}")
+                }
+                other => panic!("expected an input error, got {other:?}"),
+            }
+        }
     }
 
     #[test]

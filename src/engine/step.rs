@@ -12,13 +12,16 @@ use crate::cas::store::now_ms;
 use crate::cas::{Hash, Store, StoreError, builtin};
 
 use super::agent::{self, AgentError, Invocation};
+use super::chain::History;
 use super::chain::{self, ChainError};
 use super::config::{ConfigError, Loaded};
 use super::decisions;
+use super::jsonata::Input;
 use super::moderator::{Moderator, ModeratorError};
-use super::submit::{SubmitError, ThreadView};
+use super::submit::{self, SubmitError};
 use super::threads::{self, RunFiles, RunInfo, ThreadIndexError};
 use super::workflow::END;
+use super::workflow::Workflow;
 
 /// Why a step failed.
 #[derive(Debug, thiserror::Error)]
@@ -119,12 +122,20 @@ fn step_locked(
         agent_pid: None,
     };
     lock.set_info(&info);
-    let view = ThreadView::load(store, id)?;
+    let view = Current::load(store, id)?;
     let moderator = Moderator::new(view.workflow.clone())?;
+    // The moderator context, converted on the evaluation worker from now on: the decision after
+    // this step needs it with one more step, which is appended once the agent has written it.
+    let context = Input::from_json_text(view.history.context_json());
+    context.prepare();
     // The previous step usually decided this already (see `decisions`).
     let next = match decisions::cached_next(store, view.workflow_hash, &view.workflow, view.head) {
         Some(next) => next,
-        None => moderator.decide_chain(&view.chain)?.next,
+        None => {
+            moderator
+                .decide_prepared(view.history.position(), &context)?
+                .next
+        }
     };
     if next == END {
         threads::archive(root, id, view.workflow_hash, "done")?;
@@ -183,10 +194,11 @@ fn step_locked(
 
     // Evaluate again: a thread whose next position is `$END` is archived now. The step itself
     // succeeded; if routing cannot decide now, the next step reports why.
-    let new_chain = chain::extend(store, view.chain.clone(), hash)?;
+    let (_, added) = chain::extend_history(store, &view.history, hash)?;
     chain::forget(store, view.head);
     decisions::forget(store, view.head);
-    let done = match moderator.decide_chain(&new_chain) {
+    context.append("steps", added.context_json());
+    let done = match moderator.decide_prepared(&added.role, &context) {
         Ok(d) => {
             decisions::remember(store, view.workflow_hash, &view.workflow, hash, &d.next);
             d.next == END
@@ -205,8 +217,29 @@ fn step_locked(
     })
 }
 
+/// The thread as a step reads it: head, history (header only: a step never parses the steps)
+/// and workflow.
+struct Current {
+    head: Hash,
+    history: History,
+    workflow_hash: Hash,
+    workflow: Workflow,
+}
+
+impl Current {
+    fn load(store: &Store, id: &str) -> Result<Current, SubmitError> {
+        let (history, workflow) = submit::load_light(store, id)?;
+        Ok(Current {
+            head: history.head(),
+            workflow_hash: history.start().workflow,
+            history,
+            workflow,
+        })
+    }
+}
+
 /// Checks the node an agent returned (SPEC §5.3 step 5). The error is the reason, in words.
-fn verify(store: &Store, view: &ThreadView, role: &str, hash: Hash) -> Result<(), String> {
+fn verify(store: &Store, view: &Current, role: &str, hash: Hash) -> Result<(), String> {
     let node = match store.get(hash) {
         Ok(node) => node,
         Err(StoreError::NotFound(_)) => return Err("no such node in the store".into()),
@@ -217,13 +250,14 @@ fn verify(store: &Store, view: &ThreadView, role: &str, hash: Hash) -> Result<()
         return Err(format!("it is a {kind} node, not a step node"));
     }
     let step = chain::read_step(&node).map_err(|e| e.to_string())?;
-    if step.start != view.chain.start_hash {
+    if step.start != view.history.start_hash() {
         return Err(format!(
             "its start is {}, but this thread started at {}",
-            step.start, view.chain.start_hash
+            step.start,
+            view.history.start_hash()
         ));
     }
-    let expected_prev = (view.head != view.chain.start_hash).then_some(view.head);
+    let expected_prev = (view.head != view.history.start_hash()).then_some(view.head);
     if step.prev != expected_prev {
         let show = |h: Option<Hash>| h.map(|h| h.to_string()).unwrap_or_else(|| "null".into());
         return Err(format!(
@@ -238,7 +272,7 @@ fn verify(store: &Store, view: &ThreadView, role: &str, hash: Hash) -> Result<()
             step.role
         ));
     }
-    let schema_hash = view.role_schema(role).map_err(|e| e.to_string())?;
+    let schema_hash = submit::role_schema(&view.workflow, role).map_err(|e| e.to_string())?;
     let output = store
         .get(step.output)
         .map_err(|e| format!("its output: {e}"))?;

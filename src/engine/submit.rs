@@ -79,21 +79,16 @@ impl ThreadView {
 
     /// The schema hash of a role's output.
     pub fn role_schema(&self, role: &str) -> Result<Hash, SubmitError> {
-        self.workflow
-            .roles
-            .get(role)
-            .map(|r| r.meta)
-            .ok_or_else(|| SubmitError::UnknownRole {
-                role: role.to_owned(),
-                workflow: self.workflow.name.clone(),
-                roles: self
-                    .workflow
-                    .roles
-                    .keys()
-                    .cloned()
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            })
+        role_schema(&self.workflow, role)
+    }
+
+    /// Where a new step of this thread goes.
+    pub fn target(&self) -> StepTarget<'_> {
+        StepTarget {
+            head: self.head,
+            start_hash: self.chain.start_hash,
+            workflow: &self.workflow,
+        }
     }
 
     /// The text body of a step's detail, if it has one (for transcripts).
@@ -101,6 +96,62 @@ impl ThreadView {
         let detail = store.get_payload(detail).ok()?;
         let body = Hash::parse(detail.get("body")?.as_str()?).ok()?;
         store.get_payload(body).ok()?.as_str().map(str::to_owned)
+    }
+}
+
+/// The schema hash of `role`'s output in `workflow`.
+pub fn role_schema(workflow: &Workflow, role: &str) -> Result<Hash, SubmitError> {
+    workflow
+        .roles
+        .get(role)
+        .map(|r| r.meta)
+        .ok_or_else(|| SubmitError::UnknownRole {
+            role: role.to_owned(),
+            workflow: workflow.name.clone(),
+            roles: workflow
+                .roles
+                .keys()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
+}
+
+/// What writing a step needs to know of its thread: the head it follows, the start it belongs
+/// to, and the workflow (for the role's schema). Cheaper to get than a whole [`ThreadView`].
+#[derive(Debug, Clone, Copy)]
+pub struct StepTarget<'a> {
+    pub head: Hash,
+    pub start_hash: Hash,
+    pub workflow: &'a Workflow,
+}
+
+impl StepTarget<'_> {
+    pub fn role_schema(&self, role: &str) -> Result<Hash, SubmitError> {
+        role_schema(self.workflow, role)
+    }
+}
+
+/// The head, history (header only) and workflow of active thread `id`: what a built-in agent
+/// needs, without parsing the steps.
+pub fn load_light(
+    store: &Store,
+    id: &str,
+) -> Result<(super::chain::History, Workflow), SubmitError> {
+    let head = threads::active_head(store.root(), id)?;
+    let history = super::chain::history(store, head)?;
+    let workflow = Workflow::load(store, history.start().workflow)?;
+    Ok((history, workflow))
+}
+
+impl super::chain::History {
+    /// Where a new step after this history goes.
+    pub fn target<'a>(&self, workflow: &'a Workflow) -> StepTarget<'a> {
+        StepTarget {
+            head: self.head(),
+            start_hash: self.start_hash(),
+            workflow,
+        }
     }
 }
 
@@ -129,6 +180,17 @@ pub fn submit_raw(
     submission: Submission,
     config: &Config,
 ) -> Result<Hash, SubmitError> {
+    submit_raw_to(store, &view.target(), role, submission, config)
+}
+
+/// [`submit_raw`] for a [`StepTarget`].
+pub fn submit_raw_to(
+    store: &Store,
+    view: &StepTarget<'_>,
+    role: &str,
+    submission: Submission,
+    config: &Config,
+) -> Result<Hash, SubmitError> {
     let schema_hash = view.role_schema(role)?;
     let schema = store.schema(schema_hash)?;
     let mut submission = submission;
@@ -137,7 +199,7 @@ pub fn submit_raw(
             submission
                 .extra
                 .insert("extractedBy".into(), found.method.into());
-            return write_step(
+            return write_step_to(
                 store,
                 view,
                 role,
@@ -170,7 +232,7 @@ pub fn submit_raw(
                     }),
                 );
                 let found = found.extracted;
-                return write_step(
+                return write_step_to(
                     store,
                     view,
                     role,
@@ -202,6 +264,18 @@ pub fn write_step(
     body: Option<&str>,
     submission: Submission,
 ) -> Result<Hash, SubmitError> {
+    write_step_to(store, &view.target(), role, output, body, submission)
+}
+
+/// [`write_step`] for a [`StepTarget`].
+pub fn write_step_to(
+    store: &Store,
+    view: &StepTarget<'_>,
+    role: &str,
+    output: &Value,
+    body: Option<&str>,
+    submission: Submission,
+) -> Result<Hash, SubmitError> {
     let schema_hash = view.role_schema(role)?;
     let text = builtin::hash_of("text");
     let raw = store.put(text, &Value::String(submission.raw))?;
@@ -224,9 +298,9 @@ pub fn write_step(
     detail.insert("durationMs".into(), submission.duration_ms.into());
     detail.insert("stderrTail".into(), submission.stderr_tail.into());
     let detail = store.put(builtin::hash_of("detail"), &Value::Object(detail))?;
-    let prev = (view.head != view.chain.start_hash).then_some(view.head);
+    let prev = (view.head != view.start_hash).then_some(view.head);
     let step = json!({
-        "start": view.chain.start_hash.to_string(),
+        "start": view.start_hash.to_string(),
         "prev": prev.map(|p| p.to_string()),
         "role": role,
         "output": output_hash.to_string(),
