@@ -123,18 +123,26 @@ fn step_locked(
     };
     lock.set_info(&info);
     let view = Current::load(store, id)?;
-    let moderator = Moderator::new(view.workflow.clone())?;
-    // The moderator context, converted on the evaluation worker from now on: the decision after
-    // this step needs it with one more step, which is appended once the agent has written it.
-    let context = Input::from_json_text(view.history.context_json());
-    context.prepare();
-    // The previous step usually decided this already (see `decisions`).
+    // The moderator and its context (converted on the evaluation worker from the moment this
+    // runs): the decision after this step needs the context with one more step, appended once
+    // the agent has written it. The previous step usually decided this step's role already (see
+    // `decisions`); then this is done while the agent starts.
+    let prepare = || -> Result<(Moderator, Input), ModeratorError> {
+        let moderator = Moderator::new(view.workflow.clone())?;
+        let context = Input::from_json_text(view.history.context_json());
+        context.prepare();
+        Ok((moderator, context))
+    };
+    let mut prepared = None;
     let next = match decisions::cached_next(store, view.workflow_hash, &view.workflow, view.head) {
         Some(next) => next,
         None => {
-            moderator
+            let (moderator, context) = prepare()?;
+            let next = moderator
                 .decide_prepared(view.history.position(), &context)?
-                .next
+                .next;
+            prepared = Some(Ok((moderator, context)));
+            next
         }
     };
     if next == END {
@@ -153,7 +161,6 @@ fn step_locked(
         .resolve_agent(options.agent.as_deref(), &view.workflow.name, &role)?;
     info.role = Some(role.clone());
     info.agent = Some(spec.name.clone());
-    lock.set_info(&info);
 
     let _ = threads::reset(&files.log());
     let invocation = Invocation {
@@ -174,7 +181,9 @@ fn step_locked(
     let finished = agent::run(&invocation, |pid| {
         info.agent_pid = Some(pid);
         lock.set_info(&info);
+        prepared.get_or_insert_with(prepare);
     })?;
+    let (moderator, context) = prepared.unwrap_or_else(prepare)?;
     let line = agent::last_line(&finished.stdout).unwrap_or("").to_owned();
     let hash = Hash::parse(&line).map_err(|_| AgentError::NoHash {
         name: spec.name.clone(),
