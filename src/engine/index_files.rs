@@ -95,8 +95,37 @@ pub fn read_registry(root: &Path) -> Result<Registry, IndexError> {
 }
 
 /// Reads `threads.yaml` under `root`.
+///
+/// Every step reads it several times and it has a line per active thread, so the form this
+/// program writes (`ID: HEAD` lines) is read directly; anything else — hand edits, damage —
+/// goes through the YAML parser, which also words the errors.
 pub fn read_threads(root: &Path) -> Result<Threads, IndexError> {
-    read_yaml(&root.join("threads.yaml"))
+    let path = root.join("threads.yaml");
+    if let Some(text) = read_optional(&path)?
+        && let Some(threads) = parse_threads_plain(&text)
+    {
+        return Ok(threads);
+    }
+    read_yaml(&path)
+}
+
+/// `threads.yaml` in the exact form `serde_yaml` writes for a [`Threads`] map, or `None`.
+fn parse_threads_plain(text: &str) -> Option<Threads> {
+    if text.is_empty() || !text.ends_with('\n') {
+        return None;
+    }
+    let mut threads = Threads::new();
+    for line in text.lines() {
+        let (id, head) = line.split_once(": ")?;
+        if id.is_empty() || !id.bytes().all(|b| b.is_ascii_alphanumeric()) {
+            return None;
+        }
+        let head = Hash::parse(head).ok()?;
+        if threads.insert(id.to_owned(), head).is_some() {
+            return None;
+        }
+    }
+    Some(threads)
 }
 
 /// Reads `history.jsonl` under `root`.
@@ -189,6 +218,34 @@ pub fn gc_roots(root: &Path) -> Result<Vec<Hash>, IndexError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_plain_reader_agrees_with_the_yaml_parser() {
+        let mut threads = Threads::new();
+        for id in ["01M80TYDWHR6HA8DFSNJYVRW0Q", "01M80V5AAEAY8SF2CH4JXT7DFB"] {
+            threads.insert(id.to_owned(), Hash::of_bytes(id.as_bytes()));
+            let text = serde_yaml::to_string(&threads).unwrap();
+            assert_eq!(parse_threads_plain(&text), Some(threads.clone()), "{text}");
+            assert_eq!(serde_yaml::from_str::<Threads>(&text).unwrap(), threads);
+        }
+        // YAML quotes what would read as a number; the plain reader leaves that to the parser,
+        // which reads the same map.
+        threads.insert("7".to_owned(), Hash::from_u64(1));
+        let text = serde_yaml::to_string(&threads).unwrap();
+        assert_eq!(parse_threads_plain(&text), None, "{text}");
+        assert_eq!(serde_yaml::from_str::<Threads>(&text).unwrap(), threads);
+        // Not the plain form: left to the YAML parser.
+        for text in [
+            "{}\n",
+            "a: 0GV52V1A47SMQ",
+            "a: 0GV52V1A47SMQ\na: 0GV52V1A47SMQ\n",
+            "a: not-a-hash\n",
+            "'a b': 0GV52V1A47SMQ\n",
+            "# note\na: 0GV52V1A47SMQ\n",
+        ] {
+            assert_eq!(parse_threads_plain(text), None, "{text:?}");
+        }
+    }
 
     #[test]
     fn missing_files_are_empty_and_damaged_ones_are_errors() {
