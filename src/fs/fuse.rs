@@ -43,6 +43,22 @@ fn ttl(caching: Caching) -> Duration {
     }
 }
 
+/// How long the kernel trusts an entry's attributes.
+///
+/// A directory whose listing can change is the exception to [`ttl`]: the kernel keeps every
+/// listing (directories are opened with FOPEN_CACHE_DIR) and, at each `readdir` from offset 0,
+/// keeps using it unless the directory's mtime changed — but it refreshes that mtime only once
+/// the attributes expired. With no attribute caching every `ls` asks for the mtime (one GETATTR
+/// instead of a full listing), so a listing is as fresh as the mtime the tree reports, also
+/// right after a change made through the mount (a thread started by `prompt`, a step).
+fn attr_ttl(a: &Attr) -> Duration {
+    match (a.kind, a.caching) {
+        (Kind::Dir, Caching::Immutable) => LONG_TTL,
+        (Kind::Dir, _) => Duration::ZERO,
+        (_, caching) => ttl(caching),
+    }
+}
+
 fn file_type(kind: Kind) -> FileType {
     match kind {
         Kind::Dir => FileType::Directory,
@@ -132,12 +148,17 @@ fn name_str(name: &OsStr) -> Result<&str, FsError> {
     name.to_str().ok_or(FsError::NotFound)
 }
 
-/// Answers an entry request: the attributes with their TTL, or the errno.
+/// Answers an entry request: the attributes with their TTLs, or the errno.
 fn reply_entry(reply: ReplyEntry, result: Result<Attr, FsError>) {
     match result {
-        Ok(a) => reply.entry(&ttl(a.caching), &file_attr(&a), Generation(0)),
+        Ok(a) => found(reply, &a),
         Err(e) => reply.error(errno(&e)),
     }
+}
+
+/// A found entry: the name for [`ttl`], the attributes for [`attr_ttl`].
+fn found(reply: ReplyEntry, a: &Attr) {
+    reply.entry_with_ttls(&attr_ttl(a), &ttl(a.caching), &file_attr(a), Generation(0))
 }
 
 /// Runs a callback body; a panic inside drops its reply, which fuser answers with EIO.
@@ -179,17 +200,19 @@ impl Filesystem for Adapter {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        guarded(
-            || match name_str(name).and_then(|n| self.tree.lookup(parent.0, n)) {
-                Ok(Lookup::Found(a)) => reply.entry(&ttl(a.caching), &file_attr(&a), Generation(0)),
+        guarded(|| {
+            let result = name_str(name).and_then(|n| self.tree.lookup(parent.0, n));
+            trace!(self, "LOOKUP {} {name:?} -> {result:?}", parent.0);
+            match result {
+                Ok(Lookup::Found(a)) => found(reply, &a),
                 Ok(Lookup::Missing { permanent }) => {
                     let t = if permanent { LONG_TTL } else { SHORT_TTL };
                     reply.entry(&t, &negative(), Generation(0))
                 }
                 Err(FsError::NotFound) => reply.entry(&SHORT_TTL, &negative(), Generation(0)),
                 Err(e) => reply.error(errno(&e)),
-            },
-        )
+            }
+        })
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
@@ -206,7 +229,7 @@ impl Filesystem for Adapter {
                 result.as_ref().map(|a| a.size)
             );
             match result {
-                Ok(a) => reply.attr(&ttl(a.caching), &file_attr(&a)),
+                Ok(a) => reply.attr(&attr_ttl(&a), &file_attr(&a)),
                 Err(e) => reply.error(errno(&e)),
             }
         })
@@ -252,7 +275,7 @@ impl Filesystem for Adapter {
             );
             self.send_invalidations();
             match result {
-                Ok(a) => reply.attr(&ttl(a.caching), &file_attr(&a)),
+                Ok(a) => reply.attr(&attr_ttl(&a), &file_attr(&a)),
                 Err(e) => reply.error(errno(&e)),
             }
         })
@@ -520,16 +543,10 @@ impl Filesystem for Adapter {
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        // ENOSYS, once per connection: from then on the kernel opens directories itself, with
+        // FOPEN_CACHE_DIR (see `Tree::opendir`). No `releasedir` ever comes.
         guarded(|| match self.tree.opendir(ino.0) {
-            Ok(o) => {
-                let flags = match o.caching {
-                    Caching::Immutable => {
-                        FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE
-                    }
-                    _ => FopenFlags::empty(),
-                };
-                reply.opened(FileHandle(o.fh), flags)
-            }
+            Ok(o) => reply.opened(FileHandle(o.fh), FopenFlags::FOPEN_CACHE_DIR),
             Err(e) => reply.error(errno(&e)),
         })
     }
@@ -538,11 +555,11 @@ impl Filesystem for Adapter {
         &self,
         _req: &Request,
         ino: INodeNo,
-        fh: FileHandle,
+        _fh: FileHandle,
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        guarded(|| match self.tree.readdir(ino.0, fh.0, offset) {
+        guarded(|| match self.tree.readdir(ino.0, offset) {
             Ok(entries) => {
                 trace!(self, "READDIR {} off={offset} -> {}", ino.0, entries.len());
                 for e in entries {
@@ -552,21 +569,10 @@ impl Filesystem for Adapter {
                 }
                 reply.ok()
             }
-            Err(e) => reply.error(errno(&e)),
-        })
-    }
-
-    fn releasedir(
-        &self,
-        _req: &Request,
-        _ino: INodeNo,
-        fh: FileHandle,
-        _flags: OpenFlags,
-        reply: ReplyEmpty,
-    ) {
-        guarded(|| {
-            self.tree.releasedir(fh.0);
-            reply.ok()
+            Err(e) => {
+                trace!(self, "READDIR {} off={offset} -> {e:?}", ino.0);
+                reply.error(errno(&e))
+            }
         })
     }
 

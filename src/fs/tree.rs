@@ -56,7 +56,7 @@ use super::inode::{Ino, InodeTable, Key, ROOT};
 use super::readme;
 use super::save::{self, Target};
 use super::scratch::{Limits, Scratches};
-use super::views::{Listing, Source, StepFile, ThreadFile};
+use super::views::{Source, StepFile, ThreadFile};
 
 mod controls;
 mod layout;
@@ -257,7 +257,6 @@ enum Open {
     Immutable(Key),
     Scratch(u64),
     Draft(Arc<str>),
-    Dir(Arc<Listing>),
     /// A file under `runs/` read where it lies (a log grows while its step runs).
     Disk(PathBuf),
     /// `wait` of a thread: the answer is fixed by the first read that finds no step running.
@@ -641,7 +640,6 @@ impl Tree {
                     .as_slice(),
             ),
             Some(Open::Draft(n)) => self.yaml_text(&st, n)?.0,
-            Some(Open::Dir(_)) => return Err(FsError::IsDir),
             Some(Open::Disk(_) | Open::Wait(..) | Open::Control(_)) => {
                 return Err(FsError::BadHandle);
             }
@@ -660,41 +658,23 @@ impl Tree {
         self.link_target(&key)
     }
 
+    /// Opening a directory is not a request this tree answers, on any mount: the kernel then
+    /// stops sending `opendir`/`releasedir` for the connection, reads listings without a
+    /// handle, and caches each listing (`FOPEN_CACHE_DIR`) until the directory's mtime changes
+    /// (checked at every `readdir` from offset 0; see `fuse-notes.md` §3). That is exact here
+    /// because every directory's mtime moves with its listing (`views.rs`, "Architecture
+    /// Invariant"), and the attributes of a directory that can change are never cached.
     pub fn opendir(&self, ino: Ino) -> Result<Opened, FsError> {
-        if self.opts.read_only {
-            return Err(FsError::Unsupported);
-        }
+        let _ = ino;
+        Err(FsError::Unsupported)
+    }
+
+    /// One page of a directory from `offset` (0 = start), `.` and `..` first. Directories are
+    /// never opened (see [`Tree::opendir`]): each page is cut from the listing as it is now.
+    pub fn readdir(&self, ino: Ino, offset: u64) -> Result<Vec<DirEntry>, FsError> {
         let mut st = self.lock();
         let key = Self::dir_key(&st, ino)?;
         let listing = self.listing(&st, &key)?;
-        let caching = match self.attr_of(&st, ino, &key)?.caching {
-            Caching::Immutable => Caching::Immutable,
-            _ => Caching::Mutable,
-        };
-        let fh = st.next_fh;
-        st.next_fh += 1;
-        st.handles.insert(
-            fh,
-            Handle {
-                open: Open::Dir(listing),
-                write: false,
-            },
-        );
-        Ok(Opened {
-            fh,
-            caching,
-            writable: false,
-        })
-    }
-
-    /// One page of a directory from `offset` (0 = start), `.` and `..` first.
-    pub fn readdir(&self, ino: Ino, fh: u64, offset: u64) -> Result<Vec<DirEntry>, FsError> {
-        let mut st = self.lock();
-        let key = Self::dir_key(&st, ino)?;
-        let listing = match st.handles.get(&fh).map(|h| &h.open) {
-            Some(Open::Dir(l)) => l.clone(),
-            _ => self.listing(&st, &key)?,
-        };
         let parent = parent_of(&key);
         let parent_ino = st.inodes.ino(&parent);
         let mut out = Vec::new();
@@ -718,10 +698,6 @@ impl Tree {
             i += 1;
         }
         Ok(out)
-    }
-
-    pub fn releasedir(&self, fh: u64) {
-        self.lock().handles.remove(&fh);
     }
 
     // ---------------------------------------------------------------- writing

@@ -198,17 +198,20 @@ impl Tree {
             caching,
         };
         let mut attr = match key {
-            Key::Root => dir(0o555, t0, Caching::Mutable),
+            // Its four entries never change.
+            Key::Root => dir(0o555, t0, Caching::Immutable),
             Key::Readme => file(self.readme.len(), 0o444, t0, Caching::Immutable),
             Key::Workflows => dir(
                 0o755,
-                self.source.registry_mtime().max(st.workflows_changed),
+                self.source.registry_mtime()?.max(st.workflows_changed),
                 Caching::Mutable,
             ),
             Key::WorkflowsError => file(st.error.len(), 0o444, st.error_time, Caching::Volatile),
             Key::WfDir(n) => {
                 let time = match self.source.entry(n)? {
-                    Some(e) => from_ms(e.registered_at),
+                    // `latest` appears with the first thread: the time of the newest thread
+                    // moves then (threads start after the version they run was registered).
+                    Some(e) => from_ms(e.registered_at).max(self.newest_thread_time(n)?),
                     None if st.drafts.contains_key(n) || st.scratch.any_in(key) => t0,
                     None => return Err(FsError::NotFound),
                 };

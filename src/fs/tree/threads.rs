@@ -24,6 +24,16 @@ use crate::fs::views::{
 /// short reply then fixes the size).
 pub const WAIT_PLACEHOLDER: u64 = 1 << 20;
 
+/// Sub-millisecond nanoseconds derived from a head: added to the (millisecond) time of the head
+/// step, they make the mtime of `steps/` differ for every head, even two within one millisecond,
+/// so the kernel never keeps a listing of `steps/` past a change of head.
+fn head_nanos(head: Hash) -> std::time::Duration {
+    use std::hash::{Hash as _, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    head.hash(&mut h);
+    std::time::Duration::from_nanos(h.finish() % 1_000_000)
+}
+
 /// Whether `name` is spelled like a thread id (an uppercase ULID).
 fn is_thread_id(name: &str) -> bool {
     ulid::Ulid::from_string(name).is_ok_and(|u| u.to_string() == name)
@@ -60,6 +70,16 @@ impl Tree {
             }
         }
         Ok(out)
+    }
+
+    /// When the newest thread of workflow `name` started (the epoch when it has none).
+    pub(super) fn newest_thread_time(&self, name: &str) -> Result<SystemTime, FsError> {
+        Ok(match self.workflow_threads(name)?.last() {
+            Some(id) => ulid::Ulid::from_string(id)
+                .map(|u| crate::fs::views::from_ms(u.timestamp_ms()))
+                .unwrap_or(SystemTime::UNIX_EPOCH),
+            None => SystemTime::UNIX_EPOCH,
+        })
     }
 
     /// The entry called `name` in a thread directory (`None` for other directories' names).
@@ -281,7 +301,7 @@ impl Tree {
                 Kind::Dir,
                 0,
                 0o555,
-                self.source.threads_mtime(),
+                self.source.threads_mtime()?,
                 Caching::Mutable,
             ),
             Key::Thread(id) => {
@@ -293,7 +313,7 @@ impl Tree {
             Key::Steps(id) => {
                 let t = self.thread_ref(id)?;
                 let chain = self.source.chain(t.head)?;
-                let time = Source::head_time(&chain);
+                let time = Source::head_time(&chain) + head_nanos(t.head);
                 make(Kind::Dir, 0, 0o555, time, live(&t, Caching::Mutable))
             }
             Key::StepsLatest(id) => {
@@ -402,7 +422,7 @@ impl Tree {
             }
             Key::WfThreads(n) => {
                 let (_, time) = self.current(n)?;
-                let time = time.max(self.source.threads_mtime());
+                let time = time.max(self.source.threads_mtime()?);
                 make(Kind::Dir, 0, 0o555, time, Caching::Mutable)
             }
             Key::WfThreadLink(_, id) => {

@@ -23,7 +23,7 @@ use crate::engine::thread::{self, Summary};
 use crate::engine::threads::RunFiles;
 use crate::engine::workflow::Workflow;
 
-use super::{Content, FsError, Render, Source, Stamp, from_ms, lock, stamp};
+use super::{Content, FsError, Render, Source, Stamp, Version, from_ms, lock, stamp};
 
 /// How long the thread index is trusted before its files' stamps are looked at again. Changes
 /// made through the mount bump [`Source::index_changed`] and are seen at once; changes by other
@@ -218,6 +218,8 @@ type IndexStamps = (Option<Stamp>, Option<Stamp>);
 /// The index as last read, with when and at which generation its stamps were checked.
 struct IndexCache {
     stamps: IndexStamps,
+    /// The version of the index files read (the mtime of `threads/`).
+    version: Version,
     index: Arc<Index>,
     checked: Instant,
     generation: u64,
@@ -271,24 +273,37 @@ impl Source {
     }
 
     fn thread_index(&self) -> Result<Arc<Index>, FsError> {
+        Ok(self.thread_index_version()?.0)
+    }
+
+    /// The index and the version of the files it was read from. While those files' mtime is
+    /// recent (see [`super::SETTLE`]) an unchanged stamp proves nothing, so they are read again.
+    fn thread_index_version(&self) -> Result<(Arc<Index>, Version), FsError> {
         let generation = self.threads.generation.load(Ordering::SeqCst);
         let mut cached = lock(&self.threads.index);
         if let Some(c) = cached.as_ref()
             && c.generation == generation
             && c.checked.elapsed() < INDEX_RECHECK
         {
-            return Ok(c.index.clone());
+            return Ok((c.index.clone(), c.version));
         }
+        let read_at = SystemTime::now();
         let stamps = (
             stamp(&self.root.join("threads.yaml")),
             stamp(&self.root.join("history.jsonl")),
         );
+        let version = Version::of(
+            [stamps.0.map(|s| s.mtime), stamps.1.map(|s| s.mtime)],
+            read_at,
+            self.mounted_at,
+        );
         if let Some(c) = cached.as_mut()
             && c.stamps == stamps
+            && matches!(c.version, Version::Settled(_))
         {
             c.checked = Instant::now();
             c.generation = generation;
-            return Ok(c.index.clone());
+            return Ok((c.index.clone(), c.version));
         }
         let mut map: HashMap<Arc<str>, ThreadRef> = HashMap::new();
         // Later lines win, and an active entry wins over an archived one (a crash between the
@@ -318,11 +333,12 @@ impl Source {
         let index = Arc::new(Index { ids, map });
         *cached = Some(IndexCache {
             stamps,
+            version,
             index: index.clone(),
             checked: Instant::now(),
             generation,
         });
-        Ok(index)
+        Ok((index, version))
     }
 
     /// Every thread id, active and archived, oldest first.
@@ -335,17 +351,9 @@ impl Source {
         Ok(self.thread_index()?.map.get(id).cloned())
     }
 
-    /// When the thread index last changed (the time of `threads/`).
-    pub fn threads_mtime(&self) -> SystemTime {
-        [
-            stamp(&self.root.join("threads.yaml")),
-            stamp(&self.root.join("history.jsonl")),
-        ]
-        .into_iter()
-        .flatten()
-        .map(|s| s.mtime)
-        .max()
-        .unwrap_or(self.mounted_at)
+    /// The mtime of `threads/`: the version of the index its listing comes from.
+    pub fn threads_mtime(&self) -> Result<SystemTime, FsError> {
+        Ok(self.thread_index_version()?.1.time())
     }
 
     /// The chain ending at `head`.
