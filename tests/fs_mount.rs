@@ -1291,3 +1291,39 @@ fn every_listing_follows_changes_by_the_mount_at_once_and_by_the_cli_within_a_se
     assert!(m.ok("ls workflows/other").contains("latest\n"));
     assert_eq!(m.ok("ls workflows/other/threads"), format!("{third}\n"));
 }
+
+#[test]
+fn a_cold_read_of_an_immutable_file_finds_its_pages_already_filled() {
+    let env = loop_env("");
+    let id = thread_of(&env.ok(&["thread", "start", "loop", "-p", "prefilled"]));
+    env.ok(&["thread", "run", &id]);
+    let (m, log) = Mounted::traced(&env, "prefill");
+    let s = format!("threads/{id}/steps/003-planner");
+    let files = ["output.yaml", "body.md", "detail.yaml", "diff"];
+    let cold = m.ok(&format!(
+        "cd {s} && cat {}",
+        files.map(|f| f.to_owned()).join(" ")
+    ));
+    // The bytes pushed at the first open are the file's bytes, end to end: the same as
+    // `uwf export` writes.
+    let export = env.dir.path().join("export");
+    env.ok(&["export", &id, export.to_str().unwrap()]);
+    let expected: String = files
+        .iter()
+        .map(|f| std::fs::read_to_string(export.join(format!("{s}/{f}"))).unwrap())
+        .collect();
+    assert_eq!(cold, expected);
+    assert!(cold.contains("plan: second"), "{cold}");
+    assert!(cold.contains("Plan B."), "{cold}");
+    let stores = served(&log, "STORE");
+    assert_eq!(
+        stores.len(),
+        files.len(),
+        "one store per first open: {stores:#?}"
+    );
+    assert!(stores.iter().all(|l| l.ends_with("Ok(())")), "{stores:#?}");
+    assert_eq!(served(&log, "READ"), Vec::<String>::new(), "no READ at all");
+    // Later opens push nothing: the kernel keeps the pages.
+    assert_eq!(m.ok(&format!("cd {s} && cat {}", files.join(" "))), cold);
+    assert_eq!(served(&log, "STORE").len(), files.len());
+}

@@ -7,21 +7,23 @@
 //! `catch_unwind`; a panic drops the reply during unwinding, which fuser answers with EIO, and the
 //! loop goes on serving. Kernel cache invalidations caused by our own changes are sent from a
 //! separate thread, never from inside a callback (`fuse-notes.md` §1.4: notifying the inode of a
-//! pending request from the loop thread deadlocks).
+//! pending request from the loop thread deadlocks). The one notification sent from a callback is
+//! the page-cache fill at an immutable file's first open ([`Tree::prefill`]), when no request
+//! for that inode's pages can exist yet.
 
 use std::ffi::OsStr;
 use std::io;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
-use std::sync::mpsc;
+use std::sync::{Arc, OnceLock, mpsc};
 use std::time::{Duration, SystemTime};
 
 use fuser::{
     AccessFlags, BsdFileFlags, Config, Errno, FileAttr, FileHandle, FileType, Filesystem,
     FopenFlags, Generation, INodeNo, InitFlags, IoctlFlags, KernelConfig, LockOwner, MountOption,
-    OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty,
-    ReplyEntry, ReplyIoctl, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, Session,
-    SessionACL, SessionUnmounter, TimeOrNow, WriteFlags,
+    Notifier, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
+    ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request,
+    Session, SessionACL, SessionUnmounter, TimeOrNow, WriteFlags,
 };
 
 use super::error::FsError;
@@ -170,6 +172,8 @@ fn guarded(body: impl FnOnce()) {
 struct Adapter {
     tree: Tree,
     invalidations: mpsc::Sender<Inval>,
+    /// Set once the session exists (the adapter is built before it): fills page caches.
+    notifier: Arc<OnceLock<Notifier>>,
     /// `UWF_FS_TRACE=1`: log every request and its outcome to stderr (debugging op sequences).
     trace: bool,
 }
@@ -413,7 +417,18 @@ impl Filesystem for Adapter {
             let result = self.tree.open(ino.0, flags.0, caller(req));
             trace!(self, "OPEN {} {:#o} -> {result:?}", ino.0, flags.0);
             match result {
-                Ok(o) => reply.opened(FileHandle(o.fh), open_flags(&o)),
+                Ok(o) => {
+                    // An immutable file's first open: its bytes go into the page cache before
+                    // the open returns, which saves the READ round trip of a cold read. A
+                    // failed store only means that read asks us.
+                    if let Some(bytes) = self.tree.prefill(ino.0, o.fh)
+                        && let Some(notifier) = self.notifier.get()
+                    {
+                        let stored = notifier.store(ino, 0, &bytes);
+                        trace!(self, "STORE {} {} -> {stored:?}", ino.0, bytes.len());
+                    }
+                    reply.opened(FileHandle(o.fh), open_flags(&o))
+                }
                 Err(e) => reply.error(errno(&e)),
             }
         })
@@ -730,12 +745,15 @@ pub fn mount(tree: Tree, dir: &Path, cfg: MountConfig) -> io::Result<Mounted> {
         SessionACL::Owner
     };
     config.n_threads = Some(1);
+    let notifier = Arc::new(OnceLock::new());
     let adapter = Adapter {
         tree,
         invalidations: tx,
+        notifier: notifier.clone(),
         trace: std::env::var_os("UWF_FS_TRACE").is_some_and(|v| v == "1"),
     };
     let session = Session::new(adapter, dir, &config)?;
+    let _ = notifier.set(session.notifier());
     let notifier = session.notifier();
     // Ends when the adapter (holding the sender) is dropped with the session.
     std::thread::Builder::new()

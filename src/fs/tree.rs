@@ -74,6 +74,9 @@ pub const NAME_MAX: usize = 255;
 /// How many directory entries one `readdir` call returns at most.
 const PAGE: usize = 1024;
 
+/// The largest file whose bytes go into the kernel's page cache at its first open.
+pub const PREFILL_MAX: usize = 128 << 10;
+
 /// How a mount behaves.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -576,6 +579,29 @@ impl Tree {
             caching,
             writable: write,
         })
+    }
+
+    /// The bytes to put into the kernel's page cache as `fh` (just opened) is answered: those
+    /// of an immutable file of at most [`PREFILL_MAX`] bytes at its first open since the kernel
+    /// learned its inode, so the reader's first `read` finds its pages and sends no READ.
+    ///
+    /// Safe to push from inside the OPEN callback (`fuse-notes.md` §1.4 forbids notifying an
+    /// inode from a callback that holds an unanswered request for it): before its first open no
+    /// file can be open on the inode, so no READ of it can be waiting on a page lock.
+    pub fn prefill(&self, ino: Ino, fh: u64) -> Option<Arc<[u8]>> {
+        let mut st = self.lock();
+        let key = match st.handles.get(&fh) {
+            Some(Handle {
+                open: Open::Immutable(key),
+                write: false,
+            }) => key.clone(),
+            _ => return None,
+        };
+        if !st.inodes.first_fill(ino) {
+            return None;
+        }
+        let bytes = self.content(&st, &key).ok()?;
+        (!bytes.is_empty() && bytes.len() <= PREFILL_MAX).then_some(bytes)
     }
 
     /// Reads from an open file, blocking while a `wait` waits (tests, export).
