@@ -56,7 +56,7 @@ use super::inode::{Ino, InodeTable, Key, ROOT};
 use super::readme;
 use super::save::{self, Target};
 use super::scratch::{Limits, Scratches};
-use super::views::{Source, StepFile, ThreadFile};
+use super::views::{Source, StepFile, ThreadFile, Warmer};
 
 mod controls;
 mod layout;
@@ -207,7 +207,9 @@ pub enum Inval {
 /// The storage seen as a filesystem.
 #[derive(Debug)]
 pub struct Tree {
-    source: Source,
+    source: Arc<Source>,
+    /// Renders a thread's files ahead once a reader starts on it.
+    warmer: Warmer,
     opts: Options,
     readme: Arc<[u8]>,
     control: Control,
@@ -371,6 +373,8 @@ fn hash_name(name: &str, suffix: &str) -> Option<Hash> {
 
 impl Tree {
     pub fn new(source: Source, opts: Options) -> Tree {
+        let source = Arc::new(source);
+        let warmer = Warmer::start(source.clone());
         let readme = Arc::from(readme::text(source.root(), opts.read_only).into_bytes());
         let now = SystemTime::now();
         let control = Control::new(source.shared_store(), source.index_generation());
@@ -389,6 +393,7 @@ impl Tree {
                 inval: Vec::new(),
             }),
             source,
+            warmer,
             opts,
             readme,
         }
@@ -441,6 +446,11 @@ impl Tree {
         let ino = st.inodes.ino(&key);
         let attr = self.attr_of(&st, ino, &key)?;
         st.inodes.remember(ino);
+        if let Key::ThreadFile(id, ThreadFile::Transcript) | Key::StepFile(id, ..) = &key {
+            // Someone reads what this thread renders: render the rest of it, and the next
+            // thread, on the other CPU meanwhile.
+            self.warmer.thread(id);
+        }
         Ok(Lookup::Found(attr))
     }
 

@@ -35,8 +35,10 @@ use super::error::FsError;
 use super::inode::Key;
 
 mod threads;
+mod warm;
 
 pub use threads::{StepFile, ThreadFile, ThreadRef, parse_step_dir, step_dir_name};
+pub use warm::{Order, Warmer};
 
 /// How long a listing of a big directory (`cas/`) is reused.
 pub const LISTING_TTL: Duration = Duration::from_secs(1);
@@ -301,6 +303,12 @@ impl Source {
         };
         lock(&self.rendered).insert((kind, hash), content.clone());
         Ok(content)
+    }
+
+    /// How many rendered files are cached (tests).
+    #[cfg(test)]
+    pub(crate) fn rendered_count(&self) -> usize {
+        lock(&self.rendered).map.len()
     }
 
     /// The entries of `cas/` (every node) or `cas/schemas/`, reused for [`LISTING_TTL`].
