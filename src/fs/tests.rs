@@ -547,6 +547,36 @@ fn directories_are_listed_without_being_opened() {
 }
 
 #[test]
+fn directory_mtimes_move_with_their_listings_even_within_one_millisecond() {
+    let fx = Fx::new();
+    let mtime = |path: &str| {
+        let ino = fx.find(path).unwrap();
+        fx.tree.getattr(ino, None).unwrap().mtime
+    };
+    let versions = "workflows/demo/versions";
+    let before = (mtime(versions), mtime("workflows/demo"));
+    assert_eq!((mtime(versions), mtime("workflows/demo")), before);
+    // A second version registered at the same millisecond as the first: same registration
+    // time, yet both directories' mtimes move (versions/ lists one more name).
+    let e = registry::entry(fx._dir.path(), "demo").unwrap();
+    let store = Store::open(fx._dir.path()).unwrap();
+    let hash = workflow::parse(&definition("second"))
+        .unwrap()
+        .definition
+        .store(&store)
+        .unwrap();
+    registry::register(fx._dir.path(), "demo", hash, e.registered_at).unwrap();
+    assert_ne!(mtime(versions), before.0);
+    assert_ne!(mtime("workflows/demo"), before.1);
+    assert_eq!(fx.names(versions).len(), 2);
+    // Registry files younger than SETTLE stand for nothing: workflows/ reports a new mtime at
+    // every look until then, then a stable one.
+    std::thread::sleep(crate::fs::views::SETTLE * 2);
+    let settled = mtime("workflows");
+    assert_eq!(mtime("workflows"), settled);
+}
+
+#[test]
 fn readdir_pages_with_offsets() {
     let fx = Fx::new();
     for i in 0..30 {

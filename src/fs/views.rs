@@ -160,6 +160,18 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// A millisecond time stamped with what it is the time of: plus sub-millisecond nanoseconds
+/// derived from `hash`. Node and registration times have millisecond resolution, so two
+/// versions (of a thread's head, of a workflow) within one millisecond would share a time; as a
+/// directory's mtime this one differs for every hash, so the kernel never keeps a listing of
+/// one version under the mtime of another.
+pub fn versioned(time: SystemTime, hash: Hash) -> SystemTime {
+    use std::hash::{Hash as _, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    hash.hash(&mut h);
+    time + Duration::from_nanos(h.finish() % 1_000_000)
+}
+
 /// Milliseconds since the epoch as a time.
 pub fn from_ms(ms: u64) -> SystemTime {
     UNIX_EPOCH + Duration::from_millis(ms)

@@ -12,7 +12,7 @@ use super::{Attr, Caching, Kind, State, Tree, hash_name, is_dir};
 use crate::cas::Hash;
 use crate::fs::error::FsError;
 use crate::fs::inode::{Ino, Key};
-use crate::fs::views::{Listing, from_ms};
+use crate::fs::views::{Listing, from_ms, versioned};
 
 impl Tree {
     pub(super) fn key_of(st: &State, ino: Ino) -> Result<Key, FsError> {
@@ -209,9 +209,11 @@ impl Tree {
             Key::WorkflowsError => file(st.error.len(), 0o444, st.error_time, Caching::Volatile),
             Key::WfDir(n) => {
                 let time = match self.source.entry(n)? {
-                    // `latest` appears with the first thread: the time of the newest thread
-                    // moves then (threads start after the version they run was registered).
-                    Some(e) => from_ms(e.registered_at).max(self.newest_thread_time(n)?),
+                    // Its listing changes with a registration, and when `latest` appears with
+                    // the first thread (threads start after the version they run).
+                    Some(e) => {
+                        versioned(from_ms(e.registered_at), e.hash).max(self.newest_thread_time(n)?)
+                    }
                     None if st.drafts.contains_key(n) || st.scratch.any_in(key) => t0,
                     None => return Err(FsError::NotFound),
                 };
@@ -230,7 +232,11 @@ impl Tree {
                 let graph = self.source.workflow_graph(hash)?;
                 file(graph.bytes.len(), 0o444, time, Caching::Mutable)
             }
-            Key::WfVersions(n) => dir(0o555, self.current(n)?.1, Caching::Mutable),
+            Key::WfVersions(n) => {
+                // Its listing changes with the current version, even two within a millisecond.
+                let (hash, time) = self.current(n)?;
+                dir(0o555, versioned(time, hash), Caching::Mutable)
+            }
             Key::WfVersion(n, h) => {
                 if !self.is_version(n, *h) {
                     return Err(FsError::NotFound);

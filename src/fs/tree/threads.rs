@@ -17,22 +17,12 @@ use crate::fs::control::{self, Action};
 use crate::fs::error::FsError;
 use crate::fs::inode::{Ino, Key};
 use crate::fs::views::{
-    Listing, Source, StepFile, ThreadFile, ThreadRef, parse_step_dir, step_dir_name,
+    Listing, Source, StepFile, ThreadFile, ThreadRef, parse_step_dir, step_dir_name, versioned,
 };
 
 /// The size `wait` reports while a step runs: more than any answer, so the kernel asks us (the
 /// short reply then fixes the size).
 pub const WAIT_PLACEHOLDER: u64 = 1 << 20;
-
-/// Sub-millisecond nanoseconds derived from a head: added to the (millisecond) time of the head
-/// step, they make the mtime of `steps/` differ for every head, even two within one millisecond,
-/// so the kernel never keeps a listing of `steps/` past a change of head.
-fn head_nanos(head: Hash) -> std::time::Duration {
-    use std::hash::{Hash as _, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    head.hash(&mut h);
-    std::time::Duration::from_nanos(h.finish() % 1_000_000)
-}
 
 /// Whether `name` is spelled like a thread id (an uppercase ULID).
 fn is_thread_id(name: &str) -> bool {
@@ -313,7 +303,8 @@ impl Tree {
             Key::Steps(id) => {
                 let t = self.thread_ref(id)?;
                 let chain = self.source.chain(t.head)?;
-                let time = Source::head_time(&chain) + head_nanos(t.head);
+                // Its listing changes with the head, even two heads within a millisecond.
+                let time = versioned(Source::head_time(&chain), t.head);
                 make(Kind::Dir, 0, 0o555, time, live(&t, Caching::Mutable))
             }
             Key::StepsLatest(id) => {
