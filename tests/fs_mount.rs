@@ -43,6 +43,8 @@ struct Mounted {
     dir: PathBuf,
     pid: u32,
     root: PathBuf,
+    /// A daemon run in the foreground (see [`Mounted::traced`]), reaped in `Drop`.
+    child: Option<std::process::Child>,
 }
 
 impl Mounted {
@@ -70,7 +72,45 @@ impl Mounted {
             dir,
             pid,
             root: env.root(),
+            child: None,
         }
+    }
+
+    /// A mount whose daemon logs every request it serves (`UWF_FS_TRACE=1`) to the returned file.
+    fn traced(env: &Env, test: &str) -> (Mounted, PathBuf) {
+        let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("fs-mount");
+        std::fs::create_dir_all(&base).expect("mount base");
+        clean_stale_mounts(&base.join(test));
+        let dir = base.join(test);
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("mount dir");
+        let log = env.dir.path().join("trace.log");
+        let child = Command::new(UWF)
+            .arg("mount")
+            .arg(&dir)
+            .env_remove("WORKFLOW_STORAGE_ROOT")
+            .env("UWF_STORAGE_ROOT", env.root())
+            .env("HOME", env.dir.path())
+            .env("UWF_FS_TRACE", "1")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("trace log"))
+            .spawn()
+            .expect("start uwf mount");
+        let m = Mounted {
+            dir,
+            pid: child.id(),
+            root: env.root(),
+            child: Some(child),
+        };
+        let start = Instant::now();
+        while !m.mounted() {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "the daemon did not mount"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        (m, log)
     }
 
     fn path(&self, rel: &str) -> PathBuf {
@@ -137,6 +177,9 @@ impl Drop for Mounted {
             let _ = Command::new("kill")
                 .args(["-9", &self.pid.to_string()])
                 .status();
+        }
+        if let Some(mut child) = self.child.take() {
+            let _ = child.wait();
         }
     }
 }
@@ -223,6 +266,11 @@ fn every_editor_and_tool_registers_exactly_one_version_per_save() {
     let m = Mounted::start(&env, "editors", &[]);
     let outside = env.dir.path();
     let yaml = "workflows/demo/workflow.yaml";
+    // Listed first, so the kernel holds these listings through every save below.
+    assert_eq!(
+        m.ok("ls -A workflows/demo; ls workflows/demo/versions | wc -l; ls -A workflows"),
+        "graph.mmd\nhash\nprompt\nthreads\nversions\nworkflow.yaml\n1\ndemo\nerror\n"
+    );
     let mut versions = 1;
     let mut expect_new = |what: &str, m: &Mounted| {
         versions += 1;
@@ -307,7 +355,13 @@ fn every_editor_and_tool_registers_exactly_one_version_per_save() {
     );
     assert!(m.ok(&format!("cat {yaml}")).ends_with("# note\n"));
     // Side files editors left are scratch files; deleting them works.
+    assert_eq!(
+        m.ok("ls -A workflows/demo; ls -A workflows"),
+        "graph.mmd\nhash\nprompt\nthreads\nversions\nworkflow.yaml\nworkflow.yaml~\n\
+         demo\nerror\nfrom-outside.yaml\n"
+    );
     m.ok("rm -f workflows/demo/workflow.yaml~ workflows/from-outside.yaml");
+    assert_eq!(m.ok("ls -A workflows"), "demo\nerror\n");
     assert_eq!(
         m.ok("ls -A workflows/demo"),
         "graph.mmd\nhash\nprompt\nthreads\nversions\nworkflow.yaml\n"
@@ -1067,4 +1121,209 @@ fn threads_made_by_the_cli_show_within_a_second() {
     std::thread::sleep(Duration::from_millis(1100));
     assert_eq!(m.ok(&format!("cat {t}/status")), "done\n");
     assert_eq!(m.ok(&format!("ls {t}/steps | wc -l")).trim(), "5");
+}
+
+/// The requests of kind `op` (`READDIR`, `LOOKUP`, …) the traced daemon has served.
+fn served(log: &Path, op: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(log).expect("trace log");
+    text.lines()
+        .filter(|l| l.split(' ').next() == Some(op))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn a_writable_mount_lists_each_directory_once_until_it_changes() {
+    let env = loop_env("");
+    let id = thread_of(&env.ok(&["thread", "start", "loop", "-p", "listed"]));
+    env.ok(&["thread", "run", &id]);
+    // Index files younger than `SETTLE` (100 ms) are re-read and threads/ re-listed every time.
+    std::thread::sleep(Duration::from_millis(300));
+    let (m, log) = Mounted::traced(&env, "listings-cached");
+    let t = format!("threads/{id}");
+    // Not cas/: it is listed afresh every second (nodes can go without a trace, `uwf cas gc`).
+    let tree = format!("ls; find threads workflows | sort; ls {t}/steps {t}/steps/001-planner");
+    let first = m.ok(&tree);
+    let listed = served(&log, "READDIR").len();
+    assert!(listed > 0, "the first walk lists");
+    // The kernel keeps every listing: a second walk (finished thread, unchanged registry and
+    // index) sends no READDIR at all.
+    assert_eq!(m.ok(&tree), first);
+    let again = served(&log, "READDIR");
+    assert_eq!(
+        again.len(),
+        listed,
+        "listings came from the cache: {again:#?}"
+    );
+    // A change made through the mount is listed at once, and only what changed is read again.
+    m.ok("touch workflows/notes.txt");
+    assert!(m.ok(&tree).contains("workflows/notes.txt\n"));
+    let relisted = served(&log, "READDIR").len();
+    assert!(relisted > listed, "workflows/ was read again");
+    m.ok("rm workflows/notes.txt");
+    assert!(!m.ok(&tree).contains("notes.txt"));
+    // A change by another process: a new thread shows in threads/ within a second.
+    let second = thread_of(&env.ok(&["thread", "start", "loop", "-p", "another"]));
+    std::thread::sleep(Duration::from_millis(1100));
+    assert_eq!(m.ok("ls threads"), format!("{id}\n{second}\n"));
+}
+
+/// A script listing `dir` the way programs do without `ls`: `opendir`/`readdir` and no `stat`
+/// (`ls` stats its arguments, which on a writable mount refreshes the directory's attributes
+/// anyway, since the kernel drops the cached atime of a directory after every listing).
+fn listdir(dir: &str) -> String {
+    format!("python3 -c 'import os; [print(n) for n in sorted(os.listdir(\"{dir}\"))]'")
+}
+
+#[test]
+fn every_listing_follows_changes_by_the_mount_at_once_and_by_the_cli_within_a_second() {
+    let env = loop_env("");
+    let m = Mounted::start(&env, "listings-fresh", &[]);
+    let count = |script: &str| -> usize { m.ok(script).lines().count() };
+    // List everything once, so the kernel holds each listing.
+    assert_eq!(m.ok("ls threads"), "");
+    assert_eq!(m.ok("ls workflows"), "error\nloop\n");
+    assert_eq!(
+        m.ok("ls workflows/loop"),
+        "graph.mmd\nhash\nprompt\nthreads\nversions\nworkflow.yaml\n"
+    );
+    assert_eq!(m.ok("ls workflows/loop/threads"), "");
+    assert_eq!(count("ls workflows/loop/versions"), 1);
+    let nodes = count("ls cas");
+    let schemas = count("ls cas/schemas");
+
+    // Through the mount: scratch files appear and go at once, also moved between directories.
+    m.ok("echo x > workflows/notes.txt");
+    assert_eq!(m.ok("ls workflows"), "error\nloop\nnotes.txt\n");
+    m.ok("mv workflows/notes.txt workflows/loop/notes.txt");
+    assert_eq!(m.ok("ls workflows"), "error\nloop\n");
+    assert!(m.ok("ls workflows/loop").contains("notes.txt\n"));
+    m.ok("rm workflows/loop/notes.txt");
+    assert!(!m.ok("ls workflows/loop").contains("notes.txt"));
+    // A python-style atomic save: the temp file is listed, then gone; a new version is listed.
+    m.ok(
+        "python3 - <<'EOF'\nimport os\np='workflows/loop/workflow.yaml'\n\
+         t=open(p).read().replace('goal: plan', 'goal: plan well')\n\
+         f=open(p+'.tmp','w'); f.write(t); f.close()\n\
+         assert 'workflow.yaml.tmp' in os.listdir('workflows/loop')\n\
+         os.replace(p+'.tmp', p)\n\
+         assert 'workflow.yaml.tmp' not in os.listdir('workflows/loop')\nEOF",
+    );
+    assert_eq!(count("ls workflows/loop/versions"), 2);
+    // A thread started by writing `prompt`: threads/, latest, the workflow's threads/ (listed
+    // without `stat`, so nothing but the directories' own attributes can tell the kernel).
+    assert_eq!(m.ok(&listdir("threads")), "");
+    assert_eq!(m.ok(&listdir("workflows/loop/threads")), "");
+    assert!(!m.ok(&listdir("workflows/loop")).contains("latest"));
+    m.ok("echo 'Through the mount' > workflows/loop/prompt");
+    let id = m.ok(&listdir("threads")).trim().to_owned();
+    assert_eq!(id.len(), 26, "one thread: {id}");
+    assert!(m.ok(&listdir("workflows/loop")).contains("latest\n"));
+    assert_eq!(m.ok(&listdir("workflows/loop/threads")), format!("{id}\n"));
+    assert_eq!(m.ok("ls threads"), format!("{id}\n"));
+    // A step run through the mount.
+    let t = format!("threads/{id}");
+    let steps = listdir(&format!("{t}/steps"));
+    assert_eq!(m.ok(&steps), "");
+    m.ok(&format!("touch {t}/step && cat {t}/wait > /dev/null"));
+    assert_eq!(m.ok(&steps), "001-planner\nlatest\n");
+    m.ok(&format!("echo > {t}/step && cat {t}/wait > /dev/null"));
+    assert_eq!(m.ok(&steps), "001-planner\n002-reviewer\nlatest\n");
+    assert_eq!(
+        m.ok(&format!("ls {t}/steps")),
+        "001-planner\n002-reviewer\nlatest\n"
+    );
+    // A program that keeps a directory open and reads it again from the start (`rewinddir`),
+    // with no `stat` in between, sees a step finish at once too.
+    let polled = m.ok(&format!(
+        "python3 - <<'EOF'\nimport ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n\
+         GETDENTS64 = {{'x86_64': 217, 'aarch64': 61}}[os.uname().machine]\n\
+         fd = os.open('{t}/steps', os.O_RDONLY | os.O_DIRECTORY)\n\
+         def names():\n    os.lseek(fd, 0, 0)\n    out = []\n    buf = ctypes.create_string_buffer(65536)\n\
+         \x20   while True:\n        n = libc.syscall(GETDENTS64, fd, buf, 65536)\n        assert n >= 0\n\
+         \x20       if n == 0:\n            return sorted(x for x in out if x not in ('.', '..'))\n\
+         \x20       raw, pos = buf.raw, 0\n        while pos < n:\n\
+         \x20           size = int.from_bytes(raw[pos + 16:pos + 18], 'little')\n\
+         \x20           out.append(raw[pos + 19:pos + size].split(b'\\0')[0].decode())\n\
+         \x20           pos += size\n\
+         print(' '.join(names()))\n\
+         w = os.open('{t}/step', os.O_WRONLY); os.write(w, b'go'); os.close(w)\n\
+         open('{t}/wait').read()\n\
+         print(' '.join(names()))\nEOF"
+    ));
+    assert_eq!(
+        polled,
+        "001-planner 002-reviewer latest\n001-planner 002-reviewer 003-planner latest\n"
+    );
+
+    // By the CLI, in other processes: visible within a second.
+    let second = thread_of(&env.ok(&["thread", "start", "loop", "-p", "from the CLI"]));
+    env.ok(&["thread", "step", &id]);
+    put(&env, &LOOP.replace("goal: review", "goal: review closely"));
+    put(
+        &env,
+        &definition("other", "new").replace(
+            "required: [plan]",
+            "required: [plan]\n      description: a schema of its own",
+        ),
+    );
+    std::thread::sleep(Duration::from_millis(1100));
+    assert_eq!(m.ok("ls threads"), format!("{id}\n{second}\n"));
+    assert_eq!(
+        m.ok("ls workflows/loop/threads"),
+        format!("{id}\n{second}\n")
+    );
+    assert_eq!(
+        m.ok(&format!("ls {t}/steps")),
+        "001-planner\n002-reviewer\n003-planner\n004-reviewer\nlatest\n"
+    );
+    assert_eq!(m.ok("ls workflows"), "error\nloop\nother\n");
+    assert_eq!(count("ls workflows/loop/versions"), 3);
+    assert!(count("ls cas") > nodes, "new nodes are listed in cas/");
+    assert!(
+        count("ls cas/schemas") > schemas,
+        "the new schema is listed in cas/schemas/"
+    );
+    // The CLI's first thread of a workflow makes its `latest` appear.
+    assert!(!m.ok("ls workflows/other").contains("latest"));
+    let third = thread_of(&env.ok(&["thread", "start", "other", "-p", "first of its kind"]));
+    std::thread::sleep(Duration::from_millis(1100));
+    assert!(m.ok("ls workflows/other").contains("latest\n"));
+    assert_eq!(m.ok("ls workflows/other/threads"), format!("{third}\n"));
+}
+
+#[test]
+fn a_cold_read_of_an_immutable_file_finds_its_pages_already_filled() {
+    let env = loop_env("");
+    let id = thread_of(&env.ok(&["thread", "start", "loop", "-p", "prefilled"]));
+    env.ok(&["thread", "run", &id]);
+    let (m, log) = Mounted::traced(&env, "prefill");
+    let s = format!("threads/{id}/steps/003-planner");
+    let files = ["output.yaml", "body.md", "detail.yaml", "diff"];
+    let cold = m.ok(&format!(
+        "cd {s} && cat {}",
+        files.map(|f| f.to_owned()).join(" ")
+    ));
+    // The bytes pushed at the first open are the file's bytes, end to end: the same as
+    // `uwf export` writes.
+    let export = env.dir.path().join("export");
+    env.ok(&["export", &id, export.to_str().unwrap()]);
+    let expected: String = files
+        .iter()
+        .map(|f| std::fs::read_to_string(export.join(format!("{s}/{f}"))).unwrap())
+        .collect();
+    assert_eq!(cold, expected);
+    assert!(cold.contains("plan: second"), "{cold}");
+    assert!(cold.contains("Plan B."), "{cold}");
+    let stores = served(&log, "STORE");
+    assert_eq!(
+        stores.len(),
+        files.len(),
+        "one store per first open: {stores:#?}"
+    );
+    assert!(stores.iter().all(|l| l.ends_with("Ok(())")), "{stores:#?}");
+    assert_eq!(served(&log, "READ"), Vec::<String>::new(), "no READ at all");
+    // Later opens push nothing: the kernel keeps the pages.
+    assert_eq!(m.ok(&format!("cd {s} && cat {}", files.join(" "))), cold);
+    assert_eq!(served(&log, "STORE").len(), files.len());
 }

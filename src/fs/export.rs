@@ -131,13 +131,12 @@ impl Walk<'_> {
         match attr.kind {
             Kind::Dir => {
                 std::fs::create_dir_all(dest).map_err(write)?;
-                let o = self.tree.opendir(attr.ino).map_err(Self::read_error(rel))?;
                 let mut offset = 0;
                 let mut children = Vec::new();
                 loop {
                     let page = self
                         .tree
-                        .readdir(attr.ino, o.fh, offset)
+                        .readdir(attr.ino, offset)
                         .map_err(Self::read_error(rel))?;
                     let Some(last) = page.last() else {
                         break;
@@ -149,7 +148,6 @@ impl Walk<'_> {
                             .filter(|n| n != "." && n != ".."),
                     );
                 }
-                self.tree.releasedir(o.fh);
                 for name in children {
                     let child_rel = format!("{rel}/{name}");
                     let child = self.lookup(attr.ino, &name, &child_rel)?;

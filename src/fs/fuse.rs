@@ -7,21 +7,23 @@
 //! `catch_unwind`; a panic drops the reply during unwinding, which fuser answers with EIO, and the
 //! loop goes on serving. Kernel cache invalidations caused by our own changes are sent from a
 //! separate thread, never from inside a callback (`fuse-notes.md` §1.4: notifying the inode of a
-//! pending request from the loop thread deadlocks).
+//! pending request from the loop thread deadlocks). The one notification sent from a callback is
+//! the page-cache fill at an immutable file's first open ([`Tree::prefill`]), when no request
+//! for that inode's pages can exist yet.
 
 use std::ffi::OsStr;
 use std::io;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
-use std::sync::mpsc;
+use std::sync::{Arc, OnceLock, mpsc};
 use std::time::{Duration, SystemTime};
 
 use fuser::{
     AccessFlags, BsdFileFlags, Config, Errno, FileAttr, FileHandle, FileType, Filesystem,
     FopenFlags, Generation, INodeNo, InitFlags, IoctlFlags, KernelConfig, LockOwner, MountOption,
-    OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty,
-    ReplyEntry, ReplyIoctl, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, Session,
-    SessionACL, SessionUnmounter, TimeOrNow, WriteFlags,
+    Notifier, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
+    ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request,
+    Session, SessionACL, SessionUnmounter, TimeOrNow, WriteFlags,
 };
 
 use super::error::FsError;
@@ -40,6 +42,22 @@ fn ttl(caching: Caching) -> Duration {
         Caching::Mutable | Caching::Stamped | Caching::Volatile => SHORT_TTL,
         // `wait`: its size is only known once no step runs; ask every time.
         Caching::Blocking => Duration::ZERO,
+    }
+}
+
+/// How long the kernel trusts an entry's attributes.
+///
+/// A directory whose listing can change is the exception to [`ttl`]: the kernel keeps every
+/// listing (directories are opened with FOPEN_CACHE_DIR) and, at each `readdir` from offset 0,
+/// keeps using it unless the directory's mtime changed — but it refreshes that mtime only once
+/// the attributes expired. With no attribute caching every `ls` asks for the mtime (one GETATTR
+/// instead of a full listing), so a listing is as fresh as the mtime the tree reports, also
+/// right after a change made through the mount (a thread started by `prompt`, a step).
+fn attr_ttl(a: &Attr) -> Duration {
+    match (a.kind, a.caching) {
+        (Kind::Dir, Caching::Immutable) => LONG_TTL,
+        (Kind::Dir, _) => Duration::ZERO,
+        (_, caching) => ttl(caching),
     }
 }
 
@@ -132,12 +150,17 @@ fn name_str(name: &OsStr) -> Result<&str, FsError> {
     name.to_str().ok_or(FsError::NotFound)
 }
 
-/// Answers an entry request: the attributes with their TTL, or the errno.
+/// Answers an entry request: the attributes with their TTLs, or the errno.
 fn reply_entry(reply: ReplyEntry, result: Result<Attr, FsError>) {
     match result {
-        Ok(a) => reply.entry(&ttl(a.caching), &file_attr(&a), Generation(0)),
+        Ok(a) => found(reply, &a),
         Err(e) => reply.error(errno(&e)),
     }
+}
+
+/// A found entry: the name for [`ttl`], the attributes for [`attr_ttl`].
+fn found(reply: ReplyEntry, a: &Attr) {
+    reply.entry_with_ttls(&attr_ttl(a), &ttl(a.caching), &file_attr(a), Generation(0))
 }
 
 /// Runs a callback body; a panic inside drops its reply, which fuser answers with EIO.
@@ -149,6 +172,8 @@ fn guarded(body: impl FnOnce()) {
 struct Adapter {
     tree: Tree,
     invalidations: mpsc::Sender<Inval>,
+    /// Set once the session exists (the adapter is built before it): fills page caches.
+    notifier: Arc<OnceLock<Notifier>>,
     /// `UWF_FS_TRACE=1`: log every request and its outcome to stderr (debugging op sequences).
     trace: bool,
 }
@@ -179,17 +204,19 @@ impl Filesystem for Adapter {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        guarded(
-            || match name_str(name).and_then(|n| self.tree.lookup(parent.0, n)) {
-                Ok(Lookup::Found(a)) => reply.entry(&ttl(a.caching), &file_attr(&a), Generation(0)),
+        guarded(|| {
+            let result = name_str(name).and_then(|n| self.tree.lookup(parent.0, n));
+            trace!(self, "LOOKUP {} {name:?} -> {result:?}", parent.0);
+            match result {
+                Ok(Lookup::Found(a)) => found(reply, &a),
                 Ok(Lookup::Missing { permanent }) => {
                     let t = if permanent { LONG_TTL } else { SHORT_TTL };
                     reply.entry(&t, &negative(), Generation(0))
                 }
                 Err(FsError::NotFound) => reply.entry(&SHORT_TTL, &negative(), Generation(0)),
                 Err(e) => reply.error(errno(&e)),
-            },
-        )
+            }
+        })
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
@@ -206,7 +233,7 @@ impl Filesystem for Adapter {
                 result.as_ref().map(|a| a.size)
             );
             match result {
-                Ok(a) => reply.attr(&ttl(a.caching), &file_attr(&a)),
+                Ok(a) => reply.attr(&attr_ttl(&a), &file_attr(&a)),
                 Err(e) => reply.error(errno(&e)),
             }
         })
@@ -252,7 +279,7 @@ impl Filesystem for Adapter {
             );
             self.send_invalidations();
             match result {
-                Ok(a) => reply.attr(&ttl(a.caching), &file_attr(&a)),
+                Ok(a) => reply.attr(&attr_ttl(&a), &file_attr(&a)),
                 Err(e) => reply.error(errno(&e)),
             }
         })
@@ -390,7 +417,18 @@ impl Filesystem for Adapter {
             let result = self.tree.open(ino.0, flags.0, caller(req));
             trace!(self, "OPEN {} {:#o} -> {result:?}", ino.0, flags.0);
             match result {
-                Ok(o) => reply.opened(FileHandle(o.fh), open_flags(&o)),
+                Ok(o) => {
+                    // An immutable file's first open: its bytes go into the page cache before
+                    // the open returns, which saves the READ round trip of a cold read. A
+                    // failed store only means that read asks us.
+                    if let Some(bytes) = self.tree.prefill(ino.0, o.fh)
+                        && let Some(notifier) = self.notifier.get()
+                    {
+                        let stored = notifier.store(ino, 0, &bytes);
+                        trace!(self, "STORE {} {} -> {stored:?}", ino.0, bytes.len());
+                    }
+                    reply.opened(FileHandle(o.fh), open_flags(&o))
+                }
                 Err(e) => reply.error(errno(&e)),
             }
         })
@@ -520,16 +558,10 @@ impl Filesystem for Adapter {
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        // ENOSYS, once per connection: from then on the kernel opens directories itself, with
+        // FOPEN_CACHE_DIR (see `Tree::opendir`). No `releasedir` ever comes.
         guarded(|| match self.tree.opendir(ino.0) {
-            Ok(o) => {
-                let flags = match o.caching {
-                    Caching::Immutable => {
-                        FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE
-                    }
-                    _ => FopenFlags::empty(),
-                };
-                reply.opened(FileHandle(o.fh), flags)
-            }
+            Ok(o) => reply.opened(FileHandle(o.fh), FopenFlags::FOPEN_CACHE_DIR),
             Err(e) => reply.error(errno(&e)),
         })
     }
@@ -538,11 +570,11 @@ impl Filesystem for Adapter {
         &self,
         _req: &Request,
         ino: INodeNo,
-        fh: FileHandle,
+        _fh: FileHandle,
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        guarded(|| match self.tree.readdir(ino.0, fh.0, offset) {
+        guarded(|| match self.tree.readdir(ino.0, offset) {
             Ok(entries) => {
                 trace!(self, "READDIR {} off={offset} -> {}", ino.0, entries.len());
                 for e in entries {
@@ -552,21 +584,10 @@ impl Filesystem for Adapter {
                 }
                 reply.ok()
             }
-            Err(e) => reply.error(errno(&e)),
-        })
-    }
-
-    fn releasedir(
-        &self,
-        _req: &Request,
-        _ino: INodeNo,
-        fh: FileHandle,
-        _flags: OpenFlags,
-        reply: ReplyEmpty,
-    ) {
-        guarded(|| {
-            self.tree.releasedir(fh.0);
-            reply.ok()
+            Err(e) => {
+                trace!(self, "READDIR {} off={offset} -> {e:?}", ino.0);
+                reply.error(errno(&e))
+            }
         })
     }
 
@@ -724,12 +745,15 @@ pub fn mount(tree: Tree, dir: &Path, cfg: MountConfig) -> io::Result<Mounted> {
         SessionACL::Owner
     };
     config.n_threads = Some(1);
+    let notifier = Arc::new(OnceLock::new());
     let adapter = Adapter {
         tree,
         invalidations: tx,
+        notifier: notifier.clone(),
         trace: std::env::var_os("UWF_FS_TRACE").is_some_and(|v| v == "1"),
     };
     let session = Session::new(adapter, dir, &config)?;
+    let _ = notifier.set(session.notifier());
     let notifier = session.notifier();
     // Ends when the adapter (holding the sender) is dropped with the session.
     std::thread::Builder::new()

@@ -82,6 +82,8 @@ pub enum Key {
 struct Slot {
     key: Key,
     lookups: u64,
+    /// The kernel's page cache for this inode was filled (see [`InodeTable::first_fill`]).
+    filled: bool,
 }
 
 /// Inode numbers ↔ keys.
@@ -111,6 +113,7 @@ impl InodeTable {
             Slot {
                 key: Key::Root,
                 lookups: 1,
+                filled: false,
             },
         );
         table
@@ -129,6 +132,7 @@ impl InodeTable {
             Slot {
                 key: key.clone(),
                 lookups: 0,
+                filled: false,
             },
         );
         ino
@@ -148,6 +152,20 @@ impl InodeTable {
     pub fn remember(&mut self, ino: Ino) {
         if let Some(slot) = self.by_ino.get_mut(&ino) {
             slot.lookups += 1;
+        }
+    }
+
+    /// Whether this is the first call for `ino` since the kernel learned of it (marks it).
+    ///
+    /// A number is never reused and a forgotten inode leaves the table, so the first time is
+    /// while the kernel's inode is new, with nothing in its page cache and no file open on it.
+    pub fn first_fill(&mut self, ino: Ino) -> bool {
+        match self.by_ino.get_mut(&ino) {
+            Some(slot) if !slot.filled => {
+                slot.filled = true;
+                true
+            }
+            _ => false,
         }
     }
 
@@ -188,6 +206,8 @@ impl InodeTable {
                 Slot {
                     key: key.clone(),
                     lookups: 0,
+                    // What the kernel holds for an inode it already had is not known.
+                    filled: true,
                 },
             );
         }
@@ -247,6 +267,22 @@ mod tests {
         assert_eq!(t.key(view), Some(&Key::Gone));
         assert_eq!(t.existing(&Key::Scratch(7)), None);
         assert_eq!(t.ino(&Key::WfYaml(name("demo"))), scratch);
+    }
+
+    #[test]
+    fn an_inode_is_filled_once_per_kernel_lifetime() {
+        let mut t = InodeTable::new();
+        let a = t.ino(&Key::Readme);
+        t.remember(a);
+        assert!(t.first_fill(a));
+        assert!(!t.first_fill(a));
+        t.remember(a);
+        assert!(!t.first_fill(a), "another lookup is the same kernel inode");
+        t.forget(a, 2);
+        assert!(!t.first_fill(a), "forgotten");
+        let b = t.ino(&Key::Readme);
+        t.remember(b);
+        assert!(t.first_fill(b), "a new kernel inode");
     }
 
     #[test]

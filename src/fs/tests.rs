@@ -125,17 +125,13 @@ impl Fx {
 
     fn names(&self, path: &str) -> Vec<String> {
         let ino = self.find(path).unwrap();
-        let o = self.tree.opendir(ino).unwrap();
-        let names = self
-            .tree
-            .readdir(ino, o.fh, 0)
+        self.tree
+            .readdir(ino, 0)
             .unwrap()
             .into_iter()
             .map(|e| e.name)
             .filter(|n| n != "." && n != "..")
-            .collect();
-        self.tree.releasedir(o.fh);
-        names
+            .collect()
     }
 }
 
@@ -541,6 +537,46 @@ fn a_read_only_tree_writes_nothing_and_tracks_no_opens() {
 }
 
 #[test]
+fn directories_are_listed_without_being_opened() {
+    // ENOSYS (once per connection) makes the kernel cache every listing; readdir needs no handle.
+    let fx = Fx::new();
+    let w = fx.find("workflows").unwrap();
+    assert_eq!(fx.tree.opendir(w), Err(FsError::Unsupported));
+    assert_eq!(fx.tree.opendir(ROOT), Err(FsError::Unsupported));
+    assert!(!fx.tree.readdir(w, 0).unwrap().is_empty());
+}
+
+#[test]
+fn directory_mtimes_move_with_their_listings_even_within_one_millisecond() {
+    let fx = Fx::new();
+    let mtime = |path: &str| {
+        let ino = fx.find(path).unwrap();
+        fx.tree.getattr(ino, None).unwrap().mtime
+    };
+    let versions = "workflows/demo/versions";
+    let before = (mtime(versions), mtime("workflows/demo"));
+    assert_eq!((mtime(versions), mtime("workflows/demo")), before);
+    // A second version registered at the same millisecond as the first: same registration
+    // time, yet both directories' mtimes move (versions/ lists one more name).
+    let e = registry::entry(fx._dir.path(), "demo").unwrap();
+    let store = Store::open(fx._dir.path()).unwrap();
+    let hash = workflow::parse(&definition("second"))
+        .unwrap()
+        .definition
+        .store(&store)
+        .unwrap();
+    registry::register(fx._dir.path(), "demo", hash, e.registered_at).unwrap();
+    assert_ne!(mtime(versions), before.0);
+    assert_ne!(mtime("workflows/demo"), before.1);
+    assert_eq!(fx.names(versions).len(), 2);
+    // Registry files younger than SETTLE stand for nothing: workflows/ reports a new mtime at
+    // every look until then, then a stable one.
+    std::thread::sleep(crate::fs::views::SETTLE * 2);
+    let settled = mtime("workflows");
+    assert_eq!(mtime("workflows"), settled);
+}
+
+#[test]
 fn readdir_pages_with_offsets() {
     let fx = Fx::new();
     for i in 0..30 {
@@ -548,10 +584,10 @@ fn readdir_pages_with_offsets() {
         fx.close(fh).unwrap();
     }
     let w = fx.find("workflows").unwrap();
-    let all = fx.tree.readdir(w, 0, 0).unwrap();
+    let all = fx.tree.readdir(w, 0).unwrap();
     assert_eq!(all.len(), 2 + 2 + 30);
     // Resuming from any entry's offset continues right after it.
-    let rest = fx.tree.readdir(w, 0, all[10].offset).unwrap();
+    let rest = fx.tree.readdir(w, all[10].offset).unwrap();
     assert_eq!(rest[0], all[11]);
     let names: Arc<[String]> = all.iter().map(|e| e.name.clone()).collect();
     assert_eq!(names.iter().filter(|n| n.starts_with('f')).count(), 30);

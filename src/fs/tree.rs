@@ -56,7 +56,7 @@ use super::inode::{Ino, InodeTable, Key, ROOT};
 use super::readme;
 use super::save::{self, Target};
 use super::scratch::{Limits, Scratches};
-use super::views::{Listing, Source, StepFile, ThreadFile};
+use super::views::{Source, StepFile, ThreadFile, Warmer};
 
 mod controls;
 mod layout;
@@ -73,6 +73,9 @@ pub const NAME_MAX: usize = 255;
 
 /// How many directory entries one `readdir` call returns at most.
 const PAGE: usize = 1024;
+
+/// The largest file whose bytes go into the kernel's page cache at its first open.
+pub const PREFILL_MAX: usize = 128 << 10;
 
 /// How a mount behaves.
 #[derive(Debug, Clone)]
@@ -204,7 +207,9 @@ pub enum Inval {
 /// The storage seen as a filesystem.
 #[derive(Debug)]
 pub struct Tree {
-    source: Source,
+    source: Arc<Source>,
+    /// Renders a thread's files ahead once a reader starts on it.
+    warmer: Warmer,
     opts: Options,
     readme: Arc<[u8]>,
     control: Control,
@@ -257,7 +262,6 @@ enum Open {
     Immutable(Key),
     Scratch(u64),
     Draft(Arc<str>),
-    Dir(Arc<Listing>),
     /// A file under `runs/` read where it lies (a log grows while its step runs).
     Disk(PathBuf),
     /// `wait` of a thread: the answer is fixed by the first read that finds no step running.
@@ -369,6 +373,8 @@ fn hash_name(name: &str, suffix: &str) -> Option<Hash> {
 
 impl Tree {
     pub fn new(source: Source, opts: Options) -> Tree {
+        let source = Arc::new(source);
+        let warmer = Warmer::start(source.clone());
         let readme = Arc::from(readme::text(source.root(), opts.read_only).into_bytes());
         let now = SystemTime::now();
         let control = Control::new(source.shared_store(), source.index_generation());
@@ -387,6 +393,7 @@ impl Tree {
                 inval: Vec::new(),
             }),
             source,
+            warmer,
             opts,
             readme,
         }
@@ -439,6 +446,11 @@ impl Tree {
         let ino = st.inodes.ino(&key);
         let attr = self.attr_of(&st, ino, &key)?;
         st.inodes.remember(ino);
+        if let Key::ThreadFile(id, ThreadFile::Transcript) | Key::StepFile(id, ..) = &key {
+            // Someone reads what this thread renders: render the rest of it, and the next
+            // thread, on the other CPU meanwhile.
+            self.warmer.thread(id);
+        }
         Ok(Lookup::Found(attr))
     }
 
@@ -579,6 +591,29 @@ impl Tree {
         })
     }
 
+    /// The bytes to put into the kernel's page cache as `fh` (just opened) is answered: those
+    /// of an immutable file of at most [`PREFILL_MAX`] bytes at its first open since the kernel
+    /// learned its inode, so the reader's first `read` finds its pages and sends no READ.
+    ///
+    /// Safe to push from inside the OPEN callback (`fuse-notes.md` §1.4 forbids notifying an
+    /// inode from a callback that holds an unanswered request for it): before its first open no
+    /// file can be open on the inode, so no READ of it can be waiting on a page lock.
+    pub fn prefill(&self, ino: Ino, fh: u64) -> Option<Arc<[u8]>> {
+        let mut st = self.lock();
+        let key = match st.handles.get(&fh) {
+            Some(Handle {
+                open: Open::Immutable(key),
+                write: false,
+            }) => key.clone(),
+            _ => return None,
+        };
+        if !st.inodes.first_fill(ino) {
+            return None;
+        }
+        let bytes = self.content(&st, &key).ok()?;
+        (!bytes.is_empty() && bytes.len() <= PREFILL_MAX).then_some(bytes)
+    }
+
     /// Reads from an open file, blocking while a `wait` waits (tests, export).
     pub fn read(&self, ino: Ino, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>, FsError> {
         match self.read_or_wait(ino, fh, offset, size)? {
@@ -641,7 +676,6 @@ impl Tree {
                     .as_slice(),
             ),
             Some(Open::Draft(n)) => self.yaml_text(&st, n)?.0,
-            Some(Open::Dir(_)) => return Err(FsError::IsDir),
             Some(Open::Disk(_) | Open::Wait(..) | Open::Control(_)) => {
                 return Err(FsError::BadHandle);
             }
@@ -660,41 +694,23 @@ impl Tree {
         self.link_target(&key)
     }
 
+    /// Opening a directory is not a request this tree answers, on any mount: the kernel then
+    /// stops sending `opendir`/`releasedir` for the connection, reads listings without a
+    /// handle, and caches each listing (`FOPEN_CACHE_DIR`) until the directory's mtime changes
+    /// (checked at every `readdir` from offset 0; see `fuse-notes.md` §3). That is exact here
+    /// because every directory's mtime moves with its listing (`views.rs`, "Architecture
+    /// Invariant"), and the attributes of a directory that can change are never cached.
     pub fn opendir(&self, ino: Ino) -> Result<Opened, FsError> {
-        if self.opts.read_only {
-            return Err(FsError::Unsupported);
-        }
+        let _ = ino;
+        Err(FsError::Unsupported)
+    }
+
+    /// One page of a directory from `offset` (0 = start), `.` and `..` first. Directories are
+    /// never opened (see [`Tree::opendir`]): each page is cut from the listing as it is now.
+    pub fn readdir(&self, ino: Ino, offset: u64) -> Result<Vec<DirEntry>, FsError> {
         let mut st = self.lock();
         let key = Self::dir_key(&st, ino)?;
         let listing = self.listing(&st, &key)?;
-        let caching = match self.attr_of(&st, ino, &key)?.caching {
-            Caching::Immutable => Caching::Immutable,
-            _ => Caching::Mutable,
-        };
-        let fh = st.next_fh;
-        st.next_fh += 1;
-        st.handles.insert(
-            fh,
-            Handle {
-                open: Open::Dir(listing),
-                write: false,
-            },
-        );
-        Ok(Opened {
-            fh,
-            caching,
-            writable: false,
-        })
-    }
-
-    /// One page of a directory from `offset` (0 = start), `.` and `..` first.
-    pub fn readdir(&self, ino: Ino, fh: u64, offset: u64) -> Result<Vec<DirEntry>, FsError> {
-        let mut st = self.lock();
-        let key = Self::dir_key(&st, ino)?;
-        let listing = match st.handles.get(&fh).map(|h| &h.open) {
-            Some(Open::Dir(l)) => l.clone(),
-            _ => self.listing(&st, &key)?,
-        };
         let parent = parent_of(&key);
         let parent_ino = st.inodes.ino(&parent);
         let mut out = Vec::new();
@@ -718,10 +734,6 @@ impl Tree {
             i += 1;
         }
         Ok(out)
-    }
-
-    pub fn releasedir(&self, fh: u64) {
-        self.lock().handles.remove(&fh);
     }
 
     // ---------------------------------------------------------------- writing

@@ -10,12 +10,21 @@
 //! Architecture Invariant: caches here are bounded and never stale beyond their rule. Rendered
 //! immutable content (nodes, versions, graphs, step files, transcripts — keyed by hash) lives in a
 //! byte-bounded FIFO; the registry and the thread index are re-read whenever their files' inode,
-//! size or mtime changes; big listings (`cas/`) are kept for at most [`LISTING_TTL`].
+//! size or mtime changes (and at every look while that mtime is younger than [`SETTLE`]); big
+//! listings (`cas/`) are kept for at most [`LISTING_TTL`].
+//!
+//! Architecture Invariant: a directory's mtime comes from the same snapshot as its listing and
+//! changes whenever that listing can have changed. The kernel caches every listing (the mount
+//! answers `opendir` with ENOSYS, which makes it use `FOPEN_CACHE_DIR`) and drops a cached
+//! listing only when the directory's mtime differs at the next `readdir` from offset 0. Hence
+//! the versions: [`Version`] turns a file's mtime into a directory mtime that is safe against
+//! coarse timestamps, and `cas/` is listed afresh once per [`LISTING_TTL`], its mtime the start
+//! of that period.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::cas::{Hash, Store, StoreError};
 use crate::engine::graph;
@@ -26,11 +35,58 @@ use super::error::FsError;
 use super::inode::Key;
 
 mod threads;
+mod warm;
 
 pub use threads::{StepFile, ThreadFile, ThreadRef, parse_step_dir, step_dir_name};
+pub use warm::{Order, Warmer};
 
 /// How long a listing of a big directory (`cas/`) is reused.
 pub const LISTING_TTL: Duration = Duration::from_secs(1);
+
+/// How old an index file's mtime must be before it can stand for the file's content.
+///
+/// File systems stamp mtimes from a coarse clock (a jiffy, up to 10 ms), so two replacements of
+/// `threads.yaml` within one tick can carry the same mtime (and, inode numbers being reused,
+/// the same stamp). Until the mtime is older than this, the file is re-read at every look and
+/// directories built from it report the current time as their mtime (a new one each time), so
+/// the kernel never keeps a listing under an mtime that a later change could repeat.
+pub const SETTLE: Duration = Duration::from_millis(100);
+
+/// The mtime a directory built from files stamped `mtime`, read at `read_at`, reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Version {
+    /// Old enough that any later change gets a later mtime.
+    Settled(SystemTime),
+    /// Too recent to tell changes within one clock tick apart.
+    Recent,
+}
+
+impl Version {
+    /// The version of files with these mtimes (`None`: absent), stamped before `read_at`.
+    pub(crate) fn of(
+        mtimes: impl IntoIterator<Item = Option<SystemTime>>,
+        read_at: SystemTime,
+        absent: SystemTime,
+    ) -> Version {
+        let newest = mtimes
+            .into_iter()
+            .map(|m| m.unwrap_or(absent))
+            .max()
+            .unwrap_or(absent);
+        match read_at.duration_since(newest) {
+            Ok(age) if age >= SETTLE => Version::Settled(newest),
+            _ => Version::Recent,
+        }
+    }
+
+    /// The directory mtime: the file's, or now (different at every call) while recent.
+    pub(crate) fn time(self) -> SystemTime {
+        match self {
+            Version::Settled(t) => t,
+            Version::Recent => SystemTime::now(),
+        }
+    }
+}
 
 /// Bytes of rendered immutable content kept in memory.
 const RENDER_BUDGET: usize = 32 << 20;
@@ -67,10 +123,10 @@ pub struct Source {
     store: Arc<Store>,
     root: PathBuf,
     mounted_at: SystemTime,
-    registry: Mutex<Option<(Stamp, Arc<Registry>)>>,
+    registry: Mutex<Option<(Stamp, Version, Arc<Registry>)>>,
     rendered: Mutex<ByteCache>,
-    listings: Mutex<HashMap<Key, (Instant, Arc<Listing>)>>,
-    cas_mtime: Mutex<Option<(Instant, SystemTime)>>,
+    /// `cas/` and `cas/schemas/`: the period each listing was made in (its mtime), the listing.
+    listings: Mutex<HashMap<Key, (SystemTime, Arc<Listing>)>>,
     threads: threads::Threads,
 }
 
@@ -104,6 +160,18 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// A millisecond time stamped with what it is the time of: plus sub-millisecond nanoseconds
+/// derived from `hash`. Node and registration times have millisecond resolution, so two
+/// versions (of a thread's head, of a workflow) within one millisecond would share a time; as a
+/// directory's mtime this one differs for every hash, so the kernel never keeps a listing of
+/// one version under the mtime of another.
+pub fn versioned(time: SystemTime, hash: Hash) -> SystemTime {
+    use std::hash::{Hash as _, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    hash.hash(&mut h);
+    time + Duration::from_nanos(h.finish() % 1_000_000)
+}
+
 /// Milliseconds since the epoch as a time.
 pub fn from_ms(ms: u64) -> SystemTime {
     UNIX_EPOCH + Duration::from_millis(ms)
@@ -125,7 +193,6 @@ impl Source {
             registry: Mutex::new(None),
             rendered: Mutex::new(ByteCache::default()),
             listings: Mutex::new(HashMap::new()),
-            cas_mtime: Mutex::new(None),
             threads: threads::Threads::default(),
         }
     }
@@ -150,19 +217,26 @@ impl Source {
 
     /// The registry, re-read only when `registry.yaml` changed on disk.
     pub fn registry(&self) -> Result<Arc<Registry>, FsError> {
+        Ok(self.registry_version()?.0)
+    }
+
+    /// The registry and the version of `registry.yaml` it was read from.
+    fn registry_version(&self) -> Result<(Arc<Registry>, Version), FsError> {
         let path = self.root.join("registry.yaml");
+        let read_at = SystemTime::now();
         let now = stamp(&path);
         let mut cached = lock(&self.registry);
-        if let Some((s, reg)) = cached.as_ref()
+        if let Some((s, v @ Version::Settled(_), reg)) = cached.as_ref()
             && Some(*s) == now
         {
-            return Ok(reg.clone());
+            return Ok((reg.clone(), *v));
         }
         let reg = Arc::new(index_files::read_registry(&self.root).map_err(FsError::internal)?);
+        let version = Version::of([now.map(|s| s.mtime)], read_at, self.mounted_at);
         if let Some(s) = now {
-            *cached = Some((s, reg.clone()));
+            *cached = Some((s, version, reg.clone()));
         }
-        Ok(reg)
+        Ok((reg, version))
     }
 
     /// The registry entry of `name`, if registered.
@@ -170,30 +244,17 @@ impl Source {
         Ok(self.registry()?.get(name).cloned())
     }
 
-    /// When the registry last changed (the time of `workflows/`).
-    pub fn registry_mtime(&self) -> SystemTime {
-        stamp(&self.root.join("registry.yaml"))
-            .map(|s| s.mtime)
-            .unwrap_or(self.mounted_at)
+    /// The mtime of `workflows/`: the version of `registry.yaml` (see [`Version`]).
+    pub fn registry_mtime(&self) -> Result<SystemTime, FsError> {
+        Ok(self.registry_version()?.1.time())
     }
 
-    /// When a node was last added to the store, as far as the type index tells (cached 1 s).
+    /// The mtime of `cas/` and `cas/schemas/`: the start of the current [`LISTING_TTL`]
+    /// period. Node files appear (a write) and disappear (`uwf cas gc`) without any index file
+    /// changing, so these listings are made afresh once per period, and the period is their
+    /// version: the kernel reads them again in the next one.
     pub fn cas_mtime(&self) -> SystemTime {
-        let mut cached = lock(&self.cas_mtime);
-        if let Some((at, t)) = *cached
-            && at.elapsed() < LISTING_TTL
-        {
-            return t;
-        }
-        let dir = self.root.join("cas").join("index").join("types");
-        let newest = std::fs::read_dir(&dir)
-            .into_iter()
-            .flatten()
-            .filter_map(|e| e.ok()?.metadata().ok()?.modified().ok())
-            .max()
-            .unwrap_or(self.mounted_at);
-        *cached = Some((Instant::now(), newest));
-        newest
+        listing_period(SystemTime::now())
     }
 
     /// Whether a node exists.
@@ -256,11 +317,18 @@ impl Source {
         Ok(content)
     }
 
+    /// How many rendered files are cached (tests).
+    #[cfg(test)]
+    pub(crate) fn rendered_count(&self) -> usize {
+        lock(&self.rendered).map.len()
+    }
+
     /// The entries of `cas/` (every node) or `cas/schemas/`, reused for [`LISTING_TTL`].
     pub fn cas_listing(&self, dir: &Key) -> Result<Arc<Listing>, FsError> {
+        let period = self.cas_mtime();
         let mut cache = lock(&self.listings);
-        if let Some((at, listing)) = cache.get(dir)
-            && at.elapsed() < LISTING_TTL
+        if let Some((made, listing)) = cache.get(dir)
+            && *made == period
         {
             return Ok(listing.clone());
         }
@@ -289,9 +357,17 @@ impl Source {
             _ => return Err(FsError::NotDir),
         };
         let listing = Arc::new(listing);
-        cache.insert(dir.clone(), (Instant::now(), listing.clone()));
+        cache.insert(dir.clone(), (period, listing.clone()));
         Ok(listing)
     }
+}
+
+/// The start of the [`LISTING_TTL`] period `t` falls in.
+fn listing_period(t: SystemTime) -> SystemTime {
+    let since = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let period = LISTING_TTL.as_nanos();
+    let start = since.as_nanos() - since.as_nanos() % period;
+    UNIX_EPOCH + Duration::from_nanos(u64::try_from(start).unwrap_or(u64::MAX))
 }
 
 /// Pretty JSON plus a final newline.
@@ -336,6 +412,40 @@ impl ByteCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_recent_mtime_is_no_version_until_it_settles() {
+        let now = SystemTime::now();
+        let absent = UNIX_EPOCH;
+        let young = Some(now - SETTLE / 2);
+        let old = Some(now - SETTLE * 2);
+        assert_eq!(Version::of([young, old], now, absent), Version::Recent);
+        assert_eq!(
+            Version::of([old, None], now, absent),
+            Version::Settled(now - SETTLE * 2)
+        );
+        assert_eq!(Version::of([None], now, absent), Version::Settled(absent));
+        // A recent version reports a new time at every look.
+        let a = Version::Recent.time();
+        std::thread::sleep(Duration::from_millis(1));
+        assert_ne!(a, Version::Recent.time());
+        // A clock that went back makes a file from the future: not settled either.
+        assert_eq!(
+            Version::of([Some(now + SETTLE)], now, absent),
+            Version::Recent
+        );
+    }
+
+    #[test]
+    fn listing_periods_start_on_whole_periods() {
+        let t = UNIX_EPOCH + Duration::from_millis(5_432);
+        assert_eq!(listing_period(t), UNIX_EPOCH + Duration::from_secs(5));
+        assert_eq!(
+            listing_period(t + Duration::from_millis(500)),
+            listing_period(t)
+        );
+        assert_ne!(listing_period(t + LISTING_TTL), listing_period(t));
+    }
 
     #[test]
     fn byte_cache_stays_within_budget() {

@@ -417,3 +417,29 @@ fn kill_archives_the_thread() {
         Err(FsError::Refused(_))
     ));
 }
+
+#[test]
+fn warming_renders_a_whole_thread_and_knows_the_next_one() {
+    let fx = Fx::with_loop("exit 3");
+    let first = fx.start("one");
+    fx.add_step(&first, "planner", json!({"plan": "first"}), "Plan A.");
+    fx.add_step(&first, "reviewer", json!({"ok": false}), "No.");
+    fx.finish(&first);
+    std::thread::sleep(Duration::from_millis(2));
+    let second = fx.start("two");
+    let source = fx.tree.source();
+    assert_eq!(source.next_thread(&first).as_deref(), Some(second.as_str()));
+    assert_eq!(source.next_thread(&second), None);
+    let before = source.rendered_count();
+    source.warm_thread(&first, crate::fs::views::Order::Listing);
+    // Two steps' output.yaml, output.json, body.md, detail.yaml, diff, and the transcript.
+    assert_eq!(source.rendered_count(), before + 2 * 5 + 1);
+    // What the warmer rendered is what the tree serves.
+    let s = format!("threads/{first}/steps/002-reviewer");
+    assert_eq!(fx.cat(&format!("{s}/output.yaml")), "ok: false\n");
+    assert_eq!(
+        source.rendered_count(),
+        before + 2 * 5 + 1,
+        "nothing new to render"
+    );
+}

@@ -12,7 +12,7 @@ use super::{Attr, Caching, Kind, State, Tree, hash_name, is_dir};
 use crate::cas::Hash;
 use crate::fs::error::FsError;
 use crate::fs::inode::{Ino, Key};
-use crate::fs::views::{Listing, from_ms};
+use crate::fs::views::{Listing, from_ms, versioned};
 
 impl Tree {
     pub(super) fn key_of(st: &State, ino: Ino) -> Result<Key, FsError> {
@@ -198,17 +198,22 @@ impl Tree {
             caching,
         };
         let mut attr = match key {
-            Key::Root => dir(0o555, t0, Caching::Mutable),
+            // Its four entries never change.
+            Key::Root => dir(0o555, t0, Caching::Immutable),
             Key::Readme => file(self.readme.len(), 0o444, t0, Caching::Immutable),
             Key::Workflows => dir(
                 0o755,
-                self.source.registry_mtime().max(st.workflows_changed),
+                self.source.registry_mtime()?.max(st.workflows_changed),
                 Caching::Mutable,
             ),
             Key::WorkflowsError => file(st.error.len(), 0o444, st.error_time, Caching::Volatile),
             Key::WfDir(n) => {
                 let time = match self.source.entry(n)? {
-                    Some(e) => from_ms(e.registered_at),
+                    // Its listing changes with a registration, and when `latest` appears with
+                    // the first thread (threads start after the version they run).
+                    Some(e) => {
+                        versioned(from_ms(e.registered_at), e.hash).max(self.newest_thread_time(n)?)
+                    }
                     None if st.drafts.contains_key(n) || st.scratch.any_in(key) => t0,
                     None => return Err(FsError::NotFound),
                 };
@@ -227,7 +232,11 @@ impl Tree {
                 let graph = self.source.workflow_graph(hash)?;
                 file(graph.bytes.len(), 0o444, time, Caching::Mutable)
             }
-            Key::WfVersions(n) => dir(0o555, self.current(n)?.1, Caching::Mutable),
+            Key::WfVersions(n) => {
+                // Its listing changes with the current version, even two within a millisecond.
+                let (hash, time) = self.current(n)?;
+                dir(0o555, versioned(time, hash), Caching::Mutable)
+            }
             Key::WfVersion(n, h) => {
                 if !self.is_version(n, *h) {
                     return Err(FsError::NotFound);

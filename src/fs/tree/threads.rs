@@ -17,7 +17,7 @@ use crate::fs::control::{self, Action};
 use crate::fs::error::FsError;
 use crate::fs::inode::{Ino, Key};
 use crate::fs::views::{
-    Listing, Source, StepFile, ThreadFile, ThreadRef, parse_step_dir, step_dir_name,
+    Listing, Source, StepFile, ThreadFile, ThreadRef, parse_step_dir, step_dir_name, versioned,
 };
 
 /// The size `wait` reports while a step runs: more than any answer, so the kernel asks us (the
@@ -60,6 +60,16 @@ impl Tree {
             }
         }
         Ok(out)
+    }
+
+    /// When the newest thread of workflow `name` started (the epoch when it has none).
+    pub(super) fn newest_thread_time(&self, name: &str) -> Result<SystemTime, FsError> {
+        Ok(match self.workflow_threads(name)?.last() {
+            Some(id) => ulid::Ulid::from_string(id)
+                .map(|u| crate::fs::views::from_ms(u.timestamp_ms()))
+                .unwrap_or(SystemTime::UNIX_EPOCH),
+            None => SystemTime::UNIX_EPOCH,
+        })
     }
 
     /// The entry called `name` in a thread directory (`None` for other directories' names).
@@ -281,7 +291,7 @@ impl Tree {
                 Kind::Dir,
                 0,
                 0o555,
-                self.source.threads_mtime(),
+                self.source.threads_mtime()?,
                 Caching::Mutable,
             ),
             Key::Thread(id) => {
@@ -293,7 +303,8 @@ impl Tree {
             Key::Steps(id) => {
                 let t = self.thread_ref(id)?;
                 let chain = self.source.chain(t.head)?;
-                let time = Source::head_time(&chain);
+                // Its listing changes with the head, even two heads within a millisecond.
+                let time = versioned(Source::head_time(&chain), t.head);
                 make(Kind::Dir, 0, 0o555, time, live(&t, Caching::Mutable))
             }
             Key::StepsLatest(id) => {
@@ -402,7 +413,7 @@ impl Tree {
             }
             Key::WfThreads(n) => {
                 let (_, time) = self.current(n)?;
-                let time = time.max(self.source.threads_mtime());
+                let time = time.max(self.source.threads_mtime()?);
                 make(Kind::Dir, 0, 0o555, time, Caching::Mutable)
             }
             Key::WfThreadLink(_, id) => {

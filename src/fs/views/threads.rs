@@ -14,6 +14,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
+use serde_json::Value;
+
 use crate::cas::Hash;
 use crate::engine::chain::{self, Chain};
 use crate::engine::index_files;
@@ -23,7 +25,7 @@ use crate::engine::thread::{self, Summary};
 use crate::engine::threads::RunFiles;
 use crate::engine::workflow::Workflow;
 
-use super::{Content, FsError, Render, Source, Stamp, from_ms, lock, stamp};
+use super::{Content, FsError, Render, Source, Stamp, Version, from_ms, lock, stamp};
 
 /// How long the thread index is trusted before its files' stamps are looked at again. Changes
 /// made through the mount bump [`Source::index_changed`] and are seen at once; changes by other
@@ -35,6 +37,11 @@ const INDEX_RECHECK: Duration = Duration::from_millis(100);
 const CHAINS: usize = 256;
 /// How many thread summaries (by head) stay in memory.
 const SUMMARIES: usize = 4096;
+/// How many parsed workflow versions stay in memory (for transcripts).
+const WORKFLOWS: usize = 64;
+/// Bytes (about) of parsed node payloads kept: a step's detail, raw output and body nodes,
+/// each needed by several of its files and by its thread's transcript.
+const PAYLOAD_BUDGET: usize = 8 << 20;
 
 /// The entries of `threads/<id>/` other than `steps/`, in listing order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -218,6 +225,8 @@ type IndexStamps = (Option<Stamp>, Option<Stamp>);
 /// The index as last read, with when and at which generation its stamps were checked.
 struct IndexCache {
     stamps: IndexStamps,
+    /// The version of the index files read (the mtime of `threads/`).
+    version: Version,
     index: Arc<Index>,
     checked: Instant,
     generation: u64,
@@ -236,6 +245,52 @@ pub(super) struct Threads {
     workflow_of: Mutex<HashMap<Arc<str>, Hash>>,
     /// Workflow hash → name (bounded by the number of workflow versions).
     names: Mutex<HashMap<Hash, Arc<str>>>,
+    workflows: Mutex<Bounded<Hash, Arc<Workflow>>>,
+    payloads: Mutex<Payloads>,
+}
+
+/// Parsed node payloads, oldest dropped first beyond [`PAYLOAD_BUDGET`] bytes (a payload's size
+/// is estimated from its strings; nodes are immutable, so eviction only costs a re-read).
+#[derive(Default)]
+struct Payloads {
+    map: HashMap<Hash, (Arc<Value>, usize)>,
+    order: VecDeque<Hash>,
+    bytes: usize,
+}
+
+impl Payloads {
+    fn get(&self, hash: Hash) -> Option<Arc<Value>> {
+        self.map.get(&hash).map(|(v, _)| v.clone())
+    }
+
+    fn insert(&mut self, hash: Hash, value: Arc<Value>) {
+        let size = approx_size(&value);
+        if size > PAYLOAD_BUDGET / 4 || self.map.contains_key(&hash) {
+            return;
+        }
+        self.bytes += size;
+        self.map.insert(hash, (value, size));
+        self.order.push_back(hash);
+        while self.bytes > PAYLOAD_BUDGET {
+            let Some(old) = self.order.pop_front() else {
+                break;
+            };
+            if let Some((_, size)) = self.map.remove(&old) {
+                self.bytes -= size;
+            }
+        }
+    }
+}
+
+/// About the bytes a JSON value holds in memory.
+fn approx_size(v: &Value) -> usize {
+    const NODE: usize = 32;
+    NODE + match v {
+        Value::String(s) => s.len(),
+        Value::Array(items) => items.iter().map(approx_size).sum(),
+        Value::Object(map) => map.iter().map(|(k, v)| k.len() + approx_size(v)).sum(),
+        _ => 0,
+    }
 }
 
 impl Default for Threads {
@@ -247,6 +302,8 @@ impl Default for Threads {
             summaries: Mutex::new(Bounded::new(SUMMARIES)),
             workflow_of: Mutex::new(HashMap::new()),
             names: Mutex::new(HashMap::new()),
+            workflows: Mutex::new(Bounded::new(WORKFLOWS)),
+            payloads: Mutex::new(Payloads::default()),
         }
     }
 }
@@ -271,24 +328,37 @@ impl Source {
     }
 
     fn thread_index(&self) -> Result<Arc<Index>, FsError> {
+        Ok(self.thread_index_version()?.0)
+    }
+
+    /// The index and the version of the files it was read from. While those files' mtime is
+    /// recent (see [`super::SETTLE`]) an unchanged stamp proves nothing, so they are read again.
+    fn thread_index_version(&self) -> Result<(Arc<Index>, Version), FsError> {
         let generation = self.threads.generation.load(Ordering::SeqCst);
         let mut cached = lock(&self.threads.index);
         if let Some(c) = cached.as_ref()
             && c.generation == generation
             && c.checked.elapsed() < INDEX_RECHECK
         {
-            return Ok(c.index.clone());
+            return Ok((c.index.clone(), c.version));
         }
+        let read_at = SystemTime::now();
         let stamps = (
             stamp(&self.root.join("threads.yaml")),
             stamp(&self.root.join("history.jsonl")),
         );
+        let version = Version::of(
+            [stamps.0.map(|s| s.mtime), stamps.1.map(|s| s.mtime)],
+            read_at,
+            self.mounted_at,
+        );
         if let Some(c) = cached.as_mut()
             && c.stamps == stamps
+            && matches!(c.version, Version::Settled(_))
         {
             c.checked = Instant::now();
             c.generation = generation;
-            return Ok(c.index.clone());
+            return Ok((c.index.clone(), c.version));
         }
         let mut map: HashMap<Arc<str>, ThreadRef> = HashMap::new();
         // Later lines win, and an active entry wins over an archived one (a crash between the
@@ -318,11 +388,12 @@ impl Source {
         let index = Arc::new(Index { ids, map });
         *cached = Some(IndexCache {
             stamps,
+            version,
             index: index.clone(),
             checked: Instant::now(),
             generation,
         });
-        Ok(index)
+        Ok((index, version))
     }
 
     /// Every thread id, active and archived, oldest first.
@@ -335,17 +406,9 @@ impl Source {
         Ok(self.thread_index()?.map.get(id).cloned())
     }
 
-    /// When the thread index last changed (the time of `threads/`).
-    pub fn threads_mtime(&self) -> SystemTime {
-        [
-            stamp(&self.root.join("threads.yaml")),
-            stamp(&self.root.join("history.jsonl")),
-        ]
-        .into_iter()
-        .flatten()
-        .map(|s| s.mtime)
-        .max()
-        .unwrap_or(self.mounted_at)
+    /// The mtime of `threads/`: the version of the index its listing comes from.
+    pub fn threads_mtime(&self) -> Result<SystemTime, FsError> {
+        Ok(self.thread_index_version()?.1.time())
     }
 
     /// The chain ending at `head`.
@@ -382,13 +445,57 @@ impl Source {
         Ok((hash, self.workflow_name(hash)?))
     }
 
+    /// A workflow version, parsed.
+    fn workflow(&self, hash: Hash) -> Result<Arc<Workflow>, FsError> {
+        if let Some(w) = lock(&self.threads.workflows).get(&hash) {
+            return Ok(w);
+        }
+        let w = Arc::new(Workflow::load(&self.store, hash).map_err(internal)?);
+        lock(&self.threads.workflows).insert(hash, w.clone());
+        Ok(w)
+    }
+
+    /// A node's payload, read once for the several files that show it.
+    fn payload(&self, hash: Hash) -> Result<Arc<Value>, FsError> {
+        if let Some(v) = lock(&self.threads.payloads).get(hash) {
+            return Ok(v);
+        }
+        let v = Arc::new(self.store.get_payload(hash).map_err(internal)?);
+        lock(&self.threads.payloads).insert(hash, v.clone());
+        Ok(v)
+    }
+
+    /// The text of the node a detail field (`raw`, `body`) names, if it is one.
+    fn detail_text(&self, detail: &Value, key: &str) -> Option<Arc<Value>> {
+        let hash = Hash::parse(detail.get(key)?.as_str()?).ok()?;
+        self.payload(hash).ok()
+    }
+
+    /// `body.md`: [`ThreadView::body_of`] through the payload cache.
+    fn body_of(&self, detail: Hash) -> Option<String> {
+        let detail = self.payload(detail).ok()?;
+        self.detail_text(&detail, "body")?
+            .as_str()
+            .map(str::to_owned)
+    }
+
+    /// `detail.yaml`: [`render::detail_yaml`] through the payload cache.
+    fn detail_yaml(&self, detail: Hash) -> Result<String, FsError> {
+        let mut detail = Value::clone(&*self.payload(detail)?);
+        for key in ["raw", "body"] {
+            if let Some(text) = self.detail_text(&detail, key) {
+                detail[format!("{key}Text")] = Value::clone(&*text);
+            }
+        }
+        Ok(render::output_yaml(&detail))
+    }
+
     /// The `name` of a workflow version.
     pub fn workflow_name(&self, hash: Hash) -> Result<Arc<str>, FsError> {
         if let Some(name) = lock(&self.threads.names).get(&hash) {
             return Ok(name.clone());
         }
-        let w = Workflow::load(&self.store, hash).map_err(internal)?;
-        let name: Arc<str> = Arc::from(w.name.as_str());
+        let name: Arc<str> = Arc::from(self.workflow(hash)?.name.as_str());
         lock(&self.threads.names).insert(hash, name.clone());
         Ok(name)
     }
@@ -437,12 +544,8 @@ impl Source {
             let bytes = match file {
                 StepFile::OutputYaml => render::output_yaml(&entry.output()),
                 StepFile::OutputJson => render::output_json(&entry.output()),
-                StepFile::Body => {
-                    ThreadView::body_of(&self.store, entry.detail).unwrap_or_default()
-                }
-                StepFile::Detail => {
-                    render::detail_yaml(&self.store, entry.detail).map_err(internal)?
-                }
+                StepFile::Body => self.body_of(entry.detail).unwrap_or_default(),
+                StepFile::Detail => self.detail_yaml(entry.detail)?,
                 StepFile::Diff => {
                     let before = chain.steps[..index]
                         .iter()
@@ -451,11 +554,12 @@ impl Source {
                         .find(|(_, s)| s.role == entry.role);
                     match before {
                         None => String::new(),
+                        // Both sides are the steps' `output.yaml`, rendered once each.
                         Some((j, prev)) => render::unified_diff(
                             &format!("{}/output.yaml", step_dir_name(j, &prev.role)),
-                            &render::output_yaml(&prev.output()),
+                            &self.output_yaml(chain, j)?,
                             &format!("{}/output.yaml", step_dir_name(index, &entry.role)),
-                            &render::output_yaml(&entry.output()),
+                            &self.output_yaml(chain, index)?,
                         ),
                     }
                 }
@@ -463,6 +567,12 @@ impl Source {
             };
             Ok((bytes.into_bytes(), entry.timestamp))
         })
+    }
+
+    /// The text of step `index`'s `output.yaml`.
+    fn output_yaml(&self, chain: &Chain, index: usize) -> Result<String, FsError> {
+        let c = self.step_content(chain, index, StepFile::OutputYaml)?;
+        Ok(String::from_utf8_lossy(&c.bytes).into_owned())
     }
 
     /// `transcript.md`: `uwf thread read` of the thread at its head, with `status` as the
@@ -479,9 +589,9 @@ impl Source {
                 head: t.head,
                 chain: (*chain).clone(),
                 workflow_hash,
-                workflow: Workflow::load(&self.store, workflow_hash).map_err(internal)?,
+                workflow: Workflow::clone(&*self.workflow(workflow_hash)?),
             };
-            let body_of = |e: &chain::Entry| ThreadView::body_of(&self.store, e.detail);
+            let body_of = |e: &chain::Entry| self.body_of(e.detail);
             let len = view.chain.steps.len();
             let text = render::transcript(&view, status, len, None, &body_of);
             let time = chain
