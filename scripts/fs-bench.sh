@@ -14,6 +14,7 @@ cd "$(dirname "$0")/.."
 THREADS=${1:-30}
 BIG=1000
 RUNS=7
+COLD_RUNS=5
 
 target=$(realpath -m "${CARGO_TARGET_DIR:-target}")
 cargo build --release --quiet
@@ -126,16 +127,25 @@ mount_uwf() { # dir [flags] → sets $pid (not in a subshell: cleanup needs MOUN
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b == 0) b = 1; printf "%.2f", a / b }'; }
 
 # ---------------------------------------------------------------- timings
-sync; echo 3 > /proc/sys/vm/drop_caches
+# Cold: each run a fresh mount; the median of $COLD_RUNS (one run alone swings by ±10 % here).
+colds=() hot_disk=() cold_exports=()
+for _ in $(seq $COLD_RUNS); do
+  sync; echo 3 > /proc/sys/vm/drop_caches
+  mount_uwf "$B/mnt"
+  colds+=("$(timed "$B/mnt/threads" cat_all)")
+  "$UWF" umount "$B/mnt" >/dev/null
+  # Again with the store's pages still cached: the kernel's FUSE caches alone start cold.
+  mount_uwf "$B/mnt"
+  hot_disk+=("$(timed "$B/mnt/threads" cat_all)")
+  cold_exports+=("$(timed "$B/export/threads" cat_all)")
+  "$UWF" umount "$B/mnt" >/dev/null
+done
+cold_mount=$(median "${colds[@]}")
+cold_mount_hot_disk=$(median "${hot_disk[@]}")
+cold_export=$(median "${cold_exports[@]}")
 mount_uwf "$B/mnt"
-cold_mount=$(timed "$B/mnt/threads" cat_all)
 read -r warm_export warm_mount < <(warm_pair "$B/export/threads" "$B/mnt/threads" cat_all)
 read -r find_export find_mount < <(warm_pair "$B/export/threads" "$B/mnt/threads" find_all)
-"$UWF" umount "$B/mnt" >/dev/null
-# Cold again: a fresh mount with the store's pages still cached (the kernel's FUSE caches alone).
-mount_uwf "$B/mnt"
-cold_mount_hot_disk=$(timed "$B/mnt/threads" cat_all)
-cold_export=$(timed "$B/export/threads" cat_all)
 "$UWF" umount "$B/mnt" >/dev/null
 mount_uwf "$B/ro" --read-only
 read -r ro_export warm_ro < <(warm_pair "$B/export/threads" "$B/ro/threads" cat_all)
@@ -156,7 +166,7 @@ rss=$(awk '/VmRSS/ {print $2}' "/proc/$pid/status")
 # ---------------------------------------------------------------- report
 echo
 echo "uwf filesystem benchmark: $THREADS finished threads, $files files in threads/ (4 steps each)"
-echo "export on tmpfs vs uwf mount (ms; warm = median of $RUNS; find = 10 runs)"
+echo "export on tmpfs vs uwf mount (ms; warm = median of $RUNS; cold = median of $COLD_RUNS fresh mounts; find = 10 runs)"
 printf '  %-34s %8s %8s %7s   %s\n' "" export mount ratio target
 row() { printf '  %-34s %8s %8s %7s   %s\n' "$1" "$2" "$3" "$(ratio "$3" "$2")x" "$4"; }
 row "warm cat of every file (rw)" "$warm_export" "$warm_mount" "<= 2.2x"
