@@ -266,47 +266,65 @@ impl History {
 
     /// This history with `entry` appended.
     fn with(&self, entry: &Entry) -> History {
-        let mut header = self.header.clone();
-        header.head = entry.hash;
-        header.len += 1;
-        header.position = entry.role.clone();
-        *header.visits.entry(entry.role.clone()).or_insert(0) += 1;
-        let mut lines = String::with_capacity(self.lines.len() + entry.output_json().len() + 128);
-        lines.push_str(&self.lines);
-        push_line(&mut lines, entry);
-        header.lines_xxh64 = checksum(&lines);
-        History { header, lines }
+        let mut history = History {
+            header: self.header.clone(),
+            lines: String::with_capacity(self.lines.len() + entry.output_json().len() + 128),
+        };
+        history.lines.push_str(&self.lines);
+        history.push(entry);
+        history.seal();
+        history
     }
 
     fn of(chain: &Chain) -> History {
-        let mut visits = std::collections::BTreeMap::new();
-        let mut lines = String::new();
-        for s in &chain.steps {
-            *visits.entry(s.role.clone()).or_insert(0) += 1;
-            push_line(&mut lines, s);
-        }
-        History {
+        let mut history = History {
             header: Header {
                 start_hash: chain.start_hash,
                 start: chain.start.clone(),
                 start_timestamp: chain.start_timestamp,
-                head: chain.head(),
-                len: chain.steps.len(),
-                position: chain.position().to_owned(),
-                visits,
-                lines_xxh64: checksum(&lines),
+                head: chain.start_hash,
+                len: 0,
+                position: super::workflow::START.to_owned(),
+                visits: std::collections::BTreeMap::new(),
+                lines_xxh64: 0,
             },
-            lines,
+            lines: String::new(),
+        };
+        for s in &chain.steps {
+            history.push(s);
         }
+        history.seal();
+        history
     }
 
-    fn parse(text: String) -> Option<History> {
-        let (first, rest) = text.split_once('\n')?;
-        let header: Header = serde_json::from_str(first).ok()?;
-        (checksum(rest) == header.lines_xxh64).then(|| History {
-            header,
-            lines: rest.to_owned(),
-        })
+    /// Appends a step's line and counts it in the header (the checksum is left to [`seal`]).
+    ///
+    /// [`seal`]: History::seal
+    fn push(&mut self, entry: &Entry) {
+        use std::fmt::Write;
+        let header = &mut self.header;
+        header.head = entry.hash;
+        header.len += 1;
+        header.position.clone_from(&entry.role);
+        *header.visits.entry(entry.role.clone()).or_insert(0) += 1;
+        let _ = write!(
+            self.lines,
+            "{} {} {} ",
+            entry.hash, entry.output_hash, entry.timestamp
+        );
+        entry.write_context(&mut self.lines);
+        self.lines.push('\n');
+    }
+
+    fn seal(&mut self) {
+        self.header.lines_xxh64 = checksum(&self.lines);
+    }
+
+    fn parse(mut text: String) -> Option<History> {
+        let split = text.find('\n')?;
+        let header: Header = serde_json::from_str(&text[..split]).ok()?;
+        let lines = text.split_off(split + 1);
+        (checksum(&lines) == header.lines_xxh64).then_some(History { header, lines })
     }
 
     fn to_text(&self) -> String {
@@ -327,24 +345,15 @@ fn write_context_start(out: &mut String, start: &Start) {
     out.push_str("},\"steps\":[");
 }
 
-fn push_line(lines: &mut String, entry: &Entry) {
-    use std::fmt::Write;
-    let _ = write!(
-        lines,
-        "{} {} {} ",
-        entry.hash, entry.output_hash, entry.timestamp
-    );
-    entry.write_context(lines);
-    lines.push('\n');
+/// A cache line's fields: hash, output hash, timestamp, context item.
+fn line_fields(line: &str) -> Option<[&str; 4]> {
+    let mut parts = line.splitn(4, ' ');
+    Some([parts.next()?, parts.next()?, parts.next()?, parts.next()?])
 }
 
-/// The context item of a cache line (after its three space-separated fields).
+/// The context item of a cache line.
 fn line_item(line: &str) -> Option<&str> {
-    let mut parts = line.splitn(4, ' ');
-    parts.next()?;
-    parts.next()?;
-    parts.next()?;
-    parts.next()
+    line_fields(line).map(|[.., item]| item)
 }
 
 fn parse_line(line: &str) -> Option<Entry> {
@@ -355,11 +364,11 @@ fn parse_line(line: &str) -> Option<Entry> {
         detail: Hash,
         agent: String,
     }
-    let mut parts = line.splitn(4, ' ');
-    let hash = Hash::parse(parts.next()?).ok()?;
-    let output_hash = Hash::parse(parts.next()?).ok()?;
-    let timestamp = parts.next()?.parse().ok()?;
-    let item: Item = serde_json::from_str(parts.next()?).ok()?;
+    let [hash, output_hash, timestamp, item] = line_fields(line)?;
+    let hash = Hash::parse(hash).ok()?;
+    let output_hash = Hash::parse(output_hash).ok()?;
+    let timestamp = timestamp.parse().ok()?;
+    let item: Item = serde_json::from_str(item).ok()?;
     Some(Entry {
         hash,
         role: item.role,
