@@ -134,23 +134,24 @@ fn step_locked(
         Ok((moderator, context))
     };
     let mut prepared = None;
-    let next = match decisions::cached_next(store, view.workflow_hash, &view.workflow, view.head) {
-        Some(next) => next,
-        None => {
-            let (moderator, context) = prepare()?;
-            let next = moderator
-                .decide_prepared(view.history.position(), &context)?
-                .next;
-            prepared = Some(Ok((moderator, context)));
-            next
-        }
-    };
+    let next =
+        match decisions::cached_next(store, view.workflow_hash(), &view.workflow, view.head()) {
+            Some(next) => next,
+            None => {
+                let (moderator, context) = prepare()?;
+                let next = moderator
+                    .decide_prepared(view.history.position(), &context)?
+                    .next;
+                prepared = Some(Ok((moderator, context)));
+                next
+            }
+        };
     if next == END {
-        threads::archive(root, id, view.workflow_hash, "done")?;
+        threads::archive(root, id, view.workflow_hash(), "done")?;
         return Ok(Stepped {
             workflow: view.workflow.name.clone(),
             thread: id.to_owned(),
-            head: view.head,
+            head: view.head(),
             role: None,
             done: true,
         });
@@ -172,7 +173,7 @@ fn step_locked(
             ("UWF_THREAD".into(), id.to_owned()),
             ("UWF_ROLE".into(), role.clone()),
             ("UWF_WORKFLOW".into(), view.workflow.name.clone()),
-            ("UWF_WORKFLOW_HASH".into(), view.workflow_hash.to_string()),
+            ("UWF_WORKFLOW_HASH".into(), view.workflow_hash().to_string()),
             ("UWF_STEP_STARTED_MS".into(), info.started_at.to_string()),
         ],
         log: Some(files.log()),
@@ -199,23 +200,23 @@ fn step_locked(
         hash: hash.to_string(),
         reason,
     })?;
-    threads::compare_and_set(root, id, view.head, hash)?;
+    threads::compare_and_set(root, id, view.head(), hash)?;
 
     // Evaluate again: a thread whose next position is `$END` is archived now. The step itself
     // succeeded; if routing cannot decide now, the next step reports why.
     let (_, added) = chain::extend_history(store, &view.history, hash)?;
-    chain::forget(store, view.head);
-    decisions::forget(store, view.head);
+    chain::forget(store, view.head());
+    decisions::forget(store, view.head());
     context.append("steps", added.context_json());
     let done = match moderator.decide_prepared(&added.role, &context) {
         Ok(d) => {
-            decisions::remember(store, view.workflow_hash, &view.workflow, hash, &d.next);
+            decisions::remember(store, view.workflow_hash(), &view.workflow, hash, &d.next);
             d.next == END
         }
         Err(_) => false,
     };
     if done {
-        threads::archive(root, id, view.workflow_hash, "done")?;
+        threads::archive(root, id, view.workflow_hash(), "done")?;
     }
     Ok(Stepped {
         workflow: view.workflow.name,
@@ -229,21 +230,22 @@ fn step_locked(
 /// The thread as a step reads it: head, history (header only: a step never parses the steps)
 /// and workflow.
 struct Current {
-    head: Hash,
     history: History,
-    workflow_hash: Hash,
     workflow: Workflow,
 }
 
 impl Current {
     fn load(store: &Store, id: &str) -> Result<Current, SubmitError> {
         let (history, workflow) = submit::load_light(store, id)?;
-        Ok(Current {
-            head: history.head(),
-            workflow_hash: history.start().workflow,
-            history,
-            workflow,
-        })
+        Ok(Current { history, workflow })
+    }
+
+    fn head(&self) -> Hash {
+        self.history.head()
+    }
+
+    fn workflow_hash(&self) -> Hash {
+        self.history.start().workflow
     }
 }
 
@@ -266,7 +268,7 @@ fn verify(store: &Store, view: &Current, role: &str, hash: Hash) -> Result<(), S
             view.history.start_hash()
         ));
     }
-    let expected_prev = (view.head != view.history.start_hash()).then_some(view.head);
+    let expected_prev = (view.head() != view.history.start_hash()).then_some(view.head());
     if step.prev != expected_prev {
         let show = |h: Option<Hash>| h.map(|h| h.to_string()).unwrap_or_else(|| "null".into());
         return Err(format!(
