@@ -77,13 +77,21 @@ fn read_optional(path: &Path) -> Result<Option<String>, IndexError> {
 }
 
 fn read_yaml<T: serde::de::DeserializeOwned + Default>(path: &Path) -> Result<T, IndexError> {
-    let Some(text) = read_optional(path)? else {
-        return Ok(T::default());
-    };
+    match read_optional(path)? {
+        Some(text) => parse_yaml(path, &text),
+        None => Ok(T::default()),
+    }
+}
+
+/// Parses the text of index file `path`; empty text is the empty index.
+fn parse_yaml<T: serde::de::DeserializeOwned + Default>(
+    path: &Path,
+    text: &str,
+) -> Result<T, IndexError> {
     if text.trim().is_empty() {
         return Ok(T::default());
     }
-    serde_yaml::from_str(&text).map_err(|e| IndexError::Damaged {
+    serde_yaml::from_str(text).map_err(|e| IndexError::Damaged {
         path: path.to_path_buf(),
         reason: e.to_string(),
     })
@@ -101,12 +109,13 @@ pub fn read_registry(root: &Path) -> Result<Registry, IndexError> {
 /// goes through the YAML parser, which also words the errors.
 pub fn read_threads(root: &Path) -> Result<Threads, IndexError> {
     let path = root.join("threads.yaml");
-    if let Some(text) = read_optional(&path)?
-        && let Some(threads) = parse_threads_plain(&text)
-    {
-        return Ok(threads);
+    let Some(text) = read_optional(&path)? else {
+        return Ok(Threads::default());
+    };
+    match parse_threads_plain(&text) {
+        Some(threads) => Ok(threads),
+        None => parse_yaml(&path, &text),
     }
-    read_yaml(&path)
 }
 
 /// `threads.yaml` in the exact form `serde_yaml` writes for a [`Threads`] map, or `None`.
