@@ -158,6 +158,14 @@ fn reply_entry(reply: ReplyEntry, result: Result<Attr, FsError>) {
     }
 }
 
+/// Answers a request that returns nothing but success or an errno.
+fn reply_empty(reply: ReplyEmpty, result: Result<(), FsError>) {
+    match result {
+        Ok(()) => reply.ok(),
+        Err(e) => reply.error(errno(&e)),
+    }
+}
+
 /// A found entry: the name for [`ttl`], the attributes for [`attr_ttl`].
 fn found(reply: ReplyEntry, a: &Attr) {
     reply.entry_with_ttls(&attr_ttl(a), &ttl(a.caching), &file_attr(a), Generation(0))
@@ -332,20 +340,17 @@ impl Filesystem for Adapter {
             let result = name_str(name).and_then(|n| self.tree.unlink(parent.0, n));
             trace!(self, "UNLINK {} {name:?} -> {result:?}", parent.0);
             self.send_invalidations();
-            match result {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(errno(&e)),
-            }
+            reply_empty(reply, result)
         })
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        guarded(
-            || match name_str(name).and_then(|n| self.tree.rmdir(parent.0, n)) {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(errno(&e)),
-            },
-        )
+        guarded(|| {
+            reply_empty(
+                reply,
+                name_str(name).and_then(|n| self.tree.rmdir(parent.0, n)),
+            )
+        })
     }
 
     fn symlink(
@@ -389,10 +394,7 @@ impl Filesystem for Adapter {
                 newparent.0
             );
             self.send_invalidations();
-            match result {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(errno(&e)),
-            }
+            reply_empty(reply, result)
         })
     }
 
@@ -518,10 +520,7 @@ impl Filesystem for Adapter {
             let result = self.tree.flush(fh.0);
             trace!(self, "FLUSH fh={} -> {result:?}", fh.0);
             self.send_invalidations();
-            match result {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(errno(&e)),
-            }
+            reply_empty(reply, result)
         })
     }
 
@@ -551,10 +550,7 @@ impl Filesystem for Adapter {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        guarded(|| match self.tree.fsync(fh.0) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(&e)),
-        })
+        guarded(|| reply_empty(reply, self.tree.fsync(fh.0)))
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
@@ -641,10 +637,7 @@ impl Filesystem for Adapter {
     }
 
     fn access(&self, _req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
-        guarded(|| match self.tree.access(ino.0, mask.bits()) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(&e)),
-        })
+        guarded(|| reply_empty(reply, self.tree.access(ino.0, mask.bits())))
     }
 
     fn create(
