@@ -1261,19 +1261,28 @@ mod tests {
         );
     }
 
-    #[test]
-    fn an_input_recovers_after_a_timeout() {
-        let input = Input::new(context());
-        let limits = Limits {
+    fn short_limits() -> Limits {
+        Limits {
             timeout: Duration::from_millis(100),
             ..Limits::default()
-        };
+        }
+    }
+
+    /// Runs an evaluation on `input` that times out, so its worker is abandoned.
+    fn time_out(input: &Input, limits: &Limits) {
         let stuck = compile("$string($reduce([1..24], function($o, $i){{'l': $o, 'r': $o}}, 1))")
             .expect("compiles");
         assert!(matches!(
-            stuck.evaluate_prepared(&input, &[], &limits),
+            stuck.evaluate_prepared(input, &[], limits),
             Err(JsonataError::Timeout { .. })
         ));
+    }
+
+    #[test]
+    fn an_input_recovers_after_a_timeout() {
+        let input = Input::new(context());
+        let limits = short_limits();
+        time_out(&input, &limits);
         let fine = compile("$count(steps)").expect("compiles");
         assert_eq!(
             fine.evaluate_prepared(&input, &[], &limits),
@@ -1323,16 +1332,8 @@ mod tests {
     fn appended_items_survive_a_new_worker() {
         let input = Input::new(context());
         input.append("steps", r#"{"role": "tester"}"#.to_owned());
-        let limits = Limits {
-            timeout: Duration::from_millis(100),
-            ..Limits::default()
-        };
-        let stuck = compile("$string($reduce([1..24], function($o, $i){{'l': $o, 'r': $o}}, 1))")
-            .expect("compiles");
-        assert!(matches!(
-            stuck.evaluate_prepared(&input, &[], &limits),
-            Err(JsonataError::Timeout { .. })
-        ));
+        let limits = short_limits();
+        time_out(&input, &limits);
         // The abandoned worker held the grown document; its successor rebuilds it.
         let last = compile("[$count(steps), steps[-1].role]").expect("compiles");
         assert_eq!(
