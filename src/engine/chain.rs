@@ -425,10 +425,13 @@ pub fn history(store: &Store, head: Hash) -> Result<History, ChainError> {
     Ok(History::of(&load(store, head)?))
 }
 
-/// The history of `step`, a step whose prev is `parent`'s head; cached. Also returns the new
-/// step's entry.
+/// The history of `step`, the new head of `thread` whose previous head is `parent`'s; cached.
+/// The parent's cache file is retired (no thread has that head any more) and its inode reused
+/// through the thread's spare file ([`crate::cas::store::write_recycling`]). Also returns the
+/// new step's entry.
 pub fn extend_history(
     store: &Store,
+    thread: &str,
     parent: &History,
     step: Hash,
 ) -> Result<(History, Entry), ChainError> {
@@ -436,13 +439,22 @@ pub fn extend_history(
     let payload = read_step(&node)?;
     let entry = entry(store, &node, payload)?;
     let history = parent.with(&entry);
-    write_history(store, &history);
+    // Best effort, like every cache write.
+    let target = cache_path(store, history.head());
+    if let Some(dir) = target.parent() {
+        let spare = dir.join(format!("{thread}.spare"));
+        let retired = cache_path(store, parent.head());
+        let text = history.to_text();
+        let write =
+            || crate::cas::store::write_recycling(&spare, &target, text.as_bytes(), Some(&retired));
+        if let Err(e) = write()
+            && e.kind() == std::io::ErrorKind::NotFound
+            && std::fs::create_dir_all(dir).is_ok()
+        {
+            let _ = write();
+        }
+    }
     Ok((history, entry))
-}
-
-/// Drops the cached chain of a head that is no longer any thread's head.
-pub fn forget(store: &Store, head: Hash) {
-    let _ = std::fs::remove_file(cache_path(store, head));
 }
 
 /// A chain entry for a step node, with its output read.

@@ -15,8 +15,11 @@ use crate::cas::{Hash, Store};
 
 use super::workflow::Workflow;
 
+/// A cached decision. It names its head: files are recycled (see [`remember`]), so a reader
+/// holding an old one open could read another head's decision.
 #[derive(Debug, Serialize, Deserialize)]
 struct Cached {
+    head: Hash,
     workflow: Hash,
     next: String,
 }
@@ -50,28 +53,52 @@ pub fn cached_next(
     }
     let bytes = std::fs::read(path(store, head)).ok()?;
     let cached: Cached = serde_json::from_slice(&bytes).ok()?;
-    (cached.workflow == workflow_hash).then_some(cached.next)
+    (cached.head == head && cached.workflow == workflow_hash).then_some(cached.next)
 }
 
-/// Remembers a decision (best effort: the cache only saves time).
-pub fn remember(store: &Store, workflow_hash: Hash, workflow: &Workflow, head: Hash, next: &str) {
+/// Remembers a decision (best effort: the cache only saves time). With `retire` (a thread and
+/// its previous head, which no thread has as its head any more), that head's decision file is
+/// dropped and its inode reused through the thread's spare file
+/// ([`crate::cas::store::write_recycling`]).
+pub fn remember(
+    store: &Store,
+    workflow_hash: Hash,
+    workflow: &Workflow,
+    head: Hash,
+    next: &str,
+    retire: Option<(&str, Hash)>,
+) {
     if !cacheable(workflow) {
         return;
     }
+    let Ok(bytes) = serde_json::to_vec(&Cached {
+        head,
+        workflow: workflow_hash,
+        next: next.to_owned(),
+    }) else {
+        return;
+    };
     let target = path(store, head);
-    if let Some(dir) = target.parent()
-        && std::fs::create_dir_all(dir).is_ok()
-        && let Ok(bytes) = serde_json::to_vec(&Cached {
-            workflow: workflow_hash,
-            next: next.to_owned(),
-        })
-    {
-        let _ = crate::cas::store::write_atomic(
-            &store.root().join("cas").join("tmp"),
-            &target,
-            &bytes,
-            false,
-        );
+    let Some(dir) = target.parent() else { return };
+    match retire {
+        Some((thread, old)) => {
+            let spare = dir.join(format!("{thread}.spare"));
+            let retired = path(store, old);
+            let write =
+                || crate::cas::store::write_recycling(&spare, &target, &bytes, Some(&retired));
+            if let Err(e) = write()
+                && e.kind() == std::io::ErrorKind::NotFound
+                && std::fs::create_dir_all(dir).is_ok()
+            {
+                let _ = write();
+            }
+        }
+        None => {
+            if std::fs::create_dir_all(dir).is_ok() {
+                let tmp = store.root().join("cas").join("tmp");
+                let _ = crate::cas::store::write_atomic(&tmp, &target, &bytes, false);
+            }
+        }
     }
 }
 
@@ -100,16 +127,32 @@ mod tests {
         let w = wf("$count(steps) < 3");
         let (wh, head) = (Hash::from_u64(1), Hash::from_u64(2));
         assert_eq!(cached_next(&store, wh, &w, head), None);
-        remember(&store, wh, &w, head, "a");
+        remember(&store, wh, &w, head, "a", None);
         assert_eq!(cached_next(&store, wh, &w, head).as_deref(), Some("a"));
         // Another workflow version at the same head does not see it.
         assert_eq!(cached_next(&store, Hash::from_u64(3), &w, head), None);
         forget(&store, head);
         assert_eq!(cached_next(&store, wh, &w, head), None);
 
+        // A step's decision takes over its previous head's file; one spare per thread.
+        let (h2, h3) = (Hash::from_u64(4), Hash::from_u64(5));
+        remember(&store, wh, &w, h2, "a", Some(("T", head)));
+        remember(&store, wh, &w, h3, "$END", Some(("T", h2)));
+        assert_eq!(cached_next(&store, wh, &w, h3).as_deref(), Some("$END"));
+        assert_eq!(cached_next(&store, wh, &w, h2), None);
+        let mut names: Vec<_> = std::fs::read_dir(dir.path().join("cache/decisions"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names, [format!("{h3}.json"), "T.spare".into()]);
+        // A file read under another head's name is not that head's decision.
+        std::fs::copy(path(&store, h3), path(&store, h2)).unwrap();
+        assert_eq!(cached_next(&store, wh, &w, h2), None);
+
         let timed = wf("$millis() > 0");
         assert!(!cacheable(&timed));
-        remember(&store, wh, &timed, head, "a");
+        remember(&store, wh, &timed, head, "a", None);
         assert_eq!(cached_next(&store, wh, &timed, head), None);
     }
 }

@@ -204,16 +204,21 @@ fn step_locked(
 
     // Evaluate again: a thread whose next position is `$END` is archived now. The step itself
     // succeeded; if routing cannot decide now, the next step reports why.
-    let (_, added) = chain::extend_history(store, &view.history, hash)?;
-    chain::forget(store, view.head());
-    decisions::forget(store, view.head());
+    // The previous head's cache files are taken over by the new head's (no inode freed).
+    let (_, added) = chain::extend_history(store, id, &view.history, hash)?;
     context.append("steps", added.context_json());
+    let retire = Some((id, view.head()));
     let done = match moderator.decide_prepared(&added.role, &context) {
-        Ok(d) => {
-            decisions::remember(store, view.workflow_hash(), &view.workflow, hash, &d.next);
+        Ok(d) if decisions::cacheable(&view.workflow) => {
+            let wf = view.workflow_hash();
+            decisions::remember(store, wf, &view.workflow, hash, &d.next, retire);
             d.next == END
         }
-        Err(_) => false,
+        Ok(d) => d.next == END,
+        Err(_) => {
+            decisions::forget(store, view.head());
+            false
+        }
     };
     if done {
         threads::archive(root, id, view.workflow_hash(), "done")?;
