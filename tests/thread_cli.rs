@@ -131,7 +131,11 @@ fn a_step_frees_and_allocates_no_inode_for_its_caches_and_run_files() {
     let before = snapshot(&env);
     let head = json(&env.ok(&["thread", "step", &id, "--agent", &agent]))["head"].clone();
     assert_eq!(json(&env.ok(&["thread", "show", &id]))["head"], head);
-    assert_eq!(snapshot(&env), before, "the step's cache and run files reuse inodes");
+    assert_eq!(
+        snapshot(&env),
+        before,
+        "the step's cache and run files reuse inodes"
+    );
 }
 
 #[test]

@@ -419,7 +419,7 @@ fn kill_archives_the_thread() {
 }
 
 #[test]
-fn warming_renders_a_whole_thread_and_knows_the_next_one() {
+fn warming_renders_a_whole_thread_and_knows_its_neighbours() {
     let fx = Fx::with_loop("exit 3");
     let first = fx.start("one");
     fx.add_step(&first, "planner", json!({"plan": "first"}), "Plan A.");
@@ -428,8 +428,16 @@ fn warming_renders_a_whole_thread_and_knows_the_next_one() {
     std::thread::sleep(Duration::from_millis(2));
     let second = fx.start("two");
     let source = fx.tree.source();
-    assert_eq!(source.next_thread(&first).as_deref(), Some(second.as_str()));
-    assert_eq!(source.next_thread(&second), None);
+    assert_eq!(
+        source.neighbour_thread(&first, false).as_deref(),
+        Some(second.as_str())
+    );
+    assert_eq!(source.neighbour_thread(&second, false), None);
+    assert_eq!(
+        source.neighbour_thread(&second, true).as_deref(),
+        Some(first.as_str())
+    );
+    assert_eq!(source.neighbour_thread(&first, true), None);
     let before = source.rendered_count();
     source.warm_thread(&first, crate::fs::views::Order::Listing);
     // Two steps' output.yaml, output.json, body.md, detail.yaml, diff, and the transcript.

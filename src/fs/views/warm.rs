@@ -8,7 +8,9 @@
 //! or the transcript of `threads/<id>/` (the files that cost rendering), [`Warmer::thread`]
 //! queues that thread, and the worker renders its transcript and every step file, then does the
 //! same for the next thread in `threads/` (read-ahead by one, for readers that go through all
-//! threads in listing order: `grep -r`, `cat` of a `find`), so the loop finds them ready.
+//! threads in listing order: `grep -r`, `cat` of a `find`; the previous thread when the reader's
+//! last two threads went backwards, as a `find` of a copy on tmpfs lists them), so the loop finds
+//! them ready.
 //!
 //! Architecture Invariant: the worker only fills caches that are keyed by hashes (chains by
 //! head, rendered files by step hash, payloads by node hash), so it can never make anything
@@ -72,14 +74,19 @@ impl Warmer {
             .name("uwf-warm".to_owned())
             .spawn(move || {
                 let mut warmed = Recent::default();
+                let mut last: Option<Arc<str>> = None;
                 for id in rx {
+                    // A reader going through the threads backwards (the order of a `find` on
+                    // tmpfs or ext4 copies, newest first) gets the thread before next.
+                    let backward = last.as_ref().is_some_and(|l| **l > *id);
+                    last = Some(id.clone());
                     // A panic here must not end warming for good, nor anything else.
                     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                         // The reader is at this thread's first rendered file already.
                         if warmed.insert(&id) {
                             source.warm_thread(&id, Order::StepsFirst);
                         }
-                        if let Some(next) = source.next_thread(&id)
+                        if let Some(next) = source.neighbour_thread(&id, backward)
                             && warmed.insert(&next)
                         {
                             source.warm_thread(&next, Order::Listing);
@@ -115,12 +122,13 @@ pub enum Order {
 }
 
 impl Source {
-    /// The thread listed after `id` in `threads/`.
-    pub(crate) fn next_thread(&self, id: &str) -> Option<Arc<str>> {
+    /// The thread listed after `id` in `threads/` (before it when `backward`).
+    pub(crate) fn neighbour_thread(&self, id: &str, backward: bool) -> Option<Arc<str>> {
         let ids = self.thread_ids().ok()?;
-        let at = match ids.binary_search_by(|t| (**t).cmp(id)) {
-            Ok(i) => i + 1,
-            Err(i) => i,
+        let at = match (ids.binary_search_by(|t| (**t).cmp(id)), backward) {
+            (Ok(i), false) => i + 1,
+            (Err(i), false) => i,
+            (Ok(i) | Err(i), true) => i.checked_sub(1)?,
         };
         ids.get(at).cloned()
     }
