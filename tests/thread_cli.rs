@@ -136,6 +136,13 @@ fn a_step_frees_and_allocates_no_inode_for_its_caches_and_run_files() {
         before,
         "the step's cache and run files reuse inodes"
     );
+    // The last step archives the thread, which needs no spare files any more.
+    assert!(json(&env.ok(&["thread", "step", &id, "--agent", &agent]))["done"] == true);
+    let spares: Vec<_> = inodes(&env.root().join("cache"))
+        .into_iter()
+        .filter(|(name, _)| name.ends_with(".spare"))
+        .collect();
+    assert_eq!(spares, []);
 }
 
 #[test]

@@ -388,6 +388,20 @@ fn cache_path(store: &Store, head: Hash) -> PathBuf {
         .join(format!("{head}.json"))
 }
 
+/// The file whose inode a thread's next step reuses for its chain cache.
+fn spare_path(store: &Store, thread: &str) -> PathBuf {
+    store
+        .root()
+        .join("cache")
+        .join("chains")
+        .join(format!("{thread}.spare"))
+}
+
+/// Removes `thread`'s spare cache file (an archived thread takes no more steps).
+pub fn drop_spare(store: &Store, thread: &str) {
+    let _ = std::fs::remove_file(spare_path(store, thread));
+}
+
 fn read_history(store: &Store, head: Hash) -> Option<History> {
     let text = std::fs::read_to_string(cache_path(store, head)).ok()?;
     let history = History::parse(text)?;
@@ -442,7 +456,7 @@ pub fn extend_history(
     // Best effort, like every cache write.
     let target = cache_path(store, history.head());
     if let Some(dir) = target.parent() {
-        let spare = dir.join(format!("{thread}.spare"));
+        let spare = spare_path(store, thread);
         let retired = cache_path(store, parent.head());
         let text = history.to_text();
         let write =

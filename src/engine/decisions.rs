@@ -82,7 +82,7 @@ pub fn remember(
     let Some(dir) = target.parent() else { return };
     match retire {
         Some((thread, old)) => {
-            let spare = dir.join(format!("{thread}.spare"));
+            let spare = spare_path(store, thread);
             let retired = path(store, old);
             let write =
                 || crate::cas::store::write_recycling(&spare, &target, &bytes, Some(&retired));
@@ -100,6 +100,20 @@ pub fn remember(
             }
         }
     }
+}
+
+/// The file whose inode a thread's next step reuses for its decision.
+fn spare_path(store: &Store, thread: &str) -> PathBuf {
+    store
+        .root()
+        .join("cache")
+        .join("decisions")
+        .join(format!("{thread}.spare"))
+}
+
+/// Removes `thread`'s spare decision file (an archived thread takes no more steps).
+pub fn drop_spare(store: &Store, thread: &str) {
+    let _ = std::fs::remove_file(spare_path(store, thread));
 }
 
 /// Drops the decision of a head that is no longer any thread's head.
@@ -146,6 +160,8 @@ mod tests {
             .collect();
         names.sort();
         assert_eq!(names, [format!("{h3}.json"), "T.spare".into()]);
+        drop_spare(&store, "T");
+        assert!(!spare_path(&store, "T").exists());
         // A file read under another head's name is not that head's decision.
         std::fs::copy(path(&store, h3), path(&store, h2)).unwrap();
         assert_eq!(cached_next(&store, wh, &w, h2), None);

@@ -147,7 +147,7 @@ fn step_locked(
             }
         };
     if next == END {
-        threads::archive(root, id, view.workflow_hash(), "done")?;
+        archive(store, id, view.workflow_hash(), "done")?;
         return Ok(Stepped {
             workflow: view.workflow.name.clone(),
             thread: id.to_owned(),
@@ -221,7 +221,7 @@ fn step_locked(
         }
     };
     if done {
-        threads::archive(root, id, view.workflow_hash(), "done")?;
+        archive(store, id, view.workflow_hash(), "done")?;
     }
     Ok(Stepped {
         workflow: view.workflow.name,
@@ -230,6 +230,19 @@ fn step_locked(
         role: Some(role),
         done,
     })
+}
+
+/// Archives thread `id` at its head with `status` and drops its spare cache files.
+pub(super) fn archive(
+    store: &Store,
+    id: &str,
+    workflow: Hash,
+    status: &str,
+) -> Result<super::index_files::Archived, threads::ThreadIndexError> {
+    let archived = threads::archive(store.root(), id, workflow, status)?;
+    chain::drop_spare(store, id);
+    decisions::drop_spare(store, id);
+    Ok(archived)
 }
 
 /// The thread as a step reads it: head, history (header only: a step never parses the steps)

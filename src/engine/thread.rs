@@ -264,7 +264,7 @@ pub fn kill(store: &Store, id: &str) -> Result<Hash, ThreadError> {
         }
     };
     let view = ThreadView::at(store, id, head)?;
-    let archived = threads::archive(root, id, view.workflow_hash, "killed")?;
+    let archived = super::step::archive(store, id, view.workflow_hash, "killed")?;
     drop(lock);
     Ok(archived.head)
 }
