@@ -225,6 +225,10 @@ impl RunFiles {
     }
 
     /// Takes the thread's step lock without waiting. `Err(Busy)` names the holder.
+    ///
+    /// The lock is an open-file-description lock (`F_OFD_SETLK`): held by this descriptor,
+    /// released when it closes or the process dies, and testable without taking it
+    /// ([`RunFiles::check_idle`]).
     pub fn try_lock(&self) -> Result<StepLock, ThreadIndexError> {
         let io = |source| IndexError::Io {
             path: self.lock_path(),
@@ -237,26 +241,50 @@ impl RunFiles {
             .write(true)
             .open(self.lock_path())
             .map_err(io)?;
-        match file.try_lock() {
-            Ok(()) => Ok(StepLock {
+        let lock = whole_file(libc::F_WRLCK);
+        match nix::fcntl::fcntl(&file, nix::fcntl::FcntlArg::F_OFD_SETLK(&lock)) {
+            Ok(_) => Ok(StepLock {
                 _file: file,
                 files: self.clone(),
             }),
-            Err(std::fs::TryLockError::WouldBlock) => Err(ThreadIndexError::Busy {
-                id: self.id.clone(),
-                holder: self.describe_holder(),
-            }),
-            Err(std::fs::TryLockError::Error(e)) => Err(io(e).into()),
+            Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EACCES) => {
+                Err(ThreadIndexError::Busy {
+                    id: self.id.clone(),
+                    holder: self.describe_holder(),
+                })
+            }
+            Err(e) => Err(io(e.into()).into()),
         }
+    }
+
+    /// `Err(Busy)` (naming the holder) when a step holds the lock, without taking it: a probe
+    /// that took the lock, however briefly, made a concurrent probe report a running step and a
+    /// step starting at that moment fail as busy.
+    pub fn check_idle(&self) -> Result<(), ThreadIndexError> {
+        let io = |source| IndexError::Io {
+            path: self.lock_path(),
+            source,
+        };
+        let file = match std::fs::File::open(self.lock_path()) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(io(e).into()),
+        };
+        let mut lock = whole_file(libc::F_WRLCK);
+        nix::fcntl::fcntl(&file, nix::fcntl::FcntlArg::F_OFD_GETLK(&mut lock))
+            .map_err(|e| io(e.into()))?;
+        if lock.l_type == libc::F_UNLCK as libc::c_short {
+            return Ok(());
+        }
+        Err(ThreadIndexError::Busy {
+            id: self.id.clone(),
+            holder: self.describe_holder(),
+        })
     }
 
     /// Whether a step holds the lock right now.
     pub fn is_running(&self) -> bool {
-        match self.try_lock() {
-            Ok(_lock) => false,
-            Err(ThreadIndexError::Busy { .. }) => true,
-            Err(_) => false,
-        }
+        matches!(self.check_idle(), Err(ThreadIndexError::Busy { .. }))
     }
 
     /// The run info of the step in progress (may be stale if no step holds the lock).
@@ -334,6 +362,17 @@ pub fn reset(path: &Path) -> std::io::Result<()> {
     std::fs::File::create(path).map(drop)
 }
 
+/// A lock request for a whole file.
+fn whole_file(kind: libc::c_int) -> libc::flock {
+    libc::flock {
+        l_type: kind as libc::c_short,
+        l_whence: libc::SEEK_SET as libc::c_short,
+        l_start: 0,
+        l_len: 0,
+        l_pid: 0,
+    }
+}
+
 /// The held step lock of a thread; released on drop (or by the OS if the process dies).
 #[derive(Debug)]
 pub struct StepLock {
@@ -354,5 +393,47 @@ impl Drop for StepLock {
     /// for why a step should not free inodes.
     fn drop(&mut self) {
         let _ = overwrite(&self.files.run(), b"{}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probing_the_step_lock_never_takes_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = RunFiles::new(dir.path(), "T");
+        assert!(!files.is_running(), "no lock file yet");
+        let held = files.try_lock().unwrap();
+        // Held by another descriptor of this very process: still a running step.
+        assert!(files.is_running());
+        assert!(matches!(
+            files.check_idle(),
+            Err(ThreadIndexError::Busy { .. })
+        ));
+        assert!(matches!(
+            files.try_lock(),
+            Err(ThreadIndexError::Busy { .. })
+        ));
+        drop(held);
+        assert!(!files.is_running());
+
+        // Probes racing with steps: a step is never refused because someone looked.
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let stop = AtomicBool::new(false);
+        let refused = std::thread::scope(|s| {
+            for _ in 0..2 {
+                s.spawn(|| {
+                    while !stop.load(Ordering::Relaxed) {
+                        let _ = files.is_running();
+                    }
+                });
+            }
+            let refused = (0..5000).filter(|_| files.try_lock().is_err()).count();
+            stop.store(true, Ordering::Relaxed);
+            refused
+        });
+        assert_eq!(refused, 0, "steps refused as busy while only probes ran");
     }
 }

@@ -159,8 +159,8 @@ impl Control {
             record(&files, &text);
             return Err(FsError::Busy(text));
         }
-        match files.try_lock() {
-            Ok(_lock) => Ok(()),
+        match files.check_idle() {
+            Ok(()) => Ok(()),
             Err(e @ ThreadIndexError::Busy { .. }) => {
                 let text = format!("{}: {e}", verb(action));
                 record(&files, &text);
