@@ -557,8 +557,8 @@ pub fn write_atomic(
 /// no inode in the steady state: the bytes go into `spare` (overwritten in place), `spare` is
 /// renamed to `target`, and `retired` is renamed to `spare` for next time. For derived cache
 /// files that readers validate (a reader holding the retired file open may see it rewritten);
-/// the caller serialises writers of one `spare`. A missing `spare` is created, a missing
-/// `retired` is skipped.
+/// the caller serialises writers of one `spare`. A missing `spare` (and its directory) is
+/// created, a missing `retired` is skipped.
 ///
 /// Why not temp file + rename + unlink: ext4 without a journal does not reuse an inode freed in
 /// the last minute and checks them one by one at every allocation, so a store that freed a few
@@ -570,12 +570,23 @@ pub fn write_recycling(
     retired: Option<&Path>,
 ) -> std::io::Result<()> {
     use std::os::unix::fs::{FileExt, OpenOptionsExt};
-    let file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .mode(0o600)
-        .open(spare)?;
+    let open = || {
+        OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .open(spare)
+    };
+    let file = match open() {
+        Err(e) if e.kind() == ErrorKind::NotFound => {
+            if let Some(dir) = spare.parent() {
+                fs::create_dir_all(dir)?;
+            }
+            open()?
+        }
+        other => other?,
+    };
     // Not truncated to zero first: ext4 would flush the new data at close (`auto_da_alloc`).
     file.write_all_at(bytes, 0)?;
     file.set_len(bytes.len() as u64)?;
@@ -611,6 +622,29 @@ fn read_dir_names(dir: &Path) -> Result<Vec<String>, StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn write_recycling_reuses_the_retired_inode() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let at = |name: &str| dir.path().join("cache").join(name);
+        let ino = |name: &str| fs::metadata(at(name)).unwrap().ino();
+        // First write: the directory and the spare are created, nothing to retire.
+        write_recycling(&at("t.spare"), &at("a"), b"first, long", Some(&at("none"))).unwrap();
+        assert_eq!(fs::read(at("a")).unwrap(), b"first, long");
+        assert!(!at("t.spare").exists());
+        let a = ino("a");
+        write_recycling(&at("t.spare"), &at("b"), b"second", Some(&at("a"))).unwrap();
+        assert!(!at("a").exists());
+        assert_eq!(ino("t.spare"), a, "the retired file became the spare");
+        write_recycling(&at("t.spare"), &at("c"), b"third", Some(&at("b"))).unwrap();
+        assert_eq!(ino("c"), a, "the new file took the retired inode");
+        assert_eq!(
+            fs::read(at("c")).unwrap(),
+            b"third",
+            "shorter text: no leftover bytes"
+        );
+    }
     use serde_json::json;
 
     fn store() -> (tempfile::TempDir, Store) {

@@ -454,20 +454,12 @@ pub fn extend_history(
     let entry = entry(store, &node, payload)?;
     let history = parent.with(&entry);
     // Best effort, like every cache write.
-    let target = cache_path(store, history.head());
-    if let Some(dir) = target.parent() {
-        let spare = spare_path(store, thread);
-        let retired = cache_path(store, parent.head());
-        let text = history.to_text();
-        let write =
-            || crate::cas::store::write_recycling(&spare, &target, text.as_bytes(), Some(&retired));
-        if let Err(e) = write()
-            && e.kind() == std::io::ErrorKind::NotFound
-            && std::fs::create_dir_all(dir).is_ok()
-        {
-            let _ = write();
-        }
-    }
+    let _ = crate::cas::store::write_recycling(
+        &spare_path(store, thread),
+        &cache_path(store, history.head()),
+        history.to_text().as_bytes(),
+        Some(&cache_path(store, parent.head())),
+    );
     Ok((history, entry))
 }
 

@@ -79,22 +79,16 @@ pub fn remember(
         return;
     };
     let target = path(store, head);
-    let Some(dir) = target.parent() else { return };
     match retire {
         Some((thread, old)) => {
             let spare = spare_path(store, thread);
             let retired = path(store, old);
-            let write =
-                || crate::cas::store::write_recycling(&spare, &target, &bytes, Some(&retired));
-            if let Err(e) = write()
-                && e.kind() == std::io::ErrorKind::NotFound
-                && std::fs::create_dir_all(dir).is_ok()
-            {
-                let _ = write();
-            }
+            let _ = crate::cas::store::write_recycling(&spare, &target, &bytes, Some(&retired));
         }
         None => {
-            if std::fs::create_dir_all(dir).is_ok() {
+            if let Some(dir) = target.parent()
+                && std::fs::create_dir_all(dir).is_ok()
+            {
                 let tmp = store.root().join("cas").join("tmp");
                 let _ = crate::cas::store::write_atomic(&tmp, &target, &bytes, false);
             }
