@@ -47,14 +47,20 @@ struct Mounted {
     child: Option<std::process::Child>,
 }
 
+/// An empty directory to mount on for `test`, after unmounting what a crashed run left there.
+fn fresh_mount_dir(test: &str) -> PathBuf {
+    let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("fs-mount");
+    std::fs::create_dir_all(&base).expect("mount base");
+    let dir = base.join(test);
+    clean_stale_mounts(&dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("mount dir");
+    dir
+}
+
 impl Mounted {
     fn start(env: &Env, test: &str, extra: &[&str]) -> Mounted {
-        let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("fs-mount");
-        std::fs::create_dir_all(&base).expect("mount base");
-        clean_stale_mounts(&base.join(test));
-        let dir = base.join(test);
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("mount dir");
+        let dir = fresh_mount_dir(test);
         let mut args = vec!["mount", "--background"];
         args.extend_from_slice(extra);
         let dir_str = dir.to_str().expect("utf-8 path");
@@ -78,12 +84,7 @@ impl Mounted {
 
     /// A mount whose daemon logs every request it serves (`UWF_FS_TRACE=1`) to the returned file.
     fn traced(env: &Env, test: &str) -> (Mounted, PathBuf) {
-        let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("fs-mount");
-        std::fs::create_dir_all(&base).expect("mount base");
-        clean_stale_mounts(&base.join(test));
-        let dir = base.join(test);
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("mount dir");
+        let dir = fresh_mount_dir(test);
         let log = env.dir.path().join("trace.log");
         let child = Command::new(UWF)
             .arg("mount")
