@@ -380,21 +380,18 @@ fn parse_line(line: &str) -> Option<Entry> {
     })
 }
 
+/// `<root>/cache/<kind>/<name>`: a file of one of the derived caches (`chains`, `decisions`).
+pub(super) fn cache_file(store: &Store, kind: &str, name: &str) -> PathBuf {
+    store.root().join("cache").join(kind).join(name)
+}
+
 fn cache_path(store: &Store, head: Hash) -> PathBuf {
-    store
-        .root()
-        .join("cache")
-        .join("chains")
-        .join(format!("{head}.json"))
+    cache_file(store, "chains", &format!("{head}.json"))
 }
 
 /// The file whose inode a thread's next step reuses for its chain cache.
 fn spare_path(store: &Store, thread: &str) -> PathBuf {
-    store
-        .root()
-        .join("cache")
-        .join("chains")
-        .join(format!("{thread}.spare"))
+    cache_file(store, "chains", &format!("{thread}.spare"))
 }
 
 /// Removes `thread`'s spare cache file (an archived thread takes no more steps).

@@ -25,11 +25,7 @@ struct Cached {
 }
 
 fn path(store: &Store, head: Hash) -> PathBuf {
-    store
-        .root()
-        .join("cache")
-        .join("decisions")
-        .join(format!("{head}.json"))
+    super::chain::cache_file(store, "decisions", &format!("{head}.json"))
 }
 
 /// Whether decisions of this workflow may be cached (no clock or randomness in its conditions).
@@ -56,17 +52,16 @@ pub fn cached_next(
     (cached.head == head && cached.workflow == workflow_hash).then_some(cached.next)
 }
 
-/// Remembers a decision (best effort: the cache only saves time). With `retire` (a thread and
-/// its previous head, which no thread has as its head any more), that head's decision file is
-/// dropped and its inode reused through the thread's spare file
-/// ([`crate::cas::store::write_recycling`]).
+/// Remembers a decision (best effort: the cache only saves time). `retired` is the thread's
+/// previous head, which no thread has as its head any more: its decision file is dropped and
+/// its inode reused through the thread's spare file ([`crate::cas::store::write_recycling`]).
 pub fn remember(
     store: &Store,
     workflow_hash: Hash,
     workflow: &Workflow,
     head: Hash,
     next: &str,
-    retire: Option<(&str, Hash)>,
+    (thread, retired): (&str, Hash),
 ) {
     if !cacheable(workflow) {
         return;
@@ -78,31 +73,17 @@ pub fn remember(
     }) else {
         return;
     };
-    let target = path(store, head);
-    match retire {
-        Some((thread, old)) => {
-            let spare = spare_path(store, thread);
-            let retired = path(store, old);
-            let _ = crate::cas::store::write_recycling(&spare, &target, &bytes, Some(&retired));
-        }
-        None => {
-            if let Some(dir) = target.parent()
-                && std::fs::create_dir_all(dir).is_ok()
-            {
-                let tmp = store.root().join("cas").join("tmp");
-                let _ = crate::cas::store::write_atomic(&tmp, &target, &bytes, false);
-            }
-        }
-    }
+    let _ = crate::cas::store::write_recycling(
+        &spare_path(store, thread),
+        &path(store, head),
+        &bytes,
+        Some(&path(store, retired)),
+    );
 }
 
 /// The file whose inode a thread's next step reuses for its decision.
 fn spare_path(store: &Store, thread: &str) -> PathBuf {
-    store
-        .root()
-        .join("cache")
-        .join("decisions")
-        .join(format!("{thread}.spare"))
+    super::chain::cache_file(store, "decisions", &format!("{thread}.spare"))
 }
 
 /// Removes `thread`'s spare decision file (an archived thread takes no more steps).
@@ -135,7 +116,7 @@ mod tests {
         let w = wf("$count(steps) < 3");
         let (wh, head) = (Hash::from_u64(1), Hash::from_u64(2));
         assert_eq!(cached_next(&store, wh, &w, head), None);
-        remember(&store, wh, &w, head, "a", None);
+        remember(&store, wh, &w, head, "a", ("T", Hash::from_u64(99)));
         assert_eq!(cached_next(&store, wh, &w, head).as_deref(), Some("a"));
         // Another workflow version at the same head does not see it.
         assert_eq!(cached_next(&store, Hash::from_u64(3), &w, head), None);
@@ -144,8 +125,8 @@ mod tests {
 
         // A step's decision takes over its previous head's file; one spare per thread.
         let (h2, h3) = (Hash::from_u64(4), Hash::from_u64(5));
-        remember(&store, wh, &w, h2, "a", Some(("T", head)));
-        remember(&store, wh, &w, h3, "$END", Some(("T", h2)));
+        remember(&store, wh, &w, h2, "a", ("T", head));
+        remember(&store, wh, &w, h3, "$END", ("T", h2));
         assert_eq!(cached_next(&store, wh, &w, h3).as_deref(), Some("$END"));
         assert_eq!(cached_next(&store, wh, &w, h2), None);
         let mut names: Vec<_> = std::fs::read_dir(dir.path().join("cache/decisions"))
@@ -162,7 +143,7 @@ mod tests {
 
         let timed = wf("$millis() > 0");
         assert!(!cacheable(&timed));
-        remember(&store, wh, &timed, head, "a", None);
+        remember(&store, wh, &timed, head, "a", ("T", h3));
         assert_eq!(cached_next(&store, wh, &timed, head), None);
     }
 }

@@ -207,14 +207,12 @@ fn step_locked(
     // The previous head's cache files are taken over by the new head's (no inode freed).
     let (_, added) = chain::extend_history(store, id, &view.history, hash)?;
     context.append("steps", added.context_json());
-    let retire = Some((id, view.head()));
     let done = match moderator.decide_prepared(&added.role, &context) {
-        Ok(d) if decisions::cacheable(&view.workflow) => {
-            let wf = view.workflow_hash();
-            decisions::remember(store, wf, &view.workflow, hash, &d.next, retire);
+        Ok(d) => {
+            let (wf, retired) = (view.workflow_hash(), (id, view.head()));
+            decisions::remember(store, wf, &view.workflow, hash, &d.next, retired);
             d.next == END
         }
-        Ok(d) => d.next == END,
         Err(_) => {
             decisions::forget(store, view.head());
             false
