@@ -569,28 +569,15 @@ pub fn write_recycling(
     bytes: &[u8],
     retired: Option<&Path>,
 ) -> std::io::Result<()> {
-    use std::os::unix::fs::{FileExt, OpenOptionsExt};
-    let open = || {
-        OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .mode(0o600)
-            .open(spare)
-    };
-    let file = match open() {
+    match overwrite(spare, bytes) {
         Err(e) if e.kind() == ErrorKind::NotFound => {
             if let Some(dir) = spare.parent() {
                 fs::create_dir_all(dir)?;
             }
-            open()?
+            overwrite(spare, bytes)?;
         }
         other => other?,
-    };
-    // Not truncated to zero first: ext4 would flush the new data at close (`auto_da_alloc`).
-    file.write_all_at(bytes, 0)?;
-    file.set_len(bytes.len() as u64)?;
-    drop(file);
+    }
     fs::rename(spare, target)?;
     if let Some(retired) = retired
         && retired != target
@@ -601,6 +588,24 @@ pub fn write_recycling(
         }
     }
     Ok(())
+}
+
+/// Replaces a small file's content in place (creating it if missing): write from offset 0, then
+/// cut to the new length.
+///
+/// Not `std::fs::write`: truncating a file to zero and writing it again makes ext4 flush the new
+/// data when the file is closed (its `auto_da_alloc` heuristic), ~160 µs a write here. A reader
+/// racing the write may see a torn text, so this is for files whose readers check or ignore
+/// what does not parse.
+pub fn overwrite(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)?;
+    file.write_all_at(bytes, 0)?;
+    file.set_len(bytes.len() as u64)
 }
 
 fn read_dir_names(dir: &Path) -> Result<Vec<String>, StoreError> {

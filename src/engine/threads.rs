@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::cas::Hash;
-use crate::cas::store::now_ms;
+use crate::cas::store::{now_ms, overwrite};
 
 use super::index_files::{self, Archived, IndexError, Threads};
 
@@ -230,10 +230,7 @@ impl RunFiles {
     /// released when it closes or the process dies, and testable without taking it
     /// ([`RunFiles::check_idle`]).
     pub fn try_lock(&self) -> Result<StepLock, ThreadIndexError> {
-        let io = |source| IndexError::Io {
-            path: self.lock_path(),
-            source,
-        };
+        let io = |source| self.lock_error(source);
         std::fs::create_dir_all(&self.dir).map_err(io)?;
         let file = std::fs::OpenOptions::new()
             .create(true)
@@ -247,12 +244,7 @@ impl RunFiles {
                 _file: file,
                 files: self.clone(),
             }),
-            Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EACCES) => {
-                Err(ThreadIndexError::Busy {
-                    id: self.id.clone(),
-                    holder: self.describe_holder(),
-                })
-            }
+            Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EACCES) => Err(self.busy()),
             Err(e) => Err(io(e.into()).into()),
         }
     }
@@ -261,10 +253,7 @@ impl RunFiles {
     /// that took the lock, however briefly, made a concurrent probe report a running step and a
     /// step starting at that moment fail as busy.
     pub fn check_idle(&self) -> Result<(), ThreadIndexError> {
-        let io = |source| IndexError::Io {
-            path: self.lock_path(),
-            source,
-        };
+        let io = |source| self.lock_error(source);
         let file = match std::fs::File::open(self.lock_path()) {
             Ok(file) => file,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
@@ -276,10 +265,22 @@ impl RunFiles {
         if lock.l_type == libc::F_UNLCK as libc::c_short {
             return Ok(());
         }
-        Err(ThreadIndexError::Busy {
+        Err(self.busy())
+    }
+
+    fn lock_error(&self, source: std::io::Error) -> IndexError {
+        IndexError::Io {
+            path: self.lock_path(),
+            source,
+        }
+    }
+
+    /// The error for a held lock, naming its holder.
+    fn busy(&self) -> ThreadIndexError {
+        ThreadIndexError::Busy {
             id: self.id.clone(),
             holder: self.describe_holder(),
-        })
+        }
     }
 
     /// Whether a step holds the lock right now.
@@ -333,24 +334,6 @@ impl RunFiles {
     }
 }
 
-/// Replaces a small run file's content in place: write from offset 0, then cut to the new length.
-///
-/// Not `std::fs::write`: truncating a file to zero and writing it again makes ext4 flush the new
-/// data when the file is closed (its `auto_da_alloc` heuristic), which cost ~160 µs per write
-/// here, and a step writes these files four times. A reader racing the write may see a torn
-/// text (as it could see an empty one before); run files are advisory and readers ignore what
-/// does not parse.
-fn overwrite(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::os::unix::fs::FileExt;
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(path)?;
-    file.write_all_at(bytes, 0)?;
-    file.set_len(bytes.len() as u64)
-}
-
 /// Empties a run file, keeping its inode.
 ///
 /// Truncating here is cheap (ext4's flush-on-close after a truncation only writes data still
@@ -390,7 +373,8 @@ impl StepLock {
 
 impl Drop for StepLock {
     /// Clears the run info (`{}` parses as none) rather than removing the file: see [`reset`]
-    /// for why a step should not free inodes.
+    /// for why a step should not free inodes. Run files are advisory: readers ignore what does
+    /// not parse (see [`overwrite`]).
     fn drop(&mut self) {
         let _ = overwrite(&self.files.run(), b"{}");
     }
