@@ -424,16 +424,14 @@ fn write_history(store: &Store, history: &History) {
     }
 }
 
-fn write_cache(store: &Store, chain: &Chain) {
-    write_history(store, &History::of(chain));
-}
-
 /// The history ending at `head`, from the cache (built and cached first if need be).
 pub fn history(store: &Store, head: Hash) -> Result<History, ChainError> {
     if let Some(history) = read_history(store, head) {
         return Ok(history);
     }
-    Ok(History::of(&load(store, head)?))
+    let history = History::of(&build(store, head)?);
+    write_history(store, &history);
+    Ok(history)
 }
 
 /// The history of `step`, the new head of `thread` whose previous head is `parent`'s; cached.
@@ -479,6 +477,14 @@ pub fn load(store: &Store, head: Hash) -> Result<Chain, ChainError> {
     if let Some(chain) = read_cache(store, head) {
         return Ok(chain);
     }
+    let chain = build(store, head)?;
+    write_history(store, &History::of(&chain));
+    Ok(chain)
+}
+
+/// The chain ending at `head` (not cached itself), walked back from it to the nearest cached
+/// ancestor or the start node.
+fn build(store: &Store, head: Hash) -> Result<Chain, ChainError> {
     let step_type = builtin::hash_of("step");
     let start_type = builtin::hash_of("start");
     // Walk back until a cached ancestor or the start node, then replay forwards.
@@ -515,7 +521,6 @@ pub fn load(store: &Store, head: Hash) -> Result<Chain, ChainError> {
     for (node, step) in pending.into_iter().rev() {
         chain.steps.push(entry(store, &node, step)?);
     }
-    write_cache(store, &chain);
     Ok(chain)
 }
 
