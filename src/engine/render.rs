@@ -1,6 +1,7 @@
 //! Text renderings of a thread for people and agents: the transcript (`thread read`), the agent
 //! prompt (`agent prompt`), outputs as YAML/JSON with stable key order, and diffs of steps.
 
+use std::borrow::Borrow;
 use std::fmt::Write;
 
 use serde_json::Value;
@@ -209,16 +210,39 @@ pub fn unified_diff(a_name: &str, a: &str, b_name: &str, b: &str) -> String {
 /// A step's detail node as YAML (`uwf thread step-details`, the mount's `detail.yaml`), with
 /// the texts its `raw` and `body` fields name shown inline as `rawText` and `bodyText`.
 pub fn detail_yaml(store: &Store, detail: Hash) -> Result<String, StoreError> {
-    let mut detail = store.get_payload(detail)?;
+    Ok(detail_yaml_of(store.get_payload(detail)?, |h| {
+        store.get_payload(h).ok()
+    }))
+}
+
+/// [`detail_yaml`] of a detail payload, reading the nodes it names with `payload` (the mount
+/// reads them through its cache).
+pub fn detail_yaml_of<V: Borrow<Value>>(
+    mut detail: Value,
+    payload: impl Fn(Hash) -> Option<V>,
+) -> String {
     for key in ["raw", "body"] {
-        if let Some(text) = detail
-            .get(key)
-            .and_then(|v| v.as_str())
-            .and_then(|h| Hash::parse(h).ok())
-            .and_then(|h| store.get_payload(h).ok())
-        {
-            detail[format!("{key}Text")] = text;
+        if let Some(text) = named_node(&detail, key, &payload) {
+            detail[format!("{key}Text")] = text.borrow().clone();
         }
     }
-    Ok(output_yaml(&detail))
+    output_yaml(&detail)
+}
+
+/// The text body of a step's detail, if it has one (transcripts, `body.md`), with `payload`
+/// reading nodes.
+pub fn body_of<V: Borrow<Value>>(
+    detail: Hash,
+    payload: impl Fn(Hash) -> Option<V>,
+) -> Option<String> {
+    let detail = payload(detail)?;
+    named_node(detail.borrow(), "body", &payload)?
+        .borrow()
+        .as_str()
+        .map(str::to_owned)
+}
+
+/// The payload of the node a detail field (`raw`, `body`) names, if it is one.
+fn named_node<V>(detail: &Value, key: &str, payload: &impl Fn(Hash) -> Option<V>) -> Option<V> {
+    payload(Hash::parse(detail.get(key)?.as_str()?).ok()?)
 }

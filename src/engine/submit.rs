@@ -93,9 +93,7 @@ impl ThreadView {
 
     /// The text body of a step's detail, if it has one (for transcripts).
     pub fn body_of(store: &Store, detail: Hash) -> Option<String> {
-        let detail = store.get_payload(detail).ok()?;
-        let body = Hash::parse(detail.get("body")?.as_str()?).ok()?;
-        store.get_payload(body).ok()?.as_str().map(str::to_owned)
+        super::render::body_of(detail, |h| store.get_payload(h).ok())
     }
 }
 

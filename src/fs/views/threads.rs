@@ -465,29 +465,15 @@ impl Source {
         Ok(v)
     }
 
-    /// The text of the node a detail field (`raw`, `body`) names, if it is one.
-    fn detail_text(&self, detail: &Value, key: &str) -> Option<Arc<Value>> {
-        let hash = Hash::parse(detail.get(key)?.as_str()?).ok()?;
-        self.payload(hash).ok()
-    }
-
-    /// `body.md`: [`ThreadView::body_of`] through the payload cache.
+    /// `body.md`: [`render::body_of`] through the payload cache.
     fn body_of(&self, detail: Hash) -> Option<String> {
-        let detail = self.payload(detail).ok()?;
-        self.detail_text(&detail, "body")?
-            .as_str()
-            .map(str::to_owned)
+        render::body_of(detail, |h| self.payload(h).ok())
     }
 
     /// `detail.yaml`: [`render::detail_yaml`] through the payload cache.
     fn detail_yaml(&self, detail: Hash) -> Result<String, FsError> {
-        let mut detail = Value::clone(&*self.payload(detail)?);
-        for key in ["raw", "body"] {
-            if let Some(text) = self.detail_text(&detail, key) {
-                detail[format!("{key}Text")] = Value::clone(&*text);
-            }
-        }
-        Ok(render::output_yaml(&detail))
+        let detail = Value::clone(&*self.payload(detail)?);
+        Ok(render::detail_yaml_of(detail, |h| self.payload(h).ok()))
     }
 
     /// The `name` of a workflow version.
