@@ -7,9 +7,9 @@
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use uwf::engine::jsonata::{self, Limits};
-use uwf::engine::moderator::Moderator;
 use uwf::engine::workflow;
+use uwf::engine::workflow::jsonata::{self, Limits};
+use uwf::engine::workflow::moderator::Moderator;
 
 const WORKFLOW: &str = r#"
 name: bench

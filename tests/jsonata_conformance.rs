@@ -1,5 +1,5 @@
 //! Runs the JSONata reference test suite (jsonata-js v2.2.2, `test/test-suite`) through
-//! `uwf::engine::jsonata`, judging each case the way jsonata-js's `test/run-test-suite.js` does.
+//! `uwf::engine::workflow::jsonata`, judging each case the way jsonata-js's `test/run-test-suite.js` does.
 //!
 //! The suite lives outside the repository, at `../shared/conformance/jsonata-test-suite/`.
 //! Judging rules (the same as `../shared/research/jsonata-eval.md` §2):
@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use uwf::engine::jsonata::{self, Input, JsonataError, Limits};
+use uwf::engine::workflow::jsonata::{self, Input, JsonataError, Limits};
 
 /// Cases that fail, by id (`group/file.json`, with `#index` for files holding an array of cases).
 const KNOWN_EXCEPTIONS: &[(&str, &str)] = &[

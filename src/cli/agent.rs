@@ -8,12 +8,12 @@ use clap::Subcommand;
 
 use super::Out;
 use crate::cas::Store;
-use crate::engine::builtin_agents;
-use crate::engine::chain::Entry;
+use crate::engine::agent::builtin;
+use crate::engine::agent::submit::{self, Submission, ThreadView};
 use crate::engine::config;
-use crate::engine::llm_agents::{self, ReactOptions};
-use crate::engine::render;
-use crate::engine::submit::{self, Submission, ThreadView};
+use crate::engine::llm::agents::{self, ReactOptions};
+use crate::engine::thread::chain::Entry;
+use crate::engine::thread::render;
 
 #[derive(Debug, Subcommand)]
 pub enum AgentCommand {
@@ -103,7 +103,7 @@ Example:\n  cd ~/src/project && uwf thread step 01JD8X… --agent \"uwf agent re
 
 pub fn run(cmd: AgentCommand, root: &Path, out: &mut Out) -> anyhow::Result<()> {
     let store = Store::open(root)?;
-    let thread_id = |t: &str| crate::engine::thread::resolve_id(root, t);
+    let thread_id = |t: &str| crate::engine::thread::lifecycle::resolve_id(root, t);
     let config = || config::load(root).map(|l| l.config);
     match cmd {
         AgentCommand::Prompt {
@@ -163,10 +163,10 @@ pub fn run(cmd: AgentCommand, root: &Path, out: &mut Out) -> anyhow::Result<()> 
             )?)?;
         }
         AgentCommand::Dry { thread, role } => {
-            out.line(builtin_agents::dry(&store, &thread_id(&thread)?, &role)?)?;
+            out.line(builtin::dry(&store, &thread_id(&thread)?, &role)?)?;
         }
         AgentCommand::Script { file, thread, role } => {
-            out.line(builtin_agents::script(
+            out.line(builtin::script(
                 &store,
                 &config()?,
                 &file,
@@ -175,7 +175,7 @@ pub fn run(cmd: AgentCommand, root: &Path, out: &mut Out) -> anyhow::Result<()> 
             )?)?;
         }
         AgentCommand::Exec { cmd, thread, role } => {
-            out.line(builtin_agents::exec(
+            out.line(builtin::exec(
                 &store,
                 &config()?,
                 &cmd,
@@ -188,7 +188,7 @@ pub fn run(cmd: AgentCommand, root: &Path, out: &mut Out) -> anyhow::Result<()> 
             thread,
             role,
         } => {
-            out.line(llm_agents::llm(
+            out.line(agents::llm(
                 &store,
                 &config()?,
                 &thread_id(&thread)?,
@@ -207,7 +207,7 @@ pub fn run(cmd: AgentCommand, root: &Path, out: &mut Out) -> anyhow::Result<()> 
                 model: model.as_deref(),
                 max_rounds: max_rounds.map(|n| n as usize),
             };
-            out.line(llm_agents::react(
+            out.line(agents::react(
                 &store,
                 &config()?,
                 &thread_id(&thread)?,

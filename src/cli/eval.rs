@@ -8,7 +8,7 @@ use clap::Args;
 use serde_json::Value;
 
 use super::Out;
-use crate::engine::jsonata::{self, Limits};
+use crate::engine::workflow::jsonata::{self, Limits};
 
 #[derive(Debug, Args)]
 #[command(

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::Out;
 use crate::cas::Store;
-use crate::engine::thread;
+use crate::engine::thread::lifecycle;
 use crate::fs::export::{self, Selection};
 use crate::fs::views::Source;
 
@@ -36,7 +36,7 @@ pub fn run(args: ExportArgs, root: &Path, out: &mut Out) -> anyhow::Result<()> {
     let (what, dir) = match (args.all, args.args.as_slice()) {
         (true, [dir]) => (Selection::All, dir.clone()),
         (false, [thread, dir]) => {
-            let id = thread::resolve_id(root, &thread.to_string_lossy())?;
+            let id = lifecycle::resolve_id(root, &thread.to_string_lossy())?;
             (Selection::Thread(id), dir.clone())
         }
         (true, _) => bail!("with --all, give only the directory: uwf export --all DIR"),

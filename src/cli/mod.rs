@@ -92,7 +92,7 @@ impl std::error::Error for Exit {}
 
 /// Runs the CLI and returns the process exit code.
 pub fn main() -> ExitCode {
-    crate::engine::agent::arm_parent_death();
+    crate::engine::agent::spawn::arm_parent_death();
     let cli = Cli::parse();
     let mut out = Out::stdout();
     let result = run(cli, &mut out).and_then(|()| Ok(out.flush()?));
@@ -129,8 +129,8 @@ fn run(cli: Cli, out: &mut Out) -> anyhow::Result<()> {
 /// an unreadable one is skipped quietly (an unusable root is reported by the command itself, and
 /// `uwf doctor` reports the file).
 fn load_dotenv(root: &std::path::Path) {
-    use crate::engine::dotenv::DotenvError;
-    match crate::engine::dotenv::read(root) {
+    use crate::engine::config::dotenv::DotenvError;
+    match crate::engine::config::dotenv::read(root) {
         Ok(pairs) => {
             for (key, value) in pairs {
                 if std::env::var_os(&key).is_none() {
@@ -160,7 +160,7 @@ fn report(err: &anyhow::Error) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let busy = err.chain().any(|c| {
-        use crate::engine::{step::StepError, thread::ThreadError, threads::ThreadIndexError};
+        use crate::engine::{thread::step::StepError, thread::lifecycle::ThreadError, thread::index::ThreadIndexError};
         let index_busy = |e: &ThreadIndexError| matches!(e, ThreadIndexError::Busy { .. });
         c.downcast_ref::<ThreadIndexError>().is_some_and(index_busy)
             || c.downcast_ref::<StepError>().is_some_and(StepError::is_busy)

@@ -9,7 +9,7 @@ use clap::Args;
 
 use super::{Exit, Out};
 use crate::engine::config::{self, PRESETS, Setup};
-use crate::engine::{doctor, dotenv};
+use crate::engine::{config::doctor, config::dotenv};
 
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  \

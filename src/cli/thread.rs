@@ -9,15 +9,15 @@ use serde_json::json;
 
 use super::Out;
 use crate::cas::{Hash, Store, builtin};
-use crate::engine::chain::{self, Entry};
+use crate::engine::agent::submit::ThreadView;
 use crate::engine::config;
 use crate::engine::index_files;
-use crate::engine::jsonata;
-use crate::engine::moderator::{Moderator, Outcome};
-use crate::engine::render;
-use crate::engine::step::{self, StepOptions};
-use crate::engine::submit::ThreadView;
-use crate::engine::thread;
+use crate::engine::thread::chain::{self, Entry};
+use crate::engine::thread::lifecycle;
+use crate::engine::thread::render;
+use crate::engine::thread::step::{self, StepOptions};
+use crate::engine::workflow::jsonata;
+use crate::engine::workflow::moderator::{Moderator, Outcome};
 
 #[derive(Debug, Subcommand)]
 pub enum ThreadCommand {
@@ -146,11 +146,11 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> anyhow::Result<()>
                     bail!("no prompt: give -p TEXT, -p - (stdin) or --prompt-file FILE")
                 }
             };
-            let (workflow, id) = thread::start(&store, &args.workflow, &prompt)?;
+            let (workflow, id) = lifecycle::start(&store, &args.workflow, &prompt)?;
             out.line(json!({"workflow": workflow, "thread": id}))?;
         }
         ThreadCommand::Step { thread, agent } => {
-            let id = thread::resolve_id(root, &thread)?;
+            let id = lifecycle::resolve_id(root, &thread)?;
             let config = load_config(root)?;
             let options = StepOptions {
                 agent,
@@ -164,7 +164,7 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> anyhow::Result<()>
             max_steps,
             agent,
         } => {
-            let id = thread::resolve_id(root, &thread)?;
+            let id = lifecycle::resolve_id(root, &thread)?;
             let config = load_config(root)?;
             let options = StepOptions {
                 agent,
@@ -191,13 +191,13 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> anyhow::Result<()>
             );
         }
         ThreadCommand::Show { thread } => {
-            let id = thread::resolve_id(root, &thread)?;
-            out.line(thread::summary(&store, &id)?.to_json())?;
+            let id = lifecycle::resolve_id(root, &thread)?;
+            out.line(lifecycle::summary(&store, &id)?.to_json())?;
         }
         ThreadCommand::List { all, workflow } => list(&store, all, workflow.as_deref(), out)?,
         ThreadCommand::Steps { thread } => {
-            let id = thread::resolve_id(root, &thread)?;
-            let summary = thread::summary(&store, &id)?;
+            let id = lifecycle::resolve_id(root, &thread)?;
+            let summary = lifecycle::summary(&store, &id)?;
             let view = ThreadView::at(&store, &id, summary.head)?;
             for (i, s) in view.chain.steps.iter().enumerate() {
                 out.line(json!({
@@ -215,8 +215,8 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> anyhow::Result<()>
             quota,
             before,
         } => {
-            let id = thread::resolve_id(root, &thread)?;
-            let summary = thread::summary(&store, &id)?;
+            let id = lifecycle::resolve_id(root, &thread)?;
+            let summary = lifecycle::summary(&store, &id)?;
             let view = ThreadView::at(&store, &id, summary.head)?;
             let upto = match before {
                 Some(h) => {
@@ -236,7 +236,7 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> anyhow::Result<()>
             out.text(&text)?;
         }
         ThreadCommand::Fork { step } => {
-            let (workflow, id, head) = thread::fork(&store, Hash::parse(&step)?)?;
+            let (workflow, id, head) = lifecycle::fork(&store, Hash::parse(&step)?)?;
             out.line(json!({"workflow": workflow, "thread": id, "head": head.to_string()}))?;
         }
         ThreadCommand::StepDetails { step } => {
@@ -259,13 +259,13 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> anyhow::Result<()>
             ))?;
         }
         ThreadCommand::Kill { thread } => {
-            let id = thread::resolve_id(root, &thread)?;
-            let head = thread::kill(&store, &id)?;
+            let id = lifecycle::resolve_id(root, &thread)?;
+            let head = lifecycle::kill(&store, &id)?;
             out.line(json!({"thread": id, "head": head.to_string(), "status": "killed"}))?;
         }
         ThreadCommand::Eval { thread, expression } => {
-            let id = thread::resolve_id(root, &thread)?;
-            let summary = thread::summary(&store, &id)?;
+            let id = lifecycle::resolve_id(root, &thread)?;
+            let summary = lifecycle::summary(&store, &id)?;
             let view = ThreadView::at(&store, &id, summary.head)?;
             let expr = jsonata::compile(&expression)?;
             if let Some(v) =
@@ -275,11 +275,11 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> anyhow::Result<()>
             }
         }
         ThreadCommand::Why { thread } => {
-            let id = thread::resolve_id(root, &thread)?;
-            let summary = thread::summary(&store, &id)?;
+            let id = lifecycle::resolve_id(root, &thread)?;
+            let summary = lifecycle::summary(&store, &id)?;
             let view = ThreadView::at(&store, &id, summary.head)?;
             let context = view.chain.context();
-            let position = crate::engine::moderator::position(&context).to_owned();
+            let position = crate::engine::workflow::moderator::position(&context).to_owned();
             let moderator = Moderator::new(view.workflow.clone())?;
             let (trace, chosen) = moderator.explain(&context)?;
             out.line(format!(
@@ -335,7 +335,7 @@ fn list(store: &Store, all: bool, workflow: Option<&str>, out: &mut Out) -> anyh
     ids.sort();
     ids.dedup();
     for id in ids {
-        let summary = match thread::summary(store, &id) {
+        let summary = match lifecycle::summary(store, &id) {
             Ok(s) => s,
             Err(e) => {
                 eprintln!("warning: thread {id}: {e}");

@@ -10,8 +10,8 @@ use serde_json::json;
 use super::Out;
 use crate::cas::Store;
 use crate::cas::store::now_ms;
-use crate::engine::graph;
-use crate::engine::registry::{self, Registered};
+use crate::engine::workflow::graph;
+use crate::engine::workflow::registry::{self, Registered};
 use crate::engine::workflow::{self, Definition, WorkflowError};
 
 #[derive(Debug, Subcommand)]

@@ -23,9 +23,9 @@ use std::time::Duration;
 
 use crate::cas::{Hash, Store};
 use crate::engine::config;
-use crate::engine::step::{self, StepOptions};
-use crate::engine::thread::{self, ThreadError};
-use crate::engine::threads::{RunFiles, ThreadIndexError};
+use crate::engine::thread::index::{RunFiles, ThreadIndexError};
+use crate::engine::thread::lifecycle::{self, ThreadError};
+use crate::engine::thread::step::{self, StepOptions};
 
 use super::error::FsError;
 
@@ -185,7 +185,7 @@ impl Control {
             let spawned = std::thread::Builder::new()
                 .name("uwf-kill".to_owned())
                 .spawn(move || {
-                    if let Err(e) = thread::kill(&store, &id) {
+                    if let Err(e) = lifecycle::kill(&store, &id) {
                         record(&RunFiles::new(store.root(), &id), &format!("kill: {e}"));
                     }
                     changed.fetch_add(1, Ordering::SeqCst);
@@ -226,7 +226,7 @@ impl Control {
 
     /// `fork`: a new thread whose head is `step`. Returns its id.
     pub fn fork(&self, thread: &str, step: Hash) -> Result<String, FsError> {
-        match thread::fork(&self.store, step) {
+        match lifecycle::fork(&self.store, step) {
             Ok((_, id, _)) => {
                 self.changed.fetch_add(1, Ordering::SeqCst);
                 Ok(id)
@@ -241,7 +241,7 @@ impl Control {
 
     /// `workflows/<name>/prompt`: starts a thread. Returns its id; the caller reports errors.
     pub fn start(&self, workflow: &str, prompt: &str) -> Result<String, FsError> {
-        match thread::start(&self.store, workflow, prompt) {
+        match lifecycle::start(&self.store, workflow, prompt) {
             Ok((_, id)) => {
                 self.changed.fetch_add(1, Ordering::SeqCst);
                 Ok(id)

@@ -15,7 +15,7 @@ use std::time::SystemTime;
 
 use crate::cas::Hash;
 use crate::cas::store::now_ms;
-use crate::engine::registry::{self, Registered};
+use crate::engine::workflow::registry::{self, Registered};
 use crate::engine::workflow::{self, Checked, WorkflowError};
 
 use super::error::FsError;

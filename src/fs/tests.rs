@@ -10,7 +10,7 @@ use super::tree::{Caller, Kind, Lookup, Options, SetAttr, TimeSet, Tree};
 use super::views::Source;
 use crate::cas::Store;
 use crate::cas::store::now_ms;
-use crate::engine::{registry, workflow};
+use crate::engine::{workflow, workflow::registry};
 
 mod threads;
 

@@ -27,8 +27,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::cas::{Hash, Store, StoreError};
-use crate::engine::graph;
 use crate::engine::index_files::{self, Registry, RegistryEntry};
+use crate::engine::workflow::graph;
 use crate::engine::workflow::{Definition, Workflow};
 
 use super::error::FsError;

@@ -9,9 +9,9 @@ use serde_json::json;
 use super::{Fx, ME, WO};
 use crate::cas::Store;
 use crate::cas::store::now_ms;
-use crate::engine::render;
-use crate::engine::submit::{self, Submission, ThreadView};
-use crate::engine::{registry, thread, threads, workflow};
+use crate::engine::agent::submit::{self, Submission, ThreadView};
+use crate::engine::thread::render;
+use crate::engine::{thread::index, thread::lifecycle, workflow, workflow::registry};
 use crate::fs::error::FsError;
 use crate::fs::tree::{Kind, Lookup, SetAttr, TimeSet};
 
@@ -45,7 +45,7 @@ impl Fx {
     }
 
     fn start(&self, prompt: &str) -> String {
-        let id = thread::start(&self.store(), "loop", prompt).unwrap().1;
+        let id = lifecycle::start(&self.store(), "loop", prompt).unwrap().1;
         self.tree.source().index_changed();
         id
     }
@@ -61,14 +61,14 @@ impl Fx {
         };
         let step =
             submit::write_step(&store, &view, role, &output, Some(body), submission).unwrap();
-        threads::compare_and_set(self._dir.path(), id, view.head, step).unwrap();
+        index::compare_and_set(self._dir.path(), id, view.head, step).unwrap();
         self.tree.source().index_changed();
     }
 
     fn finish(&self, id: &str) {
         let store = self.store();
         let view = ThreadView::load(&store, id).unwrap();
-        threads::archive(self._dir.path(), id, view.workflow_hash, "done").unwrap();
+        index::archive(self._dir.path(), id, view.workflow_hash, "done").unwrap();
         self.tree.source().index_changed();
     }
 
@@ -130,7 +130,7 @@ fn a_thread_reads_like_the_cli_renders_it() {
     assert_eq!(fx.cat(&format!("{t}/prompt")), "Fix the login bug");
     assert_eq!(fx.cat(&format!("{t}/status")), "active next=reviewer\n");
     let store = fx.store();
-    let summary = thread::summary(&store, &id).unwrap();
+    let summary = lifecycle::summary(&store, &id).unwrap();
     assert_eq!(fx.cat(&format!("{t}/head")), format!("{}\n", summary.head));
     let s3 = format!("{t}/steps/003-planner");
     assert_eq!(fx.cat(&format!("{s3}/output.yaml")), "plan: second\n");
@@ -154,7 +154,7 @@ fn a_thread_reads_like_the_cli_renders_it() {
     assert!(detail.contains("bodyText: Plan B."), "{detail}");
     // The transcript is `thread read`'s.
     let view = ThreadView::load(&store, &id).unwrap();
-    let body_of = |e: &crate::engine::chain::Entry| ThreadView::body_of(&store, e.detail);
+    let body_of = |e: &crate::engine::thread::chain::Entry| ThreadView::body_of(&store, e.detail);
     let expected = render::transcript(&view, "active next=reviewer", 3, None, &body_of);
     assert_eq!(fx.cat(&format!("{t}/transcript.md")), expected);
     // Links.

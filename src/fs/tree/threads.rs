@@ -12,7 +12,7 @@ use std::time::SystemTime;
 
 use super::{Attr, Caching, Kind, State, Tree};
 use crate::cas::Hash;
-use crate::engine::chain::Chain;
+use crate::engine::thread::chain::Chain;
 use crate::fs::control::{self, Action};
 use crate::fs::error::FsError;
 use crate::fs::inode::{Ino, Key};

@@ -17,12 +17,12 @@ use std::time::{Duration, Instant, SystemTime};
 use serde_json::Value;
 
 use crate::cas::Hash;
-use crate::engine::chain::{self, Chain};
+use crate::engine::agent::submit::ThreadView;
 use crate::engine::index_files;
-use crate::engine::render;
-use crate::engine::submit::ThreadView;
-use crate::engine::thread::{self, Summary};
-use crate::engine::threads::RunFiles;
+use crate::engine::thread::chain::{self, Chain};
+use crate::engine::thread::index::RunFiles;
+use crate::engine::thread::lifecycle::{self, Summary};
+use crate::engine::thread::render;
 use crate::engine::workflow::Workflow;
 
 use super::{Content, FsError, Render, Source, Stamp, Version, from_ms, lock, stamp};
@@ -495,7 +495,8 @@ impl Source {
             Some(s) => s,
             None => {
                 let archived = t.archived.as_deref().map(str::to_owned);
-                let s = thread::summary_at(&self.store, id, t.head, archived).map_err(internal)?;
+                let s =
+                    lifecycle::summary_at(&self.store, id, t.head, archived).map_err(internal)?;
                 lock(&self.threads.summaries).insert(key, s.clone());
                 s
             }

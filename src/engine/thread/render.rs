@@ -9,10 +9,10 @@ use serde_json::Value;
 use crate::cas::canonical::sorted;
 use crate::cas::{Hash, Store, StoreError};
 
-use super::chain::{Chain, Entry};
-use super::minimal::minimal;
-use super::submit::ThreadView;
-use super::workflow::Workflow;
+use crate::engine::agent::minimal::minimal;
+use crate::engine::agent::submit::ThreadView;
+use crate::engine::thread::chain::{Chain, Entry};
+use crate::engine::workflow::Workflow;
 
 /// An output as YAML with keys sorted (stable for diffs).
 pub fn output_yaml(output: &Value) -> String {

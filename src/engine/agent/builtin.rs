@@ -11,12 +11,12 @@ use serde_json::Value;
 
 use crate::cas::{Hash, Store};
 
-use super::config::Config;
+use crate::engine::config::Config;
 
-use super::minimal::minimal;
-use super::render;
-use super::submit::{self, Submission, SubmitError, ThreadView};
-use super::workflow::yaml_to_json;
+use crate::engine::agent::minimal::minimal;
+use crate::engine::agent::submit::{self, Submission, SubmitError, ThreadView};
+use crate::engine::thread::render;
+use crate::engine::workflow::yaml_to_json;
 
 /// Errors of the built-in agents.
 #[derive(Debug, thiserror::Error)]
@@ -166,7 +166,7 @@ pub fn exec(
     let schema = store
         .get_payload(view.role_schema(role)?)
         .map_err(SubmitError::from)?;
-    let body_of = |e: &super::chain::Entry| ThreadView::body_of(store, e.detail);
+    let body_of = |e: &crate::engine::thread::chain::Entry| ThreadView::body_of(store, e.detail);
     let prompt = render::agent_prompt(
         thread,
         &view.workflow,
@@ -200,12 +200,12 @@ pub fn exec(
     let mut sh = Command::new("sh");
     sh.arg("-c")
         .arg(&cmd)
-        .env_remove(super::agent::DIE_WITH_ENV)
+        .env_remove(crate::engine::agent::spawn::DIE_WITH_ENV)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     // If this agent is stopped (its step was killed), the command goes with it.
-    super::agent::die_with_parent(&mut sh);
+    crate::engine::agent::spawn::die_with_parent(&mut sh);
     let output = sh.output().map_err(BuiltinError::Spawn)?;
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     // The agent's stderr is ours: pass it on so the step's log shows it.

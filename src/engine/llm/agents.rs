@@ -16,12 +16,14 @@ use serde_json::{Map, Value, json};
 use crate::cas::schema::CompiledSchema;
 use crate::cas::{Hash, Store, builtin};
 
-use super::chain::Entry;
-use super::config::Config;
-use super::llm::{self, ChatRequest, ChatResponse, Client, Endpoint, LlmError, Message};
-use super::render::{self, PromptParts};
-use super::submit::{self, Submission, SubmitError, ThreadView};
-use super::workdir::{ToolError, Workdir};
+use crate::engine::agent::submit::{self, Submission, SubmitError, ThreadView};
+use crate::engine::config::Config;
+use crate::engine::llm::client::{
+    self, ChatRequest, ChatResponse, Client, Endpoint, LlmError, Message,
+};
+use crate::engine::llm::workdir::{ToolError, Workdir};
+use crate::engine::thread::chain::Entry;
+use crate::engine::thread::render::{self, PromptParts};
 
 /// The default number of rounds of `react`.
 pub const DEFAULT_MAX_ROUNDS: usize = 20;
@@ -186,40 +188,40 @@ impl Resolve {
 fn tools(resolve: &Resolve, run_command: bool) -> Vec<Value> {
     let path_only = |what: &str| json!({"type": "object", "properties": {"path": {"type": "string", "description": what}}, "required": ["path"]});
     let mut tools = vec![
-        llm::function_tool(
+        client::function_tool(
             "read_file",
             "Read a text file of the working directory.",
             &path_only("File path, relative to the working directory"),
         ),
-        llm::function_tool(
+        client::function_tool(
             "write_file",
             "Create or replace a file (and its directories) with the given content.",
             &json!({"type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"}}, "required": ["path", "content"]}),
         ),
-        llm::function_tool(
+        client::function_tool(
             "edit_file",
             "Replace the one occurrence of `old` in a file with `new` (fails when `old` occurs zero or several times).",
             &json!({"type": "object", "properties": {"path": {"type": "string"}, "old": {"type": "string"}, "new": {"type": "string"}}, "required": ["path", "old", "new"]}),
         ),
-        llm::function_tool(
+        client::function_tool(
             "list_dir",
             "List a directory: directories end with `/`, symlinks with `@`.",
             &path_only("Directory path, relative to the working directory (`.` for itself)"),
         ),
-        llm::function_tool(
+        client::function_tool(
             "grep",
             "Search the files under a path for lines matching a regular expression (Rust regex syntax); prints `file:line: text`.",
             &json!({"type": "object", "properties": {"pattern": {"type": "string"}, "path": {"type": "string", "description": "File or directory; default `.`"}}, "required": ["pattern"]}),
         ),
     ];
     if run_command {
-        tools.push(llm::function_tool(
+        tools.push(client::function_tool(
             "run_command",
             "Run a shell command (`sh -c`) in the working directory; returns its exit code, stdout and stderr.",
             &json!({"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}),
         ));
     }
-    tools.push(llm::function_tool(
+    tools.push(client::function_tool(
         "resolve",
         "Finish your part: call this once with your structured output (the role's output fields). It ends your turn.",
         &resolve.parameters(),

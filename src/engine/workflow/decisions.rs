@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cas::{Hash, Store};
 
-use super::workflow::Workflow;
+use crate::engine::workflow::Workflow;
 
 /// A cached decision. It names its head: files are recycled (see [`remember`]), so a reader
 /// holding an old one open could read another head's decision.
@@ -25,7 +25,7 @@ struct Cached {
 }
 
 fn path(store: &Store, head: Hash) -> PathBuf {
-    super::chain::cache_file(store, "decisions", &format!("{head}.json"))
+    crate::engine::thread::chain::cache_file(store, "decisions", &format!("{head}.json"))
 }
 
 /// Whether decisions of this workflow may be cached (no clock or randomness in its conditions).
@@ -83,7 +83,7 @@ pub fn remember(
 
 /// The file whose inode a thread's next step reuses for its decision.
 fn spare_path(store: &Store, thread: &str) -> PathBuf {
-    super::chain::cache_file(store, "decisions", &format!("{thread}.spare"))
+    crate::engine::thread::chain::cache_file(store, "decisions", &format!("{thread}.spare"))
 }
 
 /// Removes `thread`'s spare decision file (an archived thread takes no more steps).

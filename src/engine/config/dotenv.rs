@@ -61,7 +61,7 @@ pub fn parse(text: &str) -> Result<Vec<(String, String)>, usize> {
         let line = line.strip_prefix("export ").unwrap_or(line).trim_start();
         let (key, value) = line.split_once('=').ok_or(i + 1)?;
         let key = key.trim();
-        if !super::config::is_env_name(key) {
+        if !crate::engine::config::is_env_name(key) {
             return Err(i + 1);
         }
         pairs.push((key.to_owned(), unquote(value.trim()).ok_or(i + 1)?));

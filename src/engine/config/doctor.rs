@@ -7,9 +7,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::config::{self, Config};
-use super::dotenv;
-use super::llm::{Client, Endpoint};
+use crate::engine::config::dotenv;
+use crate::engine::config::{self, Config};
+use crate::engine::llm::client::{Client, Endpoint};
 
 /// How long a provider may take to answer the probe.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(10);

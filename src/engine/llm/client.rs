@@ -15,7 +15,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::config::Config;
+use crate::engine::config::Config;
 
 /// The default time one request may take.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
@@ -612,7 +612,7 @@ mod tests {
 
     #[test]
     fn resolution_names_what_to_configure() {
-        let config = super::super::config::parse(
+        let config = crate::engine::config::parse(
             "providers:\n  p: { baseUrl: 'http://127.0.0.1:9/v1/', apiKeyEnv: UWF_TEST_KEY_NEVER_SET }\n  local: { baseUrl: 'http://127.0.0.1:9' }\n\
              models:\n  m: { provider: p, name: real-name }\n  orphan: { name: x }\n  l: { provider: local }\n",
         )

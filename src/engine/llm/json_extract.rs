@@ -10,8 +10,8 @@ use serde_json::Value;
 use crate::cas::canonical::sorted;
 use crate::cas::schema::CompiledSchema;
 
-use super::extract::{ExtractError, Extracted, extract};
-use super::llm::{ChatRequest, Client, LlmError, Message};
+use crate::engine::agent::extract::{ExtractError, Extracted, extract};
+use crate::engine::llm::client::{ChatRequest, Client, LlmError, Message};
 
 /// How many completions layer 3 may ask for (the first and one corrective retry).
 pub const MAX_CALLS: usize = 2;

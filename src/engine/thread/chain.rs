@@ -151,7 +151,7 @@ impl Chain {
         self.steps
             .last()
             .map(|s| s.role.as_str())
-            .unwrap_or(super::workflow::START)
+            .unwrap_or(crate::engine::workflow::START)
     }
 
     /// How many steps of `role` the chain has.
@@ -284,7 +284,7 @@ impl History {
                 start_timestamp: chain.start_timestamp,
                 head: chain.start_hash,
                 len: 0,
-                position: super::workflow::START.to_owned(),
+                position: crate::engine::workflow::START.to_owned(),
                 visits: std::collections::BTreeMap::new(),
                 lines_xxh64: 0,
             },
@@ -381,7 +381,7 @@ fn parse_line(line: &str) -> Option<Entry> {
 }
 
 /// `<root>/cache/<kind>/<name>`: a file of one of the derived caches (`chains`, `decisions`).
-pub(super) fn cache_file(store: &Store, kind: &str, name: &str) -> PathBuf {
+pub(crate) fn cache_file(store: &Store, kind: &str, name: &str) -> PathBuf {
     store.root().join("cache").join(kind).join(name)
 }
 

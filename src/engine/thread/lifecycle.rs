@@ -7,15 +7,15 @@ use serde_json::{Value, json};
 
 use crate::cas::{Hash, Store, builtin};
 
-use super::agent;
-use super::chain;
-use super::index_files;
-use super::moderator::Moderator;
-use super::registry::{self, RegistryError};
-use super::step::StepError;
-use super::submit::{SubmitError, ThreadView};
-use super::threads::{self, RunFiles, State, ThreadIndexError};
-use super::workflow::END;
+use crate::engine::agent::spawn;
+use crate::engine::agent::submit::{SubmitError, ThreadView};
+use crate::engine::index_files;
+use crate::engine::thread::chain;
+use crate::engine::thread::index::{self, RunFiles, State, ThreadIndexError};
+use crate::engine::thread::step::StepError;
+use crate::engine::workflow::END;
+use crate::engine::workflow::moderator::Moderator;
+use crate::engine::workflow::registry::{self, RegistryError};
 
 /// Errors of thread operations.
 #[derive(Debug, thiserror::Error)]
@@ -58,8 +58,8 @@ pub fn start(store: &Store, workflow: &str, prompt: &str) -> Result<(String, Str
         builtin::hash_of("start"),
         &json!({"workflow": hash.to_string(), "prompt": prompt}),
     )?;
-    let id = threads::new_id();
-    threads::add(store.root(), &id, start)?;
+    let id = index::new_id();
+    index::add(store.root(), &id, start)?;
     Ok((w.name, id))
 }
 
@@ -69,9 +69,9 @@ pub fn fork(store: &Store, from: Hash) -> Result<(String, String, Hash), ThreadE
     if node.type_hash != builtin::hash_of("step") && node.type_hash != builtin::hash_of("start") {
         return Err(ThreadError::NotForkable { hash: from });
     }
-    let id = threads::new_id();
+    let id = index::new_id();
     let view = ThreadView::at(store, &id, from)?;
-    threads::add(store.root(), &id, from)?;
+    index::add(store.root(), &id, from)?;
     Ok((view.workflow.name, id, from))
 }
 
@@ -191,7 +191,7 @@ impl Summary {
 
 /// Summarises a thread (active or archived).
 pub fn summary(store: &Store, id: &str) -> Result<Summary, ThreadError> {
-    let (head, archived) = match threads::state(store.root(), id)? {
+    let (head, archived) = match index::state(store.root(), id)? {
         State::Active { head } => (head, None),
         State::Archived(a) => (a.head, Some(a.status)),
     };
@@ -225,13 +225,18 @@ pub fn summary_at(
         summary.status = status;
         return Ok(summary);
     }
-    summary.next = super::decisions::cached_next(store, view.workflow_hash, &view.workflow, head)
-        .or_else(|| {
-            Moderator::new(view.workflow.clone())
-                .ok()
-                .and_then(|m| m.decide_chain(&view.chain).ok())
-                .map(|d| d.next)
-        });
+    summary.next = crate::engine::workflow::decisions::cached_next(
+        store,
+        view.workflow_hash,
+        &view.workflow,
+        head,
+    )
+    .or_else(|| {
+        Moderator::new(view.workflow.clone())
+            .ok()
+            .and_then(|m| m.decide_chain(&view.chain).ok())
+            .map(|d| d.next)
+    });
     summary.refresh(&files);
     Ok(summary)
 }
@@ -239,7 +244,7 @@ pub fn summary_at(
 /// Stops a running step's agent (SIGTERM, then SIGKILL) and archives the thread as `killed`.
 pub fn kill(store: &Store, id: &str) -> Result<Hash, ThreadError> {
     let root = store.root();
-    let head = threads::active_head(root, id)?;
+    let head = index::active_head(root, id)?;
     let files = RunFiles::new(root, id);
     // A step may be anywhere in its cycle: poll until its agent is known (then stop it) and the
     // step process, which fails once its agent is gone, releases the lock.
@@ -252,7 +257,7 @@ pub fn kill(store: &Store, id: &str) -> Result<Hash, ThreadError> {
                 if let Some(pgid) = files.run_info().and_then(|i| i.agent_pid)
                     && stopped != Some(pgid)
                 {
-                    agent::stop_group(pgid, agent::KILL_GRACE);
+                    spawn::stop_group(pgid, spawn::KILL_GRACE);
                     stopped = Some(pgid);
                 }
                 std::thread::sleep(Duration::from_millis(20));
@@ -264,7 +269,7 @@ pub fn kill(store: &Store, id: &str) -> Result<Hash, ThreadError> {
         }
     };
     let view = ThreadView::at(store, id, head)?;
-    let archived = super::step::archive(store, id, view.workflow_hash, "killed")?;
+    let archived = crate::engine::thread::step::archive(store, id, view.workflow_hash, "killed")?;
     drop(lock);
     Ok(archived.head)
 }

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::cas::schema::{CompiledSchema, Violation};
 
-use super::workflow::yaml_to_json;
+use crate::engine::workflow::yaml_to_json;
 
 /// What extraction produced.
 #[derive(Debug, Clone, PartialEq)]

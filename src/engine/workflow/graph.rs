@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use super::workflow::{END, START, Workflow};
+use crate::engine::workflow::{END, START, Workflow};
 
 /// A Mermaid `flowchart TD`.
 pub fn mermaid(w: &Workflow) -> String {
@@ -70,7 +70,7 @@ fn edge_label(count: usize, i: usize, condition: Option<&str>) -> Option<String>
 }
 
 /// Graph entries in reading order: `$START`, then roles breadth first.
-fn ordered_graph(w: &Workflow) -> Vec<(&str, &Vec<super::workflow::Transition>)> {
+fn ordered_graph(w: &Workflow) -> Vec<(&str, &Vec<crate::engine::workflow::Transition>)> {
     std::iter::once(START)
         .chain(w.role_order())
         .filter_map(|k| w.graph.get_key_value(k).map(|(k, v)| (k.as_str(), v)))

@@ -11,17 +11,17 @@ use serde_json::{Value, json};
 use crate::cas::store::now_ms;
 use crate::cas::{Hash, Store, StoreError, builtin};
 
-use super::agent::{self, AgentError, Invocation};
-use super::chain::History;
-use super::chain::{self, ChainError};
-use super::config::{ConfigError, Loaded};
-use super::decisions;
-use super::jsonata::Input;
-use super::moderator::{Moderator, ModeratorError};
-use super::submit::{self, SubmitError};
-use super::threads::{self, RunFiles, RunInfo, ThreadIndexError};
-use super::workflow::END;
-use super::workflow::Workflow;
+use crate::engine::agent::spawn::{self, AgentError, Invocation};
+use crate::engine::agent::submit::{self, SubmitError};
+use crate::engine::config::{ConfigError, Loaded};
+use crate::engine::thread::chain::History;
+use crate::engine::thread::chain::{self, ChainError};
+use crate::engine::thread::index::{self, RunFiles, RunInfo, ThreadIndexError};
+use crate::engine::workflow::END;
+use crate::engine::workflow::Workflow;
+use crate::engine::workflow::decisions;
+use crate::engine::workflow::jsonata::Input;
+use crate::engine::workflow::moderator::{Moderator, ModeratorError};
 
 /// Why a step failed.
 #[derive(Debug, thiserror::Error)]
@@ -111,7 +111,7 @@ fn step_locked(
     id: &str,
     options: &StepOptions,
     files: &RunFiles,
-    lock: &threads::StepLock,
+    lock: &index::StepLock,
 ) -> Result<Stepped, StepError> {
     let root = store.root();
     let mut info = RunInfo {
@@ -163,7 +163,7 @@ fn step_locked(
     info.role = Some(role.clone());
     info.agent = Some(spec.name.clone());
 
-    let _ = threads::reset(&files.log());
+    let _ = index::reset(&files.log());
     let invocation = Invocation {
         spec: &spec,
         thread: id,
@@ -179,13 +179,13 @@ fn step_locked(
         log: Some(files.log()),
         passthrough: options.passthrough,
     };
-    let finished = agent::run(&invocation, |pid| {
+    let finished = spawn::run(&invocation, |pid| {
         info.agent_pid = Some(pid);
         lock.set_info(&info);
         prepared.get_or_insert_with(prepare);
     })?;
     let (moderator, context) = prepared.unwrap_or_else(prepare)?;
-    let line = agent::last_line(&finished.stdout).unwrap_or("").to_owned();
+    let line = spawn::last_line(&finished.stdout).unwrap_or("").to_owned();
     let hash = Hash::parse(&line).map_err(|_| AgentError::NoHash {
         name: spec.name.clone(),
         got: if line.is_empty() {
@@ -200,7 +200,7 @@ fn step_locked(
         hash: hash.to_string(),
         reason,
     })?;
-    threads::compare_and_set(root, id, view.head(), hash)?;
+    index::compare_and_set(root, id, view.head(), hash)?;
 
     // Evaluate again: a thread whose next position is `$END` is archived now. The step itself
     // succeeded; if routing cannot decide now, the next step reports why.
@@ -231,13 +231,13 @@ fn step_locked(
 }
 
 /// Archives thread `id` at its head with `status` and drops its spare cache files.
-pub(super) fn archive(
+pub(crate) fn archive(
     store: &Store,
     id: &str,
     workflow: Hash,
     status: &str,
-) -> Result<super::index_files::Archived, threads::ThreadIndexError> {
-    let archived = threads::archive(store.root(), id, workflow, status)?;
+) -> Result<crate::engine::index_files::Archived, index::ThreadIndexError> {
+    let archived = index::archive(store.root(), id, workflow, status)?;
     chain::drop_spare(store, id);
     decisions::drop_spare(store, id);
     Ok(archived)

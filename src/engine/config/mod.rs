@@ -2,12 +2,15 @@
 //!
 //! Every field is optional. With no file at all uwf works offline: the built-in agents are
 //! predefined and `defaultAgent` is `dry`. Entries under `agents` add to or replace the
-//! built-ins. Providers and models are resolved by [`super::llm`].
+//! built-ins. Providers and models are resolved by [`crate::engine::llm::client`].
 //!
 //! Loading validates in two passes: the YAML shape (serde, whose errors carry the field path and
 //! line, rewritten here into plain words) and then the cross-references (a model's provider, the
 //! default model and agent, the overrides). Secrets never live here: a provider names the
 //! environment variable that holds its key (`apiKeyEnv`), which `<root>/.env` may set.
+
+pub mod doctor;
+pub mod dotenv;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

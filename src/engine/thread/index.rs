@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::cas::Hash;
 use crate::cas::store::{now_ms, overwrite};
 
-use super::index_files::{self, Archived, IndexError, Threads};
+use crate::engine::index_files::{self, Archived, IndexError, Threads};
 
 /// Errors of the thread index.
 #[derive(Debug, thiserror::Error)]

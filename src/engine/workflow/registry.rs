@@ -8,8 +8,8 @@ use std::path::Path;
 
 use crate::cas::{Hash, Store, builtin};
 
-use super::index_files::{self, IndexError, Registry, RegistryEntry, Version};
-use super::workflow::{Workflow, WorkflowError};
+use crate::engine::index_files::{self, IndexError, Registry, RegistryEntry, Version};
+use crate::engine::workflow::{Workflow, WorkflowError};
 
 const FILE: &str = "registry.yaml";
 

@@ -6,13 +6,13 @@ use serde_json::{Map, Value, json};
 
 use crate::cas::{Hash, Store, StoreError, builtin};
 
-use super::chain::Chain;
-use super::config::Config;
-use super::extract::{ExtractError, extract};
-use super::extract_llm::extract_with_llm;
-use super::llm::{Client, Endpoint};
-use super::threads::{self, ThreadIndexError};
-use super::workflow::{Workflow, WorkflowError};
+use crate::engine::agent::extract::{ExtractError, extract};
+use crate::engine::config::Config;
+use crate::engine::llm::client::{Client, Endpoint};
+use crate::engine::llm::json_extract::extract_with_llm;
+use crate::engine::thread::chain::Chain;
+use crate::engine::thread::index::{self, ThreadIndexError};
+use crate::engine::workflow::{Workflow, WorkflowError};
 
 /// Errors while preparing or writing a step.
 #[derive(Debug, thiserror::Error)]
@@ -24,7 +24,7 @@ pub enum SubmitError {
     #[error(transparent)]
     Workflow(#[from] WorkflowError),
     #[error(transparent)]
-    Chain(#[from] super::chain::ChainError),
+    Chain(#[from] crate::engine::thread::chain::ChainError),
     #[error("role `{role}` is not part of workflow `{workflow}` (roles: {roles})")]
     UnknownRole {
         role: String,
@@ -59,13 +59,13 @@ pub struct ThreadView {
 impl ThreadView {
     /// Loads the active thread `id`.
     pub fn load(store: &Store, id: &str) -> Result<ThreadView, SubmitError> {
-        let head = threads::active_head(store.root(), id)?;
+        let head = index::active_head(store.root(), id)?;
         Self::at(store, id, head)
     }
 
     /// A view of thread `id` at `head` (for archived threads and past steps too).
     pub fn at(store: &Store, id: &str, head: Hash) -> Result<ThreadView, SubmitError> {
-        let chain = super::chain::load(store, head)?;
+        let chain = crate::engine::thread::chain::load(store, head)?;
         let workflow_hash = chain.start.workflow;
         let workflow = Workflow::load(store, workflow_hash)?;
         Ok(ThreadView {
@@ -93,7 +93,7 @@ impl ThreadView {
 
     /// The text body of a step's detail, if it has one (for transcripts).
     pub fn body_of(store: &Store, detail: Hash) -> Option<String> {
-        super::render::body_of(detail, |h| store.get_payload(h).ok())
+        crate::engine::thread::render::body_of(detail, |h| store.get_payload(h).ok())
     }
 }
 
@@ -135,14 +135,14 @@ impl StepTarget<'_> {
 pub fn load_light(
     store: &Store,
     id: &str,
-) -> Result<(super::chain::History, Workflow), SubmitError> {
-    let head = threads::active_head(store.root(), id)?;
-    let history = super::chain::history(store, head)?;
+) -> Result<(crate::engine::thread::chain::History, Workflow), SubmitError> {
+    let head = index::active_head(store.root(), id)?;
+    let history = crate::engine::thread::chain::history(store, head)?;
     let workflow = Workflow::load(store, history.start().workflow)?;
     Ok((history, workflow))
 }
 
-impl super::chain::History {
+impl crate::engine::thread::chain::History {
     /// Where a new step after this history goes.
     pub fn target<'a>(&self, workflow: &'a Workflow) -> StepTarget<'a> {
         StepTarget {

@@ -18,7 +18,7 @@ use serde_yaml::Value as Yaml;
 use crate::cas::schema::CompiledSchema;
 use crate::cas::{Hash, Store, StoreError, builtin};
 
-use super::jsonata;
+use crate::engine::workflow::jsonata;
 
 /// The reserved position before the first step.
 pub const START: &str = "$START";

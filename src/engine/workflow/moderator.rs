@@ -13,8 +13,8 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::jsonata::{self, Expr, Input, JsonataError, Limits};
-use super::workflow::{END, START, Workflow};
+use crate::engine::workflow::jsonata::{self, Expr, Input, JsonataError, Limits};
+use crate::engine::workflow::{END, START, Workflow};
 
 /// Errors of a routing decision.
 #[derive(Debug, thiserror::Error)]
@@ -140,7 +140,10 @@ impl Moderator {
     }
 
     /// Picks the next role for a thread's chain (the context is handed to the engine as text).
-    pub fn decide_chain(&self, chain: &super::chain::Chain) -> Result<Decision, ModeratorError> {
+    pub fn decide_chain(
+        &self,
+        chain: &crate::engine::thread::chain::Chain,
+    ) -> Result<Decision, ModeratorError> {
         let input = Input::from_json_text(chain.context_json());
         self.run(chain.position(), &input, true)
     }

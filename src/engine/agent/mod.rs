@@ -1,0 +1,6 @@
+//! Agents.
+pub mod builtin;
+pub mod extract;
+pub mod minimal;
+pub mod spawn;
+pub mod submit;

@@ -1,0 +1,6 @@
+//! Threads.
+pub mod chain;
+pub mod index;
+pub mod lifecycle;
+pub mod render;
+pub mod step;
