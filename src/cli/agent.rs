@@ -9,11 +9,11 @@ use clap::Subcommand;
 use super::Out;
 use crate::cas::Store;
 use crate::engine::agent::builtin;
-use crate::engine::agent::submit::{self, Submission, ThreadView};
+use crate::engine::agent::submit::{self, Submission};
 use crate::engine::config;
 use crate::engine::llm::agents::{self, ReactOptions};
 use crate::engine::thread::chain::Entry;
-use crate::engine::thread::render;
+use crate::engine::thread::view::ThreadView;
 
 #[derive(Debug, Subcommand)]
 pub enum AgentCommand {
@@ -114,8 +114,8 @@ pub fn run(cmd: AgentCommand, root: &Path, out: &mut Out) -> anyhow::Result<()> 
             let id = thread_id(&thread)?;
             let view = ThreadView::load(&store, &id)?;
             let schema = store.get_payload(view.role_schema(&role)?)?;
-            let body_of = |e: &Entry| ThreadView::body_of(&store, e.detail);
-            out.text(&render::agent_prompt(
+            let body_of = |e: &Entry| crate::engine::thread::render::stored_body(&store, e.detail);
+            out.text(&crate::engine::agent::prompt::agent_prompt(
                 &id,
                 &view.workflow,
                 &role,

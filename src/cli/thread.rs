@@ -9,13 +9,13 @@ use serde_json::json;
 
 use super::Out;
 use crate::cas::{Hash, Store, builtin};
-use crate::engine::agent::submit::ThreadView;
 use crate::engine::config;
 use crate::engine::index_files;
 use crate::engine::thread::chain::{self, Entry};
 use crate::engine::thread::lifecycle;
 use crate::engine::thread::render;
 use crate::engine::thread::step::{self, StepOptions};
+use crate::engine::thread::view::ThreadView;
 use crate::engine::workflow::jsonata;
 use crate::engine::workflow::moderator::{Moderator, Outcome};
 
@@ -229,7 +229,7 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> anyhow::Result<()>
                 }
                 None => view.chain.steps.len(),
             };
-            let body_of = |e: &Entry| ThreadView::body_of(&store, e.detail);
+            let body_of = |e: &Entry| crate::engine::thread::render::stored_body(&store, e.detail);
             let files = step::run_files(root, &id);
             let text =
                 render::transcript(&view, &summary.status_line(&files), upto, quota, &body_of);
@@ -369,7 +369,7 @@ fn step_text(store: &Store, hash: Hash) -> anyhow::Result<String> {
     let step = chain::read_step(&node)?;
     let mut text = format!("# role: {}\n", step.role);
     text.push_str(&render::output_yaml(&store.get_payload(step.output)?));
-    if let Some(body) = ThreadView::body_of(store, step.detail) {
+    if let Some(body) = crate::engine::thread::render::stored_body(store, step.detail) {
         text.push_str("---\n");
         text.push_str(&body);
         if !body.ends_with('\n') {

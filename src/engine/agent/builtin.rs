@@ -10,17 +10,20 @@ use std::time::Instant;
 use serde_json::Value;
 
 use crate::cas::{Hash, Store};
+use crate::engine::thread::view::{self, ThreadView};
 
 use crate::engine::config::Config;
 
 use crate::engine::agent::minimal::minimal;
-use crate::engine::agent::submit::{self, Submission, SubmitError, ThreadView};
+use crate::engine::agent::submit::{self, Submission, SubmitError};
 use crate::engine::thread::render;
 use crate::engine::workflow::yaml_to_json;
 
 /// Errors of the built-in agents.
 #[derive(Debug, thiserror::Error)]
 pub enum BuiltinError {
+    #[error(transparent)]
+    View(#[from] crate::engine::thread::view::ViewError),
     #[error(transparent)]
     Submit(#[from] SubmitError),
     #[error("the dry agent cannot fabricate a valid output for role `{role}`: {reason}")]
@@ -61,7 +64,7 @@ fn stderr_note(tail: &str) -> String {
 /// `uwf agent dry`: the smallest schema-valid output.
 pub fn dry(store: &Store, thread: &str, role: &str) -> Result<Hash, BuiltinError> {
     let t = Instant::now();
-    let (history, workflow) = submit::load_light(store, thread)?;
+    let (history, workflow) = view::load_light(store, thread)?;
     let target = history.target(&workflow);
     let schema_hash = target.role_schema(role)?;
     let schema = store.schema(schema_hash).map_err(SubmitError::from)?;
@@ -118,7 +121,7 @@ pub fn script(
                 path: path.clone(),
                 role: role.to_owned(),
             })?;
-    let (history, workflow) = submit::load_light(store, thread)?;
+    let (history, workflow) = view::load_light(store, thread)?;
     let target = history.target(&workflow);
     let visit = history.visits(role);
     let entry = &entries[visit.min(entries.len() - 1)];
@@ -166,8 +169,10 @@ pub fn exec(
     let schema = store
         .get_payload(view.role_schema(role)?)
         .map_err(SubmitError::from)?;
-    let body_of = |e: &crate::engine::thread::chain::Entry| ThreadView::body_of(store, e.detail);
-    let prompt = render::agent_prompt(
+    let body_of = |e: &crate::engine::thread::chain::Entry| {
+        crate::engine::thread::render::stored_body(store, e.detail)
+    };
+    let prompt = crate::engine::agent::prompt::agent_prompt(
         thread,
         &view.workflow,
         role,

@@ -2,5 +2,6 @@
 pub mod builtin;
 pub mod extract;
 pub mod minimal;
+pub mod prompt;
 pub mod spawn;
 pub mod submit;

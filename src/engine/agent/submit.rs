@@ -10,9 +10,9 @@ use crate::engine::agent::extract::{ExtractError, extract};
 use crate::engine::config::Config;
 use crate::engine::llm::client::{Client, Endpoint};
 use crate::engine::llm::json_extract::extract_with_llm;
-use crate::engine::thread::chain::Chain;
-use crate::engine::thread::index::{self, ThreadIndexError};
-use crate::engine::workflow::{Workflow, WorkflowError};
+use crate::engine::thread::index::ThreadIndexError;
+use crate::engine::thread::view::{StepTarget, ThreadView};
+use crate::engine::workflow::WorkflowError;
 
 /// Errors while preparing or writing a step.
 #[derive(Debug, thiserror::Error)]
@@ -25,12 +25,8 @@ pub enum SubmitError {
     Workflow(#[from] WorkflowError),
     #[error(transparent)]
     Chain(#[from] crate::engine::thread::chain::ChainError),
-    #[error("role `{role}` is not part of workflow `{workflow}` (roles: {roles})")]
-    UnknownRole {
-        role: String,
-        workflow: String,
-        roles: String,
-    },
+    #[error(transparent)]
+    View(#[from] crate::engine::thread::view::ViewError),
     #[error(
         "cannot extract the structured output for role `{role}`: {error}{}\nhint: the raw output is kept as text node {raw}: `uwf cas get {raw} --payload`",
         llm.as_ref().map(|l| format!("\nthe LLM fallback failed too: {l}")).unwrap_or_default()
@@ -44,113 +40,6 @@ pub enum SubmitError {
     },
     #[error("--detail-json must hold a JSON object: {0}")]
     Detail(String),
-}
-
-/// An active thread as an agent sees it during a step.
-#[derive(Debug)]
-pub struct ThreadView {
-    pub id: String,
-    pub head: Hash,
-    pub chain: Chain,
-    pub workflow_hash: Hash,
-    pub workflow: Workflow,
-}
-
-impl ThreadView {
-    /// Loads the active thread `id`.
-    pub fn load(store: &Store, id: &str) -> Result<ThreadView, SubmitError> {
-        let head = index::active_head(store.root(), id)?;
-        Self::at(store, id, head)
-    }
-
-    /// A view of thread `id` at `head` (for archived threads and past steps too).
-    pub fn at(store: &Store, id: &str, head: Hash) -> Result<ThreadView, SubmitError> {
-        let chain = crate::engine::thread::chain::load(store, head)?;
-        let workflow_hash = chain.start.workflow;
-        let workflow = Workflow::load(store, workflow_hash)?;
-        Ok(ThreadView {
-            id: id.to_owned(),
-            head,
-            chain,
-            workflow_hash,
-            workflow,
-        })
-    }
-
-    /// The schema hash of a role's output.
-    pub fn role_schema(&self, role: &str) -> Result<Hash, SubmitError> {
-        role_schema(&self.workflow, role)
-    }
-
-    /// Where a new step of this thread goes.
-    pub fn target(&self) -> StepTarget<'_> {
-        StepTarget {
-            head: self.head,
-            start_hash: self.chain.start_hash,
-            workflow: &self.workflow,
-        }
-    }
-
-    /// The text body of a step's detail, if it has one (for transcripts).
-    pub fn body_of(store: &Store, detail: Hash) -> Option<String> {
-        crate::engine::thread::render::body_of(detail, |h| store.get_payload(h).ok())
-    }
-}
-
-/// The schema hash of `role`'s output in `workflow`.
-pub fn role_schema(workflow: &Workflow, role: &str) -> Result<Hash, SubmitError> {
-    workflow
-        .roles
-        .get(role)
-        .map(|r| r.meta)
-        .ok_or_else(|| SubmitError::UnknownRole {
-            role: role.to_owned(),
-            workflow: workflow.name.clone(),
-            roles: workflow
-                .roles
-                .keys()
-                .cloned()
-                .collect::<Vec<_>>()
-                .join(", "),
-        })
-}
-
-/// What writing a step needs to know of its thread: the head it follows, the start it belongs
-/// to, and the workflow (for the role's schema). Cheaper to get than a whole [`ThreadView`].
-#[derive(Debug, Clone, Copy)]
-pub struct StepTarget<'a> {
-    pub head: Hash,
-    pub start_hash: Hash,
-    pub workflow: &'a Workflow,
-}
-
-impl StepTarget<'_> {
-    pub fn role_schema(&self, role: &str) -> Result<Hash, SubmitError> {
-        role_schema(self.workflow, role)
-    }
-}
-
-/// The head, history (header only) and workflow of active thread `id`: what a built-in agent
-/// needs, without parsing the steps.
-pub fn load_light(
-    store: &Store,
-    id: &str,
-) -> Result<(crate::engine::thread::chain::History, Workflow), SubmitError> {
-    let head = index::active_head(store.root(), id)?;
-    let history = crate::engine::thread::chain::history(store, head)?;
-    let workflow = Workflow::load(store, history.start().workflow)?;
-    Ok((history, workflow))
-}
-
-impl crate::engine::thread::chain::History {
-    /// Where a new step after this history goes.
-    pub fn target<'a>(&self, workflow: &'a Workflow) -> StepTarget<'a> {
-        StepTarget {
-            head: self.head(),
-            start_hash: self.start_hash(),
-            workflow,
-        }
-    }
 }
 
 /// What an agent produced.

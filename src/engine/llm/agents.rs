@@ -15,15 +15,16 @@ use serde_json::{Map, Value, json};
 
 use crate::cas::schema::CompiledSchema;
 use crate::cas::{Hash, Store, builtin};
+use crate::engine::thread::view::ThreadView;
 
-use crate::engine::agent::submit::{self, Submission, SubmitError, ThreadView};
+use crate::engine::agent::prompt::PromptParts;
+use crate::engine::agent::submit::{self, Submission, SubmitError};
 use crate::engine::config::Config;
 use crate::engine::llm::client::{
     self, ChatRequest, ChatResponse, Client, Endpoint, LlmError, Message,
 };
 use crate::engine::llm::workdir::{ToolError, Workdir};
 use crate::engine::thread::chain::Entry;
-use crate::engine::thread::render::{self, PromptParts};
 
 /// The default number of rounds of `react`.
 pub const DEFAULT_MAX_ROUNDS: usize = 20;
@@ -41,6 +42,8 @@ done. A reply without a tool call is not accepted.";
 /// Errors of the LLM agents.
 #[derive(Debug, thiserror::Error)]
 pub enum LlmAgentError {
+    #[error(transparent)]
+    View(#[from] crate::engine::thread::view::ViewError),
     #[error(transparent)]
     Submit(#[from] SubmitError),
     #[error(transparent)]
@@ -72,8 +75,8 @@ fn prompt(
 ) -> Result<(PromptParts, Hash), SubmitError> {
     let schema_hash = view.role_schema(role)?;
     let schema = store.get_payload(schema_hash)?;
-    let body_of = |e: &Entry| ThreadView::body_of(store, e.detail);
-    let parts = render::prompt_parts(
+    let body_of = |e: &Entry| crate::engine::thread::render::stored_body(store, e.detail);
+    let parts = crate::engine::agent::prompt::prompt_parts(
         &view.id,
         &view.workflow,
         role,

@@ -6,9 +6,9 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::cas::{Hash, Store, builtin};
+use crate::engine::thread::view::{ThreadView, ViewError};
 
 use crate::engine::agent::spawn;
-use crate::engine::agent::submit::{SubmitError, ThreadView};
 use crate::engine::index_files;
 use crate::engine::thread::chain;
 use crate::engine::thread::index::{self, RunFiles, State, ThreadIndexError};
@@ -37,7 +37,7 @@ pub enum ThreadError {
     #[error(transparent)]
     Registry(#[from] RegistryError),
     #[error(transparent)]
-    View(#[from] SubmitError),
+    View(#[from] ViewError),
     #[error(transparent)]
     Store(#[from] crate::cas::StoreError),
     #[error(transparent)]

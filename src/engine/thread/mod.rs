@@ -4,3 +4,4 @@ pub mod index;
 pub mod lifecycle;
 pub mod render;
 pub mod step;
+pub mod view;

@@ -1,5 +1,6 @@
-//! Text renderings of a thread for people and agents: the transcript (`thread read`), the agent
-//! prompt (`agent prompt`), outputs as YAML/JSON with stable key order, and diffs of steps.
+//! Text renderings of a thread for people: the transcript (`thread read`), outputs as YAML/JSON
+//! with stable key order, step details and bodies, and diffs of steps. (The agent's prompt, which
+//! shares the history rendering, is [`crate::engine::agent::prompt`].)
 
 use std::borrow::Borrow;
 use std::fmt::Write;
@@ -8,11 +9,9 @@ use serde_json::Value;
 
 use crate::cas::canonical::sorted;
 use crate::cas::{Hash, Store, StoreError};
+use crate::engine::thread::view::ThreadView;
 
-use crate::engine::agent::minimal::minimal;
-use crate::engine::agent::submit::ThreadView;
 use crate::engine::thread::chain::{Chain, Entry};
-use crate::engine::workflow::Workflow;
 
 /// An output as YAML with keys sorted (stable for diffs).
 pub fn output_yaml(output: &Value) -> String {
@@ -46,7 +45,7 @@ fn step_section(index: usize, step: &Entry, body: Option<&str>) -> String {
 
 /// Renders the newest steps that fit in `quota` characters (all when `None`), oldest first,
 /// with a note about what was left out.
-fn history(
+pub(crate) fn history(
     chain: &Chain,
     upto: usize,
     quota: Option<usize>,
@@ -106,98 +105,6 @@ pub fn transcript(
     out
 }
 
-/// The instruction that tells an agent how to format its answer for `role`'s schema.
-pub fn format_instruction(schema: &Value) -> String {
-    let example = output_yaml(&minimal(schema));
-    let schema_text = serde_json::to_string_pretty(&sorted(schema)).unwrap_or_default();
-    format!(
-        "## Output format\n\n\
-Answer with a YAML frontmatter block first: a line `---`, the fields below as YAML, and another `---` line. \
-Write any explanation as Markdown after it. The fields must validate against this JSON Schema:\n\n\
-```json\n{schema_text}\n```\n\n\
-For example (the smallest valid answer):\n\n---\n{example}---\n"
-    )
-}
-
-/// The prompt of an agent playing `role`, in three parts that LLM agents place in different
-/// messages.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PromptParts {
-    /// The output-format instruction (from the role's schema).
-    pub format: String,
-    /// The scope line and the role's description, goal, capabilities, procedure and output.
-    pub role: String,
-    /// `## Task` (the thread's prompt) and `## History` (prior steps).
-    pub task: String,
-}
-
-impl PromptParts {
-    /// The whole prompt, as `uwf agent prompt` prints it.
-    pub fn joined(&self) -> String {
-        format!("{}{}{}", self.format, self.role, self.task)
-    }
-}
-
-/// The prompt for an agent playing `role`; `quota` bounds the whole prompt's length by leaving
-/// out the oldest history.
-pub fn prompt_parts(
-    id: &str,
-    workflow: &Workflow,
-    role: &str,
-    schema: &Value,
-    chain: &Chain,
-    quota: Option<usize>,
-    body_of: &dyn Fn(&Entry) -> Option<String>,
-) -> PromptParts {
-    let format = format_instruction(schema);
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "\nYou are the `{role}` role of the `{}` workflow (thread {id}, step {}). Do this role's part only; the workflow routes the rest.\n",
-        workflow.name,
-        chain.steps.len() + 1
-    );
-    if let Some(r) = workflow.roles.get(role) {
-        let _ = writeln!(out, "## Role: {role}\n");
-        let mut line = |label: &str, text: &Option<String>| {
-            if let Some(t) = text.as_deref().filter(|t| !t.trim().is_empty()) {
-                let _ = writeln!(out, "**{label}:** {}\n", t.trim_end());
-            }
-        };
-        line("Description", &r.description);
-        line("Goal", &r.goal);
-        line(
-            "Capabilities",
-            &r.capabilities.as_ref().map(|c| c.join(", ")),
-        );
-        line("Procedure", &r.procedure);
-        line("Output", &r.output);
-    }
-    let mut task = String::new();
-    let _ = writeln!(task, "## Task\n\n{}\n", chain.start.prompt.trim_end());
-    let _ = writeln!(task, "## History\n");
-    let budget = quota.map(|q| q.saturating_sub(format.len() + out.len() + task.len()));
-    task.push_str(&history(chain, chain.steps.len(), budget, body_of));
-    PromptParts {
-        format,
-        role: out,
-        task,
-    }
-}
-
-/// The full prompt for an agent playing `role` (`uwf agent prompt`).
-pub fn agent_prompt(
-    id: &str,
-    workflow: &Workflow,
-    role: &str,
-    schema: &Value,
-    chain: &Chain,
-    quota: Option<usize>,
-    body_of: &dyn Fn(&Entry) -> Option<String>,
-) -> String {
-    prompt_parts(id, workflow, role, schema, chain, quota, body_of).joined()
-}
-
 /// A unified diff of two texts with git-like headers.
 pub fn unified_diff(a_name: &str, a: &str, b_name: &str, b: &str) -> String {
     similar::TextDiff::from_lines(a, b)
@@ -245,4 +152,9 @@ pub fn body_of<V: Borrow<Value>>(
 /// The payload of the node a detail field (`raw`, `body`) names, if it is one.
 fn named_node<V>(detail: &Value, key: &str, payload: &impl Fn(Hash) -> Option<V>) -> Option<V> {
     payload(Hash::parse(detail.get(key)?.as_str()?).ok()?)
+}
+
+/// The text body of a stored step's detail, if it has one (transcripts, prompts).
+pub fn stored_body(store: &Store, detail: Hash) -> Option<String> {
+    body_of(detail, |h| store.get_payload(h).ok())
 }

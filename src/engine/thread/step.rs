@@ -10,9 +10,9 @@ use serde_json::{Value, json};
 
 use crate::cas::store::now_ms;
 use crate::cas::{Hash, Store, StoreError, builtin};
+use crate::engine::thread::view::{self, ViewError};
 
 use crate::engine::agent::spawn::{self, AgentError, Invocation};
-use crate::engine::agent::submit::{self, SubmitError};
 use crate::engine::config::{ConfigError, Loaded};
 use crate::engine::thread::chain::History;
 use crate::engine::thread::chain::{self, ChainError};
@@ -29,7 +29,7 @@ pub enum StepError {
     #[error(transparent)]
     Thread(#[from] ThreadIndexError),
     #[error(transparent)]
-    View(#[from] SubmitError),
+    View(#[from] ViewError),
     #[error(transparent)]
     Moderator(#[from] ModeratorError),
     #[error(transparent)]
@@ -251,8 +251,8 @@ struct Current {
 }
 
 impl Current {
-    fn load(store: &Store, id: &str) -> Result<Current, SubmitError> {
-        let (history, workflow) = submit::load_light(store, id)?;
+    fn load(store: &Store, id: &str) -> Result<Current, ViewError> {
+        let (history, workflow) = view::load_light(store, id)?;
         Ok(Current { history, workflow })
     }
 
@@ -299,7 +299,7 @@ fn verify(store: &Store, view: &Current, role: &str, hash: Hash) -> Result<(), S
             step.role
         ));
     }
-    let schema_hash = submit::role_schema(&view.workflow, role).map_err(|e| e.to_string())?;
+    let schema_hash = view::role_schema(&view.workflow, role).map_err(|e| e.to_string())?;
     let output = store
         .get(step.output)
         .map_err(|e| format!("its output: {e}"))?;

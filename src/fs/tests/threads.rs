@@ -9,8 +9,9 @@ use serde_json::json;
 use super::{Fx, ME, WO};
 use crate::cas::Store;
 use crate::cas::store::now_ms;
-use crate::engine::agent::submit::{self, Submission, ThreadView};
+use crate::engine::agent::submit::{self, Submission};
 use crate::engine::thread::render;
+use crate::engine::thread::view::ThreadView;
 use crate::engine::{thread::index, thread::lifecycle, workflow, workflow::registry};
 use crate::fs::error::FsError;
 use crate::fs::tree::{Kind, Lookup, SetAttr, TimeSet};
@@ -154,7 +155,9 @@ fn a_thread_reads_like_the_cli_renders_it() {
     assert!(detail.contains("bodyText: Plan B."), "{detail}");
     // The transcript is `thread read`'s.
     let view = ThreadView::load(&store, &id).unwrap();
-    let body_of = |e: &crate::engine::thread::chain::Entry| ThreadView::body_of(&store, e.detail);
+    let body_of = |e: &crate::engine::thread::chain::Entry| {
+        crate::engine::thread::render::stored_body(&store, e.detail)
+    };
     let expected = render::transcript(&view, "active next=reviewer", 3, None, &body_of);
     assert_eq!(fx.cat(&format!("{t}/transcript.md")), expected);
     // Links.

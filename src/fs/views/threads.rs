@@ -17,12 +17,12 @@ use std::time::{Duration, Instant, SystemTime};
 use serde_json::Value;
 
 use crate::cas::Hash;
-use crate::engine::agent::submit::ThreadView;
 use crate::engine::index_files;
 use crate::engine::thread::chain::{self, Chain};
 use crate::engine::thread::index::RunFiles;
 use crate::engine::thread::lifecycle::{self, Summary};
 use crate::engine::thread::render;
+use crate::engine::thread::view::ThreadView;
 use crate::engine::workflow::Workflow;
 
 use super::{Content, FsError, Render, Source, Stamp, Version, from_ms, lock, stamp};

@@ -1,0 +1,105 @@
+//! The prompt an agent gets for a role (`uwf agent prompt`, SPEC §6.1): the output-format
+//! instruction derived from the role's schema, a scope line, the role's own text, the task and
+//! the history of prior steps (newest kept within a quota).
+
+use std::fmt::Write;
+
+use serde_json::Value;
+
+use crate::cas::canonical::sorted;
+use crate::engine::agent::minimal::minimal;
+use crate::engine::thread::chain::{Chain, Entry};
+use crate::engine::thread::render::{history, output_yaml};
+use crate::engine::workflow::Workflow;
+
+/// The instruction that tells an agent how to format its answer for `role`'s schema.
+pub fn format_instruction(schema: &Value) -> String {
+    let example = output_yaml(&minimal(schema));
+    let schema_text = serde_json::to_string_pretty(&sorted(schema)).unwrap_or_default();
+    format!(
+        "## Output format\n\n\
+Answer with a YAML frontmatter block first: a line `---`, the fields below as YAML, and another `---` line. \
+Write any explanation as Markdown after it. The fields must validate against this JSON Schema:\n\n\
+```json\n{schema_text}\n```\n\n\
+For example (the smallest valid answer):\n\n---\n{example}---\n"
+    )
+}
+
+/// The prompt of an agent playing `role`, in three parts that LLM agents place in different
+/// messages.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PromptParts {
+    /// The output-format instruction (from the role's schema).
+    pub format: String,
+    /// The scope line and the role's description, goal, capabilities, procedure and output.
+    pub role: String,
+    /// `## Task` (the thread's prompt) and `## History` (prior steps).
+    pub task: String,
+}
+
+impl PromptParts {
+    /// The whole prompt, as `uwf agent prompt` prints it.
+    pub fn joined(&self) -> String {
+        format!("{}{}{}", self.format, self.role, self.task)
+    }
+}
+
+/// The prompt for an agent playing `role`; `quota` bounds the whole prompt's length by leaving
+/// out the oldest history.
+pub fn prompt_parts(
+    id: &str,
+    workflow: &Workflow,
+    role: &str,
+    schema: &Value,
+    chain: &Chain,
+    quota: Option<usize>,
+    body_of: &dyn Fn(&Entry) -> Option<String>,
+) -> PromptParts {
+    let format = format_instruction(schema);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "\nYou are the `{role}` role of the `{}` workflow (thread {id}, step {}). Do this role's part only; the workflow routes the rest.\n",
+        workflow.name,
+        chain.steps.len() + 1
+    );
+    if let Some(r) = workflow.roles.get(role) {
+        let _ = writeln!(out, "## Role: {role}\n");
+        let mut line = |label: &str, text: &Option<String>| {
+            if let Some(t) = text.as_deref().filter(|t| !t.trim().is_empty()) {
+                let _ = writeln!(out, "**{label}:** {}\n", t.trim_end());
+            }
+        };
+        line("Description", &r.description);
+        line("Goal", &r.goal);
+        line(
+            "Capabilities",
+            &r.capabilities.as_ref().map(|c| c.join(", ")),
+        );
+        line("Procedure", &r.procedure);
+        line("Output", &r.output);
+    }
+    let mut task = String::new();
+    let _ = writeln!(task, "## Task\n\n{}\n", chain.start.prompt.trim_end());
+    let _ = writeln!(task, "## History\n");
+    let budget = quota.map(|q| q.saturating_sub(format.len() + out.len() + task.len()));
+    task.push_str(&history(chain, chain.steps.len(), budget, body_of));
+    PromptParts {
+        format,
+        role: out,
+        task,
+    }
+}
+
+/// The full prompt for an agent playing `role` (`uwf agent prompt`).
+pub fn agent_prompt(
+    id: &str,
+    workflow: &Workflow,
+    role: &str,
+    schema: &Value,
+    chain: &Chain,
+    quota: Option<usize>,
+    body_of: &dyn Fn(&Entry) -> Option<String>,
+) -> String {
+    prompt_parts(id, workflow, role, schema, chain, quota, body_of).joined()
+}
