@@ -14,6 +14,7 @@ use crate::engine::index_files;
 use crate::engine::thread::chain::{self, Entry};
 use crate::engine::thread::lifecycle;
 use crate::engine::thread::render;
+use crate::engine::thread::run_files::RunFiles;
 use crate::engine::thread::step::{self, StepOptions};
 use crate::engine::thread::view::ThreadView;
 use crate::engine::workflow::jsonata;
@@ -230,7 +231,7 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> anyhow::Result<()>
                 None => view.chain.steps.len(),
             };
             let body_of = |e: &Entry| crate::engine::thread::render::stored_body(&store, e.detail);
-            let files = step::run_files(root, &id);
+            let files = RunFiles::new(root, &id);
             let text =
                 render::transcript(&view, &summary.status_line(&files), upto, quota, &body_of);
             out.text(&text)?;

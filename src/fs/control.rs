@@ -23,8 +23,9 @@ use std::time::Duration;
 
 use crate::cas::{Hash, Store};
 use crate::engine::config;
-use crate::engine::thread::index::{RunFiles, ThreadIndexError};
+use crate::engine::thread::index::ThreadIndexError;
 use crate::engine::thread::lifecycle::{self, ThreadError};
+use crate::engine::thread::run_files::RunFiles;
 use crate::engine::thread::step::{self, StepOptions};
 
 use super::error::FsError;

@@ -4,8 +4,6 @@
 //! step runs per thread; the head moves only by compare-and-set after the agent's step node is
 //! verified, so a failed or killed step leaves the old head.
 
-use std::path::Path;
-
 use serde_json::{Value, json};
 
 use crate::cas::store::now_ms;
@@ -16,7 +14,8 @@ use crate::engine::agent::spawn::{self, AgentError, Invocation};
 use crate::engine::config::{ConfigError, Loaded};
 use crate::engine::thread::chain::History;
 use crate::engine::thread::chain::{self, ChainError};
-use crate::engine::thread::index::{self, RunFiles, RunInfo, ThreadIndexError};
+use crate::engine::thread::index::{self, ThreadIndexError};
+use crate::engine::thread::run_files::{self, RunFiles, RunInfo};
 use crate::engine::workflow::END;
 use crate::engine::workflow::Workflow;
 use crate::engine::workflow::decisions;
@@ -111,7 +110,7 @@ fn step_locked(
     id: &str,
     options: &StepOptions,
     files: &RunFiles,
-    lock: &index::StepLock,
+    lock: &run_files::StepLock,
 ) -> Result<Stepped, StepError> {
     let root = store.root();
     let mut info = RunInfo {
@@ -163,7 +162,7 @@ fn step_locked(
     info.role = Some(role.clone());
     info.agent = Some(spec.name.clone());
 
-    let _ = index::reset(&files.log());
+    let _ = run_files::reset(&files.log());
     let invocation = Invocation {
         spec: &spec,
         thread: id,
@@ -320,9 +319,4 @@ fn truncate(text: &str, max: usize) -> String {
     } else {
         format!("{}…", text.chars().take(max).collect::<String>())
     }
-}
-
-/// Where the storage root keeps a thread's run files (for the CLI's messages).
-pub fn run_files(root: &Path, id: &str) -> RunFiles {
-    RunFiles::new(root, id)
 }

@@ -19,9 +19,9 @@ use serde_json::Value;
 use crate::cas::Hash;
 use crate::engine::index_files;
 use crate::engine::thread::chain::{self, Chain};
-use crate::engine::thread::index::RunFiles;
 use crate::engine::thread::lifecycle::{self, Summary};
 use crate::engine::thread::render;
+use crate::engine::thread::run_files::RunFiles;
 use crate::engine::thread::view::ThreadView;
 use crate::engine::workflow::Workflow;
 

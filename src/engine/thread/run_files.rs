@@ -1,0 +1,271 @@
+//! A thread's run files under `<root>/runs/`: the step lock (`<id>.lock`), the running step's
+//! record (`<id>.run.json`), the agent's log, the last outcome and the last error.
+//!
+//! Architecture Invariant: the step lock is an open-file-description lock held for a whole step
+//! and released by the OS when the holder dies; probes test it with `F_OFD_GETLK` and never take
+//! it, so looking at a thread never makes a step fail as busy.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::cas::store::{now_ms, overwrite};
+
+use crate::engine::index_files::IndexError;
+use crate::engine::thread::index::ThreadIndexError;
+
+/// The run files of one thread under `<root>/runs/`.
+#[derive(Debug, Clone)]
+pub struct RunFiles {
+    dir: PathBuf,
+    id: String,
+}
+
+/// What a running step records about itself (`runs/<id>.run.json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunInfo {
+    pub pid: u32,
+    pub started_at: u64,
+    #[serde(default)]
+    pub role: Option<String>,
+    #[serde(default)]
+    pub agent: Option<String>,
+    /// The agent's process id, which is also its process group id.
+    #[serde(default)]
+    pub agent_pid: Option<u32>,
+}
+
+impl RunFiles {
+    pub fn new(root: &Path, id: &str) -> RunFiles {
+        RunFiles {
+            dir: root.join("runs"),
+            id: id.to_owned(),
+        }
+    }
+
+    fn path(&self, suffix: &str) -> PathBuf {
+        self.dir.join(format!("{}.{suffix}", self.id))
+    }
+
+    /// The agent's stderr of the running or last step.
+    pub fn log(&self) -> PathBuf {
+        self.path("log")
+    }
+
+    /// The last failure on this thread, as text.
+    pub fn error(&self) -> PathBuf {
+        self.path("error")
+    }
+
+    /// The last step attempt's outcome as JSON.
+    pub fn last(&self) -> PathBuf {
+        self.path("last.json")
+    }
+
+    fn run(&self) -> PathBuf {
+        self.path("run.json")
+    }
+
+    fn lock_path(&self) -> PathBuf {
+        self.path("lock")
+    }
+
+    /// Takes the thread's step lock without waiting. `Err(Busy)` names the holder.
+    ///
+    /// The lock is an open-file-description lock (`F_OFD_SETLK`): held by this descriptor,
+    /// released when it closes or the process dies, and testable without taking it
+    /// ([`RunFiles::check_idle`]).
+    pub fn try_lock(&self) -> Result<StepLock, ThreadIndexError> {
+        let io = |source| self.lock_error(source);
+        std::fs::create_dir_all(&self.dir).map_err(io)?;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(self.lock_path())
+            .map_err(io)?;
+        let lock = whole_file(libc::F_WRLCK);
+        match nix::fcntl::fcntl(&file, nix::fcntl::FcntlArg::F_OFD_SETLK(&lock)) {
+            Ok(_) => Ok(StepLock {
+                _file: file,
+                files: self.clone(),
+            }),
+            Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EACCES) => Err(self.busy()),
+            Err(e) => Err(io(e.into()).into()),
+        }
+    }
+
+    /// `Err(Busy)` (naming the holder) when a step holds the lock, without taking it: a probe
+    /// that took the lock, however briefly, made a concurrent probe report a running step and a
+    /// step starting at that moment fail as busy.
+    pub fn check_idle(&self) -> Result<(), ThreadIndexError> {
+        let io = |source| self.lock_error(source);
+        let file = match std::fs::File::open(self.lock_path()) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(io(e).into()),
+        };
+        let mut lock = whole_file(libc::F_WRLCK);
+        nix::fcntl::fcntl(&file, nix::fcntl::FcntlArg::F_OFD_GETLK(&mut lock))
+            .map_err(|e| io(e.into()))?;
+        if lock.l_type == libc::F_UNLCK as libc::c_short {
+            return Ok(());
+        }
+        Err(self.busy())
+    }
+
+    fn lock_error(&self, source: std::io::Error) -> IndexError {
+        IndexError::Io {
+            path: self.lock_path(),
+            source,
+        }
+    }
+
+    /// The error for a held lock, naming its holder.
+    fn busy(&self) -> ThreadIndexError {
+        ThreadIndexError::Busy {
+            id: self.id.clone(),
+            holder: self.describe_holder(),
+        }
+    }
+
+    /// Whether a step holds the lock right now.
+    pub fn is_running(&self) -> bool {
+        matches!(self.check_idle(), Err(ThreadIndexError::Busy { .. }))
+    }
+
+    /// The run info of the step in progress (may be stale if no step holds the lock).
+    pub fn run_info(&self) -> Option<RunInfo> {
+        let bytes = std::fs::read(self.run()).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    fn describe_holder(&self) -> String {
+        match self.run_info() {
+            Some(info) => {
+                let mut text = format!("a step is running in process {}", info.pid);
+                if let Some(role) = &info.role {
+                    text.push_str(&format!(" (role {role}"));
+                    if let Some(agent) = &info.agent {
+                        text.push_str(&format!(", agent {agent}"));
+                    }
+                    text.push(')');
+                }
+                let secs = now_ms().saturating_sub(info.started_at) / 1000;
+                text.push_str(&format!(" for {secs}s"));
+                text
+            }
+            None => "another process holds its step lock".to_owned(),
+        }
+    }
+
+    /// Records a failure (`error` file) and the last outcome.
+    pub fn record_failure(&self, message: &str) {
+        let _ = std::fs::create_dir_all(&self.dir);
+        let _ = overwrite(&self.error(), format!("{message}\n").as_bytes());
+        let last = serde_json::json!({"ok": false, "error": message});
+        let _ = overwrite(&self.last(), format!("{last}\n").as_bytes());
+    }
+
+    /// Records a successful step's JSON as the last outcome.
+    pub fn record_success(&self, result: &serde_json::Value) {
+        // The directory exists: the step lock lives in it.
+        let _ = overwrite(&self.last(), format!("{result}\n").as_bytes());
+    }
+
+    /// The last recorded outcome, if any.
+    pub fn last_outcome(&self) -> Option<serde_json::Value> {
+        let bytes = std::fs::read(self.last()).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+}
+
+/// Empties a run file, keeping its inode.
+///
+/// Truncating here is cheap (ext4's flush-on-close after a truncation only writes data still
+/// waiting for allocation, and this descriptor writes none). Replacing the file instead would
+/// free an inode every step, and ext4 without a journal skips recently freed inodes when it
+/// allocates the next ones, scanning past each of them: a store's file creations slowed down
+/// several times after a few thousand steps.
+pub fn reset(path: &Path) -> std::io::Result<()> {
+    std::fs::File::create(path).map(drop)
+}
+
+/// A lock request for a whole file.
+fn whole_file(kind: libc::c_int) -> libc::flock {
+    libc::flock {
+        l_type: kind as libc::c_short,
+        l_whence: libc::SEEK_SET as libc::c_short,
+        l_start: 0,
+        l_len: 0,
+        l_pid: 0,
+    }
+}
+
+/// The held step lock of a thread; released on drop (or by the OS if the process dies).
+#[derive(Debug)]
+pub struct StepLock {
+    _file: File,
+    files: RunFiles,
+}
+
+impl StepLock {
+    /// Publishes what this step is doing for `status`, `kill` and busy messages.
+    pub fn set_info(&self, info: &RunInfo) {
+        let text = serde_json::to_vec(info).expect("run info serializes");
+        let _ = overwrite(&self.files.run(), &text);
+    }
+}
+
+impl Drop for StepLock {
+    /// Clears the run info (`{}` parses as none) rather than removing the file: see [`reset`]
+    /// for why a step should not free inodes. Run files are advisory: readers ignore what does
+    /// not parse (see [`overwrite`]).
+    fn drop(&mut self) {
+        let _ = overwrite(&self.files.run(), b"{}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probing_the_step_lock_never_takes_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = RunFiles::new(dir.path(), "T");
+        assert!(!files.is_running(), "no lock file yet");
+        let held = files.try_lock().unwrap();
+        // Held by another descriptor of this very process: still a running step.
+        assert!(files.is_running());
+        assert!(matches!(
+            files.check_idle(),
+            Err(ThreadIndexError::Busy { .. })
+        ));
+        assert!(matches!(
+            files.try_lock(),
+            Err(ThreadIndexError::Busy { .. })
+        ));
+        drop(held);
+        assert!(!files.is_running());
+
+        // Probes racing with steps: a step is never refused because someone looked.
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let stop = AtomicBool::new(false);
+        let refused = std::thread::scope(|s| {
+            for _ in 0..2 {
+                s.spawn(|| {
+                    while !stop.load(Ordering::Relaxed) {
+                        let _ = files.is_running();
+                    }
+                });
+            }
+            let refused = (0..5000).filter(|_| files.try_lock().is_err()).count();
+            stop.store(true, Ordering::Relaxed);
+            refused
+        });
+        assert_eq!(refused, 0, "steps refused as busy while only probes ran");
+    }
+}
