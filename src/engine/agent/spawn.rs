@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use crate::engine::config::AgentSpec;
+use crate::engine::agent::resolve::AgentSpec;
 
 /// How much of the agent's stderr is kept for messages and the detail node.
 const STDERR_TAIL: usize = 4096;

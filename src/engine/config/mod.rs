@@ -11,6 +11,9 @@
 
 pub mod doctor;
 pub mod dotenv;
+pub mod setup;
+
+pub use setup::{PRESETS, Setup, SetupError, apply_setup, default_key_env};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -126,17 +129,6 @@ impl ReactConfig {
     fn is_default(&self) -> bool {
         self == &ReactConfig::default()
     }
-}
-
-/// A resolved agent: what to run.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AgentSpec {
-    /// The agent's name (recorded in the step), e.g. `dry` or the command's first word.
-    pub name: String,
-    /// The program; `uwf` means this very binary.
-    pub program: String,
-    pub args: Vec<String>,
-    pub timeout: Duration,
 }
 
 /// Loaded configuration plus whether a file existed.
@@ -260,192 +252,6 @@ pub fn is_env_name(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
-/// What `uwf setup` changes; `None` leaves a setting as it is.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Setup {
-    pub provider: Option<String>,
-    pub base_url: Option<String>,
-    pub api_key_env: Option<String>,
-    /// A model name at the provider; it becomes an alias of the same name and `defaultModel`.
-    pub model: Option<String>,
-    /// The new `defaultAgent`.
-    pub agent: Option<String>,
-}
-
-/// Known providers: name → (baseUrl, apiKeyEnv), used when setup is not told otherwise.
-pub const PRESETS: &[(&str, &str, Option<&str>)] = &[
-    (
-        "openai",
-        "https://api.openai.com/v1",
-        Some("OPENAI_API_KEY"),
-    ),
-    (
-        "openrouter",
-        "https://openrouter.ai/api/v1",
-        Some("OPENROUTER_API_KEY"),
-    ),
-    ("ollama", "http://localhost:11434/v1", None),
-];
-
-/// Errors of `uwf setup`.
-#[derive(Debug, thiserror::Error)]
-pub enum SetupError {
-    #[error(transparent)]
-    Config(#[from] ConfigError),
-    #[error("{0}")]
-    Usage(String),
-    #[error("cannot write {}: {source}", path.display())]
-    Write {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-}
-
-/// Merges `setup` into `<root>/config.yaml` (keeping every other entry; comments are not kept),
-/// validates the result and writes it atomically. Returns the new config and the name of the
-/// variable that holds the provider's key, if any.
-pub fn apply_setup(root: &Path, setup: &Setup) -> Result<(Config, Option<String>), SetupError> {
-    use serde_yaml::{Mapping, Value};
-    let path = root.join("config.yaml");
-    let old = match std::fs::read_to_string(&path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(source) => return Err(ConfigError::Io { path, source }.into()),
-    };
-    // An invalid file is not silently replaced: its problems are reported first.
-    let current = parse(&old).map_err(|problems| ConfigError::Invalid {
-        path: path.clone(),
-        problems,
-    })?;
-    let mut doc: Mapping = match serde_yaml::from_str::<Value>(&old) {
-        Ok(Value::Mapping(m)) => m,
-        _ => Mapping::new(),
-    };
-    let key = |k: &str| Value::String(k.to_owned());
-    let provider = match (&setup.provider, setup.model.is_some()) {
-        (Some(p), _) => Some(p.clone()),
-        (None, true) if current.providers.len() == 1 => current.providers.keys().next().cloned(),
-        (None, true) => {
-            return Err(SetupError::Usage(
-                "--model needs --provider (which provider serves it?)".into(),
-            ));
-        }
-        (None, false) => None,
-    };
-    if let Some(p) = &provider {
-        let preset = PRESETS.iter().find(|(name, _, _)| name == p);
-        let entry = mapping_at(mapping_at(&mut doc, "providers"), p);
-        let base_url = setup.base_url.clone().or_else(|| {
-            (!entry.contains_key("baseUrl"))
-                .then(|| preset.map(|p| p.1.to_owned()))
-                .flatten()
-        });
-        if let Some(url) = base_url {
-            entry.insert(key("baseUrl"), Value::String(url));
-        }
-        if !entry.contains_key("baseUrl") {
-            return Err(SetupError::Usage(format!(
-                "provider `{p}` needs --base-url (the OpenAI-compatible API root, e.g. https://api.openai.com/v1)"
-            )));
-        }
-        let key_env = setup.api_key_env.clone().or_else(|| {
-            if entry.contains_key("apiKeyEnv") {
-                return None;
-            }
-            match preset {
-                Some((_, _, env)) => env.map(str::to_owned),
-                None => Some(default_key_env(p)),
-            }
-        });
-        if let Some(env) = key_env {
-            entry.insert(key("apiKeyEnv"), Value::String(env));
-        }
-    }
-    if let (Some(model), Some(p)) = (&setup.model, &provider) {
-        let models = mapping_at(&mut doc, "models");
-        let mut entry = Mapping::new();
-        entry.insert(key("provider"), Value::String(p.clone()));
-        entry.insert(key("name"), Value::String(model.clone()));
-        models.insert(key(model), Value::Mapping(entry));
-        doc.insert(key("defaultModel"), Value::String(model.clone()));
-    }
-    if let Some(agent) = &setup.agent {
-        doc.insert(key("defaultAgent"), Value::String(agent.clone()));
-    }
-    let text = serde_yaml::to_string(&Value::Mapping(doc))
-        .map_err(|e| SetupError::Usage(format!("cannot render the configuration: {e}")))?;
-    let config = parse(&text).map_err(|problems| ConfigError::Invalid {
-        path: path.clone(),
-        problems,
-    })?;
-    write_atomically(&path, &text).map_err(|source| SetupError::Write {
-        path: path.clone(),
-        source,
-    })?;
-    let key_env = provider
-        .and_then(|p| config.providers.get(&p).and_then(|p| p.api_key_env.clone()))
-        .or_else(|| setup.api_key_env.clone());
-    Ok((config, key_env))
-}
-
-/// The mapping under `key` in `map`, made one if it is absent or not a mapping (`null`).
-fn mapping_at<'a>(map: &'a mut serde_yaml::Mapping, key: &str) -> &'a mut serde_yaml::Mapping {
-    use serde_yaml::{Mapping, Value};
-    let value = map
-        .entry(Value::String(key.to_owned()))
-        .or_insert(Value::Null);
-    if !value.is_mapping() {
-        *value = Value::Mapping(Mapping::new());
-    }
-    match value {
-        Value::Mapping(m) => m,
-        _ => unreachable!("made a mapping just above"),
-    }
-}
-
-/// `OPENAI_API_KEY` for `openai`, `MY_LAB_API_KEY` for `my-lab`.
-pub fn default_key_env(provider: &str) -> String {
-    let mut name: String = provider
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_uppercase()
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if !name.starts_with(|c: char| c.is_ascii_alphabetic()) {
-        name.insert(0, 'P');
-    }
-    format!("{name}_API_KEY")
-}
-
-fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    std::io::Write::write_all(&mut tmp, text.as_bytes())?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
-}
-
-/// The built-in agents, as configured when no file says otherwise.
-fn builtin_agents() -> BTreeMap<String, AgentConfig> {
-    let builtin = |args: &[&str], timeout: u64| AgentConfig {
-        command: "uwf".into(),
-        args: args.iter().map(|s| s.to_string()).collect(),
-        timeout: Some(timeout),
-    };
-    BTreeMap::from([
-        ("dry".to_owned(), builtin(&["agent", "dry"], 60)),
-        ("llm".to_owned(), builtin(&["agent", "llm"], 600)),
-        ("react".to_owned(), builtin(&["agent", "react"], 1800)),
-    ])
-}
-
 impl Config {
     /// The cross-reference problems of a parsed config, each naming its field.
     pub fn problems(&self) -> Vec<String> {
@@ -550,84 +356,6 @@ impl Config {
             .or(self.default_model.as_ref())
             .map(String::as_str)
     }
-
-    /// All agents: built-ins overlaid with the configured ones.
-    pub fn agents(&self) -> BTreeMap<String, AgentConfig> {
-        let mut all = builtin_agents();
-        all.extend(self.agents.clone());
-        all
-    }
-
-    /// The agent for a role: `override_cmd` (a configured name or a command line) →
-    /// `agentOverrides[workflow][role]` → `defaultAgent` → `dry`.
-    pub fn resolve_agent(
-        &self,
-        override_cmd: Option<&str>,
-        workflow: &str,
-        role: &str,
-    ) -> Result<AgentSpec, ConfigError> {
-        let agents = self.agents();
-        if let Some(cmd) = override_cmd {
-            let words =
-                shell_words::split(cmd).map_err(|_| ConfigError::BadCommand(cmd.to_owned()))?;
-            let Some((first, rest)) = words.split_first() else {
-                return Err(ConfigError::BadCommand(cmd.to_owned()));
-            };
-            if let Some(agent) = agents.get(first) {
-                let mut spec = spec(first, agent);
-                spec.args.extend(rest.iter().cloned());
-                return Ok(spec);
-            }
-            return Ok(AgentSpec {
-                name: agent_name(&words),
-                program: first.clone(),
-                args: rest.to_vec(),
-                timeout: DEFAULT_TIMEOUT,
-            });
-        }
-        let name = self
-            .agent_overrides
-            .get(workflow)
-            .and_then(|roles| roles.get(role))
-            .or(self.default_agent.as_ref())
-            .map(String::as_str)
-            .unwrap_or("dry");
-        match agents.get(name) {
-            Some(agent) => Ok(spec(name, agent)),
-            None => Err(ConfigError::UnknownAgent {
-                name: name.to_owned(),
-                known: agents.keys().cloned().collect::<Vec<_>>().join(", "),
-            }),
-        }
-    }
-}
-
-fn spec(name: &str, agent: &AgentConfig) -> AgentSpec {
-    AgentSpec {
-        name: name.to_owned(),
-        program: agent.command.clone(),
-        args: agent.args.clone(),
-        timeout: agent
-            .timeout
-            .map(Duration::from_secs)
-            .unwrap_or(DEFAULT_TIMEOUT),
-    }
-}
-
-/// A readable name for an ad-hoc command: `uwf agent script …` → `script`, else the program's
-/// file name.
-fn agent_name(words: &[String]) -> String {
-    let program = Path::new(&words[0])
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| words[0].clone());
-    if program == "uwf"
-        && words.get(1).map(String::as_str) == Some("agent")
-        && let Some(kind) = words.get(2)
-    {
-        return kind.clone();
-    }
-    program
 }
 
 #[cfg(test)]

@@ -1,0 +1,182 @@
+//! The evaluation worker: a thread that owns one input document in the engine's own values
+//! (which are bound to one thread), converts it once, and evaluates every expression handed to
+//! it under `catch_unwind` and the engine's limits.
+
+use super::*;
+
+pub(super) fn worker_died() -> JsonataError {
+    JsonataError::Panicked {
+        phase: Phase::Evaluate,
+        message: "the evaluation thread ended unexpectedly".to_string(),
+    }
+}
+
+/// One evaluation request for a worker.
+pub(super) struct Job {
+    pub(super) ast: Arc<Ast>,
+    pub(super) bindings: Vec<(String, Value)>,
+    pub(super) limits: Limits,
+    pub(super) cancel: CancelToken,
+    pub(super) reply: mpsc::SyncSender<Result<Option<Value>, JsonataError>>,
+}
+
+/// What a worker is asked to do, in queue order.
+pub(super) enum Work {
+    /// Convert the input now (see [`Input::prepare`]).
+    Convert,
+    /// Add an item to the converted input (see [`Input::append`]).
+    Append(Arc<Appended>),
+    Evaluate(Job),
+}
+
+/// The caller's end of a worker thread's queue.
+pub(super) struct Worker {
+    pub(super) jobs: mpsc::Sender<Work>,
+}
+
+impl Worker {
+    pub(super) fn spawn(data: Arc<Data>, replay: Vec<Arc<Appended>>) -> Result<Self, JsonataError> {
+        let (jobs, queue) = mpsc::channel::<Work>();
+        std::thread::Builder::new()
+            .name("uwf-jsonata".to_string())
+            .stack_size(WORKER_STACK)
+            .spawn(move || serve(&data, replay, &queue))
+            .map_err(|error| JsonataError::Worker {
+                message: error.to_string(),
+            })?;
+        Ok(Worker { jobs })
+    }
+}
+
+/// The worker thread: converts the input once, then evaluates jobs until its queue closes.
+/// An input document in one of the forms it can be given.
+pub(super) enum Data {
+    Undefined,
+    Value(Value),
+    Text(String),
+}
+
+pub(super) fn serve(data: &Data, replay: Vec<Arc<Appended>>, queue: &mpsc::Receiver<Work>) {
+    let mut input: Option<Result<JValue, String>> = None;
+    let convert = |input: &mut Option<Result<JValue, String>>| {
+        if input.is_none() {
+            let mut converted = match data {
+                Data::Value(value) => Ok(to_jvalue(value)),
+                Data::Undefined => Ok(JValue::Undefined),
+                // serde_json's recursion limit (128) bounds the nesting of what it reads.
+                Data::Text(text) => JValue::from_json_str(text)
+                    .map_err(|e| format!("the input is not valid JSON: {e}")),
+            };
+            for item in &replay {
+                append_to(&mut converted, item);
+            }
+            *input = Some(converted);
+        }
+    };
+    for work in queue {
+        let job = match work {
+            Work::Convert => {
+                if catch_unwind(AssertUnwindSafe(|| convert(&mut input))).is_err() {
+                    input = Some(Err("the input could not be converted".to_string()));
+                }
+                continue;
+            }
+            Work::Append(item) => {
+                // Before conversion the item is in the replay list already.
+                if let Some(converted) = input.as_mut()
+                    && catch_unwind(AssertUnwindSafe(|| append_to(converted, &item))).is_err()
+                {
+                    input = Some(Err("an appended item could not be converted".to_string()));
+                }
+                continue;
+            }
+            Work::Evaluate(job) => job,
+        };
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            convert(&mut input);
+            let input = input.as_mut().expect("converted above");
+            match input {
+                Ok(input) => evaluate_on_worker(input, &job),
+                Err(reason) => Err(JsonataError::Evaluate {
+                    code: None,
+                    message: reason.clone(),
+                }),
+            }
+        }))
+        .unwrap_or_else(|payload| {
+            Err(JsonataError::Panicked {
+                phase: Phase::Evaluate,
+                message: panic_message(payload.as_ref()),
+            })
+        });
+        // The caller may have given up waiting; then nobody needs the answer.
+        let _ = job.reply.send(outcome);
+    }
+}
+
+/// Adds `item` to the input's array member, or turns the input into the reason it cannot.
+pub(super) fn append_to(input: &mut Result<JValue, String>, item: &Appended) {
+    let Ok(value) = input else {
+        return;
+    };
+    let parsed = JValue::from_json_str(&item.json).map_err(|e| e.to_string());
+    let outcome = match (parsed, value) {
+        (Err(reason), _) => Err(format!("an appended item is not valid JSON: {reason}")),
+        (Ok(parsed), JValue::Object(map)) => match std::rc::Rc::make_mut(map).get_mut(&item.key) {
+            Some(JValue::Array(items)) => {
+                items.make_mut().push(parsed);
+                Ok(())
+            }
+            _ => Err(format!(
+                "the input has no array `{}` to append to",
+                item.key
+            )),
+        },
+        (Ok(_), _) => Err(format!(
+            "the input is not an object with an array `{}`",
+            item.key
+        )),
+    };
+    if let Err(reason) = outcome {
+        *input = Err(reason);
+    }
+}
+
+pub(super) fn evaluate_on_worker(input: &JValue, job: &Job) -> Result<Option<Value>, JsonataError> {
+    let mut context = Context::new();
+    for (name, value) in &job.bindings {
+        let name = name.strip_prefix('$').unwrap_or(name);
+        context.bind(name.to_string(), to_jvalue(value));
+    }
+    let options = EvaluatorOptions {
+        timeout_ms: Some(millis_rounded_up(job.limits.timeout)),
+        cancel: Some(job.cancel.clone()),
+        max_stack_depth: Some(job.limits.max_depth),
+        max_sequence_length: Some(job.limits.max_sequence_length),
+    };
+    let mut evaluator = Evaluator::with_options(context, options);
+    let result = evaluator
+        .evaluate(&job.ast.0, input)
+        .map_err(|error| JsonataError::from_evaluator(&error, &job.limits))?;
+    let mut budget = ConvertBudget {
+        cancel: &job.cancel,
+        limits: &job.limits,
+        visited: 0,
+    };
+    to_json(&result, 0, &mut budget)
+}
+
+pub(super) fn millis_rounded_up(duration: Duration) -> u64 {
+    let millis = duration.as_nanos().div_ceil(1_000_000);
+    u64::try_from(millis).unwrap_or(u64::MAX).max(1)
+}
+
+pub(super) fn panic_message(payload: &(dyn Any + Send)) -> String {
+    if let Some(text) = payload.downcast_ref::<&str>() {
+        (*text).to_string()
+    } else if let Some(text) = payload.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "(no message)".to_string()
+    }
+}

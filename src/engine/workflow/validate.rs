@@ -1,0 +1,603 @@
+//! Validation of workflow YAML (SPEC §3.2): `parse` turns text into a [`Definition`] after
+//! checking every rule. It never stops at the first problem: it walks the whole document and
+//! reports each problem with its location (`line L, column C` for YAML syntax, a path like
+//! `graph.reviewer[0].condition` for the rest). Unreachable roles and unused conditions are
+//! warnings, not errors.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use serde_json::Value as Json;
+use serde_yaml::Value as Yaml;
+
+use crate::cas::Hash;
+use crate::cas::schema::CompiledSchema;
+
+use crate::engine::workflow::definition::{
+    Checked, Condition, Definition, END, Problem, Role, START, Transition, Workflow,
+};
+use crate::engine::workflow::jsonata;
+
+/// Parses and validates YAML text. All problems are collected before refusing.
+pub fn parse(text: &str) -> Result<Checked, Vec<Problem>> {
+    let doc: Yaml = match serde_yaml::from_str(text) {
+        Ok(doc) => doc,
+        Err(e) => {
+            let location = match e.location() {
+                Some(l) => format!("line {}, column {}", l.line(), l.column()),
+                None => "YAML".to_owned(),
+            };
+            let message = e.to_string();
+            // serde_yaml appends " at line L column C"; the location already says it.
+            let message = match message.find(" at line ") {
+                Some(i) => message[..i].to_owned(),
+                None => message,
+            };
+            return Err(vec![Problem {
+                location,
+                message: format!("YAML does not parse: {message}"),
+            }]);
+        }
+    };
+    let mut v = Validator::default();
+    let definition = v.document(&doc);
+    if v.errors.is_empty()
+        && let Some(definition) = definition
+    {
+        return Ok(Checked {
+            definition,
+            warnings: v.warnings,
+        });
+    }
+    Err(v.errors)
+}
+
+/// Collects problems while walking the YAML document.
+#[derive(Default)]
+struct Validator {
+    errors: Vec<Problem>,
+    warnings: Vec<Problem>,
+}
+
+fn is_workflow_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_lowercase() || c.is_ascii_digit())
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+}
+
+fn is_role_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+fn type_name(v: &Yaml) -> &'static str {
+    match v {
+        Yaml::Null => "null",
+        Yaml::Bool(_) => "a boolean",
+        Yaml::Number(_) => "a number",
+        Yaml::String(_) => "a string",
+        Yaml::Sequence(_) => "a list",
+        Yaml::Mapping(_) => "a mapping",
+        Yaml::Tagged(_) => "a tagged value",
+    }
+}
+
+fn key_text(k: &Yaml) -> String {
+    match k {
+        Yaml::String(s) => s.clone(),
+        Yaml::Number(n) => n.to_string(),
+        Yaml::Bool(b) => b.to_string(),
+        Yaml::Null => "null".into(),
+        other => format!("<{}>", type_name(other)),
+    }
+}
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_owned()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+impl Validator {
+    fn error(&mut self, location: impl Into<String>, message: impl Into<String>) {
+        self.errors.push(Problem {
+            location: location.into(),
+            message: message.into(),
+        });
+    }
+
+    fn warn(&mut self, location: impl Into<String>, message: impl Into<String>) {
+        self.warnings.push(Problem {
+            location: location.into(),
+            message: message.into(),
+        });
+    }
+
+    /// Checks that `value` is a mapping with string keys from `allowed` and the `required`
+    /// ones present; returns its fields in document order.
+    fn fields<'a>(
+        &mut self,
+        path: &str,
+        value: &'a Yaml,
+        allowed: &[&str],
+        required: &[&str],
+    ) -> Option<Vec<(String, &'a Yaml)>> {
+        let Yaml::Mapping(map) = value else {
+            let what = if path.is_empty() {
+                "the document"
+            } else {
+                path
+            };
+            self.error(
+                if path.is_empty() { "(root)" } else { path },
+                format!("{what} must be a mapping, found {}", type_name(value)),
+            );
+            return None;
+        };
+        let mut out = Vec::new();
+        for (k, v) in map {
+            let key = key_text(k);
+            if !allowed.contains(&key.as_str()) {
+                self.error(
+                    join(path, &key),
+                    format!(
+                        "unknown field `{key}` (expected one of: {})",
+                        allowed.join(", ")
+                    ),
+                );
+                continue;
+            }
+            out.push((key, v));
+        }
+        for r in required {
+            if !out.iter().any(|(k, _)| k == r) {
+                self.error(join(path, r), format!("required field `{r}` is missing"));
+            }
+        }
+        Some(out)
+    }
+
+    fn string(&mut self, path: &str, value: &Yaml) -> Option<String> {
+        match value {
+            Yaml::String(s) => Some(s.clone()),
+            other => {
+                self.error(
+                    path,
+                    format!("must be a string, found {}", type_name(other)),
+                );
+                None
+            }
+        }
+    }
+
+    fn entries<'a>(&mut self, path: &str, value: &'a Yaml) -> Vec<(String, &'a Yaml)> {
+        match value {
+            Yaml::Mapping(map) => map.iter().map(|(k, v)| (key_text(k), v)).collect(),
+            Yaml::Null => Vec::new(),
+            other => {
+                self.error(
+                    path,
+                    format!("must be a mapping, found {}", type_name(other)),
+                );
+                Vec::new()
+            }
+        }
+    }
+
+    fn document(&mut self, doc: &Yaml) -> Option<Definition> {
+        let fields = self.fields(
+            "",
+            doc,
+            &["name", "description", "roles", "conditions", "graph"],
+            &["name", "roles", "graph"],
+        )?;
+        let mut name = None;
+        let mut description = None;
+        let mut roles = BTreeMap::new();
+        let mut schemas = BTreeMap::new();
+        let mut conditions = BTreeMap::new();
+        let mut graph_value = None;
+        for (key, value) in &fields {
+            match key.as_str() {
+                "name" => {
+                    if let Some(n) = self.string("name", value) {
+                        if is_workflow_name(&n) {
+                            name = Some(n);
+                        } else {
+                            self.error(
+                                "name",
+                                format!("`{n}` is not a valid workflow name (lower-case letters, digits and `-`, starting with a letter or digit)"),
+                            );
+                        }
+                    }
+                }
+                "description" => description = self.string("description", value),
+                "roles" => {
+                    for (role, v) in self.entries("roles", value) {
+                        let path = format!("roles.{role}");
+                        if role == START || role == END {
+                            self.error(
+                                &path,
+                                format!("`{role}` is reserved and cannot be a role name"),
+                            );
+                            continue;
+                        }
+                        if !is_role_name(&role) {
+                            self.error(&path, format!("`{role}` is not a valid role name (letters, digits, `_` and `-`, starting with a letter or `_`)"));
+                            // Still a role for the graph checks, so one bad name is one problem.
+                            roles.insert(role, placeholder_role());
+                            continue;
+                        }
+                        if let Some((r, schema)) = self.role(&path, v) {
+                            roles.insert(role.clone(), r);
+                            schemas.insert(role, schema);
+                        } else {
+                            // Keep the name known so the graph checks do not pile up noise.
+                            roles.insert(role, placeholder_role());
+                        }
+                    }
+                }
+                "conditions" => {
+                    for (cname, v) in self.entries("conditions", value) {
+                        let path = format!("conditions.{cname}");
+                        if let Some(c) = self.condition(&path, v) {
+                            conditions.insert(cname, c);
+                        } else {
+                            conditions.insert(
+                                cname,
+                                Condition {
+                                    description: None,
+                                    expression: String::new(),
+                                },
+                            );
+                        }
+                    }
+                }
+                "graph" => graph_value = Some(*value),
+                _ => unreachable!("fields() only returns allowed keys"),
+            }
+        }
+        if roles.is_empty() && fields.iter().any(|(k, _)| k == "roles") {
+            self.error("roles", "a workflow needs at least one role");
+        }
+        let graph = match graph_value {
+            Some(g) => self.graph(g, &roles, &conditions),
+            None => BTreeMap::new(),
+        };
+        if graph_value.is_some() {
+            self.reachability(&graph, &roles, &conditions);
+        }
+        Some(Definition {
+            workflow: Workflow {
+                name: name?,
+                description,
+                roles,
+                conditions,
+                graph,
+            },
+            schemas,
+        })
+    }
+
+    fn role(&mut self, path: &str, value: &Yaml) -> Option<(Role, Json)> {
+        let fields = self.fields(
+            path,
+            value,
+            &[
+                "description",
+                "goal",
+                "capabilities",
+                "procedure",
+                "output",
+                "meta",
+            ],
+            &["meta"],
+        )?;
+        let mut role = placeholder_role();
+        let mut schema = None;
+        let mut ok = true;
+        for (key, v) in fields {
+            let at = join(path, &key);
+            let mut text = |this: &mut Self| {
+                let s = this.string(&at, v);
+                ok &= s.is_some();
+                s
+            };
+            match key.as_str() {
+                "description" => role.description = text(self),
+                "goal" => role.goal = text(self),
+                "procedure" => role.procedure = text(self),
+                "output" => role.output = text(self),
+                "capabilities" => match v {
+                    Yaml::Sequence(items) => {
+                        let mut caps = Vec::new();
+                        for (i, item) in items.iter().enumerate() {
+                            match self.string(&format!("{at}[{i}]"), item) {
+                                Some(s) => caps.push(s),
+                                None => ok = false,
+                            }
+                        }
+                        role.capabilities = Some(caps);
+                    }
+                    other => {
+                        self.error(
+                            &at,
+                            format!("must be a list of strings, found {}", type_name(other)),
+                        );
+                        ok = false;
+                    }
+                },
+                "meta" => schema = self.meta(&at, v),
+                _ => unreachable!("fields() only returns allowed keys"),
+            }
+        }
+        match (ok, schema) {
+            (true, Some(schema)) => Some((role, schema)),
+            _ => None,
+        }
+    }
+
+    fn meta(&mut self, path: &str, value: &Yaml) -> Option<Json> {
+        if !matches!(value, Yaml::Mapping(_)) {
+            self.error(
+                path,
+                format!(
+                    "must be a JSON Schema (a mapping), found {}",
+                    type_name(value)
+                ),
+            );
+            return None;
+        }
+        let json = match yaml_to_json(value) {
+            Ok(json) => json,
+            Err(reason) => {
+                self.error(path, format!("cannot be read as JSON: {reason}"));
+                return None;
+            }
+        };
+        match CompiledSchema::compile(&json) {
+            Ok(_) => Some(json),
+            Err(violations) => {
+                let detail = violations
+                    .iter()
+                    .map(|v| v.to_string())
+                    .collect::<Vec<_>>()
+                    .join("; ");
+                self.error(
+                    path,
+                    format!("not a valid JSON Schema (draft 2020-12): {detail}"),
+                );
+                None
+            }
+        }
+    }
+
+    fn condition(&mut self, path: &str, value: &Yaml) -> Option<Condition> {
+        let fields = self.fields(path, value, &["description", "expression"], &["expression"])?;
+        let mut description = None;
+        let mut expression = None;
+        for (key, v) in fields {
+            let at = join(path, &key);
+            match key.as_str() {
+                "description" => description = self.string(&at, v),
+                "expression" => {
+                    if let Some(text) = self.string(&at, v) {
+                        match jsonata::compile(&text) {
+                            Ok(_) => expression = Some(text),
+                            Err(e) => self.error(&at, format!("does not compile: {e}")),
+                        }
+                    }
+                }
+                _ => unreachable!("fields() only returns allowed keys"),
+            }
+        }
+        Some(Condition {
+            description,
+            expression: expression?,
+        })
+    }
+
+    fn graph(
+        &mut self,
+        value: &Yaml,
+        roles: &BTreeMap<String, Role>,
+        conditions: &BTreeMap<String, Condition>,
+    ) -> BTreeMap<String, Vec<Transition>> {
+        let mut graph = BTreeMap::new();
+        for (from, list) in self.entries("graph", value) {
+            let path = format!("graph.{from}");
+            if from == END {
+                self.error(
+                    &path,
+                    "`$END` ends the thread and cannot have transitions; remove this entry",
+                );
+                continue;
+            }
+            if from != START && !roles.contains_key(&from) {
+                self.error(
+                    &path,
+                    format!("`{from}` is not a role (graph keys are `$START` and role names)"),
+                );
+                continue;
+            }
+            let Yaml::Sequence(items) = list else {
+                self.error(
+                    &path,
+                    format!("must be a list of transitions, found {}", type_name(list)),
+                );
+                continue;
+            };
+            let mut transitions = Vec::new();
+            for (i, item) in items.iter().enumerate() {
+                let at = format!("{path}[{i}]");
+                let Some(fields) = self.fields(&at, item, &["role", "condition"], &["role"]) else {
+                    continue;
+                };
+                let mut target = None;
+                let mut condition = None;
+                for (key, v) in fields {
+                    let field = join(&at, &key);
+                    match key.as_str() {
+                        "role" => {
+                            if let Some(r) = self.string(&field, v) {
+                                if r == END || roles.contains_key(&r) {
+                                    target = Some(r);
+                                } else {
+                                    self.error(
+                                        &field,
+                                        format!("`{r}` is neither a role nor `$END`"),
+                                    );
+                                }
+                            }
+                        }
+                        "condition" => match v {
+                            Yaml::Null => {}
+                            Yaml::String(c) if conditions.contains_key(c) => {
+                                condition = Some(c.clone())
+                            }
+                            Yaml::String(c) => self.error(
+                                &field,
+                                format!("condition `{c}` is not defined under `conditions`"),
+                            ),
+                            other => self.error(
+                                &field,
+                                format!(
+                                    "must be a condition name or null, found {}",
+                                    type_name(other)
+                                ),
+                            ),
+                        },
+                        _ => unreachable!("fields() only returns allowed keys"),
+                    }
+                }
+                if let Some(role) = target {
+                    transitions.push(Transition { role, condition });
+                }
+            }
+            if items.is_empty() && from != START {
+                self.error(&path, format!("role `{from}` has no transitions out of it; add at least one (e.g. `- {{ role: $END, condition: null }}`)"));
+            }
+            graph.insert(from, transitions);
+        }
+        if !graph.contains_key(START) && matches!(value, Yaml::Mapping(m) if !m.contains_key(START))
+        {
+            self.error(
+                "graph.$START",
+                "the graph has no `$START` entry: say which role runs first",
+            );
+        } else if matches!(graph.get(START), Some(ts) if ts.is_empty()) {
+            self.error(
+                "graph.$START",
+                "`$START` has no transitions; name the first role",
+            );
+        }
+        for role in roles.keys() {
+            let listed = matches!(value, Yaml::Mapping(m) if m.contains_key(role.as_str()));
+            if !listed {
+                self.error(
+                    format!("graph.{role}"),
+                    format!(
+                        "role `{role}` has no transitions out of it; add `{role}:` to the graph"
+                    ),
+                );
+            }
+        }
+        graph
+    }
+
+    /// `$END` must be reachable from `$START`; roles that cannot be reached are warnings.
+    fn reachability(
+        &mut self,
+        graph: &BTreeMap<String, Vec<Transition>>,
+        roles: &BTreeMap<String, Role>,
+        conditions: &BTreeMap<String, Condition>,
+    ) {
+        if !graph.contains_key(START) {
+            return; // already reported
+        }
+        let mut seen = BTreeSet::from([START.to_owned()]);
+        let mut queue = VecDeque::from([START.to_owned()]);
+        while let Some(at) = queue.pop_front() {
+            for t in graph.get(&at).into_iter().flatten() {
+                if seen.insert(t.role.clone()) && t.role != END {
+                    queue.push_back(t.role.clone());
+                }
+            }
+        }
+        // Transitions refused above are missing from `graph`; judging reachability without them
+        // would add a misleading second error.
+        let graph_errors = self.errors.iter().any(|p| p.location.starts_with("graph"));
+        if !seen.contains(END) && !graph_errors {
+            self.error(
+                "graph",
+                "`$END` cannot be reached from `$START`: every path loops forever",
+            );
+        }
+        for role in roles.keys() {
+            if !seen.contains(role) {
+                self.warn(format!("roles.{role}"), "not reachable from `$START`");
+            }
+        }
+        let used: BTreeSet<&str> = graph
+            .values()
+            .flatten()
+            .filter_map(|t| t.condition.as_deref())
+            .collect();
+        for name in conditions.keys() {
+            if !used.contains(name.as_str()) {
+                self.warn(
+                    format!("conditions.{name}"),
+                    "defined but never used in the graph",
+                );
+            }
+        }
+    }
+}
+
+fn placeholder_role() -> Role {
+    Role {
+        description: None,
+        goal: None,
+        capabilities: None,
+        procedure: None,
+        output: None,
+        meta: Hash::META,
+    }
+}
+
+/// Converts YAML to JSON: string keys only, no tags, finite numbers.
+pub fn yaml_to_json(value: &Yaml) -> Result<Json, String> {
+    Ok(match value {
+        Yaml::Null => Json::Null,
+        Yaml::Bool(b) => Json::Bool(*b),
+        Yaml::Number(n) => {
+            if let Some(i) = n.as_i64() {
+                Json::from(i)
+            } else if let Some(u) = n.as_u64() {
+                Json::from(u)
+            } else {
+                let f = n.as_f64().unwrap_or(f64::NAN);
+                serde_json::Number::from_f64(f)
+                    .map(Json::Number)
+                    .ok_or_else(|| format!("{n} is not a finite number"))?
+            }
+        }
+        Yaml::String(s) => Json::String(s.clone()),
+        Yaml::Sequence(items) => {
+            Json::Array(items.iter().map(yaml_to_json).collect::<Result<_, _>>()?)
+        }
+        Yaml::Mapping(map) => {
+            let mut out = serde_json::Map::new();
+            for (k, v) in map {
+                let Yaml::String(key) = k else {
+                    return Err(format!("mapping key {} is not a string", key_text(k)));
+                };
+                out.insert(key.clone(), yaml_to_json(v)?);
+            }
+            Json::Object(out)
+        }
+        Yaml::Tagged(t) => return Err(format!("YAML tag {} is not supported", t.tag)),
+    })
+}
