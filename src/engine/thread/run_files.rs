@@ -75,8 +75,8 @@ impl RunFiles {
     /// Takes the thread's step lock without waiting. `Err(Busy)` names the holder.
     ///
     /// The lock is an open-file-description lock (`F_OFD_SETLK`): held by this descriptor,
-    /// released when it closes or the process dies, and testable without taking it
-    /// ([`RunFiles::check_idle`]).
+    /// released when the [`StepLock`] drops (explicitly, see its `Drop`) or the process dies,
+    /// and testable without taking it ([`RunFiles::check_idle`]).
     pub fn try_lock(&self) -> Result<StepLock, ThreadIndexError> {
         let io = |source| self.lock_error(source);
         std::fs::create_dir_all(&self.dir).map_err(io)?;
@@ -89,7 +89,7 @@ impl RunFiles {
         let lock = whole_file(libc::F_WRLCK);
         match nix::fcntl::fcntl(&file, nix::fcntl::FcntlArg::F_OFD_SETLK(&lock)) {
             Ok(_) => Ok(StepLock {
-                _file: file,
+                file,
                 files: self.clone(),
             }),
             Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EACCES) => Err(self.busy()),
@@ -207,7 +207,7 @@ fn whole_file(kind: libc::c_int) -> libc::flock {
 /// The held step lock of a thread; released on drop (or by the OS if the process dies).
 #[derive(Debug)]
 pub struct StepLock {
-    _file: File,
+    file: File,
     files: RunFiles,
 }
 
@@ -223,8 +223,18 @@ impl Drop for StepLock {
     /// Clears the run info (`{}` parses as none) rather than removing the file: see [`reset`]
     /// for why a step should not free inodes. Run files are advisory: readers ignore what does
     /// not parse (see [`overwrite`]).
+    ///
+    /// Then unlocks explicitly instead of leaving it to the close: an OFD lock belongs to the
+    /// open file description and a close frees it only when no descriptor of that description
+    /// is left. A child forked by another thread of this process (an agent or `sh` spawned by
+    /// a step on another FUSE worker, another test) holds copies of all our descriptors until
+    /// its exec closes them, `O_CLOEXEC` or not; closing ours in that window left the lock
+    /// held by the child, and the thread's next step was refused as busy. `F_UNLCK` on any
+    /// descriptor of the description frees it whoever else still has it open.
     fn drop(&mut self) {
         let _ = overwrite(&self.files.run(), b"{}");
+        let unlock = whole_file(libc::F_UNLCK);
+        let _ = nix::fcntl::fcntl(&self.file, nix::fcntl::FcntlArg::F_OFD_SETLK(&unlock));
     }
 }
 
@@ -267,5 +277,57 @@ mod tests {
             refused
         });
         assert_eq!(refused, 0, "steps refused as busy while only probes ran");
+    }
+
+    /// A child forked by another thread holds copies of all descriptors until it execs: a
+    /// dropped step lock must be free even then (the cause of the flaky test above, when tests
+    /// spawning `sh` ran beside it). The child is kept between fork and exec by its pre-exec hook.
+    #[test]
+    fn a_dropped_step_lock_is_free_while_a_forked_child_has_not_exec_yet() {
+        use std::io::{Read, Write};
+        use std::os::fd::AsRawFd;
+        let dir = tempfile::tempdir().unwrap();
+        let files = RunFiles::new(dir.path(), "T");
+        let held = files.try_lock().unwrap();
+        let (mut ready_r, ready_w) = std::io::pipe().unwrap();
+        let (go_r, mut go_w) = std::io::pipe().unwrap();
+        let (ready_fd, go_fd) = (ready_w.as_raw_fd(), go_r.as_raw_fd());
+        let mut cmd = std::process::Command::new("true");
+        // SAFETY: getpid, write and read are async-signal-safe; the closure only reads two
+        // integers it captured.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
+                let pid = libc::getpid().to_ne_bytes();
+                libc::write(ready_fd, pid.as_ptr().cast(), pid.len());
+                let mut byte = 0u8;
+                libc::read(go_fd, (&raw mut byte).cast(), 1);
+                Ok(())
+            });
+        }
+        std::thread::scope(|s| {
+            // `spawn` returns only once the child has exec'd: run it on another thread.
+            let spawner = s.spawn(move || cmd.spawn().unwrap().wait().unwrap());
+            let mut pid = [0u8; 4];
+            ready_r.read_exact(&mut pid).unwrap();
+            let pid = i32::from_ne_bytes(pid);
+            // The premise: the child, not exec'd yet, has the lock file open.
+            let lock_path = std::fs::canonicalize(files.lock_path()).unwrap();
+            let child_has_it = std::fs::read_dir(format!("/proc/{pid}/fd"))
+                .unwrap()
+                .flatten()
+                .any(|fd| std::fs::read_link(fd.path()).ok() == Some(lock_path.clone()));
+            drop(held);
+            let running = files.is_running();
+            let relocked = files.try_lock().is_ok();
+            // Let the child exec before asserting, so a failure does not hang the scope.
+            go_w.write_all(b"x").unwrap();
+            assert!(spawner.join().unwrap().success());
+            assert!(child_has_it, "the child inherited the lock descriptor");
+            assert!(
+                !running,
+                "a dropped lock is free while the child still has it open"
+            );
+            assert!(relocked, "the next step takes the lock");
+        });
     }
 }

@@ -37,8 +37,9 @@ pub(super) struct Worker {
 impl Worker {
     pub(super) fn spawn(data: Arc<Data>, replay: Vec<Arc<Appended>>) -> Result<Self, JsonataError> {
         let (jobs, queue) = mpsc::channel::<Work>();
+        silence_worker_panics();
         std::thread::Builder::new()
-            .name("uwf-jsonata".to_string())
+            .name(WORKER_NAME.to_string())
             .stack_size(WORKER_STACK)
             .spawn(move || serve(&data, replay, &queue))
             .map_err(|error| JsonataError::Worker {
@@ -179,4 +180,23 @@ pub(super) fn panic_message(payload: &(dyn Any + Send)) -> String {
     } else {
         "(no message)".to_string()
     }
+}
+
+/// The name of every worker thread.
+const WORKER_NAME: &str = "uwf-jsonata";
+
+/// A panic on a worker is caught and reported as [`JsonataError::Panicked`], so the default
+/// hook's message is noise — and with `RUST_BACKTRACE` set, capturing the backtrace of a debug
+/// build can take longer than the evaluation's whole time limit, turning a clean panic report
+/// into a timeout. Installed once; panics on other threads still reach the previous hook.
+fn silence_worker_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if std::thread::current().name() != Some(WORKER_NAME) {
+                previous(info);
+            }
+        }));
+    });
 }
