@@ -3,11 +3,11 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
 use clap::Subcommand;
 
 use super::Out;
 use crate::cas::Store;
+use crate::cli::error::{CliResult, Context};
 use crate::engine::agent::builtin;
 use crate::engine::agent::submit::{self, Submission};
 use crate::engine::config;
@@ -101,7 +101,7 @@ Example:\n  cd ~/src/project && uwf thread step 01JD8X… --agent \"uwf agent re
     },
 }
 
-pub fn run(cmd: AgentCommand, root: &Path, out: &mut Out) -> anyhow::Result<()> {
+pub fn run(cmd: AgentCommand, root: &Path, out: &mut Out) -> CliResult<()> {
     let store = Store::open(root)?;
     let thread_id = |t: &str| crate::engine::thread::lifecycle::resolve_id(root, t);
     let config = || config::load(root).map(|l| l.config);

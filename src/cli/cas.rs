@@ -4,13 +4,13 @@ use std::io::Read;
 use std::path::Path;
 use std::time::Duration;
 
-use anyhow::{Context, anyhow, bail};
 use clap::{Args, Subcommand};
 use serde_json::Value;
 
-use super::{Exit, Out};
+use super::Out;
 use crate::cas::gc::{GcOptions, gc};
 use crate::cas::{Hash, Store, StoreError, builtin, fsck};
+use crate::cli::error::{CliResult, CommandError, Context, bail, user_error};
 use crate::engine::index_files;
 
 #[derive(Debug, Subcommand)]
@@ -103,18 +103,15 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
         .map_err(|e| format!("{e} (use a number with a unit, e.g. 0s, 90s, 30m, 24h, 7days)"))
 }
 
-pub fn run(cmd: CasCommand, root: &Path, out: &mut Out) -> anyhow::Result<()> {
+pub fn run(cmd: CasCommand, root: &Path, out: &mut Out) -> CliResult<()> {
     if let CasCommand::Has { hash } = &cmd {
         // `has` answers with its exit status only; a malformed hash is a usage error.
-        let hash = Hash::parse(hash).map_err(|e| {
-            eprintln!("error: {e}");
-            Exit(2)
-        })?;
+        let hash = Hash::parse(hash).map_err(|e| CommandError::usage(e.to_string()))?;
         let store = Store::open(root)?;
         return if store.has(hash) {
             Ok(())
         } else {
-            Err(Exit(1).into())
+            Err(CommandError::silent(1))
         };
     }
     let store = Store::open(root)?;
@@ -170,13 +167,12 @@ pub fn run(cmd: CasCommand, root: &Path, out: &mut Out) -> anyhow::Result<()> {
             if report.problems.is_empty() {
                 out.line(format!("ok: {} nodes checked, no problems", report.checked))?;
             } else {
-                out.flush()?;
-                eprintln!(
-                    "error: {} problem(s) in {} nodes\nhint: a node with a hash mismatch was changed on disk; restore it from a backup or remove it",
+                return Err(user_error!(
+                    "{} problem(s) in {} nodes",
                     report.problems.len(),
                     report.checked
-                );
-                return Err(Exit(1).into());
+                )
+                .hint("a node with a hash mismatch was changed on disk; restore it from a backup or remove it"));
             }
         }
         CasCommand::Schema(cmd) => run_schema(&store, cmd, out)?,
@@ -184,7 +180,7 @@ pub fn run(cmd: CasCommand, root: &Path, out: &mut Out) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn run_gc(store: &Store, root: &Path, args: &GcArgs, out: &mut Out) -> anyhow::Result<()> {
+fn run_gc(store: &Store, root: &Path, args: &GcArgs, out: &mut Out) -> CliResult<()> {
     let roots =
         index_files::gc_roots(root).context("cannot collect GC roots; nothing was removed")?;
     let options = GcOptions {
@@ -218,7 +214,7 @@ fn run_gc(store: &Store, root: &Path, args: &GcArgs, out: &mut Out) -> anyhow::R
     Ok(())
 }
 
-fn run_schema(store: &Store, cmd: SchemaCommand, out: &mut Out) -> anyhow::Result<()> {
+fn run_schema(store: &Store, cmd: SchemaCommand, out: &mut Out) -> CliResult<()> {
     match cmd {
         SchemaCommand::List => {
             out.line(format!(
@@ -253,12 +249,12 @@ fn run_schema(store: &Store, cmd: SchemaCommand, out: &mut Out) -> anyhow::Resul
     Ok(())
 }
 
-fn parse_hash(text: &str) -> anyhow::Result<Hash> {
+fn parse_hash(text: &str) -> CliResult<Hash> {
     Ok(Hash::parse(text)?)
 }
 
 /// A type given as a hash or as a built-in schema's name.
-fn parse_type(text: &str) -> anyhow::Result<Hash> {
+fn parse_type(text: &str) -> CliResult<Hash> {
     if text == "meta" {
         return Ok(Hash::META);
     }
@@ -266,7 +262,7 @@ fn parse_type(text: &str) -> anyhow::Result<Hash> {
         return Ok(b.hash);
     }
     Hash::parse(text).map_err(|e| {
-        anyhow!(e).context(format!(
+        CommandError::from(e).context(format!(
             "unknown type `{text}`: give a schema hash or one of: meta, {}",
             builtin::all()
                 .iter()
@@ -278,7 +274,7 @@ fn parse_type(text: &str) -> anyhow::Result<Hash> {
 }
 
 /// Reads JSON from an argument that is inline JSON, `-` (stdin) or — for `schema put` — a file.
-fn read_json(arg: &str) -> anyhow::Result<Value> {
+fn read_json(arg: &str) -> CliResult<Value> {
     let (text, source) = if arg == "-" {
         let mut text = String::new();
         std::io::stdin()
@@ -295,7 +291,7 @@ fn read_json(arg: &str) -> anyhow::Result<Value> {
         bail!("no JSON in {source}");
     }
     serde_json::from_str(&text).map_err(|e| {
-        anyhow!(
+        user_error!(
             "invalid JSON in {source} at line {}, column {}: {e}",
             e.line(),
             e.column()

@@ -3,12 +3,12 @@
 use std::io::Read;
 use std::path::Path;
 
-use anyhow::{Context, anyhow, bail};
 use clap::{Args, Subcommand};
 use serde_json::json;
 
 use super::Out;
 use crate::cas::{Hash, Store, builtin};
+use crate::cli::error::{CliResult, CommandError, Context, bail, user_error};
 use crate::engine::config;
 use crate::engine::index_files;
 use crate::engine::thread::chain::{self, Entry};
@@ -112,6 +112,7 @@ uwf thread step 01JD8X…\n  uwf thread step 01JD8X… --agent \"uwf agent scrip
 }
 
 #[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("text").required(true).args(["prompt", "prompt_file"])))]
 pub struct StartArgs {
     /// Workflow name or hash
     workflow: String,
@@ -123,7 +124,7 @@ pub struct StartArgs {
     prompt_file: Option<String>,
 }
 
-pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> anyhow::Result<()> {
+pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
     if matches!(cmd, ThreadCommand::Step { .. } | ThreadCommand::Run { .. }) {
         // Overlap the engine's one-time set-up with reading the store.
         jsonata::prewarm();
@@ -144,7 +145,9 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> anyhow::Result<()>
                     std::fs::read_to_string(f).with_context(|| format!("cannot read {f}"))?
                 }
                 (None, None) => {
-                    bail!("no prompt: give -p TEXT, -p - (stdin) or --prompt-file FILE")
+                    return Err(CommandError::usage(
+                        "no prompt: give -p TEXT, -p - (stdin) or --prompt-file FILE",
+                    ));
                 }
             };
             let (workflow, id) = lifecycle::start(&store, &args.workflow, &prompt)?;
@@ -226,7 +229,7 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> anyhow::Result<()>
                         .steps
                         .iter()
                         .position(|s| s.hash == h)
-                        .ok_or_else(|| anyhow!("{h} is not a step of thread {id}"))?
+                        .ok_or_else(|| user_error!("{h} is not a step of thread {id}"))?
                 }
                 None => view.chain.steps.len(),
             };
@@ -312,7 +315,7 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> anyhow::Result<()>
     Ok(())
 }
 
-fn load_config(root: &Path) -> anyhow::Result<config::Loaded> {
+fn load_config(root: &Path) -> CliResult<config::Loaded> {
     let loaded = config::load(root)?;
     if !loaded.from_file {
         eprintln!(
@@ -323,7 +326,7 @@ fn load_config(root: &Path) -> anyhow::Result<config::Loaded> {
     Ok(loaded)
 }
 
-fn list(store: &Store, all: bool, workflow: Option<&str>, out: &mut Out) -> anyhow::Result<()> {
+fn list(store: &Store, all: bool, workflow: Option<&str>, out: &mut Out) -> CliResult<()> {
     let root = store.root();
     let mut ids: Vec<String> = index_files::read_threads(root)?.into_keys().collect();
     if all {
@@ -362,7 +365,7 @@ fn summarize(output: &serde_json::Value) -> String {
 }
 
 /// A step's output as YAML followed by its body, for diffs.
-fn step_text(store: &Store, hash: Hash) -> anyhow::Result<String> {
+fn step_text(store: &Store, hash: Hash) -> CliResult<String> {
     let node = store.get(hash)?;
     if node.type_hash != builtin::hash_of("step") {
         bail!("{hash} is not a step node");

@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
+use crate::advice::Advice;
 use crate::cas::{Hash, Store};
 use crate::engine::config;
 use crate::engine::thread::index::ThreadIndexError;

@@ -204,3 +204,5 @@ fn remove_existing(path: &Path) -> std::io::Result<()> {
 fn set_times(path: &Path, time: SystemTime) -> std::io::Result<()> {
     File::open(path)?.set_times(FileTimes::new().set_accessed(time).set_modified(time))
 }
+
+impl crate::advice::Advice for ExportError {}

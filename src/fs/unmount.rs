@@ -164,6 +164,8 @@ pub fn unmount(dir: &Path, force: bool) -> Result<Unmounted, UnmountError> {
     }
 }
 
+impl crate::advice::Advice for UnmountError {}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::advice::Advice;
 use crate::engine::config::dotenv;
 use crate::engine::config::{self, Config};
 use crate::engine::llm::client::{Client, Endpoint};
@@ -90,12 +91,7 @@ pub fn run(root: &Path, skip: &[String]) -> Vec<Check> {
         Err(e) => {
             if wanted("config") {
                 let detail = e.to_string();
-                let detail = detail
-                    .lines()
-                    .filter(|l| !l.starts_with("hint:"))
-                    .map(str::trim)
-                    .collect::<Vec<_>>()
-                    .join(" ");
+                let detail = detail.lines().map(str::trim).collect::<Vec<_>>().join(" ");
                 checks.push(Check::fail(
                     "config",
                     detail,
@@ -207,9 +203,7 @@ fn providers(config: &Config) -> Vec<Check> {
             let mut endpoint = match Endpoint::of_provider(config, name, "-") {
                 Ok(e) => e,
                 Err(e) => {
-                    let text = e.to_string();
-                    let (detail, hint) = text.split_once("\nhint: ").unwrap_or((&text, ""));
-                    return Check::fail(label, detail, hint);
+                    return Check::fail(label, e.to_string(), e.hints().join("; "));
                 }
             };
             endpoint.timeout = endpoint.timeout.min(PROBE_TIMEOUT);

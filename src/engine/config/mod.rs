@@ -8,6 +8,9 @@
 //! line, rewritten here into plain words) and then the cross-references (a model's provider, the
 //! default model and agent, the overrides). Secrets never live here: a provider names the
 //! environment variable that holds its key (`apiKeyEnv`), which `<root>/.env` may set.
+//!
+//! Beside it: [`dotenv`] (the secrets file), [`setup`] (`uwf setup`'s writer) and [`doctor`]
+//! (`uwf doctor`'s checks). Which agent runs a role is [`crate::engine::agent::resolve`].
 
 pub mod doctor;
 pub mod dotenv;
@@ -15,6 +18,7 @@ pub mod setup;
 
 pub use setup::{PRESETS, Setup, SetupError, apply_setup, default_key_env};
 
+use crate::advice::Advice;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -33,17 +37,31 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{} is not valid:\n{}\nhint: every field is optional; see docs/LLM.md for the shape, or run `uwf setup`", path.display(), problems.iter().map(|p| format!("  {p}")).collect::<Vec<_>>().join("\n"))]
+    #[error("{} is not valid:\n{}", path.display(), problems.iter().map(|p| format!("  {p}")).collect::<Vec<_>>().join("\n"))]
     Invalid {
         path: PathBuf,
         problems: Vec<String>,
     },
-    #[error(
-        "unknown agent `{name}` (known: {known})\nhint: define it under `agents:` in config.yaml, or pass a command with --agent"
-    )]
+    #[error("unknown agent `{name}` (known: {known})")]
     UnknownAgent { name: String, known: String },
     #[error("agent command `{0}` is empty or cannot be split into words")]
     BadCommand(String),
+}
+
+impl Advice for ConfigError {
+    fn hints(&self) -> Vec<String> {
+        match self {
+            ConfigError::Invalid { .. } => vec![
+                "every field is optional; see docs/LLM.md for the shape, or run `uwf setup`"
+                    .to_owned(),
+            ],
+            ConfigError::UnknownAgent { .. } => vec![
+                "define it under `agents:` in config.yaml, or pass a command with --agent"
+                    .to_owned(),
+            ],
+            _ => Vec::new(),
+        }
+    }
 }
 
 /// An LLM provider.

@@ -11,6 +11,7 @@
 //! only the header ([`History`]); the moderator context is the items joined, and the next
 //! head's file is this one with a new header and one more line, so neither parses the steps.
 
+use crate::advice::Advice;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
@@ -28,6 +29,21 @@ pub enum ChainError {
     NotAStepOrStart { hash: Hash, kind: String },
     #[error("node {hash} is malformed: {reason}")]
     Malformed { hash: Hash, reason: String },
+}
+
+impl Advice for ChainError {
+    fn hints(&self) -> Vec<String> {
+        match self {
+            ChainError::Store(e) => e.hints(),
+            _ => Vec::new(),
+        }
+    }
+    fn is_busy(&self) -> bool {
+        match self {
+            ChainError::Store(e) => e.is_busy(),
+            _ => false,
+        }
+    }
 }
 
 /// The payload of a `start` node.

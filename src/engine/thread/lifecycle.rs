@@ -1,5 +1,6 @@
 //! Thread operations beyond the step: start, fork, kill, status, and id lookup (SPEC §5.2).
 
+use crate::advice::Advice;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -47,6 +48,33 @@ pub enum ThreadError {
     Step(#[from] StepError),
     #[error(transparent)]
     Files(#[from] index_files::IndexError),
+}
+
+impl Advice for ThreadError {
+    fn hints(&self) -> Vec<String> {
+        match self {
+            ThreadError::Index(e) => e.hints(),
+            ThreadError::Registry(e) => e.hints(),
+            ThreadError::View(e) => e.hints(),
+            ThreadError::Store(e) => e.hints(),
+            ThreadError::Chain(e) => e.hints(),
+            ThreadError::Step(e) => e.hints(),
+            ThreadError::Files(e) => e.hints(),
+            _ => Vec::new(),
+        }
+    }
+    fn is_busy(&self) -> bool {
+        match self {
+            ThreadError::Index(e) => e.is_busy(),
+            ThreadError::Registry(e) => e.is_busy(),
+            ThreadError::View(e) => e.is_busy(),
+            ThreadError::Store(e) => e.is_busy(),
+            ThreadError::Chain(e) => e.is_busy(),
+            ThreadError::Step(e) => e.is_busy(),
+            ThreadError::Files(e) => e.is_busy(),
+            _ => false,
+        }
+    }
 }
 
 /// Starts a thread of `workflow` (a name or hash) with `prompt`. Returns `(workflow name, id)`.

@@ -4,6 +4,7 @@
 //! step runs per thread; the head moves only by compare-and-set after the agent's step node is
 //! verified, so a failed or killed step leaves the old head.
 
+use crate::advice::Advice;
 use serde_json::{Value, json};
 
 use crate::cas::store::now_ms;
@@ -47,10 +48,30 @@ pub enum StepError {
     },
 }
 
-impl StepError {
-    /// Whether the failure is only that another step holds the thread (exit code 75).
-    pub fn is_busy(&self) -> bool {
-        matches!(self, StepError::Thread(ThreadIndexError::Busy { .. }))
+impl Advice for StepError {
+    fn hints(&self) -> Vec<String> {
+        match self {
+            StepError::Thread(e) => e.hints(),
+            StepError::View(e) => e.hints(),
+            StepError::Moderator(e) => e.hints(),
+            StepError::Config(e) => e.hints(),
+            StepError::Agent(e) => e.hints(),
+            StepError::Store(e) => e.hints(),
+            StepError::Chain(e) => e.hints(),
+            _ => Vec::new(),
+        }
+    }
+    fn is_busy(&self) -> bool {
+        match self {
+            StepError::Thread(e) => e.is_busy(),
+            StepError::View(e) => e.is_busy(),
+            StepError::Moderator(e) => e.is_busy(),
+            StepError::Config(e) => e.is_busy(),
+            StepError::Agent(e) => e.is_busy(),
+            StepError::Store(e) => e.is_busy(),
+            StepError::Chain(e) => e.is_busy(),
+            _ => false,
+        }
     }
 }
 
