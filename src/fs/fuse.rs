@@ -26,10 +26,12 @@ use fuser::{
     Session, SessionACL, SessionUnmounter, TimeOrNow, WriteFlags,
 };
 
-use super::error::FsError;
-use super::tree::{
-    Attr, Caching, Caller, Inval, Kind, Lookup, Opened, Reading, SetAttr, TimeSet, Tree,
+use super::attr::{
+    Attr, Caching, Caller, Inval, Kind, Lookup, NAME_MAX, Opened, RenameFlags as Flags, SetAttr,
+    TimeSet,
 };
+use super::error::FsError;
+use super::tree::{Reading, Tree};
 
 /// How long the kernel trusts immutable entries (nodes, versions).
 const LONG_TTL: Duration = Duration::from_secs(3600);
@@ -380,12 +382,11 @@ impl Filesystem for Adapter {
         reply: ReplyEmpty,
     ) {
         guarded(|| {
-            let noreplace = flags.contains(RenameFlags::RENAME_NOREPLACE);
-            let other = !(flags - RenameFlags::RENAME_NOREPLACE).is_empty();
+            let how = Flags::from_bits(flags.bits());
             let result = name_str(name).and_then(|n| {
                 let new = name_str(newname)?;
                 self.tree
-                    .rename(parent.0, n, newparent.0, new, noreplace, other, caller(req))
+                    .rename(parent.0, n, newparent.0, new, how, caller(req))
             });
             trace!(
                 self,
@@ -599,7 +600,7 @@ impl Filesystem for Adapter {
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        guarded(|| reply.statfs(0, 0, 0, 0, 0, 4096, super::tree::NAME_MAX as u32, 4096))
+        guarded(|| reply.statfs(0, 0, 0, 0, 0, 4096, NAME_MAX as u32, 4096))
     }
 
     fn setxattr(

@@ -15,6 +15,7 @@
 //!
 //! Architecture Invariant: `fs` depends on `engine` and `cas`, never on `cli`, and prints nothing.
 
+pub mod attr;
 pub mod control;
 pub mod error;
 pub mod export;

@@ -3,10 +3,11 @@
 
 use std::sync::Arc;
 
+use super::attr::{Caller, Kind, Lookup, RenameFlags, SetAttr, TimeSet};
 use super::error::FsError;
 use super::inode::{Ino, ROOT};
 use super::scratch::Limits;
-use super::tree::{Caller, Kind, Lookup, Options, SetAttr, TimeSet, Tree};
+use super::tree::{Options, Tree};
 use super::views::Source;
 use crate::cas::Store;
 use crate::cas::store::now_ms;
@@ -108,7 +109,12 @@ impl Fx {
     fn rename(&self, from: &str, to: &str, noreplace: bool) -> Result<(), FsError> {
         let (a, an) = self.split(from);
         let (b, bn) = self.split(to);
-        self.tree.rename(a, an, b, bn, noreplace, false, ME)
+        let flags = if noreplace {
+            RenameFlags::NOREPLACE
+        } else {
+            RenameFlags::NONE
+        };
+        self.tree.rename(a, an, b, bn, flags, ME)
     }
 
     fn unlink(&self, path: &str) -> Result<(), FsError> {
@@ -460,7 +466,7 @@ fn errno_for_what_the_tree_does_not_allow() {
     let w = fx.find("workflows").unwrap();
     assert_eq!(
         fx.tree
-            .rename(w, "a", w, "b", false, true, ME)
+            .rename(w, "a", w, "b", RenameFlags::EXCHANGE, ME)
             .unwrap_err()
             .errno(),
         libc::EINVAL,

@@ -50,6 +50,10 @@ use std::time::SystemTime;
 
 use crate::cas::Hash;
 
+use super::attr::{
+    Attr, Caching, Caller, DirEntry, Inval, Kind, Lookup, NAME_MAX, Opened, Owner, RenameFlags,
+    SetAttr,
+};
 use super::control::{self, Control, Jobs};
 use super::error::FsError;
 use super::inode::{Ino, InodeTable, Key, ROOT};
@@ -68,9 +72,6 @@ pub use threads::WAIT_PLACEHOLDER;
 use controls::read_at;
 use saving::place_path;
 
-/// Longest file name, in bytes.
-pub const NAME_MAX: usize = 255;
-
 /// How many directory entries one `readdir` call returns at most.
 const PAGE: usize = 1024;
 
@@ -86,122 +87,6 @@ pub struct Options {
     pub uid: u32,
     pub gid: u32,
     pub limits: Limits,
-}
-
-/// Who is asking.
-#[derive(Debug, Clone, Copy)]
-pub struct Caller {
-    pub uid: u32,
-    pub gid: u32,
-}
-
-/// Directory, regular file or symbolic link (the tree has nothing else).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    Dir,
-    File,
-    Symlink,
-}
-
-/// How long the kernel may trust what it was told about an entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Caching {
-    /// Never changes while it exists (nodes, versions): cache for long, keep pages across opens.
-    Immutable,
-    /// Changes when the store or registry changes: trust for at most a second.
-    Mutable,
-    /// Changes at most once a second as far as the kernel can tell, and every change moves its
-    /// mtime or size (files under `runs/`): trust for a second, keep pages across opens (the
-    /// kernel drops them when a refreshed mtime or size differs).
-    Stamped,
-    /// Changes without notice and must be read fresh every time (`error` files, an active
-    /// thread's `status`): direct I/O.
-    Volatile,
-    /// `wait`: a read may block until a step finishes. Page-cache mode (a blocked reader can be
-    /// interrupted), attributes never cached (the size is only known once no step runs).
-    Blocking,
-}
-
-/// What `stat` reports.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Attr {
-    pub ino: Ino,
-    pub kind: Kind,
-    pub size: u64,
-    pub perm: u16,
-    pub nlink: u32,
-    pub uid: u32,
-    pub gid: u32,
-    pub atime: SystemTime,
-    pub mtime: SystemTime,
-    pub ctime: SystemTime,
-    pub caching: Caching,
-}
-
-/// The answer to a lookup.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Lookup {
-    Found(Attr),
-    /// No such name; `permanent` when the name can never appear there (cache the miss long).
-    Missing {
-        permanent: bool,
-    },
-}
-
-/// An opened file or directory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Opened {
-    pub fh: u64,
-    pub caching: Caching,
-    pub writable: bool,
-}
-
-/// One directory entry of a `readdir` page.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DirEntry {
-    pub ino: Ino,
-    /// The offset to continue from after this entry.
-    pub offset: u64,
-    pub kind: Kind,
-    pub name: String,
-}
-
-/// A time to set.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TimeSet {
-    Now,
-    At(SystemTime),
-}
-
-/// The changes of a `setattr`.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SetAttr {
-    pub mode: Option<u32>,
-    pub uid: Option<u32>,
-    pub gid: Option<u32>,
-    pub size: Option<u64>,
-    pub atime: Option<TimeSet>,
-    pub mtime: Option<TimeSet>,
-}
-
-impl SetAttr {
-    fn is_empty(&self) -> bool {
-        self.mode.is_none()
-            && self.uid.is_none()
-            && self.gid.is_none()
-            && self.size.is_none()
-            && self.atime.is_none()
-            && self.mtime.is_none()
-    }
-}
-
-/// Something the kernel has cached that is now wrong (sent by the adapter from another thread).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Inval {
-    /// Attributes and pages of an inode.
-    Inode(Ino),
-    /// A name in a directory (also clears a cached "no such file").
-    Entry(Ino, String),
 }
 
 /// The storage seen as a filesystem.
@@ -359,13 +244,6 @@ fn check_name(name: &str) -> Result<(), FsError> {
     Ok(())
 }
 
-fn resolve(time: TimeSet) -> SystemTime {
-    match time {
-        TimeSet::Now => SystemTime::now(),
-        TimeSet::At(t) => t,
-    }
-}
-
 /// `<13 symbols><suffix>` → the hash.
 fn hash_name(name: &str, suffix: &str) -> Option<Hash> {
     Hash::parse(name.strip_suffix(suffix)?).ok()
@@ -401,6 +279,14 @@ impl Tree {
 
     pub fn options(&self) -> &Options {
         &self.opts
+    }
+
+    /// The owner of every generated entry: the mounting user.
+    fn owner(&self) -> Owner {
+        Owner {
+            uid: self.opts.uid,
+            gid: self.opts.gid,
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -974,10 +860,10 @@ impl Tree {
                     f.mode = (m & 0o7777) as u16;
                 }
                 if let Some(t) = set.atime {
-                    f.atime = resolve(t);
+                    f.atime = t.resolve();
                 }
                 if let Some(t) = set.mtime {
-                    f.mtime = resolve(t);
+                    f.mtime = t.resolve();
                 }
                 f.ctime = SystemTime::now();
             }
@@ -1058,18 +944,16 @@ impl Tree {
     /// Renames within the writable directories. Renaming onto a meaningful name saves the text
     /// first; if the engine refuses it the rename does not happen (EINVAL) and the text stays
     /// where it was.
-    #[allow(clippy::too_many_arguments)]
     pub fn rename(
         &self,
         parent: Ino,
         name: &str,
         new_parent: Ino,
         new_name: &str,
-        noreplace: bool,
-        other_flags: bool,
+        flags: RenameFlags,
         caller: Caller,
     ) -> Result<(), FsError> {
-        if other_flags {
+        if flags.unsupported() {
             return Err(FsError::Invalid(
                 "only RENAME_NOREPLACE is supported (not RENAME_EXCHANGE or RENAME_WHITEOUT)",
             ));
@@ -1090,7 +974,7 @@ impl Tree {
         if dst.as_ref() == Some(&src) {
             return Ok(());
         }
-        if noreplace && dst.is_some() {
+        if flags.noreplace() && dst.is_some() {
             return Err(FsError::Exists);
         }
         match &src {

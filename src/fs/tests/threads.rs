@@ -12,8 +12,8 @@ use crate::cas::store::now_ms;
 use crate::engine::render;
 use crate::engine::submit::{self, Submission, ThreadView};
 use crate::engine::{registry, thread, threads, workflow};
+use crate::fs::attr::{Kind, Lookup, SetAttr, TimeSet};
 use crate::fs::error::FsError;
-use crate::fs::tree::{Kind, Lookup, SetAttr, TimeSet};
 
 const LOOP: &str = "name: loop\nroles:\n  planner:\n    goal: plan\n    meta:\n      type: object\n      \
 properties: { plan: { type: string } }\n      required: [plan]\n  reviewer:\n    goal: review\n    \

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use super::{Attr, Caching, Kind, State, Tree, hash_name, is_dir};
+use super::{Attr, Caching, Owner, State, Tree, hash_name, is_dir};
 use crate::cas::Hash;
 use crate::fs::error::FsError;
 use crate::fs::inode::{Ino, Key};
@@ -171,31 +171,12 @@ impl Tree {
 
     pub(super) fn attr_of(&self, st: &State, ino: Ino, key: &Key) -> Result<Attr, FsError> {
         let t0 = self.source.mounted_at();
-        let dir = |perm: u16, time: SystemTime, caching: Caching| Attr {
-            ino,
-            kind: Kind::Dir,
-            size: 0,
-            perm,
-            nlink: 2,
-            uid: self.opts.uid,
-            gid: self.opts.gid,
-            atime: time,
-            mtime: time,
-            ctime: time,
-            caching,
+        let owner = self.owner();
+        let dir = |perm: u16, time: SystemTime, caching: Caching| {
+            Attr::dir(ino, owner, perm, time, caching)
         };
-        let file = |size: usize, perm: u16, time: SystemTime, caching: Caching| Attr {
-            ino,
-            kind: Kind::File,
-            size: size as u64,
-            perm,
-            nlink: 1,
-            uid: self.opts.uid,
-            gid: self.opts.gid,
-            atime: time,
-            mtime: time,
-            ctime: time,
-            caching,
+        let file = |size: usize, perm: u16, time: SystemTime, caching: Caching| {
+            Attr::file(ino, owner, size as u64, perm, time, caching)
         };
         let mut attr = match key {
             // Its four entries never change.
@@ -267,18 +248,17 @@ impl Tree {
             | Key::WfThreadLink(..) => self.thread_attr(st, ino, key)?,
             Key::Scratch(id) => {
                 let f = st.scratch.get(*id).ok_or(FsError::NotFound)?;
-                Attr {
-                    ino,
-                    kind: Kind::File,
-                    size: f.data.len() as u64,
-                    perm: f.mode & 0o7777,
-                    nlink: u32::from(f.place.is_some()),
+                let owner = Owner {
                     uid: f.uid,
                     gid: f.gid,
+                };
+                let size = f.data.len() as u64;
+                Attr {
+                    // An unlinked scratch file still open has no name left.
+                    nlink: u32::from(f.place.is_some()),
                     atime: f.atime,
-                    mtime: f.mtime,
                     ctime: f.ctime,
-                    caching: Caching::Mutable,
+                    ..Attr::file(ino, owner, size, f.mode & 0o7777, f.mtime, Caching::Mutable)
                 }
             }
             Key::Gone => return Err(FsError::NotFound),

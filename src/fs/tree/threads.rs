@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use super::{Attr, Caching, Kind, State, Tree};
+use super::{Attr, Caching, State, Tree};
 use crate::cas::Hash;
 use crate::engine::chain::Chain;
 use crate::fs::control::{self, Action};
@@ -256,18 +256,12 @@ impl Tree {
     /// Attributes of a thread entry.
     pub(super) fn thread_attr(&self, st: &State, ino: Ino, key: &Key) -> Result<Attr, FsError> {
         let _ = st;
-        let make = |kind: Kind, size: u64, perm: u16, time: SystemTime, caching: Caching| Attr {
-            ino,
-            kind,
-            size,
-            perm,
-            nlink: if kind == Kind::Dir { 2 } else { 1 },
-            uid: self.opts.uid,
-            gid: self.opts.gid,
-            atime: time,
-            mtime: time,
-            ctime: time,
-            caching,
+        let owner = self.owner();
+        let dir = |perm: u16, time: SystemTime, caching: Caching| {
+            Attr::dir(ino, owner, perm, time, caching)
+        };
+        let file = |size: u64, perm: u16, time: SystemTime, caching: Caching| {
+            Attr::file(ino, owner, size, perm, time, caching)
         };
         let live = |t: &ThreadRef, when_active: Caching| {
             if t.finished() {
@@ -278,34 +272,28 @@ impl Tree {
         };
         let link = |time: SystemTime, caching: Caching| -> Result<Attr, FsError> {
             let target = self.link_target(key)?;
-            Ok(make(
-                Kind::Symlink,
+            Ok(Attr::symlink(
+                ino,
+                owner,
                 target.len() as u64,
-                0o777,
                 time,
                 caching,
             ))
         };
         Ok(match key {
-            Key::Threads => make(
-                Kind::Dir,
-                0,
-                0o555,
-                self.source.threads_mtime()?,
-                Caching::Mutable,
-            ),
+            Key::Threads => dir(0o555, self.source.threads_mtime()?, Caching::Mutable),
             Key::Thread(id) => {
                 let t = self.thread_ref(id)?;
                 let chain = self.source.chain(t.head)?;
                 let time = Source::head_time(&chain);
-                make(Kind::Dir, 0, 0o555, time, live(&t, Caching::Mutable))
+                dir(0o555, time, live(&t, Caching::Mutable))
             }
             Key::Steps(id) => {
                 let t = self.thread_ref(id)?;
                 let chain = self.source.chain(t.head)?;
                 // Its listing changes with the head, even two heads within a millisecond.
                 let time = versioned(Source::head_time(&chain), t.head);
-                make(Kind::Dir, 0, 0o555, time, live(&t, Caching::Mutable))
+                dir(0o555, time, live(&t, Caching::Mutable))
             }
             Key::StepsLatest(id) => {
                 let t = self.thread_ref(id)?;
@@ -316,19 +304,13 @@ impl Tree {
             Key::StepDir(id, i) => {
                 let (_, chain) = self.step_chain(id, *i)?;
                 let time = crate::fs::views::from_ms(chain.steps[*i as usize].timestamp);
-                make(Kind::Dir, 0, 0o555, time, Caching::Immutable)
+                dir(0o555, time, Caching::Immutable)
             }
             Key::StepFile(id, i, f) => {
                 let (_, chain) = self.step_chain(id, *i)?;
                 let c = self.source.step_content(&chain, *i as usize, *f)?;
                 let perm = if *f == StepFile::Fork { 0o644 } else { 0o444 };
-                make(
-                    Kind::File,
-                    c.bytes.len() as u64,
-                    perm,
-                    c.time,
-                    Caching::Immutable,
-                )
+                file(c.bytes.len() as u64, perm, c.time, Caching::Immutable)
             }
             Key::ThreadFile(id, f) => {
                 let t = self.thread_ref(id)?;
@@ -342,70 +324,51 @@ impl Tree {
                 };
                 match f {
                     ThreadFile::Workflow => link(started, Caching::Immutable)?,
-                    ThreadFile::Prompt => make(
-                        Kind::File,
+                    ThreadFile::Prompt => file(
                         chain.start.prompt.len() as u64,
                         0o444,
                         started,
                         Caching::Immutable,
                     ),
-                    ThreadFile::Head => make(
-                        Kind::File,
-                        14,
-                        0o444,
-                        head_time,
-                        live(&t, Caching::Volatile),
-                    ),
+                    ThreadFile::Head => file(14, 0o444, head_time, live(&t, Caching::Volatile)),
                     ThreadFile::Status => {
                         let len = self.status_line(id, &t)?.len() as u64 + 1;
-                        make(
-                            Kind::File,
-                            len,
-                            0o444,
-                            head_time,
-                            live(&t, Caching::Volatile),
-                        )
+                        file(len, 0o444, head_time, live(&t, Caching::Volatile))
                     }
                     ThreadFile::Step | ThreadFile::Run | ThreadFile::Kill => {
-                        make(Kind::File, 0, 0o644, started, Caching::Immutable)
+                        file(0, 0o644, started, Caching::Immutable)
                     }
                     ThreadFile::Wait => {
                         let (_, time) = on_disk(&files.last());
                         if t.finished() {
                             let len = control::last_outcome(&files).len() as u64;
-                            make(Kind::File, len, 0o444, time, Caching::Stamped)
+                            file(len, 0o444, time, Caching::Stamped)
                         } else if self.control.busy(id) {
-                            make(Kind::File, WAIT_PLACEHOLDER, 0o444, time, Caching::Blocking)
+                            file(WAIT_PLACEHOLDER, 0o444, time, Caching::Blocking)
                         } else {
                             let len = control::last_outcome(&files).len() as u64;
-                            make(Kind::File, len, 0o444, time, Caching::Blocking)
+                            file(len, 0o444, time, Caching::Blocking)
                         }
                     }
                     ThreadFile::Log => {
                         let (size, time) = on_disk(&files.log());
-                        make(Kind::File, size, 0o444, time, live(&t, Caching::Volatile))
+                        file(size, 0o444, time, live(&t, Caching::Volatile))
                     }
                     ThreadFile::Error => {
                         let (size, time) = on_disk(&files.error());
-                        make(Kind::File, size, 0o444, time, Caching::Stamped)
+                        file(size, 0o444, time, Caching::Stamped)
                     }
                     ThreadFile::Transcript => {
                         let status = self.status_line(id, &t)?;
                         let c = self.source.transcript(id, &t, &status)?;
                         let size = c.bytes.len() as u64;
-                        make(
-                            Kind::File,
-                            size,
-                            0o444,
-                            head_time,
-                            live(&t, Caching::Volatile),
-                        )
+                        file(size, 0o444, head_time, live(&t, Caching::Volatile))
                     }
                 }
             }
             Key::WfPrompt(n) => {
                 let (_, time) = self.current(n)?;
-                make(Kind::File, 0, 0o644, time, Caching::Volatile)
+                file(0, 0o644, time, Caching::Volatile)
             }
             Key::WfLatest(n) => {
                 let (_, time) = self.current(n)?;
@@ -414,7 +377,7 @@ impl Tree {
             Key::WfThreads(n) => {
                 let (_, time) = self.current(n)?;
                 let time = time.max(self.source.threads_mtime()?);
-                make(Kind::Dir, 0, 0o555, time, Caching::Mutable)
+                dir(0o555, time, Caching::Mutable)
             }
             Key::WfThreadLink(_, id) => {
                 let t = self.thread_ref(id)?;
