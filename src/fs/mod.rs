@@ -15,21 +15,17 @@
 //!
 //! Architecture Invariant: `fs` depends on `engine` and `cas`, never on `cli`, and prints nothing.
 
+pub mod actions;
 pub mod attr;
-pub mod control;
 pub mod error;
 pub mod export;
 pub mod fuse;
 pub mod inode;
-pub mod readme;
-pub mod save;
+pub mod registration;
 pub mod scratch;
 pub mod tree;
 pub mod unmount;
 pub mod views;
-
-#[cfg(test)]
-mod tests;
 
 pub use error::FsError;
 pub use tree::{Options, Tree};

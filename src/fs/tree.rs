@@ -50,27 +50,30 @@ use std::time::SystemTime;
 
 use crate::cas::Hash;
 
+use super::actions::{self, Actions, Jobs};
 use super::attr::{
     Attr, Caching, Caller, DirEntry, Inval, Kind, Lookup, NAME_MAX, Opened, Owner, RenameFlags,
     SetAttr,
 };
-use super::control::{self, Control, Jobs};
 use super::error::FsError;
 use super::inode::{Ino, InodeTable, Key, ROOT};
-use super::readme;
-use super::save::{self, Target};
+use super::registration::{self, Target};
 use super::scratch::{Limits, Scratches};
 use super::views::{Source, StepFile, ThreadFile, Warmer};
 
-mod controls;
+mod control_handles;
+mod drafts;
 mod layout;
-mod saving;
+mod readme;
 mod threads;
+
+#[cfg(test)]
+mod tests;
 
 pub use threads::WAIT_PLACEHOLDER;
 
-use controls::read_at;
-use saving::place_path;
+use control_handles::read_at;
+use drafts::place_path;
 
 /// How many directory entries one `readdir` call returns at most.
 const PAGE: usize = 1024;
@@ -97,7 +100,7 @@ pub struct Tree {
     warmer: Warmer,
     opts: Options,
     readme: Arc<[u8]>,
-    control: Control,
+    actions: Actions,
     state: Mutex<State>,
 }
 
@@ -255,9 +258,9 @@ impl Tree {
         let warmer = Warmer::start(source.clone());
         let readme = Arc::from(readme::text(source.root(), opts.read_only).into_bytes());
         let now = SystemTime::now();
-        let control = Control::new(source.shared_store(), source.index_generation());
+        let actions = Actions::new(source.shared_store(), source.index_generation());
         Tree {
-            control,
+            actions,
             state: Mutex::new(State {
                 inodes: InodeTable::new(),
                 scratch: Scratches::new(opts.limits),
@@ -302,7 +305,7 @@ impl Tree {
 
     /// The background jobs started through control files.
     pub fn jobs(&self) -> &Arc<Jobs> {
-        self.control.jobs()
+        self.actions.jobs()
     }
 
     /// Kernel caches that this tree's own changes made stale, to be sent from another thread.
@@ -427,7 +430,7 @@ impl Tree {
             Key::ThreadFile(id, f) if write && f.is_control() => {
                 let t = self.thread_ref(id)?;
                 let action = Self::action_of(*f).ok_or(FsError::NotFound)?;
-                self.control.check(id, t.archived.as_deref(), action)?;
+                self.actions.check(id, t.archived.as_deref(), action)?;
                 let ctl = Ctl::new(CtlTarget::Thread(id.clone(), *f));
                 (Open::Control(Box::new(ctl)), Caching::Immutable)
             }
@@ -529,12 +532,12 @@ impl Tree {
                 if let Some(bytes) = answer.get() {
                     return Ok(Reading::Data(slice(bytes)));
                 }
-                if !self.control.busy(&id) {
+                if !self.actions.busy(&id) {
                     let files = self.source.run_files(&id);
-                    let bytes = answer.get_or_init(|| control::last_outcome(&files));
+                    let bytes = answer.get_or_init(|| actions::last_outcome(&files));
                     return Ok(Reading::Data(slice(bytes)));
                 }
-                let wait = self.control.waiter(&id);
+                let wait = self.actions.waiter(&id);
                 return Ok(Reading::Later(Box::new(move || {
                     let bytes = answer.get_or_init(wait);
                     Ok(slice(bytes))
@@ -889,7 +892,7 @@ impl Tree {
                     return Err(FsError::NotPermitted("directory modes are fixed"));
                 }
             }
-            k if controls::target_of(k).is_some() => {
+            k if control_handles::target_of(k).is_some() => {
                 if !same_mode {
                     return Err(FsError::NotPermitted("control files keep their mode"));
                 }
@@ -1008,11 +1011,11 @@ impl Tree {
         };
         let target = match &to_view {
             Some(n) => Some(Target::Workflow(n.clone())),
-            None => save::target_of(&dst_dir, new_name),
+            None => registration::target_of(&dst_dir, new_name),
         };
         // Save first: a refusal leaves everything as it was.
         let saved = match &target {
-            Some(t) => match save::register(&self.source, &text, t) {
+            Some(t) => match registration::register(&self.source, &text, t) {
                 Ok(saved) => Some(saved),
                 Err(e) => {
                     let reason = e.to_string();

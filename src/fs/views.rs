@@ -34,10 +34,10 @@ use crate::engine::workflow::{Definition, Workflow};
 use super::error::FsError;
 use super::inode::Key;
 
-mod threads;
+mod thread_source;
 mod warm;
 
-pub use threads::{StepFile, ThreadFile, ThreadRef, parse_step_dir, step_dir_name};
+pub use thread_source::{StepFile, ThreadFile, ThreadRef, parse_step_dir, step_dir_name};
 pub use warm::{Order, Warmer};
 
 /// How long a listing of a big directory (`cas/`) is reused.
@@ -127,7 +127,7 @@ pub struct Source {
     rendered: Mutex<ByteCache>,
     /// `cas/` and `cas/schemas/`: the period each listing was made in (its mtime), the listing.
     listings: Mutex<HashMap<Key, (SystemTime, Arc<Listing>)>>,
-    threads: threads::Threads,
+    threads: thread_source::Threads,
 }
 
 impl std::fmt::Debug for Source {
@@ -193,7 +193,7 @@ impl Source {
             registry: Mutex::new(None),
             rendered: Mutex::new(ByteCache::default()),
             listings: Mutex::new(HashMap::new()),
-            threads: threads::Threads::default(),
+            threads: thread_source::Threads::default(),
         }
     }
 

@@ -13,7 +13,7 @@ use std::time::SystemTime;
 use super::{Attr, Caching, State, Tree};
 use crate::cas::Hash;
 use crate::engine::chain::Chain;
-use crate::fs::control::{self, Action};
+use crate::fs::actions::{self, Action};
 use crate::fs::error::FsError;
 use crate::fs::inode::{Ino, Key};
 use crate::fs::views::{
@@ -212,7 +212,7 @@ impl Tree {
     /// moment it was triggered (the worker may not hold the step lock yet).
     pub(super) fn status_line(&self, id: &str, t: &ThreadRef) -> Result<String, FsError> {
         let mut summary = self.source.summary(id, t)?;
-        if !summary.done() && summary.status != "running" && self.control.jobs().in_flight(id) {
+        if !summary.done() && summary.status != "running" && self.actions.jobs().in_flight(id) {
             summary.status = "running".into();
         }
         if summary.status == "running" && summary.running_role.is_none() {
@@ -234,7 +234,7 @@ impl Tree {
                     ThreadFile::Head => text(format!("{}\n", t.head)),
                     ThreadFile::Status => text(format!("{}\n", self.status_line(id, &t)?)),
                     ThreadFile::Step | ThreadFile::Run | ThreadFile::Kill => Arc::from(Vec::new()),
-                    ThreadFile::Wait => control::last_outcome(&files),
+                    ThreadFile::Wait => actions::last_outcome(&files),
                     ThreadFile::Log => read_optional(&files.log())?,
                     ThreadFile::Error => read_optional(&files.error())?,
                     ThreadFile::Transcript => {
@@ -341,12 +341,12 @@ impl Tree {
                     ThreadFile::Wait => {
                         let (_, time) = on_disk(&files.last());
                         if t.finished() {
-                            let len = control::last_outcome(&files).len() as u64;
+                            let len = actions::last_outcome(&files).len() as u64;
                             file(len, 0o444, time, Caching::Stamped)
-                        } else if self.control.busy(id) {
+                        } else if self.actions.busy(id) {
                             file(WAIT_PLACEHOLDER, 0o444, time, Caching::Blocking)
                         } else {
-                            let len = control::last_outcome(&files).len() as u64;
+                            let len = actions::last_outcome(&files).len() as u64;
                             file(len, 0o444, time, Caching::Blocking)
                         }
                     }

@@ -1,4 +1,4 @@
-//! Control files: what writing `step`, `run`, `kill`, `fork` or `workflows/<name>/prompt` does,
+//! Actions files: what writing `step`, `run`, `kill`, `fork` or `workflows/<name>/prompt` does,
 //! and what reading `wait` waits for (SPEC §7).
 //!
 //! Every action is the engine's own: `engine::step::step` (background, `passthrough: false`, so
@@ -96,7 +96,7 @@ impl Jobs {
 
 /// Runs the actions of control files against one storage root.
 #[derive(Debug, Clone)]
-pub struct Control {
+pub struct Actions {
     store: Arc<Store>,
     jobs: Arc<Jobs>,
     /// Bumped after every change of the thread index, so the views look at it again at once.
@@ -111,9 +111,9 @@ fn record(files: &RunFiles, message: &str) {
     let _ = std::fs::write(&path, format!("{message}\n"));
 }
 
-impl Control {
-    pub fn new(store: Arc<Store>, changed: Arc<AtomicU64>) -> Control {
-        Control {
+impl Actions {
+    pub fn new(store: Arc<Store>, changed: Arc<AtomicU64>) -> Actions {
+        Actions {
             store,
             jobs: Arc::new(Jobs::default()),
             changed,
@@ -170,7 +170,7 @@ impl Control {
         }
     }
 
-    /// Starts `action` on `id` in the background (after [`Control::check`] passed again).
+    /// Starts `action` on `id` in the background (after [`Actions::check`] passed again).
     pub fn fire(&self, id: &str, finished: Option<&str>, action: Action) -> Result<(), FsError> {
         self.check(id, finished, action)?;
         let store = self.store.clone();

@@ -1,7 +1,7 @@
 //! Drafts and saves: the part of [`Tree`] that turns written text into registered versions.
 //!
 //! A draft is a nameless scratch file behind `workflows/<name>/workflow.yaml` while it is being
-//! written (or after its text was refused). Saving goes through [`save::register`], the same
+//! written (or after its text was refused). Saving goes through [`registration::register`], the same
 //! engine calls as `uwf workflow put`; the outcome updates the text shown, `workflows/error`, and
 //! the kernel caches to invalidate.
 
@@ -11,7 +11,7 @@ use std::time::SystemTime;
 use super::{Caller, Draft, Inval, Open, State, Tree};
 use crate::fs::error::FsError;
 use crate::fs::inode::Key;
-use crate::fs::save::{self, Saved, Target};
+use crate::fs::registration::{self, Saved, Target};
 
 impl Tree {
     /// The draft of `name`, made from the current text when there is none.
@@ -72,7 +72,7 @@ impl Tree {
         let text: Arc<[u8]> = Arc::from(f.data.as_slice());
         let path = format!("workflows/{name}/workflow.yaml");
         let target = Target::Workflow(name.clone());
-        let result = save::register(&self.source, &text, &target);
+        let result = registration::register(&self.source, &text, &target);
         if let Some(d) = st.drafts.get_mut(name) {
             d.refused = result.is_err();
         }
@@ -97,7 +97,7 @@ impl Tree {
         let Some((dir, name)) = f.place.clone() else {
             return Ok(());
         };
-        let Some(target) = save::target_of(&dir, &name) else {
+        let Some(target) = registration::target_of(&dir, &name) else {
             return Ok(());
         };
         if !f.dirty || f.data.iter().all(u8::is_ascii_whitespace) {
@@ -106,7 +106,7 @@ impl Tree {
         f.dirty = false;
         let text: Arc<[u8]> = Arc::from(f.data.as_slice());
         let path = place_path(&dir, &name);
-        match save::register(&self.source, &text, &target) {
+        match registration::register(&self.source, &text, &target) {
             Ok(saved) => {
                 self.saved_ok(st, saved, text);
                 Ok(())
@@ -146,7 +146,7 @@ impl Tree {
     }
 
     pub(super) fn record_error(&self, st: &mut State, path: &str, reason: &str, kept: &str) {
-        st.error = Arc::from(save::error_text(path, reason, kept).into_bytes());
+        st.error = Arc::from(registration::error_text(path, reason, kept).into_bytes());
         st.error_time = SystemTime::now();
         if let Some(ino) = st.inodes.existing(&Key::WorkflowsError) {
             st.inval.push(Inval::Inode(ino));

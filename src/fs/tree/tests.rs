@@ -3,17 +3,17 @@
 
 use std::sync::Arc;
 
-use super::attr::{Caller, Kind, Lookup, RenameFlags, SetAttr, TimeSet};
-use super::error::FsError;
-use super::inode::{Ino, ROOT};
-use super::scratch::Limits;
-use super::tree::{Options, Tree};
-use super::views::Source;
+use super::{Options, Tree};
 use crate::cas::Store;
 use crate::cas::store::now_ms;
 use crate::engine::{registry, workflow};
+use crate::fs::attr::{Caller, Kind, Lookup, RenameFlags, SetAttr, TimeSet};
+use crate::fs::error::FsError;
+use crate::fs::inode::{Ino, ROOT};
+use crate::fs::scratch::Limits;
+use crate::fs::views::Source;
 
-mod threads;
+mod thread_files;
 
 const RW: i32 = libc::O_RDWR;
 const WO: i32 = libc::O_WRONLY;

@@ -94,12 +94,12 @@ impl Tree {
             CtlTarget::Thread(id, f) => {
                 let t = self.thread_ref(id)?;
                 let action = Self::action_of(*f).ok_or(FsError::NotFound)?;
-                self.control.fire(id, t.archived.as_deref(), action)?;
+                self.actions.fire(id, t.archived.as_deref(), action)?;
                 Ok(None)
             }
             CtlTarget::Fork(id, i) => {
                 let hash = self.step_hash(id, *i)?;
-                let new = self.control.fork(id, hash)?;
+                let new = self.actions.fork(id, hash)?;
                 self.thread_started(st, &new);
                 Ok(Some(Arc::from(format!("{new}\n").into_bytes())))
             }
@@ -234,7 +234,7 @@ impl Tree {
         if !ctl.wrote {
             return Ok(None);
         }
-        match self.control.start(&name, &text) {
+        match self.actions.start(&name, &text) {
             Ok(id) => {
                 let answer: Arc<[u8]> = Arc::from(format!("{id}\n").into_bytes());
                 ctl_mut(st, fh)?.answer = Some(answer.clone());
