@@ -1,5 +1,6 @@
 //! The plain types of the tree's requests and answers: attributes, lookups, opened handles,
-//! directory entries, `setattr` changes, `rename` flags and cache invalidations.
+//! directory entries, reads that may block, `setattr` changes, `rename` flags and cache
+//! invalidations.
 //!
 //! [`super::tree::Tree`] answers in these types and [`super::fuse`] translates them into fuser's;
 //! nothing here knows FUSE.
@@ -11,6 +12,7 @@
 
 use std::time::SystemTime;
 
+use super::error::FsError;
 use super::inode::Ino;
 
 /// Longest file name, in bytes.
@@ -28,6 +30,14 @@ pub struct Caller {
 pub struct Owner {
     pub uid: u32,
     pub gid: u32,
+}
+
+/// Refuses names longer than [`NAME_MAX`] (ENAMETOOLONG).
+pub fn check_name(name: &str) -> Result<(), FsError> {
+    if name.len() > NAME_MAX {
+        return Err(FsError::NameTooLong);
+    }
+    Ok(())
 }
 
 /// Directory, regular file or symbolic link (the tree has nothing else).
@@ -218,6 +228,13 @@ impl RenameFlags {
     pub fn unsupported(self) -> bool {
         self.0 & !libc::RENAME_NOREPLACE != 0
     }
+}
+
+/// The answer to a read: the bytes, or (for `wait`) a job that blocks until it has them, for
+/// the adapter to run off the FUSE loop.
+pub enum Reading {
+    Data(Vec<u8>),
+    Later(Box<dyn FnOnce() -> Result<Vec<u8>, FsError> + Send>),
 }
 
 /// Something the kernel has cached that is now wrong (sent by the adapter from another thread).

@@ -27,11 +27,11 @@ use fuser::{
 };
 
 use super::attr::{
-    Attr, Caching, Caller, Inval, Kind, Lookup, NAME_MAX, Opened, RenameFlags as Flags, SetAttr,
-    TimeSet,
+    Attr, Caching, Caller, Inval, Kind, Lookup, NAME_MAX, Opened, Reading, RenameFlags as Flags,
+    SetAttr, TimeSet,
 };
 use super::error::FsError;
-use super::tree::{Reading, Tree};
+use super::tree::Tree;
 
 /// How long the kernel trusts immutable entries (nodes, versions).
 const LONG_TTL: Duration = Duration::from_secs(3600);

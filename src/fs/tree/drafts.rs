@@ -8,9 +8,11 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use super::{Caller, Draft, Inval, Open, State, Tree};
+use super::Tree;
+use super::state::{Draft, Open, State};
+use crate::fs::attr::{Caller, Inval};
 use crate::fs::error::FsError;
-use crate::fs::inode::Key;
+use crate::fs::inode::{Key, WfKey};
 use crate::fs::registration::{self, Saved, Target};
 
 impl Tree {
@@ -49,7 +51,10 @@ impl Tree {
         {
             st.drafts.remove(name);
             st.scratch.remove(d.id);
-            if let Some(ino) = st.inodes.existing(&Key::WfYaml(name.clone())) {
+            if let Some(ino) = st
+                .inodes
+                .existing(&Key::Workflows(WfKey::Yaml(name.clone())))
+            {
                 st.inval.push(Inval::Inode(ino));
             }
         }
@@ -122,7 +127,7 @@ impl Tree {
         st.saved.insert(saved.name.clone(), (saved.hash, text));
         st.error = Arc::from(Vec::new());
         st.error_time = SystemTime::now();
-        if let Some(ino) = st.inodes.existing(&Key::WorkflowsError) {
+        if let Some(ino) = st.inodes.existing(&Key::Workflows(WfKey::Error)) {
             st.inval.push(Inval::Inode(ino));
         }
         self.invalidate_workflow(st, &saved.name);
@@ -130,14 +135,14 @@ impl Tree {
     }
 
     pub(super) fn invalidate_workflow(&self, st: &mut State, name: &Arc<str>) {
-        let ino = st.inodes.ino(&Key::Workflows);
+        let ino = st.inodes.ino(&Key::Workflows(WfKey::Root));
         st.inval.push(Inval::Inode(ino));
         st.inval.push(Inval::Entry(ino, name.to_string()));
         for key in [
-            Key::WfDir(name.clone()),
-            Key::WfHash(name.clone()),
-            Key::WfGraph(name.clone()),
-            Key::WfVersions(name.clone()),
+            Key::Workflows(WfKey::Dir(name.clone())),
+            Key::Workflows(WfKey::Hash(name.clone())),
+            Key::Workflows(WfKey::Graph(name.clone())),
+            Key::Workflows(WfKey::Versions(name.clone())),
         ] {
             if let Some(ino) = st.inodes.existing(&key) {
                 st.inval.push(Inval::Inode(ino));
@@ -148,7 +153,7 @@ impl Tree {
     pub(super) fn record_error(&self, st: &mut State, path: &str, reason: &str, kept: &str) {
         st.error = Arc::from(registration::error_text(path, reason, kept).into_bytes());
         st.error_time = SystemTime::now();
-        if let Some(ino) = st.inodes.existing(&Key::WorkflowsError) {
+        if let Some(ino) = st.inodes.existing(&Key::Workflows(WfKey::Error)) {
             st.inval.push(Inval::Inode(ino));
         }
     }
@@ -223,7 +228,7 @@ impl Tree {
 /// The path of a scratch file relative to the mount.
 pub(super) fn place_path(dir: &Key, name: &str) -> String {
     match dir {
-        Key::WfDir(n) => format!("workflows/{n}/{name}"),
+        Key::Workflows(WfKey::Dir(n)) => format!("workflows/{n}/{name}"),
         _ => format!("workflows/{name}"),
     }
 }
