@@ -9,6 +9,9 @@
 //! Registration goes through the same engine calls as `uwf workflow put` (parse, store, register
 //! under the registry lock), so a save through the mount and one through the CLI are the same
 //! thing.
+//!
+//! Architecture Invariant: nothing is stored or registered unless [`check`] accepted the text;
+//! a refusal is [`FsError::Refused`] with the engine's reason, never an I/O error.
 
 use std::sync::Arc;
 use std::time::SystemTime;

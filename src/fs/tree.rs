@@ -29,7 +29,7 @@
 //! panics, as a last line).
 //!
 //! Control files (`step`, `run`, `kill`, `fork`, `workflows/<name>/prompt`) are write handles
-//! in the same handle table ([`Open::Control`]). The trigger rule of `step`/`run`/`kill`/`fork`:
+//! in the same handle table (`Open::Control`, `tree/state.rs`). The trigger rule of `step`/`run`/`kill`/`fork`:
 //! each write handle fires once, at its first change (a write, a truncate, or a time change —
 //! with or without the handle: `echo >` truncates by path, `touch` sets times by path, both
 //! while their handle is open, so such a path-only change is the open handle's); a path-only
@@ -252,7 +252,8 @@ impl Tree {
 
     /// Opens a file. On a `--read-only` mount this answers [`FsError::Unsupported`]: the kernel
     /// then stops sending opens for the whole connection and keeps every file's pages cached
-    /// (see `fuse-notes.md`, "no-open"), which only a mount where nothing is written can afford.
+    /// (the kernel's no-open mode, which it enters at the first ENOSYS to OPEN), which only a
+    /// mount where nothing is written can afford.
     pub fn open(&self, ino: Ino, flags: i32, caller: Caller) -> Result<Opened, FsError> {
         if self.opts.read_only {
             return Err(FsError::Unsupported);
@@ -351,9 +352,10 @@ impl Tree {
     /// of an immutable file of at most [`PREFILL_MAX`] bytes at its first open since the kernel
     /// learned its inode, so the reader's first `read` finds its pages and sends no READ.
     ///
-    /// Safe to push from inside the OPEN callback (`fuse-notes.md` §1.4 forbids notifying an
-    /// inode from a callback that holds an unanswered request for it): before its first open no
-    /// file can be open on the inode, so no READ of it can be waiting on a page lock.
+    /// Safe to push from inside the OPEN callback, although notifying the kernel about an inode
+    /// while a request for it is unanswered can deadlock (the kernel holds the pages' locks
+    /// until the reply): before its first open no file can be open on the inode, so no READ of
+    /// it can be waiting on a page lock.
     pub fn prefill(&self, ino: Ino, fh: u64) -> Option<Arc<[u8]>> {
         let mut st = self.lock();
         let key = match st.handles.get(&fh) {
@@ -455,7 +457,7 @@ impl Tree {
     /// Opening a directory is not a request this tree answers, on any mount: the kernel then
     /// stops sending `opendir`/`releasedir` for the connection, reads listings without a
     /// handle, and caches each listing (`FOPEN_CACHE_DIR`) until the directory's mtime changes
-    /// (checked at every `readdir` from offset 0; see `fuse-notes.md` §3). That is exact here
+    /// (checked at every `readdir` from offset 0, with `FUSE_AUTO_INVAL_DATA`). That is exact here
     /// because every directory's mtime moves with its listing (`views.rs`, "Architecture
     /// Invariant"), and the attributes of a directory that can change are never cached.
     pub fn opendir(&self, ino: Ino) -> Result<Opened, FsError> {

@@ -5,6 +5,9 @@
 //! Only `workflows/` and `workflows/<name>/` are writable; everything else refuses with the
 //! errno the rule calls for (EROFS for generated directories, EPERM for generated files, EISDIR,
 //! EEXIST), never EIO.
+//!
+//! Architecture Invariant: a change that saves registers before it takes effect, so a refused
+//! save (EINVAL) leaves every name, inode and text as it was.
 
 use std::sync::Arc;
 use std::time::SystemTime;

@@ -6,6 +6,9 @@
 //! without a handle, FLUSH, RELEASE) and `echo > step` (OPEN, SETATTR size=0 without a handle,
 //! WRITE, FLUSH, RELEASE) change the file by path while their handle is open; such a change is
 //! counted as the newest open handle's that has not fired yet, so each starts exactly one step.
+//!
+//! Architecture Invariant: a handle fires at most once ([`super::state::Ctl::fired`]); later
+//! changes through it only repeat its refusal, and a prompt handle starts at most one thread.
 
 use std::sync::Arc;
 use std::time::SystemTime;

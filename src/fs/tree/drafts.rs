@@ -4,6 +4,10 @@
 //! written (or after its text was refused). Saving goes through [`registration::register`], the same
 //! engine calls as `uwf workflow put`; the outcome updates the text shown, `workflows/error`, and
 //! the kernel caches to invalidate.
+//!
+//! Architecture Invariant: no written text is lost: a refused draft stays (and is what
+//! `workflow.yaml` shows) until it is saved or deleted, and a draft that leaves its view keeps
+//! its open handles' data as a nameless scratch file.
 
 use std::sync::Arc;
 use std::time::SystemTime;

@@ -1,5 +1,10 @@
-//! The core without FUSE: editors' and tools' exact op sequences (`fuse-editor-op-sequences.md`)
-//! replayed against a [`Tree`], checking what got registered and what the files show.
+//! The core without FUSE: editors' and tools' exact op sequences (the kernel requests of vim's
+//! backup-and-rename save, emacs' lock file and rename, `sed -i`'s temp file renamed over the
+//! view, an in-place truncate and write) replayed against a [`Tree`], checking what got
+//! registered and what the files show.
+//!
+//! Invariant: these tests drive the tree only through its public methods, the ones the adapter
+//! calls, so what passes here is what a real mount does (`tests/fs_mount.rs` checks the wiring).
 
 use std::sync::Arc;
 

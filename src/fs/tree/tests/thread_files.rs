@@ -1,6 +1,10 @@
 //! The thread views without FUSE: what `threads/<id>/…` shows next to what the CLI's renderers
 //! say, and the trigger rules of control files replayed with the exact op sequences of `touch`,
-//! `echo >` and a path-only time change (`fuse-editor-op-sequences.md`).
+//! `echo >` and a path-only time change (as the kernel sends them: `touch` is OPEN, SETATTR times
+//! without a handle, FLUSH, RELEASE; `echo >` is OPEN, SETATTR size 0, WRITE, FLUSH, RELEASE).
+//!
+//! Invariant: rendered files are checked against `engine::render`'s own output, so the mount
+//! and the CLI cannot drift apart unnoticed.
 
 use std::time::Duration;
 
