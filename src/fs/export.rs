@@ -11,10 +11,11 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
+use super::attr::{Attr, Kind, Lookup};
 use super::error::FsError;
 use super::inode::{Ino, ROOT};
 use super::scratch::Limits;
-use super::tree::{Attr, Kind, Lookup, Options, Tree};
+use super::tree::{Options, Tree};
 use super::views::Source;
 
 /// What to export.

@@ -119,7 +119,7 @@ pub fn step(
     let result = step_locked(store, config, id, options, &files, &lock);
     match &result {
         Ok(stepped) => files.record_success(&stepped.to_json()),
-        Err(e) => files.record_failure(&e.to_string()),
+        Err(e) => files.record_failure(&crate::advice::with_hints(e)),
     }
     drop(lock);
     result
