@@ -215,12 +215,45 @@ fn step_locked(
         },
         stderr_tail: finished.stderr_tail.clone(),
     })?;
-    verify(store, &view, &role, hash).map_err(|reason| StepError::Rejected {
-        agent: spec.name.clone(),
+    publish(
+        store,
+        id,
+        &view,
+        &role,
+        &spec.name,
+        hash,
+        Some((moderator, context)),
+    )
+}
+
+/// Publishes step node `hash` as the next step of thread `id` after `view`, whose role the
+/// moderator chose as `role`: verifies the node (SPEC §5.3 step 5), moves the head by
+/// compare-and-set (the commit point), extends the chain cache, decides again and archives the
+/// thread if it is at `$END`. The caller holds the step lock. `prepared` is the moderator and
+/// its context at `view`, when the caller has them.
+pub(crate) fn publish(
+    store: &Store,
+    id: &str,
+    view: &Current,
+    role: &str,
+    agent: &str,
+    hash: Hash,
+    prepared: Option<(Moderator, Input)>,
+) -> Result<Stepped, StepError> {
+    verify(store, view, role, hash).map_err(|reason| StepError::Rejected {
+        agent: agent.to_owned(),
         hash: hash.to_string(),
         reason,
     })?;
-    index::compare_and_set(root, id, view.head(), hash)?;
+    let (moderator, context) = match prepared {
+        Some(p) => p,
+        None => {
+            let moderator = Moderator::new(view.workflow.clone())?;
+            let context = Input::from_json_text(view.history.context_json());
+            (moderator, context)
+        }
+    };
+    index::compare_and_set(store.root(), id, view.head(), hash)?;
 
     // Evaluate again: a thread whose next position is `$END` is archived now. The step itself
     // succeeded; if routing cannot decide now, the next step reports why.
@@ -242,10 +275,10 @@ fn step_locked(
         archive(store, id, view.workflow_hash(), "done")?;
     }
     Ok(Stepped {
-        workflow: view.workflow.name,
+        workflow: view.workflow.name.clone(),
         thread: id.to_owned(),
         head: hash,
-        role: Some(role),
+        role: Some(role.to_owned()),
         done,
     })
 }
@@ -265,22 +298,22 @@ pub(crate) fn archive(
 
 /// The thread as a step reads it: head, history (header only: a step never parses the steps)
 /// and workflow.
-struct Current {
-    history: History,
-    workflow: Workflow,
+pub(crate) struct Current {
+    pub(crate) history: History,
+    pub(crate) workflow: Workflow,
 }
 
 impl Current {
-    fn load(store: &Store, id: &str) -> Result<Current, ViewError> {
+    pub(crate) fn load(store: &Store, id: &str) -> Result<Current, ViewError> {
         let (history, workflow) = view::load_light(store, id)?;
         Ok(Current { history, workflow })
     }
 
-    fn head(&self) -> Hash {
+    pub(crate) fn head(&self) -> Hash {
         self.history.head()
     }
 
-    fn workflow_hash(&self) -> Hash {
+    pub(crate) fn workflow_hash(&self) -> Hash {
         self.history.start().workflow
     }
 }
