@@ -10,6 +10,7 @@
 //! - [`lifecycle`]: start, fork, kill, status summaries and id lookup.
 //! - [`render`]: transcripts, outputs as YAML/JSON, details and diffs for people.
 pub mod chain;
+pub mod family;
 pub mod index;
 pub mod lifecycle;
 pub mod render;

@@ -26,6 +26,8 @@ use crate::engine::workflow::moderator::{Moderator, ModeratorError};
 /// Why a step failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StepError {
+    #[error("cannot record the question of thread {id}: {source}")]
+    Awaiting { id: String, source: std::io::Error },
     #[error(transparent)]
     Thread(#[from] ThreadIndexError),
     #[error(transparent)]
@@ -84,17 +86,23 @@ pub struct Stepped {
     /// The role that ran, or `None` when the thread was already at its end.
     pub role: Option<String>,
     pub done: bool,
+    /// The role's agent is `human`: a question was recorded and the head did not move (SPEC §10).
+    pub awaiting: bool,
 }
 
 impl Stepped {
     pub fn to_json(&self) -> Value {
-        json!({
+        let mut json = json!({
             "workflow": self.workflow,
             "thread": self.thread,
             "head": self.head.to_string(),
             "role": self.role,
             "done": self.done,
-        })
+        });
+        if self.awaiting {
+            json["awaiting"] = Value::Bool(true);
+        }
+        json
     }
 }
 
@@ -174,6 +182,7 @@ fn step_locked(
             head: view.head(),
             role: None,
             done: true,
+            awaiting: false,
         });
     }
     let role = next;
@@ -182,6 +191,24 @@ fn step_locked(
         .resolve_agent(options.agent.as_deref(), &view.workflow.name, &role)?;
     info.role = Some(role.clone());
     info.agent = Some(spec.name.clone());
+    if spec.is_human() {
+        // No process plays a person: record the question and let go of the thread. A second
+        // step asks again, which changes nothing (SPEC §10).
+        files
+            .set_awaiting(&role, view.head())
+            .map_err(|source| StepError::Awaiting {
+                id: id.to_owned(),
+                source,
+            })?;
+        return Ok(Stepped {
+            workflow: view.workflow.name.clone(),
+            thread: id.to_owned(),
+            head: view.head(),
+            role: Some(role),
+            done: false,
+            awaiting: true,
+        });
+    }
 
     let _ = run_files::reset(&files.log());
     let invocation = Invocation {
@@ -280,6 +307,7 @@ pub(crate) fn publish(
         head: hash,
         role: Some(role.to_owned()),
         done,
+        awaiting: false,
     })
 }
 
