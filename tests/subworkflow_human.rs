@@ -333,3 +333,21 @@ fn killing_a_parent_kills_its_child_awaiting_a_person() {
         "nothing was published after the kill"
     );
 }
+
+#[test]
+fn doctor_and_help_cover_the_two_kinds() {
+    let env = family_env("");
+    let out = env.run(&["doctor"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("agent child-flow: runs workflow `child` as a sub-workflow (maxDepth 4)")
+            && text.contains("agent human: a person answers"),
+        "{text}"
+    );
+    for kind in ["workflow", "human"] {
+        let help = env.ok(&["agent", kind, "--help"]);
+        assert!(help.contains("Example"), "{kind}: {help}");
+    }
+    let help = env.ok(&["thread", "answer", "--help"]);
+    assert!(help.contains("uwf thread answer"), "{help}");
+}
