@@ -102,10 +102,15 @@ Example:\n  cd ~/src/project && uwf thread step 01JD8X… --agent \"uwf agent re
     },
     /// Built-in: play the role with a whole workflow, as a child thread run to its end
     #[command(
-        after_help = "The child thread's prompt is this role's prompt (task and history); its steps use the same agent resolution as any thread (agentOverrides, defaultAgent). The parent's output is the child's last output when it fits the role's schema, else what extraction finds in the child's transcript. Nesting deeper than maxDepth (config.yaml, default 4) is refused; killing the parent kills the child.
-
-Examples:
-  uwf thread step 01JD8X… --agent \"uwf agent workflow --name develop\"\n  # config.yaml: agents: { develop-flow: { command: uwf, args: [agent, workflow, --name, develop] } }\n  #              agentOverrides: { solve-issue: { developer: develop-flow } }"
+        after_help = "The child thread's prompt is this role's prompt (task and history); its steps use \
+the same agent resolution as any thread (agentOverrides, defaultAgent). The parent's output is the \
+child's last output when it fits the role's schema, else what extraction finds in the child's \
+transcript. Nesting deeper than maxDepth (config.yaml, default 4) is refused; killing the parent \
+kills the child.\n\n\
+Examples:\n  uwf thread step 01JD8X… --agent \"uwf agent workflow --name develop\"\n\n  \
+# in config.yaml:\n  \
+agents: { develop-flow: { command: uwf, args: [agent, workflow, --name, develop] } }\n  \
+agentOverrides: { solve-issue: { developer: develop-flow } }"
     )]
     Workflow {
         /// The child's workflow (a registered name or a hash)
