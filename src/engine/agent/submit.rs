@@ -106,66 +106,93 @@ pub fn submit_raw_to(
     config: &Config,
 ) -> Result<Hash, SubmitError> {
     let schema_hash = view.role_schema(role)?;
-    let schema = store.schema(schema_hash)?;
     let mut submission = submission;
-    let error = match extract(&submission.raw, &schema) {
+    match extract_output(store, schema_hash, &submission.raw, config)? {
         Ok(found) => {
-            submission
-                .extra
-                .insert("extractedBy".into(), found.method.into());
-            return write_step_to(
+            submission.extra.extend(found.detail);
+            write_step_to(
                 store,
                 view,
                 role,
                 &found.output,
                 found.body.as_deref(),
                 submission,
-            );
+            )
+        }
+        Err((error, llm)) => {
+            let raw = store.put(builtin::hash_of("text"), &Value::String(submission.raw))?;
+            Err(SubmitError::Extract {
+                role: role.to_owned(),
+                error,
+                llm,
+                raw,
+            })
+        }
+    }
+}
+
+/// What extraction found in a raw output.
+#[derive(Debug, Clone)]
+pub struct Extracted {
+    pub output: Value,
+    pub body: Option<String>,
+    /// Detail fields saying how (`extractedBy`, and the LLM call's `extraction`).
+    pub detail: Map<String, Value>,
+}
+
+/// Extracts the output of a role whose schema is `schema_hash` from `raw` (SPEC §6.2): the
+/// frontmatter and JSON fast paths, then, when `config` names a model for `extract`, the LLM
+/// fallback. The inner `Err` is the fast paths' error and why the fallback failed, if it ran.
+pub fn extract_output(
+    store: &Store,
+    schema_hash: Hash,
+    raw: &str,
+    config: &Config,
+) -> Result<Result<Extracted, (ExtractError, Option<String>)>, SubmitError> {
+    let schema = store.schema(schema_hash)?;
+    let error = match extract(raw, &schema) {
+        Ok(found) => {
+            let mut detail = Map::new();
+            detail.insert("extractedBy".into(), found.method.into());
+            return Ok(Ok(Extracted {
+                output: found.output,
+                body: found.body,
+                detail,
+            }));
         }
         Err(error) => error,
     };
-    let llm = if config.model_for("extract").is_some() && !matches!(error, ExtractError::Empty) {
-        let attempt = Endpoint::for_purpose(config, "extract", None)
-            .map_err(|e| e.to_string())
-            .and_then(|endpoint| {
-                let client = Client::new(endpoint);
-                extract_with_llm(&client, &schema, &submission.raw, &error)
-                    .map(|found| (found, client.endpoint().alias.clone()))
-                    .map_err(|e| e.to_string())
-            });
-        match attempt {
-            Ok((found, model)) => {
-                submission.extra.insert("extractedBy".into(), "llm".into());
-                submission.extra.insert(
-                    "extraction".into(),
-                    json!({
-                        "model": model,
-                        "calls": found.calls,
-                        "usage": found.usage,
-                        "fastPathError": error.to_string(),
-                    }),
-                );
-                let found = found.extracted;
-                return write_step_to(
-                    store,
-                    view,
-                    role,
-                    &found.output,
-                    found.body.as_deref(),
-                    submission,
-                );
-            }
-            Err(e) => Some(e),
+    if config.model_for("extract").is_none() || matches!(error, ExtractError::Empty) {
+        return Ok(Err((error, None)));
+    }
+    let attempt = Endpoint::for_purpose(config, "extract", None)
+        .map_err(|e| e.to_string())
+        .and_then(|endpoint| {
+            let client = Client::new(endpoint);
+            extract_with_llm(&client, &schema, raw, &error)
+                .map(|found| (found, client.endpoint().alias.clone()))
+                .map_err(|e| e.to_string())
+        });
+    Ok(match attempt {
+        Ok((found, model)) => {
+            let mut detail = Map::new();
+            detail.insert("extractedBy".into(), "llm".into());
+            detail.insert(
+                "extraction".into(),
+                json!({
+                    "model": model,
+                    "calls": found.calls,
+                    "usage": found.usage,
+                    "fastPathError": error.to_string(),
+                }),
+            );
+            Ok(Extracted {
+                output: found.extracted.output,
+                body: found.extracted.body,
+                detail,
+            })
         }
-    } else {
-        None
-    };
-    let raw = store.put(builtin::hash_of("text"), &Value::String(submission.raw))?;
-    Err(SubmitError::Extract {
-        role: role.to_owned(),
-        error,
-        llm,
-        raw,
+        Err(e) => Err((error, Some(e))),
     })
 }
 
