@@ -8,6 +8,7 @@
 //! as a text node named in the error, so no work is lost silently.
 
 use crate::advice::Advice;
+use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -129,13 +130,31 @@ pub fn llm(
     let view = ThreadView::load(store, thread)?;
     let (parts, _) = prompt(store, &view, role)?;
     let client = Client::new(Endpoint::for_purpose(config, "llm", model)?);
-    let response = client.chat(&ChatRequest {
-        messages: vec![
-            Message::system(format!("{}{}", parts.format, parts.role)),
-            Message::user(parts.task),
-        ],
-        ..Default::default()
-    })?;
+    // Tokens go to stderr as they arrive: the step appends them to the thread's log, where
+    // `uwf thread live` and the mount's `log` show them while the completion runs.
+    let mut stderr = std::io::stderr();
+    let mut show = |piece: &str| {
+        let _ = stderr.write_all(piece.as_bytes());
+        let _ = stderr.flush();
+    };
+    let response = client.chat_stream(
+        &ChatRequest {
+            messages: vec![
+                Message::system(format!("{}{}", parts.format, parts.role)),
+                Message::user(parts.task),
+            ],
+            ..Default::default()
+        },
+        &mut show,
+    )?;
+    if response
+        .message
+        .content
+        .as_deref()
+        .is_some_and(|t| !t.is_empty())
+    {
+        let _ = writeln!(stderr);
+    }
     let mut submission = Submission {
         agent: "llm".into(),
         raw: response.message.content.clone().unwrap_or_default(),
