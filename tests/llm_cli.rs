@@ -657,6 +657,13 @@ fn react_reads_a_file_and_resolves_with_the_role_schema() {
         t.output(head),
         json!({"approved": false, "notes": "60s expiry is hard-coded"})
     );
+    // One progress line per tool call, as it happens (SPEC §11).
+    assert!(
+        stderr.contains("react: list_dir {\"path\":\".\"} → ")
+            && stderr.contains("react: read_file {\"path\":\"src/login.rs\"} → ")
+            && stderr.contains("react: resolve "),
+        "{stderr}"
+    );
 
     let requests = mock.requests();
     assert_eq!(requests.len(), 3, "resolve needs no extraction call");

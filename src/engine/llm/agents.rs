@@ -188,6 +188,16 @@ pub struct ReactOptions<'a> {
     pub max_rounds: Option<usize>,
 }
 
+/// `text` on one line, cut to `max` characters.
+fn one_line(text: &str, max: usize) -> String {
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() > max {
+        format!("{}…", flat.chars().take(max).collect::<String>())
+    } else {
+        flat
+    }
+}
+
 /// The `resolve` tool: its parameters are the role's schema, wrapped in `{output}` when the
 /// schema is not an object schema (function parameters must be one).
 struct Resolve {
@@ -447,6 +457,15 @@ Calling `resolve` ends your turn. A reply without a tool call is not accepted.\n
                 },
                 (Ok(args), name) => run_tool(&workdir, name, args, command_timeout),
             };
+            // One line per tool call on stderr, which the step appends to the thread's log:
+            // what `uwf thread live` and the mount's `log` show while the agent works.
+            eprintln!(
+                "react: {} {} → {}{}",
+                call.function.name,
+                one_line(&call.function.arguments, 80),
+                if ok { "" } else { "error: " },
+                one_line(&result, 100)
+            );
             recorded.push(json!({
                 "id": call.id,
                 "name": call.function.name,
