@@ -230,17 +230,6 @@ pub struct Awaiting {
     pub asked_at: u64,
 }
 
-/// Empties a run file, keeping its inode.
-///
-/// Truncating here is cheap (ext4's flush-on-close after a truncation only writes data still
-/// waiting for allocation, and this descriptor writes none). Replacing the file instead would
-/// free an inode every step, and ext4 without a journal skips recently freed inodes when it
-/// allocates the next ones, scanning past each of them: a store's file creations slowed down
-/// several times after a few thousand steps.
-pub fn reset(path: &Path) -> std::io::Result<()> {
-    std::fs::File::create(path).map(drop)
-}
-
 /// A lock request for a whole file.
 fn whole_file(kind: libc::c_int) -> libc::flock {
     libc::flock {

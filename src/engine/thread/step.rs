@@ -6,6 +6,7 @@
 
 use crate::advice::Advice;
 use serde_json::{Value, json};
+use std::sync::Arc;
 
 use crate::cas::store::now_ms;
 use crate::cas::{Hash, Store, StoreError, builtin};
@@ -16,6 +17,7 @@ use crate::engine::config::{ConfigError, Loaded};
 use crate::engine::thread::chain::History;
 use crate::engine::thread::chain::{self, ChainError};
 use crate::engine::thread::index::{self, ThreadIndexError};
+use crate::engine::thread::log::StepLog;
 use crate::engine::thread::run_files::{self, RunFiles, RunInfo};
 use crate::engine::workflow::END;
 use crate::engine::workflow::Workflow;
@@ -194,6 +196,12 @@ fn step_locked(
     if spec.is_human() {
         // No process plays a person: record the question and let go of the thread. A second
         // step asks again, which changes nothing (SPEC §10).
+        if files.awaiting(view.head()).is_none() {
+            let log = StepLog::begin(root, id, view.history.len() + 1, &role, &spec.name);
+            log.line(&format!(
+                "waiting for a person: `uwf thread question {id}`, then `uwf thread answer {id}`"
+            ));
+        }
         files
             .set_awaiting(&role, view.head())
             .map_err(|source| StepError::Awaiting {
@@ -210,7 +218,14 @@ fn step_locked(
         });
     }
 
-    let _ = run_files::reset(&files.log());
+    // The thread log only grows: a header, then the agent's output as it arrives.
+    let log = Arc::new(StepLog::begin(
+        root,
+        id,
+        view.history.len() + 1,
+        &role,
+        &spec.name,
+    ));
     let invocation = Invocation {
         spec: &spec,
         thread: id,
@@ -223,14 +238,16 @@ fn step_locked(
             ("UWF_WORKFLOW_HASH".into(), view.workflow_hash().to_string()),
             ("UWF_STEP_STARTED_MS".into(), info.started_at.to_string()),
         ],
-        log: Some(files.log()),
+        log: Some(Arc::clone(&log)),
         passthrough: options.passthrough,
     };
     let finished = spawn::run(&invocation, |pid| {
         info.agent_pid = Some(pid);
         lock.set_info(&info);
         prepared.get_or_insert_with(prepare);
-    })?;
+    });
+    log.finish();
+    let finished = finished?;
     let (moderator, context) = prepared.unwrap_or_else(prepare)?;
     let line = spawn::last_line(&finished.stdout).unwrap_or("").to_owned();
     let hash = Hash::parse(&line).map_err(|_| AgentError::NoHash {
