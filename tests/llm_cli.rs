@@ -1138,3 +1138,44 @@ fn a_streamed_completion_shows_tokens_as_they_arrive_and_stores_the_same_output(
     let streamed_step = json(&t.ok(&["cas", "get", &t.step_head(), "--payload"]));
     assert_eq!(streamed_step["output"], plain_step["output"]);
 }
+
+#[test]
+fn a_streamed_completion_shows_in_the_live_view_before_it_ends() {
+    let pieces = ["---\napproved: true\n", "notes: streamed\n---\n", "Done.\n"];
+    let mock = Mock::start(vec![mock_llm::stream(&pieces, Duration::from_millis(1200))]);
+    let t = Llm::new(&mock);
+    let uwf = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_uwf"))
+            .env_remove(KEY_ENV)
+            .env_remove("WORKFLOW_STORAGE_ROOT")
+            .env("UWF_STORAGE_ROOT", t.env.root())
+            .env("HOME", t.env.dir.path())
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let started = Instant::now();
+    let mut step = uwf(&["thread", "step", &t.thread, "--agent", "llm"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while json(&t.ok(&["thread", "show", &t.thread]))["status"] != "running" {
+        assert!(Instant::now() < deadline, "the step never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut live = uwf(&["thread", "live", &t.thread, "--once"]);
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(live.stdout.take().unwrap()));
+    let first_token_at = loop {
+        let line = lines.next().expect("live ended early").unwrap();
+        if line == "approved: true" {
+            break started.elapsed();
+        }
+    };
+    assert!(step.wait().unwrap().success());
+    let ended_at = started.elapsed();
+    assert!(
+        first_token_at + Duration::from_millis(1500) < ended_at,
+        "first token at {first_token_at:?}, the completion ended at {ended_at:?}"
+    );
+    assert!(live.wait().unwrap().success());
+}
