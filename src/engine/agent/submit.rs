@@ -251,11 +251,18 @@ pub fn write_step_to(
     Ok(store.put(builtin::hash_of("step"), &step)?)
 }
 
-/// Milliseconds since the step began: from `UWF_STEP_STARTED_MS` (set by the step for its agent),
-/// else since `local` (an agent run by hand), else 0.
-pub fn step_duration_ms(local: Option<std::time::Instant>) -> u64 {
+/// Milliseconds since the step of `thread` began: from `UWF_STEP_STARTED_MS` when the step set
+/// it for this very thread (an agent it spawned), else since `local` (an agent run by hand, or a
+/// built-in run inside the step), else 0. With `UWF_REPRODUCIBLE=1` always 0, so that runs with
+/// canned agents write byte-identical nodes (tests, demos).
+pub fn step_duration_ms(local: Option<std::time::Instant>, thread: &str) -> u64 {
+    if std::env::var_os("UWF_REPRODUCIBLE").is_some_and(|v| v == "1") {
+        return 0;
+    }
+    let ours = std::env::var("UWF_THREAD").is_ok_and(|t| t == thread);
     let started = std::env::var("UWF_STEP_STARTED_MS")
         .ok()
+        .filter(|_| ours)
         .and_then(|s| s.parse::<u64>().ok());
     match (started, local) {
         (Some(start), _) => crate::cas::store::now_ms().saturating_sub(start),

@@ -177,7 +177,7 @@ pub fn llm(
     submission
         .extra
         .insert("attempts".into(), response.attempts.into());
-    submission.duration_ms = submit::step_duration_ms(Some(t));
+    submission.duration_ms = submit::step_duration_ms(Some(t), thread);
     Ok(submit::submit_raw(store, &view, role, submission, config)?)
 }
 
@@ -497,7 +497,7 @@ Calling `resolve` ends your turn. A reply without a tool call is not accepted.\n
                 workdir.root().display().to_string().into(),
             );
             extra.insert("turns".into(), Value::Array(turns));
-            submission.duration_ms = submit::step_duration_ms(Some(t));
+            submission.duration_ms = submit::step_duration_ms(Some(t), thread);
             let body = (!content.trim().is_empty()).then_some(content.as_str());
             return Ok(submit::write_step(
                 store, &view, role, &output, body, submission,

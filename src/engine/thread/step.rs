@@ -12,6 +12,7 @@ use crate::cas::store::now_ms;
 use crate::cas::{Hash, Store, StoreError, builtin};
 use crate::engine::thread::view::{self, ViewError};
 
+use crate::engine::agent::in_process::InProcess;
 use crate::engine::agent::spawn::{self, AgentError, Invocation};
 use crate::engine::config::{ConfigError, Loaded};
 use crate::engine::thread::chain::History;
@@ -28,6 +29,11 @@ use crate::engine::workflow::moderator::{Moderator, ModeratorError};
 /// Why a step failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StepError {
+    #[error("agent `{agent}`: {source}")]
+    Builtin {
+        agent: String,
+        source: Box<crate::engine::agent::builtin::BuiltinError>,
+    },
     #[error("cannot record the question of thread {id}: {source}")]
     Awaiting { id: String, source: std::io::Error },
     #[error(transparent)]
@@ -55,6 +61,7 @@ pub enum StepError {
 impl Advice for StepError {
     fn hints(&self) -> Vec<String> {
         match self {
+            StepError::Builtin { source, .. } => source.hints(),
             StepError::Thread(e) => e.hints(),
             StepError::View(e) => e.hints(),
             StepError::Moderator(e) => e.hints(),
@@ -226,6 +233,20 @@ fn step_locked(
         &role,
         &spec.name,
     ));
+    if let Some(builtin) = InProcess::of(&spec) {
+        // This binary's own `agent dry`/`agent script`: the same function, without a process.
+        let prepared = prepared.unwrap_or_else(prepare)?;
+        let hash = builtin.run(store, &config.config, id, &role);
+        if let Err(e) = &hash {
+            log.line(&format!("error: {}", crate::advice::with_hints(e)));
+        }
+        log.finish();
+        let hash = hash.map_err(|source| StepError::Builtin {
+            agent: spec.name.clone(),
+            source: Box::new(source),
+        })?;
+        return publish(store, id, &view, &role, &spec.name, hash, Some(prepared));
+    }
     let invocation = Invocation {
         spec: &spec,
         thread: id,
