@@ -415,12 +415,10 @@ fn write_history(store: &Store, history: &History) {
     if let Some(dir) = path.parent()
         && std::fs::create_dir_all(dir).is_ok()
     {
-        let _ = crate::cas::store::write_atomic(
-            &store.root().join("cas").join("tmp"),
-            &path,
-            history.to_text().as_bytes(),
-            false,
-        );
+        let _ = crate::file_util::AtomicWrite::new(&path)
+            .temp_in(&store.root().join("cas").join("tmp"))
+            .without_fsync()
+            .replace(history.to_text().as_bytes());
     }
 }
 
@@ -436,7 +434,7 @@ pub fn history(store: &Store, head: Hash) -> Result<History, ChainError> {
 
 /// The history of `step`, the new head of `thread` whose previous head is `parent`'s; cached.
 /// The parent's cache file is retired (no thread has that head any more) and its inode reused
-/// through the thread's spare file ([`crate::cas::store::write_recycling`]). Also returns the
+/// through the thread's spare file ([`crate::file_util::write_recycling`]). Also returns the
 /// new step's entry.
 pub fn extend_history(
     store: &Store,
@@ -449,7 +447,7 @@ pub fn extend_history(
     let entry = entry(store, &node, payload)?;
     let history = parent.with(&entry);
     // Best effort, like every cache write.
-    let _ = crate::cas::store::write_recycling(
+    let _ = crate::file_util::write_recycling(
         &spare_path(store, thread),
         &cache_path(store, history.head()),
         history.to_text().as_bytes(),

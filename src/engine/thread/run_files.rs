@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::cas::store::{now_ms, overwrite};
+use crate::cas::store::now_ms;
+use crate::file_util::overwrite;
 
 use crate::engine::index_files::IndexError;
 use crate::engine::thread::index::ThreadIndexError;

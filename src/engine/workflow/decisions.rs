@@ -54,7 +54,7 @@ pub fn cached_next(
 
 /// Remembers a decision (best effort: the cache only saves time). `retired` is the thread's
 /// previous head, which no thread has as its head any more: its decision file is dropped and
-/// its inode reused through the thread's spare file ([`crate::cas::store::write_recycling`]).
+/// its inode reused through the thread's spare file ([`crate::file_util::write_recycling`]).
 pub fn remember(
     store: &Store,
     workflow_hash: Hash,
@@ -73,7 +73,7 @@ pub fn remember(
     }) else {
         return;
     };
-    let _ = crate::cas::store::write_recycling(
+    let _ = crate::file_util::write_recycling(
         &spare_path(store, thread),
         &path(store, head),
         &bytes,
