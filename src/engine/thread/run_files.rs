@@ -4,6 +4,11 @@
 //! Architecture Invariant: the step lock is an open-file-description lock held for a whole step
 //! and released by the OS when the holder dies; probes test it with `F_OFD_GETLK` and never take
 //! it, so looking at a thread never makes a step fail as busy.
+//!
+//! The run record, the last outcome and the error file are replaced atomically (a reader, or a
+//! full disk, never leaves them torn or empty). Under the lock they are written into the
+//! thread's spare (`<id>.spare`) and swapped into place with `renameat2(RENAME_EXCHANGE)`, so a
+//! step creates and frees no inode for them ([`crate::file_util::replace_recycling`]).
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -11,7 +16,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::cas::store::now_ms;
-use crate::file_util::overwrite;
+use crate::file_util::{self, AtomicWrite};
 
 use crate::engine::index_files::IndexError;
 use crate::engine::thread::index::ThreadIndexError;
@@ -67,6 +72,11 @@ impl RunFiles {
 
     fn run(&self) -> PathBuf {
         self.path("run.json")
+    }
+
+    /// The file whose inode the next write of a run file under the lock reuses.
+    fn spare(&self) -> PathBuf {
+        self.path("spare")
     }
 
     fn lock_path(&self) -> PathBuf {
@@ -162,18 +172,14 @@ impl RunFiles {
         }
     }
 
-    /// Records a failure (`error` file) and the last outcome.
+    /// Records a failure (`error` file) and the last outcome, without holding the step lock
+    /// (a failure before a step could take it). Each file is replaced atomically.
     pub fn record_failure(&self, message: &str) {
-        let _ = std::fs::create_dir_all(&self.dir);
-        let _ = overwrite(&self.error(), format!("{message}\n").as_bytes());
-        let last = serde_json::json!({"ok": false, "error": message});
-        let _ = overwrite(&self.last(), format!("{last}\n").as_bytes());
-    }
-
-    /// Records a successful step's JSON as the last outcome.
-    pub fn record_success(&self, result: &serde_json::Value) {
-        // The directory exists: the step lock lives in it.
-        let _ = overwrite(&self.last(), format!("{result}\n").as_bytes());
+        for (path, text) in failure_texts(self, message) {
+            let _ = AtomicWrite::new(&path)
+                .without_fsync()
+                .replace(text.as_bytes());
+        }
     }
 
     /// The last recorded outcome, if any.
@@ -183,15 +189,21 @@ impl RunFiles {
     }
 }
 
-/// Empties a run file, keeping its inode.
-///
-/// Truncating here is cheap (ext4's flush-on-close after a truncation only writes data still
-/// waiting for allocation, and this descriptor writes none). Replacing the file instead would
-/// free an inode every step, and ext4 without a journal skips recently freed inodes when it
-/// allocates the next ones, scanning past each of them: a store's file creations slowed down
-/// several times after a few thousand steps.
-pub fn reset(path: &Path) -> std::io::Result<()> {
-    std::fs::File::create(path).map(drop)
+/// The `error` and last-outcome files of a failure, with their texts.
+fn failure_texts(files: &RunFiles, message: &str) -> [(PathBuf, String); 2] {
+    let last = serde_json::json!({"ok": false, "error": message});
+    [
+        (files.error(), format!("{message}\n")),
+        (files.last(), format!("{last}\n")),
+    ]
+}
+
+/// Empties a run file (the log), keeping its inode: see [`file_util::truncate`]. Replacing it
+/// instead would free an inode every step, and ext4 without a journal skips recently freed
+/// inodes when it allocates the next ones, scanning past each of them: a store's file creations
+/// slowed down several times after a few thousand steps.
+pub fn reset(path: &Path) -> Result<(), file_util::FileError> {
+    file_util::truncate(path)
 }
 
 /// A lock request for a whole file.
@@ -216,14 +228,31 @@ impl StepLock {
     /// Publishes what this step is doing for `status`, `kill` and busy messages.
     pub fn set_info(&self, info: &RunInfo) {
         let text = serde_json::to_vec(info).expect("run info serializes");
-        let _ = overwrite(&self.files.run(), &text);
+        self.replace(&self.files.run(), &text);
+    }
+
+    /// Records a failure (`error` file) and the last outcome.
+    pub fn record_failure(&self, message: &str) {
+        for (path, text) in failure_texts(&self.files, message) {
+            self.replace(&path, text.as_bytes());
+        }
+    }
+
+    /// Records a successful step's JSON as the last outcome.
+    pub fn record_success(&self, result: &serde_json::Value) {
+        self.replace(&self.files.last(), format!("{result}\n").as_bytes());
+    }
+
+    /// Replaces one of the thread's run files through its spare (best effort: run files are
+    /// informational, and a failed write leaves the old file whole).
+    fn replace(&self, path: &Path, bytes: &[u8]) {
+        let _ = file_util::replace_recycling(&self.files.spare(), path, bytes);
     }
 }
 
 impl Drop for StepLock {
     /// Clears the run info (`{}` parses as none) rather than removing the file: see [`reset`]
-    /// for why a step should not free inodes. Run files are advisory: readers ignore what does
-    /// not parse (see [`overwrite`]).
+    /// for why a step should not free inodes.
     ///
     /// Then unlocks explicitly instead of leaving it to the close: an OFD lock belongs to the
     /// open file description and a close frees it only when no descriptor of that description
@@ -233,7 +262,7 @@ impl Drop for StepLock {
     /// held by the child, and the thread's next step was refused as busy. `F_UNLCK` on any
     /// descriptor of the description frees it whoever else still has it open.
     fn drop(&mut self) {
-        let _ = overwrite(&self.files.run(), b"{}");
+        self.replace(&self.files.run(), b"{}");
         let unlock = whole_file(libc::F_UNLCK);
         let _ = nix::fcntl::fcntl(&self.file, nix::fcntl::FcntlArg::F_OFD_SETLK(&unlock));
     }

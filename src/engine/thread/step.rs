@@ -97,8 +97,8 @@ pub fn step(
     let lock = files.try_lock()?;
     let result = step_locked(store, config, id, options, &files, &lock);
     match &result {
-        Ok(stepped) => files.record_success(&stepped.to_json()),
-        Err(e) => files.record_failure(&e.to_string()),
+        Ok(stepped) => lock.record_success(&stepped.to_json()),
+        Err(e) => lock.record_failure(&e.to_string()),
     }
     drop(lock);
     result
