@@ -142,3 +142,198 @@ fn a_full_disk_leaves_whole_run_files_and_says_write() {
     assert_eq!(last["thread"], id.as_str());
     drop(disk);
 }
+
+/// A thread of `counter` with two steps written through `uwf agent submit` (so each has a raw
+/// text and a body), and the hash of every kind of node it reaches.
+struct Damageable {
+    env: Env,
+    id: String,
+    nodes: Vec<(&'static str, &'static str, String)>,
+}
+
+fn payload(env: &Env, hash: &str) -> serde_json::Value {
+    json(&env.ok(&["cas", "get", hash, "--payload"]))
+}
+
+fn two_step_thread() -> Damageable {
+    let env = Env::new();
+    env.ok_stdin(&["workflow", "put", "-"], LOOP);
+    let id = start_thread(&env, "counter", "p");
+    let agent = common::script(
+        &env,
+        "submit.sh",
+        &format!(
+            "printf -- '---\\nn: %d\\n---\\nBody of %d.\\n' $$ $$ | '{}' agent submit \"$1\" \"$2\" --agent sh",
+            env!("CARGO_BIN_EXE_uwf")
+        ),
+    );
+    let agent = agent.to_str().unwrap().to_owned();
+    env.ok(&["thread", "step", &id, "--agent", &agent]);
+    let head = json(&env.ok(&["thread", "step", &id, "--agent", &agent]))["head"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let step = payload(&env, &head);
+    let s = |v: &serde_json::Value| v.as_str().unwrap().to_owned();
+    let detail = payload(&env, &s(&step["detail"]));
+    let start = payload(&env, &s(&step["start"]));
+    let workflow = payload(&env, &s(&start["workflow"]));
+    let nodes = vec![
+        // (kind as fsck names it, which node, the hash)
+        ("head", "the head step", head.clone()),
+        ("step", "the first step", s(&step["prev"])),
+        ("start", "the start node", s(&step["start"])),
+        ("output", "the head's output", s(&step["output"])),
+        ("detail", "the head's detail", s(&step["detail"])),
+        ("text", "the head's raw output", s(&detail["raw"])),
+        ("text", "the head's body", s(&detail["body"])),
+        ("workflow", "the workflow", s(&start["workflow"])),
+        (
+            "schema",
+            "the role's schema",
+            s(&workflow["roles"]["tick"]["meta"]),
+        ),
+    ];
+    Damageable { env, id, nodes }
+}
+
+/// Items 1 and 2: every kind of node reachable from a thread, deleted or truncated: fsck names
+/// it (missing or corrupt, its kind, the thread reaching it) and exits 1; a step refuses (and
+/// leaves the head) when the damage is in what it builds on; a warm cache changes nothing.
+#[test]
+fn fsck_finds_every_damaged_node_and_a_step_refuses_to_build_on_damage() {
+    // What a step builds on: checked before the agent runs.
+    let builds_on = |what: &str| {
+        matches!(
+            what,
+            "the head step"
+                | "the start node"
+                | "the head's output"
+                | "the workflow"
+                | "the role's schema"
+        )
+    };
+    let mut cases = 0;
+    for delete in [true, false] {
+        for i in 0..9 {
+            // A fresh thread per case, caches warm (the thread just stepped).
+            let Damageable { env, id, nodes } = two_step_thread();
+            let (kind, what, hash) = nodes[i].clone();
+            let path = env.object_path(&hash);
+            common::make_writable(&path);
+            if delete {
+                std::fs::remove_file(&path).unwrap();
+            } else {
+                let bytes = std::fs::read(&path).unwrap();
+                std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
+            }
+            let case = format!(
+                "{} {what} ({hash})",
+                if delete { "deleted" } else { "truncated" }
+            );
+            let out = env.run(&["cas", "fsck"]);
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert_eq!(out.status.code(), Some(1), "{case}: {stdout}");
+            let condition = if delete { "missing" } else { "corrupt" };
+            let line = stdout
+                .lines()
+                .find(|l| l.starts_with(&format!("{condition} {kind} node {hash}")))
+                .unwrap_or_else(|| panic!("{case}: fsck did not report it:\n{stdout}"));
+            assert!(line.contains(&format!("thread {id}")), "{case}: {line}");
+            if kind == "workflow" || kind == "schema" {
+                assert!(line.contains("workflow counter"), "{case}: {line}");
+            }
+            if !delete {
+                assert!(
+                    !stdout.contains(&format!("missing {kind} node {hash}")),
+                    "{case}"
+                );
+            }
+
+            let before = std::fs::read_to_string(env.root().join("threads.yaml")).unwrap();
+            let step = env.run(&["thread", "step", &id, "--agent", "dry"]);
+            if builds_on(what) {
+                let stderr = String::from_utf8_lossy(&step.stderr);
+                assert_eq!(
+                    step.status.code(),
+                    Some(1),
+                    "{case}: the step ran: {stderr}"
+                );
+                assert!(stderr.contains(&hash), "{case}: {stderr}");
+                assert_eq!(
+                    std::fs::read_to_string(env.root().join("threads.yaml")).unwrap(),
+                    before,
+                    "{case}: the head moved"
+                );
+            }
+            if what == "the head step" {
+                let err = env.fails(&["thread", "show", &id], 1);
+                assert!(err.contains(&hash), "{case}: {err}");
+            }
+            cases += 1;
+        }
+    }
+    assert_eq!(cases, 18, "every kind, deleted and truncated");
+}
+
+/// Item 1: derived files that disagree with the store are reported, and `--repair` rebuilds
+/// only them.
+#[test]
+fn fsck_checks_derived_files_and_repair_rebuilds_only_them() {
+    let Damageable { env, id, nodes } = two_step_thread();
+    let head = &nodes[0].2;
+    let out = env.ok(&["cas", "fsck"]);
+    assert!(out.starts_with("ok:"), "{out}");
+    // A chain cache that claims another history, a decision that says another role, a type
+    // index that lost a line.
+    let chain = env.root().join(format!("cache/chains/{head}.json"));
+    let text = std::fs::read_to_string(&chain).unwrap();
+    std::fs::write(
+        &chain,
+        text.replace("\"position\":\"tick\"", "\"position\":\"tock\""),
+    )
+    .unwrap();
+    let decision = env.root().join(format!("cache/decisions/{head}.json"));
+    let text = std::fs::read_to_string(&decision).unwrap();
+    std::fs::write(&decision, text.replace("\"tick\"", "\"$END\"")).unwrap();
+    let step_type = env.ok(&["cas", "list", "--type", "step"]);
+    assert_eq!(step_type.lines().count(), 2);
+    let index = std::fs::read_dir(env.root().join("cas/index/types"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| std::fs::read_to_string(p).unwrap().contains(head.as_str()))
+        .unwrap();
+    let text = std::fs::read_to_string(&index).unwrap();
+    std::fs::write(&index, text.replace(&format!("{head}\n"), "")).unwrap();
+
+    let out = env.run(&["cas", "fsck"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains(&format!("derived cache/chains/{head}.json")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("derived cache/decisions/{head}.json")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("derived cas/index/types: type index"),
+        "{stdout}"
+    );
+    assert!(stderr.contains("--repair"), "{stderr}");
+
+    let objects = |env: &Env| env.ok(&["cas", "list"]);
+    let before = objects(&env);
+    let out = env.ok(&["cas", "fsck", "--repair"]);
+    assert!(out.contains("repair: rebuilt the type index"), "{out}");
+    assert_eq!(objects(&env), before, "repair never touches nodes");
+    assert!(env.ok(&["cas", "fsck"]).starts_with("ok:"));
+    assert_eq!(
+        env.ok(&["cas", "list", "--type", "step"]).lines().count(),
+        2
+    );
+    // The thread carries on from the rebuilt caches.
+    env.ok(&["thread", "step", &id, "--agent", "dry"]);
+}

@@ -339,6 +339,54 @@ impl Store {
         Ok(count)
     }
 
+    /// Compares the type index with the node files: every intact node listed under its type,
+    /// and nothing else listed. Returns the disagreements in words (empty when none).
+    pub fn check_index(&self) -> Result<Vec<String>, StoreError> {
+        let mut actual: HashMap<Hash, std::collections::BTreeSet<Hash>> = HashMap::new();
+        for (path, hash) in self.scan_objects()? {
+            let Some(hash) = hash else { continue };
+            let Ok(bytes) = fs::read(&path) else { continue };
+            if let Ok(node) = parse_node_file(hash, &path, &bytes) {
+                actual.entry(node.type_hash).or_default().insert(hash);
+            }
+        }
+        let mut listed: HashMap<Hash, std::collections::BTreeSet<Hash>> = HashMap::new();
+        for name in read_dir_names(&self.types)? {
+            let Ok(type_hash) = Hash::parse(&name) else {
+                continue;
+            };
+            let path = self.types.join(&name);
+            let text = fs::read_to_string(&path)
+                .map_err(StoreError::io("cannot read type index", &path))?;
+            let entries = listed.entry(type_hash).or_default();
+            entries.extend(text.lines().filter_map(|l| Hash::parse(l.trim()).ok()));
+        }
+        let empty = std::collections::BTreeSet::new();
+        let mut types: Vec<Hash> = actual.keys().chain(listed.keys()).copied().collect();
+        types.sort();
+        types.dedup();
+        let mut problems = Vec::new();
+        for t in types {
+            let (have, named) = (
+                actual.get(&t).unwrap_or(&empty),
+                listed.get(&t).unwrap_or(&empty),
+            );
+            let unlisted = have.difference(named).count();
+            let extra = named.difference(have).count();
+            if unlisted > 0 {
+                problems.push(format!(
+                    "type index {t}: {unlisted} node(s) of that type are not listed"
+                ));
+            }
+            if extra > 0 {
+                problems.push(format!(
+                    "type index {t}: lists {extra} node(s) that are missing, damaged or of another type"
+                ));
+            }
+        }
+        Ok(problems)
+    }
+
     /// Drops index entries whose node files are gone (after GC removed them).
     pub(crate) fn prune_index(&self) -> Result<(), StoreError> {
         let _guard = self.lock_index(true)?;

@@ -91,6 +91,29 @@ pub fn drop_spare(store: &Store, thread: &str) {
     let _ = std::fs::remove_file(spare_path(store, thread));
 }
 
+/// Checks a decision file against the store: it parses, names the head it is filed under, and
+/// says what the moderator decides now from the nodes alone. The error says how it disagrees.
+pub(crate) fn check_file(store: &Store, head: Hash, bytes: &[u8]) -> Result<(), String> {
+    let cached: Cached = serde_json::from_slice(bytes).map_err(|e| format!("damaged: {e}"))?;
+    if cached.head != head {
+        return Err(format!("it holds the decision at {}", cached.head));
+    }
+    let workflow = Workflow::load(store, cached.workflow)
+        .map_err(|e| format!("its workflow cannot be read: {e}"))?;
+    let chain = crate::engine::thread::chain::load_from_nodes(store, head)
+        .map_err(|e| format!("the store cannot rebuild its chain: {e}"))?;
+    let moderator = crate::engine::workflow::moderator::Moderator::new(workflow)
+        .map_err(|e| format!("its workflow's moderator: {e}"))?;
+    match moderator.decide_chain(&chain) {
+        Ok(d) if d.next == cached.next => Ok(()),
+        Ok(d) => Err(format!(
+            "it says `{}`, the moderator now says `{}`",
+            cached.next, d.next
+        )),
+        Err(e) => Err(format!("the moderator cannot decide there now: {e}")),
+    }
+}
+
 /// Drops the decision of a head that is no longer any thread's head.
 pub fn forget(store: &Store, head: Hash) {
     let _ = std::fs::remove_file(path(store, head));
