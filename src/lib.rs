@@ -2,6 +2,7 @@
 //!
 //! Layers: `cli` → (`engine`, `fs`) → `cas`. `cas` imports none of the others; all may use
 //! `file_util` (atomic and inode-recycling file writes), which imports nothing from the crate.
+pub mod advice;
 pub mod cas;
 pub mod cli;
 pub mod engine;

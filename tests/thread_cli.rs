@@ -247,8 +247,6 @@ fn start_errors() {
     assert!(err.contains("prompt is empty"), "{err}");
     let err = env.fails(&["thread", "start", "nope", "-p", "x"], 1);
     assert!(err.contains("`nope` is neither"), "{err}");
-    let err = env.fails(&["thread", "start", "solve-issue"], 1);
-    assert!(err.contains("no prompt"), "{err}");
     let id = json(&env.ok_stdin(
         &["thread", "start", "solve-issue", "-p", "-"],
         "from stdin\n",
@@ -518,6 +516,14 @@ fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
 }
 
 #[test]
+fn start_without_a_prompt_is_a_usage_error() {
+    let env = Env::new();
+    put_example(&env, "solve-issue");
+    let err = env.fails(&["thread", "start", "solve-issue"], 2);
+    assert!(err.contains("--prompt"), "{err}");
+}
+
+#[test]
 fn a_second_step_on_a_busy_thread_exits_75_naming_the_holder() {
     let env = Env::new();
     put_example(&env, "solve-issue");
@@ -542,6 +548,12 @@ fn a_second_step_on_a_busy_thread_exits_75_naming_the_holder() {
         err.contains(&format!("thread {id} is busy"))
             && err.contains(&format!("process {}", first.id()))
             && err.contains("role planner"),
+        "{err}"
+    );
+    // Both hints, each on its own line, after the message.
+    assert!(
+        err.contains(&format!("\nhint: wait for it: `uwf thread show {id}`"))
+            && err.contains(&format!("\nhint: or stop it: `uwf thread kill {id}`")),
         "{err}"
     );
     assert!(first.wait().unwrap().success());

@@ -1,5 +1,6 @@
 //! The one error type of the store. Every I/O error carries its path; every node error its hash.
 
+use crate::advice::Advice;
 use std::path::PathBuf;
 
 use super::id::{Hash, HashParseError};
@@ -48,12 +49,28 @@ pub enum StoreError {
     },
     #[error("not a valid JSON Schema (draft 2020-12):\n{}", list(violations))]
     InvalidSchema { violations: Vec<Violation> },
-    #[error(
-        "type 0000000000000 is reserved for the bootstrap meta-schema node\nhint: store a schema with type F5VV55NBKX1R5 (`uwf cas schema put`)"
-    )]
+    #[error("type 0000000000000 is reserved for the bootstrap meta-schema node")]
     Reserved,
     #[error("field {pointer} refers to {target}, which is not in the store (put that node first)")]
     MissingRef { pointer: String, target: Hash },
+}
+
+impl Advice for StoreError {
+    fn hints(&self) -> Vec<String> {
+        match self {
+            StoreError::BadHash(e) => e.hints(),
+            StoreError::Reserved => {
+                vec!["store a schema with type F5VV55NBKX1R5 (`uwf cas schema put`)".to_owned()]
+            }
+            _ => Vec::new(),
+        }
+    }
+    fn is_busy(&self) -> bool {
+        match self {
+            StoreError::BadHash(e) => e.is_busy(),
+            _ => false,
+        }
+    }
 }
 
 fn list(violations: &[Violation]) -> String {

@@ -5,6 +5,7 @@
 //! Output is upper case; input is case-insensitive and follows Crockford's decoding rule
 //! (`O` → `0`, `I`/`L` → `1`). Anything else is a [`HashParseError`], never a panic.
 
+use crate::advice::Advice;
 use std::fmt;
 use std::str::FromStr;
 
@@ -34,6 +35,8 @@ pub enum HashParseError {
     #[error("invalid hash `{text}`: the first symbol must be 0-F (it carries only 4 bits)")]
     Overflow { text: String },
 }
+
+impl Advice for HashParseError {}
 
 impl Hash {
     /// The reserved hash `0000000000000`: the type of the bootstrap meta-schema node.

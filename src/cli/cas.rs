@@ -4,13 +4,13 @@ use std::io::Read;
 use std::path::Path;
 use std::time::Duration;
 
-use anyhow::{Context, anyhow, bail};
 use clap::{Args, Subcommand};
 use serde_json::Value;
 
-use super::{Exit, Out};
+use super::Out;
 use crate::cas::gc::{GcOptions, gc};
 use crate::cas::{Hash, Store, StoreError, builtin, fsck};
+use crate::cli::error::{CliResult, CommandError, Context, bail, user_error};
 use crate::engine::fsck as engine_fsck;
 use crate::engine::index_files;
 
@@ -115,18 +115,15 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
         .map_err(|e| format!("{e} (use a number with a unit, e.g. 0s, 90s, 30m, 24h, 7days)"))
 }
 
-pub fn run(cmd: CasCommand, root: &Path, out: &mut Out) -> anyhow::Result<()> {
+pub fn run(cmd: CasCommand, root: &Path, out: &mut Out) -> CliResult<()> {
     if let CasCommand::Has { hash } = &cmd {
         // `has` answers with its exit status only; a malformed hash is a usage error.
-        let hash = Hash::parse(hash).map_err(|e| {
-            eprintln!("error: {e}");
-            Exit(2)
-        })?;
+        let hash = Hash::parse(hash).map_err(|e| CommandError::usage(e.to_string()))?;
         let store = Store::open(root)?;
         return if store.has(hash) {
             Ok(())
         } else {
-            Err(Exit(1).into())
+            Err(CommandError::silent(1))
         };
     }
     let store = Store::open(root)?;
@@ -176,7 +173,7 @@ pub fn run(cmd: CasCommand, root: &Path, out: &mut Out) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn run_fsck(store: &Store, repair: bool, out: &mut Out) -> anyhow::Result<()> {
+fn run_fsck(store: &Store, repair: bool, out: &mut Out) -> CliResult<()> {
     let nodes = fsck::fsck(store)?;
     for p in &nodes.problems {
         let name = p
@@ -220,54 +217,47 @@ fn run_fsck(store: &Store, repair: bool, out: &mut Out) -> anyhow::Result<()> {
         }
     }
     let node_problems = nodes.problems.len() + report.damaged.len();
-    if node_problems == 0 && report.derived.is_empty() {
-        out.line(format!(
-            "ok: {} nodes checked, {} roots walked, no problems",
-            nodes.checked, report.roots
-        ))?;
+    // Nothing wrong, or only derived data that was just rebuilt: the store is sound.
+    if node_problems == 0 && (report.derived.is_empty() || repair) {
+        if report.derived.is_empty() {
+            out.line(format!(
+                "ok: {} nodes checked, {} roots walked, no problems",
+                nodes.checked, report.roots
+            ))?;
+        }
         return Ok(());
     }
-    out.flush()?;
-    let derived_note = if report.derived.is_empty() {
-        String::new()
-    } else if repair {
-        format!(", {} derived file(s) rebuilt", report.derived.len())
-    } else {
-        format!(
-            ", {} derived file(s) disagree with the store",
-            report.derived.len()
-        )
+    let derived_note = match (report.derived.len(), repair) {
+        (0, _) => String::new(),
+        (n, true) => format!(", {n} derived file(s) rebuilt"),
+        (n, false) => format!(", {n} derived file(s) disagree with the store"),
     };
-    eprintln!(
-        "error: {} problem(s) in {} nodes: {} missing and {} corrupt reachable node(s){derived_note}",
-        nodes.problems.len() + report.damaged.len() + report.derived.len(),
+    let mut error = user_error!(
+        "{} problem(s) in {} nodes: {} missing and {} corrupt reachable node(s){derived_note}",
+        node_problems + report.derived.len(),
         nodes.checked,
         report.missing(),
         report.corrupt(),
     );
     if report.missing() > 0 {
-        eprintln!(
-            "hint: a missing node was deleted from cas/objects; restore it from a backup, or fork the thread from an intact step"
+        error = error.hint(
+            "a missing node was deleted from cas/objects; restore it from a backup, or fork the thread from an intact step",
         );
     }
     if report.corrupt() > 0 || !nodes.problems.is_empty() {
-        eprintln!(
-            "hint: a node with a hash mismatch or corrupt content was changed on disk; restore it from a backup or remove it"
+        error = error.hint(
+            "a node with a hash mismatch or corrupt content was changed on disk; restore it from a backup or remove it",
         );
     }
     if !report.derived.is_empty() && !repair {
-        eprintln!(
-            "hint: `uwf cas fsck --repair` rebuilds the derived files (caches, type index) from the store"
+        error = error.hint(
+            "`uwf cas fsck --repair` rebuilds the derived files (caches, type index) from the store",
         );
     }
-    // Only derived data was wrong and it was rebuilt: the store is sound now.
-    if repair && node_problems == 0 {
-        return Ok(());
-    }
-    Err(Exit(1).into())
+    Err(error)
 }
 
-fn run_gc(store: &Store, root: &Path, args: &GcArgs, out: &mut Out) -> anyhow::Result<()> {
+fn run_gc(store: &Store, root: &Path, args: &GcArgs, out: &mut Out) -> CliResult<()> {
     let roots =
         index_files::gc_roots(root).context("cannot collect GC roots; nothing was removed")?;
     let options = GcOptions {
@@ -301,7 +291,7 @@ fn run_gc(store: &Store, root: &Path, args: &GcArgs, out: &mut Out) -> anyhow::R
     Ok(())
 }
 
-fn run_schema(store: &Store, cmd: SchemaCommand, out: &mut Out) -> anyhow::Result<()> {
+fn run_schema(store: &Store, cmd: SchemaCommand, out: &mut Out) -> CliResult<()> {
     match cmd {
         SchemaCommand::List => {
             out.line(format!(
@@ -336,12 +326,12 @@ fn run_schema(store: &Store, cmd: SchemaCommand, out: &mut Out) -> anyhow::Resul
     Ok(())
 }
 
-fn parse_hash(text: &str) -> anyhow::Result<Hash> {
+fn parse_hash(text: &str) -> CliResult<Hash> {
     Ok(Hash::parse(text)?)
 }
 
 /// A type given as a hash or as a built-in schema's name.
-fn parse_type(text: &str) -> anyhow::Result<Hash> {
+fn parse_type(text: &str) -> CliResult<Hash> {
     if text == "meta" {
         return Ok(Hash::META);
     }
@@ -349,7 +339,7 @@ fn parse_type(text: &str) -> anyhow::Result<Hash> {
         return Ok(b.hash);
     }
     Hash::parse(text).map_err(|e| {
-        anyhow!(e).context(format!(
+        CommandError::from(e).context(format!(
             "unknown type `{text}`: give a schema hash or one of: meta, {}",
             builtin::all()
                 .iter()
@@ -361,7 +351,7 @@ fn parse_type(text: &str) -> anyhow::Result<Hash> {
 }
 
 /// Reads JSON from an argument that is inline JSON, `-` (stdin) or — for `schema put` — a file.
-fn read_json(arg: &str) -> anyhow::Result<Value> {
+fn read_json(arg: &str) -> CliResult<Value> {
     let (text, source) = if arg == "-" {
         let mut text = String::new();
         std::io::stdin()
@@ -378,7 +368,7 @@ fn read_json(arg: &str) -> anyhow::Result<Value> {
         bail!("no JSON in {source}");
     }
     serde_json::from_str(&text).map_err(|e| {
-        anyhow!(
+        user_error!(
             "invalid JSON in {source} at line {}, column {}: {e}",
             e.line(),
             e.column()

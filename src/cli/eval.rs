@@ -3,11 +3,11 @@
 use std::io::Read;
 use std::time::Duration;
 
-use anyhow::{Context, anyhow};
 use clap::Args;
 use serde_json::Value;
 
 use super::Out;
+use crate::cli::error::{CliResult, Context, user_error};
 use crate::engine::workflow::jsonata::{self, Limits};
 
 #[derive(Debug, Args)]
@@ -33,7 +33,7 @@ pub struct EvalArgs {
     depth: usize,
 }
 
-pub fn run(args: EvalArgs, out: &mut Out) -> anyhow::Result<()> {
+pub fn run(args: EvalArgs, out: &mut Out) -> CliResult<()> {
     let input = match args.input.as_deref() {
         None => None,
         Some("-") => {
@@ -53,10 +53,10 @@ pub fn run(args: EvalArgs, out: &mut Out) -> anyhow::Result<()> {
     for b in &args.bind {
         let (name, json) = b
             .split_once('=')
-            .ok_or_else(|| anyhow!("--bind `{b}` is not NAME=JSON (e.g. --bind max=3)"))?;
+            .ok_or_else(|| user_error!("--bind `{b}` is not NAME=JSON (e.g. --bind max=3)"))?;
         let name = name.trim_start_matches('$');
         if name.is_empty() {
-            return Err(anyhow!("--bind `{b}` has no variable name"));
+            return Err(user_error!("--bind `{b}` has no variable name"));
         }
         bindings.push((
             name.to_owned(),
@@ -79,9 +79,9 @@ pub fn run(args: EvalArgs, out: &mut Out) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn parse_json(text: &str, source: &str) -> anyhow::Result<Value> {
+fn parse_json(text: &str, source: &str) -> CliResult<Value> {
     serde_json::from_str(text).map_err(|e| {
-        anyhow!(
+        user_error!(
             "invalid JSON in {source} at line {}, column {}: {e}",
             e.line(),
             e.column()

@@ -2,12 +2,12 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::bail;
 use clap::Args;
 use serde_json::json;
 
 use super::Out;
 use crate::cas::Store;
+use crate::cli::error::{CliResult, bail};
 use crate::engine::thread::lifecycle;
 use crate::fs::export::{self, Selection};
 use crate::fs::views::Source;
@@ -32,7 +32,7 @@ pub struct ExportArgs {
     all: bool,
 }
 
-pub fn run(args: ExportArgs, root: &Path, out: &mut Out) -> anyhow::Result<()> {
+pub fn run(args: ExportArgs, root: &Path, out: &mut Out) -> CliResult<()> {
     let (what, dir) = match (args.all, args.args.as_slice()) {
         (true, [dir]) => (Selection::All, dir.clone()),
         (false, [thread, dir]) => {

@@ -5,6 +5,7 @@
 
 mod agent;
 mod cas;
+mod error;
 mod eval;
 mod export;
 mod mount;
@@ -20,6 +21,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 pub use output::Out;
+
+use error::CliResult;
 
 /// uwf runs LLM-agent workflows over a content-addressed store.
 #[derive(Debug, Parser)]
@@ -78,18 +81,6 @@ enum Command {
     Export(export::ExportArgs),
 }
 
-/// An error that decided its own exit code (e.g. `cas has` answering "no", or `fsck` problems).
-#[derive(Debug)]
-pub struct Exit(pub u8);
-
-impl std::fmt::Display for Exit {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "exit {}", self.0)
-    }
-}
-
-impl std::error::Error for Exit {}
-
 /// Runs the CLI and returns the process exit code.
 pub fn main() -> ExitCode {
     crate::engine::agent::spawn::arm_parent_death();
@@ -98,11 +89,11 @@ pub fn main() -> ExitCode {
     let result = run(cli, &mut out).and_then(|()| Ok(out.flush()?));
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(err) => report(&err),
+        Err(err) => err.report(),
     }
 }
 
-fn run(cli: Cli, out: &mut Out) -> anyhow::Result<()> {
+fn run(cli: Cli, out: &mut Out) -> CliResult {
     let root = match cli.root {
         Some(root) => root,
         None => crate::cas::store::default_root()?,
@@ -149,37 +140,4 @@ fn load_dotenv(root: &std::path::Path) {
             );
         }
     }
-}
-
-/// Prints an error as `error: …` with its causes and hints, and picks the exit code.
-fn report(err: &anyhow::Error) -> ExitCode {
-    if let Some(exit) = err.downcast_ref::<Exit>() {
-        return ExitCode::from(exit.0);
-    }
-    if output::is_broken_pipe(err) {
-        return ExitCode::SUCCESS;
-    }
-    let busy = err.chain().any(|c| {
-        use crate::engine::{thread::step::StepError, thread::lifecycle::ThreadError, thread::index::ThreadIndexError};
-        let index_busy = |e: &ThreadIndexError| matches!(e, ThreadIndexError::Busy { .. });
-        c.downcast_ref::<ThreadIndexError>().is_some_and(index_busy)
-            || c.downcast_ref::<StepError>().is_some_and(StepError::is_busy)
-            || matches!(c.downcast_ref::<ThreadError>(), Some(ThreadError::Step(e)) if e.is_busy())
-            || matches!(c.downcast_ref::<ThreadError>(), Some(ThreadError::Index(e)) if index_busy(e))
-    });
-    let mut lines = err.to_string();
-    let mut hint = None;
-    for cause in err.chain().skip(1) {
-        let text = cause.to_string();
-        if let Some(h) = text.strip_prefix("hint: ") {
-            hint = Some(h.to_owned());
-        } else {
-            lines.push_str(&format!("\ncaused by: {text}"));
-        }
-    }
-    eprintln!("error: {lines}");
-    if let Some(hint) = hint {
-        eprintln!("hint: {hint}");
-    }
-    ExitCode::from(if busy { 75 } else { 1 })
 }

@@ -9,13 +9,13 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use anyhow::{Context, bail};
 use clap::Args;
 use nix::sys::signal::{SigSet, Signal};
 use serde_json::json;
 
 use super::Out;
 use crate::cas::Store;
+use crate::cli::error::{CliResult, Context, bail, user_error};
 use crate::fs::fuse::{self, MountConfig};
 use crate::fs::scratch::Limits;
 use crate::fs::unmount::{self, Unmounted};
@@ -66,22 +66,18 @@ pub struct UmountArgs {
     force: bool,
 }
 
-pub fn run_mount(args: MountArgs, root: &Path, out: &mut Out) -> anyhow::Result<()> {
+pub fn run_mount(args: MountArgs, root: &Path, out: &mut Out) -> CliResult<()> {
     let dir = unmount::lexical_absolute(&args.dir)
         .with_context(|| format!("bad mount point {}", args.dir.display()))?;
     if unmount::find(&dir)?.is_some() {
-        bail!(
-            "{} is already a FUSE mount point\nhint: `uwf umount {}` first",
-            dir.display(),
-            dir.display()
+        return Err(
+            user_error!("{} is already a FUSE mount point", dir.display())
+                .hint(format!("`uwf umount {}` first", dir.display())),
         );
     }
     if !dir.is_dir() {
-        bail!(
-            "{} is not a directory\nhint: mkdir -p {}",
-            dir.display(),
-            dir.display()
-        );
+        return Err(user_error!("{} is not a directory", dir.display())
+            .hint(format!("mkdir -p {}", dir.display())));
     }
     if args.background && !args.daemon {
         return spawn_daemon(&args, root, &dir, out);
@@ -90,7 +86,7 @@ pub fn run_mount(args: MountArgs, root: &Path, out: &mut Out) -> anyhow::Result<
 }
 
 /// Starts `uwf mount --daemon` detached and waits for it to say the mount is ready.
-fn spawn_daemon(args: &MountArgs, root: &Path, dir: &Path, out: &mut Out) -> anyhow::Result<()> {
+fn spawn_daemon(args: &MountArgs, root: &Path, dir: &Path, out: &mut Out) -> CliResult<()> {
     let exe = std::env::current_exe().context("cannot find the uwf executable")?;
     let root = std::path::absolute(root)
         .with_context(|| format!("bad storage root {}", root.display()))?;
@@ -145,7 +141,7 @@ fn spawn_daemon(args: &MountArgs, root: &Path, dir: &Path, out: &mut Out) -> any
 }
 
 /// Mounts and serves until unmounted.
-fn serve(args: &MountArgs, root: &Path, dir: &Path) -> anyhow::Result<()> {
+fn serve(args: &MountArgs, root: &Path, dir: &Path) -> CliResult<()> {
     // Block the stop signals before any thread starts, so every thread inherits the mask and
     // only the waiting thread below receives them.
     let mut signals = SigSet::empty();
@@ -172,11 +168,11 @@ fn serve(args: &MountArgs, root: &Path, dir: &Path) -> anyhow::Result<()> {
     };
     let mut mounted = fuse::mount(tree, dir, config).map_err(|e| {
         let hint = if nix::unistd::geteuid().is_root() {
-            "hint: is /dev/fuse there (modprobe fuse)?"
+            "is /dev/fuse there (modprobe fuse)?"
         } else {
-            "hint: without root, mounting needs fusermount3 (Debian: apt-get install fuse3)"
+            "without root, mounting needs fusermount3 (Debian: apt-get install fuse3)"
         };
-        anyhow::anyhow!("cannot mount on {}: {e}\n{hint}", dir.display())
+        user_error!("cannot mount on {}: {e}", dir.display()).hint(hint)
     })?;
     let mut unmounter = mounted.unmounter();
     let point = dir.to_path_buf();
@@ -228,7 +224,7 @@ fn detach_stdio() {
     }
 }
 
-pub fn run_umount(args: UmountArgs, out: &mut Out) -> anyhow::Result<()> {
+pub fn run_umount(args: UmountArgs, out: &mut Out) -> CliResult<()> {
     let how = unmount::unmount(&args.dir, args.force)?;
     out.line(json!({
         "unmounted": unmount::lexical_absolute(&args.dir)?,

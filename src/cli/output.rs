@@ -40,11 +40,3 @@ impl Drop for Out {
         let _ = self.inner.flush();
     }
 }
-
-/// Whether an error is only the reader of our stdout having gone away.
-pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
-    err.chain().any(|c| {
-        c.downcast_ref::<io::Error>()
-            .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
-    })
-}

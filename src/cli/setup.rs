@@ -4,10 +4,10 @@
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::Path;
 
-use anyhow::{Context, bail};
 use clap::Args;
 
-use super::{Exit, Out};
+use super::Out;
+use crate::cli::error::{CliResult, CommandError, Context, bail, user_error};
 use crate::engine::config::{self, PRESETS, Setup};
 use crate::engine::{config::doctor, config::dotenv};
 
@@ -50,7 +50,7 @@ pub struct DoctorArgs {
     skip: Vec<String>,
 }
 
-pub fn setup(args: SetupArgs, root: &Path, out: &mut Out) -> anyhow::Result<()> {
+pub fn setup(args: SetupArgs, root: &Path, out: &mut Out) -> CliResult<()> {
     let no_flags = args.provider.is_none()
         && args.base_url.is_none()
         && args.api_key_env.is_none()
@@ -59,8 +59,10 @@ pub fn setup(args: SetupArgs, root: &Path, out: &mut Out) -> anyhow::Result<()> 
         && args.agent.is_none();
     let (setup, key) = if no_flags {
         if !std::io::stdin().is_terminal() {
-            bail!(
-                "no settings given and stdin is not a terminal\nhint: pass flags, e.g. `uwf setup --provider openai --api-key-env OPENAI_API_KEY --api-key - --model gpt-4o-mini --agent llm`"
+            return Err(
+                user_error!("no settings given and stdin is not a terminal").hint(
+                    "pass flags, e.g. `uwf setup --provider openai --api-key-env OPENAI_API_KEY --api-key - --model gpt-4o-mini --agent llm`",
+                ),
             );
         }
         let stdin = std::io::stdin();
@@ -91,9 +93,8 @@ pub fn setup(args: SetupArgs, root: &Path, out: &mut Out) -> anyhow::Result<()> 
         bail!("the API key is empty");
     }
     if key.is_some() && setup.provider.is_none() && setup.api_key_env.is_none() {
-        bail!(
-            "an API key needs a variable to live in\nhint: add --provider NAME or --api-key-env NAME (e.g. OPENAI_API_KEY)"
-        );
+        return Err(user_error!("an API key needs a variable to live in")
+            .hint("add --provider NAME or --api-key-env NAME (e.g. OPENAI_API_KEY)"));
     }
     let (config, key_env) = config::apply_setup(root, &setup)?;
     let mut said = Vec::new();
@@ -127,9 +128,8 @@ pub fn setup(args: SetupArgs, root: &Path, out: &mut Out) -> anyhow::Result<()> 
     ))?;
     if let Some(key) = key {
         let Some(env) = key_env else {
-            bail!(
-                "an API key needs a variable to live in\nhint: add --api-key-env NAME (e.g. OPENAI_API_KEY)"
-            );
+            return Err(user_error!("an API key needs a variable to live in")
+                .hint("add --api-key-env NAME (e.g. OPENAI_API_KEY)"));
         };
         dotenv::set(root, &[(env.as_str(), key.as_str())])?;
         out.line(format!(
@@ -145,7 +145,7 @@ fn interactive(
     input: &mut dyn BufRead,
     prompt: &mut dyn Write,
     secret: &dyn Fn(&mut dyn BufRead) -> std::io::Result<String>,
-) -> anyhow::Result<(Setup, Option<String>)> {
+) -> CliResult<(Setup, Option<String>)> {
     let presets = PRESETS.iter().map(|p| p.0).collect::<Vec<_>>().join(", ");
     let provider = ask(
         input,
@@ -212,7 +212,7 @@ fn ask(
     prompt: &mut dyn Write,
     question: &str,
     default: &str,
-) -> anyhow::Result<String> {
+) -> CliResult<String> {
     if default.is_empty() {
         write!(prompt, "{question}: ")?;
     } else {
@@ -240,7 +240,7 @@ fn read_hidden(input: &mut dyn BufRead) -> std::io::Result<String> {
     read.map(|_| line)
 }
 
-pub fn doctor(args: DoctorArgs, root: &Path, out: &mut Out) -> anyhow::Result<()> {
+pub fn doctor(args: DoctorArgs, root: &Path, out: &mut Out) -> CliResult<()> {
     let checks = doctor::run(root, &args.skip);
     let failed = checks.iter().filter(|c| !c.ok).count();
     for check in &checks {
@@ -256,7 +256,7 @@ pub fn doctor(args: DoctorArgs, root: &Path, out: &mut Out) -> anyhow::Result<()
     } else {
         out.line(format!("{failed} of {} checks failed", checks.len()))?;
         out.flush()?;
-        Err(Exit(1).into())
+        Err(CommandError::silent(1))
     }
 }
 

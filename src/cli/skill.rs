@@ -3,6 +3,7 @@
 use clap::{Args, CommandFactory, ValueEnum};
 
 use super::{Cli, Out};
+use crate::cli::error::CliResult;
 
 /// Which reference to print.
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -30,7 +31,7 @@ pub struct CompletionsArgs {
     shell: clap_complete::Shell,
 }
 
-pub fn skill(args: &SkillArgs, out: &mut Out) -> anyhow::Result<()> {
+pub fn skill(args: &SkillArgs, out: &mut Out) -> CliResult<()> {
     out.text(match args.topic {
         Topic::Cli => include_str!("skill/cli.md"),
         Topic::Author => include_str!("skill/author.md"),
@@ -39,7 +40,7 @@ pub fn skill(args: &SkillArgs, out: &mut Out) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub fn completions(args: &CompletionsArgs, out: &mut Out) -> anyhow::Result<()> {
+pub fn completions(args: &CompletionsArgs, out: &mut Out) -> CliResult<()> {
     // Generate into memory: clap_complete panics when its writer fails (`| head`).
     let mut script = Vec::new();
     clap_complete::generate(args.shell, &mut Cli::command(), "uwf", &mut script);

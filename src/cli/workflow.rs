@@ -3,13 +3,13 @@
 use std::io::Read;
 use std::path::Path;
 
-use anyhow::{Context, bail};
 use clap::Subcommand;
 use serde_json::json;
 
 use super::Out;
 use crate::cas::Store;
 use crate::cas::store::now_ms;
+use crate::cli::error::{CliResult, Context, bail};
 use crate::engine::workflow::graph;
 use crate::engine::workflow::registry::{self, Registered};
 use crate::engine::workflow::{self, Definition, WorkflowError};
@@ -64,7 +64,7 @@ Examples:\n  uwf workflow put examples/solve-issue.yaml\n  uwf workflow put --ch
     Rm { name: String },
 }
 
-pub fn run(cmd: WorkflowCommand, root: &Path, out: &mut Out) -> anyhow::Result<()> {
+pub fn run(cmd: WorkflowCommand, root: &Path, out: &mut Out) -> CliResult<()> {
     let store = Store::open(root)?;
     match cmd {
         WorkflowCommand::Put { file, check } => put(&store, &file, check, out)?,
@@ -114,7 +114,7 @@ pub fn run(cmd: WorkflowCommand, root: &Path, out: &mut Out) -> anyhow::Result<(
     Ok(())
 }
 
-fn put(store: &Store, file: &str, check: bool, out: &mut Out) -> anyhow::Result<()> {
+fn put(store: &Store, file: &str, check: bool, out: &mut Out) -> CliResult<()> {
     let text = if file == "-" {
         let mut text = String::new();
         std::io::stdin()

@@ -288,3 +288,13 @@ fn kind_of_field(pointer: &str) -> &'static str {
         _ => "node",
     }
 }
+
+impl crate::advice::Advice for FsckError {
+    fn hints(&self) -> Vec<String> {
+        match self {
+            FsckError::Store(e) => e.hints(),
+            FsckError::Index(e) => e.hints(),
+            _ => Vec::new(),
+        }
+    }
+}

@@ -10,6 +10,7 @@
 //! A file that exists but does not parse is an error naming the file, never "no entries": a GC
 //! that read a damaged index as empty would delete live threads.
 
+use crate::advice::Advice;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -29,8 +30,19 @@ pub enum IndexError {
     /// Writing an index file failed; nothing was changed (the old file is intact).
     #[error(transparent)]
     Write(#[from] crate::file_util::FileError),
-    #[error("{} is damaged: {reason}\nhint: fix or restore the file by hand; nothing was changed", path.display())]
+    #[error("{} is damaged: {reason}", path.display())]
     Damaged { path: PathBuf, reason: String },
+}
+
+impl Advice for IndexError {
+    fn hints(&self) -> Vec<String> {
+        match self {
+            IndexError::Damaged { .. } => {
+                vec!["fix or restore the file by hand; nothing was changed".to_owned()]
+            }
+            _ => Vec::new(),
+        }
+    }
 }
 
 /// One registered workflow version.

@@ -1,6 +1,16 @@
-//! The workflow engine: definitions, registry, moderator, threads and agents.
+//! The workflow engine: definitions, registry, moderator, threads and agents, as a library with
+//! one error enum per module and no printing (that is `cli`'s job). Builds on [`crate::cas`].
 //!
-//! Builds on [`crate::cas`]; never prints to the terminal (that is `cli`'s job).
+//! Rooms:
+//! - [`workflow`]: definitions, validation, registry, graph drawing, the moderator (where the
+//!   next role is decided) and JSONata.
+//! - [`thread`]: the head index, chains, one step (where a step is published), start/fork/kill,
+//!   renderings.
+//! - [`agent`]: agent resolution, spawning (where an agent process starts), the kit's prompt,
+//!   extraction and submit, the offline built-ins.
+//! - [`llm`]: the model client and the agents that use it.
+//! - [`config`]: `config.yaml`, `.env`, `uwf setup`, `uwf doctor`.
+//! - [`index_files`]: formats, locks and atomic writes of the small mutable files.
 pub mod agent;
 pub mod config;
 pub mod fsck;

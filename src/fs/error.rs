@@ -88,6 +88,8 @@ impl FsError {
     }
 }
 
+impl crate::advice::Advice for FsError {}
+
 #[cfg(test)]
 mod tests {
     use super::*;

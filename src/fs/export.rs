@@ -11,10 +11,11 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
+use super::attr::{Attr, Kind, Lookup};
 use super::error::FsError;
 use super::inode::{Ino, ROOT};
 use super::scratch::Limits;
-use super::tree::{Attr, Kind, Lookup, Options, Tree};
+use super::tree::{Options, Tree};
 use super::views::Source;
 
 /// What to export.
@@ -204,3 +205,5 @@ fn remove_existing(path: &Path) -> std::io::Result<()> {
 fn set_times(path: &Path, time: SystemTime) -> std::io::Result<()> {
     File::open(path)?.set_times(FileTimes::new().set_accessed(time).set_modified(time))
 }
+
+impl crate::advice::Advice for ExportError {}

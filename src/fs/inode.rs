@@ -1,9 +1,11 @@
-//! The inode table: which inode number stands for which entry of the tree.
+//! What an inode *is* ([`Key`], one nested key per subtree, and the names of the fixed files in
+//! thread and step directories) and the table of inode numbers standing for keys.
 //!
 //! Entries are named by a [`Key`] (what the entry *is*: "the `hash` file of workflow
 //! `solve-issue`", "scratch file 7"), not by a path, so a renamed scratch file keeps its inode and
 //! a view keeps its inode across refreshes. Numbers are handed out on first sight and never
-//! reused (a `u64` counter), so generation numbers are not needed.
+//! reused (a `u64` counter), so generation numbers are not needed. This file imports nothing else
+//! from `fs`: every other file may name keys.
 //!
 //! Architecture Invariant: the table mirrors the kernel's view of identity. When a rename moves an
 //! inode in the kernel's dentry cache, [`InodeTable::rebind`] moves the same inode number to the
@@ -16,8 +18,6 @@ use std::sync::Arc;
 
 use crate::cas::Hash;
 
-use super::views::{StepFile, ThreadFile};
-
 /// An inode number.
 pub type Ino = u64;
 
@@ -28,41 +28,59 @@ pub const ROOT: Ino = 1;
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Key {
     Root,
+    /// `README.md`
     Readme,
-    Workflows,
-    WorkflowsError,
+    /// `workflows/` and everything in it but scratch files.
+    Workflows(WfKey),
+    /// `threads/` and everything in it.
+    Threads(ThreadKey),
+    /// `cas/` and everything in it.
+    Cas(CasKey),
+    /// A file created by a user in a writable directory, kept in memory.
+    Scratch(u64),
+    /// An inode whose entry went away (replaced by a rename, or unlinked) while the kernel may
+    /// still hold it: it answers ENOENT.
+    Gone,
+}
+
+/// An entry of `workflows/`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum WfKey {
+    /// `workflows/`
+    Root,
+    /// `workflows/error`
+    Error,
     /// `workflows/<name>/`
-    WfDir(Arc<str>),
+    Dir(Arc<str>),
     /// `workflows/<name>/workflow.yaml`
-    WfYaml(Arc<str>),
+    Yaml(Arc<str>),
     /// `workflows/<name>/hash`
-    WfHash(Arc<str>),
+    Hash(Arc<str>),
     /// `workflows/<name>/graph.mmd`
-    WfGraph(Arc<str>),
+    Graph(Arc<str>),
     /// `workflows/<name>/versions/`
-    WfVersions(Arc<str>),
+    Versions(Arc<str>),
     /// `workflows/<name>/versions/<hash>.yaml`
-    WfVersion(Arc<str>, Hash),
-    Cas,
-    /// `cas/<hash>`
-    CasNode(Hash),
-    CasSchemas,
-    /// `cas/schemas/<hash>.json`
-    CasSchema(Hash),
+    Version(Arc<str>, Hash),
     /// `workflows/<name>/prompt`: write a prompt and close → a new thread.
-    WfPrompt(Arc<str>),
+    Prompt(Arc<str>),
     /// `workflows/<name>/latest` → the newest thread of the workflow.
-    WfLatest(Arc<str>),
+    Latest(Arc<str>),
     /// `workflows/<name>/threads/`
-    WfThreads(Arc<str>),
+    Threads(Arc<str>),
     /// `workflows/<name>/threads/<id>` → `../../../threads/<id>`
-    WfThreadLink(Arc<str>, Arc<str>),
+    ThreadLink(Arc<str>, Arc<str>),
+}
+
+/// An entry of `threads/`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ThreadKey {
     /// `threads/`
-    Threads,
+    Root,
     /// `threads/<id>/`
-    Thread(Arc<str>),
+    Dir(Arc<str>),
     /// `threads/<id>/<file>` (`steps/` aside)
-    ThreadFile(Arc<str>, ThreadFile),
+    File(Arc<str>, ThreadFile),
     /// `threads/<id>/steps/`
     Steps(Arc<str>),
     /// `threads/<id>/steps/latest` → `NNN-role`
@@ -71,11 +89,200 @@ pub enum Key {
     StepDir(Arc<str>, u32),
     /// `threads/<id>/steps/NNN-role/<file>`
     StepFile(Arc<str>, u32, StepFile),
-    /// A file created by a user in a writable directory, kept in memory.
-    Scratch(u64),
-    /// An inode whose entry went away (replaced by a rename, or unlinked) while the kernel may
-    /// still hold it: it answers ENOENT.
-    Gone,
+}
+
+/// An entry of `cas/`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum CasKey {
+    /// `cas/`
+    Root,
+    /// `cas/<hash>`
+    Node(Hash),
+    /// `cas/schemas/`
+    Schemas,
+    /// `cas/schemas/<hash>.json`
+    Schema(Hash),
+}
+
+impl Key {
+    /// Whether the entry is a directory.
+    pub fn is_dir(&self) -> bool {
+        match self {
+            Key::Root => true,
+            Key::Workflows(k) => matches!(
+                k,
+                WfKey::Root | WfKey::Dir(_) | WfKey::Versions(_) | WfKey::Threads(_)
+            ),
+            Key::Threads(k) => matches!(
+                k,
+                ThreadKey::Root | ThreadKey::Dir(_) | ThreadKey::Steps(_) | ThreadKey::StepDir(..)
+            ),
+            Key::Cas(k) => matches!(k, CasKey::Root | CasKey::Schemas),
+            Key::Readme | Key::Scratch(_) | Key::Gone => false,
+        }
+    }
+
+    /// Whether the entry is a symbolic link.
+    pub fn is_link(&self) -> bool {
+        matches!(
+            self,
+            Key::Workflows(WfKey::Latest(_) | WfKey::ThreadLink(..))
+                | Key::Threads(
+                    ThreadKey::StepsLatest(_) | ThreadKey::File(_, ThreadFile::Workflow)
+                )
+        )
+    }
+
+    /// Whether files can be created, deleted and renamed in this directory.
+    pub fn is_writable_dir(&self) -> bool {
+        matches!(self, Key::Workflows(WfKey::Root | WfKey::Dir(_)))
+    }
+
+    /// The directory holding this directory (the root for the root and for files, whose `..`
+    /// is never asked for).
+    pub fn parent(&self) -> Key {
+        match self {
+            Key::Workflows(WfKey::Dir(_)) => Key::Workflows(WfKey::Root),
+            Key::Workflows(WfKey::Versions(n) | WfKey::Threads(n)) => {
+                Key::Workflows(WfKey::Dir(n.clone()))
+            }
+            Key::Cas(CasKey::Schemas) => Key::Cas(CasKey::Root),
+            Key::Threads(ThreadKey::Dir(_)) => Key::Threads(ThreadKey::Root),
+            Key::Threads(ThreadKey::Steps(id)) => Key::Threads(ThreadKey::Dir(id.clone())),
+            Key::Threads(ThreadKey::StepDir(id, _)) => Key::Threads(ThreadKey::Steps(id.clone())),
+            _ => Key::Root,
+        }
+    }
+}
+
+/// The entries of `threads/<id>/` other than `steps/`, in listing order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ThreadFile {
+    Prompt,
+    Head,
+    Status,
+    /// Symlink to `../../workflows/<name>`.
+    Workflow,
+    Step,
+    Run,
+    Wait,
+    Kill,
+    Log,
+    Error,
+    Transcript,
+}
+
+impl ThreadFile {
+    pub const ALL: [ThreadFile; 11] = [
+        ThreadFile::Prompt,
+        ThreadFile::Head,
+        ThreadFile::Status,
+        ThreadFile::Workflow,
+        ThreadFile::Step,
+        ThreadFile::Run,
+        ThreadFile::Wait,
+        ThreadFile::Kill,
+        ThreadFile::Log,
+        ThreadFile::Error,
+        ThreadFile::Transcript,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ThreadFile::Prompt => "prompt",
+            ThreadFile::Head => "head",
+            ThreadFile::Status => "status",
+            ThreadFile::Workflow => "workflow",
+            ThreadFile::Step => "step",
+            ThreadFile::Run => "run",
+            ThreadFile::Wait => "wait",
+            ThreadFile::Kill => "kill",
+            ThreadFile::Log => "log",
+            ThreadFile::Error => "error",
+            ThreadFile::Transcript => "transcript.md",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<ThreadFile> {
+        ThreadFile::ALL.into_iter().find(|f| f.name() == name)
+    }
+
+    /// Files whose write is an action (`step`, `run`, `kill`).
+    pub fn is_control(self) -> bool {
+        matches!(self, ThreadFile::Step | ThreadFile::Run | ThreadFile::Kill)
+    }
+}
+
+/// The entries of `threads/<id>/steps/NNN-role/`, in listing order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum StepFile {
+    OutputYaml,
+    OutputJson,
+    Body,
+    Detail,
+    Hash,
+    Role,
+    Agent,
+    Diff,
+    Fork,
+}
+
+impl StepFile {
+    pub const ALL: [StepFile; 9] = [
+        StepFile::OutputYaml,
+        StepFile::OutputJson,
+        StepFile::Body,
+        StepFile::Detail,
+        StepFile::Hash,
+        StepFile::Role,
+        StepFile::Agent,
+        StepFile::Diff,
+        StepFile::Fork,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            StepFile::OutputYaml => "output.yaml",
+            StepFile::OutputJson => "output.json",
+            StepFile::Body => "body.md",
+            StepFile::Detail => "detail.yaml",
+            StepFile::Hash => "hash",
+            StepFile::Role => "role",
+            StepFile::Agent => "agent",
+            StepFile::Diff => "diff",
+            StepFile::Fork => "fork",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<StepFile> {
+        StepFile::ALL.into_iter().find(|f| f.name() == name)
+    }
+}
+
+/// `NNN-role`: the step's 1-based index, zero-padded to width 3 (wider past 999), and its role.
+pub fn step_dir_name(index: usize, role: &str) -> String {
+    format!("{:03}-{role}", index + 1)
+}
+
+/// The 0-based index a step directory name claims, if it has the shape `NNN-role`.
+pub fn parse_step_dir(name: &str) -> Option<(usize, &str)> {
+    let (number, role) = name.split_once('-')?;
+    if number.len() < 3 || !number.bytes().all(|b| b.is_ascii_digit()) || role.is_empty() {
+        return None;
+    }
+    let n: usize = number.parse().ok()?;
+    // Exactly the canonical spelling: `0001-x` or `000-x` never name a step.
+    (n >= 1 && format!("{n:03}") == number).then(|| (n - 1, role))
+}
+
+/// Whether `name` is spelled like a thread id (an uppercase ULID).
+pub fn is_thread_id(name: &str) -> bool {
+    ulid::Ulid::from_string(name).is_ok_and(|u| u.to_string() == name)
+}
+
+/// `<13 symbols><suffix>` → the hash (`cas/schemas/<hash>.json`, `versions/<hash>.yaml`).
+pub fn hash_name(name: &str, suffix: &str) -> Option<Hash> {
+    Hash::parse(name.strip_suffix(suffix)?).ok()
 }
 
 #[derive(Debug)]
@@ -259,14 +466,17 @@ mod tests {
     #[test]
     fn rebind_moves_identity_like_a_rename() {
         let mut t = InodeTable::new();
-        let view = t.ino(&Key::WfYaml(name("demo")));
+        let view = t.ino(&Key::Workflows(WfKey::Yaml(name("demo"))));
         let scratch = t.ino(&Key::Scratch(7));
         // `mv scratch workflow.yaml`: the scratch inode now is the view; the old view inode is gone.
-        t.rebind(scratch, Key::WfYaml(name("demo")));
-        assert_eq!(t.key(scratch), Some(&Key::WfYaml(name("demo"))));
+        t.rebind(scratch, Key::Workflows(WfKey::Yaml(name("demo"))));
+        assert_eq!(
+            t.key(scratch),
+            Some(&Key::Workflows(WfKey::Yaml(name("demo"))))
+        );
         assert_eq!(t.key(view), Some(&Key::Gone));
         assert_eq!(t.existing(&Key::Scratch(7)), None);
-        assert_eq!(t.ino(&Key::WfYaml(name("demo"))), scratch);
+        assert_eq!(t.ino(&Key::Workflows(WfKey::Yaml(name("demo")))), scratch);
     }
 
     #[test]
@@ -283,6 +493,27 @@ mod tests {
         let b = t.ino(&Key::Readme);
         t.remember(b);
         assert!(t.first_fill(b), "a new kernel inode");
+    }
+
+    #[test]
+    fn step_dir_names_round_trip_and_grow_past_999() {
+        assert_eq!(step_dir_name(0, "planner"), "001-planner");
+        assert_eq!(step_dir_name(999, "dev"), "1000-dev");
+        assert_eq!(parse_step_dir("001-planner"), Some((0, "planner")));
+        assert_eq!(parse_step_dir("1000-dev"), Some((999, "dev")));
+        assert_eq!(parse_step_dir("a-b-c"), None);
+        for bad in [
+            "1-planner",
+            "0001-planner",
+            "000-x",
+            "001-",
+            "latest",
+            "01x-a",
+        ] {
+            assert_eq!(parse_step_dir(bad), None, "{bad}");
+        }
+        // Roles may contain dashes.
+        assert_eq!(parse_step_dir("012-code-review"), Some((11, "code-review")));
     }
 
     #[test]

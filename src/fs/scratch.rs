@@ -283,6 +283,7 @@ fn touch(file: &mut Scratch) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fs::inode::{CasKey, WfKey};
 
     fn small() -> Scratches {
         Scratches::new(Limits {
@@ -296,7 +297,7 @@ mod tests {
     fn writes_grow_and_truncate_cuts() {
         let mut s = small();
         let id = s
-            .create(Some((Key::Workflows, "a".into())), 0o644, 0, 0)
+            .create(Some((Key::Workflows(WfKey::Root), "a".into())), 0o644, 0, 0)
             .unwrap();
         s.write(id, 3, b"xy").unwrap();
         assert_eq!(s.get(id).unwrap().data, b"\0\0\0xy");
@@ -309,7 +310,7 @@ mod tests {
     fn limits_refuse_before_allocating() {
         let mut s = small();
         let a = s
-            .create(Some((Key::Workflows, "a".into())), 0o644, 0, 0)
+            .create(Some((Key::Workflows(WfKey::Root), "a".into())), 0o644, 0, 0)
             .unwrap();
         assert_eq!(s.truncate(a, 1 << 50), Err(FsError::TooBig { limit: 100 }));
         assert!(matches!(
@@ -318,7 +319,7 @@ mod tests {
         ));
         s.truncate(a, 100).unwrap();
         let b = s
-            .create(Some((Key::Workflows, "b".into())), 0o644, 0, 0)
+            .create(Some((Key::Workflows(WfKey::Root), "b".into())), 0o644, 0, 0)
             .unwrap();
         assert!(matches!(s.truncate(b, 60), Err(FsError::NoSpace(_))));
         s.create(None, 0o644, 0, 0).unwrap();
@@ -332,12 +333,12 @@ mod tests {
     fn unlinked_files_live_until_the_last_handle_closes() {
         let mut s = small();
         let id = s
-            .create(Some((Key::Workflows, "a".into())), 0o644, 0, 0)
+            .create(Some((Key::Workflows(WfKey::Root), "a".into())), 0o644, 0, 0)
             .unwrap();
         s.get_mut(id).unwrap().handles = 1;
         s.unlink(id);
         assert!(s.get(id).is_some());
-        assert_eq!(s.find(&Key::Workflows, "a"), None);
+        assert_eq!(s.find(&Key::Workflows(WfKey::Root), "a"), None);
         s.get_mut(id).unwrap().handles = 0;
         s.collect(id);
         assert!(s.get(id).is_none());
@@ -346,16 +347,16 @@ mod tests {
     #[test]
     fn listing_is_per_directory_and_sorted() {
         let mut s = small();
-        let d = Key::WfDir("x".into());
+        let d = Key::Workflows(WfKey::Dir("x".into()));
         s.create(Some((d.clone(), "b".into())), 0o644, 0, 0)
             .unwrap();
-        s.create(Some((Key::Workflows, "z".into())), 0o644, 0, 0)
+        s.create(Some((Key::Workflows(WfKey::Root), "z".into())), 0o644, 0, 0)
             .unwrap();
         s.create(Some((d.clone(), "a".into())), 0o644, 0, 0)
             .unwrap();
         let names: Vec<_> = s.list(&d).into_iter().map(|(n, _)| n).collect();
         assert_eq!(names, ["a", "b"]);
-        assert!(s.any_in(&Key::Workflows));
-        assert!(!s.any_in(&Key::Cas));
+        assert!(s.any_in(&Key::Workflows(WfKey::Root)));
+        assert!(!s.any_in(&Key::Cas(CasKey::Root)));
     }
 }

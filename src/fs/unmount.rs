@@ -3,9 +3,13 @@
 //! A FUSE mount whose daemon was killed stays in the mount table and answers ENOTCONN; one whose
 //! daemon hangs leaves callers stuck in uninterruptible sleep. `unmount` handles both: plain
 //! `umount(2)`, lazy detach when files are still open, and (with `force`) aborting the kernel
-//! connection through fusectl first, which releases every stuck process (`fuse-notes.md` §5).
+//! connection through fusectl first (writing to `/sys/fs/fuse/connections/<n>/abort` fails every
+//! pending and future request of that connection with ENOTCONN), which releases every stuck process.
 //! Mount points are matched in `/proc/self/mountinfo` lexically, because `stat` on a dead mount
 //! fails.
+//!
+//! Architecture Invariant: nothing here touches the daemon or the tree: it works on a mount
+//! whose process is gone, from the mount table alone.
 
 use std::io;
 use std::path::{Component, Path, PathBuf};
@@ -163,6 +167,8 @@ pub fn unmount(dir: &Path, force: bool) -> Result<Unmounted, UnmountError> {
         Err(e) => Err(failed(io::Error::from(e))),
     }
 }
+
+impl crate::advice::Advice for UnmountError {}
 
 #[cfg(test)]
 mod tests {

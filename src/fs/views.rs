@@ -32,12 +32,12 @@ use crate::engine::workflow::graph;
 use crate::engine::workflow::{Definition, Workflow};
 
 use super::error::FsError;
-use super::inode::Key;
+use super::inode::{CasKey, Key, StepFile};
 
-mod threads;
+mod thread_source;
 mod warm;
 
-pub use threads::{StepFile, ThreadFile, ThreadRef, parse_step_dir, step_dir_name};
+pub use thread_source::ThreadRef;
 pub use warm::{Order, Warmer};
 
 /// How long a listing of a big directory (`cas/`) is reused.
@@ -126,8 +126,8 @@ pub struct Source {
     registry: Mutex<Option<(Stamp, Version, Arc<Registry>)>>,
     rendered: Mutex<ByteCache>,
     /// `cas/` and `cas/schemas/`: the period each listing was made in (its mtime), the listing.
-    listings: Mutex<HashMap<Key, (SystemTime, Arc<Listing>)>>,
-    threads: threads::Threads,
+    listings: Mutex<HashMap<CasKey, (SystemTime, Arc<Listing>)>>,
+    threads: thread_source::Threads,
 }
 
 impl std::fmt::Debug for Source {
@@ -193,7 +193,7 @@ impl Source {
             registry: Mutex::new(None),
             rendered: Mutex::new(ByteCache::default()),
             listings: Mutex::new(HashMap::new()),
-            threads: threads::Threads::default(),
+            threads: thread_source::Threads::default(),
         }
     }
 
@@ -324,7 +324,7 @@ impl Source {
     }
 
     /// The entries of `cas/` (every node) or `cas/schemas/`, reused for [`LISTING_TTL`].
-    pub fn cas_listing(&self, dir: &Key) -> Result<Arc<Listing>, FsError> {
+    pub fn cas_listing(&self, dir: &CasKey) -> Result<Arc<Listing>, FsError> {
         let period = self.cas_mtime();
         let mut cache = lock(&self.listings);
         if let Some((made, listing)) = cache.get(dir)
@@ -333,14 +333,14 @@ impl Source {
             return Ok(listing.clone());
         }
         let listing: Listing = match dir {
-            Key::Cas => {
-                let mut out = vec![("schemas".to_owned(), Key::CasSchemas)];
+            CasKey::Root => {
+                let mut out = vec![("schemas".to_owned(), Key::Cas(CasKey::Schemas))];
                 for h in self.store.list_all().map_err(FsError::internal)? {
-                    out.push((h.to_string(), Key::CasNode(h)));
+                    out.push((h.to_string(), Key::Cas(CasKey::Node(h))));
                 }
                 out
             }
-            Key::CasSchemas => {
+            CasKey::Schemas => {
                 let mut hashes = self
                     .store
                     .list_type(Hash::META)
@@ -351,7 +351,7 @@ impl Source {
                 hashes.dedup();
                 hashes
                     .into_iter()
-                    .map(|h| (format!("{h}.json"), Key::CasSchema(h)))
+                    .map(|h| (format!("{h}.json"), Key::Cas(CasKey::Schema(h))))
                     .collect()
             }
             _ => return Err(FsError::NotDir),

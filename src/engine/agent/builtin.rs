@@ -2,6 +2,7 @@
 //! still reach the LLM extraction fallback when one is configured). Each writes one step
 //! for the thread's current head and returns its hash; the CLI prints it, as every agent must.
 
+use crate::advice::Advice;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -30,9 +31,7 @@ pub enum BuiltinError {
     Dry { role: String, reason: String },
     #[error("cannot read script {path}: {reason}")]
     Script { path: String, reason: String },
-    #[error(
-        "script {path} has no outputs for role `{role}`\nhint: add `{role}:` with a list of outputs"
-    )]
+    #[error("script {path} has no outputs for role `{role}`")]
     ScriptRole { path: String, role: String },
     #[error("command failed to start: {0}")]
     Spawn(std::io::Error),
@@ -48,6 +47,26 @@ pub enum BuiltinError {
     },
     #[error("cannot write the prompt file: {0}")]
     PromptFile(std::io::Error),
+}
+
+impl Advice for BuiltinError {
+    fn hints(&self) -> Vec<String> {
+        match self {
+            BuiltinError::View(e) => e.hints(),
+            BuiltinError::Submit(e) => e.hints(),
+            BuiltinError::ScriptRole { role, .. } => {
+                vec![format!("add `{role}:` with a list of outputs")]
+            }
+            _ => Vec::new(),
+        }
+    }
+    fn is_busy(&self) -> bool {
+        match self {
+            BuiltinError::View(e) => e.is_busy(),
+            BuiltinError::Submit(e) => e.is_busy(),
+            _ => false,
+        }
+    }
 }
 
 fn stderr_note(tail: &str) -> String {

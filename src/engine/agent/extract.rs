@@ -4,6 +4,7 @@
 //! body, and a JSON object (the whole output, or a ```json fence). Either must validate against
 //! the role's schema. Failures say precisely what was wrong; the caller keeps the raw output.
 
+use crate::advice::Advice;
 use serde_json::Value;
 
 use crate::cas::schema::{CompiledSchema, Violation};
@@ -45,6 +46,8 @@ pub enum ExtractError {
         violations: Vec<Violation>,
     },
 }
+
+impl Advice for ExtractError {}
 
 /// Extracts a structured output that validates against `schema`.
 pub fn extract(raw: &str, schema: &CompiledSchema) -> Result<Extracted, ExtractError> {

@@ -5,6 +5,7 @@
 //! to ours, appended to the thread's log file, and its tail kept for error messages; its stdout
 //! is collected. On timeout the whole process group is terminated (SIGTERM, then SIGKILL).
 
+use crate::advice::Advice;
 use std::collections::VecDeque;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -24,9 +25,7 @@ pub const KILL_GRACE: Duration = Duration::from_secs(3);
 /// Errors starting or running an agent.
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
-    #[error(
-        "agent `{name}`: cannot run `{program}`: {source}\nhint: check the command, or configure the agent in config.yaml"
-    )]
+    #[error("agent `{name}`: cannot run `{program}`: {source}")]
     Spawn {
         name: String,
         program: String,
@@ -54,6 +53,17 @@ pub enum AgentError {
         got: String,
         stderr_tail: String,
     },
+}
+
+impl Advice for AgentError {
+    fn hints(&self) -> Vec<String> {
+        match self {
+            AgentError::Spawn { .. } => {
+                vec!["check the command, or configure the agent in config.yaml".to_owned()]
+            }
+            _ => Vec::new(),
+        }
+    }
 }
 
 fn tail_note(tail: &str) -> String {

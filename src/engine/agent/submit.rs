@@ -2,6 +2,7 @@
 //! schema), the detail node, and the step node — in that order, so a step node never names a
 //! node that is not stored. Used by `uwf agent submit` and every built-in agent.
 
+use crate::advice::Advice;
 use serde_json::{Map, Value, json};
 
 use crate::cas::{Hash, Store, StoreError, builtin};
@@ -28,7 +29,7 @@ pub enum SubmitError {
     #[error(transparent)]
     View(#[from] crate::engine::thread::view::ViewError),
     #[error(
-        "cannot extract the structured output for role `{role}`: {error}{}\nhint: the raw output is kept as text node {raw}: `uwf cas get {raw} --payload`",
+        "cannot extract the structured output for role `{role}`: {error}{}",
         llm.as_ref().map(|l| format!("\nthe LLM fallback failed too: {l}")).unwrap_or_default()
     )]
     Extract {
@@ -40,6 +41,32 @@ pub enum SubmitError {
     },
     #[error("--detail-json must hold a JSON object: {0}")]
     Detail(String),
+}
+
+impl Advice for SubmitError {
+    fn hints(&self) -> Vec<String> {
+        match self {
+            SubmitError::Thread(e) => e.hints(),
+            SubmitError::Store(e) => e.hints(),
+            SubmitError::Workflow(e) => e.hints(),
+            SubmitError::Chain(e) => e.hints(),
+            SubmitError::View(e) => e.hints(),
+            SubmitError::Extract { raw, .. } => vec![format!(
+                "the raw output is kept as text node {raw}: `uwf cas get {raw} --payload`"
+            )],
+            _ => Vec::new(),
+        }
+    }
+    fn is_busy(&self) -> bool {
+        match self {
+            SubmitError::Thread(e) => e.is_busy(),
+            SubmitError::Store(e) => e.is_busy(),
+            SubmitError::Workflow(e) => e.is_busy(),
+            SubmitError::Chain(e) => e.is_busy(),
+            SubmitError::View(e) => e.is_busy(),
+            _ => false,
+        }
+    }
 }
 
 /// What an agent produced.

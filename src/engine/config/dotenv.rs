@@ -8,6 +8,7 @@
 //! message; errors name the file and the line number only. The file is written 0600 through a
 //! temporary file and a rename, so it is never readable by others, even for a moment.
 
+use crate::advice::Advice;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
@@ -23,10 +24,19 @@ pub enum DotenvError {
     #[error(transparent)]
     Write(#[from] crate::file_util::FileError),
     #[error(
-        "{} line {line}: expected KEY=VALUE (KEY: letters, digits, `_`)\nhint: fix or delete that line; `uwf setup --api-key-env NAME --api-key -` rewrites a key",
+        "{} line {line}: expected KEY=VALUE (KEY: letters, digits, `_`)",
         path.display()
     )]
     Syntax { path: PathBuf, line: usize },
+}
+
+impl Advice for DotenvError {
+    fn hints(&self) -> Vec<String> {
+        match self {
+            DotenvError::Syntax { .. } => vec!["fix or delete that line; `uwf setup --api-key-env NAME --api-key -` rewrites a key".to_owned()],
+            _ => Vec::new(),
+        }
+    }
 }
 
 /// The path of the secrets file.

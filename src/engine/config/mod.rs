@@ -8,6 +8,9 @@
 //! line, rewritten here into plain words) and then the cross-references (a model's provider, the
 //! default model and agent, the overrides). Secrets never live here: a provider names the
 //! environment variable that holds its key (`apiKeyEnv`), which `<root>/.env` may set.
+//!
+//! Beside it: [`dotenv`] (the secrets file), [`setup`] (`uwf setup`'s writer) and [`doctor`]
+//! (`uwf doctor`'s checks). Which agent runs a role is [`crate::engine::agent::resolve`].
 
 pub mod doctor;
 pub mod dotenv;
@@ -15,11 +18,15 @@ pub mod setup;
 
 pub use setup::{PRESETS, Setup, SetupError, apply_setup, default_key_env};
 
+use crate::advice::Advice;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+
+/// The default nesting limit of sub-workflows.
+pub const DEFAULT_MAX_DEPTH: usize = 4;
 
 /// The default agent timeout when the config gives none.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
@@ -33,17 +40,31 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{} is not valid:\n{}\nhint: every field is optional; see docs/LLM.md for the shape, or run `uwf setup`", path.display(), problems.iter().map(|p| format!("  {p}")).collect::<Vec<_>>().join("\n"))]
+    #[error("{} is not valid:\n{}", path.display(), problems.iter().map(|p| format!("  {p}")).collect::<Vec<_>>().join("\n"))]
     Invalid {
         path: PathBuf,
         problems: Vec<String>,
     },
-    #[error(
-        "unknown agent `{name}` (known: {known})\nhint: define it under `agents:` in config.yaml, or pass a command with --agent"
-    )]
+    #[error("unknown agent `{name}` (known: {known})")]
     UnknownAgent { name: String, known: String },
     #[error("agent command `{0}` is empty or cannot be split into words")]
     BadCommand(String),
+}
+
+impl Advice for ConfigError {
+    fn hints(&self) -> Vec<String> {
+        match self {
+            ConfigError::Invalid { .. } => vec![
+                "every field is optional; see docs/LLM.md for the shape, or run `uwf setup`"
+                    .to_owned(),
+            ],
+            ConfigError::UnknownAgent { .. } => vec![
+                "define it under `agents:` in config.yaml, or pass a command with --agent"
+                    .to_owned(),
+            ],
+            _ => Vec::new(),
+        }
+    }
 }
 
 /// An LLM provider.
@@ -105,6 +126,10 @@ pub struct Config {
     /// purpose (`extract`, `llm`, `react`) → model alias.
     #[serde(default)]
     pub model_overrides: BTreeMap<String, String>,
+    /// How deep sub-workflows may nest (SPEC §9): a thread with this many ancestors cannot start
+    /// a child. Default [`DEFAULT_MAX_DEPTH`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_depth: Option<usize>,
     /// Options of the `react` agent.
     #[serde(default, skip_serializing_if = "ReactConfig::is_default")]
     pub react: ReactConfig,
@@ -342,6 +367,9 @@ impl Config {
                     &mut problems,
                 );
             }
+        }
+        if self.max_depth == Some(0) {
+            problems.push("maxDepth: must be at least 1".into());
         }
         if self.react.max_rounds == Some(0) {
             problems.push("react.maxRounds: must be at least 1".into());

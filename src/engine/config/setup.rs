@@ -1,6 +1,7 @@
 //! `uwf setup`'s writer: merges provider, model and agent settings into `config.yaml`, keeping
 //! every other entry, validates the result and replaces the file atomically.
 
+use crate::advice::Advice;
 use std::path::Path;
 
 use crate::engine::config::{Config, ConfigError, parse};
@@ -41,6 +42,21 @@ pub enum SetupError {
     Usage(String),
     #[error(transparent)]
     Write(#[from] crate::file_util::FileError),
+}
+
+impl Advice for SetupError {
+    fn hints(&self) -> Vec<String> {
+        match self {
+            SetupError::Config(e) => e.hints(),
+            _ => Vec::new(),
+        }
+    }
+    fn is_busy(&self) -> bool {
+        match self {
+            SetupError::Config(e) => e.is_busy(),
+            _ => false,
+        }
+    }
 }
 
 /// Merges `setup` into `<root>/config.yaml` (keeping every other entry; comments are not kept),

@@ -7,6 +7,7 @@
 //! tools' results, cut short) in the detail node; when the loop fails, the turns so far are kept
 //! as a text node named in the error, so no work is lost silently.
 
+use crate::advice::Advice;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -55,7 +56,7 @@ pub enum LlmAgentError {
         source: std::io::Error,
     },
     #[error(
-        "react: no `resolve` after {rounds} rounds; the turns are kept as text node {transcript}: `uwf cas get {transcript} --payload`\nhint: raise --max-rounds (or react.maxRounds in config.yaml), or make the role's task smaller"
+        "react: no `resolve` after {rounds} rounds; the turns are kept as text node {transcript}: `uwf cas get {transcript} --payload`"
     )]
     MaxRounds { rounds: usize, transcript: Hash },
     #[error(
@@ -66,6 +67,26 @@ pub enum LlmAgentError {
         error: LlmError,
         transcript: Hash,
     },
+}
+
+impl Advice for LlmAgentError {
+    fn hints(&self) -> Vec<String> {
+        match self {
+            LlmAgentError::View(e) => e.hints(),
+            LlmAgentError::Submit(e) => e.hints(),
+            LlmAgentError::Llm(e) => e.hints(),
+            LlmAgentError::MaxRounds { .. } => vec!["raise --max-rounds (or react.maxRounds in config.yaml), or make the role's task smaller".to_owned()],
+            _ => Vec::new(),
+        }
+    }
+    fn is_busy(&self) -> bool {
+        match self {
+            LlmAgentError::View(e) => e.is_busy(),
+            LlmAgentError::Submit(e) => e.is_busy(),
+            LlmAgentError::Llm(e) => e.is_busy(),
+            _ => false,
+        }
+    }
 }
 
 fn prompt(

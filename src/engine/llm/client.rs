@@ -10,6 +10,7 @@
 //! that leaves this module in an error (a response body, a transport message) passes through
 //! [`redact`] first, so no error, log or stored node can contain the key.
 
+use crate::advice::Advice;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -42,29 +43,17 @@ impl std::fmt::Debug for Secret {
 /// Errors resolving a model or talking to its provider. None contains the API key.
 #[derive(Debug, thiserror::Error)]
 pub enum LlmError {
-    #[error(
-        "no model is configured for `{purpose}`\nhint: set `defaultModel` (or `modelOverrides.{purpose}`) in config.yaml, e.g. `uwf setup --provider openai --base-url https://api.openai.com/v1 --api-key-env OPENAI_API_KEY --api-key - --model gpt-4o-mini`"
-    )]
+    #[error("no model is configured for `{purpose}`")]
     NoModel { purpose: String },
-    #[error(
-        "unknown model `{alias}` (models: {known})\nhint: add it under `models:` in config.yaml, or run `uwf setup --provider NAME --model {alias}`"
-    )]
+    #[error("unknown model `{alias}` (models: {known})")]
     UnknownModel { alias: String, known: String },
-    #[error(
-        "model `{alias}` has no provider\nhint: set `models.{alias}.provider` in config.yaml to one of `providers:`"
-    )]
+    #[error("model `{alias}` has no provider")]
     NoProvider { alias: String },
-    #[error(
-        "model `{alias}` names provider `{provider}`, which is not configured\nhint: run `uwf setup --provider {provider} --base-url URL --api-key-env VAR`"
-    )]
+    #[error("model `{alias}` names provider `{provider}`, which is not configured")]
     UnknownProvider { alias: String, provider: String },
-    #[error(
-        "provider `{provider}` has no baseUrl\nhint: run `uwf setup --provider {provider} --base-url https://…/v1`"
-    )]
+    #[error("provider `{provider}` has no baseUrl")]
     NoBaseUrl { provider: String },
-    #[error(
-        "provider `{provider}` needs an API key in ${env}, which is not set\nhint: store it in <root>/.env with `uwf setup --provider {provider} --api-key-env {env} --api-key -` (reads the key from stdin), or export {env}"
-    )]
+    #[error("provider `{provider}` needs an API key in ${env}, which is not set")]
     MissingKey { provider: String, env: String },
     #[error("{url} answered HTTP {status}{}: {body}", attempts_note(*attempts))]
     Status {
@@ -74,11 +63,11 @@ pub enum LlmError {
         attempts: u32,
     },
     #[error(
-        "{url} answered HTTP 429 and asks to wait {}s; not waiting that long\nhint: retry later, or use another model",
+        "{url} answered HTTP 429 and asks to wait {}s; not waiting that long",
         wait.as_secs()
     )]
     RateLimited { url: String, wait: Duration },
-    #[error("{url}: no answer within {}s{}\nhint: raise `timeout` (seconds) of the provider in config.yaml", timeout.as_secs(), attempts_note(*attempts))]
+    #[error("{url}: no answer within {}s{}", timeout.as_secs(), attempts_note(*attempts))]
     Timeout {
         url: String,
         timeout: Duration,
@@ -92,6 +81,36 @@ pub enum LlmError {
     },
     #[error("{url}: the answer is not a chat completion: {reason}")]
     BadResponse { url: String, reason: String },
+}
+
+impl Advice for LlmError {
+    fn hints(&self) -> Vec<String> {
+        match self {
+            LlmError::NoModel { purpose, .. } => vec![format!(
+                "set `defaultModel` (or `modelOverrides.{purpose}`) in config.yaml, e.g. `uwf setup --provider openai --base-url https://api.openai.com/v1 --api-key-env OPENAI_API_KEY --api-key - --model gpt-4o-mini`"
+            )],
+            LlmError::UnknownModel { alias, .. } => vec![format!(
+                "add it under `models:` in config.yaml, or run `uwf setup --provider NAME --model {alias}`"
+            )],
+            LlmError::NoProvider { alias, .. } => vec![format!(
+                "set `models.{alias}.provider` in config.yaml to one of `providers:`"
+            )],
+            LlmError::UnknownProvider { provider, .. } => vec![format!(
+                "run `uwf setup --provider {provider} --base-url URL --api-key-env VAR`"
+            )],
+            LlmError::NoBaseUrl { provider, .. } => vec![format!(
+                "run `uwf setup --provider {provider} --base-url https://…/v1`"
+            )],
+            LlmError::MissingKey { env, provider, .. } => vec![format!(
+                "store it in <root>/.env with `uwf setup --provider {provider} --api-key-env {env} --api-key -` (reads the key from stdin), or export {env}"
+            )],
+            LlmError::RateLimited { .. } => vec!["retry later, or use another model".to_owned()],
+            LlmError::Timeout { .. } => {
+                vec!["raise `timeout` (seconds) of the provider in config.yaml".to_owned()]
+            }
+            _ => Vec::new(),
+        }
+    }
 }
 
 fn attempts_note(attempts: u32) -> String {
@@ -629,11 +648,12 @@ mod tests {
         assert!(
             err(Endpoint::resolve(&config, "orphan")).contains("model `orphan` has no provider")
         );
-        let missing = err(Endpoint::resolve(&config, "m"));
+        let missing = Endpoint::resolve(&config, "m").unwrap_err();
+        let hints = crate::advice::Advice::hints(&missing).join("\n");
         assert!(
-            missing.contains("$UWF_TEST_KEY_NEVER_SET")
-                && missing.contains("uwf setup --provider p"),
-            "{missing}"
+            missing.to_string().contains("$UWF_TEST_KEY_NEVER_SET")
+                && hints.contains("uwf setup --provider p"),
+            "{missing}\n{hints}"
         );
         let local = Endpoint::resolve(&config, "l").unwrap();
         assert_eq!(

@@ -5,6 +5,7 @@
 //! fed back once. The reply goes through the same fast-path parser and schema check as any
 //! agent's output, so nothing the model says is trusted unchecked.
 
+use crate::advice::Advice;
 use serde_json::Value;
 
 use crate::cas::canonical::sorted;
@@ -41,6 +42,21 @@ pub enum LlmExtractError {
         errors.iter().enumerate().map(|(i, e)| format!("\n  attempt {}: {e}", i + 1)).collect::<String>()
     )]
     Unusable { errors: Vec<String> },
+}
+
+impl Advice for LlmExtractError {
+    fn hints(&self) -> Vec<String> {
+        match self {
+            LlmExtractError::Llm(e) => e.hints(),
+            _ => Vec::new(),
+        }
+    }
+    fn is_busy(&self) -> bool {
+        match self {
+            LlmExtractError::Llm(e) => e.is_busy(),
+            _ => false,
+        }
+    }
 }
 
 /// Asks `client` for the output of `raw` under `schema`; `fast_error` is why layers 1–2 failed.

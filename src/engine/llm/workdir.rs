@@ -11,6 +11,7 @@
 //! between the check and the use is outside this guard: it protects against a model's requests,
 //! not against a hostile local user.)
 
+use crate::advice::Advice;
 use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::path::{Component, Path, PathBuf};
@@ -42,6 +43,8 @@ pub enum ToolError {
     #[error("{0}")]
     Invalid(String),
 }
+
+impl Advice for ToolError {}
 
 fn io_error(path: &str, e: std::io::Error) -> ToolError {
     if e.kind() == std::io::ErrorKind::NotFound {

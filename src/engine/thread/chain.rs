@@ -11,6 +11,7 @@
 //! only the header ([`History`]); the moderator context is the items joined, and the next
 //! head's file is this one with a new header and one more line, so neither parses the steps.
 
+use crate::advice::Advice;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
@@ -30,11 +31,29 @@ pub enum ChainError {
     Malformed { hash: Hash, reason: String },
 }
 
+impl Advice for ChainError {
+    fn hints(&self) -> Vec<String> {
+        match self {
+            ChainError::Store(e) => e.hints(),
+            _ => Vec::new(),
+        }
+    }
+    fn is_busy(&self) -> bool {
+        match self {
+            ChainError::Store(e) => e.is_busy(),
+            _ => false,
+        }
+    }
+}
+
 /// The payload of a `start` node.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Start {
     pub workflow: Hash,
     pub prompt: String,
+    /// The parent thread's head, when a sub-workflow started this thread (SPEC §9).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<Hash>,
 }
 
 /// The payload of a `step` node.
@@ -526,7 +545,6 @@ fn build_with(
     cached: impl Fn(Hash) -> Option<Chain>,
 ) -> Result<Chain, ChainError> {
     let step_type = builtin::hash_of("step");
-    let start_type = builtin::hash_of("start");
     // Walk back until a cached ancestor or the start node, then replay forwards.
     let mut pending: Vec<(Node, StepNode)> = Vec::new();
     let mut at = head;
@@ -537,7 +555,7 @@ fn build_with(
             break chain;
         }
         let node = store.get(at)?;
-        if node.type_hash == start_type {
+        if builtin::is_start(node.type_hash) {
             break Chain {
                 start_hash: at,
                 start: read_start(&node)?,
@@ -577,6 +595,7 @@ mod tests {
             start: Start {
                 workflow: hash("2DHW2FP49YVD3"),
                 prompt: "say \"hi\"\nand\\or é".into(),
+                parent: None,
             },
             start_timestamp: 1,
             steps: vec![Entry {
@@ -624,6 +643,7 @@ mod tests {
             start: Start {
                 workflow: Hash::of_bytes(b"workflow"),
                 prompt: "multi\nline \"prompt\" with spaces".into(),
+                parent: None,
             },
             start_timestamp: 7,
             steps: vec![

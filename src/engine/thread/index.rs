@@ -6,6 +6,7 @@
 //! head, never a broken file. Archiving writes `history.jsonl` first and `threads.yaml` second:
 //! a crash in between leaves the thread listed in both (still active), never in neither.
 
+use crate::advice::Advice;
 use std::path::Path;
 
 use crate::cas::Hash;
@@ -16,11 +17,9 @@ use crate::engine::index_files::{self, Archived, IndexError, Threads};
 /// Errors of the thread index.
 #[derive(Debug, thiserror::Error)]
 pub enum ThreadIndexError {
-    #[error("no thread `{0}`\nhint: `uwf thread list --all` shows every thread")]
+    #[error("no thread `{0}`")]
     Unknown(String),
-    #[error(
-        "thread {id} is archived ({status}); it cannot change any more\nhint: `uwf thread fork <step>` continues from any of its steps"
-    )]
+    #[error("thread {id} is archived ({status}); it cannot change any more")]
     Archived { id: String, status: String },
     #[error(
         "the head of thread {id} moved from {expected} to {actual} while this step ran; nothing was published"
@@ -30,12 +29,36 @@ pub enum ThreadIndexError {
         expected: Hash,
         actual: Hash,
     },
-    #[error(
-        "thread {id} is busy: {holder}\nhint: wait for it (`uwf thread show {id}`), or stop it with `uwf thread kill {id}`"
-    )]
+    #[error("thread {id} is busy: {holder}")]
     Busy { id: String, holder: String },
     #[error(transparent)]
     Index(#[from] IndexError),
+}
+
+impl Advice for ThreadIndexError {
+    fn hints(&self) -> Vec<String> {
+        match self {
+            ThreadIndexError::Unknown(_) => {
+                vec!["`uwf thread list --all` shows every thread".to_owned()]
+            }
+            ThreadIndexError::Archived { .. } => {
+                vec!["`uwf thread fork <step>` continues from any of its steps".to_owned()]
+            }
+            ThreadIndexError::Busy { id, .. } => vec![
+                format!("wait for it: `uwf thread show {id}` says when the step ends"),
+                format!("or stop it: `uwf thread kill {id}`"),
+            ],
+            ThreadIndexError::Index(e) => e.hints(),
+            _ => Vec::new(),
+        }
+    }
+    fn is_busy(&self) -> bool {
+        match self {
+            ThreadIndexError::Busy { .. } => true,
+            ThreadIndexError::Index(e) => e.is_busy(),
+            _ => false,
+        }
+    }
 }
 
 /// Where a thread stands in the index.

@@ -1,5 +1,16 @@
-//! Threads.
+//! Threads (SPEC §5): the index of heads, the chain of steps, one step, and everything else
+//! that happens to a thread.
+//!
+//! - [`index`]: `threads.yaml` and `history.jsonl` — heads move only by compare-and-set here.
+//! - [`run_files`]: the per-thread step lock and run files under `runs/`.
+//! - [`chain`]: a thread's history from its head back to the start node, cached by head.
+//! - [`view`]: a thread as a step or an agent sees it (head, chain, workflow).
+//! - [`step`]: **one step** — moderator → agent → verify → publish (the head's
+//!   compare-and-set is the commit point).
+//! - [`lifecycle`]: start, fork, kill, status summaries and id lookup.
+//! - [`render`]: transcripts, outputs as YAML/JSON, details and diffs for people.
 pub mod chain;
+pub mod family;
 pub mod index;
 pub mod lifecycle;
 pub mod render;

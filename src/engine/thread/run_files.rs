@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::cas::Hash;
 use crate::cas::store::now_ms;
 use crate::file_util::{self, AtomicWrite};
 
@@ -187,6 +188,55 @@ impl RunFiles {
         let bytes = std::fs::read(self.last()).ok()?;
         serde_json::from_slice(&bytes).ok()
     }
+
+    /// Writes `message` to the `error` file only, leaving the last outcome as it is (a refused
+    /// answer to a question leaves the thread awaiting).
+    pub fn record_error(&self, message: &str) {
+        let _ = AtomicWrite::new(&self.error())
+            .without_fsync()
+            .replace(format!("{message}\n").as_bytes());
+    }
+
+    fn awaiting_path(&self) -> PathBuf {
+        self.path("awaiting.json")
+    }
+
+    /// Records that the thread waits for a person to answer `role` at `head` (SPEC §10).
+    pub fn set_awaiting(&self, role: &str, head: Hash) -> Result<(), file_util::FileError> {
+        let question = Awaiting {
+            role: role.to_owned(),
+            head,
+            asked_at: now_ms(),
+        };
+        let text = serde_json::to_vec(&question).expect("a question serializes");
+        AtomicWrite::new(&self.awaiting_path())
+            .without_fsync()
+            .replace(&text)
+    }
+
+    /// The question the thread waits on, if it was asked at `head` (a question asked at an
+    /// older head was answered or overtaken, and no longer counts).
+    pub fn awaiting(&self, head: Hash) -> Option<Awaiting> {
+        let bytes = std::fs::read(self.awaiting_path()).ok()?;
+        let question: Awaiting = serde_json::from_slice(&bytes).ok()?;
+        (question.head == head).then_some(question)
+    }
+
+    /// Forgets the question (answered, or the thread ended).
+    pub fn clear_awaiting(&self) {
+        let _ = std::fs::remove_file(self.awaiting_path());
+    }
+}
+
+/// A question waiting for a person (`runs/<id>.awaiting.json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Awaiting {
+    /// The role the person plays.
+    pub role: String,
+    /// The head the question was asked at.
+    pub head: Hash,
+    pub asked_at: u64,
 }
 
 /// The `error` and last-outcome files of a failure, with their texts.
@@ -236,6 +286,11 @@ impl StepLock {
         for (path, text) in failure_texts(&self.files, message) {
             self.replace(&path, text.as_bytes());
         }
+    }
+
+    /// Writes `message` to the `error` file only, leaving the last outcome as it is.
+    pub fn record_error(&self, message: &str) {
+        self.replace(&self.files.error(), format!("{message}\n").as_bytes());
     }
 
     /// Records a successful step's JSON as the last outcome.

@@ -4,6 +4,7 @@
 //! step runs per thread; the head moves only by compare-and-set after the agent's step node is
 //! verified, so a failed or killed step leaves the old head.
 
+use crate::advice::Advice;
 use serde_json::{Value, json};
 
 use crate::cas::store::now_ms;
@@ -25,6 +26,11 @@ use crate::engine::workflow::moderator::{Moderator, ModeratorError};
 /// Why a step failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StepError {
+    #[error("cannot record the question of thread {id}: {error}")]
+    Awaiting {
+        id: String,
+        error: crate::file_util::FileError,
+    },
     #[error(transparent)]
     Thread(#[from] ThreadIndexError),
     #[error(transparent)]
@@ -41,8 +47,6 @@ pub enum StepError {
     Chain(#[from] ChainError),
     /// What the step would build on (head, start, workflow, role schema) is missing or damaged;
     /// no agent ran and nothing changed.
-    /// hint: `uwf cas fsck` lists the damage; restore the node from a backup, or fork the thread
-    /// from an intact step (`uwf thread fork HASH`)
     #[error("cannot step thread {thread}: its {what} {hash} is unusable: {error}")]
     Damaged {
         thread: String,
@@ -58,10 +62,33 @@ pub enum StepError {
     },
 }
 
-impl StepError {
-    /// Whether the failure is only that another step holds the thread (exit code 75).
-    pub fn is_busy(&self) -> bool {
-        matches!(self, StepError::Thread(ThreadIndexError::Busy { .. }))
+impl Advice for StepError {
+    fn hints(&self) -> Vec<String> {
+        match self {
+            StepError::Thread(e) => e.hints(),
+            StepError::View(e) => e.hints(),
+            StepError::Moderator(e) => e.hints(),
+            StepError::Config(e) => e.hints(),
+            StepError::Agent(e) => e.hints(),
+            StepError::Store(e) => e.hints(),
+            StepError::Chain(e) => e.hints(),
+            StepError::Damaged { .. } => vec![
+                "`uwf cas fsck` lists the damage; restore the node from a backup, or fork the thread from an intact step (`uwf thread fork HASH`)".into(),
+            ],
+            _ => Vec::new(),
+        }
+    }
+    fn is_busy(&self) -> bool {
+        match self {
+            StepError::Thread(e) => e.is_busy(),
+            StepError::View(e) => e.is_busy(),
+            StepError::Moderator(e) => e.is_busy(),
+            StepError::Config(e) => e.is_busy(),
+            StepError::Agent(e) => e.is_busy(),
+            StepError::Store(e) => e.is_busy(),
+            StepError::Chain(e) => e.is_busy(),
+            _ => false,
+        }
     }
 }
 
@@ -74,17 +101,23 @@ pub struct Stepped {
     /// The role that ran, or `None` when the thread was already at its end.
     pub role: Option<String>,
     pub done: bool,
+    /// The role's agent is `human`: a question was recorded and the head did not move (SPEC §10).
+    pub awaiting: bool,
 }
 
 impl Stepped {
     pub fn to_json(&self) -> Value {
-        json!({
+        let mut json = json!({
             "workflow": self.workflow,
             "thread": self.thread,
             "head": self.head.to_string(),
             "role": self.role,
             "done": self.done,
-        })
+        });
+        if self.awaiting {
+            json["awaiting"] = Value::Bool(true);
+        }
+        json
     }
 }
 
@@ -109,7 +142,7 @@ pub fn step(
     let result = step_locked(store, config, id, options, &files, &lock);
     match &result {
         Ok(stepped) => lock.record_success(&stepped.to_json()),
-        Err(e) => lock.record_failure(&e.to_string()),
+        Err(e) => lock.record_failure(&crate::advice::with_hints(e)),
     }
     drop(lock);
     result
@@ -165,6 +198,7 @@ fn step_locked(
             head: view.head(),
             role: None,
             done: true,
+            awaiting: false,
         });
     }
     let role = next;
@@ -174,6 +208,24 @@ fn step_locked(
         .resolve_agent(options.agent.as_deref(), &view.workflow.name, &role)?;
     info.role = Some(role.clone());
     info.agent = Some(spec.name.clone());
+    if spec.is_human() {
+        // No process plays a person: record the question and let go of the thread. A second
+        // step asks again, which changes nothing (SPEC §10).
+        files
+            .set_awaiting(&role, view.head())
+            .map_err(|error| StepError::Awaiting {
+                id: id.to_owned(),
+                error,
+            })?;
+        return Ok(Stepped {
+            workflow: view.workflow.name.clone(),
+            thread: id.to_owned(),
+            head: view.head(),
+            role: Some(role),
+            done: false,
+            awaiting: true,
+        });
+    }
 
     let _ = run_files::reset(&files.log());
     let invocation = Invocation {
@@ -207,12 +259,45 @@ fn step_locked(
         },
         stderr_tail: finished.stderr_tail.clone(),
     })?;
-    verify(store, &view, &role, hash).map_err(|reason| StepError::Rejected {
-        agent: spec.name.clone(),
+    publish(
+        store,
+        id,
+        &view,
+        &role,
+        &spec.name,
+        hash,
+        Some((moderator, context)),
+    )
+}
+
+/// Publishes step node `hash` as the next step of thread `id` after `view`, whose role the
+/// moderator chose as `role`: verifies the node (SPEC §5.3 step 5), moves the head by
+/// compare-and-set (the commit point), extends the chain cache, decides again and archives the
+/// thread if it is at `$END`. The caller holds the step lock. `prepared` is the moderator and
+/// its context at `view`, when the caller has them.
+pub(crate) fn publish(
+    store: &Store,
+    id: &str,
+    view: &Current,
+    role: &str,
+    agent: &str,
+    hash: Hash,
+    prepared: Option<(Moderator, Input)>,
+) -> Result<Stepped, StepError> {
+    verify(store, view, role, hash).map_err(|reason| StepError::Rejected {
+        agent: agent.to_owned(),
         hash: hash.to_string(),
         reason,
     })?;
-    index::compare_and_set(root, id, view.head(), hash)?;
+    let (moderator, context) = match prepared {
+        Some(p) => p,
+        None => {
+            let moderator = Moderator::new(view.workflow.clone())?;
+            let context = Input::from_json_text(view.history.context_json());
+            (moderator, context)
+        }
+    };
+    index::compare_and_set(store.root(), id, view.head(), hash)?;
 
     // Evaluate again: a thread whose next position is `$END` is archived now. The step itself
     // succeeded; if routing cannot decide now, the next step reports why.
@@ -234,11 +319,12 @@ fn step_locked(
         archive(store, id, view.workflow_hash(), "done")?;
     }
     Ok(Stepped {
-        workflow: view.workflow.name,
+        workflow: view.workflow.name.clone(),
         thread: id.to_owned(),
         head: hash,
-        role: Some(role),
+        role: Some(role.to_owned()),
         done,
+        awaiting: false,
     })
 }
 
@@ -257,18 +343,18 @@ pub(crate) fn archive(
 
 /// The thread as a step reads it: head, history (header only: a step never parses the steps)
 /// and workflow.
-struct Current {
-    history: History,
-    workflow: Workflow,
+pub(crate) struct Current {
+    pub(crate) history: History,
+    pub(crate) workflow: Workflow,
 }
 
 impl Current {
-    fn load(store: &Store, id: &str) -> Result<Current, ViewError> {
+    pub(crate) fn load(store: &Store, id: &str) -> Result<Current, ViewError> {
         let (history, workflow) = view::load_light(store, id)?;
         Ok(Current { history, workflow })
     }
 
-    fn head(&self) -> Hash {
+    pub(crate) fn head(&self) -> Hash {
         self.history.head()
     }
 
@@ -311,7 +397,7 @@ impl Current {
         Ok(())
     }
 
-    fn workflow_hash(&self) -> Hash {
+    pub(crate) fn workflow_hash(&self) -> Hash {
         self.history.start().workflow
     }
 }

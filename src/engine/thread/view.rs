@@ -1,6 +1,7 @@
 //! A thread as a step sees it: its head, chain and workflow ([`ThreadView`]), or just where the
 //! next step goes ([`StepTarget`]). Read by the step, the agents' kit and the renderers.
 
+use crate::advice::Advice;
 use crate::cas::{Hash, Store, StoreError};
 
 use crate::engine::thread::chain::{self, Chain, ChainError, History};
@@ -24,6 +25,27 @@ pub enum ViewError {
         workflow: String,
         roles: String,
     },
+}
+
+impl Advice for ViewError {
+    fn hints(&self) -> Vec<String> {
+        match self {
+            ViewError::Thread(e) => e.hints(),
+            ViewError::Store(e) => e.hints(),
+            ViewError::Workflow(e) => e.hints(),
+            ViewError::Chain(e) => e.hints(),
+            _ => Vec::new(),
+        }
+    }
+    fn is_busy(&self) -> bool {
+        match self {
+            ViewError::Thread(e) => e.is_busy(),
+            ViewError::Store(e) => e.is_busy(),
+            ViewError::Workflow(e) => e.is_busy(),
+            ViewError::Chain(e) => e.is_busy(),
+            _ => false,
+        }
+    }
 }
 
 /// An active thread as an agent sees it during a step.

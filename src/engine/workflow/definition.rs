@@ -6,6 +6,7 @@
 //! role's `meta` schema replaced by the hash of its schema node. [`Definition::to_yaml`] renders a
 //! stored workflow back with schemas inline, and that text parses to the same payload again.
 
+use crate::advice::Advice;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use serde::{Deserialize, Serialize};
@@ -43,6 +44,21 @@ pub enum WorkflowError {
     Damaged { hash: Hash, reason: String },
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+impl Advice for WorkflowError {
+    fn hints(&self) -> Vec<String> {
+        match self {
+            WorkflowError::Store(e) => e.hints(),
+            _ => Vec::new(),
+        }
+    }
+    fn is_busy(&self) -> bool {
+        match self {
+            WorkflowError::Store(e) => e.is_busy(),
+            _ => false,
+        }
+    }
 }
 
 fn list(problems: &[Problem]) -> String {

@@ -1,4 +1,14 @@
-//! Workflows.
+//! Workflows (SPEC §3–4): what a definition is, how it is checked, registered and drawn, and how
+//! the moderator decides a thread's next role from it.
+//!
+//! - [`definition`]: the YAML form and the stored form ([`Workflow`]), loading and storing.
+//! - [`validate`]: YAML text → a checked [`Definition`], every problem with its location.
+//! - [`registry`]: `registry.yaml`, names → current hash and earlier versions.
+//! - [`graph`]: Mermaid and Graphviz renderings.
+//! - [`moderator`]: **where the next role is decided** — the JSONata conditions over a
+//!   thread's context, first matching transition wins.
+//! - [`decisions`]: the cache of the moderator's picks by head (derived data).
+//! - [`jsonata`]: the only code that names the JSONata engine (limits, worker, conversion).
 pub mod decisions;
 pub mod definition;
 pub mod graph;

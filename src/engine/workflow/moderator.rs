@@ -9,6 +9,7 @@
 //! Architecture Invariant: the context is converted for the engine once per decision (an
 //! [`Input`]), not once per condition, and every evaluation is bounded by [`Limits`]. No I/O.
 
+use crate::advice::Advice;
 use std::collections::BTreeMap;
 
 use serde_json::Value;
@@ -19,7 +20,7 @@ use crate::engine::workflow::{END, START, Workflow};
 /// Errors of a routing decision.
 #[derive(Debug, thiserror::Error)]
 pub enum ModeratorError {
-    #[error("no transition out of `{position}` matched (tried: {})\nhint: add a final `condition: null` transition so routing never dead-ends", tried.join(", "))]
+    #[error("no transition out of `{position}` matched (tried: {})", tried.join(", "))]
     NoMatch {
         position: String,
         tried: Vec<String>,
@@ -37,6 +38,17 @@ pub enum ModeratorError {
     },
     #[error("the thread is at `{0}`, which has no entry in the workflow's graph")]
     UnknownPosition(String),
+}
+
+impl Advice for ModeratorError {
+    fn hints(&self) -> Vec<String> {
+        match self {
+            ModeratorError::NoMatch { .. } => vec![
+                "add a final `condition: null` transition so routing never dead-ends".to_owned(),
+            ],
+            _ => Vec::new(),
+        }
+    }
 }
 
 /// How one transition fared.

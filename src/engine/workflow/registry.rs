@@ -4,6 +4,7 @@
 //! concurrent `workflow put`s never lose an entry. Threads refer to workflow hashes, not names,
 //! so removing or rolling back a name never breaks a running thread.
 
+use crate::advice::Advice;
 use std::path::Path;
 
 use crate::cas::{Hash, Store, builtin};
@@ -16,15 +17,11 @@ const FILE: &str = "registry.yaml";
 /// Errors of registry operations.
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {
-    #[error(
-        "no workflow named `{0}` in the registry\nhint: `uwf workflow list` shows the registered names"
-    )]
+    #[error("no workflow named `{0}` in the registry")]
     UnknownName(String),
     #[error("`{0}` is neither a registered workflow name nor the hash of a stored workflow")]
     Unresolved(String),
-    #[error(
-        "{hash} is not a version of `{name}`\nhint: `uwf workflow history {name}` lists its versions"
-    )]
+    #[error("{hash} is not a version of `{name}`")]
     NotAVersion { name: String, hash: Hash },
     #[error("`{0}` has no earlier version to roll back to")]
     NoEarlierVersion(String),
@@ -32,6 +29,29 @@ pub enum RegistryError {
     Index(#[from] IndexError),
     #[error(transparent)]
     Workflow(#[from] WorkflowError),
+}
+
+impl Advice for RegistryError {
+    fn hints(&self) -> Vec<String> {
+        match self {
+            RegistryError::UnknownName(_) => {
+                vec!["`uwf workflow list` shows the registered names".to_owned()]
+            }
+            RegistryError::NotAVersion { name, .. } => {
+                vec![format!("`uwf workflow history {name}` lists its versions")]
+            }
+            RegistryError::Index(e) => e.hints(),
+            RegistryError::Workflow(e) => e.hints(),
+            _ => Vec::new(),
+        }
+    }
+    fn is_busy(&self) -> bool {
+        match self {
+            RegistryError::Index(e) => e.is_busy(),
+            RegistryError::Workflow(e) => e.is_busy(),
+            _ => false,
+        }
+    }
 }
 
 /// What `register` did.

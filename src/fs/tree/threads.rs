@@ -1,33 +1,35 @@
-//! The layout of the thread views: `threads/<id>/…`, `threads/<id>/steps/NNN-role/…`, and the
-//! thread entries of `workflows/<name>/` (`prompt`, `latest`, `threads/`).
+//! The `threads/` subtree: `threads/<id>/…` and `threads/<id>/steps/NNN-role/…` — which
+//! entries exist, their listings, attributes, bytes and symlink targets, and the `status` line.
 //!
 //! Caching follows what can change (SPEC §7): everything under `steps/NNN-role/` is immutable; an
 //! archived thread never changes again, so all its files are immutable too, except `error` and
 //! `wait` (a refused action still explains itself there), which are [`Caching::Stamped`]; an
 //! active thread's `head`, `status`, `log` and `transcript.md` are generated fresh at every read
 //! ([`Caching::Volatile`]); its `wait` may block ([`Caching::Blocking`]).
+//!
+//! Architecture Invariant: an entry is listed by [`Tree::thread_listing`] exactly when
+//! [`Tree::thread_child`] finds it, and [`Tree::thread_attr`]'s size is the length of
+//! [`Tree::thread_content`] (`wait` aside while a step runs: see [`WAIT_PLACEHOLDER`]).
 
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use super::{Attr, Caching, Kind, State, Tree};
+use super::Tree;
 use crate::cas::Hash;
 use crate::engine::thread::chain::Chain;
-use crate::fs::control::{self, Action};
+use crate::fs::actions::{self, Action};
+use crate::fs::attr::{Attr, Caching};
 use crate::fs::error::FsError;
-use crate::fs::inode::{Ino, Key};
-use crate::fs::views::{
-    Listing, Source, StepFile, ThreadFile, ThreadRef, parse_step_dir, step_dir_name, versioned,
+use crate::fs::inode::{
+    Ino, Key, StepFile, ThreadFile, ThreadKey, is_thread_id, parse_step_dir, step_dir_name,
 };
+use crate::fs::views::{Listing, Source, ThreadRef, from_ms, versioned};
 
 /// The size `wait` reports while a step runs: more than any answer, so the kernel asks us (the
 /// short reply then fixes the size).
 pub const WAIT_PLACEHOLDER: u64 = 1 << 20;
-
-/// Whether `name` is spelled like a thread id (an uppercase ULID).
-fn is_thread_id(name: &str) -> bool {
-    ulid::Ulid::from_string(name).is_ok_and(|u| u.to_string() == name)
-}
 
 impl Tree {
     /// Where thread `id` stands; `NotFound` when it is not in the index.
@@ -45,84 +47,49 @@ impl Tree {
         Ok((t, chain))
     }
 
-    /// The threads of workflow `name`, oldest first.
-    fn workflow_threads(&self, name: &str) -> Result<Vec<Arc<str>>, FsError> {
-        let mut out = Vec::new();
-        for id in self.source.thread_ids()? {
-            let Some(t) = self.source.thread(&id)? else {
-                continue;
-            };
-            // A damaged thread is left out of its workflow's list, not fatal to the listing.
-            if let Ok((_, w)) = self.source.thread_workflow(&id, &t)
-                && *w == *name
-            {
-                out.push(id);
-            }
-        }
-        Ok(out)
-    }
-
-    /// When the newest thread of workflow `name` started (the epoch when it has none).
-    pub(super) fn newest_thread_time(&self, name: &str) -> Result<SystemTime, FsError> {
-        Ok(match self.workflow_threads(name)?.last() {
-            Some(id) => ulid::Ulid::from_string(id)
-                .map(|u| crate::fs::views::from_ms(u.timestamp_ms()))
-                .unwrap_or(SystemTime::UNIX_EPOCH),
-            None => SystemTime::UNIX_EPOCH,
-        })
-    }
-
-    /// The entry called `name` in a thread directory (`None` for other directories' names).
-    pub(super) fn thread_child(&self, dir: &Key, name: &str) -> Result<Option<Key>, FsError> {
-        Ok(match dir {
-            Key::Threads => {
+    /// The entry called `name` in a directory of `threads/`.
+    pub(super) fn thread_child(&self, dir: &ThreadKey, name: &str) -> Result<Option<Key>, FsError> {
+        let key = match dir {
+            ThreadKey::Root => {
                 if !is_thread_id(name) || self.source.thread(name)?.is_none() {
                     return Ok(None);
                 }
-                Some(Key::Thread(Arc::from(name)))
+                Some(ThreadKey::Dir(Arc::from(name)))
             }
-            Key::Thread(id) => {
+            ThreadKey::Dir(id) => {
                 self.thread_ref(id)?;
                 if name == "steps" {
-                    Some(Key::Steps(id.clone()))
+                    Some(ThreadKey::Steps(id.clone()))
                 } else {
-                    ThreadFile::from_name(name).map(|f| Key::ThreadFile(id.clone(), f))
+                    ThreadFile::from_name(name).map(|f| ThreadKey::File(id.clone(), f))
                 }
             }
-            Key::Steps(id) => {
+            ThreadKey::Steps(id) => {
                 let t = self.thread_ref(id)?;
                 let chain = self.source.chain(t.head)?;
                 if name == "latest" {
-                    return Ok((!chain.steps.is_empty()).then(|| Key::StepsLatest(id.clone())));
+                    (!chain.steps.is_empty()).then(|| ThreadKey::StepsLatest(id.clone()))
+                } else {
+                    parse_step_dir(name)
+                        .filter(|(i, role)| chain.steps.get(*i).is_some_and(|s| s.role == *role))
+                        .map(|(i, _)| ThreadKey::StepDir(id.clone(), i as u32))
                 }
-                parse_step_dir(name)
-                    .filter(|(i, role)| chain.steps.get(*i).is_some_and(|s| s.role == *role))
-                    .map(|(i, _)| Key::StepDir(id.clone(), i as u32))
             }
-            Key::StepDir(id, i) => {
+            ThreadKey::StepDir(id, i) => {
                 self.step_chain(id, *i)?;
-                StepFile::from_name(name).map(|f| Key::StepFile(id.clone(), *i, f))
-            }
-            Key::WfThreads(n) => {
-                if !is_thread_id(name) {
-                    return Ok(None);
-                }
-                let Some(t) = self.source.thread(name)? else {
-                    return Ok(None);
-                };
-                let (_, w) = self.source.thread_workflow(name, &t)?;
-                (*w == **n).then(|| Key::WfThreadLink(n.clone(), Arc::from(name)))
+                StepFile::from_name(name).map(|f| ThreadKey::StepFile(id.clone(), *i, f))
             }
             _ => return Err(FsError::NotDir),
-        })
+        };
+        Ok(key.map(Key::Threads))
     }
 
-    /// Whether a name missing from a thread directory can never appear there.
-    pub(super) fn thread_never_appears(&self, dir: &Key, name: &str) -> bool {
+    /// Whether a name missing from a directory of `threads/` can never appear there.
+    pub(super) fn thread_never_appears(&self, dir: &ThreadKey, name: &str) -> bool {
         match dir {
-            Key::Threads | Key::WfThreads(_) => !is_thread_id(name),
-            Key::Thread(_) | Key::StepDir(..) => true,
-            Key::Steps(id) => {
+            ThreadKey::Root => !is_thread_id(name),
+            ThreadKey::Dir(_) | ThreadKey::StepDir(..) => true,
+            ThreadKey::Steps(id) => {
                 let Ok(t) = self.thread_ref(id) else {
                     return false;
                 };
@@ -140,79 +107,72 @@ impl Tree {
         }
     }
 
-    /// The entries of a thread directory.
-    pub(super) fn thread_listing(&self, dir: &Key) -> Result<Listing, FsError> {
-        let mut out: Listing = Vec::new();
+    /// The entries of a directory of `threads/`.
+    pub(super) fn thread_listing(&self, dir: &ThreadKey) -> Result<Listing, FsError> {
+        let mut out: Vec<(String, ThreadKey)> = Vec::new();
         match dir {
-            Key::Threads => {
+            ThreadKey::Root => {
                 for id in self.source.thread_ids()? {
-                    out.push((id.to_string(), Key::Thread(id)));
+                    out.push((id.to_string(), ThreadKey::Dir(id)));
                 }
             }
-            Key::Thread(id) => {
+            ThreadKey::Dir(id) => {
                 self.thread_ref(id)?;
                 for f in ThreadFile::ALL {
-                    out.push((f.name().to_owned(), Key::ThreadFile(id.clone(), f)));
+                    out.push((f.name().to_owned(), ThreadKey::File(id.clone(), f)));
                 }
-                out.push(("steps".to_owned(), Key::Steps(id.clone())));
+                out.push(("steps".to_owned(), ThreadKey::Steps(id.clone())));
             }
-            Key::Steps(id) => {
+            ThreadKey::Steps(id) => {
                 let t = self.thread_ref(id)?;
                 let chain = self.source.chain(t.head)?;
                 for (i, s) in chain.steps.iter().enumerate() {
                     out.push((
                         step_dir_name(i, &s.role),
-                        Key::StepDir(id.clone(), i as u32),
+                        ThreadKey::StepDir(id.clone(), i as u32),
                     ));
                 }
                 if !chain.steps.is_empty() {
-                    out.push(("latest".to_owned(), Key::StepsLatest(id.clone())));
+                    out.push(("latest".to_owned(), ThreadKey::StepsLatest(id.clone())));
                 }
             }
-            Key::StepDir(id, i) => {
+            ThreadKey::StepDir(id, i) => {
                 self.step_chain(id, *i)?;
                 for f in StepFile::ALL {
-                    out.push((f.name().to_owned(), Key::StepFile(id.clone(), *i, f)));
-                }
-            }
-            Key::WfThreads(n) => {
-                for id in self.workflow_threads(n)? {
-                    out.push((id.to_string(), Key::WfThreadLink(n.clone(), id)));
+                    out.push((f.name().to_owned(), ThreadKey::StepFile(id.clone(), *i, f)));
                 }
             }
             _ => return Err(FsError::NotDir),
         }
-        Ok(out)
+        Ok(out
+            .into_iter()
+            .map(|(name, key)| (name, Key::Threads(key)))
+            .collect())
     }
 
-    /// The target of a symbolic link.
-    pub(super) fn link_target(&self, key: &Key) -> Result<String, FsError> {
+    /// The target of a symbolic link of `threads/`.
+    pub(super) fn thread_link_target(&self, key: &ThreadKey) -> Result<String, FsError> {
         match key {
-            Key::ThreadFile(id, ThreadFile::Workflow) => {
+            ThreadKey::File(id, ThreadFile::Workflow) => {
                 let t = self.thread_ref(id)?;
                 let (_, name) = self.source.thread_workflow(id, &t)?;
                 Ok(format!("../../workflows/{name}"))
             }
-            Key::StepsLatest(id) => {
+            ThreadKey::StepsLatest(id) => {
                 let t = self.thread_ref(id)?;
                 let chain = self.source.chain(t.head)?;
                 let last = chain.steps.len().checked_sub(1).ok_or(FsError::NotFound)?;
                 Ok(step_dir_name(last, &chain.steps[last].role))
             }
-            Key::WfLatest(n) => {
-                let newest = self.workflow_threads(n)?.pop().ok_or(FsError::NotFound)?;
-                Ok(format!("../../threads/{newest}"))
-            }
-            Key::WfThreadLink(_, id) => Ok(format!("../../../threads/{id}")),
             _ => Err(FsError::Invalid("not a symbolic link")),
         }
     }
 
     /// The `status` line of a thread. A job this mount started counts as running from the
     /// moment it was triggered (the worker may not hold the step lock yet).
-    pub(super) fn status_line(&self, id: &str, t: &ThreadRef) -> Result<String, FsError> {
+    fn status_line(&self, id: &str, t: &ThreadRef) -> Result<String, FsError> {
         let mut summary = self.source.summary(id, t)?;
-        if !summary.done() && summary.status != "running" && self.control.jobs().in_flight(id) {
+        if !summary.done() && summary.status != "running" && self.actions.jobs().in_flight(id) {
             summary.status = "running".into();
         }
         if summary.status == "running" && summary.running_role.is_none() {
@@ -222,11 +182,11 @@ impl Tree {
         Ok(summary.status_line(&self.source.run_files(id)))
     }
 
-    /// The bytes of a thread file.
-    pub(super) fn thread_content(&self, key: &Key) -> Result<Arc<[u8]>, FsError> {
+    /// The bytes of a file of `threads/`.
+    pub(super) fn thread_content(&self, key: &ThreadKey) -> Result<Arc<[u8]>, FsError> {
         let text = |s: String| -> Arc<[u8]> { Arc::from(s.into_bytes()) };
         Ok(match key {
-            Key::ThreadFile(id, f) => {
+            ThreadKey::File(id, f) => {
                 let t = self.thread_ref(id)?;
                 let files = self.source.run_files(id);
                 match f {
@@ -234,7 +194,7 @@ impl Tree {
                     ThreadFile::Head => text(format!("{}\n", t.head)),
                     ThreadFile::Status => text(format!("{}\n", self.status_line(id, &t)?)),
                     ThreadFile::Step | ThreadFile::Run | ThreadFile::Kill => Arc::from(Vec::new()),
-                    ThreadFile::Wait => control::last_outcome(&files),
+                    ThreadFile::Wait => actions::last_outcome(&files),
                     ThreadFile::Log => read_optional(&files.log())?,
                     ThreadFile::Error => read_optional(&files.error())?,
                     ThreadFile::Transcript => {
@@ -244,30 +204,20 @@ impl Tree {
                     ThreadFile::Workflow => return Err(FsError::Invalid("a symbolic link")),
                 }
             }
-            Key::StepFile(id, i, f) => {
+            ThreadKey::StepFile(id, i, f) => {
                 let (_, chain) = self.step_chain(id, *i)?;
                 self.source.step_content(&chain, *i as usize, *f)?.bytes
             }
-            Key::WfPrompt(_) => Arc::from(Vec::new()),
             _ => return Err(FsError::NotFound),
         })
     }
 
-    /// Attributes of a thread entry.
-    pub(super) fn thread_attr(&self, st: &State, ino: Ino, key: &Key) -> Result<Attr, FsError> {
-        let _ = st;
-        let make = |kind: Kind, size: u64, perm: u16, time: SystemTime, caching: Caching| Attr {
-            ino,
-            kind,
-            size,
-            perm,
-            nlink: if kind == Kind::Dir { 2 } else { 1 },
-            uid: self.opts.uid,
-            gid: self.opts.gid,
-            atime: time,
-            mtime: time,
-            ctime: time,
-            caching,
+    /// Attributes of an entry of `threads/`.
+    pub(super) fn thread_attr(&self, ino: Ino, key: &ThreadKey) -> Result<Attr, FsError> {
+        let owner = self.owner();
+        let dir = |time: SystemTime, caching: Caching| Attr::dir(ino, owner, 0o555, time, caching);
+        let file = |size: u64, perm: u16, time: SystemTime, caching: Caching| {
+            Attr::file(ino, owner, size, perm, time, caching)
         };
         let live = |t: &ThreadRef, when_active: Caching| {
             if t.finished() {
@@ -277,151 +227,101 @@ impl Tree {
             }
         };
         let link = |time: SystemTime, caching: Caching| -> Result<Attr, FsError> {
-            let target = self.link_target(key)?;
-            Ok(make(
-                Kind::Symlink,
+            let target = self.thread_link_target(key)?;
+            Ok(Attr::symlink(
+                ino,
+                owner,
                 target.len() as u64,
-                0o777,
                 time,
                 caching,
             ))
         };
         Ok(match key {
-            Key::Threads => make(
-                Kind::Dir,
-                0,
-                0o555,
-                self.source.threads_mtime()?,
-                Caching::Mutable,
-            ),
-            Key::Thread(id) => {
+            ThreadKey::Root => dir(self.source.threads_mtime()?, Caching::Mutable),
+            ThreadKey::Dir(id) => {
                 let t = self.thread_ref(id)?;
                 let chain = self.source.chain(t.head)?;
                 let time = Source::head_time(&chain);
-                make(Kind::Dir, 0, 0o555, time, live(&t, Caching::Mutable))
+                dir(time, live(&t, Caching::Mutable))
             }
-            Key::Steps(id) => {
+            ThreadKey::Steps(id) => {
                 let t = self.thread_ref(id)?;
                 let chain = self.source.chain(t.head)?;
                 // Its listing changes with the head, even two heads within a millisecond.
                 let time = versioned(Source::head_time(&chain), t.head);
-                make(Kind::Dir, 0, 0o555, time, live(&t, Caching::Mutable))
+                dir(time, live(&t, Caching::Mutable))
             }
-            Key::StepsLatest(id) => {
+            ThreadKey::StepsLatest(id) => {
                 let t = self.thread_ref(id)?;
                 let chain = self.source.chain(t.head)?;
                 let time = Source::head_time(&chain);
                 link(time, live(&t, Caching::Mutable))?
             }
-            Key::StepDir(id, i) => {
+            ThreadKey::StepDir(id, i) => {
                 let (_, chain) = self.step_chain(id, *i)?;
-                let time = crate::fs::views::from_ms(chain.steps[*i as usize].timestamp);
-                make(Kind::Dir, 0, 0o555, time, Caching::Immutable)
+                let time = from_ms(chain.steps[*i as usize].timestamp);
+                dir(time, Caching::Immutable)
             }
-            Key::StepFile(id, i, f) => {
+            ThreadKey::StepFile(id, i, f) => {
                 let (_, chain) = self.step_chain(id, *i)?;
                 let c = self.source.step_content(&chain, *i as usize, *f)?;
                 let perm = if *f == StepFile::Fork { 0o644 } else { 0o444 };
-                make(
-                    Kind::File,
-                    c.bytes.len() as u64,
-                    perm,
-                    c.time,
-                    Caching::Immutable,
-                )
+                file(c.bytes.len() as u64, perm, c.time, Caching::Immutable)
             }
-            Key::ThreadFile(id, f) => {
+            ThreadKey::File(id, f) => {
                 let t = self.thread_ref(id)?;
                 let chain = self.source.chain(t.head)?;
-                let started = crate::fs::views::from_ms(chain.start_timestamp);
+                let started = from_ms(chain.start_timestamp);
                 let head_time = Source::head_time(&chain);
                 let files = self.source.run_files(id);
-                let on_disk = |path: &std::path::Path| {
+                let on_disk = |path: &Path| {
                     let (size, time) = Source::run_file_stat(path);
                     (size, time.unwrap_or(head_time))
                 };
                 match f {
                     ThreadFile::Workflow => link(started, Caching::Immutable)?,
-                    ThreadFile::Prompt => make(
-                        Kind::File,
+                    ThreadFile::Prompt => file(
                         chain.start.prompt.len() as u64,
                         0o444,
                         started,
                         Caching::Immutable,
                     ),
-                    ThreadFile::Head => make(
-                        Kind::File,
-                        14,
-                        0o444,
-                        head_time,
-                        live(&t, Caching::Volatile),
-                    ),
+                    ThreadFile::Head => file(14, 0o444, head_time, live(&t, Caching::Volatile)),
                     ThreadFile::Status => {
                         let len = self.status_line(id, &t)?.len() as u64 + 1;
-                        make(
-                            Kind::File,
-                            len,
-                            0o444,
-                            head_time,
-                            live(&t, Caching::Volatile),
-                        )
+                        file(len, 0o444, head_time, live(&t, Caching::Volatile))
                     }
                     ThreadFile::Step | ThreadFile::Run | ThreadFile::Kill => {
-                        make(Kind::File, 0, 0o644, started, Caching::Immutable)
+                        file(0, 0o644, started, Caching::Immutable)
                     }
                     ThreadFile::Wait => {
                         let (_, time) = on_disk(&files.last());
                         if t.finished() {
-                            let len = control::last_outcome(&files).len() as u64;
-                            make(Kind::File, len, 0o444, time, Caching::Stamped)
-                        } else if self.control.busy(id) {
-                            make(Kind::File, WAIT_PLACEHOLDER, 0o444, time, Caching::Blocking)
+                            let len = actions::last_outcome(&files).len() as u64;
+                            file(len, 0o444, time, Caching::Stamped)
+                        } else if self.actions.busy(id) {
+                            file(WAIT_PLACEHOLDER, 0o444, time, Caching::Blocking)
                         } else {
-                            let len = control::last_outcome(&files).len() as u64;
-                            make(Kind::File, len, 0o444, time, Caching::Blocking)
+                            let len = actions::last_outcome(&files).len() as u64;
+                            file(len, 0o444, time, Caching::Blocking)
                         }
                     }
                     ThreadFile::Log => {
                         let (size, time) = on_disk(&files.log());
-                        make(Kind::File, size, 0o444, time, live(&t, Caching::Volatile))
+                        file(size, 0o444, time, live(&t, Caching::Volatile))
                     }
                     ThreadFile::Error => {
                         let (size, time) = on_disk(&files.error());
-                        make(Kind::File, size, 0o444, time, Caching::Stamped)
+                        file(size, 0o444, time, Caching::Stamped)
                     }
                     ThreadFile::Transcript => {
                         let status = self.status_line(id, &t)?;
                         let c = self.source.transcript(id, &t, &status)?;
                         let size = c.bytes.len() as u64;
-                        make(
-                            Kind::File,
-                            size,
-                            0o444,
-                            head_time,
-                            live(&t, Caching::Volatile),
-                        )
+                        file(size, 0o444, head_time, live(&t, Caching::Volatile))
                     }
                 }
             }
-            Key::WfPrompt(n) => {
-                let (_, time) = self.current(n)?;
-                make(Kind::File, 0, 0o644, time, Caching::Volatile)
-            }
-            Key::WfLatest(n) => {
-                let (_, time) = self.current(n)?;
-                link(time, Caching::Mutable)?
-            }
-            Key::WfThreads(n) => {
-                let (_, time) = self.current(n)?;
-                let time = time.max(self.source.threads_mtime()?);
-                make(Kind::Dir, 0, 0o555, time, Caching::Mutable)
-            }
-            Key::WfThreadLink(_, id) => {
-                let t = self.thread_ref(id)?;
-                let started = crate::fs::views::from_ms(self.source.chain(t.head)?.start_timestamp);
-                link(started, Caching::Immutable)?
-            }
-            _ => return Err(FsError::NotFound),
         })
     }
 
@@ -443,10 +343,27 @@ impl Tree {
 }
 
 /// A file under `runs/`, empty when it does not exist.
-fn read_optional(path: &std::path::Path) -> Result<Arc<[u8]>, FsError> {
+fn read_optional(path: &Path) -> Result<Arc<[u8]>, FsError> {
     match std::fs::read(path) {
         Ok(bytes) => Ok(Arc::from(bytes)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Arc::from(Vec::new())),
         Err(e) => Err(FsError::internal(format!("{}: {e}", path.display()))),
     }
+}
+
+/// Reads `size` bytes at `offset` of a file under `runs/` (empty when it does not exist): a
+/// thread's `log`, read where it lies because it grows while its step runs.
+pub(super) fn read_at(path: &Path, offset: u64, size: u32) -> Result<Vec<u8>, FsError> {
+    let io = |e: std::io::Error| FsError::internal(format!("{}: {e}", path.display()));
+    let mut file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io(e)),
+    };
+    file.seek(SeekFrom::Start(offset)).map_err(io)?;
+    let mut out = Vec::new();
+    file.take(u64::from(size))
+        .read_to_end(&mut out)
+        .map_err(io)?;
+    Ok(out)
 }

@@ -23,7 +23,8 @@ use std::collections::{HashSet, VecDeque};
 use std::sync::mpsc::{self, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 
-use super::{Source, StepFile, lock};
+use super::{Source, lock};
+use crate::fs::inode::StepFile;
 
 /// Threads waiting to be warmed, at most.
 const QUEUE: usize = 16;

@@ -37,6 +37,7 @@
 mod convert;
 mod worker;
 
+use crate::advice::Advice;
 use convert::*;
 use worker::*;
 
@@ -162,6 +163,8 @@ pub enum JsonataError {
     #[error("cannot start a JSONata evaluation thread: {message}")]
     Worker { message: String },
 }
+
+impl Advice for JsonataError {}
 
 impl JsonataError {
     /// The JSONata error code (`T2006`, `S0201`, `D1012`, …), when there is one.

@@ -1,6 +1,10 @@
 //! The thread views without FUSE: what `threads/<id>/…` shows next to what the CLI's renderers
 //! say, and the trigger rules of control files replayed with the exact op sequences of `touch`,
-//! `echo >` and a path-only time change (`fuse-editor-op-sequences.md`).
+//! `echo >` and a path-only time change (as the kernel sends them: `touch` is OPEN, SETATTR times
+//! without a handle, FLUSH, RELEASE; `echo >` is OPEN, SETATTR size 0, WRITE, FLUSH, RELEASE).
+//!
+//! Invariant: rendered files are checked against `engine::render`'s own output, so the mount
+//! and the CLI cannot drift apart unnoticed.
 
 use std::time::Duration;
 
@@ -12,9 +16,10 @@ use crate::cas::store::now_ms;
 use crate::engine::agent::submit::{self, Submission};
 use crate::engine::thread::render;
 use crate::engine::thread::view::ThreadView;
-use crate::engine::{thread::index, thread::lifecycle, workflow, workflow::registry};
+use crate::engine::thread::{index, lifecycle};
+use crate::engine::workflow::{self, registry};
+use crate::fs::attr::{Kind, Lookup, SetAttr, TimeSet};
 use crate::fs::error::FsError;
-use crate::fs::tree::{Kind, Lookup, SetAttr, TimeSet};
 
 const LOOP: &str = "name: loop\nroles:\n  planner:\n    goal: plan\n    meta:\n      type: object\n      \
 properties: { plan: { type: string } }\n      required: [plan]\n  reviewer:\n    goal: review\n    \

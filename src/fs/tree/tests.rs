@@ -1,18 +1,24 @@
-//! The core without FUSE: editors' and tools' exact op sequences (`fuse-editor-op-sequences.md`)
-//! replayed against a [`Tree`], checking what got registered and what the files show.
+//! The core without FUSE: editors' and tools' exact op sequences (the kernel requests of vim's
+//! backup-and-rename save, emacs' lock file and rename, `sed -i`'s temp file renamed over the
+//! view, an in-place truncate and write) replayed against a [`Tree`], checking what got
+//! registered and what the files show.
+//!
+//! Invariant: these tests drive the tree only through its public methods, the ones the adapter
+//! calls, so what passes here is what a real mount does (`tests/fs_mount.rs` checks the wiring).
 
 use std::sync::Arc;
 
-use super::error::FsError;
-use super::inode::{Ino, ROOT};
-use super::scratch::Limits;
-use super::tree::{Caller, Kind, Lookup, Options, SetAttr, TimeSet, Tree};
-use super::views::Source;
+use super::{Options, Tree};
 use crate::cas::Store;
 use crate::cas::store::now_ms;
-use crate::engine::{workflow, workflow::registry};
+use crate::engine::workflow::{self, registry};
+use crate::fs::attr::{Caller, Kind, Lookup, RenameFlags, SetAttr, TimeSet};
+use crate::fs::error::FsError;
+use crate::fs::inode::{Ino, ROOT};
+use crate::fs::scratch::Limits;
+use crate::fs::views::Source;
 
-mod threads;
+mod thread_files;
 
 const RW: i32 = libc::O_RDWR;
 const WO: i32 = libc::O_WRONLY;
@@ -108,7 +114,12 @@ impl Fx {
     fn rename(&self, from: &str, to: &str, noreplace: bool) -> Result<(), FsError> {
         let (a, an) = self.split(from);
         let (b, bn) = self.split(to);
-        self.tree.rename(a, an, b, bn, noreplace, false, ME)
+        let flags = if noreplace {
+            RenameFlags::NOREPLACE
+        } else {
+            RenameFlags::NONE
+        };
+        self.tree.rename(a, an, b, bn, flags, ME)
     }
 
     fn unlink(&self, path: &str) -> Result<(), FsError> {
@@ -460,7 +471,7 @@ fn errno_for_what_the_tree_does_not_allow() {
     let w = fx.find("workflows").unwrap();
     assert_eq!(
         fx.tree
-            .rename(w, "a", w, "b", false, true, ME)
+            .rename(w, "a", w, "b", RenameFlags::EXCHANGE, ME)
             .unwrap_err()
             .errno(),
         libc::EINVAL,

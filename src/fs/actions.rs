@@ -1,4 +1,4 @@
-//! Control files: what writing `step`, `run`, `kill`, `fork` or `workflows/<name>/prompt` does,
+//! Actions files: what writing `step`, `run`, `kill`, `fork` or `workflows/<name>/prompt` does,
 //! and what reading `wait` waits for (SPEC §7).
 //!
 //! Every action is the engine's own: `engine::step::step` (background, `passthrough: false`, so
@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
+use crate::advice::{Advice, with_hints};
 use crate::cas::{Hash, Store};
 use crate::engine::config;
 use crate::engine::thread::index::ThreadIndexError;
@@ -97,7 +98,7 @@ impl Jobs {
 
 /// Runs the actions of control files against one storage root.
 #[derive(Debug, Clone)]
-pub struct Control {
+pub struct Actions {
     store: Arc<Store>,
     jobs: Arc<Jobs>,
     /// Bumped after every change of the thread index, so the views look at it again at once.
@@ -112,9 +113,9 @@ fn record(files: &RunFiles, message: &str) {
     let _ = std::fs::write(&path, format!("{message}\n"));
 }
 
-impl Control {
-    pub fn new(store: Arc<Store>, changed: Arc<AtomicU64>) -> Control {
-        Control {
+impl Actions {
+    pub fn new(store: Arc<Store>, changed: Arc<AtomicU64>) -> Actions {
+        Actions {
             store,
             jobs: Arc::new(Jobs::default()),
             changed,
@@ -144,7 +145,7 @@ impl Control {
                 id: id.to_owned(),
                 status: status.to_owned(),
             };
-            let text = format!("{}: {e}", verb(action));
+            let text = format!("{}: {}", verb(action), with_hints(&e));
             record(&files, &text);
             return Err(FsError::Refused(text));
         }
@@ -153,8 +154,8 @@ impl Control {
         }
         if self.jobs.in_flight(id) {
             let text = format!(
-                "{}: thread {id} is busy: a step started through the mount is running\n\
-                 hint: `cat wait` blocks until it is done; `echo > kill` stops it",
+                "{}: thread {id} is busy: a step started through the mount is running \
+                 (`cat wait` blocks until it is done; `echo > kill` stops it)",
                 verb(action)
             );
             record(&files, &text);
@@ -163,7 +164,7 @@ impl Control {
         match files.check_idle() {
             Ok(()) => Ok(()),
             Err(e @ ThreadIndexError::Busy { .. }) => {
-                let text = format!("{}: {e}", verb(action));
+                let text = format!("{}: {}", verb(action), with_hints(&e));
                 record(&files, &text);
                 Err(FsError::Busy(text))
             }
@@ -171,7 +172,7 @@ impl Control {
         }
     }
 
-    /// Starts `action` on `id` in the background (after [`Control::check`] passed again).
+    /// Starts `action` on `id` in the background (after [`Actions::check`] passed again).
     pub fn fire(&self, id: &str, finished: Option<&str>, action: Action) -> Result<(), FsError> {
         self.check(id, finished, action)?;
         let store = self.store.clone();
@@ -187,7 +188,10 @@ impl Control {
                 .name("uwf-kill".to_owned())
                 .spawn(move || {
                     if let Err(e) = lifecycle::kill(&store, &id) {
-                        record(&RunFiles::new(store.root(), &id), &format!("kill: {e}"));
+                        record(
+                            &RunFiles::new(store.root(), &id),
+                            &format!("kill: {}", with_hints(&e)),
+                        );
                     }
                     changed.fetch_add(1, Ordering::SeqCst);
                 });
@@ -233,7 +237,7 @@ impl Control {
                 Ok(id)
             }
             Err(e) => {
-                let text = format!("fork: {e}");
+                let text = format!("fork: {}", with_hints(&e));
                 record(&self.files(thread), &text);
                 Err(thread_error(e, text))
             }
@@ -248,7 +252,7 @@ impl Control {
                 Ok(id)
             }
             Err(e) => {
-                let text = e.to_string();
+                let text = with_hints(&e);
                 Err(thread_error(e, text))
             }
         }
@@ -313,7 +317,7 @@ fn run_steps(store: &Store, id: &str, action: Action, cancel: &AtomicBool, chang
     let config = match config::load(store.root()) {
         Ok(c) => c,
         Err(e) => {
-            files.record_failure(&e.to_string());
+            files.record_failure(&with_hints(&e));
             return;
         }
     };
@@ -338,7 +342,7 @@ fn run_steps(store: &Store, id: &str, action: Action, cancel: &AtomicBool, chang
             Ok(_) => {}
             Err(e) => {
                 if e.is_busy() {
-                    record(&files, &format!("{}: {e}", verb(action)));
+                    record(&files, &format!("{}: {}", verb(action), with_hints(&e)));
                 }
                 return;
             }

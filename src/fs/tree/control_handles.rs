@@ -6,37 +6,29 @@
 //! without a handle, FLUSH, RELEASE) and `echo > step` (OPEN, SETATTR size=0 without a handle,
 //! WRITE, FLUSH, RELEASE) change the file by path while their handle is open; such a change is
 //! counted as the newest open handle's that has not fired yet, so each starts exactly one step.
+//!
+//! Architecture Invariant: a handle fires at most once ([`super::state::Ctl::fired`]); later
+//! changes through it only repeat its refusal, and a prompt handle starts at most one thread.
 
-use std::io::{Read, Seek, SeekFrom};
-use std::path::Path;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use super::{Ctl, CtlTarget, Inval, Open, SetAttr, State, Tree};
+use super::Tree;
+use super::state::{Ctl, CtlTarget, Open, State};
+use crate::fs::attr::{Inval, SetAttr};
 use crate::fs::error::FsError;
-use crate::fs::inode::Key;
-use crate::fs::views::StepFile;
-
-impl Ctl {
-    pub(super) fn new(target: CtlTarget) -> Ctl {
-        Ctl {
-            target,
-            fired: false,
-            failed: None,
-            text: Vec::new(),
-            wrote: false,
-            answer: None,
-            delivered: 0,
-        }
-    }
-}
+use crate::fs::inode::{Key, StepFile, ThreadKey, WfKey};
 
 /// The control target a key stands for, if it is a control file.
 pub(super) fn target_of(key: &Key) -> Option<CtlTarget> {
     match key {
-        Key::ThreadFile(id, f) if f.is_control() => Some(CtlTarget::Thread(id.clone(), *f)),
-        Key::StepFile(id, i, StepFile::Fork) => Some(CtlTarget::Fork(id.clone(), *i)),
-        Key::WfPrompt(n) => Some(CtlTarget::Prompt(n.clone())),
+        Key::Threads(ThreadKey::File(id, f)) if f.is_control() => {
+            Some(CtlTarget::Thread(id.clone(), *f))
+        }
+        Key::Threads(ThreadKey::StepFile(id, i, StepFile::Fork)) => {
+            Some(CtlTarget::Fork(id.clone(), *i))
+        }
+        Key::Workflows(WfKey::Prompt(n)) => Some(CtlTarget::Prompt(n.clone())),
         _ => None,
     }
 }
@@ -46,22 +38,6 @@ fn ctl_mut(st: &mut State, fh: u64) -> Result<&mut Ctl, FsError> {
         Some(Open::Control(ctl)) => Ok(ctl),
         _ => Err(FsError::BadHandle),
     }
-}
-
-/// Reads `size` bytes at `offset` of a file on disk (empty when it does not exist).
-pub(super) fn read_at(path: &Path, offset: u64, size: u32) -> Result<Vec<u8>, FsError> {
-    let io = |e: std::io::Error| FsError::internal(format!("{}: {e}", path.display()));
-    let mut file = match std::fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(io(e)),
-    };
-    file.seek(SeekFrom::Start(offset)).map_err(io)?;
-    let mut out = Vec::new();
-    file.take(u64::from(size))
-        .read_to_end(&mut out)
-        .map_err(io)?;
-    Ok(out)
 }
 
 impl Tree {
@@ -94,12 +70,12 @@ impl Tree {
             CtlTarget::Thread(id, f) => {
                 let t = self.thread_ref(id)?;
                 let action = Self::action_of(*f).ok_or(FsError::NotFound)?;
-                self.control.fire(id, t.archived.as_deref(), action)?;
+                self.actions.fire(id, t.archived.as_deref(), action)?;
                 Ok(None)
             }
             CtlTarget::Fork(id, i) => {
                 let hash = self.step_hash(id, *i)?;
-                let new = self.control.fork(id, hash)?;
+                let new = self.actions.fork(id, hash)?;
                 self.thread_started(st, &new);
                 Ok(Some(Arc::from(format!("{new}\n").into_bytes())))
             }
@@ -110,7 +86,7 @@ impl Tree {
 
     /// A new thread exists: drop what the kernel may have cached about its absence.
     fn thread_started(&self, st: &mut State, id: &str) {
-        if let Some(ino) = st.inodes.existing(&Key::Threads) {
+        if let Some(ino) = st.inodes.existing(&Key::Threads(ThreadKey::Root)) {
             st.inval.push(Inval::Entry(ino, id.to_owned()));
             st.inval.push(Inval::Inode(ino));
         }
@@ -234,12 +210,15 @@ impl Tree {
         if !ctl.wrote {
             return Ok(None);
         }
-        match self.control.start(&name, &text) {
+        match self.actions.start(&name, &text) {
             Ok(id) => {
                 let answer: Arc<[u8]> = Arc::from(format!("{id}\n").into_bytes());
                 ctl_mut(st, fh)?.answer = Some(answer.clone());
                 self.thread_started(st, &id);
-                for key in [Key::WfLatest(name.clone()), Key::WfThreads(name.clone())] {
+                for key in [
+                    Key::Workflows(WfKey::Latest(name.clone())),
+                    Key::Workflows(WfKey::Threads(name.clone())),
+                ] {
                     if let Some(ino) = st.inodes.existing(&key) {
                         st.inval.push(Inval::Inode(ino));
                     }
@@ -256,7 +235,7 @@ impl Tree {
                 );
                 st.error = Arc::from(text.into_bytes());
                 st.error_time = SystemTime::now();
-                if let Some(ino) = st.inodes.existing(&Key::WorkflowsError) {
+                if let Some(ino) = st.inodes.existing(&Key::Workflows(WfKey::Error)) {
                     st.inval.push(Inval::Inode(ino));
                 }
                 Err(e)
@@ -268,16 +247,23 @@ impl Tree {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fs::views::ThreadFile;
+    use crate::fs::inode::ThreadFile;
 
     #[test]
     fn only_control_files_have_targets() {
         let id: Arc<str> = Arc::from("01J");
-        assert!(target_of(&Key::ThreadFile(id.clone(), ThreadFile::Step)).is_some());
-        assert!(target_of(&Key::ThreadFile(id.clone(), ThreadFile::Kill)).is_some());
-        assert!(target_of(&Key::ThreadFile(id.clone(), ThreadFile::Wait)).is_none());
-        assert!(target_of(&Key::StepFile(id.clone(), 0, StepFile::Fork)).is_some());
-        assert!(target_of(&Key::StepFile(id, 0, StepFile::Hash)).is_none());
-        assert!(target_of(&Key::WfPrompt(Arc::from("w"))).is_some());
+        assert!(target_of(&Key::Threads(ThreadKey::File(id.clone(), ThreadFile::Step))).is_some());
+        assert!(target_of(&Key::Threads(ThreadKey::File(id.clone(), ThreadFile::Kill))).is_some());
+        assert!(target_of(&Key::Threads(ThreadKey::File(id.clone(), ThreadFile::Wait))).is_none());
+        assert!(
+            target_of(&Key::Threads(ThreadKey::StepFile(
+                id.clone(),
+                0,
+                StepFile::Fork
+            )))
+            .is_some()
+        );
+        assert!(target_of(&Key::Threads(ThreadKey::StepFile(id, 0, StepFile::Hash))).is_none());
+        assert!(target_of(&Key::Workflows(WfKey::Prompt(Arc::from("w")))).is_some());
     }
 }

@@ -9,6 +9,9 @@
 //! Registration goes through the same engine calls as `uwf workflow put` (parse, store, register
 //! under the registry lock), so a save through the mount and one through the CLI are the same
 //! thing.
+//!
+//! Architecture Invariant: nothing is stored or registered unless [`check`] accepted the text;
+//! a refusal is [`FsError::Refused`] with the engine's reason, never an I/O error.
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -19,7 +22,7 @@ use crate::engine::workflow::registry::{self, Registered};
 use crate::engine::workflow::{self, Checked, WorkflowError};
 
 use super::error::FsError;
-use super::inode::Key;
+use super::inode::{Key, WfKey};
 use super::views::Source;
 
 /// What saving a file at some name means.
@@ -34,8 +37,10 @@ pub enum Target {
 /// The meaning of a file named `name` in directory `dir`, if saving it registers something.
 pub fn target_of(dir: &Key, name: &str) -> Option<Target> {
     match dir {
-        Key::WfDir(n) if name == "workflow.yaml" => Some(Target::Workflow(n.clone())),
-        Key::Workflows
+        Key::Workflows(WfKey::Dir(n)) if name == "workflow.yaml" => {
+            Some(Target::Workflow(n.clone()))
+        }
+        Key::Workflows(WfKey::Root)
             if name.len() > ".yaml".len()
                 && name.ends_with(".yaml")
                 && !name.starts_with('.')
@@ -69,8 +74,8 @@ pub fn check(text: &[u8], target: &Target) -> Result<Checked, String> {
         if got.as_str() != &**expected {
             return Err(format!(
                 "`name: {got}` does not match the directory `{expected}`: a workflow.yaml saves a \
-                 new version of its own directory's workflow\nhint: to register `{got}`, save \
-                 the text as workflows/{got}.yaml"
+                 new version of its own directory's workflow; to register `{got}`, save the \
+                 text as workflows/{got}.yaml"
             ));
         }
     }
@@ -110,13 +115,16 @@ mod tests {
 
     #[test]
     fn meaningful_names() {
-        let dir = Key::WfDir("demo".into());
+        let dir = Key::Workflows(WfKey::Dir("demo".into()));
         assert_eq!(
             target_of(&dir, "workflow.yaml"),
             Some(Target::Workflow("demo".into()))
         );
         assert_eq!(target_of(&dir, "other.yaml"), None);
-        assert_eq!(target_of(&Key::Workflows, "new.yaml"), Some(Target::Any));
+        assert_eq!(
+            target_of(&Key::Workflows(WfKey::Root), "new.yaml"),
+            Some(Target::Any)
+        );
         for side_file in [
             ".#new.yaml",
             "#new.yaml#",
@@ -126,7 +134,11 @@ mod tests {
             "sedAbc123",
             ".yaml",
         ] {
-            assert_eq!(target_of(&Key::Workflows, side_file), None, "{side_file}");
+            assert_eq!(
+                target_of(&Key::Workflows(WfKey::Root), side_file),
+                None,
+                "{side_file}"
+            );
         }
     }
 

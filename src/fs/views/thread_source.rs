@@ -26,6 +26,7 @@ use crate::engine::thread::view::ThreadView;
 use crate::engine::workflow::Workflow;
 
 use super::{Content, FsError, Render, Source, Stamp, Version, from_ms, lock, stamp};
+use crate::fs::inode::{StepFile, step_dir_name};
 
 /// How long the thread index is trusted before its files' stamps are looked at again. Changes
 /// made through the mount bump [`Source::index_changed`] and are seen at once; changes by other
@@ -42,126 +43,6 @@ const WORKFLOWS: usize = 64;
 /// Bytes (about) of parsed node payloads kept: a step's detail, raw output and body nodes,
 /// each needed by several of its files and by its thread's transcript.
 const PAYLOAD_BUDGET: usize = 8 << 20;
-
-/// The entries of `threads/<id>/` other than `steps/`, in listing order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum ThreadFile {
-    Prompt,
-    Head,
-    Status,
-    /// Symlink to `../../workflows/<name>`.
-    Workflow,
-    Step,
-    Run,
-    Wait,
-    Kill,
-    Log,
-    Error,
-    Transcript,
-}
-
-impl ThreadFile {
-    pub const ALL: [ThreadFile; 11] = [
-        ThreadFile::Prompt,
-        ThreadFile::Head,
-        ThreadFile::Status,
-        ThreadFile::Workflow,
-        ThreadFile::Step,
-        ThreadFile::Run,
-        ThreadFile::Wait,
-        ThreadFile::Kill,
-        ThreadFile::Log,
-        ThreadFile::Error,
-        ThreadFile::Transcript,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            ThreadFile::Prompt => "prompt",
-            ThreadFile::Head => "head",
-            ThreadFile::Status => "status",
-            ThreadFile::Workflow => "workflow",
-            ThreadFile::Step => "step",
-            ThreadFile::Run => "run",
-            ThreadFile::Wait => "wait",
-            ThreadFile::Kill => "kill",
-            ThreadFile::Log => "log",
-            ThreadFile::Error => "error",
-            ThreadFile::Transcript => "transcript.md",
-        }
-    }
-
-    pub fn from_name(name: &str) -> Option<ThreadFile> {
-        ThreadFile::ALL.into_iter().find(|f| f.name() == name)
-    }
-
-    /// Files whose write is an action (`step`, `run`, `kill`).
-    pub fn is_control(self) -> bool {
-        matches!(self, ThreadFile::Step | ThreadFile::Run | ThreadFile::Kill)
-    }
-}
-
-/// The entries of `threads/<id>/steps/NNN-role/`, in listing order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum StepFile {
-    OutputYaml,
-    OutputJson,
-    Body,
-    Detail,
-    Hash,
-    Role,
-    Agent,
-    Diff,
-    Fork,
-}
-
-impl StepFile {
-    pub const ALL: [StepFile; 9] = [
-        StepFile::OutputYaml,
-        StepFile::OutputJson,
-        StepFile::Body,
-        StepFile::Detail,
-        StepFile::Hash,
-        StepFile::Role,
-        StepFile::Agent,
-        StepFile::Diff,
-        StepFile::Fork,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            StepFile::OutputYaml => "output.yaml",
-            StepFile::OutputJson => "output.json",
-            StepFile::Body => "body.md",
-            StepFile::Detail => "detail.yaml",
-            StepFile::Hash => "hash",
-            StepFile::Role => "role",
-            StepFile::Agent => "agent",
-            StepFile::Diff => "diff",
-            StepFile::Fork => "fork",
-        }
-    }
-
-    pub fn from_name(name: &str) -> Option<StepFile> {
-        StepFile::ALL.into_iter().find(|f| f.name() == name)
-    }
-}
-
-/// `NNN-role`: the step's 1-based index, zero-padded to width 3 (wider past 999), and its role.
-pub fn step_dir_name(index: usize, role: &str) -> String {
-    format!("{:03}-{role}", index + 1)
-}
-
-/// The 0-based index a step directory name claims, if it has the shape `NNN-role`.
-pub fn parse_step_dir(name: &str) -> Option<(usize, &str)> {
-    let (number, role) = name.split_once('-')?;
-    if number.len() < 3 || !number.bytes().all(|b| b.is_ascii_digit()) || role.is_empty() {
-        return None;
-    }
-    let n: usize = number.parse().ok()?;
-    // Exactly the canonical spelling: `0001-x` or `000-x` never name a step.
-    (n >= 1 && format!("{n:03}") == number).then(|| (n - 1, role))
-}
 
 /// Where a thread stands in the index.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -607,27 +488,6 @@ impl Source {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn step_dir_names_round_trip_and_grow_past_999() {
-        assert_eq!(step_dir_name(0, "planner"), "001-planner");
-        assert_eq!(step_dir_name(999, "dev"), "1000-dev");
-        assert_eq!(parse_step_dir("001-planner"), Some((0, "planner")));
-        assert_eq!(parse_step_dir("1000-dev"), Some((999, "dev")));
-        assert_eq!(parse_step_dir("a-b-c"), None);
-        for bad in [
-            "1-planner",
-            "0001-planner",
-            "000-x",
-            "001-",
-            "latest",
-            "01x-a",
-        ] {
-            assert_eq!(parse_step_dir(bad), None, "{bad}");
-        }
-        // Roles may contain dashes.
-        assert_eq!(parse_step_dir("012-code-review"), Some((11, "code-review")));
-    }
 
     #[test]
     fn bounded_map_forgets_the_oldest() {

@@ -1,17 +1,23 @@
 //! Drafts and saves: the part of [`Tree`] that turns written text into registered versions.
 //!
 //! A draft is a nameless scratch file behind `workflows/<name>/workflow.yaml` while it is being
-//! written (or after its text was refused). Saving goes through [`save::register`], the same
+//! written (or after its text was refused). Saving goes through [`registration::register`], the same
 //! engine calls as `uwf workflow put`; the outcome updates the text shown, `workflows/error`, and
 //! the kernel caches to invalidate.
+//!
+//! Architecture Invariant: no written text is lost: a refused draft stays (and is what
+//! `workflow.yaml` shows) until it is saved or deleted, and a draft that leaves its view keeps
+//! its open handles' data as a nameless scratch file.
 
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use super::{Caller, Draft, Inval, Open, State, Tree};
+use super::Tree;
+use super::state::{Draft, Open, State};
+use crate::fs::attr::{Caller, Inval};
 use crate::fs::error::FsError;
-use crate::fs::inode::Key;
-use crate::fs::save::{self, Saved, Target};
+use crate::fs::inode::{Key, WfKey};
+use crate::fs::registration::{self, Saved, Target};
 
 impl Tree {
     /// The draft of `name`, made from the current text when there is none.
@@ -49,7 +55,10 @@ impl Tree {
         {
             st.drafts.remove(name);
             st.scratch.remove(d.id);
-            if let Some(ino) = st.inodes.existing(&Key::WfYaml(name.clone())) {
+            if let Some(ino) = st
+                .inodes
+                .existing(&Key::Workflows(WfKey::Yaml(name.clone())))
+            {
                 st.inval.push(Inval::Inode(ino));
             }
         }
@@ -72,7 +81,7 @@ impl Tree {
         let text: Arc<[u8]> = Arc::from(f.data.as_slice());
         let path = format!("workflows/{name}/workflow.yaml");
         let target = Target::Workflow(name.clone());
-        let result = save::register(&self.source, &text, &target);
+        let result = registration::register(&self.source, &text, &target);
         if let Some(d) = st.drafts.get_mut(name) {
             d.refused = result.is_err();
         }
@@ -97,7 +106,7 @@ impl Tree {
         let Some((dir, name)) = f.place.clone() else {
             return Ok(());
         };
-        let Some(target) = save::target_of(&dir, &name) else {
+        let Some(target) = registration::target_of(&dir, &name) else {
             return Ok(());
         };
         if !f.dirty || f.data.iter().all(u8::is_ascii_whitespace) {
@@ -106,7 +115,7 @@ impl Tree {
         f.dirty = false;
         let text: Arc<[u8]> = Arc::from(f.data.as_slice());
         let path = place_path(&dir, &name);
-        match save::register(&self.source, &text, &target) {
+        match registration::register(&self.source, &text, &target) {
             Ok(saved) => {
                 self.saved_ok(st, saved, text);
                 Ok(())
@@ -122,7 +131,7 @@ impl Tree {
         st.saved.insert(saved.name.clone(), (saved.hash, text));
         st.error = Arc::from(Vec::new());
         st.error_time = SystemTime::now();
-        if let Some(ino) = st.inodes.existing(&Key::WorkflowsError) {
+        if let Some(ino) = st.inodes.existing(&Key::Workflows(WfKey::Error)) {
             st.inval.push(Inval::Inode(ino));
         }
         self.invalidate_workflow(st, &saved.name);
@@ -130,14 +139,14 @@ impl Tree {
     }
 
     pub(super) fn invalidate_workflow(&self, st: &mut State, name: &Arc<str>) {
-        let ino = st.inodes.ino(&Key::Workflows);
+        let ino = st.inodes.ino(&Key::Workflows(WfKey::Root));
         st.inval.push(Inval::Inode(ino));
         st.inval.push(Inval::Entry(ino, name.to_string()));
         for key in [
-            Key::WfDir(name.clone()),
-            Key::WfHash(name.clone()),
-            Key::WfGraph(name.clone()),
-            Key::WfVersions(name.clone()),
+            Key::Workflows(WfKey::Dir(name.clone())),
+            Key::Workflows(WfKey::Hash(name.clone())),
+            Key::Workflows(WfKey::Graph(name.clone())),
+            Key::Workflows(WfKey::Versions(name.clone())),
         ] {
             if let Some(ino) = st.inodes.existing(&key) {
                 st.inval.push(Inval::Inode(ino));
@@ -146,9 +155,9 @@ impl Tree {
     }
 
     pub(super) fn record_error(&self, st: &mut State, path: &str, reason: &str, kept: &str) {
-        st.error = Arc::from(save::error_text(path, reason, kept).into_bytes());
+        st.error = Arc::from(registration::error_text(path, reason, kept).into_bytes());
         st.error_time = SystemTime::now();
-        if let Some(ino) = st.inodes.existing(&Key::WorkflowsError) {
+        if let Some(ino) = st.inodes.existing(&Key::Workflows(WfKey::Error)) {
             st.inval.push(Inval::Inode(ino));
         }
     }
@@ -223,7 +232,7 @@ impl Tree {
 /// The path of a scratch file relative to the mount.
 pub(super) fn place_path(dir: &Key, name: &str) -> String {
     match dir {
-        Key::WfDir(n) => format!("workflows/{n}/{name}"),
+        Key::Workflows(WfKey::Dir(n)) => format!("workflows/{n}/{name}"),
         _ => format!("workflows/{name}"),
     }
 }

@@ -1,5 +1,8 @@
 //! The generated `README.md` at the root of a mount: how to use it, written for people and for
 //! agents that find themselves in the directory.
+//!
+//! Invariant: the text is fixed when the mount starts (it depends only on the storage root and
+//! `--read-only`), so the file is immutable.
 
 use std::path::Path;
 
