@@ -337,3 +337,99 @@ fn fsck_checks_derived_files_and_repair_rebuilds_only_them() {
     // The thread carries on from the rebuilt caches.
     env.ok(&["thread", "step", &id, "--agent", "dry"]);
 }
+
+/// Whether process `pid` is alive (exists and is not a zombie).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| Some(s[s.rfind(')')? + 2..].chars().next()? != 'Z'))
+        .unwrap_or(false)
+}
+
+fn wait_until(what: &str, seconds: u64, mut ready: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
+    while !ready() {
+        if std::time::Instant::now() > deadline {
+            eprintln!("timed out waiting for {what}");
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    true
+}
+
+/// Item 3: `kill -9` of a step whose agent left `sleep 30` running in the background: whoever
+/// next takes the thread (a step, `thread kill`, `thread show`) kills that leftover first.
+#[test]
+fn a_killed_step_leaves_no_agent_children_behind() {
+    for next in ["step", "kill", "show"] {
+        let env = Env::new();
+        env.ok_stdin(&["workflow", "put", "-"], LOOP);
+        let id = start_thread(&env, "counter", "p");
+        let pidfile = env.dir.path().join("sleep.pid");
+        let agent = common::script(
+            &env,
+            "spawner.sh",
+            &format!(
+                "sleep 30 >/dev/null 2>&1 &\necho $! > '{}'\nsleep 30",
+                pidfile.display()
+            ),
+        );
+        let mut step = Command::new(env!("CARGO_BIN_EXE_uwf"))
+            .args(["thread", "step", &id, "--agent"])
+            .arg(&agent)
+            .env("UWF_STORAGE_ROOT", env.root())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let run = env.root().join("runs").join(format!("{id}.run.json"));
+        // The step has recorded its agent (the pid is written once the agent runs; a step
+        // killed before that cannot know what to clean up) and the agent has started its child.
+        let sleeper =
+            || -> Option<u32> { std::fs::read_to_string(&pidfile).ok()?.trim().parse().ok() };
+        assert!(wait_until("the agent's child", 10, || {
+            sleeper().is_some()
+                && std::fs::read_to_string(&run)
+                    .is_ok_and(|t| t.contains("\"agentPid\":") && !t.contains("\"agentPid\":null"))
+        }));
+        let sleeper = sleeper().unwrap();
+        step.kill().unwrap(); // SIGKILL
+        step.wait().unwrap();
+        // The premise: the agent got its parent-death signal, its background child did not.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert!(
+            alive(sleeper),
+            "{next}: the orphan should still run before anyone looks"
+        );
+
+        match next {
+            "step" => {
+                env.ok(&["thread", "step", &id, "--agent", "dry"]);
+            }
+            "kill" => {
+                env.ok(&["thread", "kill", &id]);
+            }
+            _ => {
+                env.ok(&["thread", "show", &id]);
+            }
+        }
+        let gone = wait_until("the orphan to die", 3, || !alive(sleeper));
+        if !gone {
+            let _ = nix_kill(sleeper);
+        }
+        assert!(
+            gone,
+            "after `thread {next}`, the agent's `sleep 30` is still running"
+        );
+    }
+}
+
+fn nix_kill(pid: u32) -> std::io::Result<()> {
+    let status = Command::new("kill")
+        .arg("-9")
+        .arg(pid.to_string())
+        .status()?;
+    assert!(status.success());
+    Ok(())
+}

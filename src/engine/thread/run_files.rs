@@ -42,6 +42,10 @@ pub struct RunInfo {
     /// The agent's process id, which is also its process group id.
     #[serde(default)]
     pub agent_pid: Option<u32>,
+    /// The agent's start time (clock ticks after boot, from `/proc/<pid>/stat`): proves that a
+    /// process group found later under `agent_pid` is still this agent's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_start: Option<u64>,
 }
 
 impl RunFiles {
@@ -100,10 +104,14 @@ impl RunFiles {
             .map_err(io)?;
         let lock = whole_file(libc::F_WRLCK);
         match nix::fcntl::fcntl(&file, nix::fcntl::FcntlArg::F_OFD_SETLK(&lock)) {
-            Ok(_) => Ok(StepLock {
-                file,
-                files: self.clone(),
-            }),
+            Ok(_) => {
+                let lock = StepLock {
+                    file,
+                    files: self.clone(),
+                };
+                lock.reap_abandoned();
+                Ok(lock)
+            }
             Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EACCES) => Err(self.busy()),
             Err(e) => Err(io(e.into()).into()),
         }
@@ -140,6 +148,17 @@ impl RunFiles {
         ThreadIndexError::Busy {
             id: self.id.clone(),
             holder: self.describe_holder(),
+        }
+    }
+
+    /// Cleans up after a step that died holding the lock (its run record still names an
+    /// agent while nobody holds the lock): takes the lock, which kills what is left of that
+    /// agent's process group, and lets it go. For status probes; a step or `kill` does this by
+    /// taking the lock anyway. Does nothing while a step runs or when there is nothing to do.
+    pub fn reap_abandoned(&self) {
+        let abandoned = self.run_info().is_some_and(|i| i.agent_pid.is_some());
+        if abandoned && !self.is_running() {
+            drop(self.try_lock());
         }
     }
 
@@ -296,6 +315,22 @@ impl StepLock {
     /// Records a successful step's JSON as the last outcome.
     pub fn record_success(&self, result: &serde_json::Value) {
         self.replace(&self.files.last(), format!("{result}\n").as_bytes());
+    }
+
+    /// Just locked: if the run record still names an agent, the previous holder died mid-step
+    /// (a step clears it before it unlocks); kill what is left of that agent's process group
+    /// and clear the record.
+    fn reap_abandoned(&self) {
+        let Some(info) = self.files.run_info() else {
+            return;
+        };
+        let Some(pgid) = info.agent_pid else {
+            return;
+        };
+        if let Some(start) = info.agent_start {
+            crate::engine::agent::spawn::kill_leftover_group(pgid, start);
+        }
+        self.replace(&self.files.run(), b"{}");
     }
 
     /// Replaces one of the thread's run files through its spare (best effort: run files are

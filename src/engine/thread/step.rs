@@ -163,6 +163,7 @@ fn step_locked(
         role: None,
         agent: None,
         agent_pid: None,
+        agent_start: None,
     };
     lock.set_info(&info);
     let view = Current::load(store, id)?;
@@ -245,6 +246,7 @@ fn step_locked(
     };
     let finished = spawn::run(&invocation, |pid| {
         info.agent_pid = Some(pid);
+        info.agent_start = spawn::proc_stat(pid).map(|p| p.start);
         lock.set_info(&info);
         prepared.get_or_insert_with(prepare);
     })?;
