@@ -433,3 +433,51 @@ fn nix_kill(pid: u32) -> std::io::Result<()> {
     assert!(status.success());
     Ok(())
 }
+
+/// Item 4: temp files of killed writers are removed by `cas gc` (older than its grace, here
+/// none) and by the next writer in the same directory (older than an hour).
+#[test]
+fn abandoned_temp_files_are_removed_by_gc_and_by_the_next_writer() {
+    let env = Env::new();
+    env.ok(&["cas", "put", "text", "\"a\""]);
+    let tmp = env.root().join("cas/tmp");
+    let age = |path: &Path, secs: u64| {
+        let file = std::fs::File::options().write(true).open(path).unwrap();
+        file.set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(secs))
+            .unwrap();
+    };
+    // What a killed node writer and a killed index writer leave behind, two hours ago and now.
+    let stale = [tmp.join(".uwf-tmp-AbC123"), tmp.join(".uwf-tmp-XyZ789")];
+    let fresh = tmp.join(".uwf-tmp-busy00");
+    for path in stale.iter().chain([&fresh]) {
+        std::fs::write(path, "{\"partial").unwrap();
+    }
+    for path in &stale {
+        age(path, 7200);
+    }
+    // The next writer (a new process putting a node) sweeps the stale ones, not the fresh one.
+    env.ok(&["cas", "put", "text", "\"b\""]);
+    for path in &stale {
+        assert!(!path.exists(), "{} was left", path.display());
+    }
+    assert!(
+        fresh.exists(),
+        "a temp file young enough to be in use is kept"
+    );
+    // GC with no grace takes the rest.
+    let out = env.ok(&["cas", "gc", "--grace", "0s", "--dry-run"]);
+    assert!(out.contains("would remove 1 abandoned temp files"), "{out}");
+    assert!(fresh.exists());
+    let out = env.ok(&["cas", "gc", "--grace", "0s"]);
+    assert!(out.contains("removed 1 abandoned temp files"), "{out}");
+    assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0);
+    // Index writers' temp files beside the root's files go the same way.
+    let stale_root = env.root().join(".uwf-tmp-cfg000");
+    std::fs::write(&stale_root, "partial").unwrap();
+    age(&stale_root, 7200);
+    env.ok(&["setup", "--agent", "dry"]);
+    assert!(
+        !stale_root.exists(),
+        "the next writer of config.yaml swept it"
+    );
+}
