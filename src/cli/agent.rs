@@ -172,7 +172,7 @@ pub fn run(cmd: AgentCommand, root: &Path, out: &mut Out) -> CliResult<()> {
                 }
                 None => Default::default(),
             };
-            let duration_ms = submit::step_duration_ms(None);
+            let duration_ms = submit::step_duration_ms(None, &id);
             let view = ThreadView::load(&store, &id)?;
             let submission = Submission {
                 agent,

@@ -113,6 +113,8 @@ uwf thread step 01JD8X…\n  uwf thread step 01JD8X… --agent \"uwf agent scrip
     /// Show which transition the moderator would take now, and how each condition evaluated
     #[command(after_help = "Example:\n  uwf thread why 01JD8X…")]
     Why { thread: String },
+    /// Watch a thread: its agents' output as it arrives, a line per step, until it ends
+    Live(super::live::LiveArgs),
     /// Print what a person is asked when the thread awaits a human step (SPEC §10)
     #[command(after_help = "Example:\n  uwf thread question 01JD8X…")]
     Question {
@@ -156,8 +158,12 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
         // Overlap the engine's one-time set-up with reading the store.
         jsonata::prewarm();
     }
+    if let ThreadCommand::Live(args) = cmd {
+        return super::live::run(args, root, out);
+    }
     let store = Store::open(root)?;
     match cmd {
+        ThreadCommand::Live(_) => unreachable!("handled above"),
         ThreadCommand::Start(args) => {
             let prompt = match (args.prompt.as_deref(), args.prompt_file.as_deref()) {
                 (Some("-"), _) => {

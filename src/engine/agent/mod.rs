@@ -12,6 +12,7 @@
 pub mod builtin;
 pub mod extract;
 pub mod human;
+pub mod in_process;
 pub mod minimal;
 pub mod prompt;
 pub mod resolve;

@@ -15,15 +15,14 @@ use serde_json::{Value, json};
 
 use crate::advice::Advice;
 use crate::cas::{Hash, Store, StoreError, builtin};
-use crate::engine::agent::extract::extract;
 use crate::engine::agent::prompt::agent_prompt;
-use crate::engine::agent::submit::SubmitError;
-use crate::engine::config::{DEFAULT_MAX_DEPTH, Loaded};
+use crate::engine::agent::submit::{SubmitError, extract_output};
+use crate::engine::config::{Config, DEFAULT_MAX_DEPTH, Loaded};
 use crate::engine::thread::chain::{ChainError, Entry};
 use crate::engine::thread::family::{self, ParentLink};
 use crate::engine::thread::index::{self, State, ThreadIndexError};
 use crate::engine::thread::lifecycle::{self, ThreadError};
-use crate::engine::thread::render::{stored_body, transcript};
+use crate::engine::thread::render::{history, stored_body, transcript};
 use crate::engine::thread::run_files::RunFiles;
 use crate::engine::thread::step::{self, StepError, StepOptions};
 use crate::engine::thread::view::{ThreadView, ViewError};
@@ -177,9 +176,12 @@ pub fn run(store: &Store, config: &Loaded, job: &Delegation<'_>) -> Result<Hash,
     let child_view = ThreadView::at(store, &child, head)?;
     let compiled = store.schema(schema_hash)?;
     let last_output = child_view.chain.steps.last().map(Entry::output);
+    let mut extraction = serde_json::Map::new();
     let (output, body, raw) = match last_output {
         Some(output) if compiled.validate(&output).is_ok() => (output, None, None),
         _ => {
+            // The transcript ends with the child's last step: its frontmatter, or a JSON object
+            // in its body, or the LLM fallback over the whole text.
             let text = transcript(
                 &child_view,
                 "done",
@@ -192,23 +194,37 @@ pub fn run(store: &Store, config: &Loaded, job: &Delegation<'_>) -> Result<Hash,
                 .steps
                 .last()
                 .and_then(|e| stored_body(store, e.detail));
-            let found = last_body
-                .as_deref()
-                .and_then(|b| extract(b, &compiled).ok())
-                .or_else(|| extract(&text, &compiled).ok());
+            let from_body = match last_body.as_deref() {
+                Some(b) => extract_output(store, schema_hash, b, &Config::default())?.ok(),
+                None => None,
+            };
+            let steps_text = history(
+                &child_view.chain,
+                child_view.chain.steps.len(),
+                None,
+                &|e| stored_body(store, e.detail),
+            );
             let raw = store.put(builtin::hash_of("text"), &Value::String(text))?;
-            match found {
-                Some(found) => (found.output, found.body, Some(raw)),
-                None => {
-                    return Err(SubworkflowError::NoOutput {
-                        child: child.clone(),
-                        role: job.role.to_owned(),
-                        reason: format!(
-                            "the transcript is kept as text node {raw} (`uwf cas get {raw} --payload`)"
-                        ),
-                    });
-                }
-            }
+            let found = match from_body {
+                Some(found) => found,
+                // Only the steps: the task repeats the parent's prompt, schema and all.
+                None => match extract_output(store, schema_hash, &steps_text, &config.config)? {
+                    Ok(found) => found,
+                    Err((error, llm)) => {
+                        return Err(SubworkflowError::NoOutput {
+                            child: child.clone(),
+                            role: job.role.to_owned(),
+                            reason: format!(
+                                "{error}{}; the transcript is kept as text node {raw} (`uwf cas get {raw} --payload`)",
+                                llm.map(|l| format!("; the LLM fallback failed too: {l}"))
+                                    .unwrap_or_default()
+                            ),
+                        });
+                    }
+                },
+            };
+            extraction = found.detail;
+            (found.output, found.body, Some(raw))
         }
     };
     let mut detail = json!({
@@ -220,6 +236,9 @@ pub fn run(store: &Store, config: &Loaded, job: &Delegation<'_>) -> Result<Hash,
     });
     if let Some(raw) = raw {
         detail["raw"] = Value::String(raw.to_string());
+    }
+    for (key, value) in extraction {
+        detail[key] = value;
     }
     if let Some(body) = body {
         let body = store.put(builtin::hash_of("text"), &Value::String(body))?;

@@ -13,6 +13,7 @@ pub mod chain;
 pub mod family;
 pub mod index;
 pub mod lifecycle;
+pub mod log;
 pub mod render;
 pub mod run_files;
 pub mod step;

@@ -267,14 +267,6 @@ fn failure_texts(files: &RunFiles, message: &str) -> [(PathBuf, String); 2] {
     ]
 }
 
-/// Empties a run file (the log), keeping its inode: see [`file_util::truncate`]. Replacing it
-/// instead would free an inode every step, and ext4 without a journal skips recently freed
-/// inodes when it allocates the next ones, scanning past each of them: a store's file creations
-/// slowed down several times after a few thousand steps.
-pub fn reset(path: &Path) -> Result<(), file_util::FileError> {
-    file_util::truncate(path)
-}
-
 /// A lock request for a whole file.
 fn whole_file(kind: libc::c_int) -> libc::flock {
     libc::flock {

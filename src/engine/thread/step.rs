@@ -6,16 +6,19 @@
 
 use crate::advice::Advice;
 use serde_json::{Value, json};
+use std::sync::Arc;
 
 use crate::cas::store::now_ms;
 use crate::cas::{Hash, Store, StoreError, builtin};
 use crate::engine::thread::view::{self, ViewError};
 
+use crate::engine::agent::in_process::InProcess;
 use crate::engine::agent::spawn::{self, AgentError, Invocation};
 use crate::engine::config::{ConfigError, Loaded};
 use crate::engine::thread::chain::History;
 use crate::engine::thread::chain::{self, ChainError};
 use crate::engine::thread::index::{self, ThreadIndexError};
+use crate::engine::thread::log::StepLog;
 use crate::engine::thread::run_files::{self, RunFiles, RunInfo};
 use crate::engine::workflow::END;
 use crate::engine::workflow::Workflow;
@@ -26,6 +29,11 @@ use crate::engine::workflow::moderator::{Moderator, ModeratorError};
 /// Why a step failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StepError {
+    #[error("agent `{agent}`: {source}")]
+    Builtin {
+        agent: String,
+        source: Box<crate::engine::agent::builtin::BuiltinError>,
+    },
     #[error("cannot record the question of thread {id}: {error}")]
     Awaiting {
         id: String,
@@ -65,6 +73,7 @@ pub enum StepError {
 impl Advice for StepError {
     fn hints(&self) -> Vec<String> {
         match self {
+            StepError::Builtin { source, .. } => source.hints(),
             StepError::Thread(e) => e.hints(),
             StepError::View(e) => e.hints(),
             StepError::Moderator(e) => e.hints(),
@@ -212,6 +221,12 @@ fn step_locked(
     if spec.is_human() {
         // No process plays a person: record the question and let go of the thread. A second
         // step asks again, which changes nothing (SPEC §10).
+        if files.awaiting(view.head()).is_none() {
+            let log = StepLog::begin(root, id, view.history.len() + 1, &role, &spec.name);
+            log.line(&format!(
+                "waiting for a person: `uwf thread question {id}`, then `uwf thread answer {id}`"
+            ));
+        }
         files
             .set_awaiting(&role, view.head())
             .map_err(|error| StepError::Awaiting {
@@ -228,7 +243,28 @@ fn step_locked(
         });
     }
 
-    let _ = run_files::reset(&files.log());
+    // The thread log only grows: a header, then the agent's output as it arrives.
+    let log = Arc::new(StepLog::begin(
+        root,
+        id,
+        view.history.len() + 1,
+        &role,
+        &spec.name,
+    ));
+    if let Some(builtin) = InProcess::of(&spec) {
+        // This binary's own `agent dry`/`agent script`: the same function, without a process.
+        let prepared = prepared.unwrap_or_else(prepare)?;
+        let hash = builtin.run(store, &config.config, id, &role);
+        if let Err(e) = &hash {
+            log.line(&format!("error: {}", crate::advice::with_hints(e)));
+        }
+        log.finish();
+        let hash = hash.map_err(|source| StepError::Builtin {
+            agent: spec.name.clone(),
+            source: Box::new(source),
+        })?;
+        return publish(store, id, &view, &role, &spec.name, hash, Some(prepared));
+    }
     let invocation = Invocation {
         spec: &spec,
         thread: id,
@@ -241,7 +277,7 @@ fn step_locked(
             ("UWF_WORKFLOW_HASH".into(), view.workflow_hash().to_string()),
             ("UWF_STEP_STARTED_MS".into(), info.started_at.to_string()),
         ],
-        log: Some(files.log()),
+        log: Some(Arc::clone(&log)),
         passthrough: options.passthrough,
     };
     let finished = spawn::run(&invocation, |pid| {
@@ -249,7 +285,9 @@ fn step_locked(
         info.agent_start = spawn::proc_stat(pid).map(|p| p.start);
         lock.set_info(&info);
         prepared.get_or_insert_with(prepare);
-    })?;
+    });
+    log.finish();
+    let finished = finished?;
     let (moderator, context) = prepared.unwrap_or_else(prepare)?;
     let line = spawn::last_line(&finished.stdout).unwrap_or("").to_owned();
     let hash = Hash::parse(&line).map_err(|_| AgentError::NoHash {
