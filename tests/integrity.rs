@@ -481,3 +481,27 @@ fn abandoned_temp_files_are_removed_by_gc_and_by_the_next_writer() {
         "the next writer of config.yaml swept it"
     );
 }
+
+/// Item 7: a workflow file larger than 1 MiB (even endless input) is refused as a whole-file
+/// problem, before any YAML is parsed.
+#[test]
+fn oversized_workflow_files_are_refused_with_the_limit() {
+    let env = Env::new();
+    let big = env.dir.path().join("big.yaml");
+    let mut text = LOOP.to_owned();
+    while text.len() <= 1 << 20 {
+        text.push_str("# padding padding padding padding padding padding padding padding\n");
+    }
+    std::fs::write(&big, &text).unwrap();
+    let err = env.fails(&["workflow", "put", big.to_str().unwrap()], 1);
+    assert!(err.contains("  - file: the file is"), "{err}");
+    assert!(err.contains("at most 1048576"), "{err}");
+    let err = env.fails(&["workflow", "put", "/dev/zero"], 1);
+    assert!(err.contains("  - file: the file is 1048577 bytes"), "{err}");
+    // A name of 64 characters is fine, 65 is not.
+    let ok = LOOP.replace("name: counter", &format!("name: {}", "n".repeat(64)));
+    env.ok_stdin(&["workflow", "put", "-"], &ok);
+    let long = LOOP.replace("name: counter", &format!("name: {}", "n".repeat(65)));
+    let err = env.fails_stdin(&["workflow", "put", "-"], &long);
+    assert!(err.contains("at most 64 characters"), "{err}");
+}
