@@ -505,3 +505,120 @@ fn oversized_workflow_files_are_refused_with_the_limit() {
     let err = env.fails_stdin(&["workflow", "put", "-"], &long);
     assert!(err.contains("at most 64 characters"), "{err}");
 }
+
+/// Peak RSS in KiB and the output of `uwf args…` (run to completion, reaped with `wait4`).
+fn run_measured(env: &Env, args: &[&str], vars: &[(&str, &str)]) -> (i64, std::process::Output) {
+    let child = Command::new(env!("CARGO_BIN_EXE_uwf"))
+        .args(args)
+        .env("UWF_STORAGE_ROOT", env.root())
+        .envs(vars.iter().copied())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    let out = child.wait_with_output_no_reap();
+    let mut status = 0;
+    // SAFETY: a zeroed rusage is a valid value; wait4 fills it for our own child.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let reaped = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(reaped, pid);
+    let code = if libc::WIFEXITED(status) {
+        Some(libc::WEXITSTATUS(status))
+    } else {
+        None
+    };
+    use std::os::unix::process::ExitStatusExt;
+    let out = std::process::Output {
+        status: std::process::ExitStatus::from_raw(code.map(|c| c << 8).unwrap_or(status)),
+        stdout: out.0,
+        stderr: out.1,
+    };
+    (usage.ru_maxrss, out)
+}
+
+/// Reads a child's stdout and stderr to the end without waiting for (reaping) it.
+trait NoReap {
+    fn wait_with_output_no_reap(self) -> (Vec<u8>, Vec<u8>);
+}
+
+impl NoReap for std::process::Child {
+    fn wait_with_output_no_reap(mut self) -> (Vec<u8>, Vec<u8>) {
+        use std::io::Read;
+        let mut stderr = self.stderr.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            stderr.read_to_end(&mut buf).unwrap();
+            buf
+        });
+        let mut stdout = Vec::new();
+        self.stdout
+            .take()
+            .unwrap()
+            .read_to_end(&mut stdout)
+            .unwrap();
+        (stdout, reader.join().unwrap())
+    }
+}
+
+/// Item 8: JSONata evaluation is bounded in memory: `uwf eval` of a product of two ranges stops
+/// with an error naming the limit and how to raise it, well under 300 MB; the moderator obeys
+/// the same limit (here set by the environment).
+#[test]
+fn jsonata_evaluation_is_bounded_in_memory() {
+    let env = Env::new();
+    // A generous time limit, so that on a loaded machine it is the memory limit that ends it.
+    let (rss_kib, out) = run_measured(
+        &env,
+        &[
+            "eval",
+            "$count([1..10000].([1..10000]))",
+            "--timeout-ms",
+            "30000",
+        ],
+        &[],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("more than 256 MiB of memory"), "{stderr}");
+    assert!(stderr.contains("--max-memory"), "{stderr}");
+    assert!(rss_kib < 300 * 1024, "peak RSS {} MB", rss_kib / 1024);
+    // Lower and raised limits are obeyed; a modest evaluation is untouched.
+    let err = env.fails(
+        &[
+            "eval",
+            "$count([1..500].([1..500]))",
+            "--max-memory",
+            "4MiB",
+        ],
+        1,
+    );
+    assert!(err.contains("more than 4 MiB"), "{err}");
+    assert_eq!(env.ok(&["eval", "$count([1..500].([1..500]))"]), "250000");
+    let err = env.fails(&["eval", "1", "--max-memory", "lots"], 2);
+    assert!(err.contains("not a size"), "{err}");
+
+    // The moderator: a condition that builds a large sequence.
+    let bomb = LOOP.replace(
+        "$count(steps) < 50",
+        "$count([1..500].([1..500])) > 0 and $count(steps) < 50",
+    );
+    env.ok_stdin(&["workflow", "put", "-"], &bomb);
+    let id = start_thread(&env, "counter", "p");
+    let step_with_4_mib = || {
+        env.uwf()
+            .args(["thread", "step", &id, "--agent", "dry"])
+            .env("UWF_JSONATA_MAX_MEMORY", "4MiB")
+            .output()
+            .unwrap()
+    };
+    // The first step needs no condition ($START goes to tick unconditionally); the decision
+    // after it cannot be made within 4 MiB, so the next step has to make it and fails.
+    assert!(step_with_4_mib().status.success());
+    let out = step_with_4_mib();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("more than 4 MiB of memory"), "{stderr}");
+    // With the default limit the same step works.
+    env.ok(&["thread", "step", &id, "--agent", "dry"]);
+}
