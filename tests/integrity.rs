@@ -537,26 +537,34 @@ fn run_measured(env: &Env, args: &[&str], vars: &[(&str, &str)]) -> (i64, std::p
     (usage.ru_maxrss, out)
 }
 
-/// Reads a child's stdout and stderr to the end without waiting for (reaping) it.
+/// Reads a child's stdout and stderr to the end, keeping the last 64 KiB of each, without
+/// waiting for (reaping) it.
 trait NoReap {
     fn wait_with_output_no_reap(self) -> (Vec<u8>, Vec<u8>);
 }
 
+fn read_tail(mut r: impl std::io::Read) -> Vec<u8> {
+    let mut kept = Vec::new();
+    let mut buf = [0u8; 65536];
+    loop {
+        match r.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                kept.extend_from_slice(&buf[..n]);
+                if kept.len() > 65536 {
+                    kept.drain(..kept.len() - 65536);
+                }
+            }
+        }
+    }
+    kept
+}
+
 impl NoReap for std::process::Child {
     fn wait_with_output_no_reap(mut self) -> (Vec<u8>, Vec<u8>) {
-        use std::io::Read;
-        let mut stderr = self.stderr.take().unwrap();
-        let reader = std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            stderr.read_to_end(&mut buf).unwrap();
-            buf
-        });
-        let mut stdout = Vec::new();
-        self.stdout
-            .take()
-            .unwrap()
-            .read_to_end(&mut stdout)
-            .unwrap();
+        let stderr = self.stderr.take().unwrap();
+        let reader = std::thread::spawn(move || read_tail(stderr));
+        let stdout = read_tail(self.stdout.take().unwrap());
         (stdout, reader.join().unwrap())
     }
 }
@@ -621,4 +629,48 @@ fn jsonata_evaluation_is_bounded_in_memory() {
     assert!(stderr.contains("more than 4 MiB of memory"), "{stderr}");
     // With the default limit the same step works.
     env.ok(&["thread", "step", &id, "--agent", "dry"]);
+}
+
+/// Item 9: an agent printing 100 MB on stdout and 100 MB on stderr: the step keeps only the tail
+/// of stdout it needs (the hash is the last line), its log keeps a head and a tail with the cut
+/// marked, and its memory stays small.
+#[test]
+fn a_flood_of_agent_output_is_capped_in_the_log_and_in_memory() {
+    let env = Env::new();
+    env.ok_stdin(&["workflow", "put", "-"], LOOP);
+    let id = start_thread(&env, "counter", "p");
+    let agent = common::script(
+        &env,
+        "flood.sh",
+        &format!(
+            "head -c 100000000 /dev/zero | tr '\\0' o; echo\n\
+             head -c 100000000 /dev/zero | tr '\\0' e >&2\n\
+             exec '{}' agent dry \"$1\" \"$2\"",
+            env!("CARGO_BIN_EXE_uwf")
+        ),
+    );
+    let (rss_kib, out) = run_measured(
+        &env,
+        &["thread", "step", &id, "--agent", agent.to_str().unwrap()],
+        &[],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The step passes stderr through to its own; count what it is, not its contents.
+    let log = env.root().join("runs").join(format!("{id}.log"));
+    let size = std::fs::metadata(&log).unwrap().len();
+    assert!(size < 2 << 20, "the log grew to {size} bytes");
+    let text = String::from_utf8_lossy(&std::fs::read(&log).unwrap()).into_owned();
+    assert!(
+        text.contains("bytes of agent output cut here"),
+        "no cut marked"
+    );
+    assert!(
+        rss_kib < 40 * 1024,
+        "the step peaked at {} MB",
+        rss_kib / 1024
+    );
 }
