@@ -231,7 +231,7 @@ fn ls_cat_find_show_workflows_and_cas() {
     );
     assert_eq!(
         m.ok("ls workflows/demo/versions").trim(),
-        format!("{hash}.yaml")
+        format!("001-{hash}.yaml\ncurrent")
     );
     // cas/: every node, case-insensitive names, pretty JSON like `uwf cas get`.
     let nodes = env.ok(&["cas", "list"]);
@@ -270,7 +270,7 @@ fn every_editor_and_tool_registers_exactly_one_version_per_save() {
     // Listed first, so the kernel holds these listings through every save below.
     assert_eq!(
         m.ok("ls -A workflows/demo; ls workflows/demo/versions | wc -l; ls -A workflows"),
-        "graph.mmd\nhash\nprompt\nthreads\nversions\nworkflow.yaml\n1\ndemo\nerror\n"
+        "graph.mmd\nhash\nprompt\nthreads\nversions\nworkflow.yaml\n2\ndemo\nerror\n"
     );
     let mut versions = 1;
     let mut expect_new = |what: &str, m: &Mounted| {
@@ -368,7 +368,7 @@ fn every_editor_and_tool_registers_exactly_one_version_per_save() {
         "graph.mmd\nhash\nprompt\nthreads\nversions\nworkflow.yaml\n"
     );
     assert_eq!(
-        m.ok("ls workflows/demo/versions | wc -l").trim(),
+        m.ok("ls workflows/demo/versions | grep -vc current").trim(),
         versions.to_string()
     );
 }
@@ -768,7 +768,7 @@ fn a_finished_thread_browses_with_ls_cat_find_and_diff_like_the_cli() {
     assert_eq!(m.ok("ls threads"), format!("{id}\n"));
     assert_eq!(
         m.ok(&format!("ls {t}")),
-        "error\nhead\nkill\nlog\nprompt\nrun\nstatus\nstep\nsteps\ntranscript.md\nwait\nworkflow\n"
+        "error\nevents\nforks\nhead\nkill\nlog\nprompt\nrun\nstatus\nstep\nsteps\ntranscript.md\nworkflow\n"
     );
     assert_eq!(
         m.ok(&format!("ls {t}/steps")),
@@ -930,14 +930,22 @@ fn echo_into_prompt_and_a_clone_style_read_start_threads() {
     );
     // The CLI sees them too; an empty prompt starts nothing and says why.
     assert_eq!(env.ok(&["thread", "list"]).lines().count(), 2);
-    m.ok("printf '' > workflows/loop/prompt; echo '   ' > workflows/loop/prompt");
+    m.ok("printf '' > workflows/loop/prompt");
+    let refused = m.sh("echo '   ' > workflows/loop/prompt");
+    assert!(
+        !refused.status.success(),
+        "the write of a blank prompt fails"
+    );
     assert_eq!(m.ok("ls threads").lines().count(), 2);
     let closed = m.ok(
         "python3 - <<'EOF'\nimport os, errno\nfd = os.open('workflows/loop/prompt', os.O_WRONLY)\n\
-         os.write(fd, b'  \\n')\ntry:\n    os.close(fd); print('closed')\nexcept OSError as e:\n    \
-         print(errno.errorcode[e.errno])\nEOF",
+         for step in (lambda: os.write(fd, b'  \\n'), lambda: os.close(fd)):\n    try:\n        \
+         step(); print('ok')\n    except OSError as e:\n        print(errno.errorcode[e.errno])\nEOF",
     );
-    assert_eq!(closed, "EINVAL\n", "close reports the empty prompt");
+    assert_eq!(
+        closed, "EINVAL\nEINVAL\n",
+        "the write and the close report the empty prompt"
+    );
     assert!(m.ok("cat workflows/error").contains("the prompt is empty"));
 }
 
@@ -1189,7 +1197,11 @@ fn every_listing_follows_changes_by_the_mount_at_once_and_by_the_cli_within_a_se
         "graph.mmd\nhash\nprompt\nthreads\nversions\nworkflow.yaml\n"
     );
     assert_eq!(m.ok("ls workflows/loop/threads"), "");
-    assert_eq!(count("ls workflows/loop/versions"), 1);
+    assert_eq!(
+        count("ls workflows/loop/versions"),
+        2,
+        "one version and `current`"
+    );
     let nodes = count("ls cas");
     let schemas = count("ls cas/schemas");
 
@@ -1210,7 +1222,7 @@ fn every_listing_follows_changes_by_the_mount_at_once_and_by_the_cli_within_a_se
          os.replace(p+'.tmp', p)\n\
          assert 'workflow.yaml.tmp' not in os.listdir('workflows/loop')\nEOF",
     );
-    assert_eq!(count("ls workflows/loop/versions"), 2);
+    assert_eq!(count("ls workflows/loop/versions"), 3);
     // A thread started by writing `prompt`: threads/, latest, the workflow's threads/ (listed
     // without `stat`, so nothing but the directories' own attributes can tell the kernel).
     assert_eq!(m.ok(&listdir("threads")), "");
@@ -1279,7 +1291,7 @@ fn every_listing_follows_changes_by_the_mount_at_once_and_by_the_cli_within_a_se
         "001-planner\n002-reviewer\n003-planner\n004-reviewer\nlatest\n"
     );
     assert_eq!(m.ok("ls workflows"), "error\nloop\nother\n");
-    assert_eq!(count("ls workflows/loop/versions"), 3);
+    assert_eq!(count("ls workflows/loop/versions"), 4);
     assert!(count("ls cas") > nodes, "new nodes are listed in cas/");
     assert!(
         count("ls cas/schemas") > schemas,

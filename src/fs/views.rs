@@ -34,6 +34,7 @@ use crate::engine::workflow::{Definition, Workflow};
 use super::error::FsError;
 use super::inode::{CasKey, Key, StepFile};
 
+mod lineage;
 mod thread_source;
 mod warm;
 
@@ -128,6 +129,7 @@ pub struct Source {
     /// `cas/` and `cas/schemas/`: the period each listing was made in (its mtime), the listing.
     listings: Mutex<HashMap<CasKey, (SystemTime, Arc<Listing>)>>,
     threads: thread_source::Threads,
+    lineage: lineage::Lineage,
 }
 
 impl std::fmt::Debug for Source {
@@ -194,6 +196,7 @@ impl Source {
             rendered: Mutex::new(ByteCache::default()),
             listings: Mutex::new(HashMap::new()),
             threads: thread_source::Threads::default(),
+            lineage: lineage::Lineage::default(),
         }
     }
 

@@ -15,6 +15,7 @@ use crate::engine::agent::spawn::{self, AgentError, Invocation};
 use crate::engine::config::{ConfigError, Loaded};
 use crate::engine::thread::chain::History;
 use crate::engine::thread::chain::{self, ChainError};
+use crate::engine::thread::events;
 use crate::engine::thread::index::{self, ThreadIndexError};
 use crate::engine::thread::run_files::{self, RunFiles, RunInfo};
 use crate::engine::workflow::END;
@@ -116,13 +117,35 @@ pub fn step(
 ) -> Result<Stepped, StepError> {
     let files = RunFiles::new(store.root(), id);
     let lock = files.try_lock()?;
-    let result = step_locked(store, config, id, options, &files, &lock);
+    // A kill under way waits for this lock to archive the thread: start nothing.
+    files.check_not_killing()?;
+    let mut started = None;
+    let result = step_locked(store, config, id, options, &files, &lock, &mut started);
     match &result {
-        Ok(stepped) => files.record_success(&stepped.to_json()),
-        Err(e) => files.record_failure(&crate::advice::with_hints(e)),
+        Ok(stepped) => {
+            files.record_success(&stepped.to_json());
+            let fields = json!({"step": started.as_ref().map(|s: &Started| s.step),
+                "role": stepped.role, "head": stepped.head.to_string(), "done": stepped.done});
+            events::append(&files, id, "finished", fields);
+        }
+        Err(e) => {
+            let error = crate::advice::with_hints(e);
+            files.record_failure(&error);
+            if let Some(s) = &started {
+                let fields = json!({"step": s.step, "role": s.role, "error": error});
+                events::append(&files, id, "failed", fields);
+            }
+        }
     }
     drop(lock);
     result
+}
+
+/// The step an agent was started for (for the change feed).
+struct Started {
+    /// 1-based, as in `steps/NNN-role`.
+    step: usize,
+    role: String,
 }
 
 fn step_locked(
@@ -132,6 +155,7 @@ fn step_locked(
     options: &StepOptions,
     files: &RunFiles,
     lock: &run_files::StepLock,
+    started: &mut Option<Started>,
 ) -> Result<Stepped, StepError> {
     let root = store.root();
     let mut info = RunInfo {
@@ -182,6 +206,13 @@ fn step_locked(
         .resolve_agent(options.agent.as_deref(), &view.workflow.name, &role)?;
     info.role = Some(role.clone());
     info.agent = Some(spec.name.clone());
+    let step = view.history.len() + 1;
+    let fields = json!({"step": step, "role": role, "agent": spec.name});
+    events::append(files, id, "started", fields);
+    *started = Some(Started {
+        step,
+        role: role.clone(),
+    });
 
     let _ = run_files::reset(&files.log());
     let invocation = Invocation {

@@ -1,0 +1,86 @@
+//! Lineage as the mount shows it: `forks.jsonl` (see `engine::thread::forks`) read into "where
+//! was this thread forked from" (`threads/<id>/origin`) and "which threads were forked from this
+//! one" (`threads/<id>/forks/`).
+//!
+//! Architecture Invariant: like the registry, the file is re-read whenever its stamp changes
+//! (and at every look while its mtime is younger than [`super::SETTLE`]), and `forks/`
+//! directories take their mtime from the same read, so a cached listing never outlives a fork.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use super::{Source, Stamp, Version, lock, stamp};
+use crate::engine::thread::forks::{self, Fork};
+use crate::fs::error::FsError;
+
+/// The forks file, read.
+#[derive(Debug, Default)]
+struct Index {
+    origin: HashMap<String, Fork>,
+    /// Source thread → its forks, oldest first.
+    forks: HashMap<String, Vec<Arc<str>>>,
+}
+
+/// The cached read of `forks.jsonl`.
+#[derive(Debug, Default)]
+pub(super) struct Lineage {
+    cached: Mutex<Option<(Stamp, Version, Arc<Index>)>>,
+}
+
+impl Source {
+    fn lineage(&self) -> Result<(Arc<Index>, Version), FsError> {
+        let path = forks::path(&self.root);
+        let read_at = SystemTime::now();
+        let now = stamp(&path);
+        let mut cached = lock(&self.lineage.cached);
+        if let Some((s, v @ Version::Settled(_), index)) = cached.as_ref()
+            && Some(*s) == now
+        {
+            return Ok((index.clone(), *v));
+        }
+        let mut index = Index::default();
+        for fork in forks::read(&self.root).map_err(FsError::internal)? {
+            if let Some(from) = &fork.from {
+                index
+                    .forks
+                    .entry(from.clone())
+                    .or_default()
+                    .push(Arc::from(fork.thread.as_str()));
+            }
+            index.origin.insert(fork.thread.clone(), fork);
+        }
+        let index = Arc::new(index);
+        // No file yet: nothing was ever forked, a state as old as the store.
+        let version = Version::of([now.map(|s| s.mtime)], read_at, SystemTime::UNIX_EPOCH);
+        if let Some(s) = now {
+            *cached = Some((s, version, index.clone()));
+        }
+        Ok((index, version))
+    }
+
+    /// Where thread `id` was forked from, if it is a fork whose source is known.
+    pub fn origin(&self, id: &str) -> Result<Option<Fork>, FsError> {
+        let (index, _) = self.lineage()?;
+        Ok(index.origin.get(id).filter(|f| f.from.is_some()).cloned())
+    }
+
+    /// The threads forked from `id` that are still in the index, oldest first.
+    pub fn forks_of(&self, id: &str) -> Result<Vec<Arc<str>>, FsError> {
+        let (index, _) = self.lineage()?;
+        let mut out = Vec::new();
+        for fork in index.forks.get(id).into_iter().flatten() {
+            if self.thread(fork)?.is_some() {
+                out.push(fork.clone());
+            }
+        }
+        Ok(out)
+    }
+
+    /// The mtime of every `threads/<id>/forks/`: the version of `forks.jsonl`, or of the
+    /// thread index when that is newer (a fork's thread can be removed from it).
+    pub fn forks_mtime(&self) -> Result<SystemTime, FsError> {
+        let (_, version) = self.lineage()?;
+        Ok(version.time().max(self.threads_mtime()?))
+    }
+}
