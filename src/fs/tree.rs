@@ -465,6 +465,20 @@ impl Tree {
         Ok(Reading::Data(slice(&bytes)))
     }
 
+    /// `poll(2)`/`select(2)` on an open file: `None` when a read would not block (every file
+    /// but a `wait` whose step still runs), else a job that returns once it would not.
+    /// `read -t` in bash waits in `select` for a regular file too, so this is what ends it.
+    pub fn poll(&self, fh: u64) -> Option<Box<dyn FnOnce() + Send>> {
+        let st = self.lock();
+        match st.handles.get(&fh).map(|h| &h.open) {
+            Some(Open::Wait(id, answer)) if answer.get().is_none() && self.actions.busy(id) => {
+                let wait = self.actions.waiter(id);
+                Some(Box::new(move || drop(wait(&|| false))))
+            }
+            _ => None,
+        }
+    }
+
     /// The target of a symbolic link.
     pub fn readlink(&self, ino: Ino) -> Result<String, FsError> {
         let st = self.lock();

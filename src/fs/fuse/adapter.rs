@@ -14,9 +14,10 @@ use std::time::SystemTime;
 
 use fuser::{
     AccessFlags, BsdFileFlags, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
-    IoctlFlags, KernelConfig, LockOwner, Notifier, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
-    ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyOpen, ReplyStatfs,
-    ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    IoctlFlags, KernelConfig, LockOwner, Notifier, OpenFlags, PollEvents, PollFlags, PollNotifier,
+    RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
+    ReplyIoctl, ReplyOpen, ReplyPoll, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
+    WriteFlags,
 };
 
 use super::replies::{
@@ -547,6 +548,37 @@ impl Filesystem for Adapter {
                     open_flags(&o),
                 ),
                 Err(e) => reply.error(errno(&e)),
+            }
+        })
+    }
+
+    fn poll(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        ph: PollNotifier,
+        events: PollEvents,
+        _flags: PollFlags,
+        reply: ReplyPoll,
+    ) {
+        guarded(|| {
+            let ready = PollEvents::POLLIN
+                | PollEvents::POLLOUT
+                | PollEvents::POLLRDNORM
+                | PollEvents::POLLWRNORM;
+            match self.tree.poll(fh.0) {
+                None => reply.poll(events & ready),
+                Some(until_ready) => {
+                    trace!(self, "POLL fh={} -> not ready", fh.0);
+                    reply.poll(PollEvents::empty());
+                    // The kernel asks again when told; a poller that gave up meanwhile (its
+                    // timeout passed) makes the notification a no-op.
+                    later("uwf-poll", move || {
+                        until_ready();
+                        let _ = ph.notify();
+                    });
+                }
             }
         })
     }

@@ -65,22 +65,17 @@ impl Source {
         Ok(index.origin.get(id).filter(|f| f.from.is_some()).cloned())
     }
 
-    /// The threads forked from `id` that are still in the index, oldest first.
+    /// The threads forked from `id`, oldest first. All of them: a fork is recorded just
+    /// before it enters the thread index, and a listing that left it out for that moment would
+    /// be kept by the kernel until the next fork.
     pub fn forks_of(&self, id: &str) -> Result<Vec<Arc<str>>, FsError> {
         let (index, _) = self.lineage()?;
-        let mut out = Vec::new();
-        for fork in index.forks.get(id).into_iter().flatten() {
-            if self.thread(fork)?.is_some() {
-                out.push(fork.clone());
-            }
-        }
-        Ok(out)
+        Ok(index.forks.get(id).cloned().unwrap_or_default())
     }
 
-    /// The mtime of every `threads/<id>/forks/`: the version of `forks.jsonl`, or of the
-    /// thread index when that is newer (a fork's thread can be removed from it).
+    /// The mtime of every `threads/<id>/forks/`: the version of `forks.jsonl` (stable while
+    /// nothing is forked, so `tar` never sees the directory change under it).
     pub fn forks_mtime(&self) -> Result<SystemTime, FsError> {
-        let (_, version) = self.lineage()?;
-        Ok(version.time().max(self.threads_mtime()?))
+        Ok(self.lineage()?.1.time())
     }
 }
