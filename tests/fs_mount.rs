@@ -1420,7 +1420,7 @@ fn a_blocked_wait_ends_with_eintr_on_a_caught_signal() {
     let t = format!("threads/{id}");
     // (Not bash's `read -t 1 x < wait`: bash turns its timeout off when standard input is a
     // regular file — no timer, no select — so no signal ever comes; see the mount's README.)
-    let (code, text, secs) = timed(
+    let (code, text, _) = timed(
         &m,
         &format!(
             "python3 - <<'EOF'\nimport signal, time\nclass Late(Exception): pass\n\
@@ -1551,7 +1551,7 @@ fn lineage_and_the_change_feed_are_files() {
     assert_eq!(state["status"], "active");
     assert_eq!(state["next"], "planner");
     // The feed, followed by `tail -f` while steps run.
-    let mut tail = Command::new("timeout")
+    let tail = Command::new("timeout")
         .args(["20", "tail", "-n", "+1", "-f"])
         .arg(m.path(&format!("{t}/events")))
         .stdout(std::process::Stdio::piped())
