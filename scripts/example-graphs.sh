@@ -21,5 +21,27 @@ root=$(mktemp -d); trap 'rm -rf "$root"' EXIT
     "${CARGO_TARGET_DIR:-target}"/debug/uwf --root "$root" workflow graph "$name"
     echo '```'
   done
+  cat <<'MD'
+
+## Playing a role with a workflow, or with a person
+
+`examples/config/config.yaml` wires two of these together (copy it to your storage root):
+
+- **A sub-workflow** (SPEC §9). `solve-issue`'s `developer` role is played by the whole `develop`
+  workflow: `agents: { develop-flow: { command: uwf, args: [agent, workflow, --name, develop] } }`
+  and `agentOverrides: { solve-issue: { developer: develop-flow } }`. Stepping the parent to
+  `developer` starts a child thread of `develop` (its prompt is the developer's prompt: task and
+  history), runs it to `$END` with the same agent resolution, and takes the child's last output
+  (`develop`'s committer reports the files, a summary and the test result that `developer` needs;
+  otherwise extraction reads the child's steps). `uwf thread show` gives `parent` and `children`,
+  `uwf thread list --tree` indents children, `uwf thread read` lists every descendant and how it
+  ended. `maxDepth` (default 4) bounds the nesting; killing a parent kills its children.
+- **A person** (SPEC §10). `release-notes`' `approver` is `human`: stepping to it records a
+  question and exits 0 with `"awaiting":true` (`uwf thread run` stops there). `uwf thread question
+  ID` prints what the person is asked; `uwf thread answer ID [-f FILE] [--by NAME]` completes the
+  step through the same extraction and verification as any agent's (a refused answer keeps the
+  thread awaiting). Through the mount: `cat threads/ID/question`, then
+  `echo '{"approved": true}' > threads/ID/answer`.
+MD
 } > docs/EXAMPLES.md
 echo "wrote docs/EXAMPLES.md"

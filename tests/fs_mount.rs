@@ -1013,7 +1013,12 @@ fn a_slow_step_is_busy_logs_as_it_goes_and_can_be_killed() {
     // The log grows while the agent runs.
     let first = eventually(&m, &format!("cat {t}/log"), |l| l.contains("tick 3"));
     let later = eventually(&m, &format!("cat {t}/log"), |l| l.len() > first.len() + 20);
-    assert!(later.starts_with("slow agent for planner\n"), "{later}");
+    // The thread log (SPEC §11): a header per step, then the agent's output as it arrives.
+    assert!(
+        later.starts_with("── step 1 · planner · agent scripted · ")
+            && later.contains("\nslow agent for planner\n"),
+        "{later}"
+    );
     assert!(later.len() > first.len(), "{first:?} then {later:?}");
     // A blocked `wait` stalls nothing else and can be interrupted.
     let mut waiter = Command::new("timeout")

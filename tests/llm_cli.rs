@@ -112,6 +112,14 @@ impl Llm {
         json(&self.ok(&["cas", "get", node["detail"].as_str().unwrap(), "--payload"]))
     }
 
+    /// The thread's head (its last step).
+    fn step_head(&self) -> String {
+        json(&self.ok(&["thread", "show", &self.thread]))["head"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
     fn output(&self, step: &str) -> Value {
         let node = json(&self.ok(&["cas", "get", step, "--payload"]));
         json(&self.ok(&["cas", "get", node["output"].as_str().unwrap(), "--payload"]))
@@ -649,6 +657,13 @@ fn react_reads_a_file_and_resolves_with_the_role_schema() {
         t.output(head),
         json!({"approved": false, "notes": "60s expiry is hard-coded"})
     );
+    // One progress line per tool call, as it happens (SPEC §11).
+    assert!(
+        stderr.contains("react: list_dir {\"path\":\".\"} → ")
+            && stderr.contains("react: read_file {\"path\":\"src/login.rs\"} → ")
+            && stderr.contains("react: resolve "),
+        "{stderr}"
+    );
 
     let requests = mock.requests();
     assert_eq!(requests.len(), 3, "resolve needs no extraction call");
@@ -1024,6 +1039,7 @@ fn doctor_reports_one_line_per_check() {
          ok   agent dry: `uwf` (this program)\n\
          FAIL agent ghost: `uwf-no-such-agent-program` is not on PATH\n     \
          hint: install it, or fix agents.ghost.command in config.yaml\n\
+         ok   agent human: a person answers: `uwf thread question ID`, then `uwf thread answer ID` (or the mount's `answer` file)\n\
          ok   agent llm: `uwf` (this program)\n\
          ok   agent react: `uwf` (this program)\n",
         root = root.display()
@@ -1041,7 +1057,7 @@ fn doctor_reports_one_line_per_check() {
         stdout.contains(&format!("ok   storage: {} is writable\n", root.display())),
         "{stdout}"
     );
-    assert!(stdout.ends_with("1 of 9 checks failed\n"), "{stdout}");
+    assert!(stdout.ends_with("1 of 10 checks failed\n"), "{stdout}");
     let probe = &mock.requests()[0];
     assert_eq!(
         (probe.method.as_str(), probe.path.as_str()),
@@ -1074,5 +1090,92 @@ fn doctor_reports_one_line_per_check() {
     let out = t.run(&["doctor", "--skip", "fuse", "--skip", "providers"]);
     let (stdout, stderr) = texts(&out);
     assert!(out.status.success(), "{stdout}{stderr}");
-    assert!(stdout.ends_with("all 6 checks passed\n"), "{stdout}");
+    assert!(stdout.ends_with("all 7 checks passed\n"), "{stdout}");
+}
+
+#[test]
+fn a_streamed_completion_shows_tokens_as_they_arrive_and_stores_the_same_output() {
+    // The same answer, once in one piece and once as a stream of pieces one second apart.
+    let pieces = [
+        "---\napproved: true\n",
+        "notes: tests cover it\n---\n",
+        "Looks good.\n",
+    ];
+    let plain = Mock::start(vec![content(&pieces.concat())]);
+    let t = Llm::new(&plain);
+    let plain_output = t.output(t.step("llm")["head"].as_str().unwrap());
+    let plain_step = json(&t.ok(&["cas", "get", &t.step_head(), "--payload"]));
+
+    let streamed = Mock::start(vec![mock_llm::stream(&pieces, Duration::from_millis(1000))]);
+    let t = Llm::new(&streamed);
+    let started = Instant::now();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_uwf"))
+        .env_remove(KEY_ENV)
+        .env_remove("WORKFLOW_STORAGE_ROOT")
+        .env("UWF_STORAGE_ROOT", t.env.root())
+        .env("HOME", t.env.dir.path())
+        .args(["thread", "step", &t.thread, "--agent", "llm"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut stderr, &mut first).unwrap();
+    let first_at = started.elapsed();
+    let status = child.wait().unwrap();
+    let ended_at = started.elapsed();
+    assert!(status.success());
+    assert!(first.contains("---"), "{first}");
+    assert!(
+        first_at + Duration::from_millis(1500) < ended_at,
+        "the first token ({first_at:?}) came no earlier than the end ({ended_at:?})"
+    );
+    assert!(streamed.requests()[0].body["stream"] == true);
+    let streamed_output = t.output(&t.step_head());
+    assert_eq!(streamed_output, plain_output);
+    // The step node's output hash is the same: identical output nodes.
+    let streamed_step = json(&t.ok(&["cas", "get", &t.step_head(), "--payload"]));
+    assert_eq!(streamed_step["output"], plain_step["output"]);
+}
+
+#[test]
+fn a_streamed_completion_shows_in_the_live_view_before_it_ends() {
+    let pieces = ["---\napproved: true\n", "notes: streamed\n---\n", "Done.\n"];
+    let mock = Mock::start(vec![mock_llm::stream(&pieces, Duration::from_millis(1200))]);
+    let t = Llm::new(&mock);
+    let uwf = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_uwf"))
+            .env_remove(KEY_ENV)
+            .env_remove("WORKFLOW_STORAGE_ROOT")
+            .env("UWF_STORAGE_ROOT", t.env.root())
+            .env("HOME", t.env.dir.path())
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let started = Instant::now();
+    let mut step = uwf(&["thread", "step", &t.thread, "--agent", "llm"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while json(&t.ok(&["thread", "show", &t.thread]))["status"] != "running" {
+        assert!(Instant::now() < deadline, "the step never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut live = uwf(&["thread", "live", &t.thread, "--once"]);
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(live.stdout.take().unwrap()));
+    let first_token_at = loop {
+        let line = lines.next().expect("live ended early").unwrap();
+        if line == "approved: true" {
+            break started.elapsed();
+        }
+    };
+    assert!(step.wait().unwrap().success());
+    let ended_at = started.elapsed();
+    assert!(
+        first_token_at + Duration::from_millis(1500) < ended_at,
+        "first token at {first_token_at:?}, the completion ended at {ended_at:?}"
+    );
+    assert!(live.wait().unwrap().success());
 }

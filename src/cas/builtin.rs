@@ -33,6 +33,7 @@ pub fn all() -> &'static [Builtin] {
             ("step", step()),
             ("text", json!({"type": "string"})),
             ("detail", detail()),
+            ("subthread", subthread()),
         ]
         .into_iter()
         .map(|(name, schema)| Builtin {
@@ -58,6 +59,9 @@ pub fn hash_of(name: &str) -> Hash {
 
 /// The name of a built-in schema, if `hash` is one.
 pub fn name_of(hash: Hash) -> Option<&'static str> {
+    if hash == legacy_start_hash() {
+        return Some("start");
+    }
     all().iter().find(|b| b.hash == hash).map(|b| b.name)
 }
 
@@ -125,7 +129,53 @@ fn start() -> Value {
         "additionalProperties": false,
         "properties": {
             "workflow": cas_ref(),
+            "prompt": {"type": "string", "minLength": 1},
+            "parent": {
+                "description": "the parent thread's head when a sub-workflow started this thread (SPEC §9)",
+                "type": "string",
+                "format": "cas_ref"
+            }
+        }
+    })
+}
+
+/// The `start` schema before sub-workflows added `parent`. Stores written then hold start nodes
+/// of this type, which stay valid start nodes.
+fn legacy_start() -> Value {
+    json!({
+        "type": "object",
+        "required": ["workflow", "prompt"],
+        "additionalProperties": false,
+        "properties": {
+            "workflow": cas_ref(),
             "prompt": {"type": "string", "minLength": 1}
+        }
+    })
+}
+
+/// The hash of [`legacy_start`].
+pub fn legacy_start_hash() -> Hash {
+    static HASH: OnceLock<Hash> = OnceLock::new();
+    *HASH.get_or_init(|| node_hash(Hash::META, &legacy_start()))
+}
+
+/// Whether `type_hash` is the type of a start node (today's or the legacy one).
+pub fn is_start(type_hash: Hash) -> bool {
+    type_hash == hash_of("start") || type_hash == legacy_start_hash()
+}
+
+/// The detail of a step that a sub-workflow took (SPEC §9): the child thread and its terminal
+/// head, plus what any detail may carry (raw output, duration, …).
+fn subthread() -> Value {
+    json!({
+        "type": "object",
+        "required": ["thread", "head"],
+        "properties": {
+            "thread": {"description": "the child thread's id", "type": "string"},
+            "head": {"description": "the child's terminal step", "type": "string", "format": "cas_ref"},
+            "status": {"description": "how the child ended", "type": "string"},
+            "raw": {"description": "the child's transcript, when its output was extracted from it", "type": "string", "format": "cas_ref"},
+            "durationMs": {"type": "integer", "minimum": 0}
         }
     })
 }

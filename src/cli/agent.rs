@@ -7,9 +7,10 @@ use clap::Subcommand;
 
 use super::Out;
 use crate::cas::Store;
-use crate::cli::error::{CliResult, Context};
+use crate::cli::error::{CliResult, Context, user_error};
 use crate::engine::agent::builtin;
 use crate::engine::agent::submit::{self, Submission};
+use crate::engine::agent::subworkflow;
 use crate::engine::config;
 use crate::engine::llm::agents::{self, ReactOptions};
 use crate::engine::thread::chain::Entry;
@@ -99,6 +100,33 @@ Example:\n  cd ~/src/project && uwf thread step 01JD8X… --agent \"uwf agent re
         thread: String,
         role: String,
     },
+    /// Built-in: play the role with a whole workflow, as a child thread run to its end
+    #[command(
+        after_help = "The child thread's prompt is this role's prompt (task and history); its steps use \
+the same agent resolution as any thread (agentOverrides, defaultAgent). The parent's output is the \
+child's last output when it fits the role's schema, else what extraction finds in the child's \
+transcript. Nesting deeper than maxDepth (config.yaml, default 4) is refused; killing the parent \
+kills the child.\n\n\
+Examples:\n  uwf thread step 01JD8X… --agent \"uwf agent workflow --name develop\"\n\n  \
+# in config.yaml:\n  \
+agents: { develop-flow: { command: uwf, args: [agent, workflow, --name, develop] } }\n  \
+agentOverrides: { solve-issue: { developer: develop-flow } }"
+    )]
+    Workflow {
+        /// The child's workflow (a registered name or a hash)
+        #[arg(long)]
+        name: String,
+        /// The most steps the child may take
+        #[arg(long, default_value_t = 100)]
+        max_steps: usize,
+        thread: String,
+        role: String,
+    },
+    /// Built-in: a person answers (no process runs; the thread waits for `uwf thread answer`)
+    #[command(
+        after_help = "Use it like any agent: `--agent human`, or `agentOverrides: { review: { approver: human } }`. Stepping records the question and exits 0 with \"awaiting\":true; `uwf thread question ID` shows it, `uwf thread answer ID` completes the step.\n\nExample:\n  uwf thread step 01JD8X… --agent human && uwf thread question 01JD8X…"
+    )]
+    Human { thread: String, role: String },
 }
 
 pub fn run(cmd: AgentCommand, root: &Path, out: &mut Out) -> CliResult<()> {
@@ -144,7 +172,7 @@ pub fn run(cmd: AgentCommand, root: &Path, out: &mut Out) -> CliResult<()> {
                 }
                 None => Default::default(),
             };
-            let duration_ms = submit::step_duration_ms(None);
+            let duration_ms = submit::step_duration_ms(None, &id);
             let view = ThreadView::load(&store, &id)?;
             let submission = Submission {
                 agent,
@@ -215,6 +243,29 @@ pub fn run(cmd: AgentCommand, root: &Path, out: &mut Out) -> CliResult<()> {
                 &workdir,
                 &options,
             )?)?;
+        }
+        AgentCommand::Workflow {
+            name,
+            max_steps,
+            thread,
+            role,
+        } => {
+            let id = thread_id(&thread)?;
+            let job = subworkflow::Delegation {
+                thread: &id,
+                role: &role,
+                workflow: &name,
+                max_steps,
+            };
+            out.line(subworkflow::run(&store, &config::load(root)?, &job)?)?;
+        }
+        AgentCommand::Human { thread, role } => {
+            return Err(user_error!(
+                "the human agent is not a program: a person answers role `{role}` of thread {thread}"
+            )
+            .hint(format!(
+                "`uwf thread step {thread} --agent human` records the question; `uwf thread answer {thread}` answers it"
+            )));
         }
     }
     Ok(())

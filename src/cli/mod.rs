@@ -8,6 +8,7 @@ mod cas;
 mod error;
 mod eval;
 mod export;
+mod live;
 mod mount;
 mod output;
 mod setup;
@@ -79,6 +80,8 @@ enum Command {
     Doctor(setup::DoctorArgs),
     /// Write the mount's tree (a thread, or --all) as plain files
     Export(export::ExportArgs),
+    /// Watch a thread: its agents' output as it arrives, a line per step (= `uwf thread live`)
+    Live(live::LiveArgs),
 }
 
 /// Runs the CLI and returns the process exit code.
@@ -112,6 +115,7 @@ fn run(cli: Cli, out: &mut Out) -> CliResult {
         Command::Setup(args) => setup::setup(args, &root, out),
         Command::Doctor(args) => setup::doctor(args, &root, out),
         Command::Export(args) => export::run(args, &root, out),
+        Command::Live(args) => live::run(args, &root, out),
     }
 }
 

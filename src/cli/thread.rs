@@ -9,6 +9,7 @@ use serde_json::json;
 use super::Out;
 use crate::cas::{Hash, Store, builtin};
 use crate::cli::error::{CliResult, CommandError, Context, bail, user_error};
+use crate::engine::agent::human;
 use crate::engine::config;
 use crate::engine::index_files;
 use crate::engine::thread::chain::{self, Entry};
@@ -63,6 +64,9 @@ uwf thread step 01JD8X…\n  uwf thread step 01JD8X… --agent \"uwf agent scrip
         /// Only threads of this workflow (name)
         #[arg(long)]
         workflow: Option<String>,
+        /// One line per thread, children (started by sub-workflows) indented under their parent
+        #[arg(long)]
+        tree: bool,
     },
     /// List a thread's steps: index, hash, role, agent, output summary
     #[command(after_help = "Example:\n  uwf thread steps 01JD8X…")]
@@ -109,6 +113,31 @@ uwf thread step 01JD8X…\n  uwf thread step 01JD8X… --agent \"uwf agent scrip
     /// Show which transition the moderator would take now, and how each condition evaluated
     #[command(after_help = "Example:\n  uwf thread why 01JD8X…")]
     Why { thread: String },
+    /// Watch a thread: its agents' output as it arrives, a line per step, until it ends
+    Live(super::live::LiveArgs),
+    /// Print what a person is asked when the thread awaits a human step (SPEC §10)
+    #[command(after_help = "Example:\n  uwf thread question 01JD8X…")]
+    Question {
+        /// Thread id (a unique prefix is enough)
+        thread: String,
+    },
+    /// Answer the question a thread awaits: extracted, verified and published like any step
+    #[command(
+        after_help = "The answer is read from -f FILE, or from stdin (-f - or no -f). It must fit the role's \
+schema: YAML frontmatter (--- … ---) or a JSON object. A refused answer leaves the thread awaiting.\n\n\
+Examples:\n  echo '{\"approved\": true}' | uwf thread answer 01JD8X… --by alice\n  \
+uwf thread answer 01JD8X… -f answer.md"
+    )]
+    Answer {
+        /// Thread id (a unique prefix is enough)
+        thread: String,
+        /// Read the answer from FILE (`-`: stdin, the default)
+        #[arg(short = 'f', long = "file", value_name = "FILE")]
+        file: Option<String>,
+        /// Who answers; recorded as agent `human:NAME`
+        #[arg(long, value_name = "NAME")]
+        by: Option<String>,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -129,8 +158,12 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
         // Overlap the engine's one-time set-up with reading the store.
         jsonata::prewarm();
     }
+    if let ThreadCommand::Live(args) = cmd {
+        return super::live::run(args, root, out);
+    }
     let store = Store::open(root)?;
     match cmd {
+        ThreadCommand::Live(_) => unreachable!("handled above"),
         ThreadCommand::Start(args) => {
             let prompt = match (args.prompt.as_deref(), args.prompt_file.as_deref()) {
                 (Some("-"), _) => {
@@ -186,7 +219,7 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
                 let stepped = step::step(&store, &config, &id, &options)?;
                 out.line(stepped.to_json())?;
                 out.flush()?;
-                if stepped.done {
+                if stepped.done || stepped.awaiting {
                     return Ok(());
                 }
             }
@@ -196,22 +229,37 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
         }
         ThreadCommand::Show { thread } => {
             let id = lifecycle::resolve_id(root, &thread)?;
-            out.line(lifecycle::summary(&store, &id)?.to_json())?;
+            let mut json = lifecycle::summary(&store, &id)?.to_json();
+            let (parent, children) = lifecycle::family_json(root, &id);
+            json["parent"] = parent;
+            json["children"] = children;
+            out.line(json)?;
         }
-        ThreadCommand::List { all, workflow } => list(&store, all, workflow.as_deref(), out)?,
+        ThreadCommand::List {
+            all,
+            workflow,
+            tree,
+        } => list(&store, all, workflow.as_deref(), tree, out)?,
         ThreadCommand::Steps { thread } => {
             let id = lifecycle::resolve_id(root, &thread)?;
             let summary = lifecycle::summary(&store, &id)?;
             let view = ThreadView::at(&store, &id, summary.head)?;
             for (i, s) in view.chain.steps.iter().enumerate() {
-                out.line(json!({
+                let mut line = json!({
                     "index": i + 1,
                     "hash": s.hash.to_string(),
                     "role": s.role,
                     "agent": s.agent,
                     "timestamp": s.timestamp,
                     "summary": summarize(&s.output()),
-                }))?;
+                });
+                if s.agent.starts_with("workflow:")
+                    && let Ok(detail) = store.get_payload(s.detail)
+                    && let Some(child) = detail.get("thread")
+                {
+                    line["child"] = child.clone();
+                }
+                out.line(line)?;
             }
         }
         ThreadCommand::Read {
@@ -235,8 +283,23 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             };
             let body_of = |e: &Entry| crate::engine::thread::render::stored_body(&store, e.detail);
             let files = RunFiles::new(root, &id);
-            let text =
+            let mut text =
                 render::transcript(&view, &summary.status_line(&files), upto, quota, &body_of);
+            let descendants = lifecycle::descendants(&store, &id);
+            if !descendants.is_empty() {
+                text.push_str("\n## Sub-threads\n\n");
+                for (depth, s) in descendants {
+                    text.push_str(&format!(
+                        "{}- {} `{}`: {} ({} step{})\n",
+                        "  ".repeat(depth - 1),
+                        s.workflow,
+                        s.id,
+                        s.status,
+                        s.steps,
+                        if s.steps == 1 { "" } else { "s" }
+                    ));
+                }
+            }
             out.text(&text)?;
         }
         ThreadCommand::Fork { step } => {
@@ -311,6 +374,28 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
                 None => out.line("next: none — no transition matches (a step now would fail)")?,
             }
         }
+        ThreadCommand::Question { thread } => {
+            let id = lifecycle::resolve_id(root, &thread)?;
+            out.text(&human::question(&store, &id)?.prompt)?;
+        }
+        ThreadCommand::Answer { thread, file, by } => {
+            let id = lifecycle::resolve_id(root, &thread)?;
+            let text = match file.as_deref() {
+                None | Some("-") => {
+                    let mut text = String::new();
+                    std::io::stdin()
+                        .read_to_string(&mut text)
+                        .context("cannot read the answer from stdin")?;
+                    text
+                }
+                Some(f) => {
+                    std::fs::read_to_string(f).with_context(|| format!("cannot read {f}"))?
+                }
+            };
+            let config = config::load(root)?;
+            let stepped = human::answer(&store, &config.config, &id, &text, by.as_deref())?;
+            out.line(stepped.to_json())?;
+        }
     }
     Ok(())
 }
@@ -326,7 +411,13 @@ fn load_config(root: &Path) -> CliResult<config::Loaded> {
     Ok(loaded)
 }
 
-fn list(store: &Store, all: bool, workflow: Option<&str>, out: &mut Out) -> CliResult<()> {
+fn list(
+    store: &Store,
+    all: bool,
+    workflow: Option<&str>,
+    tree: bool,
+    out: &mut Out,
+) -> CliResult<()> {
     let root = store.root();
     let mut ids: Vec<String> = index_files::read_threads(root)?.into_keys().collect();
     if all {
@@ -349,9 +440,33 @@ fn list(store: &Store, all: bool, workflow: Option<&str>, out: &mut Out) -> CliR
         if workflow.is_some_and(|w| w != summary.workflow) {
             continue;
         }
+        if tree {
+            // Children are printed under their parent (which may be archived even when they
+            // are not), so only top-level threads start a line of their own here.
+            if lifecycle::family_json(root, &id).0.is_null() {
+                out.line(tree_line(0, &summary))?;
+                for (depth, child) in lifecycle::descendants(store, &id) {
+                    out.line(tree_line(depth, &child))?;
+                }
+            }
+            continue;
+        }
         out.line(summary.to_json())?;
     }
     Ok(())
+}
+
+/// One line of `thread list --tree`.
+fn tree_line(depth: usize, s: &lifecycle::Summary) -> String {
+    format!(
+        "{}{}  {:<16} {:<8} {} step{}",
+        "  ".repeat(depth),
+        s.id,
+        s.workflow,
+        s.status,
+        s.steps,
+        if s.steps == 1 { "" } else { "s" }
+    )
 }
 
 /// A one-line summary of an output: its fields, shortened.

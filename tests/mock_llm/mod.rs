@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 use std::collections::VecDeque;
+use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -21,6 +22,12 @@ pub enum Reply {
     },
     /// Answer `then` after sleeping (longer than the client's timeout, to test it).
     Sleep(Duration, Box<Reply>),
+    /// A streamed completion (`text/event-stream`, chunked): one `data:` event per piece of
+    /// text, each sent after `delay`, then `data: [DONE]`.
+    Stream {
+        pieces: Vec<String>,
+        delay: Duration,
+    },
 }
 
 impl Reply {
@@ -54,6 +61,14 @@ pub fn content(text: &str) -> Reply {
             "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
         }),
     )
+}
+
+/// A streamed completion of `pieces`, one every `delay`.
+pub fn stream(pieces: &[&str], delay: Duration) -> Reply {
+    Reply::Stream {
+        pieces: pieces.iter().map(|p| p.to_string()).collect(),
+        delay,
+    }
 }
 
 /// A completion that calls tools: `(name, arguments as JSON text)`, with optional text.
@@ -165,6 +180,33 @@ impl Mock {
 }
 
 fn respond(request: tiny_http::Request, reply: Reply) {
+    if let Reply::Stream { pieces, delay } = reply {
+        let mut pending: VecDeque<Vec<u8>> = pieces
+            .iter()
+            .map(|p| {
+                let event = json!({"id": "chatcmpl-s", "object": "chat.completion.chunk", "model": "mock",
+                    "choices": [{"index": 0, "delta": {"content": p}, "finish_reason": null}]});
+                format!("data: {event}\n\n").into_bytes()
+            })
+            .collect();
+        let last = json!({"id": "chatcmpl-s", "object": "chat.completion.chunk", "model": "mock",
+            "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]});
+        pending.push_back(format!("data: {last}\n\ndata: [DONE]\n\n").into_bytes());
+        // Written by hand on the raw connection, flushed event by event: tiny_http's own
+        // chunked writer buffers, which would hide the timing under test.
+        let mut out = request.into_writer();
+        let _ = out.write_all(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n",
+        );
+        let _ = out.flush();
+        for event in pending {
+            std::thread::sleep(delay);
+            if out.write_all(&event).and_then(|()| out.flush()).is_err() {
+                return;
+            }
+        }
+        return;
+    }
     let Reply::Http {
         status,
         headers,

@@ -103,7 +103,7 @@ pub fn dry(store: &Store, thread: &str, role: &str) -> Result<Hash, BuiltinError
         agent: "dry".into(),
         raw,
         exit_code: Some(0),
-        duration_ms: submit::step_duration_ms(Some(t)),
+        duration_ms: submit::step_duration_ms(Some(t), thread),
         ..Default::default()
     };
     Ok(submit::write_step_to(
@@ -158,14 +158,14 @@ pub fn script(
     let hash = match entry {
         serde_yaml::Value::String(raw) => {
             submission.raw = raw.clone();
-            submission.duration_ms = submit::step_duration_ms(Some(t));
+            submission.duration_ms = submit::step_duration_ms(Some(t), thread);
             submit::submit_raw_to(store, &target, role, submission, config)?
         }
         other => {
             let output =
                 yaml_to_json(other).map_err(|reason| BuiltinError::Script { path, reason })?;
             submission.raw = format!("---\n{}---\n", render::output_yaml(&output));
-            submission.duration_ms = submit::step_duration_ms(Some(t));
+            submission.duration_ms = submit::step_duration_ms(Some(t), thread);
             submit::write_step_to(store, &target, role, &output, None, submission)?
         }
     };
@@ -254,7 +254,7 @@ pub fn exec(
         agent: "exec".into(),
         raw,
         exit_code: output.status.code(),
-        duration_ms: submit::step_duration_ms(Some(t)),
+        duration_ms: submit::step_duration_ms(Some(t), thread),
         stderr_tail: tail,
         ..Default::default()
     };

@@ -11,8 +11,11 @@
 //! - [`minimal`]: the smallest value a schema accepts (for `dry` and examples).
 pub mod builtin;
 pub mod extract;
+pub mod human;
+pub mod in_process;
 pub mod minimal;
 pub mod prompt;
 pub mod resolve;
 pub mod spawn;
 pub mod submit;
+pub mod subworkflow;

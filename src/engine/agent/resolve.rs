@@ -19,6 +19,17 @@ pub struct AgentSpec {
     pub timeout: Duration,
 }
 
+impl AgentSpec {
+    /// Whether this is the `human` agent kind (`uwf agent human`), which no process plays: the
+    /// step records a question and a person answers it (SPEC §10).
+    pub fn is_human(&self) -> bool {
+        let program = Path::new(&self.program)
+            .file_name()
+            .is_some_and(|n| n == "uwf");
+        program && self.args.len() >= 2 && self.args[0] == "agent" && self.args[1] == "human"
+    }
+}
+
 /// The built-in agents, as configured when no file says otherwise.
 fn builtin_agents() -> BTreeMap<String, AgentConfig> {
     let builtin = |args: &[&str], timeout: u64| AgentConfig {
@@ -28,6 +39,8 @@ fn builtin_agents() -> BTreeMap<String, AgentConfig> {
     };
     BTreeMap::from([
         ("dry".to_owned(), builtin(&["agent", "dry"], 60)),
+        // Never run as a process: a step whose agent is `human` records a question (SPEC §10).
+        ("human".to_owned(), builtin(&["agent", "human"], 60)),
         ("llm".to_owned(), builtin(&["agent", "llm"], 600)),
         ("react".to_owned(), builtin(&["agent", "react"], 1800)),
     ])

@@ -8,17 +8,20 @@
 use crate::advice::Advice;
 use std::collections::VecDeque;
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use crate::engine::agent::resolve::AgentSpec;
+use crate::engine::thread::log::StepLog;
 
 /// How much of the agent's stderr is kept for messages and the detail node.
 const STDERR_TAIL: usize = 4096;
-/// The most stdout an agent may print (it should print one hash).
-const STDOUT_LIMIT: usize = 64 << 20;
+/// How much of the end of an agent's stdout is kept: its last non-empty line must be the step
+/// hash, so a few lines are plenty, and an agent printing 100 MB costs no memory.
+const STDOUT_TAIL: usize = 64 << 10;
 /// Time between SIGTERM and SIGKILL when stopping a process group.
 pub const KILL_GRACE: Duration = Duration::from_secs(3);
 
@@ -94,8 +97,8 @@ pub struct Invocation<'a> {
     pub thread: &'a str,
     pub role: &'a str,
     pub env: Vec<(String, String)>,
-    /// Append the agent's stderr here.
-    pub log: Option<PathBuf>,
+    /// Append the agent's stdout and stderr here, as they arrive (the thread log).
+    pub log: Option<Arc<StepLog>>,
     /// Pass the agent's stderr through to ours.
     pub passthrough: bool,
 }
@@ -141,10 +144,11 @@ pub fn run(inv: &Invocation<'_>, on_spawn: impl FnOnce(u32)) -> Result<Finished,
 
     let stdout = child.stdout.take().expect("stdout is piped");
     let stderr = child.stderr.take().expect("stderr is piped");
-    let out_reader = Reader::spawn(move || read_limited(stdout, STDOUT_LIMIT));
     let log = inv.log.clone();
-    let passthrough = inv.passthrough;
-    let err_reader = Reader::spawn(move || tee_stderr(stderr, log.as_deref(), passthrough));
+    let out_reader = Reader::spawn(move || tee(stdout, log.as_deref(), None, STDOUT_TAIL));
+    let log = inv.log.clone();
+    let passthrough = inv.passthrough.then(std::io::stderr);
+    let err_reader = Reader::spawn(move || tee(stderr, log.as_deref(), passthrough, STDERR_TAIL));
 
     let (tx, rx) = mpsc::channel();
     let waiter = std::thread::spawn(move || {
@@ -227,23 +231,16 @@ impl Reader {
     }
 }
 
-fn read_limited(mut r: impl Read, limit: usize) -> String {
-    let mut buf = Vec::new();
-    let _ = r.by_ref().take(limit as u64).read_to_end(&mut buf);
-    // Drain anything past the limit so the agent never blocks on a full pipe.
-    let _ = std::io::copy(&mut r, &mut std::io::sink());
-    String::from_utf8_lossy(&buf).into_owned()
-}
-
-fn tee_stderr(mut r: impl Read, log: Option<&Path>, passthrough: bool) -> String {
-    let mut log = log.and_then(|p| {
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(p)
-            .ok()
-    });
-    let mut tail: VecDeque<u8> = VecDeque::with_capacity(STDERR_TAIL);
+/// Drains one of the agent's pipes to its end (so the agent never blocks on a full pipe):
+/// each chunk goes to the thread log and to `passthrough` as it arrives, and the last `keep`
+/// bytes are returned.
+fn tee(
+    mut r: impl Read,
+    log: Option<&StepLog>,
+    mut passthrough: Option<std::io::Stderr>,
+    keep: usize,
+) -> String {
+    let mut tail: VecDeque<u8> = VecDeque::with_capacity(keep.min(64 << 10));
     let mut buf = [0u8; 8192];
     loop {
         let n = match r.read(&mut buf) {
@@ -251,18 +248,15 @@ fn tee_stderr(mut r: impl Read, log: Option<&Path>, passthrough: bool) -> String
             Ok(n) => n,
         };
         let chunk = &buf[..n];
-        if passthrough {
-            let _ = std::io::stderr().write_all(chunk);
+        if let Some(out) = passthrough.as_mut() {
+            let _ = out.write_all(chunk);
         }
-        if let Some(f) = log.as_mut() {
-            let _ = f.write_all(chunk);
+        if let Some(log) = log {
+            log.write(chunk);
         }
-        for &b in chunk {
-            if tail.len() == STDERR_TAIL {
-                tail.pop_front();
-            }
-            tail.push_back(b);
-        }
+        let drop = (tail.len() + chunk.len()).saturating_sub(keep);
+        tail.drain(..drop.min(tail.len()));
+        tail.extend(&chunk[chunk.len().saturating_sub(keep)..]);
     }
     String::from_utf8_lossy(&tail.into_iter().collect::<Vec<_>>()).into_owned()
 }

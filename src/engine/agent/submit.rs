@@ -106,66 +106,93 @@ pub fn submit_raw_to(
     config: &Config,
 ) -> Result<Hash, SubmitError> {
     let schema_hash = view.role_schema(role)?;
-    let schema = store.schema(schema_hash)?;
     let mut submission = submission;
-    let error = match extract(&submission.raw, &schema) {
+    match extract_output(store, schema_hash, &submission.raw, config)? {
         Ok(found) => {
-            submission
-                .extra
-                .insert("extractedBy".into(), found.method.into());
-            return write_step_to(
+            submission.extra.extend(found.detail);
+            write_step_to(
                 store,
                 view,
                 role,
                 &found.output,
                 found.body.as_deref(),
                 submission,
-            );
+            )
+        }
+        Err((error, llm)) => {
+            let raw = store.put(builtin::hash_of("text"), &Value::String(submission.raw))?;
+            Err(SubmitError::Extract {
+                role: role.to_owned(),
+                error,
+                llm,
+                raw,
+            })
+        }
+    }
+}
+
+/// What extraction found in a raw output.
+#[derive(Debug, Clone)]
+pub struct Extracted {
+    pub output: Value,
+    pub body: Option<String>,
+    /// Detail fields saying how (`extractedBy`, and the LLM call's `extraction`).
+    pub detail: Map<String, Value>,
+}
+
+/// Extracts the output of a role whose schema is `schema_hash` from `raw` (SPEC §6.2): the
+/// frontmatter and JSON fast paths, then, when `config` names a model for `extract`, the LLM
+/// fallback. The inner `Err` is the fast paths' error and why the fallback failed, if it ran.
+pub fn extract_output(
+    store: &Store,
+    schema_hash: Hash,
+    raw: &str,
+    config: &Config,
+) -> Result<Result<Extracted, (ExtractError, Option<String>)>, SubmitError> {
+    let schema = store.schema(schema_hash)?;
+    let error = match extract(raw, &schema) {
+        Ok(found) => {
+            let mut detail = Map::new();
+            detail.insert("extractedBy".into(), found.method.into());
+            return Ok(Ok(Extracted {
+                output: found.output,
+                body: found.body,
+                detail,
+            }));
         }
         Err(error) => error,
     };
-    let llm = if config.model_for("extract").is_some() && !matches!(error, ExtractError::Empty) {
-        let attempt = Endpoint::for_purpose(config, "extract", None)
-            .map_err(|e| e.to_string())
-            .and_then(|endpoint| {
-                let client = Client::new(endpoint);
-                extract_with_llm(&client, &schema, &submission.raw, &error)
-                    .map(|found| (found, client.endpoint().alias.clone()))
-                    .map_err(|e| e.to_string())
-            });
-        match attempt {
-            Ok((found, model)) => {
-                submission.extra.insert("extractedBy".into(), "llm".into());
-                submission.extra.insert(
-                    "extraction".into(),
-                    json!({
-                        "model": model,
-                        "calls": found.calls,
-                        "usage": found.usage,
-                        "fastPathError": error.to_string(),
-                    }),
-                );
-                let found = found.extracted;
-                return write_step_to(
-                    store,
-                    view,
-                    role,
-                    &found.output,
-                    found.body.as_deref(),
-                    submission,
-                );
-            }
-            Err(e) => Some(e),
+    if config.model_for("extract").is_none() || matches!(error, ExtractError::Empty) {
+        return Ok(Err((error, None)));
+    }
+    let attempt = Endpoint::for_purpose(config, "extract", None)
+        .map_err(|e| e.to_string())
+        .and_then(|endpoint| {
+            let client = Client::new(endpoint);
+            extract_with_llm(&client, &schema, raw, &error)
+                .map(|found| (found, client.endpoint().alias.clone()))
+                .map_err(|e| e.to_string())
+        });
+    Ok(match attempt {
+        Ok((found, model)) => {
+            let mut detail = Map::new();
+            detail.insert("extractedBy".into(), "llm".into());
+            detail.insert(
+                "extraction".into(),
+                json!({
+                    "model": model,
+                    "calls": found.calls,
+                    "usage": found.usage,
+                    "fastPathError": error.to_string(),
+                }),
+            );
+            Ok(Extracted {
+                output: found.extracted.output,
+                body: found.extracted.body,
+                detail,
+            })
         }
-    } else {
-        None
-    };
-    let raw = store.put(builtin::hash_of("text"), &Value::String(submission.raw))?;
-    Err(SubmitError::Extract {
-        role: role.to_owned(),
-        error,
-        llm,
-        raw,
+        Err(e) => Err((error, Some(e))),
     })
 }
 
@@ -224,11 +251,18 @@ pub fn write_step_to(
     Ok(store.put(builtin::hash_of("step"), &step)?)
 }
 
-/// Milliseconds since the step began: from `UWF_STEP_STARTED_MS` (set by the step for its agent),
-/// else since `local` (an agent run by hand), else 0.
-pub fn step_duration_ms(local: Option<std::time::Instant>) -> u64 {
+/// Milliseconds since the step of `thread` began: from `UWF_STEP_STARTED_MS` when the step set
+/// it for this very thread (an agent it spawned), else since `local` (an agent run by hand, or a
+/// built-in run inside the step), else 0. With `UWF_REPRODUCIBLE=1` always 0, so that runs with
+/// canned agents write byte-identical nodes (tests, demos).
+pub fn step_duration_ms(local: Option<std::time::Instant>, thread: &str) -> u64 {
+    if std::env::var_os("UWF_REPRODUCIBLE").is_some_and(|v| v == "1") {
+        return 0;
+    }
+    let ours = std::env::var("UWF_THREAD").is_ok_and(|t| t == thread);
     let started = std::env::var("UWF_STEP_STARTED_MS")
         .ok()
+        .filter(|_| ours)
         .and_then(|s| s.parse::<u64>().ok());
     match (started, local) {
         (Some(start), _) => crate::cas::store::now_ms().saturating_sub(start),

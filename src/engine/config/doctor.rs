@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::advice::Advice;
 use crate::engine::config::dotenv;
-use crate::engine::config::{self, Config};
+use crate::engine::config::{self, AgentConfig, Config};
 use crate::engine::llm::client::{Client, Endpoint};
 
 /// How long a provider may take to answer the probe.
@@ -106,7 +106,7 @@ pub fn run(root: &Path, skip: &[String]) -> Vec<Check> {
     }
     if let Some(config) = &config {
         if wanted("agents") {
-            checks.extend(agents(config));
+            checks.extend(agents(root, config));
         }
         if wanted("providers") {
             checks.extend(providers(config));
@@ -153,12 +153,15 @@ fn secrets(root: &Path) -> Check {
     }
 }
 
-fn agents(config: &Config) -> Vec<Check> {
+fn agents(root: &Path, config: &Config) -> Vec<Check> {
     config
         .agents()
         .into_iter()
         .map(|(name, agent)| {
             let label = format!("agent {name}");
+            if let Some(check) = kind_check(root, config, &label, &agent) {
+                return check;
+            }
             if agent.command == "uwf" {
                 return Check::ok(label, "`uwf` (this program)");
             }
@@ -174,6 +177,46 @@ fn agents(config: &Config) -> Vec<Check> {
             }
         })
         .collect()
+}
+
+/// The checks of the two agent kinds no program plays alone: `human` (a person answers) and
+/// `workflow --name W` (a sub-workflow, whose workflow must be registered).
+fn kind_check(root: &Path, config: &Config, label: &str, agent: &AgentConfig) -> Option<Check> {
+    if agent.command != "uwf" || agent.args.first().map(String::as_str) != Some("agent") {
+        return None;
+    }
+    match agent.args.get(1).map(String::as_str) {
+        Some("human") => Some(Check::ok(
+            label,
+            "a person answers: `uwf thread question ID`, then `uwf thread answer ID` (or the mount's `answer` file)",
+        )),
+        Some("workflow") => {
+            let name = agent
+                .args
+                .iter()
+                .position(|a| a == "--name")
+                .and_then(|i| agent.args.get(i + 1));
+            let depth = config.max_depth.unwrap_or(super::DEFAULT_MAX_DEPTH);
+            let registered = crate::engine::index_files::read_registry(root).unwrap_or_default();
+            Some(match name {
+                Some(name) if registered.contains_key(name) => Check::ok(
+                    label,
+                    format!("runs workflow `{name}` as a sub-workflow (maxDepth {depth})"),
+                ),
+                Some(name) => Check::fail(
+                    label,
+                    format!("runs workflow `{name}`, which is not registered"),
+                    format!("register it: `uwf workflow put {name}.yaml`"),
+                ),
+                None => Check::fail(
+                    label,
+                    "`uwf agent workflow` without --name",
+                    "add `--name WORKFLOW` to its args, e.g. args: [agent, workflow, --name, develop]",
+                ),
+            })
+        }
+        _ => None,
+    }
 }
 
 /// Where `program` would be run from: itself when it has a `/`, else the first executable

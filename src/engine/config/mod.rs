@@ -25,6 +25,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+/// The default nesting limit of sub-workflows.
+pub const DEFAULT_MAX_DEPTH: usize = 4;
+
 /// The default agent timeout when the config gives none.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 
@@ -123,6 +126,10 @@ pub struct Config {
     /// purpose (`extract`, `llm`, `react`) → model alias.
     #[serde(default)]
     pub model_overrides: BTreeMap<String, String>,
+    /// How deep sub-workflows may nest (SPEC §9): a thread with this many ancestors cannot start
+    /// a child. Default [`DEFAULT_MAX_DEPTH`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_depth: Option<usize>,
     /// Options of the `react` agent.
     #[serde(default, skip_serializing_if = "ReactConfig::is_default")]
     pub react: ReactConfig,
@@ -360,6 +367,9 @@ impl Config {
                     &mut problems,
                 );
             }
+        }
+        if self.max_depth == Some(0) {
+            problems.push("maxDepth: must be at least 1".into());
         }
         if self.react.max_rounds == Some(0) {
             problems.push("react.maxRounds: must be at least 1".into());

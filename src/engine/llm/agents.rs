@@ -8,6 +8,7 @@
 //! as a text node named in the error, so no work is lost silently.
 
 use crate::advice::Advice;
+use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -129,13 +130,31 @@ pub fn llm(
     let view = ThreadView::load(store, thread)?;
     let (parts, _) = prompt(store, &view, role)?;
     let client = Client::new(Endpoint::for_purpose(config, "llm", model)?);
-    let response = client.chat(&ChatRequest {
-        messages: vec![
-            Message::system(format!("{}{}", parts.format, parts.role)),
-            Message::user(parts.task),
-        ],
-        ..Default::default()
-    })?;
+    // Tokens go to stderr as they arrive: the step appends them to the thread's log, where
+    // `uwf thread live` and the mount's `log` show them while the completion runs.
+    let mut stderr = std::io::stderr();
+    let mut show = |piece: &str| {
+        let _ = stderr.write_all(piece.as_bytes());
+        let _ = stderr.flush();
+    };
+    let response = client.chat_stream(
+        &ChatRequest {
+            messages: vec![
+                Message::system(format!("{}{}", parts.format, parts.role)),
+                Message::user(parts.task),
+            ],
+            ..Default::default()
+        },
+        &mut show,
+    )?;
+    if response
+        .message
+        .content
+        .as_deref()
+        .is_some_and(|t| !t.is_empty())
+    {
+        let _ = writeln!(stderr);
+    }
     let mut submission = Submission {
         agent: "llm".into(),
         raw: response.message.content.clone().unwrap_or_default(),
@@ -158,7 +177,7 @@ pub fn llm(
     submission
         .extra
         .insert("attempts".into(), response.attempts.into());
-    submission.duration_ms = submit::step_duration_ms(Some(t));
+    submission.duration_ms = submit::step_duration_ms(Some(t), thread);
     Ok(submit::submit_raw(store, &view, role, submission, config)?)
 }
 
@@ -167,6 +186,16 @@ pub fn llm(
 pub struct ReactOptions<'a> {
     pub model: Option<&'a str>,
     pub max_rounds: Option<usize>,
+}
+
+/// `text` on one line, cut to `max` characters.
+fn one_line(text: &str, max: usize) -> String {
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() > max {
+        format!("{}…", flat.chars().take(max).collect::<String>())
+    } else {
+        flat
+    }
 }
 
 /// The `resolve` tool: its parameters are the role's schema, wrapped in `{output}` when the
@@ -428,6 +457,15 @@ Calling `resolve` ends your turn. A reply without a tool call is not accepted.\n
                 },
                 (Ok(args), name) => run_tool(&workdir, name, args, command_timeout),
             };
+            // One line per tool call on stderr, which the step appends to the thread's log:
+            // what `uwf thread live` and the mount's `log` show while the agent works.
+            eprintln!(
+                "react: {} {} → {}{}",
+                call.function.name,
+                one_line(&call.function.arguments, 80),
+                if ok { "" } else { "error: " },
+                one_line(&result, 100)
+            );
             recorded.push(json!({
                 "id": call.id,
                 "name": call.function.name,
@@ -459,7 +497,7 @@ Calling `resolve` ends your turn. A reply without a tool call is not accepted.\n
                 workdir.root().display().to_string().into(),
             );
             extra.insert("turns".into(), Value::Array(turns));
-            submission.duration_ms = submit::step_duration_ms(Some(t));
+            submission.duration_ms = submit::step_duration_ms(Some(t), thread);
             let body = (!content.trim().is_empty()).then_some(content.as_str());
             return Ok(submit::write_step(
                 store, &view, role, &output, body, submission,

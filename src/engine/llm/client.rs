@@ -347,6 +347,11 @@ enum Attempt {
     },
     Timeout,
     Connection(String),
+    /// A streamed answer, read to its end.
+    Streamed(ChatResponse),
+    /// A stream that broke after some of its text was handed on: not retried (the text was
+    /// already shown).
+    Broken(String),
 }
 
 impl Client {
@@ -370,11 +375,23 @@ impl Client {
 
     /// Sends a chat completion, retrying transient failures.
     pub fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        self.complete(request, None)
+    }
+
+    /// [`Client::chat`], streamed to `on_text` when it is given.
+    fn complete(
+        &self,
+        request: &ChatRequest,
+        mut on_text: Option<&mut dyn FnMut(&str)>,
+    ) -> Result<ChatResponse, LlmError> {
         let url = format!("{}/chat/completions", self.endpoint.base_url);
         let mut body = json!({
             "model": self.endpoint.model,
             "messages": request.messages,
         });
+        if on_text.is_some() {
+            body["stream"] = Value::Bool(true);
+        }
         if !request.tools.is_empty() {
             body["tools"] = Value::Array(request.tools.clone());
         }
@@ -386,9 +403,20 @@ impl Client {
         loop {
             attempts += 1;
             let last = attempts > self.endpoint.retries;
-            let wait = match self.attempt(&url, Some(&body)) {
+            let wait = match self.attempt(&url, Some(&body), &mut on_text) {
                 Attempt::Answer { status, body, .. } if (200..300).contains(&status) => {
                     return self.parse(&url, &body, attempts);
+                }
+                Attempt::Streamed(mut response) => {
+                    response.attempts = attempts;
+                    return Ok(response);
+                }
+                Attempt::Broken(message) => {
+                    return Err(LlmError::Connection {
+                        url,
+                        message: self.excerpt(&message),
+                        attempts,
+                    });
                 }
                 Attempt::Answer {
                     status,
@@ -431,16 +459,41 @@ impl Client {
         }
     }
 
+    /// Sends a chat completion with `"stream": true` and hands each piece of the answer's text to
+    /// `on_text` as it arrives (server-sent events, SPEC §11). The answer is the same as
+    /// [`Client::chat`]'s: the pieces joined. Retries as [`Client::chat`] does; a provider that
+    /// answers with one completion instead of a stream is fine, and one that refuses `stream`
+    /// (HTTP 400/422 naming it) is asked again without it, so nothing is asked of the user.
+    /// Tools are not streamed.
+    pub fn chat_stream(
+        &self,
+        request: &ChatRequest,
+        on_text: &mut dyn FnMut(&str),
+    ) -> Result<ChatResponse, LlmError> {
+        if !request.tools.is_empty() {
+            return self.chat(request);
+        }
+        match self.complete(request, Some(on_text)) {
+            Err(LlmError::Status {
+                status: 400 | 422,
+                body,
+                ..
+            }) if body.to_ascii_lowercase().contains("stream") => self.chat(request),
+            other => other,
+        }
+    }
+
     /// `GET {baseUrl}/models`, once: the HTTP status, for `uwf doctor`.
     pub fn probe(&self) -> Result<u16, LlmError> {
         let url = format!("{}/models", self.endpoint.base_url);
-        match self.attempt(&url, None) {
+        match self.attempt(&url, None, &mut None) {
             Attempt::Answer { status, .. } => Ok(status),
             Attempt::Timeout => Err(LlmError::Timeout {
                 url,
                 timeout: self.endpoint.timeout,
                 attempts: 1,
             }),
+            Attempt::Streamed(_) | Attempt::Broken(_) => Ok(200),
             Attempt::Connection(message) => Err(LlmError::Connection {
                 url,
                 message: self.excerpt(&message),
@@ -449,8 +502,14 @@ impl Client {
         }
     }
 
-    /// One HTTP exchange: POST `body` (or GET when `None`).
-    fn attempt(&self, url: &str, body: Option<&str>) -> Attempt {
+    /// One HTTP exchange: POST `body` (or GET when `None`). An event-stream answer is read
+    /// piece by piece into `on_text` when it is given.
+    fn attempt(
+        &self,
+        url: &str,
+        body: Option<&str>,
+        on_text: &mut Option<&mut dyn FnMut(&str)>,
+    ) -> Attempt {
         let auth = self
             .endpoint
             .key
@@ -481,6 +540,17 @@ impl Client {
                     .and_then(|v| v.to_str().ok())
                     .and_then(|v| v.trim().parse::<u64>().ok())
                     .map(Duration::from_secs);
+                let event_stream = response
+                    .headers()
+                    .get("content-type")
+                    .and_then(|v| v.to_str().ok())
+                    .is_some_and(|v| v.starts_with("text/event-stream"));
+                if let Some(on_text) = on_text.as_mut()
+                    && event_stream
+                    && (200..300).contains(&status)
+                {
+                    return read_stream(response.into_body().into_reader(), &mut **on_text);
+                }
                 match response.body_mut().read_to_string() {
                     Ok(body) => Attempt::Answer {
                         status,
@@ -553,6 +623,62 @@ impl Client {
             text
         }
     }
+}
+
+/// Reads a chat completion's server-sent events: `data: {choices: [{delta: {content}}]}` events
+/// until `data: [DONE]` (or the end), handing each piece of text to `on_text`.
+fn read_stream(body: impl std::io::Read, on_text: &mut dyn FnMut(&str)) -> Attempt {
+    let mut text = String::new();
+    let mut finish_reason = None;
+    let mut usage = None;
+    for line in std::io::BufRead::lines(std::io::BufReader::new(body)) {
+        let line = match line {
+            Ok(line) => line,
+            Err(e) if text.is_empty() && e.kind() == std::io::ErrorKind::TimedOut => {
+                return Attempt::Timeout;
+            }
+            Err(e) if text.is_empty() => return Attempt::Connection(e.to_string()),
+            Err(e) => return Attempt::Broken(format!("the stream broke: {e}")),
+        };
+        let Some(data) = line.strip_prefix("data:").map(str::trim) else {
+            continue;
+        };
+        if data == "[DONE]" {
+            break;
+        }
+        let Ok(event) = serde_json::from_str::<Value>(data) else {
+            continue;
+        };
+        if let Some(u) = event.get("usage").filter(|u| u.is_object()) {
+            usage = Some(u.clone());
+        }
+        let Some(choice) = event.get("choices").and_then(|c| c.get(0)) else {
+            continue;
+        };
+        if let Some(piece) = choice
+            .get("delta")
+            .and_then(|d| d.get("content"))
+            .and_then(Value::as_str)
+            .filter(|p| !p.is_empty())
+        {
+            on_text(piece);
+            text.push_str(piece);
+        }
+        if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+            finish_reason = Some(reason.to_owned());
+        }
+    }
+    Attempt::Streamed(ChatResponse {
+        message: Message {
+            role: "assistant".into(),
+            content: Some(text),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+        },
+        finish_reason,
+        usage,
+        attempts: 1,
+    })
 }
 
 /// Whether a URL's host is this machine (`localhost`, `127.0.0.0/8`, `[::1]`).

@@ -51,6 +51,9 @@ impl Advice for ChainError {
 pub struct Start {
     pub workflow: Hash,
     pub prompt: String,
+    /// The parent thread's head, when a sub-workflow started this thread (SPEC §9).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<Hash>,
 }
 
 /// The payload of a `step` node.
@@ -502,7 +505,6 @@ pub fn load(store: &Store, head: Hash) -> Result<Chain, ChainError> {
 /// ancestor or the start node.
 fn build(store: &Store, head: Hash) -> Result<Chain, ChainError> {
     let step_type = builtin::hash_of("step");
-    let start_type = builtin::hash_of("start");
     // Walk back until a cached ancestor or the start node, then replay forwards.
     let mut pending: Vec<(Node, StepNode)> = Vec::new();
     let mut at = head;
@@ -513,7 +515,7 @@ fn build(store: &Store, head: Hash) -> Result<Chain, ChainError> {
             break chain;
         }
         let node = store.get(at)?;
-        if node.type_hash == start_type {
+        if builtin::is_start(node.type_hash) {
             break Chain {
                 start_hash: at,
                 start: read_start(&node)?,
@@ -553,6 +555,7 @@ mod tests {
             start: Start {
                 workflow: hash("2DHW2FP49YVD3"),
                 prompt: "say \"hi\"\nand\\or é".into(),
+                parent: None,
             },
             start_timestamp: 1,
             steps: vec![Entry {
@@ -600,6 +603,7 @@ mod tests {
             start: Start {
                 workflow: Hash::of_bytes(b"workflow"),
                 prompt: "multi\nline \"prompt\" with spaces".into(),
+                parent: None,
             },
             start_timestamp: 7,
             steps: vec![

@@ -13,6 +13,7 @@ use crate::engine::agent::spawn;
 use crate::engine::index_files;
 use crate::engine::thread::chain;
 use crate::engine::thread::events;
+use crate::engine::thread::family::{self, ParentLink};
 use crate::engine::thread::forks;
 use crate::engine::thread::index::{self, State, ThreadIndexError};
 use crate::engine::thread::run_files::RunFiles;
@@ -94,6 +95,29 @@ pub fn start(store: &Store, workflow: &str, prompt: &str) -> Result<(String, Str
     Ok((w.name, id))
 }
 
+/// Starts a child thread of `workflow` for a sub-workflow (SPEC §9): its start node names the
+/// parent's head, and the link to the parent thread is recorded before the child's first step.
+/// Returns `(workflow name, id)`.
+pub fn start_child(
+    store: &Store,
+    workflow: &str,
+    prompt: &str,
+    parent: &ParentLink,
+) -> Result<(String, String), ThreadError> {
+    if prompt.trim().is_empty() {
+        return Err(ThreadError::EmptyPrompt);
+    }
+    let (hash, w) = registry::load(store, workflow)?;
+    let start = store.put(
+        builtin::hash_of("start"),
+        &json!({"workflow": hash.to_string(), "prompt": prompt, "parent": parent.head.to_string()}),
+    )?;
+    let id = index::new_id();
+    family::link(store.root(), &id, parent)?;
+    index::add(store.root(), &id, start)?;
+    Ok((w.name, id))
+}
+
 /// Starts a new thread whose head is `from` (a step or start node). Returns `(workflow name, id, head)`.
 pub fn fork(store: &Store, from: Hash) -> Result<(String, String, Hash), ThreadError> {
     fork_from(store, from, None)
@@ -107,7 +131,7 @@ pub fn fork_from(
     thread: Option<&str>,
 ) -> Result<(String, String, Hash), ThreadError> {
     let node = store.get(from)?;
-    if node.type_hash != builtin::hash_of("step") && node.type_hash != builtin::hash_of("start") {
+    if node.type_hash != builtin::hash_of("step") && !builtin::is_start(node.type_hash) {
         return Err(ThreadError::NotForkable { hash: from });
     }
     let id = index::new_id();
@@ -154,13 +178,15 @@ pub struct Summary {
     pub workflow_hash: Hash,
     pub head: Hash,
     pub steps: usize,
-    /// `active`, `running`, `failed`, `done` or `killed`.
+    /// `active`, `running`, `awaiting`, `failed`, `done` or `killed`.
     pub status: String,
     /// The role the moderator picks now (`$END` when finished); `None` if it cannot decide.
     pub next: Option<String>,
     /// Why the last step failed, when `status` is `failed`.
     pub error: Option<String>,
     pub running_role: Option<String>,
+    /// The role a person is asked to answer, when `status` is `awaiting`.
+    pub awaiting: Option<String>,
 }
 
 impl Summary {
@@ -169,7 +195,7 @@ impl Summary {
     }
 
     pub fn to_json(&self) -> Value {
-        json!({
+        let mut json = json!({
             "workflow": self.workflow,
             "thread": self.id,
             "head": self.head.to_string(),
@@ -177,7 +203,11 @@ impl Summary {
             "status": self.status,
             "next": self.next,
             "steps": self.steps,
-        })
+        });
+        if let Some(role) = &self.awaiting {
+            json["awaiting"] = Value::String(role.clone());
+        }
+        json
     }
 
     /// Recomputes the live part of an active thread's status from its run files: `running`
@@ -192,9 +222,13 @@ impl Summary {
         }
         self.error = None;
         self.running_role = None;
+        self.awaiting = None;
         if files.is_running() {
             self.status = "running".into();
             self.running_role = files.run_info().and_then(|i| i.role);
+        } else if let Some(question) = files.awaiting(self.head) {
+            self.status = "awaiting".into();
+            self.awaiting = Some(question.role);
         } else if let Some(last) = files.last_outcome()
             && last.get("ok") == Some(&Value::Bool(false))
         {
@@ -225,6 +259,10 @@ impl Summary {
                     .lines()
                     .next()
                     .unwrap_or("")
+            ),
+            "awaiting" => format!(
+                "awaiting role={}",
+                self.awaiting.clone().unwrap_or_else(|| "?".into())
             ),
             "active" => format!(
                 "active next={}",
@@ -265,6 +303,7 @@ pub fn summary_at(
         next: None,
         error: None,
         running_role: None,
+        awaiting: None,
     };
     if let Some(status) = archived {
         summary.next = (status == "done").then(|| END.to_owned());
@@ -293,9 +332,20 @@ pub fn summary_at(
 /// last outcome (what `wait` shows) and its change feed saying `killed`. The kill lock is taken
 /// first and held to the end, so no step can start between the one stopped here and the
 /// archive (a step that takes the step lock meanwhile gives up at once, see `step::step`).
+/// Threads that sub-workflows of this one started and that are still active are killed first
+/// (SPEC §9), children before parents.
 pub fn kill(store: &Store, id: &str) -> Result<Hash, ThreadError> {
     let root = store.root();
     index::active_head(root, id)?;
+    for child in family::children(root, id) {
+        if let Ok(State::Active { .. }) = index::state(root, &child) {
+            match kill(store, &child) {
+                // Ended meanwhile (done, or killed by someone else): nothing left to stop.
+                Ok(_) | Err(ThreadError::Index(ThreadIndexError::Archived { .. })) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
     let files = RunFiles::new(root, id);
     let _killing = files.try_kill_lock()?;
     // Another kill may have archived it between the check above and the lock.
@@ -333,6 +383,7 @@ pub fn kill(store: &Store, id: &str) -> Result<Hash, ThreadError> {
     }
     let view = ThreadView::at(store, id, head)?;
     let archived = crate::engine::thread::step::archive(store, id, view.workflow_hash, "killed")?;
+    files.clear_awaiting();
     let outcome = json!({
         "workflow": view.workflow.name,
         "thread": id,
@@ -345,4 +396,33 @@ pub fn kill(store: &Store, id: &str) -> Result<Hash, ThreadError> {
     events::append(&files, id, "killed", json!({ "head": head_text }));
     drop(lock);
     Ok(archived.head)
+}
+
+/// Every thread that sub-workflows started under thread `id`, depth-first in start order, with
+/// its depth (1 for a child). A thread whose summary cannot be read is left out.
+pub fn descendants(store: &Store, id: &str) -> Vec<(usize, Summary)> {
+    fn walk(store: &Store, id: &str, depth: usize, out: &mut Vec<(usize, Summary)>) {
+        // Bounded like the nesting itself: a damaged link cannot make this loop.
+        if depth > 64 {
+            return;
+        }
+        for child in family::children(store.root(), id) {
+            if let Ok(summary) = summary(store, &child) {
+                out.push((depth, summary));
+                walk(store, &child, depth + 1, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(store, id, 1, &mut out);
+    out
+}
+
+/// `thread show`'s view of a thread's family: `parent` (`{thread, head, role}`, or null) and
+/// `children` (ids, oldest first).
+pub fn family_json(root: &Path, id: &str) -> (Value, Value) {
+    let parent = family::parent(root, id)
+        .map(|p| json!({"thread": p.thread, "head": p.head.to_string(), "role": p.role}))
+        .unwrap_or(Value::Null);
+    (parent, json!(family::children(root, id)))
 }

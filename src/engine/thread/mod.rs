@@ -13,9 +13,11 @@
 //! - [`render`]: transcripts, outputs as YAML/JSON, details and diffs for people.
 pub mod chain;
 pub mod events;
+pub mod family;
 pub mod forks;
 pub mod index;
 pub mod lifecycle;
+pub mod log;
 pub mod render;
 pub mod run_files;
 pub mod step;

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::cas::Hash;
 use crate::cas::store::{now_ms, overwrite};
 
 use crate::engine::index_files::IndexError;
@@ -224,17 +225,53 @@ impl RunFiles {
         let bytes = std::fs::read(self.last()).ok()?;
         serde_json::from_slice(&bytes).ok()
     }
+
+    /// Writes `message` to the `error` file only, leaving the last outcome as it is (a refused
+    /// answer to a question leaves the thread awaiting).
+    pub fn record_error(&self, message: &str) {
+        let _ = std::fs::create_dir_all(&self.dir);
+        let _ = overwrite(&self.error(), format!("{message}\n").as_bytes());
+    }
+
+    fn awaiting_path(&self) -> PathBuf {
+        self.path("awaiting.json")
+    }
+
+    /// Records that the thread waits for a person to answer `role` at `head` (SPEC §10).
+    pub fn set_awaiting(&self, role: &str, head: Hash) -> std::io::Result<()> {
+        std::fs::create_dir_all(&self.dir)?;
+        let question = Awaiting {
+            role: role.to_owned(),
+            head,
+            asked_at: now_ms(),
+        };
+        let text = serde_json::to_vec(&question).expect("a question serializes");
+        overwrite(&self.awaiting_path(), &text)
+    }
+
+    /// The question the thread waits on, if it was asked at `head` (a question asked at an
+    /// older head was answered or overtaken, and no longer counts).
+    pub fn awaiting(&self, head: Hash) -> Option<Awaiting> {
+        let bytes = std::fs::read(self.awaiting_path()).ok()?;
+        let question: Awaiting = serde_json::from_slice(&bytes).ok()?;
+        (question.head == head).then_some(question)
+    }
+
+    /// Forgets the question (answered, or the thread ended).
+    pub fn clear_awaiting(&self) {
+        let _ = std::fs::remove_file(self.awaiting_path());
+    }
 }
 
-/// Empties a run file, keeping its inode.
-///
-/// Truncating here is cheap (ext4's flush-on-close after a truncation only writes data still
-/// waiting for allocation, and this descriptor writes none). Replacing the file instead would
-/// free an inode every step, and ext4 without a journal skips recently freed inodes when it
-/// allocates the next ones, scanning past each of them: a store's file creations slowed down
-/// several times after a few thousand steps.
-pub fn reset(path: &Path) -> std::io::Result<()> {
-    std::fs::File::create(path).map(drop)
+/// A question waiting for a person (`runs/<id>.awaiting.json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Awaiting {
+    /// The role the person plays.
+    pub role: String,
+    /// The head the question was asked at.
+    pub head: Hash,
+    pub asked_at: u64,
 }
 
 fn lock_error(path: &Path, source: std::io::Error) -> IndexError {

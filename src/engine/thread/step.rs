@@ -6,17 +6,20 @@
 
 use crate::advice::Advice;
 use serde_json::{Value, json};
+use std::sync::Arc;
 
 use crate::cas::store::now_ms;
 use crate::cas::{Hash, Store, StoreError, builtin};
 use crate::engine::thread::view::{self, ViewError};
 
+use crate::engine::agent::in_process::InProcess;
 use crate::engine::agent::spawn::{self, AgentError, Invocation};
 use crate::engine::config::{ConfigError, Loaded};
 use crate::engine::thread::chain::History;
 use crate::engine::thread::chain::{self, ChainError};
 use crate::engine::thread::events;
 use crate::engine::thread::index::{self, ThreadIndexError};
+use crate::engine::thread::log::StepLog;
 use crate::engine::thread::run_files::{self, RunFiles, RunInfo};
 use crate::engine::workflow::END;
 use crate::engine::workflow::Workflow;
@@ -27,6 +30,13 @@ use crate::engine::workflow::moderator::{Moderator, ModeratorError};
 /// Why a step failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StepError {
+    #[error("agent `{agent}`: {source}")]
+    Builtin {
+        agent: String,
+        source: Box<crate::engine::agent::builtin::BuiltinError>,
+    },
+    #[error("cannot record the question of thread {id}: {source}")]
+    Awaiting { id: String, source: std::io::Error },
     #[error(transparent)]
     Thread(#[from] ThreadIndexError),
     #[error(transparent)]
@@ -52,6 +62,7 @@ pub enum StepError {
 impl Advice for StepError {
     fn hints(&self) -> Vec<String> {
         match self {
+            StepError::Builtin { source, .. } => source.hints(),
             StepError::Thread(e) => e.hints(),
             StepError::View(e) => e.hints(),
             StepError::Moderator(e) => e.hints(),
@@ -85,17 +96,23 @@ pub struct Stepped {
     /// The role that ran, or `None` when the thread was already at its end.
     pub role: Option<String>,
     pub done: bool,
+    /// The role's agent is `human`: a question was recorded and the head did not move (SPEC §10).
+    pub awaiting: bool,
 }
 
 impl Stepped {
     pub fn to_json(&self) -> Value {
-        json!({
+        let mut json = json!({
             "workflow": self.workflow,
             "thread": self.thread,
             "head": self.head.to_string(),
             "role": self.role,
             "done": self.done,
-        })
+        });
+        if self.awaiting {
+            json["awaiting"] = Value::Bool(true);
+        }
+        json
     }
 }
 
@@ -124,14 +141,20 @@ pub fn step(
     match &result {
         Ok(stepped) => {
             files.record_success(&stepped.to_json());
+        }
+        Err(e) => files.record_failure(&crate::advice::with_hints(e)),
+    }
+    match &result {
+        // Awaiting a person: the `awaiting` event was written when the question was recorded.
+        Ok(stepped) if stepped.awaiting => {}
+        Ok(stepped) => {
             let fields = json!({"step": started.as_ref().map(|s: &Started| s.step),
                 "role": stepped.role, "head": stepped.head.to_string(), "done": stepped.done});
             events::append(&files, id, "finished", fields);
         }
         Err(e) => {
-            let error = crate::advice::with_hints(e);
-            files.record_failure(&error);
             if let Some(s) = &started {
+                let error = crate::advice::with_hints(e);
                 let fields = json!({"step": s.step, "role": s.role, "error": error});
                 events::append(&files, id, "failed", fields);
             }
@@ -198,6 +221,7 @@ fn step_locked(
             head: view.head(),
             role: None,
             done: true,
+            awaiting: false,
         });
     }
     let role = next;
@@ -207,6 +231,32 @@ fn step_locked(
     info.role = Some(role.clone());
     info.agent = Some(spec.name.clone());
     let step = view.history.len() + 1;
+    if spec.is_human() {
+        // No process plays a person: record the question and let go of the thread. A second
+        // step asks again, which changes nothing (SPEC §10).
+        if files.awaiting(view.head()).is_none() {
+            let log = StepLog::begin(root, id, view.history.len() + 1, &role, &spec.name);
+            log.line(&format!(
+                "waiting for a person: `uwf thread question {id}`, then `uwf thread answer {id}`"
+            ));
+            let fields = json!({"step": step, "role": role, "agent": spec.name});
+            events::append(files, id, "awaiting", fields);
+        }
+        files
+            .set_awaiting(&role, view.head())
+            .map_err(|source| StepError::Awaiting {
+                id: id.to_owned(),
+                source,
+            })?;
+        return Ok(Stepped {
+            workflow: view.workflow.name.clone(),
+            thread: id.to_owned(),
+            head: view.head(),
+            role: Some(role),
+            done: false,
+            awaiting: true,
+        });
+    }
     let fields = json!({"step": step, "role": role, "agent": spec.name});
     events::append(files, id, "started", fields);
     *started = Some(Started {
@@ -214,7 +264,28 @@ fn step_locked(
         role: role.clone(),
     });
 
-    let _ = run_files::reset(&files.log());
+    // The thread log only grows: a header, then the agent's output as it arrives.
+    let log = Arc::new(StepLog::begin(
+        root,
+        id,
+        view.history.len() + 1,
+        &role,
+        &spec.name,
+    ));
+    if let Some(builtin) = InProcess::of(&spec) {
+        // This binary's own `agent dry`/`agent script`: the same function, without a process.
+        let prepared = prepared.unwrap_or_else(prepare)?;
+        let hash = builtin.run(store, &config.config, id, &role);
+        if let Err(e) = &hash {
+            log.line(&format!("error: {}", crate::advice::with_hints(e)));
+        }
+        log.finish();
+        let hash = hash.map_err(|source| StepError::Builtin {
+            agent: spec.name.clone(),
+            source: Box::new(source),
+        })?;
+        return publish(store, id, &view, &role, &spec.name, hash, Some(prepared));
+    }
     let invocation = Invocation {
         spec: &spec,
         thread: id,
@@ -227,14 +298,16 @@ fn step_locked(
             ("UWF_WORKFLOW_HASH".into(), view.workflow_hash().to_string()),
             ("UWF_STEP_STARTED_MS".into(), info.started_at.to_string()),
         ],
-        log: Some(files.log()),
+        log: Some(Arc::clone(&log)),
         passthrough: options.passthrough,
     };
     let finished = spawn::run(&invocation, |pid| {
         info.agent_pid = Some(pid);
         lock.set_info(&info);
         prepared.get_or_insert_with(prepare);
-    })?;
+    });
+    log.finish();
+    let finished = finished?;
     let (moderator, context) = prepared.unwrap_or_else(prepare)?;
     let line = spawn::last_line(&finished.stdout).unwrap_or("").to_owned();
     let hash = Hash::parse(&line).map_err(|_| AgentError::NoHash {
@@ -246,12 +319,45 @@ fn step_locked(
         },
         stderr_tail: finished.stderr_tail.clone(),
     })?;
-    verify(store, &view, &role, hash).map_err(|reason| StepError::Rejected {
-        agent: spec.name.clone(),
+    publish(
+        store,
+        id,
+        &view,
+        &role,
+        &spec.name,
+        hash,
+        Some((moderator, context)),
+    )
+}
+
+/// Publishes step node `hash` as the next step of thread `id` after `view`, whose role the
+/// moderator chose as `role`: verifies the node (SPEC §5.3 step 5), moves the head by
+/// compare-and-set (the commit point), extends the chain cache, decides again and archives the
+/// thread if it is at `$END`. The caller holds the step lock. `prepared` is the moderator and
+/// its context at `view`, when the caller has them.
+pub(crate) fn publish(
+    store: &Store,
+    id: &str,
+    view: &Current,
+    role: &str,
+    agent: &str,
+    hash: Hash,
+    prepared: Option<(Moderator, Input)>,
+) -> Result<Stepped, StepError> {
+    verify(store, view, role, hash).map_err(|reason| StepError::Rejected {
+        agent: agent.to_owned(),
         hash: hash.to_string(),
         reason,
     })?;
-    index::compare_and_set(root, id, view.head(), hash)?;
+    let (moderator, context) = match prepared {
+        Some(p) => p,
+        None => {
+            let moderator = Moderator::new(view.workflow.clone())?;
+            let context = Input::from_json_text(view.history.context_json());
+            (moderator, context)
+        }
+    };
+    index::compare_and_set(store.root(), id, view.head(), hash)?;
 
     // Evaluate again: a thread whose next position is `$END` is archived now. The step itself
     // succeeded; if routing cannot decide now, the next step reports why.
@@ -273,11 +379,12 @@ fn step_locked(
         archive(store, id, view.workflow_hash(), "done")?;
     }
     Ok(Stepped {
-        workflow: view.workflow.name,
+        workflow: view.workflow.name.clone(),
         thread: id.to_owned(),
         head: hash,
-        role: Some(role),
+        role: Some(role.to_owned()),
         done,
+        awaiting: false,
     })
 }
 
@@ -296,22 +403,22 @@ pub(crate) fn archive(
 
 /// The thread as a step reads it: head, history (header only: a step never parses the steps)
 /// and workflow.
-struct Current {
-    history: History,
-    workflow: Workflow,
+pub(crate) struct Current {
+    pub(crate) history: History,
+    pub(crate) workflow: Workflow,
 }
 
 impl Current {
-    fn load(store: &Store, id: &str) -> Result<Current, ViewError> {
+    pub(crate) fn load(store: &Store, id: &str) -> Result<Current, ViewError> {
         let (history, workflow) = view::load_light(store, id)?;
         Ok(Current { history, workflow })
     }
 
-    fn head(&self) -> Hash {
+    pub(crate) fn head(&self) -> Hash {
         self.history.head()
     }
 
-    fn workflow_hash(&self) -> Hash {
+    pub(crate) fn workflow_hash(&self) -> Hash {
         self.history.start().workflow
     }
 }

@@ -33,9 +33,9 @@ pub struct CompletionsArgs {
 
 pub fn skill(args: &SkillArgs, out: &mut Out) -> CliResult<()> {
     out.text(match args.topic {
-        Topic::Cli => include_str!("skill/cli.md"),
-        Topic::Author => include_str!("skill/author.md"),
-        Topic::Agent => include_str!("skill/agent.md"),
+        Topic::Cli => include_str!("cli.md"),
+        Topic::Author => include_str!("author.md"),
+        Topic::Agent => include_str!("agent.md"),
     })?;
     Ok(())
 }

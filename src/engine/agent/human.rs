@@ -1,0 +1,184 @@
+//! The `human` agent kind (SPEC §10): steps a person answers.
+//!
+//! No process waits for the person. Stepping a thread whose next agent is `human` records a
+//! question (`runs/<id>.awaiting.json`, see [`RunFiles::set_awaiting`]) and releases the
+//! thread; [`question`] shows what the person is asked (the prompt any agent of that role
+//! gets), and [`answer`] completes the step: the answer goes through the same extraction as an
+//! agent's raw output, and the step node through the same verification and compare-and-set
+//! ([`step::publish`]). A refused answer keeps the thread awaiting and the answer's text (as a
+//! text node named in the error).
+
+use std::time::Instant;
+
+use crate::advice::Advice;
+use crate::cas::Store;
+use crate::cas::store::now_ms;
+use crate::engine::agent::prompt::agent_prompt;
+use crate::engine::agent::submit::{self, Submission, SubmitError};
+use crate::engine::config::Config;
+use crate::engine::thread::index::{self, State, ThreadIndexError};
+use crate::engine::thread::render::stored_body;
+use crate::engine::thread::run_files::RunFiles;
+use crate::engine::thread::step::{self, Current, StepError, Stepped};
+use crate::engine::thread::view::{ThreadView, ViewError};
+
+/// Errors of questions and answers.
+#[derive(Debug, thiserror::Error)]
+pub enum HumanError {
+    #[error("thread {id} is not waiting for an answer: it is {doing}")]
+    NotAwaiting { id: String, doing: String },
+    #[error("the answer is empty")]
+    Empty,
+    #[error(transparent)]
+    Index(#[from] ThreadIndexError),
+    #[error(transparent)]
+    View(#[from] ViewError),
+    #[error(transparent)]
+    Submit(#[from] SubmitError),
+    #[error(transparent)]
+    Step(#[from] StepError),
+}
+
+impl Advice for HumanError {
+    fn hints(&self) -> Vec<String> {
+        match self {
+            HumanError::NotAwaiting { id, .. } => vec![format!(
+                "`uwf thread show {id}` says what it is doing; a thread asks when its next role's agent is `human`"
+            )],
+            HumanError::Empty => vec![
+                "write the answer in the role's format: `uwf thread question <id>` shows it".into(),
+            ],
+            HumanError::Index(e) => e.hints(),
+            HumanError::View(e) => e.hints(),
+            HumanError::Submit(e) => e.hints(),
+            HumanError::Step(e) => e.hints(),
+        }
+    }
+
+    fn is_busy(&self) -> bool {
+        match self {
+            HumanError::Index(e) => e.is_busy(),
+            HumanError::View(e) => e.is_busy(),
+            HumanError::Submit(e) => e.is_busy(),
+            HumanError::Step(e) => e.is_busy(),
+            _ => false,
+        }
+    }
+}
+
+/// What a person waiting on thread `id` is asked.
+#[derive(Debug, Clone)]
+pub struct Question {
+    pub role: String,
+    /// The full prompt, as `uwf agent prompt` renders it for that role.
+    pub prompt: String,
+}
+
+/// The question thread `id` waits on.
+pub fn question(store: &Store, id: &str) -> Result<Question, HumanError> {
+    let view = ThreadView::load(store, id)?;
+    let files = RunFiles::new(store.root(), id);
+    let Some(asked) = files.awaiting(view.head) else {
+        return Err(not_awaiting(store, id));
+    };
+    let schema = store
+        .get_payload(view.role_schema(&asked.role)?)
+        .map_err(SubmitError::from)?;
+    let body_of = |e: &crate::engine::thread::chain::Entry| stored_body(store, e.detail);
+    let prompt = agent_prompt(
+        id,
+        &view.workflow,
+        &asked.role,
+        &schema,
+        &view.chain,
+        None,
+        &body_of,
+    );
+    Ok(Question {
+        role: asked.role,
+        prompt,
+    })
+}
+
+/// Completes the step thread `id` waits on with `text`, answered by `by` (recorded as agent
+/// `human:<by>`, or `human`). Holds the thread's step lock throughout, so of two answers at
+/// once one wins and the other is busy.
+pub fn answer(
+    store: &Store,
+    config: &Config,
+    id: &str,
+    text: &str,
+    by: Option<&str>,
+) -> Result<Stepped, HumanError> {
+    let started = Instant::now();
+    let files = RunFiles::new(store.root(), id);
+    let _lock = files.try_lock()?;
+    let view = Current::load(store, id)?;
+    let Some(asked) = files.awaiting(view.head()) else {
+        return Err(not_awaiting(store, id));
+    };
+    if text.trim().is_empty() {
+        return Err(HumanError::Empty);
+    }
+    let agent = match by.map(str::trim).filter(|b| !b.is_empty()) {
+        Some(name) => format!("human:{name}"),
+        None => "human".to_owned(),
+    };
+    let submission = Submission {
+        agent: agent.clone(),
+        raw: text.to_owned(),
+        exit_code: None,
+        duration_ms: now_ms().saturating_sub(asked.asked_at),
+        stderr_tail: String::new(),
+        extra: Default::default(),
+    };
+    let target = view.history.target(&view.workflow);
+    let outcome = submit::submit_raw_to(store, &target, &asked.role, submission, config)
+        .map_err(HumanError::from)
+        .and_then(|hash| {
+            Ok(step::publish(
+                store,
+                id,
+                &view,
+                &asked.role,
+                &agent,
+                hash,
+                None,
+            )?)
+        });
+    match &outcome {
+        Ok(stepped) => {
+            files.clear_awaiting();
+            files.record_success(&stepped.to_json());
+        }
+        Err(e) => files.record_error(&format!(
+            "answer refused ({} ms): {}",
+            started.elapsed().as_millis(),
+            crate::advice::with_hints(e)
+        )),
+    }
+    outcome
+}
+
+/// The error for a thread that asks nothing, saying what it does instead.
+fn not_awaiting(store: &Store, id: &str) -> HumanError {
+    let doing = match index::state(store.root(), id) {
+        Ok(State::Archived(a)) => format!("archived ({})", a.status),
+        Ok(State::Active { .. }) => {
+            let files = RunFiles::new(store.root(), id);
+            if files.is_running() {
+                match files.run_info().and_then(|i| i.role) {
+                    Some(role) => format!("running a step (role {role})"),
+                    None => "running a step".to_owned(),
+                }
+            } else {
+                "active: its next step is not a person's".to_owned()
+            }
+        }
+        Err(e) => return HumanError::Index(e),
+    };
+    HumanError::NotAwaiting {
+        id: id.to_owned(),
+        doing,
+    }
+}

@@ -1,0 +1,131 @@
+//! Built-in agents run inside the step's own process (issue #17: a step is one process, not two).
+//!
+//! When the resolved agent is this very `uwf` binary's `agent dry` or `agent script --file F` —
+//! named in config, or given as a command line however `uwf` is spelled on it (`uwf`, a path to
+//! the same file) — the step calls the same function `uwf agent <kind>` calls, instead of
+//! spawning it. The nodes written are the same, and the step verifies and publishes them the
+//! same way (SPEC §5.3). Anything else, including a copy of uwf at another path or arguments
+//! this module does not recognise, is spawned as a program.
+
+use std::path::{Path, PathBuf};
+
+use crate::cas::{Hash, Store};
+use crate::engine::agent::builtin::{self, BuiltinError};
+use crate::engine::agent::resolve::AgentSpec;
+use crate::engine::agent::spawn::program_path;
+use crate::engine::config::Config;
+
+/// A built-in agent the step can run itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InProcess {
+    Dry,
+    Script { file: PathBuf },
+}
+
+impl InProcess {
+    /// The built-in `spec` runs, if it is one this process can run itself.
+    pub fn of(spec: &AgentSpec) -> Option<InProcess> {
+        if std::env::var_os("UWF_SPAWN_BUILTINS").is_some_and(|v| v == "1") {
+            return None;
+        }
+        if !is_this_binary(&program_path(&spec.program)) {
+            return None;
+        }
+        let args: Vec<&str> = spec.args.iter().map(String::as_str).collect();
+        match args.as_slice() {
+            ["agent", "dry"] => Some(InProcess::Dry),
+            ["agent", "script", "--file", file] => Some(InProcess::Script {
+                file: PathBuf::from(file),
+            }),
+            ["agent", "script", flag] => {
+                flag.strip_prefix("--file=").map(|file| InProcess::Script {
+                    file: PathBuf::from(file),
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// Plays `role` of thread `thread`; returns the step hash, as `uwf agent <kind>` prints it.
+    pub fn run(
+        &self,
+        store: &Store,
+        config: &Config,
+        thread: &str,
+        role: &str,
+    ) -> Result<Hash, BuiltinError> {
+        match self {
+            InProcess::Dry => builtin::dry(store, thread, role),
+            InProcess::Script { file } => builtin::script(store, config, file, thread, role),
+        }
+    }
+}
+
+/// Whether `program` is the running executable itself (the same file, not just the same name).
+fn is_this_binary(program: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(exe) = std::env::current_exe() else {
+        return false;
+    };
+    if program == exe {
+        return true;
+    }
+    // A bare name other than `uwf` (which `program_path` already made the executable) is looked
+    // up on PATH by the spawn; it is not ours to second-guess.
+    if program.components().count() == 1 {
+        return false;
+    }
+    match (std::fs::metadata(program), std::fs::metadata(&exe)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn spec(program: &str, args: &[&str]) -> AgentSpec {
+        AgentSpec {
+            name: "x".into(),
+            program: program.into(),
+            args: args.iter().map(|s| s.to_string()).collect(),
+            timeout: Duration::from_secs(1),
+        }
+    }
+
+    #[test]
+    fn only_this_binarys_dry_and_script_run_in_process() {
+        let exe = std::env::current_exe().unwrap();
+        let exe = exe.to_str().unwrap();
+        assert_eq!(
+            InProcess::of(&spec("uwf", &["agent", "dry"])),
+            Some(InProcess::Dry)
+        );
+        assert_eq!(
+            InProcess::of(&spec(exe, &["agent", "dry"])),
+            Some(InProcess::Dry)
+        );
+        assert_eq!(
+            InProcess::of(&spec("uwf", &["agent", "script", "--file", "s.yaml"])),
+            Some(InProcess::Script {
+                file: "s.yaml".into()
+            })
+        );
+        assert_eq!(
+            InProcess::of(&spec("uwf", &["agent", "script", "--file=s.yaml"])),
+            Some(InProcess::Script {
+                file: "s.yaml".into()
+            })
+        );
+        // Other kinds, other programs, other spellings: spawned.
+        assert_eq!(InProcess::of(&spec("uwf", &["agent", "llm"])), None);
+        assert_eq!(
+            InProcess::of(&spec("uwf", &["agent", "dry", "--extra"])),
+            None
+        );
+        assert_eq!(InProcess::of(&spec("/bin/true", &["agent", "dry"])), None);
+        assert_eq!(InProcess::of(&spec("uwf-copy", &["agent", "dry"])), None);
+    }
+}

@@ -1,0 +1,88 @@
+//! Built-in agents inside the step process (issue #17): the same nodes, byte for byte, as the
+//! same run through `uwf agent <kind>` programs.
+
+mod common;
+
+use common::{Env, json, put_example};
+
+/// The same script as thread_cli's: the reviewer rejects once (frontmatter + body), then approves.
+const SOLVE_SCRIPT: &str = r#"
+planner:
+  - { summary: "Fix the login bug", steps: ["reproduce", "fix the session check", "add a test"] }
+developer:
+  - { filesChanged: [src/login.rs], summary: "first attempt", testsPassing: false }
+  - "---\nfilesChanged: [src/login.rs, tests/login.rs]\nsummary: second attempt\ntestsPassing: true\n---\nAdded the missing test.\n"
+reviewer:
+  - "---\napproved: false\nreplan: false\ncomments:\n  - { file: src/login.rs, line: 12, message: no test }\n---\nPlease add a test.\n"
+  - { approved: true, replan: false, comments: [] }
+"#;
+
+/// Runs a solve-issue thread to its end with `agent` and returns its step hashes, each with its
+/// output and detail hashes.
+fn run(env: &Env, agent: &str, spawn: bool) -> Vec<(String, String, String)> {
+    let out = env
+        .uwf()
+        .env("UWF_REPRODUCIBLE", "1")
+        .env("UWF_SPAWN_BUILTINS", if spawn { "1" } else { "0" })
+        .args(["thread", "start", "solve-issue", "-p", "Fix the login bug"])
+        .output()
+        .unwrap();
+    let id = json(&String::from_utf8_lossy(&out.stdout))["thread"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let out = env
+        .uwf()
+        .env("UWF_REPRODUCIBLE", "1")
+        .env("UWF_SPAWN_BUILTINS", if spawn { "1" } else { "0" })
+        .args(["thread", "run", &id, "--agent", agent])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Which way it ran shows in the thread log: a spawned agent prints its step hash on stdout,
+    // which the log keeps; a built-in run inside the step prints nothing.
+    let log = std::fs::read_to_string(env.root().join(format!("runs/{id}.log"))).unwrap();
+    let head = json(&env.ok(&["thread", "show", &id]))["head"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(log.contains(&head), spawn, "{log}");
+    env.ok(&["thread", "steps", &id])
+        .lines()
+        .map(|l| {
+            let hash = json(l)["hash"].as_str().unwrap().to_owned();
+            let step = json(&env.ok(&["cas", "get", &hash, "--payload"]));
+            (
+                hash,
+                step["output"].as_str().unwrap().to_owned(),
+                step["detail"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn in_process_built_ins_write_the_same_nodes_as_spawned_ones() {
+    let env = Env::new();
+    put_example(&env, "solve-issue");
+    let file = env.dir.path().join("solve.yaml");
+    std::fs::write(&file, SOLVE_SCRIPT).unwrap();
+    for agent in [
+        format!("uwf agent script --file {}", file.display()),
+        format!(
+            "{} agent script --file={}",
+            env!("CARGO_BIN_EXE_uwf"),
+            file.display()
+        ),
+        "dry".to_owned(),
+    ] {
+        let inside = run(&env, &agent, false);
+        let spawned = run(&env, &agent, true);
+        assert!(!inside.is_empty());
+        assert_eq!(inside, spawned, "{agent}");
+    }
+}
