@@ -1642,3 +1642,30 @@ fn an_entry_the_kernel_cannot_hold_is_left_out_not_an_eio() {
     let trace = std::fs::read_to_string(&log).unwrap();
     assert!(trace.contains("SKIP"), "logged under UWF_FS_TRACE");
 }
+
+#[test]
+fn a_refused_sed_keeps_the_text_under_a_name_that_survives_and_rm_reverts() {
+    let env = Env::new();
+    put(&env, &definition("demo", "v0"));
+    let m = Mounted::start(&env, "trust-sed", &[]);
+    let yaml = "workflows/demo/workflow.yaml";
+    let registered = m.ok(&format!("cat {yaml}"));
+    let out = m.sh(&format!("sed -i 's/^roles:/roles: [broken/' {yaml}"));
+    assert!(!out.status.success(), "sed reports the refused rename");
+    let error = m.ok("cat workflows/error");
+    let kept = "workflows/demo/workflow.yaml.refused";
+    assert!(error.contains(kept), "{error}");
+    // sed deleted its temp file; the named one is there with the refused text.
+    assert!(m.ok(&format!("cat {kept}")).contains("roles: [broken"));
+    assert_eq!(m.ok(&format!("cat {yaml}")), registered);
+    assert_eq!(history(&env, "demo"), 1);
+    // Reverting by deleting the kept text clears the explanation.
+    m.ok(&format!("rm {kept}"));
+    assert_eq!(m.ok("cat workflows/error"), "");
+    // The same for a refused in-place save: deleting the draft reverts and clears it.
+    let _ = m.sh(&format!("echo 'not: [valid' >> {yaml}"));
+    assert!(m.ok("cat workflows/error").contains(yaml));
+    m.ok(&format!("rm {yaml}"));
+    assert_eq!(m.ok("cat workflows/error"), "");
+    assert_eq!(m.ok(&format!("cat {yaml}")), registered);
+}

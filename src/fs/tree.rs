@@ -134,6 +134,7 @@ impl Tree {
                 next_fh: 1,
                 error: Arc::from(Vec::new()),
                 error_time: now,
+                error_about: None,
                 workflows_changed: now,
                 inval: Vec::new(),
                 deferred: Default::default(),

@@ -368,8 +368,10 @@ impl Tree {
             Key::Scratch(id) => {
                 st.scratch.unlink(*id);
                 self.collect(&mut st, *id);
+                self.reverted(&mut st, &place_path(&dir, name));
             }
             Key::Workflows(WfKey::Yaml(n)) => {
+                self.reverted(&mut st, &format!("workflows/{n}/workflow.yaml"));
                 let draft = st.drafts.remove(n).ok_or(FsError::NotPermitted(
                     "workflow.yaml shows the registered definition; `uwf workflow rm` removes a \
                      workflow",
@@ -462,11 +464,20 @@ impl Tree {
                 Ok(saved) => Some(saved),
                 Err(e) => {
                     let reason = e.to_string();
+                    // The source may be a temp file its program deletes when the rename fails
+                    // (`sed -i`): the text is also kept beside the target, under a name that
+                    // survives, and that is the name given.
+                    let kept_path = match &src {
+                        Key::Scratch(_) => self
+                            .keep_refused(&mut st, &dst_dir, new_name, &text, caller)
+                            .unwrap_or(src_path),
+                        _ => src_path,
+                    };
                     let kept = format!(
-                        "Your text is still in {src_path}: the rename did not happen. Fix the \
-                         text and rename again."
+                        "Your text is in {kept_path}: the rename did not happen. Fix the text \
+                         and save it again (or delete {kept_path} to leave things as they are)."
                     );
-                    self.record_error(&mut st, &src_path, &reason, &kept);
+                    self.record_error(&mut st, &kept_path, &reason, &kept);
                     return Err(e);
                 }
             },
@@ -526,6 +537,30 @@ impl Tree {
         }
         st.workflows_changed = SystemTime::now();
         Ok(())
+    }
+
+    /// Keeps `text`, refused as `dir/name`, as the scratch file `dir/name.refused` (replacing
+    /// an earlier one). Returns its mount-relative path; `None` when it cannot be kept.
+    fn keep_refused(
+        &self,
+        st: &mut State,
+        dir: &Key,
+        name: &str,
+        text: &[u8],
+        caller: Caller,
+    ) -> Option<String> {
+        let kept = format!("{name}.refused");
+        check_name(&kept).ok()?;
+        if let Some(old) = st.scratch.find(dir, &kept) {
+            st.scratch.unlink(old);
+            self.collect(st, old);
+        }
+        let place = Some((dir.clone(), kept.clone()));
+        st.scratch
+            .create_with(place, text, 0o644, caller.uid, caller.gid)
+            .ok()?;
+        st.workflows_changed = SystemTime::now();
+        Some(place_path(dir, &kept))
     }
 
     pub fn mkdir(&self, parent: Ino, name: &str) -> Result<Attr, FsError> {

@@ -87,6 +87,8 @@ pub(super) struct State {
     pub(super) next_fh: u64,
     pub(super) error: Arc<[u8]>,
     pub(super) error_time: SystemTime,
+    /// The file holding the refused text that `error` explains (mount-relative).
+    pub(super) error_about: Option<String>,
     /// Last change of `workflows/` made through the mount.
     pub(super) workflows_changed: SystemTime,
     pub(super) inval: Vec<Inval>,

@@ -25,7 +25,7 @@ struct Index {
 /// The cached read of `forks.jsonl`.
 #[derive(Debug, Default)]
 pub(super) struct Lineage {
-    cached: Mutex<Option<(Stamp, Version, Arc<Index>)>>,
+    cached: Mutex<Option<(Option<Stamp>, Version, Arc<Index>)>>,
 }
 
 impl Source {
@@ -34,8 +34,9 @@ impl Source {
         let read_at = SystemTime::now();
         let now = stamp(&path);
         let mut cached = lock(&self.lineage.cached);
+        // An absent file (nothing ever forked) is a state too, cached like any other.
         if let Some((s, v @ Version::Settled(_), index)) = cached.as_ref()
-            && Some(*s) == now
+            && *s == now
         {
             return Ok((index.clone(), *v));
         }
@@ -53,9 +54,7 @@ impl Source {
         let index = Arc::new(index);
         // No file yet: nothing was ever forked, a state as old as the store.
         let version = Version::of([now.map(|s| s.mtime)], read_at, SystemTime::UNIX_EPOCH);
-        if let Some(s) = now {
-            *cached = Some((s, version, index.clone()));
-        }
+        *cached = Some((now, version, index.clone()));
         Ok((index, version))
     }
 
