@@ -22,10 +22,13 @@ struct Index {
     forks: HashMap<String, Vec<Arc<str>>>,
 }
 
+/// One read of `forks.jsonl`: the file's stamp (`None`: absent), its version, what it said.
+type Read = (Option<Stamp>, Version, Arc<Index>);
+
 /// The cached read of `forks.jsonl`.
 #[derive(Debug, Default)]
 pub(super) struct Lineage {
-    cached: Mutex<Option<(Option<Stamp>, Version, Arc<Index>)>>,
+    cached: Mutex<Option<Read>>,
 }
 
 impl Source {
