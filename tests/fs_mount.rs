@@ -1669,3 +1669,34 @@ fn a_refused_sed_keeps_the_text_under_a_name_that_survives_and_rm_reverts() {
     assert_eq!(m.ok("cat workflows/error"), "");
     assert_eq!(m.ok(&format!("cat {yaml}")), registered);
 }
+
+#[test]
+fn comments_survive_a_remount_and_show_in_versions_and_the_cli() {
+    let env = Env::new();
+    let text = format!(
+        "# The demo workflow, kept with its comments.\n{}# trailing note\n",
+        definition("demo", "commented").replace("roles:", "roles: # one role")
+    );
+    let file = env.dir.path().join("demo.yaml");
+    std::fs::write(&file, &text).unwrap();
+    let m = Mounted::start(&env, "trust-comments", &[]);
+    m.ok(&format!("cp {} workflows/", file.display()));
+    assert_eq!(m.ok("cat workflows/demo/workflow.yaml"), text);
+    drop(m);
+    let m = Mounted::start(&env, "trust-comments", &[]);
+    assert_eq!(
+        m.ok("cat workflows/demo/workflow.yaml"),
+        text,
+        "after a remount"
+    );
+    assert_eq!(m.ok("cat workflows/demo/versions/current"), text);
+    assert!(
+        env.ok(&["workflow", "show", "demo"])
+            .contains("# trailing note")
+    );
+    // The definition's hash ignores comments (SPEC §3.1): the plain text is the same version.
+    let hash = current_hash(&env, "demo");
+    put(&env, &definition("demo", "commented"));
+    assert_eq!(current_hash(&env, "demo"), hash);
+    assert_eq!(history(&env, "demo"), 1);
+}

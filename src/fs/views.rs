@@ -103,6 +103,8 @@ enum Render {
     Yaml,
     /// A workflow's Mermaid flowchart.
     Graph,
+    /// A `text` node's string (a workflow version's saved source).
+    Text,
     /// A step's file (keyed by the step hash, which fixes everything before it too).
     Step(StepFile),
     /// A thread's transcript at a head, with a status line (its hash).
@@ -290,6 +292,15 @@ impl Source {
             let node = self.store.get(hash).map_err(store_error)?;
             let def = Definition::load(&self.store, hash).map_err(FsError::internal)?;
             Ok((def.to_yaml().into_bytes(), node.timestamp))
+        })
+    }
+
+    /// A `text` node's string: the saved source of a workflow version.
+    pub fn text(&self, hash: Hash) -> Result<Content, FsError> {
+        self.rendered(Render::Text, hash, || {
+            let node = self.store.get(hash).map_err(store_error)?;
+            let text = node.payload.as_str().ok_or(FsError::NotFound)?;
+            Ok((text.as_bytes().to_vec(), node.timestamp))
         })
     }
 

@@ -115,7 +115,10 @@ you delete them or rename them onto a meaningful name; they vanish when the moun
 A refused save fails the `close` or `rename` with EINVAL (your editor says so), registers
 nothing, keeps your text in the file so no edit is lost, and explains itself in
 `workflows/error` (bash ignores what `close` returns: after `echo … >> workflow.yaml`, look there). Fix the text and save again, or delete `workflows/<name>/workflow.yaml` to go
-back to the registered version.
+back to the registered version (that also clears `workflows/error`). When the program that saved
+deletes its own temp file on failure (`sed -i`), the text is kept as
+`workflows/<name>/workflow.yaml.refused`. What you save is what you read back, comments
+included, also after a remount and in `uwf workflow show`.
 
 ## Freshness
 

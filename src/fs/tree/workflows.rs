@@ -20,7 +20,7 @@ use crate::cas::Hash;
 use crate::fs::attr::{Attr, Caching};
 use crate::fs::error::FsError;
 use crate::fs::inode::{Ino, Key, WfKey, hash_name, is_thread_id};
-use crate::fs::views::{Listing, from_ms, versioned};
+use crate::fs::views::{Content, Listing, from_ms, versioned};
 
 impl Tree {
     /// The entry called `name` in a directory of `workflows/`.
@@ -230,10 +230,7 @@ impl Tree {
                 dir(0o555, versioned(time, hash), Caching::Mutable)
             }
             WfKey::Version(n, h) => {
-                if !self.is_version(n, *h) {
-                    return Err(FsError::NotFound);
-                }
-                let c = self.source.workflow_yaml(*h)?;
+                let c = self.version_text(n, *h)?;
                 file(c.bytes.len(), 0o444, c.time, Caching::Immutable)
             }
             WfKey::Prompt(n) => {
@@ -264,7 +261,7 @@ impl Tree {
             WfKey::Yaml(n) => self.yaml_text(st, n)?.0,
             WfKey::Hash(n) => Arc::from(format!("{}\n", self.current(n)?.0).into_bytes()),
             WfKey::Graph(n) => self.source.workflow_graph(self.current(n)?.0)?.bytes,
-            WfKey::Version(n, h) if self.is_version(n, *h) => self.source.workflow_yaml(*h)?.bytes,
+            WfKey::Version(n, h) => self.version_text(n, *h)?.bytes,
             WfKey::Prompt(_) => Arc::from(Vec::new()),
             _ => return Err(FsError::NotFound),
         })
@@ -296,9 +293,20 @@ impl Tree {
         Ok(out)
     }
 
-    fn is_version(&self, name: &str, hash: Hash) -> bool {
-        matches!(self.source.entry(name), Ok(Some(e))
-            if e.hash == hash || e.history.iter().any(|v| v.hash == hash))
+    /// The text of version `hash` of workflow `name`: as it was saved (comments kept) when
+    /// the registry kept it, else the definition rendered. `NotFound` for other hashes.
+    fn version_text(&self, name: &str, hash: Hash) -> Result<Content, FsError> {
+        let entry = self.source.entry(name)?.ok_or(FsError::NotFound)?;
+        let source = if entry.hash == hash {
+            entry.source
+        } else {
+            let v = entry.history.iter().find(|v| v.hash == hash);
+            v.ok_or(FsError::NotFound)?.source
+        };
+        match source {
+            Some(text) => self.source.text(text),
+            None => self.source.workflow_yaml(hash),
+        }
     }
 
     /// The current version of workflow `name` and when it was registered.
@@ -325,7 +333,7 @@ impl Tree {
         {
             return Ok((text.clone(), time));
         }
-        Ok((self.source.workflow_yaml(hash)?.bytes, time))
+        Ok((self.version_text(name, hash)?.bytes, time))
     }
 
     /// The threads of workflow `name`, oldest first.
