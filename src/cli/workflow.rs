@@ -70,7 +70,11 @@ pub fn run(cmd: WorkflowCommand, root: &Path, out: &mut Out) -> CliResult<()> {
         WorkflowCommand::Put { file, check } => put(&store, &file, check, out)?,
         WorkflowCommand::Show { workflow } => {
             let hash = registry::resolve(&store, &workflow)?;
-            out.text(&Definition::load(&store, hash)?.to_yaml())?;
+            // The text as it was saved (comments kept), else the definition rendered.
+            match registry::source_text(&store, hash) {
+                Some(text) => out.text(&text)?,
+                None => out.text(&Definition::load(&store, hash)?.to_yaml())?,
+            }
         }
         WorkflowCommand::List => {
             for (name, entry) in registry::list(root)? {
@@ -139,7 +143,10 @@ fn put(store: &Store, file: &str, check: bool, out: &mut Out) -> CliResult<()> {
         return Ok(());
     }
     let hash = checked.definition.store(store)?;
-    let status = registry::register(store.root(), &name, hash, now_ms())?;
+    // parse_bytes accepted the bytes as UTF-8 text: the source node keeps them as saved.
+    let text = String::from_utf8_lossy(&bytes);
+    let source = registry::store_source(store, &text)?;
+    let status = registry::register_source(store.root(), &name, hash, Some(source), now_ms())?;
     let mut report = json!({"name": name, "hash": hash});
     match status {
         Registered::New => report["status"] = "new".into(),

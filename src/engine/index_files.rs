@@ -51,6 +51,9 @@ impl Advice for IndexError {
 pub struct Version {
     pub hash: Hash,
     pub registered_at: u64,
+    /// The text that was saved for this version (a `text` node), comments and all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<Hash>,
 }
 
 /// A registry entry: the current version and the earlier ones, oldest first.
@@ -59,6 +62,9 @@ pub struct Version {
 pub struct RegistryEntry {
     pub hash: Hash,
     pub registered_at: u64,
+    /// The text that was saved for the current version (a `text` node), comments and all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<Hash>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub history: Vec<Version>,
 }
@@ -232,7 +238,9 @@ pub fn gc_roots(root: &Path) -> Result<Vec<Hash>, IndexError> {
     let mut roots = Vec::new();
     for entry in read_registry(root)?.values() {
         roots.push(entry.hash);
+        roots.extend(entry.source);
         roots.extend(entry.history.iter().map(|v| v.hash));
+        roots.extend(entry.history.iter().filter_map(|v| v.source));
     }
     roots.extend(read_threads(root)?.into_values());
     roots.extend(read_history(root)?.into_iter().map(|a| a.head));

@@ -1,9 +1,12 @@
-//! A thread's run files under `<root>/runs/`: the step lock (`<id>.lock`), the running step's
-//! record (`<id>.run.json`), the agent's log, the last outcome and the last error.
+//! A thread's run files under `<root>/runs/`: the step lock (`<id>.lock`), the kill lock
+//! (`<id>.kill`), the running step's record (`<id>.run.json`), the agent's log, the change feed
+//! (`<id>.events`), the last outcome and the last error.
 //!
 //! Architecture Invariant: the step lock is an open-file-description lock held for a whole step
 //! and released by the OS when the holder dies; probes test it with `F_OFD_GETLK` and never take
-//! it, so looking at a thread never makes a step fail as busy.
+//! it, so looking at a thread never makes a step fail as busy. The kill lock is the same kind of
+//! lock, held by a `kill` from before it stops the agent until the thread is archived: a step
+//! that takes the step lock while it is held gives up at once, so no step starts in between.
 //!
 //! The run record, the last outcome and the error file are replaced atomically (a reader, or a
 //! full disk, never leaves them torn or empty). Under the lock they are written into the
@@ -88,23 +91,23 @@ impl RunFiles {
         self.path("lock")
     }
 
+    /// The thread's change feed: one JSON line per step event (`engine::thread::events`).
+    pub fn events(&self) -> PathBuf {
+        self.path("events")
+    }
+
+    fn kill_path(&self) -> PathBuf {
+        self.path("kill")
+    }
+
     /// Takes the thread's step lock without waiting. `Err(Busy)` names the holder.
     ///
     /// The lock is an open-file-description lock (`F_OFD_SETLK`): held by this descriptor,
     /// released when the [`StepLock`] drops (explicitly, see its `Drop`) or the process dies,
     /// and testable without taking it ([`RunFiles::check_idle`]).
     pub fn try_lock(&self) -> Result<StepLock, ThreadIndexError> {
-        let io = |source| self.lock_error(source);
-        std::fs::create_dir_all(&self.dir).map_err(io)?;
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(self.lock_path())
-            .map_err(io)?;
-        let lock = whole_file(libc::F_WRLCK);
-        match nix::fcntl::fcntl(&file, nix::fcntl::FcntlArg::F_OFD_SETLK(&lock)) {
-            Ok(_) => {
+        match self.take(&self.lock_path())? {
+            Some(file) => {
                 let lock = StepLock {
                     file,
                     files: self.clone(),
@@ -112,34 +115,75 @@ impl RunFiles {
                 lock.reap_abandoned();
                 Ok(lock)
             }
-            Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EACCES) => Err(self.busy()),
+            None => Err(self.busy()),
+        }
+    }
+
+    /// Takes the thread's kill lock without waiting (`Err(Busy)` while another kill holds it).
+    /// While it is held, [`RunFiles::check_idle`] reports the thread busy and
+    /// [`RunFiles::check_not_killing`] refuses a step that already took the step lock.
+    pub fn try_kill_lock(&self) -> Result<KillLock, ThreadIndexError> {
+        match self.take(&self.kill_path())? {
+            Some(file) => Ok(KillLock { file }),
+            None => Err(self.being_killed()),
+        }
+    }
+
+    /// `Err(Busy)` while a kill of this thread is under way.
+    pub fn check_not_killing(&self) -> Result<(), ThreadIndexError> {
+        if self.held(&self.kill_path())? {
+            return Err(self.being_killed());
+        }
+        Ok(())
+    }
+
+    /// An OFD write lock on the whole file at `path`; `None` when someone else holds it.
+    fn take(&self, path: &Path) -> Result<Option<File>, ThreadIndexError> {
+        let io = |source| lock_error(path, source);
+        std::fs::create_dir_all(&self.dir).map_err(io)?;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+            .map_err(io)?;
+        let lock = whole_file(libc::F_WRLCK);
+        match nix::fcntl::fcntl(&file, nix::fcntl::FcntlArg::F_OFD_SETLK(&lock)) {
+            Ok(_) => Ok(Some(file)),
+            Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EACCES) => Ok(None),
             Err(e) => Err(io(e.into()).into()),
         }
     }
 
-    /// `Err(Busy)` (naming the holder) when a step holds the lock, without taking it: a probe
-    /// that took the lock, however briefly, made a concurrent probe report a running step and a
-    /// step starting at that moment fail as busy.
-    pub fn check_idle(&self) -> Result<(), ThreadIndexError> {
-        let io = |source| self.lock_error(source);
-        let file = match std::fs::File::open(self.lock_path()) {
+    /// Whether someone holds the lock at `path`, without taking it (`F_OFD_GETLK`).
+    fn held(&self, path: &Path) -> Result<bool, ThreadIndexError> {
+        let io = |source| lock_error(path, source);
+        let file = match std::fs::File::open(path) {
             Ok(file) => file,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
             Err(e) => return Err(io(e).into()),
         };
         let mut lock = whole_file(libc::F_WRLCK);
         nix::fcntl::fcntl(&file, nix::fcntl::FcntlArg::F_OFD_GETLK(&mut lock))
             .map_err(|e| io(e.into()))?;
-        if lock.l_type == libc::F_UNLCK as libc::c_short {
-            return Ok(());
-        }
-        Err(self.busy())
+        Ok(lock.l_type != libc::F_UNLCK as libc::c_short)
     }
 
-    fn lock_error(&self, source: std::io::Error) -> IndexError {
-        IndexError::Io {
-            path: self.lock_path(),
-            source,
+    /// `Err(Busy)` (naming the holder) when a step holds the lock or a kill is under way,
+    /// without taking either: a probe that took the lock, however briefly, made a concurrent
+    /// probe report a running step and a step starting at that moment fail as busy.
+    pub fn check_idle(&self) -> Result<(), ThreadIndexError> {
+        if self.held(&self.lock_path())? {
+            return Err(self.busy());
+        }
+        self.check_not_killing()
+    }
+
+    /// The error for a step refused while a kill is under way.
+    fn being_killed(&self) -> ThreadIndexError {
+        ThreadIndexError::Busy {
+            id: self.id.clone(),
+            holder: "it is being killed".to_owned(),
         }
     }
 
@@ -164,7 +208,7 @@ impl RunFiles {
 
     /// Whether a step holds the lock right now.
     pub fn is_running(&self) -> bool {
-        matches!(self.check_idle(), Err(ThreadIndexError::Busy { .. }))
+        matches!(self.held(&self.lock_path()), Ok(true))
     }
 
     /// The run info of the step in progress (may be stale if no step holds the lock).
@@ -345,6 +389,27 @@ impl Drop for StepLock {
     /// descriptor of the description frees it whoever else still has it open.
     fn drop(&mut self) {
         self.replace(&self.files.run(), b"{}");
+        let unlock = whole_file(libc::F_UNLCK);
+        let _ = nix::fcntl::fcntl(&self.file, nix::fcntl::FcntlArg::F_OFD_SETLK(&unlock));
+    }
+}
+
+fn lock_error(path: &Path, source: std::io::Error) -> IndexError {
+    IndexError::Io {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// The held kill lock of a thread; released on drop (or by the OS if the process dies).
+#[derive(Debug)]
+pub struct KillLock {
+    file: File,
+}
+
+impl Drop for KillLock {
+    /// Unlocks explicitly, for the reason given at [`StepLock`]'s `Drop`.
+    fn drop(&mut self) {
         let unlock = whole_file(libc::F_UNLCK);
         let _ = nix::fcntl::fcntl(&self.file, nix::fcntl::FcntlArg::F_OFD_SETLK(&unlock));
     }

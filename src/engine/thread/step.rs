@@ -17,6 +17,7 @@ use crate::engine::agent::spawn::{self, AgentError, Invocation};
 use crate::engine::config::{ConfigError, Loaded};
 use crate::engine::thread::chain::History;
 use crate::engine::thread::chain::{self, ChainError};
+use crate::engine::thread::events;
 use crate::engine::thread::index::{self, ThreadIndexError};
 use crate::engine::thread::log::StepLog;
 use crate::engine::thread::run_files::{self, RunFiles, RunInfo};
@@ -148,13 +149,39 @@ pub fn step(
 ) -> Result<Stepped, StepError> {
     let files = RunFiles::new(store.root(), id);
     let lock = files.try_lock()?;
-    let result = step_locked(store, config, id, options, &files, &lock);
+    // A kill under way waits for this lock to archive the thread: start nothing.
+    files.check_not_killing()?;
+    let mut started = None;
+    let result = step_locked(store, config, id, options, &files, &lock, &mut started);
     match &result {
         Ok(stepped) => lock.record_success(&stepped.to_json()),
         Err(e) => lock.record_failure(&crate::advice::with_hints(e)),
     }
+    match &result {
+        // Awaiting a person: the `awaiting` event was written when the question was recorded.
+        Ok(stepped) if stepped.awaiting => {}
+        Ok(stepped) => {
+            let fields = json!({"step": started.as_ref().map(|s: &Started| s.step),
+                "role": stepped.role, "head": stepped.head.to_string(), "done": stepped.done});
+            events::append(&files, id, "finished", fields);
+        }
+        Err(e) => {
+            if let Some(s) = &started {
+                let error = crate::advice::with_hints(e);
+                let fields = json!({"step": s.step, "role": s.role, "error": error});
+                events::append(&files, id, "failed", fields);
+            }
+        }
+    }
     drop(lock);
     result
+}
+
+/// The step an agent was started for (for the change feed).
+struct Started {
+    /// 1-based, as in `steps/NNN-role`.
+    step: usize,
+    role: String,
 }
 
 fn step_locked(
@@ -164,6 +191,7 @@ fn step_locked(
     options: &StepOptions,
     files: &RunFiles,
     lock: &run_files::StepLock,
+    started: &mut Option<Started>,
 ) -> Result<Stepped, StepError> {
     let root = store.root();
     let mut info = RunInfo {
@@ -218,6 +246,7 @@ fn step_locked(
         .resolve_agent(options.agent.as_deref(), &view.workflow.name, &role)?;
     info.role = Some(role.clone());
     info.agent = Some(spec.name.clone());
+    let step = view.history.len() + 1;
     if spec.is_human() {
         // No process plays a person: record the question and let go of the thread. A second
         // step asks again, which changes nothing (SPEC §10).
@@ -226,6 +255,8 @@ fn step_locked(
             log.line(&format!(
                 "waiting for a person: `uwf thread question {id}`, then `uwf thread answer {id}`"
             ));
+            let fields = json!({"step": step, "role": role, "agent": spec.name});
+            events::append(files, id, "awaiting", fields);
         }
         files
             .set_awaiting(&role, view.head())
@@ -242,6 +273,12 @@ fn step_locked(
             awaiting: true,
         });
     }
+    let fields = json!({"step": step, "role": role, "agent": spec.name});
+    events::append(files, id, "started", fields);
+    *started = Some(Started {
+        step,
+        role: role.clone(),
+    });
 
     // The thread log only grows: a header, then the agent's output as it arrives.
     let log = Arc::new(StepLog::begin(
