@@ -6,3 +6,4 @@ pub mod cas;
 pub mod cli;
 pub mod engine;
 pub mod fs;
+pub mod pg;
