@@ -206,6 +206,9 @@ impl Summary {
         self.error = None;
         self.running_role = None;
         self.awaiting = None;
+        // A step that died mid-way may have left its agent's children running: looking at the
+        // thread is one of the moments they are cleaned up (see `RunFiles::reap_abandoned`).
+        files.reap_abandoned();
         if files.is_running() {
             self.status = "running".into();
             self.running_role = files.run_info().and_then(|i| i.role);
