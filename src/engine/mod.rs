@@ -15,5 +15,6 @@ pub mod agent;
 pub mod config;
 pub mod index_files;
 pub mod llm;
+pub mod suggest;
 pub mod thread;
 pub mod workflow;
