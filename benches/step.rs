@@ -1,12 +1,18 @@
-//! The cost of one `uwf thread step` with the `script` agent, measured side by side in one run:
+//! The cost of a step, measured side by side in one run against spawning `uwf --version` (the
+//! floor of any process; LangGraph's warm per-step cost was about one such spawn here):
 //!
-//! - median step wall time vs. spawning `uwf --version` twice (a step is two processes: the step
-//!   and the agent; target ≤ 2×);
-//! - median step time at chain length ~300 vs ~20 (target ≤ 1.2×: the context cache keeps a
-//!   step's cost flat);
-//! - peak RSS of the step processes (target ≤ 30 MB at chain length 300).
+//! - one-shot `uwf thread step` with a built-in agent (`script`, run inside the step process):
+//!   target ≤ 1.5× one spawn;
+//! - one-shot `uwf thread step` with an external agent program (the same `uwf agent script`,
+//!   forced to spawn): target ≤ 2× two spawns (the step and the agent are two processes);
+//! - per step inside one `uwf thread run` process with the built-in agent: target ≤ 0.5× one
+//!   spawn;
+//! - one-shot step at chain length ~300 vs ~20: target ≤ 1.1× (the context cache keeps a step's
+//!   cost flat);
+//! - peak RSS of the step processes: target ≤ 30 MB at chain length 300.
 //!
-//! Run: `cargo bench --bench step`. Prints numbers, asserts nothing.
+//! Run: `cargo bench --bench step`. Prints numbers, asserts nothing. The LangGraph side of the
+//! comparison is `scripts/langgraph/bench.sh`.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -28,9 +34,14 @@ graph:
 const SCRIPT: &str = "tick:\n  - { n: 1, note: \"a short note of realistic length for a step's structured output\" }\n";
 
 fn uwf(root: &Path, args: &[&str]) -> String {
+    uwf_env(root, args, &[])
+}
+
+fn uwf_env(root: &Path, args: &[&str], env: &[(&str, &str)]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_uwf"))
         .args(args)
         .env("UWF_STORAGE_ROOT", root)
+        .envs(env.iter().copied())
         .stderr(Stdio::null())
         .output()
         .expect("run uwf");
@@ -99,12 +110,36 @@ fn main() {
             &agent,
         ],
     );
+    let ext = thread_id(&uwf(
+        &root,
+        &["thread", "start", "counter", "-p", "external"],
+    ));
+    let spawned = [("UWF_SPAWN_BUILTINS", "1")];
+    let external = |id: &str| {
+        let t = Instant::now();
+        uwf_env(&root, &["thread", "step", id, "--agent", &agent], &spawned);
+        t.elapsed()
+    };
+    const RUN: usize = 20;
+    let runs = thread_id(&uwf(&root, &["thread", "start", "counter", "-p", "runs"]));
+    let run_per_step = || {
+        let n = RUN.to_string();
+        let t = Instant::now();
+        uwf(
+            &root,
+            &["thread", "run", &runs, "--max-steps", &n, "--agent", &agent],
+        );
+        t.elapsed() / RUN as u32
+    };
     // Interleaved, so a burst of load on this shared machine lands on every series alike.
-    let (mut version, mut at_20, mut at_300) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut version, mut at_20, mut at_300, mut ext_steps, mut in_run) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..SAMPLES {
-        version.push(timed(&root, &["--version"]) + timed(&root, &["--version"]));
+        version.push(timed(&root, &["--version"]));
         at_20.push(step(&short));
         at_300.push(step(&long));
+        ext_steps.push(external(&ext));
+        in_run.push(run_per_step());
     }
 
     let rss_kib = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
@@ -112,18 +147,28 @@ fn main() {
         .unwrap_or(0);
 
     let (version, at_20, at_300) = (median(version), median(at_20), median(at_300));
-    println!("step (script agent), medians of {SAMPLES} interleaved samples:");
-    println!("  2 x `uwf --version`           {version:>10.2?}");
+    let (ext_step, in_run) = (median(ext_steps), median(in_run));
+    let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
+    println!("steps (script agent), medians of {SAMPLES} interleaved samples:");
+    println!("  1 x `uwf --version`                      {version:>10.2?}");
     println!(
-        "  step at chain ~20-60          {at_20:>10.2?}  = {:.2}x the two spawns (target <= 2x)",
-        at_20.as_secs_f64() / version.as_secs_f64()
+        "  `thread step`, built-in in-process       {at_20:>10.2?}  = {:.2}x one spawn (target <= 1.5x)",
+        ratio(at_20, version)
     );
     println!(
-        "  step at chain ~300-340        {at_300:>10.2?}  = {:.2}x the short chain (target <= 1.2x)",
-        at_300.as_secs_f64() / at_20.as_secs_f64()
+        "  `thread step`, agent spawned             {ext_step:>10.2?}  = {:.2}x two spawns (target <= 2x)",
+        ratio(ext_step, version * 2)
     );
     println!(
-        "  peak RSS of any uwf process   {:>7.1} MB (target <= 30 MB at chain 300)",
+        "  per step inside `thread run` ({RUN} steps) {in_run:>10.2?}  = {:.2}x one spawn (target <= 0.5x)",
+        ratio(in_run, version)
+    );
+    println!(
+        "  `thread step` at chain ~300 vs ~20       {at_300:>10.2?}  = {:.2}x (target <= 1.1x)",
+        ratio(at_300, at_20)
+    );
+    println!(
+        "  peak RSS of any uwf process              {:>7.1} MB (target <= 30 MB at chain 300)",
         rss_kib as f64 / 1024.0
     );
 }

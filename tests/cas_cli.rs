@@ -114,8 +114,8 @@ fn refs_walk_and_list() {
     for h in [&leaf, &mid, &top, &link] {
         assert!(all.contains(h.as_str()));
     }
-    // Built-in schemas + the bootstrap + our 4 nodes.
-    assert_eq!(all.lines().count(), 6 + 4);
+    // Built-in schemas (6) + the bootstrap + our 4 nodes.
+    assert_eq!(all.lines().count(), 7 + 4);
     assert!(env.ok(&["cas", "list", "--type", "step"]).is_empty());
 }
 
@@ -127,10 +127,10 @@ fn reindex_rebuilds_a_lost_index() {
     std::fs::remove_dir_all(env.root().join("cas/index/types")).unwrap();
     std::fs::create_dir_all(env.root().join("cas/index/types")).unwrap();
     assert_eq!(env.ok(&["cas", "list", "--type", "text"]), "");
-    assert_eq!(env.ok(&["cas", "reindex"]), "indexed 8 nodes");
+    assert_eq!(env.ok(&["cas", "reindex"]), "indexed 9 nodes");
     let listed = env.ok(&["cas", "list", "--type", "text"]);
     assert!(listed.contains(&a) && listed.contains(&b), "{listed}");
-    assert_eq!(env.ok(&["cas", "schema", "list"]).lines().count(), 6);
+    assert_eq!(env.ok(&["cas", "schema", "list"]).lines().count(), 7);
 }
 
 #[test]
@@ -241,7 +241,7 @@ fn invalid_json_schema_is_refused_with_locations() {
         1,
     );
     assert!(err.contains("2020-12"), "{err}");
-    assert_eq!(env.ok(&["cas", "schema", "list"]).lines().count(), 6);
+    assert_eq!(env.ok(&["cas", "schema", "list"]).lines().count(), 7);
 }
 
 #[test]
@@ -273,7 +273,7 @@ fn corrupt_node_is_a_hash_mismatch_and_fsck_finds_it() {
     let env = Env::new();
     let good = env.ok(&["cas", "put", "text", "\"good\""]);
     let bad = env.ok(&["cas", "put", "text", "\"original\""]);
-    assert!(env.ok(&["cas", "fsck"]).starts_with("ok: 8 nodes checked"));
+    assert!(env.ok(&["cas", "fsck"]).starts_with("ok: 9 nodes checked"));
 
     let path = env.object_path(&bad);
     make_writable(&path);
@@ -370,7 +370,7 @@ fn gc_keeps_what_roots_reach_and_removes_the_rest() {
         env.ok(&["cas", "has", h]);
     }
     // Built-ins survive, the index forgot the removed node, and the store is consistent.
-    assert_eq!(env.ok(&["cas", "schema", "list"]).lines().count(), 7);
+    assert_eq!(env.ok(&["cas", "schema", "list"]).lines().count(), 8);
     assert!(
         !env.ok(&["cas", "list", "--type", "text"])
             .contains(&garbage)
@@ -425,7 +425,7 @@ fn unusable_storage_root_is_a_clear_error() {
     let out = env
         .uwf()
         .env("UWF_STORAGE_ROOT", file.join("store"))
-        .args(["cas", "list"])
+        .args(["cas", "put", "text", "\"x\""])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
@@ -452,14 +452,21 @@ fn storage_root_falls_back_to_workflow_storage_root_then_home() {
     let out = env
         .uwf()
         .env_remove("UWF_STORAGE_ROOT")
-        .args(["cas", "list"])
+        .args(["cas", "put", "text", "\"h\""])
         .output()
         .unwrap();
     assert!(out.status.success());
     assert!(env.dir.path().join(".uwf/cas/objects").is_dir());
     // --root wins over everything.
     let flag = env.dir.path().join("flag");
-    env.ok(&["--root", flag.to_str().unwrap(), "cas", "list"]);
+    env.ok(&[
+        "--root",
+        flag.to_str().unwrap(),
+        "cas",
+        "put",
+        "text",
+        "\"f\"",
+    ]);
     assert!(flag.join("cas").is_dir());
 }
 

@@ -245,8 +245,9 @@ fn reading_commands_refuse_a_store_that_does_not_exist() {
     assert_eq!(out.status.code(), Some(1));
     assert!(!env.dir.path().join(".uwf").exists());
     // Writing commands create it.
-    put_example(&env, "solve-issue");
-    assert!(env.root().exists());
+    let wf = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/solve-issue.yaml");
+    env.ok(&["--root", typo.to_str().unwrap(), "workflow", "put", wf]);
+    assert!(typo.join("registry.yaml").exists());
 }
 
 // Problem 6: doctor does not call an unusable agent ok.
@@ -254,7 +255,6 @@ fn reading_commands_refuse_a_store_that_does_not_exist() {
 #[test]
 fn doctor_does_not_call_the_llm_agent_ok_without_a_model() {
     let env = Env::new();
-    std::fs::create_dir_all(env.root()).unwrap();
     let out = env.run(&["doctor", "--skip", "fuse"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(!text.contains("ok   agent llm"), "{text}");

@@ -235,7 +235,7 @@ fn ls_cat_find_show_workflows_and_cas() {
     );
     assert_eq!(
         m.ok("ls workflows/demo/versions").trim(),
-        format!("{hash}.yaml")
+        format!("001-{hash}.yaml\ncurrent")
     );
     // cas/: every node, case-insensitive names, pretty JSON like `uwf cas get`.
     let nodes = env.ok(&["cas", "list"]);
@@ -280,7 +280,7 @@ fn every_editor_and_tool_registers_exactly_one_version_per_save() {
     // Listed first, so the kernel holds these listings through every save below.
     assert_eq!(
         m.ok("ls -A workflows/demo; ls workflows/demo/versions | wc -l; ls -A workflows"),
-        "graph.mmd\nhash\nprompt\nthreads\nversions\nworkflow.yaml\n1\ndemo\nerror\n"
+        "graph.mmd\nhash\nprompt\nthreads\nversions\nworkflow.yaml\n2\ndemo\nerror\n"
     );
     let mut versions = 1;
     let mut expect_new = |what: &str, m: &Mounted| {
@@ -378,7 +378,7 @@ fn every_editor_and_tool_registers_exactly_one_version_per_save() {
         "graph.mmd\nhash\nprompt\nthreads\nversions\nworkflow.yaml\n"
     );
     assert_eq!(
-        m.ok("ls workflows/demo/versions | wc -l").trim(),
+        m.ok("ls workflows/demo/versions | grep -vc current").trim(),
         versions.to_string()
     );
 }
@@ -829,7 +829,7 @@ fn a_finished_thread_browses_with_ls_cat_find_and_diff_like_the_cli() {
     assert_eq!(m.ok("ls threads"), format!("{id}\n"));
     assert_eq!(
         m.ok(&format!("ls {t}")),
-        "error\nhead\nkill\nlog\nprompt\nrun\nstatus\nstep\nsteps\ntranscript.md\nwait\nworkflow\n"
+        "error\nevents\nforks\nhead\nkill\nlog\nprompt\nrun\nstatus\nstep\nsteps\ntranscript.md\nworkflow\n"
     );
     assert_eq!(
         m.ok(&format!("ls {t}/steps")),
@@ -997,14 +997,22 @@ fn echo_into_prompt_and_a_clone_style_read_start_threads() {
     );
     // The CLI sees them too; an empty prompt starts nothing and says why.
     assert_eq!(env.ok(&["thread", "list"]).lines().count(), 2);
-    m.ok("printf '' > workflows/loop/prompt; echo '   ' > workflows/loop/prompt");
+    m.ok("printf '' > workflows/loop/prompt");
+    let refused = m.sh("echo '   ' > workflows/loop/prompt");
+    assert!(
+        !refused.status.success(),
+        "the write of a blank prompt fails"
+    );
     assert_eq!(m.ok("ls threads").lines().count(), 2);
     let closed = m.ok(
         "python3 - <<'EOF'\nimport os, errno\nfd = os.open('workflows/loop/prompt', os.O_WRONLY)\n\
-         os.write(fd, b'  \\n')\ntry:\n    os.close(fd); print('closed')\nexcept OSError as e:\n    \
-         print(errno.errorcode[e.errno])\nEOF",
+         for step in (lambda: os.write(fd, b'  \\n'), lambda: os.close(fd)):\n    try:\n        \
+         step(); print('ok')\n    except OSError as e:\n        print(errno.errorcode[e.errno])\nEOF",
     );
-    assert_eq!(closed, "EINVAL\n", "close reports the empty prompt");
+    assert_eq!(
+        closed, "EINVAL\nEINVAL\n",
+        "the write and the close report the empty prompt"
+    );
     assert!(m.ok("cat workflows/error").contains("the prompt is empty"));
 }
 
@@ -1297,7 +1305,11 @@ fn every_listing_follows_changes_by_the_mount_at_once_and_by_the_cli_within_a_se
         "graph.mmd\nhash\nprompt\nthreads\nversions\nworkflow.yaml\n"
     );
     assert_eq!(m.ok("ls workflows/loop/threads"), "");
-    assert_eq!(count("ls workflows/loop/versions"), 1);
+    assert_eq!(
+        count("ls workflows/loop/versions"),
+        2,
+        "one version and `current`"
+    );
     let nodes = count("ls cas");
     let schemas = count("ls cas/schemas");
 
@@ -1318,7 +1330,7 @@ fn every_listing_follows_changes_by_the_mount_at_once_and_by_the_cli_within_a_se
          os.replace(p+'.tmp', p)\n\
          assert 'workflow.yaml.tmp' not in os.listdir('workflows/loop')\nEOF",
     );
-    assert_eq!(count("ls workflows/loop/versions"), 2);
+    assert_eq!(count("ls workflows/loop/versions"), 3);
     // A thread started by writing `prompt`: threads/, latest, the workflow's threads/ (listed
     // without `stat`, so nothing but the directories' own attributes can tell the kernel).
     assert_eq!(m.ok(&listdir("threads")), "");
@@ -1387,7 +1399,7 @@ fn every_listing_follows_changes_by_the_mount_at_once_and_by_the_cli_within_a_se
         "001-planner\n002-reviewer\n003-planner\n004-reviewer\nlatest\n"
     );
     assert_eq!(m.ok("ls workflows"), "error\nloop\nother\n");
-    assert_eq!(count("ls workflows/loop/versions"), 3);
+    assert_eq!(count("ls workflows/loop/versions"), 4);
     assert!(count("ls cas") > nodes, "new nodes are listed in cas/");
     assert!(
         count("ls cas/schemas") > schemas,
@@ -1441,4 +1453,359 @@ fn a_cold_read_of_an_immutable_file_finds_its_pages_already_filled() {
     // Later opens push nothing: the kernel keeps the pages.
     assert_eq!(m.ok(&format!("cd {s} && cat {}", files.join(" "))), cold);
     assert_eq!(served(&log, "STORE").len(), files.len());
+}
+
+// ---------------------------------------------------------------- trust (issue 14)
+
+/// Runs `script` in the mount with bash; returns (exit code, stdout+stderr, seconds taken).
+fn timed(m: &Mounted, script: &str) -> (Option<i32>, String, f64) {
+    let started = Instant::now();
+    let out = m.sh(&format!("exec bash -c {}", shell_quote(script)));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code(), text, started.elapsed().as_secs_f64())
+}
+
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// A thread of `loop` whose first step's agent sleeps `secs` seconds, with that step started
+/// through the mount; returns the thread id once `status` says it runs.
+fn slow_step(env: &Env, m: &Mounted) -> String {
+    let id = thread_of(&env.ok(&["thread", "start", "loop", "-p", "take your time"]));
+    let t = format!("threads/{id}");
+    m.ok(&format!("touch {t}/step"));
+    eventually(m, &format!("cat {t}/status"), |s| s.contains("pid="));
+    id
+}
+
+#[test]
+fn walking_a_thread_while_a_step_runs_never_blocks_and_copies_faithfully() {
+    let env = loop_env("sleep 8");
+    let m = Mounted::start(&env, "trust-walk", &[]);
+    let id = slow_step(&env, &m);
+    let t = format!("threads/{id}");
+    let out = env.dir.path().join("copies");
+    std::fs::create_dir_all(&out).unwrap();
+    let o = out.display();
+    for (what, script) in [
+        (
+            "grep -r",
+            format!("grep -r 'take your time' {t} > /dev/null"),
+        ),
+        ("cp -a", format!("cp -a {t} {o}/cp")),
+        ("tar cf", format!("tar cf {o}/t.tar {t}")),
+        ("rsync -a", format!("rsync -a {t}/ {o}/rsync/")),
+        (
+            "find -exec cat",
+            format!("find {t} -type f -exec cat {{}} + > /dev/null"),
+        ),
+        (
+            "diff -r",
+            format!("diff -r --no-dereference {t} {o}/cp > /dev/null"),
+        ),
+    ] {
+        let (code, text, secs) = timed(&m, &script);
+        assert_eq!(code, Some(0), "{what}: {text}");
+        assert!(secs < 1.0, "{what} took {secs:.1}s while a step runs");
+    }
+    // The tar holds what the files hold: no file padded with NULs, and the same bytes as cp.
+    m.ok(&format!("mkdir {o}/untar && tar xf {o}/t.tar -C {o}/untar"));
+    let padded = m.sh(&format!("grep -rlP '\\x00' {o}/untar"));
+    assert!(padded.stdout.is_empty(), "NUL-padded: {padded:?}");
+    m.ok(&format!(
+        "diff -r --no-dereference {o}/untar/{t} {o}/cp && \
+         diff -r --no-dereference {o}/cp {o}/rsync"
+    ));
+    // `wait` was never copied, but is there for whoever names it.
+    assert!(!out.join("cp/wait").exists());
+    m.ok(&format!("echo > {t}/kill"));
+}
+
+#[test]
+fn a_blocked_wait_ends_with_eintr_on_a_caught_signal() {
+    let env = loop_env("sleep 8");
+    let m = Mounted::start(&env, "trust-eintr", &[]);
+    let id = slow_step(&env, &m);
+    let t = format!("threads/{id}");
+    // (Not bash's `read -t 1 x < wait`: bash turns its timeout off when standard input is a
+    // regular file — no timer, no select — so no signal ever comes; see the mount's README.)
+    let (code, text, _) = timed(
+        &m,
+        &format!(
+            "python3 - <<'EOF'\nimport signal, time\nclass Late(Exception): pass\n\
+             def late(*_): raise Late()\nsignal.signal(signal.SIGALRM, late)\nf = open('{t}/wait')\n\
+             start = time.monotonic(); signal.alarm(1)\n\
+             try:\n    f.read(); print('read')\nexcept Late:\n    \
+             print('alarm', round(time.monotonic() - start, 2))\nEOF"
+        ),
+    );
+    assert_eq!(code, Some(0), "{text}");
+    let secs: f64 = text
+        .strip_prefix("alarm ")
+        .expect(&text)
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(secs <= 1.5, "python's alarm came after {secs:.1}s");
+    // A signal that kills ends it too (`timeout` sends TERM), and so does Ctrl-C.
+    for signal in ["TERM", "INT"] {
+        let (code, _, secs) = timed(&m, &format!("timeout -s {signal} 1 cat {t}/wait"));
+        assert_eq!(code, Some(124), "{signal}");
+        assert!(secs <= 1.5, "SIG{signal} ended cat after {secs:.1}s");
+    }
+    // The mount still serves, and a plain `cat wait` still waits for the step.
+    assert!(m.ok(&format!("cat {t}/status")).starts_with("running"));
+    m.ok(&format!("echo > {t}/kill"));
+}
+
+#[test]
+fn kill_returns_once_the_thread_is_killed() {
+    let env = loop_env("sleep 8");
+    let m = Mounted::start(&env, "trust-kill", &[]);
+    let id = slow_step(&env, &m);
+    let t = format!("threads/{id}");
+    let running = m.ok(&format!("cat {t}/status"));
+    let pid = running.trim().rsplit('=').next().unwrap().to_owned();
+    assert!(Path::new(&format!("/proc/{pid}")).exists(), "{running}");
+    let (code, text, secs) = timed(&m, &format!("echo > {t}/kill"));
+    assert_eq!(code, Some(0), "{text}");
+    assert!(secs < 5.0, "kill took {secs:.1}s");
+    // Right after `kill` returned: killed, the agent gone, no step can start.
+    assert_eq!(m.ok(&format!("cat {t}/status")), "killed\n");
+    assert!(
+        !Path::new(&format!("/proc/{pid}")).exists(),
+        "agent {pid} alive"
+    );
+    let step = m.sh(&format!("touch {t}/step"));
+    assert!(
+        String::from_utf8_lossy(&step.stderr).contains("Invalid argument"),
+        "{step:?}"
+    );
+    assert_eq!(
+        common::json(&m.ok(&format!("cat {t}/wait")))["status"],
+        "killed"
+    );
+    assert_eq!(env.ok(&["thread", "steps", &id]).lines().count(), 0);
+    let events = m.ok(&format!("cat {t}/events"));
+    assert!(
+        events.lines().last().unwrap().contains("\"killed\""),
+        "{events}"
+    );
+
+    // A `run` killed mid-step starts no further step, and the CLI's kill is as synchronous.
+    let second = thread_of(&env.ok(&["thread", "start", "loop", "-p", "run then kill"]));
+    let s = format!("threads/{second}");
+    eventually(&m, "ls threads", |l| l.contains(&second));
+    m.ok(&format!("echo > {s}/run"));
+    eventually(&m, &format!("cat {s}/status"), |s| s.contains("pid="));
+    env.ok(&["thread", "kill", &second]);
+    assert_eq!(m.ok(&format!("cat {s}/status")), "killed\n");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(env.ok(&["thread", "steps", &second]).lines().count(), 0);
+    let show = common::json(&env.ok(&["thread", "show", &second]));
+    assert_eq!(show["status"], "killed", "{show}");
+}
+
+#[test]
+fn refusals_fail_the_write_itself() {
+    let env = loop_env("");
+    let id = thread_of(&env.ok(&["thread", "start", "loop", "-p", "refusals"]));
+    let m = Mounted::start(&env, "trust-refuse", &[]);
+    let t = format!("threads/{id}");
+    // bash ignores what close returns: only a failed write is seen.
+    for script in [
+        "echo '' > workflows/loop/prompt".to_owned(),
+        "echo '  ' > workflows/loop/prompt".to_owned(),
+    ] {
+        let (code, text, _) = timed(&m, &script);
+        assert_ne!(code, Some(0), "{script}: {text}");
+    }
+    assert!(m.ok("cat workflows/error").contains("the prompt is empty"));
+    assert_eq!(m.ok("ls threads").lines().count(), 1);
+    // A step whose agent cannot start: refused where the writer sees it.
+    std::fs::write(env.root().join("config.yaml"), "agents: [not, a, map\n").unwrap();
+    for script in [format!("echo > {t}/step"), format!("echo > {t}/run")] {
+        let (code, text, _) = timed(&m, &script);
+        assert_ne!(code, Some(0), "{script}: {text}");
+        assert!(text.contains("Invalid argument"), "{text}");
+    }
+    assert!(m.ok(&format!("cat {t}/error")).contains("config"));
+}
+
+#[test]
+fn status_size_agrees_with_its_content_once_wait_returned() {
+    let env = loop_env("sleep 0.3");
+    let id = thread_of(&env.ok(&["thread", "start", "loop", "-p", "sizes"]));
+    let m = Mounted::start(&env, "trust-size", &[]);
+    let t = format!("threads/{id}");
+    for _ in 0..3 {
+        m.ok(&format!("touch {t}/step"));
+        // The kernel learns the size of `running role=… pid=…` first.
+        m.ok(&format!("stat -c %s {t}/status && cat {t}/status"));
+        m.ok(&format!("cat {t}/wait"));
+        let out = m.ok(&format!("stat -c %s {t}/status; cat {t}/status | wc -c"));
+        let sizes: Vec<&str> = out.split_whitespace().collect();
+        assert_eq!(sizes[0], sizes[1], "stat and cat disagree: {out}");
+    }
+}
+
+#[test]
+fn lineage_and_the_change_feed_are_files() {
+    let env = loop_env("");
+    let id = thread_of(&env.ok(&["thread", "start", "loop", "-p", "lineage"]));
+    let m = Mounted::start(&env, "trust-lineage", &[]);
+    let t = format!("threads/{id}");
+    // Never stepped: `wait` gives the state, at once.
+    let state = common::json(&m.ok(&format!("cat {t}/wait")));
+    assert_eq!(state["status"], "active");
+    assert_eq!(state["next"], "planner");
+    // The feed, followed by `tail -f` while steps run.
+    let tail = Command::new("timeout")
+        .args(["20", "tail", "-n", "+1", "-f"])
+        .arg(m.path(&format!("{t}/events")))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    m.ok(&format!("touch {t}/step && cat {t}/wait > /dev/null"));
+    m.ok(&format!("touch {t}/step && cat {t}/wait > /dev/null"));
+    let feed = eventually(&m, &format!("cat {t}/events"), |e| e.lines().count() >= 4);
+    let kinds: Vec<String> = feed
+        .lines()
+        .map(|l| common::json(l)["event"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(kinds, ["started", "finished", "started", "finished"]);
+    std::thread::sleep(Duration::from_millis(1500));
+    // `timeout` passes the TERM on to `tail`, which ends and closes its output.
+    let _ = Command::new("kill")
+        .args(["-TERM", &tail.id().to_string()])
+        .status();
+    let followed = tail.wait_with_output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&followed.stdout),
+        feed,
+        "tail -f saw it all"
+    );
+    // Forks link back to their step, and the source lists them.
+    m.ok(&format!("echo > {t}/steps/002-reviewer/fork"));
+    let fork = m.ok(&format!("ls {t}/forks")).trim().to_owned();
+    assert_eq!(fork.len(), 26, "one fork: {fork}");
+    assert_eq!(
+        m.ok(&format!("readlink threads/{fork}/origin")),
+        format!("../{id}/steps/002-reviewer\n")
+    );
+    assert_eq!(
+        m.ok(&format!("cat threads/{fork}/origin/hash")),
+        m.ok(&format!("cat {t}/steps/002-reviewer/hash"))
+    );
+    assert_eq!(
+        m.ok(&format!("readlink {t}/forks/{fork}")),
+        format!("../../{fork}\n")
+    );
+    assert!(m.sh(&format!("test -e {t}/origin")).status.code() != Some(0));
+    // Versions in order, with `current`.
+    let before = m.ok("cat workflows/loop/hash").trim().to_owned();
+    put(&env, &LOOP.replace("goal: plan", "goal: plan well"));
+    std::thread::sleep(Duration::from_millis(1100));
+    let after = m.ok("cat workflows/loop/hash").trim().to_owned();
+    assert_eq!(
+        m.ok("ls workflows/loop/versions"),
+        format!("001-{before}.yaml\n002-{after}.yaml\ncurrent\n")
+    );
+    assert_eq!(
+        m.ok("readlink workflows/loop/versions/current"),
+        format!("002-{after}.yaml\n")
+    );
+    // df: the numbers of the store's filesystem.
+    let df = m.ok("df -P . | tail -1");
+    let blocks: u64 = df.split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert!(blocks > 0, "{df}");
+    // The archived-thread hint names the file way.
+    env.ok(&["thread", "kill", &id]);
+    std::thread::sleep(Duration::from_millis(1100));
+    let _ = m.sh(&format!("touch {t}/step"));
+    let error = m.ok(&format!("cat {t}/error"));
+    assert!(error.contains("/fork`"), "{error}");
+    assert!(!error.contains("uwf thread fork"), "{error}");
+}
+
+#[test]
+fn an_entry_the_kernel_cannot_hold_is_left_out_not_an_eio() {
+    let env = loop_env("");
+    // A name no directory can hold, registered by hand.
+    let long = "w".repeat(300);
+    let registry = std::fs::read_to_string(env.root().join("registry.yaml")).unwrap();
+    let entry = registry.replacen("loop:", &format!("{long}:"), 1);
+    std::fs::write(
+        env.root().join("registry.yaml"),
+        format!("{registry}{}", &entry[entry.find(&long).unwrap()..]),
+    )
+    .unwrap();
+    let (m, log) = Mounted::traced(&env, "trust-longname");
+    assert_eq!(m.ok("ls workflows"), "error\nloop\n");
+    m.ok("find . > /dev/null");
+    let trace = std::fs::read_to_string(&log).unwrap();
+    assert!(trace.contains("SKIP"), "logged under UWF_FS_TRACE");
+}
+
+#[test]
+fn a_refused_sed_keeps_the_text_under_a_name_that_survives_and_rm_reverts() {
+    let env = Env::new();
+    put(&env, &definition("demo", "v0"));
+    let m = Mounted::start(&env, "trust-sed", &[]);
+    let yaml = "workflows/demo/workflow.yaml";
+    let registered = m.ok(&format!("cat {yaml}"));
+    let out = m.sh(&format!("sed -i 's/^roles:/roles: [broken/' {yaml}"));
+    assert!(!out.status.success(), "sed reports the refused rename");
+    let error = m.ok("cat workflows/error");
+    let kept = "workflows/demo/workflow.yaml.refused";
+    assert!(error.contains(kept), "{error}");
+    // sed deleted its temp file; the named one is there with the refused text.
+    assert!(m.ok(&format!("cat {kept}")).contains("roles: [broken"));
+    assert_eq!(m.ok(&format!("cat {yaml}")), registered);
+    assert_eq!(history(&env, "demo"), 1);
+    // Reverting by deleting the kept text clears the explanation.
+    m.ok(&format!("rm {kept}"));
+    assert_eq!(m.ok("cat workflows/error"), "");
+    // The same for a refused in-place save: deleting the draft reverts and clears it.
+    let _ = m.sh(&format!("echo 'not: [valid' >> {yaml}"));
+    assert!(m.ok("cat workflows/error").contains(yaml));
+    m.ok(&format!("rm {yaml}"));
+    assert_eq!(m.ok("cat workflows/error"), "");
+    assert_eq!(m.ok(&format!("cat {yaml}")), registered);
+}
+
+#[test]
+fn comments_survive_a_remount_and_show_in_versions_and_the_cli() {
+    let env = Env::new();
+    let text = format!(
+        "# The demo workflow, kept with its comments.\n{}# trailing note\n",
+        definition("demo", "commented").replace("roles:", "roles: # one role")
+    );
+    let file = env.dir.path().join("demo.yaml");
+    std::fs::write(&file, &text).unwrap();
+    let m = Mounted::start(&env, "trust-comments", &[]);
+    m.ok(&format!("cp {} workflows/", file.display()));
+    assert_eq!(m.ok("cat workflows/demo/workflow.yaml"), text);
+    drop(m);
+    let m = Mounted::start(&env, "trust-comments", &[]);
+    assert_eq!(
+        m.ok("cat workflows/demo/workflow.yaml"),
+        text,
+        "after a remount"
+    );
+    assert_eq!(m.ok("cat workflows/demo/versions/current"), text);
+    assert!(
+        env.ok(&["workflow", "show", "demo"])
+            .contains("# trailing note")
+    );
+    // The definition's hash ignores comments (SPEC §3.1): the plain text is the same version.
+    let hash = current_hash(&env, "demo");
+    put(&env, &definition("demo", "commented"));
+    assert_eq!(current_hash(&env, "demo"), hash);
+    assert_eq!(history(&env, "demo"), 1);
 }

@@ -27,6 +27,9 @@ pub enum IndexError {
         #[source]
         source: std::io::Error,
     },
+    /// Writing an index file failed; nothing was changed (the old file is intact).
+    #[error(transparent)]
+    Write(#[from] crate::file_util::FileError),
     #[error("{} is damaged: {reason}", path.display())]
     Damaged { path: PathBuf, reason: String },
 }
@@ -48,6 +51,9 @@ impl Advice for IndexError {
 pub struct Version {
     pub hash: Hash,
     pub registered_at: u64,
+    /// The text that was saved for this version (a `text` node), comments and all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<Hash>,
 }
 
 /// A registry entry: the current version and the earlier ones, oldest first.
@@ -56,6 +62,9 @@ pub struct Version {
 pub struct RegistryEntry {
     pub hash: Hash,
     pub registered_at: u64,
+    /// The text that was saved for the current version (a `text` node), comments and all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<Hash>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub history: Vec<Version>,
 }
@@ -217,10 +226,10 @@ where
 /// Replaces a file under the storage root atomically (temp file in `cas/tmp`, fsync, rename).
 pub fn write_file(root: &Path, path: &Path, bytes: &[u8]) -> Result<(), IndexError> {
     let tmp = root.join("cas").join("tmp");
-    crate::cas::store::write_atomic(&tmp, path, bytes, true).map_err(|e| IndexError::Io {
-        path: path.to_path_buf(),
-        source: std::io::Error::other(e.to_string()),
-    })
+    crate::file_util::AtomicWrite::new(path)
+        .temp_in(&tmp)
+        .replace(bytes)?;
+    Ok(())
 }
 
 /// Every hash the index files keep alive: registry versions (current and history), active
@@ -229,7 +238,9 @@ pub fn gc_roots(root: &Path) -> Result<Vec<Hash>, IndexError> {
     let mut roots = Vec::new();
     for entry in read_registry(root)?.values() {
         roots.push(entry.hash);
+        roots.extend(entry.source);
         roots.extend(entry.history.iter().map(|v| v.hash));
+        roots.extend(entry.history.iter().filter_map(|v| v.source));
     }
     roots.extend(read_threads(root)?.into_values());
     roots.extend(read_history(root)?.into_iter().map(|a| a.head));

@@ -29,13 +29,19 @@ use crate::engine::thread::lifecycle::{self, ThreadError};
 use crate::engine::thread::run_files::RunFiles;
 use crate::engine::thread::step::{self, StepOptions};
 
+use super::attr::{Finish, Interrupted};
 use super::error::FsError;
 
 /// How many steps a `run` takes at most (the default of `uwf thread run`).
 pub const RUN_MAX_STEPS: usize = 100;
 
-/// How often a `wait` looks again at a step lock held by another process.
+/// How often a `wait` looks again at a step lock held by another process, and at its reader's
+/// signals.
 const WAIT_POLL: Duration = Duration::from_millis(50);
+
+/// How long a `kill` waits for the mount's own worker of the stopped step to wrap up (it has
+/// released the step lock already; only its bookkeeping is left).
+const KILL_SETTLE: Duration = Duration::from_secs(5);
 
 /// What a write to a thread's control file asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,6 +95,15 @@ impl Jobs {
         guard.is_empty()
     }
 
+    /// Blocks until no job is in flight for `id` (bounded by `limit`).
+    pub fn wait_gone(&self, id: &str, limit: Duration) {
+        let guard = self.lock();
+        let _ = self
+            .idle
+            .wait_timeout_while(guard, limit, |m| m.contains_key(id))
+            .unwrap_or_else(|p| p.into_inner());
+    }
+
     fn finish(&self, id: &str) {
         let mut m = self.lock();
         m.remove(id);
@@ -136,18 +151,21 @@ impl Actions {
     }
 
     /// Whether `action` may start on `id` now (checked when a control file is opened for
-    /// writing, so `touch step` on a busy thread fails at once). A refusal is also written to
-    /// the thread's `error` file.
+    /// writing, so `touch step` on a busy thread fails at once, and again when it fires). A
+    /// refusal is also written to the thread's `error` file.
     pub fn check(&self, id: &str, finished: Option<&str>, action: Action) -> Result<(), FsError> {
         let files = self.files(id);
+        let refuse = |text: String, e: FsError| {
+            record(&files, &text);
+            e
+        };
         if let Some(status) = finished {
-            let e = ThreadIndexError::Archived {
+            let e = ArchivedHere {
                 id: id.to_owned(),
                 status: status.to_owned(),
             };
             let text = format!("{}: {}", verb(action), with_hints(&e));
-            record(&files, &text);
-            return Err(FsError::Refused(text));
+            return Err(refuse(text.clone(), FsError::Refused(text)));
         }
         if action == Action::Kill {
             return Ok(());
@@ -158,22 +176,51 @@ impl Actions {
                  (`cat wait` blocks until it is done; `echo > kill` stops it)",
                 verb(action)
             );
-            record(&files, &text);
-            return Err(FsError::Busy(text));
+            return Err(refuse(text.clone(), FsError::Busy(text)));
         }
         match files.check_idle() {
-            Ok(()) => Ok(()),
+            Ok(()) => {}
             Err(e @ ThreadIndexError::Busy { .. }) => {
                 let text = format!("{}: {}", verb(action), with_hints(&e));
-                record(&files, &text);
-                Err(FsError::Busy(text))
+                return Err(refuse(text.clone(), FsError::Busy(text)));
             }
-            Err(e) => Err(FsError::internal(e)),
+            Err(e) => return Err(FsError::internal(e)),
+        }
+        // A step that could not even start its agent is refused here, where the writer sees it.
+        if let Err(reason) = self.can_start(id) {
+            let text = format!("{}: {reason}", verb(action));
+            return Err(refuse(text.clone(), FsError::Refused(text)));
+        }
+        Ok(())
+    }
+
+    /// Whether the next step of `id` would find its agent: the configuration loads and names an
+    /// agent for the role the moderator picks. A thread whose next role cannot be decided is let
+    /// through (its step records why it failed, like the CLI's).
+    fn can_start(&self, id: &str) -> Result<(), String> {
+        let loaded = config::load(self.store.root()).map_err(|e| with_hints(&e))?;
+        let Ok(summary) = lifecycle::summary(&self.store, id) else {
+            return Ok(());
+        };
+        match summary.next.as_deref() {
+            None | Some(crate::engine::workflow::END) => Ok(()),
+            Some(role) => loaded
+                .config
+                .resolve_agent(None, &summary.workflow, role)
+                .map(drop)
+                .map_err(|e| with_hints(&e)),
         }
     }
 
-    /// Starts `action` on `id` in the background (after [`Actions::check`] passed again).
-    pub fn fire(&self, id: &str, finished: Option<&str>, action: Action) -> Result<(), FsError> {
+    /// Starts `action` on `id` in the background (after [`Actions::check`] passed again). A
+    /// `kill` comes back as the work its writer's answer waits for: it returns once the thread
+    /// is killed.
+    pub fn fire(
+        &self,
+        id: &str,
+        finished: Option<&str>,
+        action: Action,
+    ) -> Result<Option<Finish>, FsError> {
         self.check(id, finished, action)?;
         let store = self.store.clone();
         let jobs = self.jobs.clone();
@@ -184,18 +231,18 @@ impl Actions {
                 job.cancel.store(true, Ordering::SeqCst);
             }
             let changed = self.changed.clone();
-            let spawned = std::thread::Builder::new()
-                .name("uwf-kill".to_owned())
-                .spawn(move || {
-                    if let Err(e) = lifecycle::kill(&store, &id) {
-                        record(
-                            &RunFiles::new(store.root(), &id),
-                            &format!("kill: {}", with_hints(&e)),
-                        );
-                    }
-                    changed.fetch_add(1, Ordering::SeqCst);
-                });
-            return spawned.map(drop).map_err(FsError::internal);
+            return Ok(Some(Box::new(move || {
+                let result = lifecycle::kill(&store, &id);
+                changed.fetch_add(1, Ordering::SeqCst);
+                // Our worker of the stopped step has recorded its end: nothing is in flight.
+                jobs.wait_gone(&id, KILL_SETTLE);
+                changed.fetch_add(1, Ordering::SeqCst);
+                result.map(drop).map_err(|e| {
+                    let text = format!("kill: {}", with_hints(&e));
+                    record(&RunFiles::new(store.root(), &id), &text);
+                    thread_error(e, text)
+                })
+            })));
         }
         let cancel = Arc::new(AtomicBool::new(false));
         {
@@ -203,7 +250,7 @@ impl Actions {
             if m.contains_key(&id) {
                 // Lost a race with another trigger between check and here.
                 drop(m);
-                return self.check(&id, finished, action);
+                return self.check(&id, finished, action).map(|()| None);
             }
             m.insert(
                 id.clone(),
@@ -226,12 +273,12 @@ impl Actions {
             jobs.finish(&id);
             return Err(FsError::internal(e));
         }
-        Ok(())
+        Ok(None)
     }
 
     /// `fork`: a new thread whose head is `step`. Returns its id.
     pub fn fork(&self, thread: &str, step: Hash) -> Result<String, FsError> {
-        match lifecycle::fork(&self.store, step) {
+        match lifecycle::fork_from(&self.store, step, Some(thread)) {
             Ok((_, id, _)) => {
                 self.changed.fetch_add(1, Ordering::SeqCst);
                 Ok(id)
@@ -258,13 +305,27 @@ impl Actions {
         }
     }
 
-    /// A blocking wait for `id` to have no step running, returning the last step's JSON.
-    pub fn waiter(&self, id: &str) -> impl FnOnce() -> Arc<[u8]> + Send + 'static {
+    /// What `wait` shows when no step runs: the last step attempt's JSON, or the thread's
+    /// state as JSON (`uwf thread show`'s) before any step.
+    pub fn answer(&self, id: &str) -> Arc<[u8]> {
+        answer(&self.store, &self.files(id), id)
+    }
+
+    /// A blocking wait for `id` to have no step running, returning [`Actions::answer`]; it
+    /// gives up with [`FsError::Interrupted`] as soon as `interrupted` says so.
+    pub fn waiter(
+        &self,
+        id: &str,
+    ) -> impl FnOnce(Interrupted<'_>) -> Result<Arc<[u8]>, FsError> + Send + 'static {
         let jobs = self.jobs.clone();
+        let store = self.store.clone();
         let files = self.files(id);
         let id = id.to_owned();
-        move || {
+        move |interrupted| {
             while busy(&jobs, &files, &id) {
+                if interrupted() {
+                    return Err(FsError::Interrupted);
+                }
                 let guard = jobs.lock();
                 if guard.contains_key(&id) {
                     // Our own job: woken when it finishes (or after a poll interval).
@@ -274,16 +335,47 @@ impl Actions {
                     std::thread::sleep(WAIT_POLL);
                 }
             }
-            last_outcome(&files)
+            Ok(answer(&store, &files, &id))
         }
     }
 }
 
-/// The last step attempt's JSON, as `wait` shows it (empty before any step).
-pub fn last_outcome(files: &RunFiles) -> Arc<[u8]> {
-    match files.last_outcome() {
-        Some(v) => Arc::from(format!("{v}\n").into_bytes()),
-        None => Arc::from(Vec::new()),
+/// The last step attempt's JSON, or before any step the thread's state as JSON.
+fn answer(store: &Store, files: &RunFiles, id: &str) -> Arc<[u8]> {
+    let value = match files.last_outcome() {
+        Some(v) => v,
+        None => match lifecycle::summary(store, id) {
+            Ok(s) => s.to_json(),
+            Err(_) => return Arc::from(Vec::new()),
+        },
+    };
+    Arc::from(format!("{value}\n").into_bytes())
+}
+
+/// An archived thread, refused an action through the mount: the hints name the files.
+#[derive(Debug)]
+struct ArchivedHere {
+    id: String,
+    status: String,
+}
+
+impl std::fmt::Display for ArchivedHere {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let e = ThreadIndexError::Archived {
+            id: self.id.clone(),
+            status: self.status.clone(),
+        };
+        write!(f, "{e}")
+    }
+}
+
+impl Advice for ArchivedHere {
+    fn hints(&self) -> Vec<String> {
+        vec![format!(
+            "continue from any of its steps: `echo > threads/{}/steps/NNN-role/fork` starts a \
+             new thread there (`ls threads/{}/steps` lists them)",
+            self.id, self.id
+        )]
     }
 }
 

@@ -62,8 +62,8 @@ pub enum Caching {
     /// Changes without notice and must be read fresh every time (`error` files, an active
     /// thread's `status`): direct I/O.
     Volatile,
-    /// `wait`: a read may block until a step finishes. Page-cache mode (a blocked reader can be
-    /// interrupted), attributes never cached (the size is only known once no step runs).
+    /// `wait`: a read may block until a step finishes. Direct I/O (a blocked reader can be
+    /// interrupted by any signal it catches), attributes never cached.
     Blocking,
 }
 
@@ -230,11 +230,35 @@ impl RenameFlags {
     }
 }
 
+/// Whether the program whose request is waiting has a signal to handle (asked again and again
+/// while a read blocks; a blocked read then ends with EINTR).
+pub type Interrupted<'a> = &'a dyn Fn() -> bool;
+
+/// A read that blocks until it has its bytes, or until [`Interrupted`] says so
+/// ([`FsError::Interrupted`]).
+pub type Blocking = Box<dyn FnOnce(Interrupted<'_>) -> Result<Vec<u8>, FsError> + Send>;
+
 /// The answer to a read: the bytes, or (for `wait`) a job that blocks until it has them, for
 /// the adapter to run off the FUSE loop.
 pub enum Reading {
     Data(Vec<u8>),
-    Later(Box<dyn FnOnce() -> Result<Vec<u8>, FsError> + Send>),
+    Later(Blocking),
+}
+
+/// Work that a request's answer waits for, for the adapter to run off the FUSE loop: a `kill`
+/// returns only once the thread is killed.
+pub type Finish = Box<dyn FnOnce() -> Result<(), FsError> + Send>;
+
+/// What `statfs` reports: the numbers of the filesystem holding the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StatFs {
+    pub blocks: u64,
+    pub bfree: u64,
+    pub bavail: u64,
+    pub files: u64,
+    pub ffree: u64,
+    pub bsize: u32,
+    pub frsize: u32,
 }
 
 /// Something the kernel has cached that is now wrong (sent by the adapter from another thread).

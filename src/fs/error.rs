@@ -52,6 +52,9 @@ pub enum FsError {
     /// A write on a mount made with `--read-only`.
     #[error("read-only file system")]
     ReadOnlyMount,
+    /// A blocked read ended because the reader caught a signal.
+    #[error("interrupted")]
+    Interrupted,
     /// The storage failed underneath (I/O, damaged index files). Never a user mistake.
     #[error("storage error: {0}")]
     Internal(String),
@@ -78,6 +81,7 @@ impl FsError {
             FsError::Unsupported => libc::ENOSYS,
             FsError::NotATty => libc::ENOTTY,
             FsError::ReadOnlyMount => libc::EROFS,
+            FsError::Interrupted => libc::EINTR,
             FsError::Internal(_) => libc::EIO,
         }
     }

@@ -60,8 +60,10 @@ pub enum WfKey {
     Graph(Arc<str>),
     /// `workflows/<name>/versions/`
     Versions(Arc<str>),
-    /// `workflows/<name>/versions/<hash>.yaml`
+    /// `workflows/<name>/versions/NNN-<hash>.yaml` (also found as `<hash>.yaml`)
     Version(Arc<str>, Hash),
+    /// `workflows/<name>/versions/current` → `NNN-<hash>.yaml`
+    CurrentVersion(Arc<str>),
     /// `workflows/<name>/prompt`: write a prompt and close → a new thread.
     Prompt(Arc<str>),
     /// `workflows/<name>/latest` → the newest thread of the workflow.
@@ -89,6 +91,10 @@ pub enum ThreadKey {
     StepDir(Arc<str>, u32),
     /// `threads/<id>/steps/NNN-role/<file>`
     StepFile(Arc<str>, u32, StepFile),
+    /// `threads/<id>/forks/`: the threads forked from this one.
+    Forks(Arc<str>),
+    /// `threads/<id>/forks/<fork>` → `../../<fork>`
+    ForkLink(Arc<str>, Arc<str>),
 }
 
 /// An entry of `cas/`.
@@ -115,7 +121,11 @@ impl Key {
             ),
             Key::Threads(k) => matches!(
                 k,
-                ThreadKey::Root | ThreadKey::Dir(_) | ThreadKey::Steps(_) | ThreadKey::StepDir(..)
+                ThreadKey::Root
+                    | ThreadKey::Dir(_)
+                    | ThreadKey::Steps(_)
+                    | ThreadKey::StepDir(..)
+                    | ThreadKey::Forks(_)
             ),
             Key::Cas(k) => matches!(k, CasKey::Root | CasKey::Schemas),
             Key::Readme | Key::Scratch(_) | Key::Gone => false,
@@ -126,9 +136,11 @@ impl Key {
     pub fn is_link(&self) -> bool {
         matches!(
             self,
-            Key::Workflows(WfKey::Latest(_) | WfKey::ThreadLink(..))
+            Key::Workflows(WfKey::Latest(_) | WfKey::ThreadLink(..) | WfKey::CurrentVersion(_))
                 | Key::Threads(
-                    ThreadKey::StepsLatest(_) | ThreadKey::File(_, ThreadFile::Workflow)
+                    ThreadKey::StepsLatest(_)
+                        | ThreadKey::ForkLink(..)
+                        | ThreadKey::File(_, ThreadFile::Workflow | ThreadFile::Origin)
                 )
         )
     }
@@ -148,14 +160,16 @@ impl Key {
             }
             Key::Cas(CasKey::Schemas) => Key::Cas(CasKey::Root),
             Key::Threads(ThreadKey::Dir(_)) => Key::Threads(ThreadKey::Root),
-            Key::Threads(ThreadKey::Steps(id)) => Key::Threads(ThreadKey::Dir(id.clone())),
+            Key::Threads(ThreadKey::Steps(id) | ThreadKey::Forks(id)) => {
+                Key::Threads(ThreadKey::Dir(id.clone()))
+            }
             Key::Threads(ThreadKey::StepDir(id, _)) => Key::Threads(ThreadKey::Steps(id.clone())),
             _ => Key::Root,
         }
     }
 }
 
-/// The entries of `threads/<id>/` other than `steps/`, in listing order.
+/// The entries of `threads/<id>/` other than `steps/` and `forks/`, in listing order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ThreadFile {
     Prompt,
@@ -163,26 +177,33 @@ pub enum ThreadFile {
     Status,
     /// Symlink to `../../workflows/<name>`.
     Workflow,
+    /// Symlink to the step a fork was made from, `../<source>/steps/NNN-role` (forks only).
+    Origin,
     Step,
     Run,
+    /// Blocks until no step runs; never listed (see `tree/threads.rs`).
     Wait,
     Kill,
     Log,
+    /// The change feed: one JSON line per step event.
+    Events,
     Error,
     Transcript,
 }
 
 impl ThreadFile {
-    pub const ALL: [ThreadFile; 11] = [
+    pub const ALL: [ThreadFile; 13] = [
         ThreadFile::Prompt,
         ThreadFile::Head,
         ThreadFile::Status,
         ThreadFile::Workflow,
+        ThreadFile::Origin,
         ThreadFile::Step,
         ThreadFile::Run,
         ThreadFile::Wait,
         ThreadFile::Kill,
         ThreadFile::Log,
+        ThreadFile::Events,
         ThreadFile::Error,
         ThreadFile::Transcript,
     ];
@@ -193,11 +214,13 @@ impl ThreadFile {
             ThreadFile::Head => "head",
             ThreadFile::Status => "status",
             ThreadFile::Workflow => "workflow",
+            ThreadFile::Origin => "origin",
             ThreadFile::Step => "step",
             ThreadFile::Run => "run",
             ThreadFile::Wait => "wait",
             ThreadFile::Kill => "kill",
             ThreadFile::Log => "log",
+            ThreadFile::Events => "events",
             ThreadFile::Error => "error",
             ThreadFile::Transcript => "transcript.md",
         }

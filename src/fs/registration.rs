@@ -93,10 +93,14 @@ pub fn register(source: &Source, text: &[u8], target: &Target) -> Result<Saved, 
             WorkflowError::Invalid { .. } => FsError::Refused(e.to_string()),
             other => FsError::internal(other),
         })?;
-    let status = registry::register(source.root(), &name, hash, now_ms()).map_err(|e| match e {
-        registry::RegistryError::Index(e) => FsError::internal(e),
-        other => FsError::Refused(other.to_string()),
-    })?;
+    // The text as saved, comments and all, is what the mount and `workflow show` give back.
+    let text = String::from_utf8_lossy(text);
+    let kept = registry::store_source(source.store(), &text).map_err(FsError::internal)?;
+    let status = registry::register_source(source.root(), &name, hash, Some(kept), now_ms())
+        .map_err(|e| match e {
+            registry::RegistryError::Index(e) => FsError::internal(e),
+            other => FsError::Refused(other.to_string()),
+        })?;
     Ok(Saved { name, hash, status })
 }
 

@@ -50,9 +50,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::SystemTime;
 
-use super::actions::{self, Actions, Jobs};
+use super::actions::{Actions, Jobs};
 use super::attr::{
-    Attr, Caching, Caller, DirEntry, Inval, Kind, Lookup, Opened, Owner, Reading, check_name,
+    Attr, Caching, Caller, DirEntry, Inval, Kind, Lookup, Opened, Owner, Reading, StatFs,
+    check_name,
 };
 use super::error::FsError;
 use super::inode::{Ino, InodeTable, Key, ROOT, StepFile, ThreadFile, ThreadKey, WfKey};
@@ -71,8 +72,6 @@ mod workflows;
 
 #[cfg(test)]
 mod tests;
-
-pub use threads::WAIT_PLACEHOLDER;
 
 use state::{Ctl, CtlTarget, Handle, Open, State};
 use threads::read_at;
@@ -135,8 +134,10 @@ impl Tree {
                 next_fh: 1,
                 error: Arc::from(Vec::new()),
                 error_time: now,
+                error_about: None,
                 workflows_changed: now,
                 inval: Vec::new(),
+                deferred: Default::default(),
             }),
             source,
             warmer,
@@ -259,7 +260,14 @@ impl Tree {
             return Err(FsError::Unsupported);
         }
         let mut st = self.lock();
-        self.open_locked(&mut st, ino, flags, caller)
+        let opened = self.open_locked(&mut st, ino, flags, caller)?;
+        // A truncating open of `kill` (only with FUSE_ATOMIC_O_TRUNC, not asked for) kills
+        // before it returns, like `echo > kill`'s truncate does.
+        if let Some(then) = st.deferred.0.take() {
+            drop(st);
+            then()?;
+        }
+        Ok(opened)
     }
 
     fn open_locked(
@@ -317,9 +325,9 @@ impl Tree {
                 let caching = self.attr_of(st, ino, &key)?.caching;
                 (Open::Wait(id.clone(), Arc::new(OnceLock::new())), caching)
             }
-            Key::Threads(ThreadKey::File(id, ThreadFile::Log)) => {
+            Key::Threads(ThreadKey::File(id, f @ (ThreadFile::Log | ThreadFile::Events))) => {
                 let caching = self.attr_of(st, ino, &key)?.caching;
-                (Open::Disk(self.source.run_files(id).log()), caching)
+                (Open::Disk(self.growing(id, *f)), caching)
             }
             k => {
                 let caching = self.attr_of(st, ino, k)?.caching;
@@ -346,6 +354,16 @@ impl Tree {
             caching,
             writable: write,
         })
+    }
+
+    /// The file under `runs/` behind a thread file that grows while steps run (`log`,
+    /// `events`), read where it lies at each offset.
+    fn growing(&self, id: &str, file: ThreadFile) -> std::path::PathBuf {
+        let files = self.source.run_files(id);
+        match file {
+            ThreadFile::Events => files.events(),
+            _ => files.log(),
+        }
     }
 
     /// The bytes to put into the kernel's page cache as `fh` (just opened) is answered: those
@@ -376,7 +394,7 @@ impl Tree {
     pub fn read(&self, ino: Ino, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>, FsError> {
         match self.read_or_wait(ino, fh, offset, size)? {
             Reading::Data(bytes) => Ok(bytes),
-            Reading::Later(job) => job(),
+            Reading::Later(job) => job(&|| false),
         }
     }
 
@@ -402,24 +420,25 @@ impl Tree {
                     return Ok(Reading::Data(slice(bytes)));
                 }
                 if !self.actions.busy(&id) {
-                    let files = self.source.run_files(&id);
-                    let bytes = answer.get_or_init(|| actions::last_outcome(&files));
+                    let bytes = answer.get_or_init(|| self.actions.answer(&id));
                     return Ok(Reading::Data(slice(bytes)));
                 }
                 let wait = self.actions.waiter(&id);
-                return Ok(Reading::Later(Box::new(move || {
-                    let bytes = answer.get_or_init(wait);
-                    Ok(slice(bytes))
+                return Ok(Reading::Later(Box::new(move |interrupted| {
+                    let bytes = wait(interrupted)?;
+                    Ok(slice(answer.get_or_init(|| bytes)))
                 })));
             }
             Some(Open::Control(_)) => {
                 return Ok(Reading::Data(self.control_read(&mut st, fh, size)?));
             }
             None => {
-                if let Ok(Key::Threads(ThreadKey::File(id, ThreadFile::Log))) =
-                    Self::key_of(&st, ino)
+                if let Ok(Key::Threads(ThreadKey::File(
+                    id,
+                    f @ (ThreadFile::Log | ThreadFile::Events),
+                ))) = Self::key_of(&st, ino)
                 {
-                    let path = self.source.run_files(&id).log();
+                    let path = self.growing(&id, f);
                     return Ok(Reading::Data(read_at(&path, offset, size)?));
                 }
             }
@@ -445,6 +464,20 @@ impl Tree {
             }
         };
         Ok(Reading::Data(slice(&bytes)))
+    }
+
+    /// `poll(2)`/`select(2)` on an open file: `None` when a read would not block (every file
+    /// but a `wait` whose step still runs), else a job that returns once it would not.
+    /// `read -t` in bash waits in `select` for a regular file too, so this is what ends it.
+    pub fn poll(&self, fh: u64) -> Option<Box<dyn FnOnce() + Send>> {
+        let st = self.lock();
+        match st.handles.get(&fh).map(|h| &h.open) {
+            Some(Open::Wait(id, answer)) if answer.get().is_none() && self.actions.busy(id) => {
+                let wait = self.actions.waiter(id);
+                Some(Box::new(move || drop(wait(&|| false))))
+            }
+            _ => None,
+        }
     }
 
     /// The target of a symbolic link.
@@ -494,6 +527,24 @@ impl Tree {
             i += 1;
         }
         Ok(out)
+    }
+
+    /// `statfs(2)`: the numbers of the filesystem holding the store (what the mount's files
+    /// are made of), so `df` shows something true.
+    pub fn statfs(&self) -> Result<StatFs, FsError> {
+        let root = self.source.root();
+        let v = nix::sys::statvfs::statvfs(root)
+            .map_err(|e| FsError::internal(format!("{}: {e}", root.display())))?;
+        let size = |n: u32| if n == 0 { 4096 } else { n };
+        Ok(StatFs {
+            blocks: v.blocks(),
+            bfree: v.blocks_free(),
+            bavail: v.blocks_available(),
+            files: v.files(),
+            ffree: v.files_free(),
+            bsize: size(v.block_size() as u32),
+            frsize: size(v.fragment_size() as u32),
+        })
     }
 
     /// The bytes the scratch files hold (for tests and the memory bound).

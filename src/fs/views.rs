@@ -34,6 +34,7 @@ use crate::engine::workflow::{Definition, Workflow};
 use super::error::FsError;
 use super::inode::{CasKey, Key, StepFile};
 
+mod lineage;
 mod thread_source;
 mod warm;
 
@@ -102,6 +103,8 @@ enum Render {
     Yaml,
     /// A workflow's Mermaid flowchart.
     Graph,
+    /// A `text` node's string (a workflow version's saved source).
+    Text,
     /// A step's file (keyed by the step hash, which fixes everything before it too).
     Step(StepFile),
     /// A thread's transcript at a head, with a status line (its hash).
@@ -128,6 +131,7 @@ pub struct Source {
     /// `cas/` and `cas/schemas/`: the period each listing was made in (its mtime), the listing.
     listings: Mutex<HashMap<CasKey, (SystemTime, Arc<Listing>)>>,
     threads: thread_source::Threads,
+    lineage: lineage::Lineage,
 }
 
 impl std::fmt::Debug for Source {
@@ -194,6 +198,7 @@ impl Source {
             rendered: Mutex::new(ByteCache::default()),
             listings: Mutex::new(HashMap::new()),
             threads: thread_source::Threads::default(),
+            lineage: lineage::Lineage::default(),
         }
     }
 
@@ -287,6 +292,15 @@ impl Source {
             let node = self.store.get(hash).map_err(store_error)?;
             let def = Definition::load(&self.store, hash).map_err(FsError::internal)?;
             Ok((def.to_yaml().into_bytes(), node.timestamp))
+        })
+    }
+
+    /// A `text` node's string: the saved source of a workflow version.
+    pub fn text(&self, hash: Hash) -> Result<Content, FsError> {
+        self.rendered(Render::Text, hash, || {
+            let node = self.store.get(hash).map_err(store_error)?;
+            let text = node.payload.as_str().ok_or(FsError::NotFound)?;
+            Ok((text.as_bytes().to_vec(), node.timestamp))
         })
     }
 

@@ -12,10 +12,14 @@ pub struct Env {
 }
 
 impl Env {
+    /// An empty storage root that exists (as `UWF_STORAGE_ROOT=$(mktemp -d)` makes one):
+    /// commands that only read refuse a root that does not exist (SPEC §13).
     pub fn new() -> Env {
-        Env {
+        let env = Env {
             dir: tempfile::tempdir().expect("temp dir"),
-        }
+        };
+        std::fs::create_dir(env.root()).expect("storage root");
+        env
     }
 
     pub fn root(&self) -> PathBuf {

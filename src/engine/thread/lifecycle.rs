@@ -12,7 +12,9 @@ use crate::engine::thread::view::{ThreadView, ViewError};
 use crate::engine::agent::spawn;
 use crate::engine::index_files;
 use crate::engine::thread::chain;
+use crate::engine::thread::events;
 use crate::engine::thread::family::{self, ParentLink};
+use crate::engine::thread::forks;
 use crate::engine::thread::index::{self, State, ThreadIndexError};
 use crate::engine::thread::run_files::RunFiles;
 use crate::engine::thread::step::StepError;
@@ -147,12 +149,27 @@ pub fn start_child(
 
 /// Starts a new thread whose head is `from` (a step or start node). Returns `(workflow name, id, head)`.
 pub fn fork(store: &Store, from: Hash) -> Result<(String, String, Hash), ThreadError> {
+    fork_from(store, from, None)
+}
+
+/// [`fork`], naming the thread `from` belongs to (found in the index when not given); the
+/// lineage is recorded in `forks.jsonl` before the new thread enters the index.
+pub fn fork_from(
+    store: &Store,
+    from: Hash,
+    thread: Option<&str>,
+) -> Result<(String, String, Hash), ThreadError> {
     let node = store.get(from)?;
     if node.type_hash != builtin::hash_of("step") && !builtin::is_start(node.type_hash) {
         return Err(ThreadError::NotForkable { hash: from });
     }
     let id = index::new_id();
     let view = ThreadView::at(store, &id, from)?;
+    let source = match thread {
+        Some(t) => Some(t.to_owned()),
+        None => forks::source_of(store, from),
+    };
+    forks::record(store.root(), &id, source.as_deref(), from)?;
     index::add(store.root(), &id, from)?;
     Ok((view.workflow.name, id, from))
 }
@@ -319,6 +336,9 @@ impl Summary {
         self.error = None;
         self.running_role = None;
         self.awaiting = None;
+        // A step that died mid-way may have left its agent's children running: looking at the
+        // thread is one of the moments they are cleaned up (see `RunFiles::reap_abandoned`).
+        files.reap_abandoned();
         if files.is_running() {
             self.status = "running".into();
             self.running_role = files.run_info().and_then(|i| i.role);
@@ -423,11 +443,16 @@ pub fn summary_at(
 }
 
 /// Stops a running step's agent (SIGTERM, then SIGKILL) and archives the thread as `killed`.
+///
+/// Synchronous: returns once the agent's process group is gone and the thread is archived, its
+/// last outcome (what `wait` shows) and its change feed saying `killed`. The kill lock is taken
+/// first and held to the end, so no step can start between the one stopped here and the
+/// archive (a step that takes the step lock meanwhile gives up at once, see `step::step`).
 /// Threads that sub-workflows of this one started and that are still active are killed first
 /// (SPEC §9), children before parents.
 pub fn kill(store: &Store, id: &str) -> Result<Hash, ThreadError> {
     let root = store.root();
-    let head = index::active_head(root, id)?;
+    index::active_head(root, id)?;
     for child in family::children(root, id) {
         if let Ok(State::Active { .. }) = index::state(root, &child) {
             match kill(store, &child) {
@@ -438,6 +463,9 @@ pub fn kill(store: &Store, id: &str) -> Result<Hash, ThreadError> {
         }
     }
     let files = RunFiles::new(root, id);
+    let _killing = files.try_kill_lock()?;
+    // Another kill may have archived it between the check above and the lock.
+    let head = index::active_head(root, id)?;
     // A step may be anywhere in its cycle: poll until its agent is known (then stop it) and the
     // step process, which fails once its agent is gone, releases the lock.
     let deadline = Instant::now() + Duration::from_secs(15);
@@ -460,9 +488,28 @@ pub fn kill(store: &Store, id: &str) -> Result<Hash, ThreadError> {
             Err(e) => return Err(e.into()),
         }
     };
+    // The step has let go; what is left of the agent's group (SIGKILLed, or children that
+    // outlived it) is gone before this returns.
+    if let Some(pgid) = stopped {
+        let gone_by = Instant::now() + Duration::from_secs(2);
+        while spawn::group_alive(pgid) && Instant::now() < gone_by {
+            spawn::signal_group(pgid, nix::sys::signal::Signal::SIGKILL);
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
     let view = ThreadView::at(store, id, head)?;
     let archived = crate::engine::thread::step::archive(store, id, view.workflow_hash, "killed")?;
     files.clear_awaiting();
+    let outcome = json!({
+        "workflow": view.workflow.name,
+        "thread": id,
+        "head": archived.head.to_string(),
+        "status": "killed",
+        "done": true,
+    });
+    lock.record_success(&outcome);
+    let head_text = archived.head.to_string();
+    events::append(&files, id, "killed", json!({ "head": head_text }));
     drop(lock);
     Ok(archived.head)
 }

@@ -2,15 +2,19 @@
 //! that happens to a thread.
 //!
 //! - [`index`]: `threads.yaml` and `history.jsonl` — heads move only by compare-and-set here.
-//! - [`run_files`]: the per-thread step lock and run files under `runs/`.
+//! - [`run_files`]: the per-thread step and kill locks and run files under `runs/`.
+//! - [`events`]: the per-thread change feed (`runs/<id>.events`), one JSON line per event.
 //! - [`chain`]: a thread's history from its head back to the start node, cached by head.
 //! - [`view`]: a thread as a step or an agent sees it (head, chain, workflow).
 //! - [`step`]: **one step** — moderator → agent → verify → publish (the head's
 //!   compare-and-set is the commit point).
 //! - [`lifecycle`]: start, fork, kill, status summaries and id lookup.
+//! - [`forks`]: `forks.jsonl`, where each fork came from.
 //! - [`render`]: transcripts, outputs as YAML/JSON, details and diffs for people.
 pub mod chain;
+pub mod events;
 pub mod family;
+pub mod forks;
 pub mod index;
 pub mod lifecycle;
 pub mod log;

@@ -1,9 +1,17 @@
-//! A thread's run files under `<root>/runs/`: the step lock (`<id>.lock`), the running step's
-//! record (`<id>.run.json`), the agent's log, the last outcome and the last error.
+//! A thread's run files under `<root>/runs/`: the step lock (`<id>.lock`), the kill lock
+//! (`<id>.kill`), the running step's record (`<id>.run.json`), the agent's log, the change feed
+//! (`<id>.events`), the last outcome and the last error.
 //!
 //! Architecture Invariant: the step lock is an open-file-description lock held for a whole step
 //! and released by the OS when the holder dies; probes test it with `F_OFD_GETLK` and never take
-//! it, so looking at a thread never makes a step fail as busy.
+//! it, so looking at a thread never makes a step fail as busy. The kill lock is the same kind of
+//! lock, held by a `kill` from before it stops the agent until the thread is archived: a step
+//! that takes the step lock while it is held gives up at once, so no step starts in between.
+//!
+//! The run record, the last outcome and the error file are replaced atomically (a reader, or a
+//! full disk, never leaves them torn or empty). Under the lock they are written into the
+//! thread's spare (`<id>.spare`) and swapped into place with `renameat2(RENAME_EXCHANGE)`, so a
+//! step creates and frees no inode for them ([`crate::file_util::replace_recycling`]).
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -11,7 +19,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::cas::Hash;
-use crate::cas::store::{now_ms, overwrite};
+use crate::cas::store::now_ms;
+use crate::file_util::{self, AtomicWrite};
 
 use crate::engine::index_files::IndexError;
 use crate::engine::thread::index::ThreadIndexError;
@@ -36,6 +45,10 @@ pub struct RunInfo {
     /// The agent's process id, which is also its process group id.
     #[serde(default)]
     pub agent_pid: Option<u32>,
+    /// The agent's start time (clock ticks after boot, from `/proc/<pid>/stat`): proves that a
+    /// process group found later under `agent_pid` is still this agent's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_start: Option<u64>,
 }
 
 impl RunFiles {
@@ -69,8 +82,22 @@ impl RunFiles {
         self.path("run.json")
     }
 
+    /// The file whose inode the next write of a run file under the lock reuses.
+    fn spare(&self) -> PathBuf {
+        self.path("spare")
+    }
+
     fn lock_path(&self) -> PathBuf {
         self.path("lock")
+    }
+
+    /// The thread's change feed: one JSON line per step event (`engine::thread::events`).
+    pub fn events(&self) -> PathBuf {
+        self.path("events")
+    }
+
+    fn kill_path(&self) -> PathBuf {
+        self.path("kill")
     }
 
     /// Takes the thread's step lock without waiting. `Err(Busy)` names the holder.
@@ -79,48 +106,84 @@ impl RunFiles {
     /// released when the [`StepLock`] drops (explicitly, see its `Drop`) or the process dies,
     /// and testable without taking it ([`RunFiles::check_idle`]).
     pub fn try_lock(&self) -> Result<StepLock, ThreadIndexError> {
-        let io = |source| self.lock_error(source);
+        match self.take(&self.lock_path())? {
+            Some(file) => {
+                let lock = StepLock {
+                    file,
+                    files: self.clone(),
+                };
+                lock.reap_abandoned();
+                Ok(lock)
+            }
+            None => Err(self.busy()),
+        }
+    }
+
+    /// Takes the thread's kill lock without waiting (`Err(Busy)` while another kill holds it).
+    /// While it is held, [`RunFiles::check_idle`] reports the thread busy and
+    /// [`RunFiles::check_not_killing`] refuses a step that already took the step lock.
+    pub fn try_kill_lock(&self) -> Result<KillLock, ThreadIndexError> {
+        match self.take(&self.kill_path())? {
+            Some(file) => Ok(KillLock { file }),
+            None => Err(self.being_killed()),
+        }
+    }
+
+    /// `Err(Busy)` while a kill of this thread is under way.
+    pub fn check_not_killing(&self) -> Result<(), ThreadIndexError> {
+        if self.held(&self.kill_path())? {
+            return Err(self.being_killed());
+        }
+        Ok(())
+    }
+
+    /// An OFD write lock on the whole file at `path`; `None` when someone else holds it.
+    fn take(&self, path: &Path) -> Result<Option<File>, ThreadIndexError> {
+        let io = |source| lock_error(path, source);
         std::fs::create_dir_all(&self.dir).map_err(io)?;
         let file = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
-            .open(self.lock_path())
+            .open(path)
             .map_err(io)?;
         let lock = whole_file(libc::F_WRLCK);
         match nix::fcntl::fcntl(&file, nix::fcntl::FcntlArg::F_OFD_SETLK(&lock)) {
-            Ok(_) => Ok(StepLock {
-                file,
-                files: self.clone(),
-            }),
-            Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EACCES) => Err(self.busy()),
+            Ok(_) => Ok(Some(file)),
+            Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EACCES) => Ok(None),
             Err(e) => Err(io(e.into()).into()),
         }
     }
 
-    /// `Err(Busy)` (naming the holder) when a step holds the lock, without taking it: a probe
-    /// that took the lock, however briefly, made a concurrent probe report a running step and a
-    /// step starting at that moment fail as busy.
-    pub fn check_idle(&self) -> Result<(), ThreadIndexError> {
-        let io = |source| self.lock_error(source);
-        let file = match std::fs::File::open(self.lock_path()) {
+    /// Whether someone holds the lock at `path`, without taking it (`F_OFD_GETLK`).
+    fn held(&self, path: &Path) -> Result<bool, ThreadIndexError> {
+        let io = |source| lock_error(path, source);
+        let file = match std::fs::File::open(path) {
             Ok(file) => file,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
             Err(e) => return Err(io(e).into()),
         };
         let mut lock = whole_file(libc::F_WRLCK);
         nix::fcntl::fcntl(&file, nix::fcntl::FcntlArg::F_OFD_GETLK(&mut lock))
             .map_err(|e| io(e.into()))?;
-        if lock.l_type == libc::F_UNLCK as libc::c_short {
-            return Ok(());
-        }
-        Err(self.busy())
+        Ok(lock.l_type != libc::F_UNLCK as libc::c_short)
     }
 
-    fn lock_error(&self, source: std::io::Error) -> IndexError {
-        IndexError::Io {
-            path: self.lock_path(),
-            source,
+    /// `Err(Busy)` (naming the holder) when a step holds the lock or a kill is under way,
+    /// without taking either: a probe that took the lock, however briefly, made a concurrent
+    /// probe report a running step and a step starting at that moment fail as busy.
+    pub fn check_idle(&self) -> Result<(), ThreadIndexError> {
+        if self.held(&self.lock_path())? {
+            return Err(self.busy());
+        }
+        self.check_not_killing()
+    }
+
+    /// The error for a step refused while a kill is under way.
+    fn being_killed(&self) -> ThreadIndexError {
+        ThreadIndexError::Busy {
+            id: self.id.clone(),
+            holder: "it is being killed".to_owned(),
         }
     }
 
@@ -132,9 +195,20 @@ impl RunFiles {
         }
     }
 
+    /// Cleans up after a step that died holding the lock (its run record still names an
+    /// agent while nobody holds the lock): takes the lock, which kills what is left of that
+    /// agent's process group, and lets it go. For status probes; a step or `kill` does this by
+    /// taking the lock anyway. Does nothing while a step runs or when there is nothing to do.
+    pub fn reap_abandoned(&self) {
+        let abandoned = self.run_info().is_some_and(|i| i.agent_pid.is_some());
+        if abandoned && !self.is_running() {
+            drop(self.try_lock());
+        }
+    }
+
     /// Whether a step holds the lock right now.
     pub fn is_running(&self) -> bool {
-        matches!(self.check_idle(), Err(ThreadIndexError::Busy { .. }))
+        matches!(self.held(&self.lock_path()), Ok(true))
     }
 
     /// The run info of the step in progress (may be stale if no step holds the lock).
@@ -162,18 +236,14 @@ impl RunFiles {
         }
     }
 
-    /// Records a failure (`error` file) and the last outcome.
+    /// Records a failure (`error` file) and the last outcome, without holding the step lock
+    /// (a failure before a step could take it). Each file is replaced atomically.
     pub fn record_failure(&self, message: &str) {
-        let _ = std::fs::create_dir_all(&self.dir);
-        let _ = overwrite(&self.error(), format!("{message}\n").as_bytes());
-        let last = serde_json::json!({"ok": false, "error": message});
-        let _ = overwrite(&self.last(), format!("{last}\n").as_bytes());
-    }
-
-    /// Records a successful step's JSON as the last outcome.
-    pub fn record_success(&self, result: &serde_json::Value) {
-        // The directory exists: the step lock lives in it.
-        let _ = overwrite(&self.last(), format!("{result}\n").as_bytes());
+        for (path, text) in failure_texts(self, message) {
+            let _ = AtomicWrite::new(&path)
+                .without_fsync()
+                .replace(text.as_bytes());
+        }
     }
 
     /// The last recorded outcome, if any.
@@ -185,8 +255,9 @@ impl RunFiles {
     /// Writes `message` to the `error` file only, leaving the last outcome as it is (a refused
     /// answer to a question leaves the thread awaiting).
     pub fn record_error(&self, message: &str) {
-        let _ = std::fs::create_dir_all(&self.dir);
-        let _ = overwrite(&self.error(), format!("{message}\n").as_bytes());
+        let _ = AtomicWrite::new(&self.error())
+            .without_fsync()
+            .replace(format!("{message}\n").as_bytes());
     }
 
     fn awaiting_path(&self) -> PathBuf {
@@ -194,15 +265,16 @@ impl RunFiles {
     }
 
     /// Records that the thread waits for a person to answer `role` at `head` (SPEC §10).
-    pub fn set_awaiting(&self, role: &str, head: Hash) -> std::io::Result<()> {
-        std::fs::create_dir_all(&self.dir)?;
+    pub fn set_awaiting(&self, role: &str, head: Hash) -> Result<(), file_util::FileError> {
         let question = Awaiting {
             role: role.to_owned(),
             head,
             asked_at: now_ms(),
         };
         let text = serde_json::to_vec(&question).expect("a question serializes");
-        overwrite(&self.awaiting_path(), &text)
+        AtomicWrite::new(&self.awaiting_path())
+            .without_fsync()
+            .replace(&text)
     }
 
     /// The question the thread waits on, if it was asked at `head` (a question asked at an
@@ -230,6 +302,15 @@ pub struct Awaiting {
     pub asked_at: u64,
 }
 
+/// The `error` and last-outcome files of a failure, with their texts.
+fn failure_texts(files: &RunFiles, message: &str) -> [(PathBuf, String); 2] {
+    let last = serde_json::json!({"ok": false, "error": message});
+    [
+        (files.error(), format!("{message}\n")),
+        (files.last(), format!("{last}\n")),
+    ]
+}
+
 /// A lock request for a whole file.
 fn whole_file(kind: libc::c_int) -> libc::flock {
     libc::flock {
@@ -252,14 +333,52 @@ impl StepLock {
     /// Publishes what this step is doing for `status`, `kill` and busy messages.
     pub fn set_info(&self, info: &RunInfo) {
         let text = serde_json::to_vec(info).expect("run info serializes");
-        let _ = overwrite(&self.files.run(), &text);
+        self.replace(&self.files.run(), &text);
+    }
+
+    /// Records a failure (`error` file) and the last outcome.
+    pub fn record_failure(&self, message: &str) {
+        for (path, text) in failure_texts(&self.files, message) {
+            self.replace(&path, text.as_bytes());
+        }
+    }
+
+    /// Writes `message` to the `error` file only, leaving the last outcome as it is.
+    pub fn record_error(&self, message: &str) {
+        self.replace(&self.files.error(), format!("{message}\n").as_bytes());
+    }
+
+    /// Records a successful step's JSON as the last outcome.
+    pub fn record_success(&self, result: &serde_json::Value) {
+        self.replace(&self.files.last(), format!("{result}\n").as_bytes());
+    }
+
+    /// Just locked: if the run record still names an agent, the previous holder died mid-step
+    /// (a step clears it before it unlocks); kill what is left of that agent's process group
+    /// and clear the record.
+    fn reap_abandoned(&self) {
+        let Some(info) = self.files.run_info() else {
+            return;
+        };
+        let Some(pgid) = info.agent_pid else {
+            return;
+        };
+        if let Some(start) = info.agent_start {
+            crate::engine::agent::spawn::kill_leftover_group(pgid, start);
+        }
+        self.replace(&self.files.run(), b"{}");
+    }
+
+    /// Replaces one of the thread's run files through its spare (best effort: run files are
+    /// informational, and a failed write leaves the old file whole).
+    fn replace(&self, path: &Path, bytes: &[u8]) {
+        let _ = file_util::replace_recycling(&self.files.spare(), path, bytes);
     }
 }
 
 impl Drop for StepLock {
     /// Clears the run info (`{}` parses as none) rather than removing the file: see [`reset`]
-    /// for why a step should not free inodes. Run files are advisory: readers ignore what does
-    /// not parse (see [`overwrite`]).
+    /// for why a step should not free inodes.
     ///
     /// Then unlocks explicitly instead of leaving it to the close: an OFD lock belongs to the
     /// open file description and a close frees it only when no descriptor of that description
@@ -269,7 +388,28 @@ impl Drop for StepLock {
     /// held by the child, and the thread's next step was refused as busy. `F_UNLCK` on any
     /// descriptor of the description frees it whoever else still has it open.
     fn drop(&mut self) {
-        let _ = overwrite(&self.files.run(), b"{}");
+        self.replace(&self.files.run(), b"{}");
+        let unlock = whole_file(libc::F_UNLCK);
+        let _ = nix::fcntl::fcntl(&self.file, nix::fcntl::FcntlArg::F_OFD_SETLK(&unlock));
+    }
+}
+
+fn lock_error(path: &Path, source: std::io::Error) -> IndexError {
+    IndexError::Io {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// The held kill lock of a thread; released on drop (or by the OS if the process dies).
+#[derive(Debug)]
+pub struct KillLock {
+    file: File,
+}
+
+impl Drop for KillLock {
+    /// Unlocks explicitly, for the reason given at [`StepLock`]'s `Drop`.
+    fn drop(&mut self) {
         let unlock = whole_file(libc::F_UNLCK);
         let _ = nix::fcntl::fcntl(&self.file, nix::fcntl::FcntlArg::F_OFD_SETLK(&unlock));
     }

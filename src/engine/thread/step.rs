@@ -17,6 +17,7 @@ use crate::engine::agent::spawn::{self, AgentError, Invocation};
 use crate::engine::config::{ConfigError, Loaded};
 use crate::engine::thread::chain::History;
 use crate::engine::thread::chain::{self, ChainError};
+use crate::engine::thread::events;
 use crate::engine::thread::index::{self, ThreadIndexError};
 use crate::engine::thread::log::StepLog;
 use crate::engine::thread::run_files::{self, RunFiles, RunInfo};
@@ -34,8 +35,11 @@ pub enum StepError {
         agent: String,
         source: Box<crate::engine::agent::builtin::BuiltinError>,
     },
-    #[error("cannot record the question of thread {id}: {source}")]
-    Awaiting { id: String, source: std::io::Error },
+    #[error("cannot record the question of thread {id}: {error}")]
+    Awaiting {
+        id: String,
+        error: crate::file_util::FileError,
+    },
     #[error(transparent)]
     Thread(#[from] ThreadIndexError),
     #[error(transparent)]
@@ -52,6 +56,15 @@ pub enum StepError {
     Chain(#[from] ChainError),
     #[error("{hash} cannot be published: {reason}")]
     NotPublishable { hash: Hash, reason: String },
+    /// What the step would build on (head, start, workflow, role schema) is missing or damaged;
+    /// no agent ran and nothing changed.
+    #[error("cannot step thread {thread}: its {what} {hash} is unusable: {error}")]
+    Damaged {
+        thread: String,
+        what: &'static str,
+        hash: Hash,
+        error: StoreError,
+    },
     #[error("agent `{agent}` returned {hash}, which is not a valid step for this thread: {reason}")]
     Rejected {
         agent: String,
@@ -71,6 +84,9 @@ impl Advice for StepError {
             StepError::Agent(e) => e.hints(),
             StepError::Store(e) => e.hints(),
             StepError::Chain(e) => e.hints(),
+            StepError::Damaged { .. } => vec![
+                "`uwf cas fsck` lists the damage; restore the node from a backup, or fork the thread from an intact step (`uwf thread fork HASH`)".into(),
+            ],
             _ => Vec::new(),
         }
     }
@@ -135,10 +151,29 @@ pub fn step(
 ) -> Result<Stepped, StepError> {
     let files = RunFiles::new(store.root(), id);
     let lock = files.try_lock()?;
-    let result = step_locked(store, config, id, options, &files, &lock);
+    // A kill under way waits for this lock to archive the thread: start nothing.
+    files.check_not_killing()?;
+    let mut started = None;
+    let result = step_locked(store, config, id, options, &files, &lock, &mut started);
     match &result {
-        Ok(stepped) => files.record_success(&stepped.to_json()),
-        Err(e) => files.record_failure(&crate::advice::with_hints(e)),
+        Ok(stepped) => lock.record_success(&stepped.to_json()),
+        Err(e) => lock.record_failure(&crate::advice::with_hints(e)),
+    }
+    match &result {
+        // Awaiting a person: the `awaiting` event was written when the question was recorded.
+        Ok(stepped) if stepped.awaiting => {}
+        Ok(stepped) => {
+            let fields = json!({"step": started.as_ref().map(|s: &Started| s.step),
+                "role": stepped.role, "head": stepped.head.to_string(), "done": stepped.done});
+            events::append(&files, id, "finished", fields);
+        }
+        Err(e) => {
+            if let Some(s) = &started {
+                let error = crate::advice::with_hints(e);
+                let fields = json!({"step": s.step, "role": s.role, "error": error});
+                events::append(&files, id, "failed", fields);
+            }
+        }
     }
     drop(lock);
     // The run file keeps the agent's last stderr lines with the error; a caller that passed
@@ -162,6 +197,13 @@ impl StepError {
     }
 }
 
+/// The step an agent was started for (for the change feed).
+struct Started {
+    /// 1-based, as in `steps/NNN-role`.
+    step: usize,
+    role: String,
+}
+
 fn step_locked(
     store: &Store,
     config: &Loaded,
@@ -169,6 +211,7 @@ fn step_locked(
     options: &StepOptions,
     files: &RunFiles,
     lock: &run_files::StepLock,
+    started: &mut Option<Started>,
 ) -> Result<Stepped, StepError> {
     let root = store.root();
     let mut info = RunInfo {
@@ -177,9 +220,11 @@ fn step_locked(
         role: None,
         agent: None,
         agent_pid: None,
+        agent_start: None,
     };
     lock.set_info(&info);
     let view = Current::load(store, id)?;
+    view.verify_base(store, id)?;
     // The moderator and its context (converted on the evaluation worker from the moment this
     // runs): the decision after this step needs the context with one more step, appended once
     // the agent has written it. The previous step usually decided this step's role already (see
@@ -215,11 +260,13 @@ fn step_locked(
         });
     }
     let role = next;
+    view.verify_schema(store, id, &role)?;
     let spec = config
         .config
         .resolve_agent(options.agent.as_deref(), &view.workflow.name, &role)?;
     info.role = Some(role.clone());
     info.agent = Some(spec.name.clone());
+    let step = view.history.len() + 1;
     if spec.is_human() {
         // No process plays a person: record the question and let go of the thread. A second
         // step asks again, which changes nothing (SPEC §10).
@@ -228,12 +275,14 @@ fn step_locked(
             log.line(&format!(
                 "waiting for a person: `uwf thread question {id}`, then `uwf thread answer {id}`"
             ));
+            let fields = json!({"step": step, "role": role, "agent": spec.name});
+            events::append(files, id, "awaiting", fields);
         }
         files
             .set_awaiting(&role, view.head())
-            .map_err(|source| StepError::Awaiting {
+            .map_err(|error| StepError::Awaiting {
                 id: id.to_owned(),
-                source,
+                error,
             })?;
         return Ok(Stepped {
             workflow: view.workflow.name.clone(),
@@ -244,6 +293,12 @@ fn step_locked(
             awaiting: true,
         });
     }
+    let fields = json!({"step": step, "role": role, "agent": spec.name});
+    events::append(files, id, "started", fields);
+    *started = Some(Started {
+        step,
+        role: role.clone(),
+    });
 
     // The thread log only grows: a header, then the agent's output as it arrives.
     let log = Arc::new(StepLog::begin(
@@ -284,6 +339,7 @@ fn step_locked(
     };
     let finished = spawn::run(&invocation, |pid| {
         info.agent_pid = Some(pid);
+        info.agent_start = spawn::proc_stat(pid).map(|p| p.start);
         lock.set_info(&info);
         prepared.get_or_insert_with(prepare);
     });
@@ -413,7 +469,8 @@ pub fn publish_node(store: &Store, hash: Hash) -> Result<Stepped, StepError> {
         }
     };
     let files = RunFiles::new(store.root(), &id);
-    let _lock = files.try_lock()?;
+    let lock = files.try_lock()?;
+    files.check_not_killing()?;
     let view = Current::load(store, &id)?;
     let moderator = Moderator::new(view.workflow.clone())?;
     let context = Input::from_json_text(view.history.context_json());
@@ -430,8 +487,13 @@ pub fn publish_node(store: &Store, hash: Hash) -> Result<Stepped, StepError> {
         Some((moderator, context)),
     );
     match &published {
-        Ok(stepped) => files.record_success(&stepped.to_json()),
-        Err(e) => files.record_failure(&crate::advice::with_hints(e)),
+        Ok(stepped) => {
+            lock.record_success(&stepped.to_json());
+            let fields = json!({"step": view.history.len() + 1, "role": stepped.role,
+                "head": stepped.head.to_string(), "done": stepped.done});
+            events::append(&files, &id, "finished", fields);
+        }
+        Err(e) => lock.record_failure(&crate::advice::with_hints(e)),
     }
     published
 }
@@ -464,6 +526,45 @@ impl Current {
 
     pub(crate) fn head(&self) -> Hash {
         self.history.head()
+    }
+
+    /// Checks, by reading and re-hashing them, the nodes this step builds on that the cached
+    /// history stands in for: the start node, the head step and its output (the moderator's
+    /// context). The workflow node was read (and so verified) by [`Current::load`]. A constant
+    /// number of reads whatever the chain's length; older steps are `uwf cas fsck`'s to check.
+    fn verify_base(&self, store: &Store, id: &str) -> Result<(), StepError> {
+        let damaged = |what, hash| {
+            move |error| StepError::Damaged {
+                thread: id.to_owned(),
+                what,
+                hash,
+                error,
+            }
+        };
+        let start = self.history.start_hash();
+        store.get(start).map_err(damaged("start node", start))?;
+        let head = self.head();
+        if head != start {
+            let node = store.get(head).map_err(damaged("head step", head))?;
+            let step = chain::read_step(&node)?;
+            store
+                .get(step.output)
+                .map_err(damaged("head step's output", step.output))?;
+        }
+        Ok(())
+    }
+
+    /// Checks that `role`'s output schema node is there and intact before an agent is asked to
+    /// write an output of that type.
+    fn verify_schema(&self, store: &Store, id: &str, role: &str) -> Result<(), StepError> {
+        let schema = view::role_schema(&self.workflow, role)?;
+        store.get(schema).map_err(|error| StepError::Damaged {
+            thread: id.to_owned(),
+            what: "role schema",
+            hash: schema,
+            error,
+        })?;
+        Ok(())
     }
 
     pub(crate) fn workflow_hash(&self) -> Hash {

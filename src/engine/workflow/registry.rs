@@ -74,6 +74,19 @@ pub fn register(
     hash: Hash,
     now: u64,
 ) -> Result<Registered, RegistryError> {
+    register_source(root, name, hash, None, now)
+}
+
+/// [`register`], remembering `source` (a `text` node: the YAML as it was saved, comments
+/// and all) as the text of that version. The definition's hash does not depend on it (SPEC
+/// §3.1); saving the same definition with other comments keeps the hash and replaces the text.
+pub fn register_source(
+    root: &Path,
+    name: &str,
+    hash: Hash,
+    source: Option<Hash>,
+    now: u64,
+) -> Result<Registered, RegistryError> {
     index_files::update_yaml(root, FILE, |reg: &mut Registry| {
         let outcome = match reg.get_mut(name) {
             None => {
@@ -82,26 +95,57 @@ pub fn register(
                     RegistryEntry {
                         hash,
                         registered_at: now,
+                        source,
                         history: Vec::new(),
                     },
                 );
                 Registered::New
             }
-            Some(entry) if entry.hash == hash => Registered::Unchanged,
+            Some(entry) if entry.hash == hash => {
+                if source.is_some() {
+                    entry.source = source;
+                }
+                Registered::Unchanged
+            }
             Some(entry) => {
                 let previous = entry.hash;
                 entry.history.retain(|v| v.hash != hash);
                 entry.history.push(Version {
                     hash: previous,
                     registered_at: entry.registered_at,
+                    source: entry.source,
                 });
                 entry.hash = hash;
                 entry.registered_at = now;
+                entry.source = source;
                 Registered::Updated { previous }
             }
         };
         Ok::<_, RegistryError>(outcome)
     })
+}
+
+/// Stores `text` as the source of a version about to be registered (a `text` node).
+pub fn store_source(store: &Store, text: &str) -> Result<Hash, RegistryError> {
+    store
+        .put(builtin::hash_of("text"), &serde_json::Value::from(text))
+        .map_err(|e| RegistryError::from(WorkflowError::from(e)))
+}
+
+/// The text saved for workflow version `hash` under any name, if one was kept.
+pub fn source_text(store: &Store, hash: Hash) -> Option<String> {
+    let registry = list(store.root()).ok()?;
+    let source = registry.values().find_map(|e| {
+        if e.hash == hash {
+            return e.source;
+        }
+        e.history
+            .iter()
+            .find(|v| v.hash == hash)
+            .and_then(|v| v.source)
+    })?;
+    let node = store.get(source).ok()?;
+    node.payload.as_str().map(str::to_owned)
 }
 
 /// All registered workflows by name.
@@ -146,13 +190,20 @@ pub fn rollback(
             }
         };
         let from = entry.hash;
+        let to_source = entry
+            .history
+            .iter()
+            .find(|v| v.hash == to)
+            .and_then(|v| v.source);
         entry.history.retain(|v| v.hash != to);
         entry.history.push(Version {
             hash: from,
             registered_at: entry.registered_at,
+            source: entry.source,
         });
         entry.hash = to;
         entry.registered_at = now;
+        entry.source = to_source;
         Ok((from, to))
     })
 }

@@ -16,28 +16,47 @@ use crate::engine::workflow::definition::{
     Checked, Condition, Definition, END, Problem, Role, START, Transition, Workflow,
 };
 use crate::engine::workflow::jsonata;
+use crate::engine::workflow::yaml_load::{self, FILE, MAX_FILE_BYTES, MAX_NAME_CHARS};
+
+/// Parses and validates a workflow file's bytes: the file-level checks (size, UTF-8 text, not
+/// binary), then [`parse`].
+pub fn parse_bytes(bytes: &[u8]) -> Result<Checked, Vec<Problem>> {
+    let refuse = |message: String| {
+        Err(vec![Problem {
+            location: FILE.to_owned(),
+            message,
+        }])
+    };
+    if bytes.len() > MAX_FILE_BYTES {
+        return refuse(format!(
+            "the file is {} bytes; a workflow file has at most {MAX_FILE_BYTES} (1 MiB)",
+            bytes.len()
+        ));
+    }
+    if bytes.contains(&0) {
+        return refuse("the file is binary (it holds NUL bytes), not YAML text".to_owned());
+    }
+    match std::str::from_utf8(bytes) {
+        Ok(text) => parse(text),
+        Err(e) => {
+            let good = &bytes[..e.valid_up_to()];
+            let line = good.iter().filter(|&&b| b == b'\n').count() + 1;
+            let column =
+                good.len() - good.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1) + 1;
+            refuse(format!(
+                "the file is not UTF-8 text (an invalid byte at line {line}, column {column}); save it as UTF-8"
+            ))
+        }
+    }
+}
 
 /// Parses and validates YAML text. All problems are collected before refusing.
+///
+/// A leading byte-order mark is skipped. Whole-file problems (no document, several documents,
+/// too deep, too many values after alias expansion) are located at `file` or at the line and
+/// column where the parser noticed them.
 pub fn parse(text: &str) -> Result<Checked, Vec<Problem>> {
-    let doc: Yaml = match serde_yaml::from_str(text) {
-        Ok(doc) => doc,
-        Err(e) => {
-            let location = match e.location() {
-                Some(l) => format!("line {}, column {}", l.line(), l.column()),
-                None => "YAML".to_owned(),
-            };
-            let message = e.to_string();
-            // serde_yaml appends " at line L column C"; the location already says it.
-            let message = match message.find(" at line ") {
-                Some(i) => message[..i].to_owned(),
-                None => message,
-            };
-            return Err(vec![Problem {
-                location,
-                message: format!("YAML does not parse: {message}"),
-            }]);
-        }
-    };
+    let doc = yaml_load::load(text)?;
     let mut v = Validator::default();
     let definition = v.document(&doc);
     if v.errors.is_empty()
@@ -60,14 +79,30 @@ struct Validator {
 
 fn is_workflow_name(s: &str) -> bool {
     let mut chars = s.chars();
+    if s.chars().count() > MAX_NAME_CHARS {
+        return false;
+    }
     matches!(chars.next(), Some(c) if c.is_ascii_lowercase() || c.is_ascii_digit())
         && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
 }
 
 fn is_role_name(s: &str) -> bool {
     let mut chars = s.chars();
+    if s.chars().count() > MAX_NAME_CHARS {
+        return false;
+    }
     matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+/// A name as messages show it: a name past [`MAX_NAME_CHARS`] is cut, with its length.
+fn shown(name: &str) -> String {
+    let len = name.chars().count();
+    if len <= MAX_NAME_CHARS {
+        return name.to_owned();
+    }
+    let head: String = name.chars().take(24).collect();
+    format!("{head}… ({len} characters)")
 }
 
 fn type_name(v: &Yaml) -> &'static str {
@@ -208,7 +243,7 @@ impl Validator {
                         } else {
                             self.error(
                                 "name",
-                                format!("`{n}` is not a valid workflow name (lower-case letters, digits and `-`, starting with a letter or digit)"),
+                                format!("`{}` is not a valid workflow name (lower-case letters, digits and `-`, starting with a letter or digit; at most {MAX_NAME_CHARS} characters)", shown(&n)),
                             );
                         }
                     }
@@ -216,7 +251,7 @@ impl Validator {
                 "description" => description = self.string("description", value),
                 "roles" => {
                     for (role, v) in self.entries("roles", value) {
-                        let path = format!("roles.{role}");
+                        let path = format!("roles.{}", shown(&role));
                         if role == START || role == END {
                             self.error(
                                 &path,
@@ -225,7 +260,7 @@ impl Validator {
                             continue;
                         }
                         if !is_role_name(&role) {
-                            self.error(&path, format!("`{role}` is not a valid role name (letters, digits, `_` and `-`, starting with a letter or `_`)"));
+                            self.error(&path, format!("`{}` is not a valid role name (letters, digits, `_` and `-`, starting with a letter or `_`; at most {MAX_NAME_CHARS} characters)", shown(&role)));
                             // Still a role for the graph checks, so one bad name is one problem.
                             roles.insert(role, placeholder_role());
                             continue;

@@ -14,14 +14,15 @@ use std::time::SystemTime;
 
 use fuser::{
     AccessFlags, BsdFileFlags, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
-    IoctlFlags, KernelConfig, LockOwner, Notifier, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
-    ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyOpen, ReplyStatfs,
-    ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    IoctlFlags, KernelConfig, LockOwner, Notifier, OpenFlags, PollEvents, PollFlags, PollNotifier,
+    RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
+    ReplyIoctl, ReplyOpen, ReplyPoll, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
+    WriteFlags,
 };
 
 use super::replies::{
     LONG_TTL, SHORT_TTL, attr_ttl, caller, errno, file_attr, file_type, found, guarded, name_str,
-    negative, open_flags, reply_empty, reply_entry, ttl,
+    negative, open_flags, reply_empty, reply_entry, signal_pending, ttl,
 };
 use crate::fs::attr::{Inval, Lookup, NAME_MAX, Reading, RenameFlags as Flags, SetAttr, TimeSet};
 use crate::fs::error::FsError;
@@ -52,6 +53,17 @@ impl Adapter {
             let _ = self.invalidations.send(inval);
         }
     }
+}
+
+/// Answers a request from a worker thread once `answer` has done the work it waits for (a
+/// `kill`), so the loop keeps serving meanwhile. If no thread can start, the dropped reply
+/// answers EIO.
+fn later(name: &str, answer: impl FnOnce() + Send + 'static) {
+    let _ = std::thread::Builder::new()
+        .name(name.to_owned())
+        .spawn(move || {
+            let _ = catch_unwind(AssertUnwindSafe(answer));
+        });
 }
 
 impl Filesystem for Adapter {
@@ -129,16 +141,22 @@ impl Filesystem for Adapter {
                 atime: atime.map(time),
                 mtime: mtime.map(time),
             };
-            let result = self.tree.setattr(ino.0, fh.map(|f| f.0), set, caller(req));
+            let result = self
+                .tree
+                .setattr_then(ino.0, fh.map(|f| f.0), set, caller(req));
             trace!(
                 self,
                 "SETATTR {} fh={fh:?} {set:?} -> {:?}",
                 ino.0,
-                result.as_ref().map(|a| a.size)
+                result.as_ref().map(|(a, then)| (a.size, then.is_some()))
             );
             self.send_invalidations();
             match result {
-                Ok(a) => reply.attr(&attr_ttl(&a), &file_attr(&a)),
+                Ok((a, None)) => reply.attr(&attr_ttl(&a), &file_attr(&a)),
+                Ok((a, Some(then))) => later("uwf-setattr", move || match then() {
+                    Ok(()) => reply.attr(&attr_ttl(&a), &file_attr(&a)),
+                    Err(e) => reply.error(errno(&e)),
+                }),
                 Err(e) => reply.error(errno(&e)),
             }
         })
@@ -288,7 +306,7 @@ impl Filesystem for Adapter {
 
     fn read(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         fh: FileHandle,
         offset: u64,
@@ -312,16 +330,14 @@ impl Filesystem for Adapter {
                 }
                 Ok(Reading::Later(job)) => {
                     trace!(self, "READ {} fh={} off={offset} -> later", ino.0, fh.0);
-                    // `wait`: answer from a worker, so the loop keeps serving. If the thread
-                    // cannot start, the dropped reply answers EIO.
-                    let _ = std::thread::Builder::new()
-                        .name("uwf-wait".to_owned())
-                        .spawn(move || {
-                            let _ = catch_unwind(AssertUnwindSafe(move || match job() {
-                                Ok(bytes) => reply.data(&bytes),
-                                Err(e) => reply.error(errno(&e)),
-                            }));
-                        });
+                    // `wait`: answer from a worker, so the loop keeps serving; EINTR as soon as
+                    // the reader has a signal to handle. If the thread cannot start, the
+                    // dropped reply answers EIO.
+                    let reader = req.pid();
+                    later("uwf-wait", move || match job(&|| signal_pending(reader)) {
+                        Ok(bytes) => reply.data(&bytes),
+                        Err(e) => reply.error(errno(&e)),
+                    });
                 }
                 Err(e) => {
                     trace!(self, "READ {} fh={} off={offset} -> {e:?}", ino.0, fh.0);
@@ -344,15 +360,20 @@ impl Filesystem for Adapter {
         reply: ReplyWrite,
     ) {
         guarded(|| {
-            let result = self.tree.write(fh.0, offset, data);
+            let result = self.tree.write_then(fh.0, offset, data);
             trace!(
                 self,
-                "WRITE fh={} off={offset} len={} -> {result:?}",
+                "WRITE fh={} off={offset} len={} -> {:?}",
                 fh.0,
-                data.len()
+                data.len(),
+                result.as_ref().map(|(n, then)| (n, then.is_some()))
             );
             match result {
-                Ok(n) => reply.written(n),
+                Ok((n, None)) => reply.written(n),
+                Ok((n, Some(then))) => later("uwf-write", move || match then() {
+                    Ok(()) => reply.written(n),
+                    Err(e) => reply.error(errno(&e)),
+                }),
                 Err(e) => reply.error(errno(&e)),
             }
         })
@@ -449,7 +470,19 @@ impl Filesystem for Adapter {
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        guarded(|| reply.statfs(0, 0, 0, 0, 0, 4096, NAME_MAX as u32, 4096))
+        guarded(|| match self.tree.statfs() {
+            Ok(s) => reply.statfs(
+                s.blocks,
+                s.bfree,
+                s.bavail,
+                s.files,
+                s.ffree,
+                s.bsize,
+                NAME_MAX as u32,
+                s.frsize,
+            ),
+            Err(e) => reply.error(errno(&e)),
+        })
     }
 
     fn setxattr(
@@ -515,6 +548,37 @@ impl Filesystem for Adapter {
                     open_flags(&o),
                 ),
                 Err(e) => reply.error(errno(&e)),
+            }
+        })
+    }
+
+    fn poll(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        ph: PollNotifier,
+        events: PollEvents,
+        _flags: PollFlags,
+        reply: ReplyPoll,
+    ) {
+        guarded(|| {
+            let ready = PollEvents::POLLIN
+                | PollEvents::POLLOUT
+                | PollEvents::POLLRDNORM
+                | PollEvents::POLLWRNORM;
+            match self.tree.poll(fh.0) {
+                None => reply.poll(events & ready),
+                Some(until_ready) => {
+                    trace!(self, "POLL fh={} -> not ready", fh.0);
+                    reply.poll(PollEvents::empty());
+                    // The kernel asks again when told; a poller that gave up meanwhile (its
+                    // timeout passed) makes the notification a no-op.
+                    later("uwf-poll", move || {
+                        until_ready();
+                        let _ = ph.notify();
+                    });
+                }
             }
         })
     }

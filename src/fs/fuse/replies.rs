@@ -37,10 +37,14 @@ pub(super) fn ttl(caching: Caching) -> Duration {
 /// the attributes expired. With no attribute caching every `ls` asks for the mtime (one GETATTR
 /// instead of a full listing), so a listing is as fresh as the mtime the tree reports, also
 /// right after a change made through the mount (a thread started by `prompt`, a step).
+///
+/// A volatile file's attributes are not cached either: its size changes with its content
+/// (an active thread's `status` after a step), and `stat` must agree with `cat` at once, not
+/// a second later.
 pub(super) fn attr_ttl(a: &Attr) -> Duration {
     match (a.kind, a.caching) {
         (Kind::Dir, Caching::Immutable) => LONG_TTL,
-        (Kind::Dir, _) => Duration::ZERO,
+        (Kind::Dir, _) | (_, Caching::Volatile) => Duration::ZERO,
         (_, caching) => ttl(caching),
     }
 }
@@ -116,9 +120,11 @@ pub(super) fn open_flags(o: &Opened) -> FopenFlags {
         // Pages are dropped at open, so a changed view is read fresh.
         Caching::Mutable => flags,
         Caching::Volatile => flags | FopenFlags::FOPEN_DIRECT_IO,
-        // Page-cache mode: a reader blocked in `wait` can be interrupted (with direct I/O not
-        // even SIGKILL would end it before the reply).
-        Caching::Blocking => flags,
+        // A read that blocks: direct I/O, so it reaches us whatever size `stat` said, and the
+        // reader waits in the kernel's request wait, which our EINTR reply ends when the
+        // reader has a signal to handle (see `signal_pending`). In page-cache mode it would
+        // wait for a page lock, which only a fatal signal ends.
+        Caching::Blocking => flags | FopenFlags::FOPEN_DIRECT_IO,
     }
 }
 
@@ -158,4 +164,59 @@ pub(super) fn found(reply: ReplyEntry, a: &Attr) {
 /// Runs a callback body; a panic inside drops its reply, which fuser answers with EIO.
 pub(super) fn guarded(body: impl FnOnce()) {
     let _ = catch_unwind(AssertUnwindSafe(body));
+}
+
+/// Whether the thread `pid` (the caller of a request) has a signal pending that it does not
+/// block, so a read blocked for it should end with EINTR.
+///
+/// fuser answers the kernel's `FUSE_INTERRUPT` with ENOSYS and passes it to no callback, after
+/// which the kernel sends none for the connection and waits for our reply whatever the signal
+/// (in `request_wait_answer`: killable only once the request is with the daemon). The signal
+/// stays pending on the blocked caller meanwhile, which `/proc/<pid>/status` shows (`SigPnd` for
+/// the thread, `ShdPnd` for its process; `SigBlk` what it blocks; ignored signals are never
+/// queued). A caller that is gone has nobody to wait for: also true.
+pub(super) fn signal_pending(pid: u32) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return true;
+    };
+    pending_unblocked(&status)
+}
+
+fn pending_unblocked(status: &str) -> bool {
+    let mask = |field: &str| -> u64 {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(field))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+            .unwrap_or(0)
+    };
+    (mask("SigPnd:") | mask("ShdPnd:")) & !mask("SigBlk:") != 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pending_signal_counts_unless_blocked() {
+        let status = |pnd: &str, shd: &str, blk: &str| {
+            format!("Name:\tcat\nSigQ:\t0/1\nSigPnd:\t{pnd}\nShdPnd:\t{shd}\nSigBlk:\t{blk}\n")
+        };
+        let none = "0000000000000000";
+        assert!(!pending_unblocked(&status(none, none, none)));
+        // SIGALRM (14) sent to the process, as `read -t` and `signal.alarm` do.
+        assert!(pending_unblocked(&status(none, "0000000000002000", none)));
+        // SIGINT (2) sent to the thread, but blocked.
+        assert!(!pending_unblocked(&status(
+            "0000000000000002",
+            none,
+            "0000000000000002"
+        )));
+        assert!(!pending_unblocked("garbage"));
+        assert!(signal_pending(u32::MAX), "a caller that is gone");
+        assert!(
+            !signal_pending(std::process::id()),
+            "this test has nothing pending"
+        );
+    }
 }

@@ -15,8 +15,8 @@ use std::time::SystemTime;
 use super::Tree;
 use super::control_handles::target_of;
 use super::drafts::place_path;
-use super::state::{CtlTarget, Draft, Handle, Open};
-use crate::fs::attr::{Attr, Caller, Inval, Opened, RenameFlags, SetAttr, check_name};
+use super::state::{CtlTarget, Draft, Handle, Open, State};
+use crate::fs::attr::{Attr, Caller, Finish, Inval, Opened, RenameFlags, SetAttr, check_name};
 use crate::fs::error::FsError;
 use crate::fs::inode::{Ino, Key, StepFile, ThreadKey, WfKey};
 use crate::fs::registration::{self, Target};
@@ -85,9 +85,28 @@ impl Tree {
         Ok((attr, opened))
     }
 
+    /// Writes to an open file; a `kill` is done when this returns.
     pub fn write(&self, fh: u64, offset: u64, data: &[u8]) -> Result<u32, FsError> {
+        let (n, then) = self.write_then(fh, offset, data)?;
+        then.map_or(Ok(()), |f| f())?;
+        Ok(n)
+    }
+
+    /// [`Tree::write`], handing back the work its answer waits for (a `kill`) instead of doing
+    /// it, for the adapter to run off the FUSE loop.
+    pub fn write_then(
+        &self,
+        fh: u64,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<(u32, Option<Finish>), FsError> {
         let mut st = self.lock();
-        let st = &mut *st;
+        let result = self.write_in(&mut st, fh, offset, data);
+        let then = st.deferred.0.take();
+        result.map(|n| (n, then))
+    }
+
+    fn write_in(&self, st: &mut State, fh: u64, offset: u64, data: &[u8]) -> Result<u32, FsError> {
         let h = st.handles.get_mut(&fh).ok_or(FsError::BadHandle)?;
         if !h.write {
             return Err(FsError::BadHandle);
@@ -217,6 +236,7 @@ impl Tree {
         Ok(())
     }
 
+    /// Changes attributes; a `kill` (`echo > kill` truncates it) is done when this returns.
     pub fn setattr(
         &self,
         ino: Ino,
@@ -224,8 +244,34 @@ impl Tree {
         set: SetAttr,
         caller: Caller,
     ) -> Result<Attr, FsError> {
+        let (attr, then) = self.setattr_then(ino, fh, set, caller)?;
+        then.map_or(Ok(()), |f| f())?;
+        Ok(attr)
+    }
+
+    /// [`Tree::setattr`], handing back the work its answer waits for (see [`Tree::write_then`]).
+    pub fn setattr_then(
+        &self,
+        ino: Ino,
+        fh: Option<u64>,
+        set: SetAttr,
+        caller: Caller,
+    ) -> Result<(Attr, Option<Finish>), FsError> {
         let mut st = self.lock();
-        let key = match (Self::key_of(&st, ino), fh.and_then(|f| st.handles.get(&f))) {
+        let result = self.setattr_in(&mut st, ino, fh, set, caller);
+        let then = st.deferred.0.take();
+        result.map(|a| (a, then))
+    }
+
+    fn setattr_in(
+        &self,
+        st: &mut State,
+        ino: Ino,
+        fh: Option<u64>,
+        set: SetAttr,
+        caller: Caller,
+    ) -> Result<Attr, FsError> {
+        let key = match (Self::key_of(st, ino), fh.and_then(|f| st.handles.get(&f))) {
             (Ok(key), _) => key,
             (
                 Err(_),
@@ -237,12 +283,12 @@ impl Tree {
             (Err(e), _) => return Err(e),
         };
         if set.is_empty() {
-            return self.attr_of(&st, ino, &key);
+            return self.attr_of(st, ino, &key);
         }
         if self.opts.read_only {
             return Err(FsError::ReadOnlyMount);
         }
-        let before = self.attr_of(&st, ino, &key)?;
+        let before = self.attr_of(st, ino, &key)?;
         if set.uid.is_some_and(|u| u != before.uid) || set.gid.is_some_and(|g| g != before.gid) {
             return Err(FsError::NotPermitted("files here cannot change owner"));
         }
@@ -273,11 +319,11 @@ impl Tree {
                 }
                 if let Some(size) = set.size {
                     let open_writer = st.drafts.get(n).is_some_and(|d| d.writers > 0);
-                    let id = self.ensure_draft(&mut st, n, caller)?;
+                    let id = self.ensure_draft(st, n, caller)?;
                     st.scratch.truncate(id, size)?;
                     if !open_writer {
                         // `truncate(path)` with nothing open: the change is a save by itself.
-                        self.finish_draft(&mut st, n)?;
+                        self.finish_draft(st, n)?;
                     }
                 }
             }
@@ -293,7 +339,7 @@ impl Tree {
                 if !same_mode {
                     return Err(FsError::NotPermitted("control files keep their mode"));
                 }
-                self.control_setattr(&mut st, k, fh, &set)?;
+                self.control_setattr(st, k, fh, &set)?;
             }
             _ => {
                 if set.size.is_some() || set.atime.is_some() || set.mtime.is_some() {
@@ -304,7 +350,7 @@ impl Tree {
                 }
             }
         }
-        self.attr_of(&st, ino, &key)
+        self.attr_of(st, ino, &key)
     }
 
     pub fn unlink(&self, parent: Ino, name: &str) -> Result<(), FsError> {
@@ -322,8 +368,10 @@ impl Tree {
             Key::Scratch(id) => {
                 st.scratch.unlink(*id);
                 self.collect(&mut st, *id);
+                self.reverted(&mut st, &place_path(&dir, name));
             }
             Key::Workflows(WfKey::Yaml(n)) => {
+                self.reverted(&mut st, &format!("workflows/{n}/workflow.yaml"));
                 let draft = st.drafts.remove(n).ok_or(FsError::NotPermitted(
                     "workflow.yaml shows the registered definition; `uwf workflow rm` removes a \
                      workflow",
@@ -416,11 +464,20 @@ impl Tree {
                 Ok(saved) => Some(saved),
                 Err(e) => {
                     let reason = e.to_string();
+                    // The source may be a temp file its program deletes when the rename fails
+                    // (`sed -i`): the text is also kept beside the target, under a name that
+                    // survives, and that is the name given.
+                    let kept_path = match &src {
+                        Key::Scratch(_) => self
+                            .keep_refused(&mut st, &dst_dir, new_name, &text, caller)
+                            .unwrap_or(src_path),
+                        _ => src_path,
+                    };
                     let kept = format!(
-                        "Your text is still in {src_path}: the rename did not happen. Fix the \
-                         text and rename again."
+                        "Your text is in {kept_path}: the rename did not happen. Fix the text \
+                         and save it again (or delete {kept_path} to leave things as they are)."
                     );
-                    self.record_error(&mut st, &src_path, &reason, &kept);
+                    self.record_error(&mut st, &kept_path, &reason, &kept);
                     return Err(e);
                 }
             },
@@ -480,6 +537,30 @@ impl Tree {
         }
         st.workflows_changed = SystemTime::now();
         Ok(())
+    }
+
+    /// Keeps `text`, refused as `dir/name`, as the scratch file `dir/name.refused` (replacing
+    /// an earlier one). Returns its mount-relative path; `None` when it cannot be kept.
+    fn keep_refused(
+        &self,
+        st: &mut State,
+        dir: &Key,
+        name: &str,
+        text: &[u8],
+        caller: Caller,
+    ) -> Option<String> {
+        let kept = format!("{name}.refused");
+        check_name(&kept).ok()?;
+        if let Some(old) = st.scratch.find(dir, &kept) {
+            st.scratch.unlink(old);
+            self.collect(st, old);
+        }
+        let place = Some((dir.clone(), kept.clone()));
+        st.scratch
+            .create_with(place, text, 0o644, caller.uid, caller.gid)
+            .ok()?;
+        st.workflows_changed = SystemTime::now();
+        Some(place_path(dir, &kept))
     }
 
     pub fn mkdir(&self, parent: Ino, name: &str) -> Result<Attr, FsError> {

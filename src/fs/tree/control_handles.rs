@@ -15,6 +15,7 @@ use std::time::SystemTime;
 
 use super::Tree;
 use super::state::{Ctl, CtlTarget, Open, State};
+use crate::engine::thread::lifecycle::ThreadError;
 use crate::fs::attr::{Inval, SetAttr};
 use crate::fs::error::FsError;
 use crate::fs::inode::{Key, StepFile, ThreadKey, WfKey};
@@ -70,7 +71,9 @@ impl Tree {
             CtlTarget::Thread(id, f) => {
                 let t = self.thread_ref(id)?;
                 let action = Self::action_of(*f).ok_or(FsError::NotFound)?;
-                self.actions.fire(id, t.archived.as_deref(), action)?;
+                if let Some(finish) = self.actions.fire(id, t.archived.as_deref(), action)? {
+                    st.deferred.0 = Some(finish);
+                }
                 Ok(None)
             }
             CtlTarget::Fork(id, i) => {
@@ -116,6 +119,17 @@ impl Tree {
             }
             ctl.text[start..end].copy_from_slice(data);
             ctl.wrote = true;
+            if ctl.text.iter().all(u8::is_ascii_whitespace) {
+                // `echo "" > prompt`: refused by the write itself, which the shell reports
+                // (it does not look at what `close` returns).
+                let (CtlTarget::Prompt(name), None) = (ctl.target.clone(), &ctl.failed) else {
+                    return ctl.failed.clone().map_or(Ok(data.len() as u32), Err);
+                };
+                let e = FsError::Refused(ThreadError::EmptyPrompt.to_string());
+                ctl.failed = Some(e.clone());
+                self.prompt_refused(st, &name, &e);
+                return Err(e);
+            }
             return Ok(data.len() as u32);
         }
         self.change(st, fh)?;
@@ -227,19 +241,24 @@ impl Tree {
             }
             Err(e) => {
                 ctl_mut(st, fh)?.failed = Some(e.clone());
-                let when = humantime::format_rfc3339_seconds(SystemTime::now());
-                let text = format!(
-                    "{when} workflows/{name}/prompt: no thread started\n{}\n\nWrite the prompt \
-                     again: echo 'what to do' > workflows/{name}/prompt\n",
-                    e.to_string().trim_end()
-                );
-                st.error = Arc::from(text.into_bytes());
-                st.error_time = SystemTime::now();
-                if let Some(ino) = st.inodes.existing(&Key::Workflows(WfKey::Error)) {
-                    st.inval.push(Inval::Inode(ino));
-                }
+                self.prompt_refused(st, &name, &e);
                 Err(e)
             }
+        }
+    }
+
+    /// A prompt of workflow `name` started no thread: the reason goes to `workflows/error`.
+    fn prompt_refused(&self, st: &mut State, name: &str, e: &FsError) {
+        let when = humantime::format_rfc3339_seconds(SystemTime::now());
+        let text = format!(
+            "{when} workflows/{name}/prompt: no thread started\n{}\n\nWrite the prompt \
+             again: echo 'what to do' > workflows/{name}/prompt\n",
+            e.to_string().trim_end()
+        );
+        st.error = Arc::from(text.into_bytes());
+        st.error_time = SystemTime::now();
+        if let Some(ino) = st.inodes.existing(&Key::Workflows(WfKey::Error)) {
+            st.inval.push(Inval::Inode(ino));
         }
     }
 }

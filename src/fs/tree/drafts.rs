@@ -154,9 +154,26 @@ impl Tree {
         }
     }
 
+    /// A refused save of `path`: `workflows/error` explains it. The text stays in `path`
+    /// (deleting that file reverts, and clears the error: see [`Tree::reverted`]).
     pub(super) fn record_error(&self, st: &mut State, path: &str, reason: &str, kept: &str) {
         st.error = Arc::from(registration::error_text(path, reason, kept).into_bytes());
         st.error_time = SystemTime::now();
+        st.error_about = Some(path.to_owned());
+        if let Some(ino) = st.inodes.existing(&Key::Workflows(WfKey::Error)) {
+            st.inval.push(Inval::Inode(ino));
+        }
+    }
+
+    /// The file at `path` (mount-relative) was deleted: if it held the text of the refusal
+    /// `workflows/error` explains, the user reverted, and the explanation goes too.
+    pub(super) fn reverted(&self, st: &mut State, path: &str) {
+        if st.error_about.as_deref() != Some(path) {
+            return;
+        }
+        st.error = Arc::from(Vec::new());
+        st.error_time = SystemTime::now();
+        st.error_about = None;
         if let Some(ino) = st.inodes.existing(&Key::Workflows(WfKey::Error)) {
             st.inval.push(Inval::Inode(ino));
         }

@@ -14,7 +14,7 @@ use std::time::SystemTime;
 
 use super::Tree;
 use super::state::State;
-use crate::fs::attr::{Attr, Caching, Owner};
+use crate::fs::attr::{Attr, Caching, NAME_MAX, Owner};
 use crate::fs::error::FsError;
 use crate::fs::inode::{CasKey, Ino, Key, ThreadKey, WfKey};
 use crate::fs::views::Listing;
@@ -152,7 +152,7 @@ impl Tree {
             Key::Gone => return Err(FsError::NotFound),
             Key::Readme | Key::Scratch(_) => return Err(FsError::NotDir),
         };
-        Ok(Arc::new(out))
+        Ok(Arc::new(representable(dir, out)))
     }
 
     /// The target of a symbolic link.
@@ -163,4 +163,26 @@ impl Tree {
             _ => Err(FsError::Invalid("not a symbolic link")),
         }
     }
+}
+
+/// The entries of a listing that a directory can hold: a name the kernel would refuse (longer
+/// than 255 bytes, empty, or holding `/` or NUL — a workflow registered by hand under such a
+/// name) is left out, so the rest of the directory still lists (with such a name in a reply
+/// the kernel fails the whole `readdir` with EIO). Each one left out is logged under
+/// `UWF_FS_TRACE=1`.
+fn representable(dir: &Key, mut listing: Listing) -> Listing {
+    listing.retain(|(name, _)| {
+        let ok = !name.is_empty() && name.len() <= NAME_MAX && !name.contains(['/', '\0']);
+        if !ok && tracing() {
+            eprintln!("SKIP {dir:?} {name:?}: not a valid file name, left out of the listing");
+        }
+        ok
+    });
+    listing
+}
+
+/// Whether `UWF_FS_TRACE=1` asks for every request to be logged (read once).
+fn tracing() -> bool {
+    static TRACE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *TRACE.get_or_init(|| std::env::var_os("UWF_FS_TRACE").is_some_and(|v| v == "1"))
 }

@@ -30,7 +30,8 @@ workflows/
     workflow.yaml                  current definition, schemas inline; save to register a new version
     hash                           current workflow hash
     graph.mmd                      Mermaid flowchart of the graph
-    versions/<hash>.yaml           every registered version
+    versions/NNN-<hash>.yaml       every registered version, in the order they became current
+    versions/current -> NNN-<hash>.yaml
     prompt                         write a prompt and close: a new thread of this workflow starts
     latest -> ../../threads/<id>   the newest thread of this workflow
     threads/<id> -> ../../../threads/<id>
@@ -40,11 +41,15 @@ threads/
     prompt  head  status           status: `active next=<role>`, `running role=<role> pid=<pid>`,
                                    `failed: <why>`, `done`, `killed`
     workflow -> ../../workflows/<name>
+    origin -> ../<id>/steps/NNN-role   the step a fork was made from (forks only)
+    forks/<id> -> ../../<id>       the threads forked from this one
     step                           touch it (or write to it): one step starts in the background
     run                            write to it: steps run until the thread is done (100 at most)
-    wait                           reading blocks until no step runs, then shows the last step's JSON
-    kill                           write to it: stop the running step, archive the thread as killed
+    wait                           not listed; reading blocks until no step runs, then shows the
+                                   last step's JSON (the thread's state before any step)
+    kill                           write to it: returns once the agent is gone and the thread killed
     log                            the running or last step's agent stderr, growing while it runs
+    events                         one JSON line per step started/finished/failed, and killed
     error                          the last failure on this thread, as text
     transcript.md                  the thread as Markdown (`uwf thread read`)
     steps/
@@ -74,8 +79,26 @@ Scripts that need the new thread's id without a race open `prompt` read-write, w
 prompt, and read on the same descriptor: the read starts the thread and returns its id (so does
 a read after writing `fork`). Each write handle of `step`, `run`, `kill` or `fork` acts once, so
 `touch step` and `echo > step` each start exactly one step. `step` while a step runs fails with
-EBUSY, on a finished thread with EINVAL; the thread's `error` file says why. Steps use the agents
-of `config.yaml` (`defaultAgent`, `agentOverrides`), like `uwf thread step` without `--agent`.
+EBUSY, on a finished thread with EINVAL, and so does a step whose agent cannot start (a broken
+`config.yaml`); the thread's `error` file says why. An empty prompt fails the write itself. Steps
+use the agents of `config.yaml` (`defaultAgent`, `agentOverrides`), like `uwf thread step`
+without `--agent`. `echo > kill` returns once the agent's processes are gone and the thread is
+archived as `killed`: no step can start in between.
+
+## Walking, waiting and watching
+
+`wait` is the one file that blocks, so it is left out of directory listings: `grep -r`, `find`,
+`cp -a`, `rsync -a`, `tar`, `diff -r` and `git add` never open it and finish at once while steps
+run, copying exactly what the other files hold. Name it to wait: `cat threads/<id>/wait`. A
+blocked read of `wait` ends with EINTR when the reader catches a signal (Python's
+`signal.alarm`, a handler of SIGTERM), and at once on Ctrl-C; `select`/`poll` say it is not
+ready while a step runs. (bash's `read -t` has no effect on files: bash turns its timeout off
+when the input is a regular file; use `timeout 5 cat wait`.)
+
+Changes made by steps do not raise inotify events: a FUSE mount only reports the changes made
+through it (the kernel's limit), so `inotifywait` and file watchers never see a step finish.
+Follow `threads/<id>/events` instead (`tail -f` works: it grows by one JSON line per event and
+is never rewritten), or block on `wait`.
 
 ## Registering workflows
 
@@ -91,16 +114,20 @@ you delete them or rename them onto a meaningful name; they vanish when the moun
 
 A refused save fails the `close` or `rename` with EINVAL (your editor says so), registers
 nothing, keeps your text in the file so no edit is lost, and explains itself in
-`workflows/error`. Fix the text and save again, or delete `workflows/<name>/workflow.yaml` to go
-back to the registered version.
+`workflows/error` (bash ignores what `close` returns: after `echo … >> workflow.yaml`, look there). Fix the text and save again, or delete `workflows/<name>/workflow.yaml` to go
+back to the registered version (that also clears `workflows/error`). When the program that saved
+deletes its own temp file on failure (`sed -i`), the text is kept as
+`workflows/<name>/workflow.yaml.refused`. What you save is what you read back, comments
+included, also after a remount and in `uwf workflow show`.
 
 ## Freshness
 
 Files under `cas/`, `versions/` and `steps/NNN-role/` never change, nor does anything of a
-finished thread but its `error` and `wait`. Everything else reflects changes made by the CLI or
+finished thread but its `error`, `wait` and `forks/`. Everything else reflects changes made by the CLI or
 by agents in other processes within a second.
 
-`uwf export <thread|--all> DIR` writes the same files into a plain directory.
+`uwf export <thread|--all> DIR` writes the same files into a plain directory. `df` shows the
+filesystem that holds the store.
 
 ## Unmounting
 

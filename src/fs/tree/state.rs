@@ -11,7 +11,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::SystemTime;
 
 use crate::cas::Hash;
-use crate::fs::attr::Inval;
+use crate::fs::attr::{Finish, Inval};
 use crate::fs::error::FsError;
 use crate::fs::inode::{InodeTable, Key, ThreadFile};
 use crate::fs::scratch::Scratches;
@@ -87,9 +87,28 @@ pub(super) struct State {
     pub(super) next_fh: u64,
     pub(super) error: Arc<[u8]>,
     pub(super) error_time: SystemTime,
+    /// The file holding the refused text that `error` explains (mount-relative).
+    pub(super) error_about: Option<String>,
     /// Last change of `workflows/` made through the mount.
     pub(super) workflows_changed: SystemTime,
     pub(super) inval: Vec<Inval>,
+    /// Work the request being answered waits for (a `kill`), taken by the method that
+    /// answers it before the state lock is released.
+    pub(super) deferred: Deferred,
+}
+
+/// At most one [`Finish`] of the request in progress.
+#[derive(Default)]
+pub(super) struct Deferred(pub(super) Option<Finish>);
+
+impl std::fmt::Debug for Deferred {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Deferred(work)"
+        } else {
+            "Deferred(none)"
+        })
+    }
 }
 
 impl Ctl {

@@ -168,7 +168,12 @@ fn the_tree_has_the_documented_shape() {
     assert_eq!(hash.len(), 14);
     assert_eq!(
         fx.names("workflows/demo/versions"),
-        [format!("{}.yaml", hash.trim())]
+        [format!("001-{}.yaml", hash.trim()), "current".to_owned()]
+    );
+    // Found by the bare hash too, although only the ordered name is listed.
+    assert_eq!(
+        fx.cat(&format!("workflows/demo/versions/{}.yaml", hash.trim())),
+        fx.cat(&format!("workflows/demo/versions/001-{}.yaml", hash.trim()))
     );
     assert!(fx.cat(YAML).contains("description: first"));
     assert!(
@@ -579,7 +584,7 @@ fn directory_mtimes_move_with_their_listings_even_within_one_millisecond() {
     registry::register(fx._dir.path(), "demo", hash, e.registered_at).unwrap();
     assert_ne!(mtime(versions), before.0);
     assert_ne!(mtime("workflows/demo"), before.1);
-    assert_eq!(fx.names(versions).len(), 2);
+    assert_eq!(fx.names(versions).len(), 3, "two versions and `current`");
     // Registry files younger than SETTLE stand for nothing: workflows/ reports a new mtime at
     // every look until then, then a stable one.
     std::thread::sleep(crate::fs::views::SETTLE * 2);

@@ -19,17 +19,13 @@ use std::time::SystemTime;
 use super::Tree;
 use crate::cas::Hash;
 use crate::engine::thread::chain::Chain;
-use crate::fs::actions::{self, Action};
+use crate::fs::actions::Action;
 use crate::fs::attr::{Attr, Caching};
 use crate::fs::error::FsError;
 use crate::fs::inode::{
     Ino, Key, StepFile, ThreadFile, ThreadKey, is_thread_id, parse_step_dir, step_dir_name,
 };
 use crate::fs::views::{Listing, Source, ThreadRef, from_ms, versioned};
-
-/// The size `wait` reports while a step runs: more than any answer, so the kernel asks us (the
-/// short reply then fixes the size).
-pub const WAIT_PLACEHOLDER: u64 = 1 << 20;
 
 impl Tree {
     /// Where thread `id` stands; `NotFound` when it is not in the index.
@@ -58,11 +54,21 @@ impl Tree {
             }
             ThreadKey::Dir(id) => {
                 self.thread_ref(id)?;
-                if name == "steps" {
-                    Some(ThreadKey::Steps(id.clone()))
-                } else {
-                    ThreadFile::from_name(name).map(|f| ThreadKey::File(id.clone(), f))
+                match name {
+                    "steps" => Some(ThreadKey::Steps(id.clone())),
+                    "forks" => Some(ThreadKey::Forks(id.clone())),
+                    "origin" if self.source.origin(id)?.is_none() => None,
+                    // `wait` is found by name although it is never listed.
+                    _ => ThreadFile::from_name(name).map(|f| ThreadKey::File(id.clone(), f)),
                 }
+            }
+            ThreadKey::Forks(id) => {
+                self.thread_ref(id)?;
+                let forks = self.source.forks_of(id)?;
+                forks
+                    .into_iter()
+                    .find(|f| &**f == name)
+                    .map(|f| ThreadKey::ForkLink(id.clone(), f))
             }
             ThreadKey::Steps(id) => {
                 let t = self.thread_ref(id)?;
@@ -89,6 +95,7 @@ impl Tree {
         match dir {
             ThreadKey::Root => !is_thread_id(name),
             ThreadKey::Dir(_) | ThreadKey::StepDir(..) => true,
+            ThreadKey::Forks(_) => !is_thread_id(name),
             ThreadKey::Steps(id) => {
                 let Ok(t) = self.thread_ref(id) else {
                     return false;
@@ -118,10 +125,23 @@ impl Tree {
             }
             ThreadKey::Dir(id) => {
                 self.thread_ref(id)?;
+                let forked = self.source.origin(id)?.is_some();
                 for f in ThreadFile::ALL {
+                    // Walking never blocks: `wait` is left out of the listing (SPEC §7), so
+                    // `grep -r`, `cp -a`, `tar` and `rsync` never open it.
+                    if f == ThreadFile::Wait || (f == ThreadFile::Origin && !forked) {
+                        continue;
+                    }
                     out.push((f.name().to_owned(), ThreadKey::File(id.clone(), f)));
                 }
                 out.push(("steps".to_owned(), ThreadKey::Steps(id.clone())));
+                out.push(("forks".to_owned(), ThreadKey::Forks(id.clone())));
+            }
+            ThreadKey::Forks(id) => {
+                self.thread_ref(id)?;
+                for f in self.source.forks_of(id)? {
+                    out.push((f.to_string(), ThreadKey::ForkLink(id.clone(), f)));
+                }
             }
             ThreadKey::Steps(id) => {
                 let t = self.thread_ref(id)?;
@@ -164,6 +184,21 @@ impl Tree {
                 let last = chain.steps.len().checked_sub(1).ok_or(FsError::NotFound)?;
                 Ok(step_dir_name(last, &chain.steps[last].role))
             }
+            ThreadKey::File(id, ThreadFile::Origin) => {
+                let fork = self.source.origin(id)?.ok_or(FsError::NotFound)?;
+                let from = fork.from.as_deref().ok_or(FsError::NotFound)?;
+                let t = self.thread_ref(from)?;
+                let chain = self.source.chain(t.head)?;
+                match chain.steps.iter().position(|s| s.hash == fork.step) {
+                    Some(i) => Ok(format!(
+                        "../{from}/steps/{}",
+                        step_dir_name(i, &chain.steps[i].role)
+                    )),
+                    // Forked from the start node: the thread itself.
+                    None => Ok(format!("../{from}")),
+                }
+            }
+            ThreadKey::ForkLink(_, fork) => Ok(format!("../../{fork}")),
             _ => Err(FsError::Invalid("not a symbolic link")),
         }
     }
@@ -194,14 +229,17 @@ impl Tree {
                     ThreadFile::Head => text(format!("{}\n", t.head)),
                     ThreadFile::Status => text(format!("{}\n", self.status_line(id, &t)?)),
                     ThreadFile::Step | ThreadFile::Run | ThreadFile::Kill => Arc::from(Vec::new()),
-                    ThreadFile::Wait => actions::last_outcome(&files),
+                    ThreadFile::Wait => self.actions.answer(id),
                     ThreadFile::Log => read_optional(&files.log())?,
+                    ThreadFile::Events => read_optional(&files.events())?,
                     ThreadFile::Error => read_optional(&files.error())?,
                     ThreadFile::Transcript => {
                         let status = self.status_line(id, &t)?;
                         self.source.transcript(id, &t, &status)?.bytes
                     }
-                    ThreadFile::Workflow => return Err(FsError::Invalid("a symbolic link")),
+                    ThreadFile::Workflow | ThreadFile::Origin => {
+                        return Err(FsError::Invalid("a symbolic link"));
+                    }
                 }
             }
             ThreadKey::StepFile(id, i, f) => {
@@ -262,6 +300,17 @@ impl Tree {
                 let time = from_ms(chain.steps[*i as usize].timestamp);
                 dir(time, Caching::Immutable)
             }
+            // Forks of finished threads appear too: never cached as immutable.
+            ThreadKey::Forks(id) => {
+                self.thread_ref(id)?;
+                dir(self.source.forks_mtime()?, Caching::Mutable)
+            }
+            ThreadKey::ForkLink(_, fork) => {
+                let started = ulid::Ulid::from_string(fork)
+                    .map(|u| from_ms(u.timestamp_ms()))
+                    .unwrap_or(SystemTime::UNIX_EPOCH);
+                link(started, Caching::Immutable)?
+            }
             ThreadKey::StepFile(id, i, f) => {
                 let (_, chain) = self.step_chain(id, *i)?;
                 let c = self.source.step_content(&chain, *i as usize, *f)?;
@@ -279,7 +328,7 @@ impl Tree {
                     (size, time.unwrap_or(head_time))
                 };
                 match f {
-                    ThreadFile::Workflow => link(started, Caching::Immutable)?,
+                    ThreadFile::Workflow | ThreadFile::Origin => link(started, Caching::Immutable)?,
                     ThreadFile::Prompt => file(
                         chain.start.prompt.len() as u64,
                         0o444,
@@ -295,19 +344,23 @@ impl Tree {
                         file(0, 0o644, started, Caching::Immutable)
                     }
                     ThreadFile::Wait => {
+                        // While a step runs this is the previous answer's size: reads are
+                        // direct I/O and go on to the end of the answer they wait for.
                         let (_, time) = on_disk(&files.last());
-                        if t.finished() {
-                            let len = actions::last_outcome(&files).len() as u64;
-                            file(len, 0o444, time, Caching::Stamped)
-                        } else if self.actions.busy(id) {
-                            file(WAIT_PLACEHOLDER, 0o444, time, Caching::Blocking)
+                        let len = self.actions.answer(id).len() as u64;
+                        let caching = if t.finished() {
+                            Caching::Stamped
                         } else {
-                            let len = actions::last_outcome(&files).len() as u64;
-                            file(len, 0o444, time, Caching::Blocking)
-                        }
+                            Caching::Blocking
+                        };
+                        file(len, 0o444, time, caching)
                     }
                     ThreadFile::Log => {
                         let (size, time) = on_disk(&files.log());
+                        file(size, 0o444, time, live(&t, Caching::Volatile))
+                    }
+                    ThreadFile::Events => {
+                        let (size, time) = on_disk(&files.events());
                         file(size, 0o444, time, live(&t, Caching::Volatile))
                     }
                     ThreadFile::Error => {

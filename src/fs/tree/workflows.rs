@@ -20,7 +20,7 @@ use crate::cas::Hash;
 use crate::fs::attr::{Attr, Caching};
 use crate::fs::error::FsError;
 use crate::fs::inode::{Ino, Key, WfKey, hash_name, is_thread_id};
-use crate::fs::views::{Listing, from_ms, versioned};
+use crate::fs::views::{Content, Listing, from_ms, versioned};
 
 impl Tree {
     /// The entry called `name` in a directory of `workflows/`.
@@ -70,9 +70,20 @@ impl Tree {
                         .map(Key::Scratch),
                 }
             }
-            WfKey::Versions(n) => hash_name(name, ".yaml")
-                .filter(|h| self.is_version(n, *h))
-                .and_then(|h| wf(WfKey::Version(n.clone(), h))),
+            WfKey::Versions(n) => {
+                let versions = self.versions(n)?;
+                if name == "current" {
+                    return Ok((!versions.is_empty())
+                        .then(|| Key::Workflows(WfKey::CurrentVersion(n.clone()))));
+                }
+                // `NNN-<hash>.yaml` at its place in the order, or `<hash>.yaml` (never listed).
+                let found = match version_name(name) {
+                    Some((Some(i), h)) => versions.get(i).filter(|v| **v == h).copied(),
+                    Some((None, h)) => versions.contains(&h).then_some(h),
+                    None => None,
+                };
+                found.and_then(|h| wf(WfKey::Version(n.clone(), h)))
+            }
             WfKey::Threads(n) => {
                 if !is_thread_id(name) {
                     return Ok(None);
@@ -94,7 +105,7 @@ impl Tree {
     /// Whether a name missing from a directory of `workflows/` can never appear there.
     pub(super) fn wf_never_appears(dir: &WfKey, name: &str) -> bool {
         match dir {
-            WfKey::Versions(_) => hash_name(name, ".yaml").is_none(),
+            WfKey::Versions(_) => name != "current" && version_name(name).is_none(),
             WfKey::Threads(_) => !is_thread_id(name),
             _ => false,
         }
@@ -135,17 +146,10 @@ impl Tree {
                 }
             }
             WfKey::Versions(n) => {
-                let entry = self.source.entry(n)?.ok_or(FsError::NotFound)?;
-                push(
-                    format!("{}.yaml", entry.hash),
-                    WfKey::Version(n.clone(), entry.hash),
-                );
-                for v in entry.history.iter().rev() {
-                    push(
-                        format!("{}.yaml", v.hash),
-                        WfKey::Version(n.clone(), v.hash),
-                    );
+                for (i, h) in self.versions(n)?.into_iter().enumerate() {
+                    push(version_file(i, h), WfKey::Version(n.clone(), h));
                 }
+                push("current".to_owned(), WfKey::CurrentVersion(n.clone()));
                 return Ok(out);
             }
             WfKey::Threads(n) => {
@@ -226,17 +230,14 @@ impl Tree {
                 dir(0o555, versioned(time, hash), Caching::Mutable)
             }
             WfKey::Version(n, h) => {
-                if !self.is_version(n, *h) {
-                    return Err(FsError::NotFound);
-                }
-                let c = self.source.workflow_yaml(*h)?;
+                let c = self.version_text(n, *h)?;
                 file(c.bytes.len(), 0o444, c.time, Caching::Immutable)
             }
             WfKey::Prompt(n) => {
                 let (_, time) = self.current(n)?;
                 file(0, 0o644, time, Caching::Volatile)
             }
-            WfKey::Latest(n) => {
+            WfKey::Latest(n) | WfKey::CurrentVersion(n) => {
                 let (_, time) = self.current(n)?;
                 link(time, Caching::Mutable)?
             }
@@ -260,7 +261,7 @@ impl Tree {
             WfKey::Yaml(n) => self.yaml_text(st, n)?.0,
             WfKey::Hash(n) => Arc::from(format!("{}\n", self.current(n)?.0).into_bytes()),
             WfKey::Graph(n) => self.source.workflow_graph(self.current(n)?.0)?.bytes,
-            WfKey::Version(n, h) if self.is_version(n, *h) => self.source.workflow_yaml(*h)?.bytes,
+            WfKey::Version(n, h) => self.version_text(n, *h)?.bytes,
             WfKey::Prompt(_) => Arc::from(Vec::new()),
             _ => return Err(FsError::NotFound),
         })
@@ -274,13 +275,38 @@ impl Tree {
                 Ok(format!("../../threads/{newest}"))
             }
             WfKey::ThreadLink(_, id) => Ok(format!("../../../threads/{id}")),
+            WfKey::CurrentVersion(n) => {
+                let versions = self.versions(n)?;
+                let last = versions.len().checked_sub(1).ok_or(FsError::NotFound)?;
+                Ok(version_file(last, versions[last]))
+            }
             _ => Err(FsError::Invalid("not a symbolic link")),
         }
     }
 
-    fn is_version(&self, name: &str, hash: Hash) -> bool {
-        matches!(self.source.entry(name), Ok(Some(e))
-            if e.hash == hash || e.history.iter().any(|v| v.hash == hash))
+    /// The versions of workflow `name` in the order they became current (the current one
+    /// last): the registry's history, oldest first, then the current version.
+    fn versions(&self, name: &str) -> Result<Vec<Hash>, FsError> {
+        let entry = self.source.entry(name)?.ok_or(FsError::NotFound)?;
+        let mut out: Vec<Hash> = entry.history.iter().map(|v| v.hash).collect();
+        out.push(entry.hash);
+        Ok(out)
+    }
+
+    /// The text of version `hash` of workflow `name`: as it was saved (comments kept) when
+    /// the registry kept it, else the definition rendered. `NotFound` for other hashes.
+    fn version_text(&self, name: &str, hash: Hash) -> Result<Content, FsError> {
+        let entry = self.source.entry(name)?.ok_or(FsError::NotFound)?;
+        let source = if entry.hash == hash {
+            entry.source
+        } else {
+            let v = entry.history.iter().find(|v| v.hash == hash);
+            v.ok_or(FsError::NotFound)?.source
+        };
+        match source {
+            Some(text) => self.source.text(text),
+            None => self.source.workflow_yaml(hash),
+        }
     }
 
     /// The current version of workflow `name` and when it was registered.
@@ -307,7 +333,7 @@ impl Tree {
         {
             return Ok((text.clone(), time));
         }
-        Ok((self.source.workflow_yaml(hash)?.bytes, time))
+        Ok((self.version_text(name, hash)?.bytes, time))
     }
 
     /// The threads of workflow `name`, oldest first.
@@ -336,4 +362,20 @@ impl Tree {
             None => SystemTime::UNIX_EPOCH,
         })
     }
+}
+
+/// `NNN-<hash>.yaml`: the version's 1-based place in the order, zero-padded to width 3.
+fn version_file(index: usize, hash: Hash) -> String {
+    format!("{:03}-{hash}.yaml", index + 1)
+}
+
+/// A version file name: `NNN-<hash>.yaml` (0-based place, hash) or `<hash>.yaml` (no place).
+fn version_name(name: &str) -> Option<(Option<usize>, Hash)> {
+    if let Some(h) = hash_name(name, ".yaml") {
+        return Some((None, h));
+    }
+    let (number, rest) = name.split_once('-')?;
+    let hash = hash_name(rest, ".yaml")?;
+    let n: usize = number.parse().ok()?;
+    (n >= 1 && format!("{n:03}") == number).then_some((Some(n - 1), hash))
 }

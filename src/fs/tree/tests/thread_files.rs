@@ -121,14 +121,17 @@ fn a_thread_reads_like_the_cli_renders_it() {
             "workflow",
             "step",
             "run",
-            "wait",
             "kill",
             "log",
+            "events",
             "error",
             "transcript.md",
-            "steps"
+            "steps",
+            "forks"
         ]
     );
+    // `wait` is not listed (walking never blocks) but is there by name.
+    assert!(fx.cat(&format!("{t}/wait")).starts_with('{'));
     assert_eq!(
         fx.names(&format!("{t}/steps")),
         ["001-planner", "002-reviewer", "003-planner", "latest"]
@@ -369,9 +372,12 @@ fn a_prompt_starts_one_thread_at_close_or_at_a_read_on_the_same_descriptor() {
     let id = id.trim();
     assert_eq!(fx.cat(&format!("threads/{id}/prompt")), "Second");
     assert_eq!(fx.names("threads").len(), 2);
-    // An empty prompt starts nothing, fails its close, and says why.
+    // An empty prompt starts nothing, fails its write (and its close), and says why.
     let (_, fh) = fx.open(prompt, WO);
-    fx.tree.write(fh, 0, b"\n").unwrap();
+    assert!(matches!(
+        fx.tree.write(fh, 0, b"\n"),
+        Err(FsError::Refused(_))
+    ));
     assert!(matches!(fx.tree.flush(fh), Err(FsError::Refused(_))));
     fx.tree.release(fh);
     assert_eq!(fx.names("threads").len(), 2);

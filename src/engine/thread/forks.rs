@@ -1,0 +1,110 @@
+//! Where forks come from (`forks.jsonl` in the storage root): one JSON line per fork,
+//! `{"thread": <new id>, "from": <source thread id or null>, "step": <hash>, "at": <ms>}`.
+//!
+//! A fork's head is a step (or start node) of another thread; content addressing alone cannot
+//! say which thread it was taken from (two threads can share a start node), so the fork says it
+//! when it is made. The mount shows these lines as `threads/<fork>/origin` and
+//! `threads/<id>/forks/`.
+//!
+//! Architecture Invariant: a fork's line is written before the fork enters the thread index, so
+//! whoever sees the thread can see where it came from; lines are only appended (one `write` on an
+//! `O_APPEND` descriptor each), never rewritten.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::cas::store::now_ms;
+use crate::cas::{Hash, Store};
+use crate::engine::index_files::{self, IndexError};
+use crate::engine::thread::chain;
+
+const FILE: &str = "forks.jsonl";
+
+/// One fork.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fork {
+    /// The new thread.
+    pub thread: String,
+    /// The thread whose step was forked, when known.
+    pub from: Option<String>,
+    /// The step (or start node) the new thread continues from.
+    pub step: Hash,
+    pub at: u64,
+}
+
+/// The path of the forks file under `root`.
+pub fn path(root: &Path) -> PathBuf {
+    root.join(FILE)
+}
+
+/// Appends the record of a fork.
+pub fn record(root: &Path, thread: &str, from: Option<&str>, step: Hash) -> Result<(), IndexError> {
+    let fork = Fork {
+        thread: thread.to_owned(),
+        from: from.map(str::to_owned),
+        step,
+        at: now_ms(),
+    };
+    let mut line = serde_json::to_string(&fork).expect("a fork serializes");
+    line.push('\n');
+    let path = path(root);
+    let io = |source| IndexError::Io {
+        path: path.clone(),
+        source,
+    };
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .map_err(io)?;
+    file.write_all(line.as_bytes()).map_err(io)
+}
+
+/// Every fork, oldest first. Lines that do not parse (a torn last line) are skipped.
+pub fn read(root: &Path) -> Result<Vec<Fork>, IndexError> {
+    let path = path(root);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => return Err(IndexError::Io { path, source }),
+    };
+    Ok(text
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect())
+}
+
+/// The oldest thread whose history holds `step` (for a fork made by hash alone).
+pub fn source_of(store: &Store, step: Hash) -> Option<String> {
+    let root = store.root();
+    let active = index_files::read_threads(root).ok()?;
+    let archived = index_files::read_history(root).unwrap_or_default();
+    let mut candidates: Vec<(String, Hash)> = active.into_iter().collect();
+    candidates.extend(archived.into_iter().map(|a| (a.thread, a.head)));
+    // Thread ids are ULIDs: sorting them sorts by creation.
+    candidates.sort();
+    candidates.into_iter().find_map(|(id, head)| {
+        let c = chain::load(store, head).ok()?;
+        (c.start_hash == step || c.steps.iter().any(|s| s.hash == step)).then_some(id)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forks_are_appended_and_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(read(dir.path()).unwrap().is_empty());
+        record(dir.path(), "B", Some("A"), Hash::META).unwrap();
+        record(dir.path(), "C", None, Hash::META).unwrap();
+        let forks = read(dir.path()).unwrap();
+        assert_eq!(forks.len(), 2);
+        assert_eq!(forks[0].thread, "B");
+        assert_eq!(forks[0].from.as_deref(), Some("A"));
+        assert_eq!(forks[1].from, None);
+    }
+}
