@@ -425,7 +425,7 @@ fn unusable_storage_root_is_a_clear_error() {
     let out = env
         .uwf()
         .env("UWF_STORAGE_ROOT", file.join("store"))
-        .args(["cas", "list"])
+        .args(["cas", "put", "text", "\"x\""])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
@@ -452,14 +452,21 @@ fn storage_root_falls_back_to_workflow_storage_root_then_home() {
     let out = env
         .uwf()
         .env_remove("UWF_STORAGE_ROOT")
-        .args(["cas", "list"])
+        .args(["cas", "put", "text", "\"h\""])
         .output()
         .unwrap();
     assert!(out.status.success());
     assert!(env.dir.path().join(".uwf/cas/objects").is_dir());
     // --root wins over everything.
     let flag = env.dir.path().join("flag");
-    env.ok(&["--root", flag.to_str().unwrap(), "cas", "list"]);
+    env.ok(&[
+        "--root",
+        flag.to_str().unwrap(),
+        "cas",
+        "put",
+        "text",
+        "\"f\"",
+    ]);
     assert!(flag.join("cas").is_dir());
 }
 

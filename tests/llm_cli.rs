@@ -1040,8 +1040,8 @@ fn doctor_reports_one_line_per_check() {
          FAIL agent ghost: `uwf-no-such-agent-program` is not on PATH\n     \
          hint: install it, or fix agents.ghost.command in config.yaml\n\
          ok   agent human: a person answers: `uwf thread question ID`, then `uwf thread answer ID` (or the mount's `answer` file)\n\
-         ok   agent llm: `uwf` (this program)\n\
-         ok   agent react: `uwf` (this program)\n",
+         ok   agent llm: `uwf agent llm` with model `fast`\n\
+         ok   agent react: `uwf agent react` with model `fast`\n",
         root = root.display()
     );
     assert!(stdout.starts_with(&expected), "{stdout}");

@@ -260,12 +260,10 @@ time.sleep(60)\n";
 
 #[test]
 fn a_second_answer_while_one_is_being_published_is_busy() {
-    if Command::new("python3").arg("-V").output().is_err() {
-        assert!(
-            std::env::var("UWF_REQUIRE_ALL_TESTS").as_deref() != Ok("1"),
-            "python3 is missing and UWF_REQUIRE_ALL_TESTS=1"
-        );
-        eprintln!("SKIP a_second_answer_while_one_is_being_published_is_busy: python3 not found");
+    if !common::has(
+        "a_second_answer_while_one_is_being_published_is_busy",
+        &[common::Need::Tool("python3")],
+    ) {
         return;
     }
     let env = family_env("");

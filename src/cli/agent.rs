@@ -14,6 +14,8 @@ use crate::engine::agent::subworkflow;
 use crate::engine::config;
 use crate::engine::llm::agents::{self, ReactOptions};
 use crate::engine::thread::chain::Entry;
+use crate::engine::thread::lifecycle;
+use crate::engine::thread::run_files::RunFiles;
 use crate::engine::thread::view::ThreadView;
 
 #[derive(Debug, Subcommand)]
@@ -22,7 +24,9 @@ pub enum AgentCommand {
     #[command(after_help = "Example (a whole agent in one line):\n  \
 uwf agent prompt \"$1\" \"$2\" | my-llm-cli | uwf agent submit \"$1\" \"$2\" --agent my-llm-cli")]
     Prompt {
+        /// Thread id (a unique prefix is enough)
         thread: String,
+        /// The role to play
         role: String,
         /// Keep the newest history that fits in this many characters
         #[arg(long)]
@@ -31,11 +35,15 @@ uwf agent prompt \"$1\" \"$2\" | my-llm-cli | uwf agent submit \"$1\" \"$2\" --a
     /// Read raw agent output on stdin, extract it, write the step; prints the step hash
     #[command(
         after_help = "The output must start with YAML frontmatter (--- … ---) or be a JSON object \
-(optionally in a ```json fence) valid for the role's schema.\n\n\
-Example:\n  printf -- '---\\napproved: true\\n---\\nLooks good.\\n' | uwf agent submit \"$1\" \"$2\" --agent reviewer-bot"
+(optionally in a ```json fence) valid for the role's schema. The role must be the one the \
+moderator picks next (--force writes it anyway). Run by `uwf thread step`, the step publishes the \
+node; run by hand, publish it with `uwf thread publish HASH`.\n\n\
+Example:\n  printf -- '---\\napproved: true\\n---\\n' |\n    uwf agent submit \"$1\" \"$2\" --agent reviewer-bot"
     )]
     Submit {
+        /// Thread id (a unique prefix is enough)
         thread: String,
+        /// The role to play
         role: String,
         /// The agent's name, recorded in the step
         #[arg(long)]
@@ -43,10 +51,18 @@ Example:\n  printf -- '---\\napproved: true\\n---\\nLooks good.\\n' | uwf agent 
         /// A JSON object of extra detail fields (tool turns, model, tokens…)
         #[arg(long, value_name = "FILE")]
         detail_json: Option<PathBuf>,
+        /// Write the step even if the moderator picks another role next
+        #[arg(long)]
+        force: bool,
     },
     /// Built-in: fabricate the smallest schema-valid output (offline routing trials)
     #[command(after_help = "Example:\n  uwf thread run 01JD8X… --agent dry")]
-    Dry { thread: String, role: String },
+    Dry {
+        /// Thread id (a unique prefix is enough)
+        thread: String,
+        /// The role to play
+        role: String,
+    },
     /// Built-in: replay canned outputs from a YAML file (role → list; n-th visit → n-th entry)
     #[command(after_help = "Script file:\n  planner:\n    - { plan: \"do it\" }\n  \
 reviewer:\n    - \"---\\napproved: false\\n---\\nNot yet.\"\n    - { approved: true }\n\n\
@@ -55,7 +71,9 @@ Example:\n  uwf thread run 01JD8X… --agent \"uwf agent script --file demo.yaml
         /// The YAML script
         #[arg(long)]
         file: PathBuf,
+        /// Thread id (a unique prefix is enough)
         thread: String,
+        /// The role to play
         role: String,
     },
     /// Built-in: run a command template; its stdout goes through extraction
@@ -65,9 +83,12 @@ Example:\n  uwf thread run 01JD8X… --agent \"uwf agent script --file demo.yaml
 Examples:\n  --agent \"uwf agent exec --cmd 'claude -p {prompt}'\"\n  --agent \"uwf agent exec --cmd 'my-tool --input {prompt_file} --json'\""
     )]
     Exec {
+        /// The command line to run, with placeholders (see below)
         #[arg(long)]
         cmd: String,
+        /// Thread id (a unique prefix is enough)
         thread: String,
+        /// The role to play
         role: String,
     },
     /// Built-in: one chat completion (system: format and role; user: task and history) → extract
@@ -79,7 +100,9 @@ Example:\n  uwf thread step 01JD8X… --agent \"uwf agent llm --model gpt-4o-min
         /// A model alias from config.yaml
         #[arg(long)]
         model: Option<String>,
+        /// Thread id (a unique prefix is enough)
         thread: String,
+        /// The role to play
         role: String,
     },
     /// Built-in: a tool-calling loop over the working directory, ended by `resolve`
@@ -97,7 +120,9 @@ Example:\n  cd ~/src/project && uwf thread step 01JD8X… --agent \"uwf agent re
         /// Rounds before giving up (default: react.maxRounds, else 20)
         #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
         max_rounds: Option<u32>,
+        /// Thread id (a unique prefix is enough)
         thread: String,
+        /// The role to play
         role: String,
     },
     /// Built-in: play the role with a whole workflow, as a child thread run to its end
@@ -119,7 +144,9 @@ agentOverrides: { solve-issue: { developer: develop-flow } }"
         /// The most steps the child may take
         #[arg(long, default_value_t = 100)]
         max_steps: usize,
+        /// Thread id (a unique prefix is enough)
         thread: String,
+        /// The role to play
         role: String,
     },
     /// Built-in: a person answers (no process runs; the thread waits for `uwf thread answer`)
@@ -158,8 +185,12 @@ pub fn run(cmd: AgentCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             role,
             agent,
             detail_json,
+            force,
         } => {
             let id = thread_id(&thread)?;
+            if !force {
+                check_next_role(&store, &id, &role)?;
+            }
             let mut raw = String::new();
             std::io::stdin()
                 .read_to_string(&mut raw)
@@ -182,13 +213,9 @@ pub fn run(cmd: AgentCommand, root: &Path, out: &mut Out) -> CliResult<()> {
                 extra,
                 ..Default::default()
             };
-            out.line(submit::submit_raw(
-                &store,
-                &view,
-                &role,
-                submission,
-                &config()?,
-            )?)?;
+            let hash = submit::submit_raw(&store, &view, &role, submission, &config()?)?;
+            out.line(hash)?;
+            note_unpublished(root, &id, hash);
         }
         AgentCommand::Dry { thread, role } => {
             out.line(builtin::dry(&store, &thread_id(&thread)?, &role)?)?;
@@ -269,4 +296,37 @@ pub fn run(cmd: AgentCommand, root: &Path, out: &mut Out) -> CliResult<()> {
         }
     }
     Ok(())
+}
+
+/// Refuses to write a step for a role the moderator would not pick next: such a node could
+/// never be published.
+fn check_next_role(store: &Store, id: &str, role: &str) -> CliResult<()> {
+    let summary = lifecycle::summary(store, id)?;
+    match summary.next.as_deref() {
+        Some(next) if next == role => Ok(()),
+        Some(crate::engine::workflow::END) => Err(user_error!(
+            "thread {id} is at `$END`: no role runs next, so `{role}` cannot"
+        )
+        .hint("--force writes the step anyway")),
+        Some(next) => Err(user_error!(
+            "role `{role}` is not next on thread {id}: the moderator picks `{next}`"
+        )
+        .hint(format!("submit as `{next}`, or --force to write it anyway"))),
+        None => Ok(()),
+    }
+}
+
+/// Says on stderr that a step node written outside `uwf thread step` did not move the head,
+/// and how to publish it. Inside a step (the agent that the step spawned) there is nothing to
+/// say: the step publishes what its agent prints.
+fn note_unpublished(root: &Path, id: &str, hash: crate::cas::Hash) {
+    let inside_step =
+        std::env::var("UWF_THREAD").is_ok_and(|t| t == id) && RunFiles::new(root, id).is_running();
+    if !inside_step {
+        eprintln!(
+            "uwf: step {hash} is written but not published: the head of thread {id} did not move.\n\
+             uwf: publish it with `uwf thread publish {hash}`, or let a step run the agent: \
+             `uwf thread step {id} --agent CMD`"
+        );
+    }
 }

@@ -115,6 +115,18 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
         .map_err(|e| format!("{e} (use a number with a unit, e.g. 0s, 90s, 30m, 24h, 7days)"))
 }
 
+impl CasCommand {
+    /// Whether the command only reads the store (see `reads_the_store`).
+    pub fn only_reads(&self) -> bool {
+        !matches!(
+            self,
+            CasCommand::Put { .. }
+                | CasCommand::Schema(SchemaCommand::Put { .. })
+                | CasCommand::Reindex
+        )
+    }
+}
+
 pub fn run(cmd: CasCommand, root: &Path, out: &mut Out) -> CliResult<()> {
     if let CasCommand::Has { hash } = &cmd {
         // `has` answers with its exit status only; a malformed hash is a usage error.
@@ -158,9 +170,7 @@ pub fn run(cmd: CasCommand, root: &Path, out: &mut Out) -> CliResult<()> {
                 Some(t) => store.list_type(parse_type(&t)?)?,
                 None => store.list_all()?,
             };
-            for h in hashes {
-                out.line(h)?;
-            }
+            list(&store, &hashes, out)?;
         }
         CasCommand::Reindex => {
             let count = store.reindex()?;
@@ -281,7 +291,7 @@ fn run_gc(store: &Store, root: &Path, args: &GcArgs, out: &mut Out) -> CliResult
         report.reachable,
         report.removed.len(),
         report.young,
-        humantime::format_duration(args.grace),
+        spoken_duration(args.grace),
         if report.temp_files > 0 {
             format!(", {verb} {} abandoned temp files", report.temp_files)
         } else {
@@ -289,6 +299,19 @@ fn run_gc(store: &Store, root: &Path, args: &GcArgs, out: &mut Out) -> CliResult
         }
     ))?;
     Ok(())
+}
+
+/// A duration as people say it, in its largest whole unit: `1 day`, `30 minutes`, `90 seconds`.
+fn spoken_duration(duration: Duration) -> String {
+    let secs = duration.as_secs();
+    let (n, unit) = match secs {
+        0 => (0, "second"),
+        s if s % 86_400 == 0 => (s / 86_400, "day"),
+        s if s % 3_600 == 0 => (s / 3_600, "hour"),
+        s if s % 60 == 0 => (s / 60, "minute"),
+        s => (s, "second"),
+    };
+    format!("{n} {unit}{}", if n == 1 { "" } else { "s" })
 }
 
 fn run_schema(store: &Store, cmd: SchemaCommand, out: &mut Out) -> CliResult<()> {
@@ -374,4 +397,47 @@ fn read_json(arg: &str) -> CliResult<Value> {
             e.column()
         )
     })
+}
+
+/// `cas list`: hashes one per line (as scripts expect, also with `-q`), JSON lines with
+/// `--json`, a table of hash, type and age on a terminal.
+fn list(store: &Store, hashes: &[Hash], out: &mut Out) -> CliResult<()> {
+    let now = crate::cas::store::now_ms();
+    let mut rows = Vec::new();
+    for &h in hashes {
+        match out.mode {
+            super::output::Mode::Table => {
+                let (kind, age) = match store.get(h) {
+                    Ok(node) => (
+                        type_label(node.type_hash),
+                        super::output::ago(node.timestamp, now),
+                    ),
+                    Err(_) => ("?".to_owned(), String::new()),
+                };
+                rows.push(vec![h.to_string(), kind, age]);
+            }
+            super::output::Mode::Json if out.json_asked => {
+                let node = store.get(h)?;
+                out.line(serde_json::json!({
+                    "hash": h.to_string(),
+                    "type": node.type_hash.to_string(),
+                    "typeName": builtin::name_of(node.type_hash),
+                    "timestamp": node.timestamp,
+                }))?;
+            }
+            _ => out.line(h)?,
+        }
+    }
+    out.table(&["HASH", "TYPE", "WRITTEN"], &rows)?;
+    Ok(())
+}
+
+/// A type hash as a person reads it: the built-in schema's name, or the hash.
+fn type_label(type_hash: Hash) -> String {
+    if type_hash == Hash::META {
+        return "meta".to_owned();
+    }
+    builtin::name_of(type_hash)
+        .map(str::to_owned)
+        .unwrap_or_else(|| type_hash.to_string())
 }

@@ -7,7 +7,7 @@ use serde_json::json;
 
 use super::Out;
 use crate::cas::Store;
-use crate::cli::error::{CliResult, bail};
+use crate::cli::error::{CliResult, CommandError};
 use crate::engine::thread::lifecycle;
 use crate::fs::export::{self, Selection};
 use crate::fs::views::Source;
@@ -25,7 +25,7 @@ Examples:
 pub struct ExportArgs {
     /// THREAD DIR (a thread id or unique prefix, and the directory to write into), or DIR
     /// alone with --all
-    #[arg(required = true, num_args = 1..=2, value_names = ["THREAD", "DIR"])]
+    #[arg(num_args = 0..=2, value_names = ["THREAD", "DIR"])]
     args: Vec<PathBuf>,
     /// Export every thread and workflows/
     #[arg(long)]
@@ -39,8 +39,22 @@ pub fn run(args: ExportArgs, root: &Path, out: &mut Out) -> CliResult<()> {
             let id = lifecycle::resolve_id(root, &thread.to_string_lossy())?;
             (Selection::Thread(id), dir.clone())
         }
-        (true, _) => bail!("with --all, give only the directory: uwf export --all DIR"),
-        (false, _) => bail!("give a thread and a directory (uwf export THREAD DIR), or --all DIR"),
+        (true, []) => {
+            return Err(
+                CommandError::usage("--all needs the directory to write into")
+                    .hint("uwf export --all ./snapshot"),
+            );
+        }
+        (true, _) => {
+            return Err(CommandError::usage("with --all, give only the directory")
+                .hint("uwf export --all ./snapshot"));
+        }
+        (false, _) => {
+            return Err(CommandError::usage(
+                "give a thread and a directory, or --all and a directory",
+            )
+            .hint("uwf export 01JD8X… ./snapshot, or uwf export --all ./snapshot"));
+        }
     };
     let store = Store::open(root)?;
     let done = export::export(Source::new(store), &what, &dir)?;

@@ -43,8 +43,16 @@ Storage root: --root, else $UWF_STORAGE_ROOT, else $WORKFLOW_STORAGE_ROOT, else 
 )]
 pub struct Cli {
     /// Storage root (overrides $UWF_STORAGE_ROOT)
-    #[arg(long, global = true, value_name = "DIR")]
+    #[arg(long, global = true, value_name = "DIR", display_order = 900)]
     root: Option<PathBuf>,
+
+    /// Print lists as JSON lines (the default when stdout is not a terminal)
+    #[arg(long = "json", id = "output_json", global = true, display_order = 901)]
+    json: bool,
+
+    /// Print only ids or hashes
+    #[arg(short, long, global = true, display_order = 902)]
+    quiet: bool,
 
     #[command(subcommand)]
     command: Command,
@@ -53,18 +61,40 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Start, step, run and inspect threads
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Steps are named by hash, a unique prefix (4+ symbols), or THREAD:INDEX \
+(T:1 the first step, T:-1 the head).\n\n\
+Examples:\n  T=$(uwf thread start solve-issue -p 'Fix the login bug' -q)\n  uwf thread run $T\n  \
+uwf thread steps $T\n  uwf thread diff $T:1 $T:-1\n  uwf thread show $T   # \"error\" says why a step failed\n  \
+uwf thread log $T"
+    )]
     Thread(thread::ThreadCommand),
     /// The agent kit (prompt, submit) and the built-in agents (dry, script, exec, llm, react)
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "An agent is any program run as `<command> <thread-id> <role>` that prints the \
+hash of the step it wrote.\n\n\
+Examples:\n  uwf agent prompt \"$1\" \"$2\" | my-llm-cli |\n    uwf agent submit \"$1\" \"$2\" --agent my-llm-cli\n  \
+uwf thread step $T --agent \"uwf agent script --file demo.yaml\"\n  \
+uwf thread step $T --agent \"uwf agent exec --cmd 'claude -p {prompt}'\""
+    )]
     Agent(agent::AgentCommand),
     /// Register, inspect, version and draw workflow definitions
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  uwf workflow put examples/solve-issue.yaml\n  uwf workflow list\n  \
+uwf workflow graph solve-issue\n  uwf workflow history solve-issue\n  uwf workflow rollback solve-issue"
+    )]
     Workflow(workflow::WorkflowCommand),
     /// Evaluate a JSONata expression (as the moderator does)
     Eval(eval::EvalArgs),
     /// Inspect and maintain the content-addressed store
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  uwf cas list --type step\n  uwf cas get 2DHW2FP49YVD3 --payload\n  \
+uwf cas has 2DHW2FP49YVD3 && echo present\n  uwf cas fsck\n  uwf cas gc --dry-run"
+    )]
     Cas(cas::CasCommand),
     /// Serve the storage as files at DIR (FUSE)
     Mount(mount::MountArgs),
@@ -88,7 +118,7 @@ enum Command {
 pub fn main() -> ExitCode {
     crate::engine::agent::spawn::arm_parent_death();
     let cli = Cli::parse();
-    let mut out = Out::stdout();
+    let mut out = Out::stdout(cli.json, cli.quiet);
     let result = run(cli, &mut out).and_then(|()| Ok(out.flush()?));
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -101,6 +131,11 @@ fn run(cli: Cli, out: &mut Out) -> CliResult {
         Some(root) => root,
         None => crate::cas::store::default_root()?,
     };
+    if reads_the_store(&cli.command) && !root.exists() {
+        return Err(error::user_error!("no uwf store at {}", root.display())
+            .hint("give the storage root with --root DIR or UWF_STORAGE_ROOT=DIR")
+            .hint("`uwf workflow put FILE` creates a store and registers a workflow"));
+    }
     load_dotenv(&root);
     match cli.command {
         Command::Cas(cmd) => cas::run(cmd, &root, out),
@@ -116,6 +151,25 @@ fn run(cli: Cli, out: &mut Out) -> CliResult {
         Command::Doctor(args) => setup::doctor(args, &root, out),
         Command::Export(args) => export::run(args, &root, out),
         Command::Live(args) => live::run(args, &root, out),
+    }
+}
+
+/// Whether a command only reads an existing store (SPEC §13): such commands refuse a storage
+/// root that does not exist instead of creating an empty one (a typo in `--root` would otherwise
+/// look like an empty store). Commands that write (`workflow put`, `cas put`, `setup`, `mount`)
+/// create it; `doctor` reports on it; the others do not touch it.
+fn reads_the_store(command: &Command) -> bool {
+    match command {
+        Command::Workflow(cmd) => cmd.only_reads(),
+        Command::Cas(cmd) => cmd.only_reads(),
+        Command::Thread(_) | Command::Agent(_) | Command::Export(_) | Command::Live(_) => true,
+        Command::Eval(_)
+        | Command::Mount(_)
+        | Command::Umount(_)
+        | Command::Skill(_)
+        | Command::Completions(_)
+        | Command::Setup(_)
+        | Command::Doctor(_) => false,
     }
 }
 

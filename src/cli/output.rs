@@ -1,17 +1,49 @@
-//! Writing to stdout without panicking on a closed pipe (`uwf cas list | head` exits 0).
+//! Writing to stdout without panicking on a closed pipe (`uwf cas list | head` exits 0), and in
+//! the form the reader wants (SPEC §13): aligned tables with relative times for a person at a
+//! terminal, JSON lines for scripts (`--json`, or any stdout that is not a terminal), bare ids
+//! with `-q`.
 
-use std::io::{self, Write};
+use std::io::{self, IsTerminal, Write};
+
+/// How list-like commands print.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Aligned columns with a header and relative times (stdout is a terminal).
+    Table,
+    /// One JSON object per line.
+    Json,
+    /// Only the id or hash of each item (`-q`).
+    Quiet,
+}
 
 /// The command's standard output.
 pub struct Out {
     inner: Box<dyn Write>,
+    pub mode: Mode,
+    /// `--json` was given (not only implied by a pipe).
+    pub json_asked: bool,
 }
 
 impl Out {
-    pub fn stdout() -> Out {
+    /// Standard output; `json` and `quiet` are the global flags.
+    pub fn stdout(json: bool, quiet: bool) -> Out {
+        let mode = if quiet {
+            Mode::Quiet
+        } else if json || !io::stdout().is_terminal() {
+            Mode::Json
+        } else {
+            Mode::Table
+        };
         Out {
             inner: Box::new(io::BufWriter::new(io::stdout().lock())),
+            mode,
+            json_asked: json,
         }
+    }
+
+    /// Whether only ids are wanted.
+    pub fn quiet(&self) -> bool {
+        self.mode == Mode::Quiet
     }
 
     /// Writes one line.
@@ -30,6 +62,35 @@ impl Out {
         writeln!(self.inner)
     }
 
+    /// Writes rows under `header` as aligned columns (two spaces apart; the last column is not
+    /// padded). Nothing at all for no rows, so an empty list stays empty.
+    pub fn table(&mut self, header: &[&str], rows: &[Vec<String>]) -> io::Result<()> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+        for row in rows {
+            for (w, cell) in widths.iter_mut().zip(row) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+        let header: Vec<String> = header.iter().map(|h| (*h).to_owned()).collect();
+        for row in std::iter::once(&header).chain(rows) {
+            let mut line = String::new();
+            for (i, cell) in row.iter().enumerate() {
+                if i + 1 == row.len() {
+                    line.push_str(cell);
+                } else {
+                    let pad = widths[i].saturating_sub(cell.chars().count());
+                    line.push_str(cell);
+                    line.push_str(&" ".repeat(pad + 2));
+                }
+            }
+            writeln!(self.inner, "{}", line.trim_end())?;
+        }
+        Ok(())
+    }
+
     pub fn flush(&mut self) -> io::Result<()> {
         self.inner.flush()
     }
@@ -38,5 +99,51 @@ impl Out {
 impl Drop for Out {
     fn drop(&mut self) {
         let _ = self.inner.flush();
+    }
+}
+
+/// How long ago `ms` (milliseconds since the epoch) was, for people: `just now`, `42s ago`,
+/// `5 min ago`, `3 h ago`, `1 day ago`, `12 days ago`.
+pub fn ago(ms: u64, now_ms: u64) -> String {
+    let secs = now_ms.saturating_sub(ms) / 1000;
+    match secs {
+        0..=4 => "just now".to_owned(),
+        5..=59 => format!("{secs}s ago"),
+        60..=3599 => format!("{} min ago", secs / 60),
+        3600..=86_399 => format!("{} h ago", secs / 3600),
+        _ => {
+            let days = secs / 86_400;
+            format!("{days} day{} ago", if days == 1 { "" } else { "s" })
+        }
+    }
+}
+
+/// `text` cut to `max` characters, with `…` when cut.
+pub fn shorten(text: &str, max: usize) -> String {
+    if text.chars().count() > max {
+        format!("{}…", text.chars().take(max - 1).collect::<String>())
+    } else {
+        text.to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_times_read_like_speech() {
+        let now = 10_000_000_000;
+        assert_eq!(ago(now, now), "just now");
+        assert_eq!(ago(now - 42_000, now), "42s ago");
+        assert_eq!(ago(now - 300_000, now), "5 min ago");
+        assert_eq!(ago(now - 3 * 3_600_000, now), "3 h ago");
+        assert_eq!(ago(now - 86_400_000, now), "1 day ago");
+        assert_eq!(ago(now - 12 * 86_400_000, now), "12 days ago");
+        assert_eq!(
+            ago(now + 5_000, now),
+            "just now",
+            "a clock ahead is not negative"
+        );
     }
 }

@@ -13,7 +13,7 @@ use crate::engine::{config::doctor, config::dotenv};
 
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  \
-uwf setup --provider openai --api-key-env OPENAI_API_KEY --api-key - --model gpt-4o-mini --agent llm < key.txt\n  \
+uwf setup --provider openai --api-key-env OPENAI_API_KEY --api-key - \\\n      --model gpt-4o-mini --agent llm < key.txt\n  \
 uwf setup --provider local --base-url http://127.0.0.1:8080/v1 --model qwen2.5-coder\n  \
 uwf setup            (on a terminal: asks)\n\n\
 Known providers (base URL and key variable filled in): openai, openrouter, ollama.\n\
@@ -244,7 +244,11 @@ pub fn doctor(args: DoctorArgs, root: &Path, out: &mut Out) -> CliResult<()> {
     let checks = doctor::run(root, &args.skip);
     let failed = checks.iter().filter(|c| !c.ok).count();
     for check in &checks {
-        let verdict = if check.ok { "ok  " } else { "FAIL" };
+        let verdict = match (check.ok, check.off) {
+            (true, false) => "ok  ",
+            (true, true) => "off ",
+            (false, _) => "FAIL",
+        };
         out.line(format!("{verdict} {}: {}", check.name, check.detail))?;
         if let Some(hint) = check.hint.as_deref().filter(|h| !h.is_empty()) {
             out.line(format!("     hint: {hint}"))?;

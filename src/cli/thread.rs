@@ -7,6 +7,7 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 
 use super::Out;
+use super::output::{Mode, ago, shorten};
 use crate::cas::{Hash, Store, builtin};
 use crate::cli::error::{CliResult, CommandError, Context, bail, user_error};
 use crate::engine::agent::human;
@@ -44,18 +45,26 @@ uwf thread step 01JD8X…\n  uwf thread step 01JD8X… --agent \"uwf agent scrip
     /// Step until the thread is done (or --max-steps); prints one JSON line per step
     #[command(after_help = "Example:\n  uwf thread run 01JD8X… --agent dry --max-steps 20")]
     Run {
+        /// Thread id (a unique prefix is enough)
         thread: String,
-        #[arg(long, default_value_t = 100)]
+        /// Stop after this many steps even if the thread is not done
+        #[arg(long, default_value_t = 100, value_name = "N")]
         max_steps: usize,
+        /// The agent for every step: a configured agent name or a command line (default: the
+        /// config's agentOverrides and defaultAgent)
         #[arg(long)]
         agent: Option<String>,
     },
-    /// Show a thread: {"workflow","thread","head","done","status","next"}
+    /// Show a thread: {"workflow","thread","head","done","status","next"}, and "error" when
+    /// its last step failed
     #[command(after_help = "Example:\n  uwf thread show 01JD8X…")]
-    Show { thread: String },
-    /// List threads, one JSON object per line
+    Show {
+        /// Thread id (a unique prefix is enough)
+        thread: String,
+    },
+    /// List threads: a table on a terminal, else one JSON object per line
     #[command(
-        after_help = "Examples:\n  uwf thread list\n  uwf thread list --all --workflow solve-issue"
+        after_help = "Examples:\n  uwf thread list\n  uwf thread list --all --workflow solve-issue --json\n  uwf thread list -q   # ids only"
     )]
     List {
         /// Include archived (done and killed) threads
@@ -69,25 +78,36 @@ uwf thread step 01JD8X…\n  uwf thread step 01JD8X… --agent \"uwf agent scrip
         tree: bool,
     },
     /// List a thread's steps: index, hash, role, agent, output summary
-    #[command(after_help = "Example:\n  uwf thread steps 01JD8X…")]
-    Steps { thread: String },
+    #[command(
+        after_help = "Examples:\n  uwf thread steps 01JD8X…\n  uwf thread steps 01JD8X… --json | jq .summary"
+    )]
+    Steps {
+        /// Thread id (a unique prefix is enough)
+        thread: String,
+    },
     /// Print the thread as Markdown (for people and for agents' context)
     #[command(
         after_help = "Examples:\n  uwf thread read 01JD8X…\n  uwf thread read 01JD8X… --quota 8000 --before 4X5K4AE2AA5F2"
     )]
     Read {
+        /// Thread id (a unique prefix is enough)
         thread: String,
         /// Keep the newest steps that fit in this many characters
         #[arg(long)]
         quota: Option<usize>,
-        /// Only the steps before this step
-        #[arg(long, value_name = "HASH")]
+        /// Only the steps before this step (a hash, a unique prefix, or THREAD:INDEX)
+        #[arg(long, value_name = "STEP")]
         before: Option<String>,
     },
     /// Start a new thread from a step (or start node) of any thread
-    #[command(after_help = "Example:\n  uwf thread fork 4X5K4AE2AA5F2")]
+    #[command(
+        after_help = "A step is named by its hash, a unique prefix of 4 or more symbols, \
+or THREAD:INDEX (1-based; T:-1 is the head, T:0 the start).\n\n\
+Examples:\n  uwf thread fork 4X5K4AE2AA5F2\n  uwf thread fork 01JD8X…:2"
+    )]
     Fork {
-        #[arg(value_name = "STEP-HASH")]
+        /// The step to continue from (hash, prefix, or THREAD:INDEX)
+        #[arg(value_name = "STEP")]
         step: String,
     },
     /// Print a step's execution detail as YAML
@@ -96,21 +116,53 @@ uwf thread step 01JD8X…\n  uwf thread step 01JD8X… --agent \"uwf agent scrip
         after_help = "Example:\n  uwf thread step-details 4X5K4AE2AA5F2"
     )]
     StepDetails {
-        #[arg(value_name = "STEP-HASH")]
+        /// The step (hash, prefix, or THREAD:INDEX)
+        #[arg(value_name = "STEP")]
         step: String,
     },
     /// Unified diff of two steps' outputs and bodies
-    #[command(after_help = "Example:\n  uwf thread diff 4X5K4AE2AA5F2 2DHW2FP49YVD3 | less")]
-    Diff { a: String, b: String },
+    #[command(
+        after_help = "Examples:\n  uwf thread diff 01JD8X…:2 01JD8X…:4\n  uwf thread diff 4X5K4AE2AA5F2 2DHW2FP49YVD3 | less"
+    )]
+    Diff {
+        /// The old step (hash, prefix, or THREAD:INDEX)
+        #[arg(value_name = "STEP-A")]
+        a: String,
+        /// The new step
+        #[arg(value_name = "STEP-B")]
+        b: String,
+    },
+    /// Print the thread's log: every step's header and its agent's stdout and stderr
+    #[command(after_help = "Examples:\n  uwf thread log 01JD8X…\n  uwf thread log 01JD8X… | less")]
+    Log {
+        /// Thread id (a unique prefix is enough)
+        thread: String,
+    },
+    /// Publish a step node written outside `uwf thread step` (by a hand-run agent)
+    #[command(
+        after_help = "Verifies the node as a step does (SPEC §5.3: it continues the thread's head, \
+its role is the one the moderator picks, its output fits the role's schema) and moves the head by \
+compare-and-set.\n\nExample:\n  uwf thread publish $(./my-agent.sh $T writer)"
+    )]
+    Publish {
+        /// The step node (hash, prefix)
+        #[arg(value_name = "STEP")]
+        step: String,
+    },
     /// Stop a running step's agent and archive the thread as killed
     #[command(after_help = "Example:\n  uwf thread kill 01JD8X…")]
-    Kill { thread: String },
+    Kill {
+        /// Thread id (a unique prefix is enough)
+        thread: String,
+    },
     /// Evaluate a JSONata expression against the thread's moderator context
     #[command(
         after_help = "Example:\n  uwf thread eval 01JD8X… '$count(steps[role=\"reviewer\"])'"
     )]
     Eval {
+        /// Thread id (a unique prefix is enough)
         thread: String,
+        /// A JSONata expression over {"start", "steps"}
         expression: String,
         /// Memory limit of the evaluation, e.g. 64MiB, 1GiB (default 256MiB, or
         /// $UWF_JSONATA_MAX_MEMORY)
@@ -119,7 +171,10 @@ uwf thread step 01JD8X…\n  uwf thread step 01JD8X… --agent \"uwf agent scrip
     },
     /// Show which transition the moderator would take now, and how each condition evaluated
     #[command(after_help = "Example:\n  uwf thread why 01JD8X…")]
-    Why { thread: String },
+    Why {
+        /// Thread id (a unique prefix is enough)
+        thread: String,
+    },
     /// Watch a thread: its agents' output as it arrives, a line per step, until it ends
     Live(super::live::LiveArgs),
     /// Print what a person is asked when the thread awaits a human step (SPEC §10)
@@ -191,17 +246,21 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
                 }
             };
             let (workflow, id) = lifecycle::start(&store, &args.workflow, &prompt)?;
-            out.line(json!({"workflow": workflow, "thread": id}))?;
+            if out.quiet() {
+                out.line(id)?;
+            } else {
+                out.line(json!({"workflow": workflow, "thread": id}))?;
+            }
         }
         ThreadCommand::Step { thread, agent } => {
             let id = lifecycle::resolve_id(root, &thread)?;
-            let config = load_config(root)?;
+            let config = load_config(root, agent.as_deref())?;
             let options = StepOptions {
                 agent,
                 passthrough: true,
             };
             let stepped = step::step(&store, &config, &id, &options)?;
-            out.line(stepped.to_json())?;
+            print_stepped(out, &stepped)?;
         }
         ThreadCommand::Run {
             thread,
@@ -209,7 +268,7 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             agent,
         } => {
             let id = lifecycle::resolve_id(root, &thread)?;
-            let config = load_config(root)?;
+            let config = load_config(root, agent.as_deref())?;
             let options = StepOptions {
                 agent,
                 passthrough: true,
@@ -224,7 +283,7 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
                     );
                 }
                 let stepped = step::step(&store, &config, &id, &options)?;
-                out.line(stepped.to_json())?;
+                print_stepped(out, &stepped)?;
                 out.flush()?;
                 if stepped.done || stepped.awaiting {
                     return Ok(());
@@ -236,7 +295,12 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
         }
         ThreadCommand::Show { thread } => {
             let id = lifecycle::resolve_id(root, &thread)?;
-            let mut json = lifecycle::summary(&store, &id)?.to_json();
+            let summary = lifecycle::summary(&store, &id)?;
+            if out.quiet() {
+                out.line(summary.head)?;
+                return Ok(());
+            }
+            let mut json = summary.to_json();
             let (parent, children) = lifecycle::family_json(root, &id);
             json["parent"] = parent;
             json["children"] = children;
@@ -251,23 +315,7 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             let id = lifecycle::resolve_id(root, &thread)?;
             let summary = lifecycle::summary(&store, &id)?;
             let view = ThreadView::at(&store, &id, summary.head)?;
-            for (i, s) in view.chain.steps.iter().enumerate() {
-                let mut line = json!({
-                    "index": i + 1,
-                    "hash": s.hash.to_string(),
-                    "role": s.role,
-                    "agent": s.agent,
-                    "timestamp": s.timestamp,
-                    "summary": summarize(&s.output()),
-                });
-                if s.agent.starts_with("workflow:")
-                    && let Ok(detail) = store.get_payload(s.detail)
-                    && let Some(child) = detail.get("thread")
-                {
-                    line["child"] = child.clone();
-                }
-                out.line(line)?;
-            }
+            steps(&store, &view, out)?;
         }
         ThreadCommand::Read {
             thread,
@@ -279,7 +327,7 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             let view = ThreadView::at(&store, &id, summary.head)?;
             let upto = match before {
                 Some(h) => {
-                    let h = Hash::parse(&h)?;
+                    let h = lifecycle::resolve_step(&store, &h)?;
                     view.chain
                         .steps
                         .iter()
@@ -310,11 +358,16 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             out.text(&text)?;
         }
         ThreadCommand::Fork { step } => {
-            let (workflow, id, head) = lifecycle::fork(&store, Hash::parse(&step)?)?;
-            out.line(json!({"workflow": workflow, "thread": id, "head": head.to_string()}))?;
+            let from = lifecycle::resolve_step(&store, &step)?;
+            let (workflow, id, head) = lifecycle::fork(&store, from)?;
+            if out.quiet() {
+                out.line(id)?;
+            } else {
+                out.line(json!({"workflow": workflow, "thread": id, "head": head.to_string()}))?;
+            }
         }
         ThreadCommand::StepDetails { step } => {
-            let hash = Hash::parse(&step)?;
+            let hash = lifecycle::resolve_step(&store, &step)?;
             let node = store.get(hash)?;
             if node.type_hash != builtin::hash_of("step") {
                 bail!("{hash} is not a step node");
@@ -323,7 +376,8 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             out.text(&render::detail_yaml(&store, step.detail)?)?;
         }
         ThreadCommand::Diff { a, b } => {
-            let (a, b) = (Hash::parse(&a)?, Hash::parse(&b)?);
+            let a = lifecycle::resolve_step(&store, &a)?;
+            let b = lifecycle::resolve_step(&store, &b)?;
             let (ta, tb) = (step_text(&store, a)?, step_text(&store, b)?);
             out.text(&render::unified_diff(
                 &format!("a/{a}"),
@@ -331,6 +385,26 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
                 &format!("b/{b}"),
                 &tb,
             ))?;
+        }
+        ThreadCommand::Log { thread } => {
+            let id = lifecycle::resolve_id(root, &thread)?;
+            let path = crate::engine::thread::log::path(root, &id);
+            match std::fs::read(&path) {
+                Ok(bytes) => out.text(&String::from_utf8_lossy(&bytes))?,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    eprintln!("uwf: thread {id} has no log yet (no step has run an agent)");
+                }
+                Err(e) => {
+                    return Err(
+                        CommandError::from(e).context(format!("cannot read {}", path.display()))
+                    );
+                }
+            }
+        }
+        ThreadCommand::Publish { step } => {
+            let hash = lifecycle::resolve_step(&store, &step)?;
+            let stepped = step::publish_node(&store, hash)?;
+            print_stepped(out, &stepped)?;
         }
         ThreadCommand::Kill { thread } => {
             let id = lifecycle::resolve_id(root, &thread)?;
@@ -363,8 +437,8 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             let moderator = Moderator::new(view.workflow.clone())?;
             let (trace, chosen) = moderator.explain(&context)?;
             out.line(format!(
-                "thread {id} is at `{position}` ({} steps)",
-                view.chain.steps.len()
+                "thread {id} is at `{position}` ({})",
+                lifecycle::plural(view.chain.steps.len(), "step")
             ))?;
             for (i, t) in trace.iter().enumerate() {
                 let verdict = match &t.outcome {
@@ -413,15 +487,87 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
     Ok(())
 }
 
-fn load_config(root: &Path) -> CliResult<config::Loaded> {
+/// Loads the configuration for steps. With no config.yaml and no `--agent`, the steps use the
+/// offline default agent: say so once (per command, not per step).
+fn load_config(root: &Path, agent: Option<&str>) -> CliResult<config::Loaded> {
     let loaded = config::load(root)?;
-    if !loaded.from_file {
+    if !loaded.from_file && agent.is_none() {
         eprintln!(
             "uwf: no config.yaml in {}; using the offline built-in agents (default agent: dry)",
             root.display()
         );
     }
     Ok(loaded)
+}
+
+/// A step's result: its JSON, or with `-q` the head.
+fn print_stepped(out: &mut Out, stepped: &step::Stepped) -> CliResult<()> {
+    if out.quiet() {
+        out.line(stepped.head)?;
+    } else {
+        out.line(stepped.to_json())?;
+    }
+    Ok(())
+}
+
+/// `thread steps`: a table on a terminal, JSON lines otherwise, hashes with `-q`.
+fn steps(store: &Store, view: &ThreadView, out: &mut Out) -> CliResult<()> {
+    let now = crate::cas::store::now_ms();
+    let mut rows = Vec::new();
+    for (i, s) in view.chain.steps.iter().enumerate() {
+        let output = s.output();
+        let child = if s.agent.starts_with("workflow:")
+            && let Ok(detail) = store.get_payload(s.detail)
+            && let Some(child) = detail.get("thread")
+        {
+            Some(child.clone())
+        } else {
+            None
+        };
+        match out.mode {
+            Mode::Quiet => out.line(s.hash)?,
+            Mode::Json => {
+                let mut line = json!({
+                    "index": i + 1,
+                    "hash": s.hash.to_string(),
+                    "role": s.role,
+                    "agent": s.agent,
+                    "timestamp": s.timestamp,
+                    "summary": summarize(&output),
+                    "output": output,
+                });
+                if let Some(child) = child {
+                    line["child"] = child;
+                }
+                out.line(line)?;
+            }
+            Mode::Table => rows.push(vec![
+                (i + 1).to_string(),
+                s.hash.to_string(),
+                s.role.clone(),
+                s.agent.clone(),
+                ago(s.timestamp, now),
+                shorten(&output_line(&output), 60),
+            ]),
+        }
+    }
+    out.table(&["#", "STEP", "ROLE", "AGENT", "WHEN", "OUTPUT"], &rows)?;
+    Ok(())
+}
+
+/// An output as one line for people: `key: value, …` with strings unquoted.
+fn output_line(output: &serde_json::Value) -> String {
+    match output {
+        serde_json::Value::Object(map) => map
+            .iter()
+            .map(|(k, v)| match v {
+                serde_json::Value::String(text) => format!("{k}: {}", text.replace('\n', " ")),
+                other => format!("{k}: {other}"),
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
+        other => other.to_string(),
+    }
 }
 
 fn list(
@@ -442,6 +588,8 @@ fn list(
     }
     ids.sort();
     ids.dedup();
+    let now = crate::cas::store::now_ms();
+    let mut rows = Vec::new();
     for id in ids {
         let summary = match lifecycle::summary(store, &id) {
             Ok(s) => s,
@@ -464,8 +612,29 @@ fn list(
             }
             continue;
         }
-        out.line(summary.to_json())?;
+        match out.mode {
+            Mode::Quiet => out.line(&summary.id)?,
+            Mode::Json => out.line(summary.to_json())?,
+            Mode::Table => {
+                let updated = store
+                    .get(summary.head)
+                    .map(|n| ago(n.timestamp, now))
+                    .unwrap_or_default();
+                rows.push(vec![
+                    summary.id.clone(),
+                    summary.workflow.clone(),
+                    summary.status.clone(),
+                    summary.steps.to_string(),
+                    summary.next.clone().unwrap_or_else(|| "-".into()),
+                    updated,
+                ]);
+            }
+        }
     }
+    out.table(
+        &["THREAD", "WORKFLOW", "STATUS", "STEPS", "NEXT", "UPDATED"],
+        &rows,
+    )?;
     Ok(())
 }
 

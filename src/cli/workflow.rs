@@ -7,6 +7,7 @@ use clap::Subcommand;
 use serde_json::json;
 
 use super::Out;
+use super::output::{Mode, ago};
 use crate::cas::Store;
 use crate::cas::store::now_ms;
 use crate::cli::error::{CliResult, Context};
@@ -37,12 +38,17 @@ Examples:\n  uwf workflow put examples/solve-issue.yaml\n  uwf workflow put --ch
         /// A registered name or a workflow hash
         workflow: String,
     },
-    /// List registered workflows, one JSON object per line
-    #[command(after_help = "Example:\n  uwf workflow list")]
+    /// List registered workflows: a table on a terminal, else one JSON object per line
+    #[command(
+        after_help = "Examples:\n  uwf workflow list\n  uwf workflow list --json\n  uwf workflow list -q   # names only"
+    )]
     List,
     /// List the versions of a workflow, newest first
     #[command(after_help = "Example:\n  uwf workflow history solve-issue")]
-    History { name: String },
+    History {
+        /// A registered workflow name
+        name: String,
+    },
     /// Make an earlier version current again (default: the previous one)
     #[command(
         after_help = "Examples:\n  uwf workflow rollback solve-issue\n  uwf workflow rollback solve-issue 4G86E2KECAKQG"
@@ -64,6 +70,13 @@ Examples:\n  uwf workflow put examples/solve-issue.yaml\n  uwf workflow put --ch
     Rm { name: String },
 }
 
+impl WorkflowCommand {
+    /// Whether the command only reads the store (see `reads_the_store`).
+    pub fn only_reads(&self) -> bool {
+        !matches!(self, WorkflowCommand::Put { .. })
+    }
+}
+
 pub fn run(cmd: WorkflowCommand, root: &Path, out: &mut Out) -> CliResult<()> {
     let store = Store::open(root)?;
     match cmd {
@@ -77,25 +90,50 @@ pub fn run(cmd: WorkflowCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             }
         }
         WorkflowCommand::List => {
+            let mut rows = Vec::new();
             for (name, entry) in registry::list(root)? {
-                out.line(json!({
-                    "name": name,
-                    "hash": entry.hash,
-                    "registeredAt": entry.registered_at,
-                    "versions": entry.history.len() + 1,
-                }))?;
+                match out.mode {
+                    Mode::Quiet => out.line(&name)?,
+                    Mode::Json => out.line(json!({
+                        "name": name,
+                        "hash": entry.hash,
+                        "registeredAt": entry.registered_at,
+                        "versions": entry.history.len() + 1,
+                    }))?,
+                    Mode::Table => rows.push(vec![
+                        name,
+                        entry.hash.to_string(),
+                        (entry.history.len() + 1).to_string(),
+                        ago(entry.registered_at, now_ms()),
+                    ]),
+                }
             }
+            out.table(&["NAME", "HASH", "VERSIONS", "REGISTERED"], &rows)?;
         }
         WorkflowCommand::History { name } => {
             let entry = registry::entry(root, &name)?;
-            out.line(
-                json!({"hash": entry.hash, "registeredAt": entry.registered_at, "current": true}),
-            )?;
-            for v in entry.history.iter().rev() {
-                out.line(
-                    json!({"hash": v.hash, "registeredAt": v.registered_at, "current": false}),
-                )?;
+            let versions = std::iter::once((entry.hash, entry.registered_at, true)).chain(
+                entry
+                    .history
+                    .iter()
+                    .rev()
+                    .map(|v| (v.hash, v.registered_at, false)),
+            );
+            let mut rows = Vec::new();
+            for (hash, at, current) in versions {
+                match out.mode {
+                    Mode::Quiet => out.line(hash)?,
+                    Mode::Json => {
+                        out.line(json!({"hash": hash, "registeredAt": at, "current": current}))?
+                    }
+                    Mode::Table => rows.push(vec![
+                        hash.to_string(),
+                        ago(at, now_ms()),
+                        if current { "current" } else { "" }.to_owned(),
+                    ]),
+                }
             }
+            out.table(&["HASH", "REGISTERED", ""], &rows)?;
         }
         WorkflowCommand::Rollback { name, hash } => {
             let target = hash.map(|h| crate::cas::Hash::parse(&h)).transpose()?;

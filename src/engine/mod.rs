@@ -16,5 +16,6 @@ pub mod config;
 pub mod fsck;
 pub mod index_files;
 pub mod llm;
+pub mod suggest;
 pub mod thread;
 pub mod workflow;

@@ -12,10 +12,14 @@ pub struct Env {
 }
 
 impl Env {
+    /// An empty storage root that exists (as `UWF_STORAGE_ROOT=$(mktemp -d)` makes one):
+    /// commands that only read refuse a root that does not exist (SPEC §13).
     pub fn new() -> Env {
-        Env {
+        let env = Env {
             dir: tempfile::tempdir().expect("temp dir"),
-        }
+        };
+        std::fs::create_dir(env.root()).expect("storage root");
+        env
     }
 
     pub fn root(&self) -> PathBuf {
@@ -145,4 +149,68 @@ pub fn script(env: &Env, name: &str, body: &str) -> PathBuf {
     std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).expect("write script");
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     path
+}
+
+/// Something a test needs from the machine beyond Rust.
+#[derive(Debug, Clone, Copy)]
+pub enum Need {
+    /// A program on PATH (an editor, tmux, python3).
+    Tool(&'static str),
+    /// A usable FUSE: `/dev/fuse` opens read-write, and we are root or have `fusermount3`.
+    Fuse,
+}
+
+/// What of `needs` this machine lacks, one phrase each ("emacs not found").
+pub fn missing(needs: &[Need]) -> Vec<String> {
+    needs
+        .iter()
+        .filter_map(|need| match need {
+            Need::Tool(name) => (!on_path(name)).then(|| format!("{name} not found")),
+            Need::Fuse => {
+                let opens = std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open("/dev/fuse")
+                    .is_ok();
+                let mounts = nix::unistd::geteuid().is_root() || on_path("fusermount3");
+                (!(opens && mounts)).then(|| "no usable /dev/fuse (or not root)".to_owned())
+            }
+        })
+        .collect()
+}
+
+/// Whether an executable `name` is on PATH.
+pub fn on_path(name: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|dir| {
+            std::fs::metadata(dir.join(name))
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+    })
+}
+
+/// Whether the machine has everything `test` needs; call first and return when false.
+///
+/// When something is missing the test is skipped with a line on stderr (`SKIP test: emacs not
+/// found`, written past the test harness's capture so that `cargo test` shows it), unless
+/// `UWF_REQUIRE_ALL_TESTS=1` (CI) makes it panic: a skip there would hide a missing install.
+pub fn has(test: &str, needs: &[Need]) -> bool {
+    let require_all = std::env::var("UWF_REQUIRE_ALL_TESTS").is_ok_and(|v| v == "1");
+    skip_or_panic(test, &missing(needs), require_all)
+}
+
+/// The decision of [`has`], given what is missing.
+pub fn skip_or_panic(test: &str, missing: &[String], require_all: bool) -> bool {
+    if missing.is_empty() {
+        return true;
+    }
+    let reason = missing.join(", ");
+    assert!(
+        !require_all,
+        "{test} cannot run: {reason} (UWF_REQUIRE_ALL_TESTS=1 forbids skipping; install it)"
+    );
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "SKIP {test}: {reason}");
+    false
 }

@@ -76,6 +76,19 @@ impl Advice for AgentError {
     }
 }
 
+impl AgentError {
+    /// The same error without the stderr tail (for a caller that showed that stderr already).
+    pub fn without_stderr_tail(mut self) -> AgentError {
+        match &mut self {
+            AgentError::Timeout { stderr_tail, .. }
+            | AgentError::Failed { stderr_tail, .. }
+            | AgentError::NoHash { stderr_tail, .. } => stderr_tail.clear(),
+            AgentError::Spawn { .. } => {}
+        }
+        self
+    }
+}
+
 fn tail_note(tail: &str) -> String {
     let tail = tail.trim_end();
     if tail.is_empty() {

@@ -41,6 +41,14 @@ pub enum SubmitError {
     },
     #[error("--detail-json must hold a JSON object: {0}")]
     Detail(String),
+    #[error(
+        "the output for role `{role}` does not match the role's schema ({schema}):\n{violations}"
+    )]
+    InvalidOutput {
+        role: String,
+        schema: Hash,
+        violations: String,
+    },
 }
 
 impl Advice for SubmitError {
@@ -54,6 +62,9 @@ impl Advice for SubmitError {
             SubmitError::Extract { raw, .. } => vec![format!(
                 "the raw output is kept as text node {raw}: `uwf cas get {raw} --payload`"
             )],
+            SubmitError::InvalidOutput { schema, .. } => {
+                vec![format!("`uwf cas schema get {schema}` prints the schema")]
+            }
             _ => Vec::new(),
         }
     }
@@ -224,7 +235,18 @@ pub fn write_step_to(
         Some(b) => Some(store.put(text, &Value::String(b.to_owned()))?),
         None => None,
     };
-    let output_hash = store.put(schema_hash, output)?;
+    let output_hash = store.put(schema_hash, output).map_err(|e| match e {
+        StoreError::InvalidPayload { violations, .. } => SubmitError::InvalidOutput {
+            role: role.to_owned(),
+            schema: schema_hash,
+            violations: violations
+                .iter()
+                .map(|v| format!("  - {v}"))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        },
+        other => other.into(),
+    })?;
     let mut detail = submission.extra;
     detail.insert("raw".into(), raw.to_string().into());
     detail.insert(

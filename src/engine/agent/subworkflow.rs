@@ -137,7 +137,8 @@ pub fn run(store: &Store, config: &Loaded, job: &Delegation<'_>) -> Result<Hash,
             max,
         });
     }
-    if let Err(registry::RegistryError::Unresolved(_)) = registry::resolve(store, job.workflow) {
+    if let Err(registry::RegistryError::Unresolved { .. }) = registry::resolve(store, job.workflow)
+    {
         let known = registry::list(root)
             .map(|r| r.keys().cloned().collect::<Vec<_>>().join(", "))
             .unwrap_or_default();

@@ -31,6 +31,9 @@ pub struct Check {
     /// `config`, `agent NAME`, `provider NAME`, …
     pub name: String,
     pub ok: bool,
+    /// Not usable as configured, but nothing uses it either (an LLM agent with no model while
+    /// the default agent is offline): neither ok nor a failure.
+    pub off: bool,
     pub detail: String,
     /// What to do when it failed.
     pub hint: Option<String>,
@@ -41,8 +44,19 @@ impl Check {
         Check {
             name: name.into(),
             ok: true,
+            off: false,
             detail: detail.into(),
             hint: None,
+        }
+    }
+
+    fn off(name: impl Into<String>, detail: impl Into<String>, hint: impl Into<String>) -> Check {
+        Check {
+            name: name.into(),
+            ok: true,
+            off: true,
+            detail: detail.into(),
+            hint: Some(hint.into()),
         }
     }
 
@@ -50,6 +64,7 @@ impl Check {
         Check {
             name: name.into(),
             ok: false,
+            off: false,
             detail: detail.into(),
             hint: Some(hint.into()),
         }
@@ -159,7 +174,7 @@ fn agents(root: &Path, config: &Config) -> Vec<Check> {
         .into_iter()
         .map(|(name, agent)| {
             let label = format!("agent {name}");
-            if let Some(check) = kind_check(root, config, &label, &agent) {
+            if let Some(check) = kind_check(root, config, &name, &label, &agent) {
                 return check;
             }
             if agent.command == "uwf" {
@@ -181,11 +196,42 @@ fn agents(root: &Path, config: &Config) -> Vec<Check> {
 
 /// The checks of the two agent kinds no program plays alone: `human` (a person answers) and
 /// `workflow --name W` (a sub-workflow, whose workflow must be registered).
-fn kind_check(root: &Path, config: &Config, label: &str, agent: &AgentConfig) -> Option<Check> {
+fn kind_check(
+    root: &Path,
+    config: &Config,
+    name: &str,
+    label: &str,
+    agent: &AgentConfig,
+) -> Option<Check> {
     if agent.command != "uwf" || agent.args.first().map(String::as_str) != Some("agent") {
         return None;
     }
     match agent.args.get(1).map(String::as_str) {
+        Some(kind @ ("llm" | "react")) => {
+            let model = agent
+                .args
+                .iter()
+                .position(|a| a == "--model")
+                .and_then(|i| agent.args.get(i + 1))
+                .map(String::as_str)
+                .or_else(|| config.model_for(kind));
+            let used = config.default_agent.as_deref() == Some(name)
+                || config
+                    .agent_overrides
+                    .values()
+                    .any(|roles| roles.values().any(|a| a == name));
+            let hint = format!(
+                "configure a model: `uwf setup --provider … --model …`, or defaultModel / \
+                 modelOverrides.{kind} in config.yaml"
+            );
+            Some(match model {
+                Some(model) => Check::ok(label, format!("`uwf agent {kind}` with model `{model}`")),
+                None if used => {
+                    Check::fail(label, "no model is configured, and steps use it", hint)
+                }
+                None => Check::off(label, "no model is configured (not used now)", hint),
+            })
+        }
         Some("human") => Some(Check::ok(
             label,
             "a person answers: `uwf thread question ID`, then `uwf thread answer ID` (or the mount's `answer` file)",

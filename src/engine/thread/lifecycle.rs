@@ -29,8 +29,26 @@ pub enum ThreadError {
         "the prompt is empty: say what the thread should do (-p TEXT, -p - for stdin, or --prompt-file FILE)"
     )]
     EmptyPrompt,
-    #[error("`{0}` matches several threads; give more of the id")]
-    Ambiguous(String),
+    #[error("`{prefix}` matches {} threads: {}", candidates.len(), candidates.join(", "))]
+    Ambiguous {
+        prefix: String,
+        candidates: Vec<String>,
+    },
+    #[error("`{prefix}` matches {} nodes: {}", candidates.len(), candidates.join(", "))]
+    AmbiguousStep {
+        prefix: String,
+        candidates: Vec<String>,
+    },
+    #[error("no step or start node matches `{0}`")]
+    NoSuchStep(String),
+    #[error("`{0}` is too short to name a step")]
+    ShortStepPrefix(String),
+    #[error("thread {id} has {}; there is no step {index}", plural(*steps, "step"))]
+    NoStepAt {
+        id: String,
+        index: i64,
+        steps: usize,
+    },
     #[error("{hash} is not a step or start node, so nothing can be forked from it")]
     NotForkable { hash: Hash },
     #[error(
@@ -63,6 +81,17 @@ impl Advice for ThreadError {
             ThreadError::Chain(e) => e.hints(),
             ThreadError::Step(e) => e.hints(),
             ThreadError::Files(e) => e.hints(),
+            ThreadError::Ambiguous { .. } => vec!["give more of the id".to_owned()],
+            ThreadError::AmbiguousStep { .. } => vec!["give more of the hash".to_owned()],
+            ThreadError::NoSuchStep(_) | ThreadError::ShortStepPrefix(_) => vec![
+                "name a step by its hash, a unique prefix of 4 or more symbols, or THREAD:INDEX \
+                 (`T:1` is the first step, `T:-1` the head, `T:0` the start)"
+                    .to_owned(),
+                "`uwf thread steps <thread>` lists a thread's steps".to_owned(),
+            ],
+            ThreadError::NoStepAt { id, .. } => {
+                vec![format!("`uwf thread steps {id}` lists its steps")]
+            }
             _ => Vec::new(),
         }
     }
@@ -162,11 +191,92 @@ pub fn resolve_id(root: &Path, text: &str) -> Result<String, ThreadError> {
         .chain(archived.into_iter().map(|a| a.thread))
         .filter(|id| !wanted.is_empty() && id.starts_with(&wanted))
         .collect();
+    matches.sort();
     matches.dedup();
     match matches.len() {
         0 => Err(ThreadIndexError::Unknown(text.to_owned()).into()),
         1 => Ok(matches.remove(0)),
-        _ => Err(ThreadError::Ambiguous(text.to_owned())),
+        _ => Err(ThreadError::Ambiguous {
+            prefix: text.to_owned(),
+            candidates: matches,
+        }),
+    }
+}
+
+/// The shortest hash prefix accepted as a step reference.
+pub const MIN_PREFIX: usize = 4;
+
+/// Finds a step (or start node) by reference (SPEC §13): a full hash; `<thread>:<index>` with
+/// the thread as in [`resolve_id`] and a 1-based index, negative from the end (`T:-1` is the
+/// head, `T:0` the start node); or a unique prefix of at least [`MIN_PREFIX`] symbols of a
+/// step's or start node's hash.
+pub fn resolve_step(store: &Store, text: &str) -> Result<Hash, ThreadError> {
+    let text = text.trim();
+    if let Some((thread, index)) = text.rsplit_once(':')
+        && let Ok(index) = index.parse::<i64>()
+    {
+        let id = resolve_id(store.root(), thread)?;
+        let head = match index::state(store.root(), &id)? {
+            State::Active { head } => head,
+            State::Archived(a) => a.head,
+        };
+        let chain = ThreadView::at(store, &id, head)?.chain;
+        let steps = chain.steps.len();
+        let at = if index < 0 {
+            steps
+                .checked_sub(index.unsigned_abs() as usize)
+                .map(|i| i + 1)
+        } else {
+            Some(index as usize)
+        };
+        return match at {
+            Some(0) => Ok(chain.start_hash),
+            Some(n) if n <= steps => Ok(chain.steps[n - 1].hash),
+            _ => Err(ThreadError::NoStepAt { id, index, steps }),
+        };
+    }
+    if let Ok(hash) = Hash::parse(text) {
+        return Ok(hash);
+    }
+    // Crockford's reading of the prefix, as `Hash::parse` reads a whole hash.
+    let prefix: String = text
+        .chars()
+        .map(|c| match c.to_ascii_uppercase() {
+            'O' => '0',
+            'I' | 'L' => '1',
+            other => other,
+        })
+        .collect();
+    if prefix.chars().count() < MIN_PREFIX {
+        return Err(ThreadError::ShortStepPrefix(text.to_owned()));
+    }
+    let mut candidates = Vec::new();
+    for type_hash in [builtin::hash_of("step"), builtin::hash_of("start")] {
+        for hash in store.list_type(type_hash)? {
+            let name = hash.to_string();
+            if name.starts_with(&prefix) {
+                candidates.push(name);
+            }
+        }
+    }
+    candidates.sort();
+    candidates.dedup();
+    match candidates.len() {
+        0 => Err(ThreadError::NoSuchStep(text.to_owned())),
+        1 => Ok(Hash::parse(&candidates[0]).expect("a listed hash parses")),
+        _ => Err(ThreadError::AmbiguousStep {
+            prefix: text.to_owned(),
+            candidates,
+        }),
+    }
+}
+
+/// `1 step`, `2 steps`.
+pub fn plural(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("{n} {noun}")
+    } else {
+        format!("{n} {noun}s")
     }
 }
 
@@ -206,6 +316,9 @@ impl Summary {
         });
         if let Some(role) = &self.awaiting {
             json["awaiting"] = Value::String(role.clone());
+        }
+        if let Some(error) = &self.error {
+            json["error"] = Value::String(error.clone());
         }
         json
     }

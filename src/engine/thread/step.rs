@@ -54,6 +54,8 @@ pub enum StepError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Chain(#[from] ChainError),
+    #[error("{hash} cannot be published: {reason}")]
+    NotPublishable { hash: Hash, reason: String },
     /// What the step would build on (head, start, workflow, role schema) is missing or damaged;
     /// no agent ran and nothing changed.
     #[error("cannot step thread {thread}: its {what} {hash} is unusable: {error}")]
@@ -174,7 +176,25 @@ pub fn step(
         }
     }
     drop(lock);
-    result
+    // The run file keeps the agent's last stderr lines with the error; a caller that passed
+    // that stderr through has shown them already, and saying them twice buries the reason.
+    result.map_err(|e| {
+        if options.passthrough {
+            e.without_stderr_tail()
+        } else {
+            e
+        }
+    })
+}
+
+impl StepError {
+    /// The same error without the agent's stderr tail.
+    pub fn without_stderr_tail(self) -> StepError {
+        match self {
+            StepError::Agent(e) => StepError::Agent(e.without_stderr_tail()),
+            other => other,
+        }
+    }
 }
 
 /// The step an agent was started for (for the change feed).
@@ -403,6 +423,79 @@ pub(crate) fn publish(
         done,
         awaiting: false,
     })
+}
+
+/// Publishes step node `hash` written outside a step (a hand-run agent, `uwf thread publish`):
+/// finds the active thread whose head the node continues, takes its step lock, asks the
+/// moderator for the role, and then verifies and publishes exactly as a step does ([`publish`]).
+pub fn publish_node(store: &Store, hash: Hash) -> Result<Stepped, StepError> {
+    let node = store.get(hash)?;
+    if node.type_hash != builtin::hash_of("step") {
+        let kind = builtin::name_of(node.type_hash).unwrap_or("data");
+        return Err(StepError::NotPublishable {
+            hash,
+            reason: format!("it is a {kind} node, not a step node"),
+        });
+    }
+    let step = chain::read_step(&node)?;
+    let continues = step.prev.unwrap_or(step.start);
+    let threads =
+        crate::engine::index_files::read_threads(store.root()).map_err(ThreadIndexError::from)?;
+    // Forks share heads: the thread must also have started where the node did.
+    let mut found = Vec::new();
+    for (id, head) in threads {
+        if head == continues && Current::load(store, &id)?.history.start_hash() == step.start {
+            found.push(id);
+        }
+    }
+    let id = match found.len() {
+        1 => found.remove(0),
+        0 => {
+            return Err(StepError::NotPublishable {
+                hash,
+                reason: format!(
+                    "no active thread has {continues} as its head (the step continues it)"
+                ),
+            });
+        }
+        _ => {
+            return Err(StepError::NotPublishable {
+                hash,
+                reason: format!(
+                    "several threads continue from {continues}: {}",
+                    found.join(", ")
+                ),
+            });
+        }
+    };
+    let files = RunFiles::new(store.root(), &id);
+    let lock = files.try_lock()?;
+    files.check_not_killing()?;
+    let view = Current::load(store, &id)?;
+    let moderator = Moderator::new(view.workflow.clone())?;
+    let context = Input::from_json_text(view.history.context_json());
+    let next = moderator
+        .decide_prepared(view.history.position(), &context)?
+        .next;
+    let published = publish(
+        store,
+        &id,
+        &view,
+        &next,
+        &step.agent,
+        hash,
+        Some((moderator, context)),
+    );
+    match &published {
+        Ok(stepped) => {
+            lock.record_success(&stepped.to_json());
+            let fields = json!({"step": view.history.len() + 1, "role": stepped.role,
+                "head": stepped.head.to_string(), "done": stepped.done});
+            events::append(&files, &id, "finished", fields);
+        }
+        Err(e) => lock.record_failure(&crate::advice::with_hints(e)),
+    }
+    published
 }
 
 /// Archives thread `id` at its head with `status` and drops its spare cache files.

@@ -19,8 +19,9 @@ const FILE: &str = "registry.yaml";
 pub enum RegistryError {
     #[error("no workflow named `{0}` in the registry")]
     UnknownName(String),
-    #[error("`{0}` is neither a registered workflow name nor the hash of a stored workflow")]
-    Unresolved(String),
+    #[error("`{name}` is neither a registered workflow name nor the hash of a stored workflow{}",
+        guess.as_ref().map(|g| format!("; did you mean `{g}`?")).unwrap_or_default())]
+    Unresolved { name: String, guess: Option<String> },
     #[error("{hash} is not a version of `{name}`")]
     NotAVersion { name: String, hash: Hash },
     #[error("`{0}` has no earlier version to roll back to")]
@@ -34,9 +35,10 @@ pub enum RegistryError {
 impl Advice for RegistryError {
     fn hints(&self) -> Vec<String> {
         match self {
-            RegistryError::UnknownName(_) => {
-                vec!["`uwf workflow list` shows the registered names".to_owned()]
-            }
+            RegistryError::UnknownName(_) | RegistryError::Unresolved { .. } => vec![
+                "`uwf workflow list` shows the registered names".to_owned(),
+                "`uwf workflow put FILE` registers one (examples/ has some)".to_owned(),
+            ],
             RegistryError::NotAVersion { name, .. } => {
                 vec![format!("`uwf workflow history {name}` lists its versions")]
             }
@@ -216,7 +218,8 @@ pub fn remove(root: &Path, name: &str) -> Result<RegistryEntry, RegistryError> {
 
 /// Resolves a registered name, or the hash of a stored workflow node.
 pub fn resolve(store: &Store, name_or_hash: &str) -> Result<Hash, RegistryError> {
-    if let Some(entry) = list(store.root())?.get(name_or_hash) {
+    let registry = list(store.root())?;
+    if let Some(entry) = registry.get(name_or_hash) {
         return Ok(entry.hash);
     }
     if let Ok(hash) = Hash::parse(name_or_hash) {
@@ -227,7 +230,12 @@ pub fn resolve(store: &Store, name_or_hash: &str) -> Result<Hash, RegistryError>
             Err(e) => return Err(WorkflowError::from(e).into()),
         }
     }
-    Err(RegistryError::Unresolved(name_or_hash.to_owned()))
+    let guess = crate::engine::suggest::closest(name_or_hash, registry.keys().map(String::as_str))
+        .map(str::to_owned);
+    Err(RegistryError::Unresolved {
+        name: name_or_hash.to_owned(),
+        guess,
+    })
 }
 
 /// Resolves and loads a workflow.

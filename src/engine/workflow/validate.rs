@@ -441,6 +441,9 @@ impl Validator {
         conditions: &BTreeMap<String, Condition>,
     ) -> BTreeMap<String, Vec<Transition>> {
         let mut graph = BTreeMap::new();
+        // Only an empty list is "no transitions": transitions refused above (a misspelt role)
+        // are already reported, and saying `$START` has none would be false.
+        let mut start_listed_empty = false;
         for (from, list) in self.entries("graph", value) {
             let path = format!("graph.{from}");
             if from == END {
@@ -451,9 +454,12 @@ impl Validator {
                 continue;
             }
             if from != START && !roles.contains_key(&from) {
+                let guess = did_you_mean(&from, roles.keys());
                 self.error(
                     &path,
-                    format!("`{from}` is not a role (graph keys are `$START` and role names)"),
+                    format!(
+                        "`{from}` is not a role (graph keys are `$START` and role names){guess}"
+                    ),
                 );
                 continue;
             }
@@ -480,9 +486,10 @@ impl Validator {
                                 if r == END || roles.contains_key(&r) {
                                     target = Some(r);
                                 } else {
+                                    let guess = did_you_mean(&r, roles.keys());
                                     self.error(
                                         &field,
-                                        format!("`{r}` is neither a role nor `$END`"),
+                                        format!("`{r}` is neither a role nor `$END`{guess}"),
                                     );
                                 }
                             }
@@ -492,10 +499,15 @@ impl Validator {
                             Yaml::String(c) if conditions.contains_key(c) => {
                                 condition = Some(c.clone())
                             }
-                            Yaml::String(c) => self.error(
-                                &field,
-                                format!("condition `{c}` is not defined under `conditions`"),
-                            ),
+                            Yaml::String(c) => {
+                                let guess = did_you_mean(c, conditions.keys());
+                                self.error(
+                                    &field,
+                                    format!(
+                                        "condition `{c}` is not defined under `conditions`{guess}"
+                                    ),
+                                )
+                            }
                             other => self.error(
                                 &field,
                                 format!(
@@ -511,6 +523,9 @@ impl Validator {
                     transitions.push(Transition { role, condition });
                 }
             }
+            if items.is_empty() && from == START {
+                start_listed_empty = true;
+            }
             if items.is_empty() && from != START {
                 self.error(&path, format!("role `{from}` has no transitions out of it; add at least one (e.g. `- {{ role: $END, condition: null }}`)"));
             }
@@ -522,7 +537,7 @@ impl Validator {
                 "graph.$START",
                 "the graph has no `$START` entry: say which role runs first",
             );
-        } else if matches!(graph.get(START), Some(ts) if ts.is_empty()) {
+        } else if start_listed_empty {
             self.error(
                 "graph.$START",
                 "`$START` has no transitions; name the first role",
@@ -589,6 +604,13 @@ impl Validator {
             }
         }
     }
+}
+
+/// `"; did you mean `x`?"` when one of `known` is close to `word` (a typo), else nothing.
+fn did_you_mean<'a>(word: &str, known: impl IntoIterator<Item = &'a String>) -> String {
+    crate::engine::suggest::closest(word, known.into_iter().map(String::as_str))
+        .map(|k| format!("; did you mean `{k}`?"))
+        .unwrap_or_default()
 }
 
 fn placeholder_role() -> Role {
