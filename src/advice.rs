@@ -34,3 +34,4 @@ impl Advice for std::io::Error {}
 impl Advice for serde_json::Error {}
 impl Advice for serde_yaml::Error {}
 impl Advice for nix::errno::Errno {}
+impl Advice for crate::file_util::FileError {}

@@ -58,6 +58,7 @@ const LOOSE: Limits = Limits {
     timeout: Duration::from_secs(20),
     max_depth: 30_000,
     max_sequence_length: usize::MAX,
+    max_memory: usize::MAX,
 };
 
 const MIN_PASS_RATE: f64 = 99.5;
@@ -299,6 +300,7 @@ fn run_case(case: &Case, datasets: &BTreeMap<String, Value>) -> Result<(), Strin
             timeout: Duration::from_millis(ms),
             max_depth: usize::try_from(depth).expect("depth fits usize"),
             max_sequence_length: usize::MAX,
+            max_memory: usize::MAX,
         },
         _ => LOOSE,
     };

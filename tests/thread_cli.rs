@@ -503,7 +503,11 @@ fn spawn_step(env: &Env, id: &str, agent: &str) -> std::process::Child {
 fn wait_for_agent(env: &Env, id: &str) {
     let run = env.root().join("runs").join(format!("{id}.run.json"));
     wait_for("the step to start its agent", || {
-        std::fs::read_to_string(&run).is_ok_and(|t| t.contains("agentPid"))
+        // The record names the agent once it runs (`"agentPid": null` before).
+        std::fs::read_to_string(&run)
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .is_some_and(|v| v["agentPid"].is_u64())
     });
 }
 

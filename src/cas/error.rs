@@ -16,6 +16,8 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
+    #[error(transparent)]
+    File(#[from] crate::file_util::FileError),
     #[error("storage root {} is not usable: {reason}", path.display())]
     Root { path: PathBuf, reason: String },
     #[error(transparent)]

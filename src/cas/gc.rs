@@ -14,6 +14,7 @@ use super::builtin;
 use super::error::StoreError;
 use super::id::Hash;
 use super::store::Store;
+use crate::file_util;
 
 /// What a GC run should do.
 #[derive(Debug, Clone)]
@@ -44,7 +45,8 @@ pub struct GcReport {
     pub young: usize,
     /// Roots that name no stored node (reported, not fatal).
     pub missing_roots: Vec<Hash>,
-    /// Abandoned temp files removed (or that would be).
+    /// Abandoned temp files in `cas/tmp/` removed (or that would be): those older than the
+    /// grace period or an hour, whichever is shorter.
     pub temp_files: usize,
 }
 
@@ -93,17 +95,20 @@ pub fn gc(store: &Store, roots: &[Hash], options: &GcOptions) -> Result<GcReport
         }
         report.removed.push(hash);
     }
-    for entry in
-        fs::read_dir(store.tmp_dir()).map_err(StoreError::io("cannot list", store.tmp_dir()))?
-    {
-        let Ok(entry) = entry else { continue };
-        let path = entry.path();
-        if is_older_than(&path, now, options.grace.max(Duration::from_secs(3600))) {
-            if !options.dry_run {
-                let _ = fs::remove_file(&path);
+    // Temp files of writes that never finished (a killed writer): older than the grace
+    // period, or than an hour (no write takes that long), whichever is shorter.
+    let temp_age = options.grace.min(file_util::STALE_TEMP_AGE);
+    if options.dry_run {
+        for entry in fs::read_dir(store.tmp_dir())
+            .map_err(StoreError::io("cannot list", store.tmp_dir()))?
+            .flatten()
+        {
+            if is_older_than(&entry.path(), now, temp_age) {
+                report.temp_files += 1;
             }
-            report.temp_files += 1;
         }
+    } else {
+        report.temp_files = file_util::remove_old_files(store.tmp_dir(), temp_age, |_| true)?;
     }
     if !options.dry_run && !report.removed.is_empty() {
         store.prune_index()?;

@@ -1,6 +1,6 @@
 //! The content-addressed store: ids, canonical bytes, nodes, schemas and storage (SPEC §1–2).
 //!
-//! This layer imports nothing else from the crate.
+//! This layer imports nothing else from the crate but the leaf module [`crate::file_util`].
 pub mod builtin;
 pub mod canonical;
 pub mod error;

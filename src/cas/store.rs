@@ -20,7 +20,6 @@
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{ErrorKind, Write};
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -32,6 +31,7 @@ use super::canonical::{node_bytes, node_hash, to_canonical_bytes};
 use super::error::StoreError;
 use super::id::Hash;
 use super::schema::CompiledSchema;
+use crate::file_util::{AtomicWrite, Created};
 
 /// One node as stored.
 #[derive(Debug, Clone, PartialEq)]
@@ -339,6 +339,54 @@ impl Store {
         Ok(count)
     }
 
+    /// Compares the type index with the node files: every intact node listed under its type,
+    /// and nothing else listed. Returns the disagreements in words (empty when none).
+    pub fn check_index(&self) -> Result<Vec<String>, StoreError> {
+        let mut actual: HashMap<Hash, std::collections::BTreeSet<Hash>> = HashMap::new();
+        for (path, hash) in self.scan_objects()? {
+            let Some(hash) = hash else { continue };
+            let Ok(bytes) = fs::read(&path) else { continue };
+            if let Ok(node) = parse_node_file(hash, &path, &bytes) {
+                actual.entry(node.type_hash).or_default().insert(hash);
+            }
+        }
+        let mut listed: HashMap<Hash, std::collections::BTreeSet<Hash>> = HashMap::new();
+        for name in read_dir_names(&self.types)? {
+            let Ok(type_hash) = Hash::parse(&name) else {
+                continue;
+            };
+            let path = self.types.join(&name);
+            let text = fs::read_to_string(&path)
+                .map_err(StoreError::io("cannot read type index", &path))?;
+            let entries = listed.entry(type_hash).or_default();
+            entries.extend(text.lines().filter_map(|l| Hash::parse(l.trim()).ok()));
+        }
+        let empty = std::collections::BTreeSet::new();
+        let mut types: Vec<Hash> = actual.keys().chain(listed.keys()).copied().collect();
+        types.sort();
+        types.dedup();
+        let mut problems = Vec::new();
+        for t in types {
+            let (have, named) = (
+                actual.get(&t).unwrap_or(&empty),
+                listed.get(&t).unwrap_or(&empty),
+            );
+            let unlisted = have.difference(named).count();
+            let extra = named.difference(have).count();
+            if unlisted > 0 {
+                problems.push(format!(
+                    "type index {t}: {unlisted} node(s) of that type are not listed"
+                ));
+            }
+            if extra > 0 {
+                problems.push(format!(
+                    "type index {t}: lists {extra} node(s) that are missing, damaged or of another type"
+                ));
+            }
+        }
+        Ok(problems)
+    }
+
     /// Drops index entries whose node files are gone (after GC removed them).
     pub(crate) fn prune_index(&self) -> Result<(), StoreError> {
         let _guard = self.lock_index(true)?;
@@ -368,12 +416,10 @@ impl Store {
                 text.push_str(&h.to_string());
                 text.push('\n');
             }
-            write_atomic(
-                &self.tmp,
-                &self.types.join(type_hash.to_string()),
-                text.as_bytes(),
-                false,
-            )?;
+            AtomicWrite::new(&self.types.join(type_hash.to_string()))
+                .temp_in(&self.tmp)
+                .without_fsync()
+                .replace(text.as_bytes())?;
         }
         for name in read_dir_names(&self.types)? {
             let stale = Hash::parse(&name)
@@ -416,37 +462,13 @@ impl Store {
             "timestamp": now_ms(),
             "type": type_hash.to_string(),
         }));
-        let mut temp = tempfile::Builder::new()
-            .prefix("node-")
-            .tempfile_in(&self.tmp)
-            .map_err(StoreError::io("cannot create temp file in", &self.tmp))?;
-        temp.write_all(&file_bytes)
-            .map_err(StoreError::io("cannot write temp file", temp.path()))?;
-        if self.durable {
-            temp.as_file()
-                .sync_all()
-                .map_err(StoreError::io("cannot fsync temp file", temp.path()))?;
+        let mut write = AtomicWrite::new(&path).temp_in(&self.tmp).mode(0o444);
+        if !self.durable {
+            write = write.without_fsync();
         }
-        fs::set_permissions(temp.path(), fs::Permissions::from_mode(0o444))
-            .map_err(StoreError::io("cannot make read-only", temp.path()))?;
-        let mut temp = temp.into_temp_path();
-        loop {
-            match temp.persist_noclobber(&path) {
-                Ok(()) => break,
-                Err(e) if e.error.kind() == ErrorKind::NotFound => {
-                    temp = e.path;
-                    let parent = path
-                        .parent()
-                        .expect("object paths have a fan-out directory");
-                    fs::create_dir_all(parent)
-                        .map_err(StoreError::io("cannot create directory", parent))?;
-                }
-                Err(e) if e.error.kind() == ErrorKind::AlreadyExists => {
-                    // Another writer won the race; the temp file is dropped (deleted).
-                    return self.confirm_existing(hash, type_hash, payload, &path);
-                }
-                Err(e) => return Err(StoreError::io("cannot publish node file", &path)(e.error)),
-            }
+        if write.create_new(&file_bytes)? == Created::Existed {
+            // Another writer won the race.
+            return self.confirm_existing(hash, type_hash, payload, &path);
         }
         self.append_index(type_hash, hash)?;
         Ok(hash)
@@ -530,84 +552,6 @@ pub(crate) fn parse_node_file(hash: Hash, path: &Path, bytes: &[u8]) -> Result<N
     })
 }
 
-/// Writes `bytes` to `target` atomically: temp file in `tmp_dir`, optional fsync, rename.
-pub fn write_atomic(
-    tmp_dir: &Path,
-    target: &Path,
-    bytes: &[u8],
-    durable: bool,
-) -> Result<(), StoreError> {
-    let mut temp = tempfile::Builder::new()
-        .prefix("write-")
-        .tempfile_in(tmp_dir)
-        .map_err(StoreError::io("cannot create temp file in", tmp_dir))?;
-    temp.write_all(bytes)
-        .map_err(StoreError::io("cannot write temp file", temp.path()))?;
-    if durable {
-        temp.as_file()
-            .sync_all()
-            .map_err(StoreError::io("cannot fsync temp file", temp.path()))?;
-    }
-    temp.persist(target)
-        .map_err(|e| StoreError::io("cannot replace", target)(e.error))?;
-    Ok(())
-}
-
-/// Writes `bytes` as the new file `target` and retires the file `retired`, creating and freeing
-/// no inode in the steady state: the bytes go into `spare` (overwritten in place), `spare` is
-/// renamed to `target`, and `retired` is renamed to `spare` for next time. For derived cache
-/// files that readers validate (a reader holding the retired file open may see it rewritten);
-/// the caller serialises writers of one `spare`. A missing `spare` (and its directory) is
-/// created, a missing `retired` is skipped.
-///
-/// Why not temp file + rename + unlink: ext4 without a journal does not reuse an inode freed in
-/// the last minute and checks them one by one at every allocation, so a store that freed a few
-/// inodes per step created files ~5× slower after a few hundred steps.
-pub fn write_recycling(
-    spare: &Path,
-    target: &Path,
-    bytes: &[u8],
-    retired: Option<&Path>,
-) -> std::io::Result<()> {
-    match overwrite(spare, bytes) {
-        Err(e) if e.kind() == ErrorKind::NotFound => {
-            if let Some(dir) = spare.parent() {
-                fs::create_dir_all(dir)?;
-            }
-            overwrite(spare, bytes)?;
-        }
-        other => other?,
-    }
-    fs::rename(spare, target)?;
-    if let Some(retired) = retired
-        && retired != target
-    {
-        match fs::rename(retired, spare) {
-            Err(e) if e.kind() != ErrorKind::NotFound => return Err(e),
-            _ => {}
-        }
-    }
-    Ok(())
-}
-
-/// Replaces a small file's content in place (creating it if missing): write from offset 0, then
-/// cut to the new length.
-///
-/// Not `std::fs::write`: truncating a file to zero and writing it again makes ext4 flush the new
-/// data when the file is closed (its `auto_da_alloc` heuristic), ~160 µs a write here. A reader
-/// racing the write may see a torn text, so this is for files whose readers check or ignore
-/// what does not parse.
-pub fn overwrite(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::os::unix::fs::FileExt;
-    let file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(path)?;
-    file.write_all_at(bytes, 0)?;
-    file.set_len(bytes.len() as u64)
-}
-
 fn read_dir_names(dir: &Path) -> Result<Vec<String>, StoreError> {
     let entries = match fs::read_dir(dir) {
         Ok(entries) => entries,
@@ -628,28 +572,6 @@ fn read_dir_names(dir: &Path) -> Result<Vec<String>, StoreError> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn write_recycling_reuses_the_retired_inode() {
-        use std::os::unix::fs::MetadataExt;
-        let dir = tempfile::tempdir().unwrap();
-        let at = |name: &str| dir.path().join("cache").join(name);
-        let ino = |name: &str| fs::metadata(at(name)).unwrap().ino();
-        // First write: the directory and the spare are created, nothing to retire.
-        write_recycling(&at("t.spare"), &at("a"), b"first, long", Some(&at("none"))).unwrap();
-        assert_eq!(fs::read(at("a")).unwrap(), b"first, long");
-        assert!(!at("t.spare").exists());
-        let a = ino("a");
-        write_recycling(&at("t.spare"), &at("b"), b"second", Some(&at("a"))).unwrap();
-        assert!(!at("a").exists());
-        assert_eq!(ino("t.spare"), a, "the retired file became the spare");
-        write_recycling(&at("t.spare"), &at("c"), b"third", Some(&at("b"))).unwrap();
-        assert_eq!(ino("c"), a, "the new file took the retired inode");
-        assert_eq!(
-            fs::read(at("c")).unwrap(),
-            b"third",
-            "shorter text: no leftover bytes"
-        );
-    }
     use serde_json::json;
 
     fn store() -> (tempfile::TempDir, Store) {

@@ -11,6 +11,7 @@ use super::Out;
 use crate::cas::gc::{GcOptions, gc};
 use crate::cas::{Hash, Store, StoreError, builtin, fsck};
 use crate::cli::error::{CliResult, CommandError, Context, bail, user_error};
+use crate::engine::fsck as engine_fsck;
 use crate::engine::index_files;
 
 #[derive(Debug, Subcommand)]
@@ -61,9 +62,20 @@ threads.yaml heads, history.jsonl heads. Unreachable nodes younger than the grac
 Examples:\n  uwf cas gc --dry-run\n  uwf cas gc --grace 1h"
     )]
     Gc(GcArgs),
-    /// Check every node: hash, references, and validity against its schema
-    #[command(after_help = "Exit status 1 when any problem is found.\n\nExample:\n  uwf cas fsck")]
-    Fsck,
+    /// Check every node, every thread and workflow from its roots, and the derived files
+    #[command(
+        after_help = "Checks every node file (hash, references, validity against its schema); \
+walks every root (registry.yaml versions, threads.yaml and history.jsonl heads) along every \
+reference and reports each missing or corrupt node with its kind and the threads and workflows \
+that reach it; checks cache/chains, cache/decisions and the type index against the store.\n\n\
+Exit status 1 when any problem is found.\n\nExamples:\n  uwf cas fsck\n  uwf cas fsck --repair"
+    )]
+    Fsck {
+        /// Rebuild derived data that disagrees with the store (cache files, the type index);
+        /// never touches nodes or index files
+        #[arg(long)]
+        repair: bool,
+    },
     /// Work with schema nodes
     #[command(subcommand)]
     Schema(SchemaCommand),
@@ -155,29 +167,94 @@ pub fn run(cmd: CasCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             out.line(format!("indexed {count} nodes"))?;
         }
         CasCommand::Gc(args) => run_gc(&store, root, &args, out)?,
-        CasCommand::Fsck => {
-            let report = fsck::fsck(&store)?;
-            for p in &report.problems {
-                let name = p
-                    .hash
-                    .map(|h| h.to_string())
-                    .unwrap_or_else(|| p.path.display().to_string());
-                out.line(format!("{name}: {}", p.message))?;
-            }
-            if report.problems.is_empty() {
-                out.line(format!("ok: {} nodes checked, no problems", report.checked))?;
-            } else {
-                return Err(user_error!(
-                    "{} problem(s) in {} nodes",
-                    report.problems.len(),
-                    report.checked
-                )
-                .hint("a node with a hash mismatch was changed on disk; restore it from a backup or remove it"));
-            }
-        }
+        CasCommand::Fsck { repair } => run_fsck(&store, repair, out)?,
         CasCommand::Schema(cmd) => run_schema(&store, cmd, out)?,
     }
     Ok(())
+}
+
+fn run_fsck(store: &Store, repair: bool, out: &mut Out) -> CliResult<()> {
+    let nodes = fsck::fsck(store)?;
+    for p in &nodes.problems {
+        let name = p
+            .hash
+            .map(|h| h.to_string())
+            .unwrap_or_else(|| p.path.display().to_string());
+        out.line(format!("{name}: {}", p.message))?;
+    }
+    let report = engine_fsck::check(store)?;
+    for d in &report.damaged {
+        let from = d
+            .reached_from
+            .iter()
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", ");
+        let what = match &d.condition {
+            engine_fsck::Condition::Missing => format!("missing {} node {}", d.kind, d.hash),
+            engine_fsck::Condition::Corrupt(why) => {
+                format!("corrupt {} node {}: {why}", d.kind, d.hash)
+            }
+        };
+        out.line(format!("{what} (reached from {from})"))?;
+    }
+    let root = store.root();
+    for d in &report.derived {
+        let path = d.path.strip_prefix(root).unwrap_or(&d.path);
+        out.line(format!("derived {}: {}", path.display(), d.problem))?;
+    }
+    if repair && !report.derived.is_empty() {
+        let repaired = engine_fsck::repair(store, &report)?;
+        for path in &repaired.removed {
+            let path = path.strip_prefix(root).unwrap_or(path);
+            out.line(format!(
+                "repair: removed {} (rebuilt when next needed)",
+                path.display()
+            ))?;
+        }
+        if let Some(count) = repaired.reindexed {
+            out.line(format!("repair: rebuilt the type index ({count} nodes)"))?;
+        }
+    }
+    let node_problems = nodes.problems.len() + report.damaged.len();
+    // Nothing wrong, or only derived data that was just rebuilt: the store is sound.
+    if node_problems == 0 && (report.derived.is_empty() || repair) {
+        if report.derived.is_empty() {
+            out.line(format!(
+                "ok: {} nodes checked, {} roots walked, no problems",
+                nodes.checked, report.roots
+            ))?;
+        }
+        return Ok(());
+    }
+    let derived_note = match (report.derived.len(), repair) {
+        (0, _) => String::new(),
+        (n, true) => format!(", {n} derived file(s) rebuilt"),
+        (n, false) => format!(", {n} derived file(s) disagree with the store"),
+    };
+    let mut error = user_error!(
+        "{} problem(s) in {} nodes: {} missing and {} corrupt reachable node(s){derived_note}",
+        node_problems + report.derived.len(),
+        nodes.checked,
+        report.missing(),
+        report.corrupt(),
+    );
+    if report.missing() > 0 {
+        error = error.hint(
+            "a missing node was deleted from cas/objects; restore it from a backup, or fork the thread from an intact step",
+        );
+    }
+    if report.corrupt() > 0 || !nodes.problems.is_empty() {
+        error = error.hint(
+            "a node with a hash mismatch or corrupt content was changed on disk; restore it from a backup or remove it",
+        );
+    }
+    if !report.derived.is_empty() && !repair {
+        error = error.hint(
+            "`uwf cas fsck --repair` rebuilds the derived files (caches, type index) from the store",
+        );
+    }
+    Err(error)
 }
 
 fn run_gc(store: &Store, root: &Path, args: &GcArgs, out: &mut Out) -> CliResult<()> {

@@ -31,6 +31,17 @@ pub struct EvalArgs {
     /// Evaluation depth limit
     #[arg(long, default_value_t = Limits::default().max_depth)]
     depth: usize,
+    /// Memory limit of the evaluation, e.g. 64MiB, 1GiB (default 256MiB, or
+    /// $UWF_JSONATA_MAX_MEMORY)
+    #[arg(long, value_name = "SIZE", value_parser = parse_memory)]
+    max_memory: Option<usize>,
+}
+
+/// Parses `--max-memory`.
+pub fn parse_memory(text: &str) -> Result<usize, String> {
+    jsonata::parse_size(text)
+        .filter(|&n| n > 0)
+        .ok_or_else(|| format!("`{text}` is not a size (e.g. 64MiB, 1GiB, 1048576)"))
 }
 
 pub fn run(args: EvalArgs, out: &mut Out) -> CliResult<()> {
@@ -66,6 +77,7 @@ pub fn run(args: EvalArgs, out: &mut Out) -> CliResult<()> {
     let limits = Limits {
         timeout: Duration::from_millis(args.timeout_ms),
         max_depth: args.depth,
+        max_memory: args.max_memory.unwrap_or_else(jsonata::default_max_memory),
         ..Limits::default()
     };
     let expr = jsonata::compile(&args.expression)?;

@@ -109,7 +109,14 @@ uwf thread step 01JD8X…\n  uwf thread step 01JD8X… --agent \"uwf agent scrip
     #[command(
         after_help = "Example:\n  uwf thread eval 01JD8X… '$count(steps[role=\"reviewer\"])'"
     )]
-    Eval { thread: String, expression: String },
+    Eval {
+        thread: String,
+        expression: String,
+        /// Memory limit of the evaluation, e.g. 64MiB, 1GiB (default 256MiB, or
+        /// $UWF_JSONATA_MAX_MEMORY)
+        #[arg(long, value_name = "SIZE", value_parser = super::eval::parse_memory)]
+        max_memory: Option<usize>,
+    },
     /// Show which transition the moderator would take now, and how each condition evaluated
     #[command(after_help = "Example:\n  uwf thread why 01JD8X…")]
     Why { thread: String },
@@ -330,14 +337,20 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             let head = lifecycle::kill(&store, &id)?;
             out.line(json!({"thread": id, "head": head.to_string(), "status": "killed"}))?;
         }
-        ThreadCommand::Eval { thread, expression } => {
+        ThreadCommand::Eval {
+            thread,
+            expression,
+            max_memory,
+        } => {
             let id = lifecycle::resolve_id(root, &thread)?;
             let summary = lifecycle::summary(&store, &id)?;
             let view = ThreadView::at(&store, &id, summary.head)?;
             let expr = jsonata::compile(&expression)?;
-            if let Some(v) =
-                expr.evaluate(&view.chain.context(), &[], &jsonata::Limits::default())?
-            {
+            let mut limits = jsonata::Limits::default();
+            if let Some(max) = max_memory {
+                limits.max_memory = max;
+            }
+            if let Some(v) = expr.evaluate(&view.chain.context(), &[], &limits)? {
                 out.json_pretty(&v)?;
             }
         }

@@ -9,7 +9,7 @@ use serde_json::json;
 use super::Out;
 use crate::cas::Store;
 use crate::cas::store::now_ms;
-use crate::cli::error::{CliResult, Context, bail};
+use crate::cli::error::{CliResult, Context};
 use crate::engine::workflow::graph;
 use crate::engine::workflow::registry::{self, Registered};
 use crate::engine::workflow::{self, Definition, WorkflowError};
@@ -119,19 +119,21 @@ pub fn run(cmd: WorkflowCommand, root: &Path, out: &mut Out) -> CliResult<()> {
 }
 
 fn put(store: &Store, file: &str, check: bool, out: &mut Out) -> CliResult<()> {
-    let text = if file == "-" {
-        let mut text = String::new();
+    // One byte past the limit is enough to refuse a file as too large (`/dev/zero` included).
+    let limit = workflow::MAX_FILE_BYTES as u64 + 1;
+    let mut bytes = Vec::new();
+    if file == "-" {
         std::io::stdin()
-            .read_to_string(&mut text)
+            .take(limit)
+            .read_to_end(&mut bytes)
             .context("cannot read stdin")?;
-        text
     } else {
-        std::fs::read_to_string(file).with_context(|| format!("cannot read {file}"))?
-    };
-    if text.trim().is_empty() {
-        bail!("{file} is empty: nothing to register");
+        std::fs::File::open(file)
+            .and_then(|f| f.take(limit).read_to_end(&mut bytes))
+            .with_context(|| format!("cannot read {file}"))?;
     }
-    let checked = workflow::parse(&text).map_err(|problems| WorkflowError::Invalid { problems })?;
+    let checked =
+        workflow::parse_bytes(&bytes).map_err(|problems| WorkflowError::Invalid { problems })?;
     for w in &checked.warnings {
         eprintln!("warning: {w}");
     }
@@ -141,7 +143,7 @@ fn put(store: &Store, file: &str, check: bool, out: &mut Out) -> CliResult<()> {
         return Ok(());
     }
     let hash = checked.definition.store(store)?;
-    let source = registry::store_source(store, &text)?;
+    let source = registry::store_source(store, &String::from_utf8_lossy(&bytes))?;
     let status = registry::register_source(store.root(), &name, hash, Some(source), now_ms())?;
     let mut report = json!({"name": name, "hash": hash});
     match status {

@@ -27,6 +27,9 @@ pub enum IndexError {
         #[source]
         source: std::io::Error,
     },
+    /// Writing an index file failed; nothing was changed (the old file is intact).
+    #[error(transparent)]
+    Write(#[from] crate::file_util::FileError),
     #[error("{} is damaged: {reason}", path.display())]
     Damaged { path: PathBuf, reason: String },
 }
@@ -223,10 +226,10 @@ where
 /// Replaces a file under the storage root atomically (temp file in `cas/tmp`, fsync, rename).
 pub fn write_file(root: &Path, path: &Path, bytes: &[u8]) -> Result<(), IndexError> {
     let tmp = root.join("cas").join("tmp");
-    crate::cas::store::write_atomic(&tmp, path, bytes, true).map_err(|e| IndexError::Io {
-        path: path.to_path_buf(),
-        source: std::io::Error::other(e.to_string()),
-    })
+    crate::file_util::AtomicWrite::new(path)
+        .temp_in(&tmp)
+        .replace(bytes)?;
+    Ok(())
 }
 
 /// Every hash the index files keep alive: registry versions (current and history), active

@@ -13,6 +13,7 @@
 //! - [`index_files`]: formats, locks and atomic writes of the small mutable files.
 pub mod agent;
 pub mod config;
+pub mod fsck;
 pub mod index_files;
 pub mod llm;
 pub mod thread;

@@ -112,7 +112,7 @@ pub fn answer(
 ) -> Result<Stepped, HumanError> {
     let started = Instant::now();
     let files = RunFiles::new(store.root(), id);
-    let _lock = files.try_lock()?;
+    let lock = files.try_lock()?;
     let view = Current::load(store, id)?;
     let Some(asked) = files.awaiting(view.head()) else {
         return Err(not_awaiting(store, id));
@@ -149,9 +149,9 @@ pub fn answer(
     match &outcome {
         Ok(stepped) => {
             files.clear_awaiting();
-            files.record_success(&stepped.to_json());
+            lock.record_success(&stepped.to_json());
         }
-        Err(e) => files.record_error(&format!(
+        Err(e) => lock.record_error(&format!(
             "answer refused ({} ms): {}",
             started.elapsed().as_millis(),
             crate::advice::with_hints(e)

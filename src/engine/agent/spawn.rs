@@ -4,6 +4,13 @@
 //! caller's environment plus `UWF_*` variables and an empty stdin. Its stderr is passed through
 //! to ours, appended to the thread's log file, and its tail kept for error messages; its stdout
 //! is collected. On timeout the whole process group is terminated (SIGTERM, then SIGKILL).
+//!
+//! Architecture Invariant: no process an agent started outlives its step. When the agent exits,
+//! what is left of its process group is killed before the agent is reaped (so the group id
+//! cannot have been reused). When the step process itself dies (`kill -9`), the kernel sends the
+//! agent SIGTERM (`PR_SET_PDEATHSIG`), but not the agent's children; the step recorded the
+//! group and the agent's start time in the run file, and whoever takes the thread's lock next
+//! kills the leftover group ([`kill_leftover_group`]) after checking it is that agent's.
 
 use crate::advice::Advice;
 use std::collections::VecDeque;
@@ -152,6 +159,14 @@ pub fn run(inv: &Invocation<'_>, on_spawn: impl FnOnce(u32)) -> Result<Finished,
 
     let (tx, rx) = mpsc::channel();
     let waiter = std::thread::spawn(move || {
+        // Wait for the agent's exit without reaping it: while it is a zombie its pid, the group
+        // id, cannot be reused, so killing what is left of the group hits only the agent's own
+        // children (a `cmd &` it left running).
+        let _ = nix::sys::wait::waitid(
+            nix::sys::wait::Id::Pid(nix::unistd::Pid::from_raw(pid as i32)),
+            nix::sys::wait::WaitPidFlag::WEXITED | nix::sys::wait::WaitPidFlag::WNOWAIT,
+        );
+        signal_group(pid, nix::sys::signal::Signal::SIGKILL);
         let status = child.wait();
         let _ = tx.send(());
         status
@@ -261,6 +276,81 @@ fn tee(
     String::from_utf8_lossy(&tail.into_iter().collect::<Vec<_>>()).into_owned()
 }
 
+/// A process's state, process group and start time (clock ticks after boot), from
+/// `/proc/<pid>/stat`; `None` when there is no such process.
+pub fn proc_stat(pid: u32) -> Option<ProcStat> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // `pid (comm) state ppid pgrp …`: comm may hold spaces and parentheses; it ends at the last
+    // `)`. The start time is field 22, the 20th after comm.
+    let rest = &text[text.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    Some(ProcStat {
+        state: fields.first()?.chars().next()?,
+        pgrp: fields.get(2)?.parse().ok()?,
+        start: fields.get(19)?.parse().ok()?,
+    })
+}
+
+/// What [`proc_stat`] reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcStat {
+    pub state: char,
+    pub pgrp: u32,
+    /// Clock ticks after boot.
+    pub start: u64,
+}
+
+/// Kills what is left of an agent's process group after its step died, if the group is still
+/// that agent's: the agent `pgid` started at `start` (from [`proc_stat`], recorded in the run
+/// file). Returns how many processes were signalled (0 when nothing of it is left, or when the
+/// group cannot be shown to be ours).
+///
+/// Why the check holds: the kernel does not reuse a pid while a process group of that id has
+/// members. So if the leader (pid = `pgid`) is alive with the recorded start time, the group is
+/// the agent's; if a process with that pid has another start time, the pid was reused and the
+/// group is someone else's. If the leader is gone but members are left, they are the agent's
+/// children, unless the group emptied and a new process with that pid made a group of its own
+/// and died too; members started before the agent cannot be its children, so only members
+/// started at or after `start` are killed.
+pub fn kill_leftover_group(pgid: u32, start: u64) -> usize {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    if pgid <= 1 {
+        return 0;
+    }
+    match proc_stat(pgid) {
+        Some(leader) if leader.start != start => return 0,
+        Some(leader) if leader.pgrp == pgid && leader.state != 'Z' => {
+            signal_group(pgid, Signal::SIGKILL);
+            return 1;
+        }
+        _ => {}
+    }
+    // The leader is gone (or a zombie): kill the members one by one, again while any appear
+    // (a member may fork between the scan and the kill).
+    let mut killed = 0;
+    for _ in 0..10 {
+        let members: Vec<u32> = std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|&pid| {
+                proc_stat(pid).is_some_and(|p| p.pgrp == pgid && p.start >= start && p.state != 'Z')
+            })
+            .collect();
+        if members.is_empty() {
+            break;
+        }
+        for pid in members {
+            if kill(Pid::from_raw(pid as i32), Signal::SIGKILL).is_ok() {
+                killed += 1;
+            }
+        }
+    }
+    killed
+}
+
 /// Sends `signal` to a process group; errors (already gone) are ignored.
 pub fn signal_group(pgid: u32, signal: nix::sys::signal::Signal) {
     if let Ok(pgid) = i32::try_from(pgid)
@@ -348,5 +438,29 @@ pub fn die_with_parent(cmd: &mut Command) {
             }
             Ok(())
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_leftover_group_is_killed_only_when_its_start_time_matches() {
+        let mut cmd = Command::new("sleep");
+        cmd.arg("30");
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        let mut child = cmd.spawn().unwrap();
+        let pid = child.id();
+        let stat = proc_stat(pid).expect("a running process has a stat");
+        assert_eq!(stat.pgrp, pid, "its own group");
+        // Another start time: the pid was reused by someone else's process; leave it.
+        assert_eq!(kill_leftover_group(pid, stat.start + 1), 0);
+        assert!(proc_stat(pid).is_some_and(|p| p.state != 'Z'));
+        assert_eq!(kill_leftover_group(pid, stat.start), 1);
+        let status = child.wait().unwrap();
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(status.signal(), Some(libc::SIGKILL));
+        assert_eq!(kill_leftover_group(pid, stat.start), 0, "nothing left");
     }
 }

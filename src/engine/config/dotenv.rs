@@ -9,7 +9,6 @@
 //! temporary file and a rename, so it is never readable by others, even for a moment.
 
 use crate::advice::Advice;
-use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
@@ -22,12 +21,8 @@ pub enum DotenvError {
         #[source]
         source: std::io::Error,
     },
-    #[error("cannot write {}: {source}", path.display())]
-    Write {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Write(#[from] crate::file_util::FileError),
     #[error(
         "{} line {line}: expected KEY=VALUE (KEY: letters, digits, `_`)",
         path.display()
@@ -156,19 +151,9 @@ pub fn set(root: &Path, updates: &[(&str, &str)]) -> Result<(), DotenvError> {
     }
     let mut text = lines.join("\n");
     text.push('\n');
-    let write_err = |source| DotenvError::Write {
-        path: path.clone(),
-        source,
-    };
-    std::fs::create_dir_all(root).map_err(write_err)?;
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".env.")
-        .permissions(std::fs::Permissions::from_mode(0o600))
-        .tempfile_in(root)
-        .map_err(write_err)?;
-    tmp.write_all(text.as_bytes()).map_err(write_err)?;
-    tmp.as_file().sync_all().map_err(write_err)?;
-    tmp.persist(&path).map_err(|e| write_err(e.error))?;
+    crate::file_util::AtomicWrite::new(&path)
+        .mode(0o600)
+        .replace(text.as_bytes())?;
     Ok(())
 }
 

@@ -2,7 +2,7 @@
 //! every other entry, validates the result and replaces the file atomically.
 
 use crate::advice::Advice;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::engine::config::{Config, ConfigError, parse};
 
@@ -40,12 +40,8 @@ pub enum SetupError {
     Config(#[from] ConfigError),
     #[error("{0}")]
     Usage(String),
-    #[error("cannot write {}: {source}", path.display())]
-    Write {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Write(#[from] crate::file_util::FileError),
 }
 
 impl Advice for SetupError {
@@ -140,10 +136,7 @@ pub fn apply_setup(root: &Path, setup: &Setup) -> Result<(Config, Option<String>
         path: path.clone(),
         problems,
     })?;
-    write_atomically(&path, &text).map_err(|source| SetupError::Write {
-        path: path.clone(),
-        source,
-    })?;
+    crate::file_util::AtomicWrite::new(&path).replace(text.as_bytes())?;
     let key_env = provider
         .and_then(|p| config.providers.get(&p).and_then(|p| p.api_key_env.clone()))
         .or_else(|| setup.api_key_env.clone());
@@ -181,14 +174,4 @@ pub fn default_key_env(provider: &str) -> String {
         name.insert(0, 'P');
     }
     format!("{name}_API_KEY")
-}
-
-fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    std::io::Write::write_all(&mut tmp, text.as_bytes())?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
 }

@@ -434,17 +434,21 @@ fn write_history(store: &Store, history: &History) {
     if let Some(dir) = path.parent()
         && std::fs::create_dir_all(dir).is_ok()
     {
-        let _ = crate::cas::store::write_atomic(
-            &store.root().join("cas").join("tmp"),
-            &path,
-            history.to_text().as_bytes(),
-            false,
-        );
+        let _ = crate::file_util::AtomicWrite::new(&path)
+            .temp_in(&store.root().join("cas").join("tmp"))
+            .without_fsync()
+            .replace(history.to_text().as_bytes());
     }
 }
 
 /// The history ending at `head`, from the cache (built and cached first if need be).
+///
+/// The cache never stands in for a head that is gone: a missing head node is an error even
+/// when its history is cached (a stat; a step re-hashes what it builds on itself).
 pub fn history(store: &Store, head: Hash) -> Result<History, ChainError> {
+    if !store.has(head) {
+        return Err(StoreError::NotFound(head).into());
+    }
     if let Some(history) = read_history(store, head) {
         return Ok(history);
     }
@@ -455,7 +459,7 @@ pub fn history(store: &Store, head: Hash) -> Result<History, ChainError> {
 
 /// The history of `step`, the new head of `thread` whose previous head is `parent`'s; cached.
 /// The parent's cache file is retired (no thread has that head any more) and its inode reused
-/// through the thread's spare file ([`crate::cas::store::write_recycling`]). Also returns the
+/// through the thread's spare file ([`crate::file_util::write_recycling`]). Also returns the
 /// new step's entry.
 pub fn extend_history(
     store: &Store,
@@ -468,7 +472,7 @@ pub fn extend_history(
     let entry = entry(store, &node, payload)?;
     let history = parent.with(&entry);
     // Best effort, like every cache write.
-    let _ = crate::cas::store::write_recycling(
+    let _ = crate::file_util::write_recycling(
         &spare_path(store, thread),
         &cache_path(store, history.head()),
         history.to_text().as_bytes(),
@@ -492,7 +496,11 @@ fn entry(store: &Store, node: &Node, step: StepNode) -> Result<Entry, ChainError
 }
 
 /// Loads the chain ending at `head` (a step or start node), from the cache where possible.
+///
+/// The head node is read and verified first, so the cache never stands in for a head that is
+/// gone or damaged.
 pub fn load(store: &Store, head: Hash) -> Result<Chain, ChainError> {
+    store.get(head)?;
     if let Some(chain) = read_cache(store, head) {
         return Ok(chain);
     }
@@ -504,13 +512,45 @@ pub fn load(store: &Store, head: Hash) -> Result<Chain, ChainError> {
 /// The chain ending at `head` (not cached itself), walked back from it to the nearest cached
 /// ancestor or the start node.
 fn build(store: &Store, head: Hash) -> Result<Chain, ChainError> {
+    build_with(store, head, |at| read_cache(store, at))
+}
+
+/// The chain ending at `head` read from the nodes alone, every step to the start; no cache
+/// file is read or written (for `uwf cas fsck`, which checks the caches against it).
+pub(crate) fn load_from_nodes(store: &Store, head: Hash) -> Result<Chain, ChainError> {
+    build_with(store, head, |_| None)
+}
+
+/// Checks a chain cache file against the store: it parses, names the head it is filed under,
+/// and equals the history rebuilt from the nodes. The error says how it disagrees.
+pub(crate) fn check_cache_file(store: &Store, head: Hash, text: String) -> Result<(), String> {
+    let Some(history) = History::parse(text.clone()) else {
+        return Err("damaged: it does not parse or its checksum does not match".into());
+    };
+    if history.head() != head {
+        return Err(format!("it holds the chain of {}", history.head()));
+    }
+    let chain =
+        load_from_nodes(store, head).map_err(|e| format!("the store cannot rebuild it: {e}"))?;
+    if History::of(&chain).to_text() != text {
+        return Err("it differs from the chain rebuilt from the nodes".into());
+    }
+    Ok(())
+}
+
+/// [`build`], asking `cached` for an ancestor's chain before reading its node.
+fn build_with(
+    store: &Store,
+    head: Hash,
+    cached: impl Fn(Hash) -> Option<Chain>,
+) -> Result<Chain, ChainError> {
     let step_type = builtin::hash_of("step");
     // Walk back until a cached ancestor or the start node, then replay forwards.
     let mut pending: Vec<(Node, StepNode)> = Vec::new();
     let mut at = head;
     let mut chain = loop {
         if at != head
-            && let Some(chain) = read_cache(store, at)
+            && let Some(chain) = cached(at)
         {
             break chain;
         }

@@ -223,6 +223,9 @@ impl Summary {
         self.error = None;
         self.running_role = None;
         self.awaiting = None;
+        // A step that died mid-way may have left its agent's children running: looking at the
+        // thread is one of the moments they are cleaned up (see `RunFiles::reap_abandoned`).
+        files.reap_abandoned();
         if files.is_running() {
             self.status = "running".into();
             self.running_role = files.run_info().and_then(|i| i.role);
@@ -391,7 +394,7 @@ pub fn kill(store: &Store, id: &str) -> Result<Hash, ThreadError> {
         "status": "killed",
         "done": true,
     });
-    files.record_success(&outcome);
+    lock.record_success(&outcome);
     let head_text = archived.head.to_string();
     events::append(&files, id, "killed", json!({ "head": head_text }));
     drop(lock);

@@ -7,6 +7,11 @@
 //! it, so looking at a thread never makes a step fail as busy. The kill lock is the same kind of
 //! lock, held by a `kill` from before it stops the agent until the thread is archived: a step
 //! that takes the step lock while it is held gives up at once, so no step starts in between.
+//!
+//! The run record, the last outcome and the error file are replaced atomically (a reader, or a
+//! full disk, never leaves them torn or empty). Under the lock they are written into the
+//! thread's spare (`<id>.spare`) and swapped into place with `renameat2(RENAME_EXCHANGE)`, so a
+//! step creates and frees no inode for them ([`crate::file_util::replace_recycling`]).
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -14,7 +19,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::cas::Hash;
-use crate::cas::store::{now_ms, overwrite};
+use crate::cas::store::now_ms;
+use crate::file_util::{self, AtomicWrite};
 
 use crate::engine::index_files::IndexError;
 use crate::engine::thread::index::ThreadIndexError;
@@ -39,6 +45,10 @@ pub struct RunInfo {
     /// The agent's process id, which is also its process group id.
     #[serde(default)]
     pub agent_pid: Option<u32>,
+    /// The agent's start time (clock ticks after boot, from `/proc/<pid>/stat`): proves that a
+    /// process group found later under `agent_pid` is still this agent's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_start: Option<u64>,
 }
 
 impl RunFiles {
@@ -77,6 +87,11 @@ impl RunFiles {
         self.path("run.json")
     }
 
+    /// The file whose inode the next write of a run file under the lock reuses.
+    fn spare(&self) -> PathBuf {
+        self.path("spare")
+    }
+
     fn lock_path(&self) -> PathBuf {
         self.path("lock")
     }
@@ -92,10 +107,14 @@ impl RunFiles {
     /// and testable without taking it ([`RunFiles::check_idle`]).
     pub fn try_lock(&self) -> Result<StepLock, ThreadIndexError> {
         match self.take(&self.lock_path())? {
-            Some(file) => Ok(StepLock {
-                file,
-                files: self.clone(),
-            }),
+            Some(file) => {
+                let lock = StepLock {
+                    file,
+                    files: self.clone(),
+                };
+                lock.reap_abandoned();
+                Ok(lock)
+            }
             None => Err(self.busy()),
         }
     }
@@ -176,6 +195,17 @@ impl RunFiles {
         }
     }
 
+    /// Cleans up after a step that died holding the lock (its run record still names an
+    /// agent while nobody holds the lock): takes the lock, which kills what is left of that
+    /// agent's process group, and lets it go. For status probes; a step or `kill` does this by
+    /// taking the lock anyway. Does nothing while a step runs or when there is nothing to do.
+    pub fn reap_abandoned(&self) {
+        let abandoned = self.run_info().is_some_and(|i| i.agent_pid.is_some());
+        if abandoned && !self.is_running() {
+            drop(self.try_lock());
+        }
+    }
+
     /// Whether a step holds the lock right now.
     pub fn is_running(&self) -> bool {
         matches!(self.held(&self.lock_path()), Ok(true))
@@ -206,18 +236,14 @@ impl RunFiles {
         }
     }
 
-    /// Records a failure (`error` file) and the last outcome.
+    /// Records a failure (`error` file) and the last outcome, without holding the step lock
+    /// (a failure before a step could take it). Each file is replaced atomically.
     pub fn record_failure(&self, message: &str) {
-        let _ = std::fs::create_dir_all(&self.dir);
-        let _ = overwrite(&self.error(), format!("{message}\n").as_bytes());
-        let last = serde_json::json!({"ok": false, "error": message});
-        let _ = overwrite(&self.last(), format!("{last}\n").as_bytes());
-    }
-
-    /// Records a successful step's JSON as the last outcome.
-    pub fn record_success(&self, result: &serde_json::Value) {
-        // The directory exists: the step lock lives in it.
-        let _ = overwrite(&self.last(), format!("{result}\n").as_bytes());
+        for (path, text) in failure_texts(self, message) {
+            let _ = AtomicWrite::new(&path)
+                .without_fsync()
+                .replace(text.as_bytes());
+        }
     }
 
     /// The last recorded outcome, if any.
@@ -229,8 +255,9 @@ impl RunFiles {
     /// Writes `message` to the `error` file only, leaving the last outcome as it is (a refused
     /// answer to a question leaves the thread awaiting).
     pub fn record_error(&self, message: &str) {
-        let _ = std::fs::create_dir_all(&self.dir);
-        let _ = overwrite(&self.error(), format!("{message}\n").as_bytes());
+        let _ = AtomicWrite::new(&self.error())
+            .without_fsync()
+            .replace(format!("{message}\n").as_bytes());
     }
 
     fn awaiting_path(&self) -> PathBuf {
@@ -238,15 +265,16 @@ impl RunFiles {
     }
 
     /// Records that the thread waits for a person to answer `role` at `head` (SPEC §10).
-    pub fn set_awaiting(&self, role: &str, head: Hash) -> std::io::Result<()> {
-        std::fs::create_dir_all(&self.dir)?;
+    pub fn set_awaiting(&self, role: &str, head: Hash) -> Result<(), file_util::FileError> {
         let question = Awaiting {
             role: role.to_owned(),
             head,
             asked_at: now_ms(),
         };
         let text = serde_json::to_vec(&question).expect("a question serializes");
-        overwrite(&self.awaiting_path(), &text)
+        AtomicWrite::new(&self.awaiting_path())
+            .without_fsync()
+            .replace(&text)
     }
 
     /// The question the thread waits on, if it was asked at `head` (a question asked at an
@@ -281,6 +309,15 @@ fn lock_error(path: &Path, source: std::io::Error) -> IndexError {
     }
 }
 
+/// The `error` and last-outcome files of a failure, with their texts.
+fn failure_texts(files: &RunFiles, message: &str) -> [(PathBuf, String); 2] {
+    let last = serde_json::json!({"ok": false, "error": message});
+    [
+        (files.error(), format!("{message}\n")),
+        (files.last(), format!("{last}\n")),
+    ]
+}
+
 /// A lock request for a whole file.
 fn whole_file(kind: libc::c_int) -> libc::flock {
     libc::flock {
@@ -303,14 +340,52 @@ impl StepLock {
     /// Publishes what this step is doing for `status`, `kill` and busy messages.
     pub fn set_info(&self, info: &RunInfo) {
         let text = serde_json::to_vec(info).expect("run info serializes");
-        let _ = overwrite(&self.files.run(), &text);
+        self.replace(&self.files.run(), &text);
+    }
+
+    /// Records a failure (`error` file) and the last outcome.
+    pub fn record_failure(&self, message: &str) {
+        for (path, text) in failure_texts(&self.files, message) {
+            self.replace(&path, text.as_bytes());
+        }
+    }
+
+    /// Writes `message` to the `error` file only, leaving the last outcome as it is.
+    pub fn record_error(&self, message: &str) {
+        self.replace(&self.files.error(), format!("{message}\n").as_bytes());
+    }
+
+    /// Records a successful step's JSON as the last outcome.
+    pub fn record_success(&self, result: &serde_json::Value) {
+        self.replace(&self.files.last(), format!("{result}\n").as_bytes());
+    }
+
+    /// Just locked: if the run record still names an agent, the previous holder died mid-step
+    /// (a step clears it before it unlocks); kill what is left of that agent's process group
+    /// and clear the record.
+    fn reap_abandoned(&self) {
+        let Some(info) = self.files.run_info() else {
+            return;
+        };
+        let Some(pgid) = info.agent_pid else {
+            return;
+        };
+        if let Some(start) = info.agent_start {
+            crate::engine::agent::spawn::kill_leftover_group(pgid, start);
+        }
+        self.replace(&self.files.run(), b"{}");
+    }
+
+    /// Replaces one of the thread's run files through its spare (best effort: run files are
+    /// informational, and a failed write leaves the old file whole).
+    fn replace(&self, path: &Path, bytes: &[u8]) {
+        let _ = file_util::replace_recycling(&self.files.spare(), path, bytes);
     }
 }
 
 impl Drop for StepLock {
     /// Clears the run info (`{}` parses as none) rather than removing the file: see [`reset`]
-    /// for why a step should not free inodes. Run files are advisory: readers ignore what does
-    /// not parse (see [`overwrite`]).
+    /// for why a step should not free inodes.
     ///
     /// Then unlocks explicitly instead of leaving it to the close: an OFD lock belongs to the
     /// open file description and a close frees it only when no descriptor of that description
@@ -320,7 +395,7 @@ impl Drop for StepLock {
     /// held by the child, and the thread's next step was refused as busy. `F_UNLCK` on any
     /// descriptor of the description frees it whoever else still has it open.
     fn drop(&mut self) {
-        let _ = overwrite(&self.files.run(), b"{}");
+        self.replace(&self.files.run(), b"{}");
         let unlock = whole_file(libc::F_UNLCK);
         let _ = nix::fcntl::fcntl(&self.file, nix::fcntl::FcntlArg::F_OFD_SETLK(&unlock));
     }

@@ -35,8 +35,11 @@ pub enum StepError {
         agent: String,
         source: Box<crate::engine::agent::builtin::BuiltinError>,
     },
-    #[error("cannot record the question of thread {id}: {source}")]
-    Awaiting { id: String, source: std::io::Error },
+    #[error("cannot record the question of thread {id}: {error}")]
+    Awaiting {
+        id: String,
+        error: crate::file_util::FileError,
+    },
     #[error(transparent)]
     Thread(#[from] ThreadIndexError),
     #[error(transparent)]
@@ -51,6 +54,15 @@ pub enum StepError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Chain(#[from] ChainError),
+    /// What the step would build on (head, start, workflow, role schema) is missing or damaged;
+    /// no agent ran and nothing changed.
+    #[error("cannot step thread {thread}: its {what} {hash} is unusable: {error}")]
+    Damaged {
+        thread: String,
+        what: &'static str,
+        hash: Hash,
+        error: StoreError,
+    },
     #[error("agent `{agent}` returned {hash}, which is not a valid step for this thread: {reason}")]
     Rejected {
         agent: String,
@@ -70,6 +82,9 @@ impl Advice for StepError {
             StepError::Agent(e) => e.hints(),
             StepError::Store(e) => e.hints(),
             StepError::Chain(e) => e.hints(),
+            StepError::Damaged { .. } => vec![
+                "`uwf cas fsck` lists the damage; restore the node from a backup, or fork the thread from an intact step (`uwf thread fork HASH`)".into(),
+            ],
             _ => Vec::new(),
         }
     }
@@ -139,10 +154,8 @@ pub fn step(
     let mut started = None;
     let result = step_locked(store, config, id, options, &files, &lock, &mut started);
     match &result {
-        Ok(stepped) => {
-            files.record_success(&stepped.to_json());
-        }
-        Err(e) => files.record_failure(&crate::advice::with_hints(e)),
+        Ok(stepped) => lock.record_success(&stepped.to_json()),
+        Err(e) => lock.record_failure(&crate::advice::with_hints(e)),
     }
     match &result {
         // Awaiting a person: the `awaiting` event was written when the question was recorded.
@@ -187,9 +200,11 @@ fn step_locked(
         role: None,
         agent: None,
         agent_pid: None,
+        agent_start: None,
     };
     lock.set_info(&info);
     let view = Current::load(store, id)?;
+    view.verify_base(store, id)?;
     // The moderator and its context (converted on the evaluation worker from the moment this
     // runs): the decision after this step needs the context with one more step, appended once
     // the agent has written it. The previous step usually decided this step's role already (see
@@ -225,6 +240,7 @@ fn step_locked(
         });
     }
     let role = next;
+    view.verify_schema(store, id, &role)?;
     let spec = config
         .config
         .resolve_agent(options.agent.as_deref(), &view.workflow.name, &role)?;
@@ -244,9 +260,9 @@ fn step_locked(
         }
         files
             .set_awaiting(&role, view.head())
-            .map_err(|source| StepError::Awaiting {
+            .map_err(|error| StepError::Awaiting {
                 id: id.to_owned(),
-                source,
+                error,
             })?;
         return Ok(Stepped {
             workflow: view.workflow.name.clone(),
@@ -303,6 +319,7 @@ fn step_locked(
     };
     let finished = spawn::run(&invocation, |pid| {
         info.agent_pid = Some(pid);
+        info.agent_start = spawn::proc_stat(pid).map(|p| p.start);
         lock.set_info(&info);
         prepared.get_or_insert_with(prepare);
     });
@@ -416,6 +433,45 @@ impl Current {
 
     pub(crate) fn head(&self) -> Hash {
         self.history.head()
+    }
+
+    /// Checks, by reading and re-hashing them, the nodes this step builds on that the cached
+    /// history stands in for: the start node, the head step and its output (the moderator's
+    /// context). The workflow node was read (and so verified) by [`Current::load`]. A constant
+    /// number of reads whatever the chain's length; older steps are `uwf cas fsck`'s to check.
+    fn verify_base(&self, store: &Store, id: &str) -> Result<(), StepError> {
+        let damaged = |what, hash| {
+            move |error| StepError::Damaged {
+                thread: id.to_owned(),
+                what,
+                hash,
+                error,
+            }
+        };
+        let start = self.history.start_hash();
+        store.get(start).map_err(damaged("start node", start))?;
+        let head = self.head();
+        if head != start {
+            let node = store.get(head).map_err(damaged("head step", head))?;
+            let step = chain::read_step(&node)?;
+            store
+                .get(step.output)
+                .map_err(damaged("head step's output", step.output))?;
+        }
+        Ok(())
+    }
+
+    /// Checks that `role`'s output schema node is there and intact before an agent is asked to
+    /// write an output of that type.
+    fn verify_schema(&self, store: &Store, id: &str, role: &str) -> Result<(), StepError> {
+        let schema = view::role_schema(&self.workflow, role)?;
+        store.get(schema).map_err(|error| StepError::Damaged {
+            thread: id.to_owned(),
+            what: "role schema",
+            hash: schema,
+            error,
+        })?;
+        Ok(())
     }
 
     pub(crate) fn workflow_hash(&self) -> Hash {

@@ -54,7 +54,7 @@ pub fn cached_next(
 
 /// Remembers a decision (best effort: the cache only saves time). `retired` is the thread's
 /// previous head, which no thread has as its head any more: its decision file is dropped and
-/// its inode reused through the thread's spare file ([`crate::cas::store::write_recycling`]).
+/// its inode reused through the thread's spare file ([`crate::file_util::write_recycling`]).
 pub fn remember(
     store: &Store,
     workflow_hash: Hash,
@@ -73,7 +73,7 @@ pub fn remember(
     }) else {
         return;
     };
-    let _ = crate::cas::store::write_recycling(
+    let _ = crate::file_util::write_recycling(
         &spare_path(store, thread),
         &path(store, head),
         &bytes,
@@ -89,6 +89,29 @@ fn spare_path(store: &Store, thread: &str) -> PathBuf {
 /// Removes `thread`'s spare decision file (an archived thread takes no more steps).
 pub fn drop_spare(store: &Store, thread: &str) {
     let _ = std::fs::remove_file(spare_path(store, thread));
+}
+
+/// Checks a decision file against the store: it parses, names the head it is filed under, and
+/// says what the moderator decides now from the nodes alone. The error says how it disagrees.
+pub(crate) fn check_file(store: &Store, head: Hash, bytes: &[u8]) -> Result<(), String> {
+    let cached: Cached = serde_json::from_slice(bytes).map_err(|e| format!("damaged: {e}"))?;
+    if cached.head != head {
+        return Err(format!("it holds the decision at {}", cached.head));
+    }
+    let workflow = Workflow::load(store, cached.workflow)
+        .map_err(|e| format!("its workflow cannot be read: {e}"))?;
+    let chain = crate::engine::thread::chain::load_from_nodes(store, head)
+        .map_err(|e| format!("the store cannot rebuild its chain: {e}"))?;
+    let moderator = crate::engine::workflow::moderator::Moderator::new(workflow)
+        .map_err(|e| format!("its workflow's moderator: {e}"))?;
+    match moderator.decide_chain(&chain) {
+        Ok(d) if d.next == cached.next => Ok(()),
+        Ok(d) => Err(format!(
+            "it says `{}`, the moderator now says `{}`",
+            cached.next, d.next
+        )),
+        Err(e) => Err(format!("the moderator cannot decide there now: {e}")),
+    }
 }
 
 /// Drops the decision of a head that is no longer any thread's head.

@@ -18,4 +18,4 @@ pub mod registry;
 pub mod validate;
 
 pub use definition::*;
-pub use validate::{parse, yaml_to_json};
+pub use validate::{MAX_FILE_BYTES, parse, parse_bytes, yaml_to_json};

@@ -24,8 +24,11 @@
 //!   `jsonata_core::value::with_stack`, and results nested deeper than [`MAX_RESULT_DEPTH`] are
 //!   refused, because the caller's `serde_json::Value` drops recursively.
 //!
-//! What is *not* bounded is memory, nor the CPU an abandoned worker spends finishing its built-in
-//! call. `$string` of an object that holds the previous one twice, nested 28 times, returns
+//! - Memory: the worker counts what an evaluation allocates ([`memory`], the process's global
+//!   allocator) and cancels it past [`Limits::max_memory`] ([`JsonataError::MemoryLimit`]).
+//!
+//! What is *not* bounded is one huge allocation inside a single built-in call, nor the CPU an
+//! abandoned worker spends finishing its built-in call. `$string` of an object that holds the previous one twice, nested 28 times, returns
 //! `Timeout` to the caller after 1.25 s, while the abandoned worker goes on printing 2^28 leaves
 //! for a minute and peaks at 2.5 GB; nested 32 times it would exhaust memory. jsonata-js has the
 //! same gap. Only a separate process with a memory limit closes it.
@@ -35,6 +38,7 @@
 //! converts them (left out of objects, `null` in arrays, `undefined` at the top).
 
 mod convert;
+mod memory;
 mod worker;
 
 use crate::advice::Advice;
@@ -91,6 +95,53 @@ pub struct Limits {
     /// and the most values the result may hold in all, counting every array item and object
     /// member at any depth.
     pub max_sequence_length: usize,
+    /// The most memory one evaluation may hold, in bytes ([`JsonataError::MemoryLimit`]).
+    pub max_memory: usize,
+}
+
+/// The memory limit of an evaluation unless told otherwise: [`MAX_MEMORY_ENV`] if set, else
+/// 256 MiB.
+pub fn default_max_memory() -> usize {
+    std::env::var(MAX_MEMORY_ENV)
+        .ok()
+        .and_then(|v| parse_size(&v))
+        .unwrap_or(DEFAULT_MAX_MEMORY)
+}
+
+/// 256 MiB: routing conditions use kilobytes.
+pub const DEFAULT_MAX_MEMORY: usize = 256 << 20;
+
+/// The environment variable that sets the memory limit of every evaluation (the moderator's
+/// too), e.g. `UWF_JSONATA_MAX_MEMORY=1GiB`.
+pub const MAX_MEMORY_ENV: &str = "UWF_JSONATA_MAX_MEMORY";
+
+/// A size as `1048576`, `512KiB`, `256MiB`, `1GiB` (also `K`, `M`, `G`, `KB`, `MB`, `GB`, all
+/// powers of 1024).
+pub fn parse_size(text: &str) -> Option<usize> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: usize = number.parse().ok()?;
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        _ => return None,
+    };
+    number.checked_mul(1 << shift)
+}
+
+/// A size in the largest binary unit that divides it (`256 MiB`).
+pub fn show_size(bytes: usize) -> String {
+    for (shift, unit) in [(30, "GiB"), (20, "MiB"), (10, "KiB")] {
+        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
+            return format!("{} {unit}", bytes >> shift);
+        }
+    }
+    format!("{bytes} bytes")
 }
 
 impl Default for Limits {
@@ -102,6 +153,7 @@ impl Default for Limits {
             timeout: Duration::from_secs(1),
             max_depth: 200,
             max_sequence_length: 1_000_000,
+            max_memory: default_max_memory(),
         }
     }
 }
@@ -150,6 +202,12 @@ pub enum JsonataError {
         "D1011: Stack overflow (deeper than {limit} levels). Check for non-terminating recursive function. Consider rewriting as tail-recursive"
     )]
     DepthExceeded { limit: usize },
+    /// The evaluation held more than [`Limits::max_memory`] and was stopped.
+    #[error(
+        "the evaluation needed more than {} of memory (its limit); raise it with --max-memory (uwf eval, uwf thread eval) or {MAX_MEMORY_ENV}=SIZE (every evaluation, the moderator's too)",
+        show_size(*limit)
+    )]
+    MemoryLimit { limit: usize },
     /// The result nests deeper than [`MAX_RESULT_DEPTH`] and is not handed out.
     #[error("the result nests deeper than {limit} levels")]
     ResultTooDeep { limit: usize },
@@ -176,6 +234,7 @@ impl JsonataError {
             JsonataError::Timeout { .. } => Some("D1012"),
             JsonataError::DepthExceeded { .. } => Some("D1011"),
             JsonataError::ResultTooDeep { .. }
+            | JsonataError::MemoryLimit { .. }
             | JsonataError::ResultTooLarge { .. }
             | JsonataError::Panicked { .. }
             | JsonataError::Worker { .. } => None,

@@ -156,15 +156,28 @@ pub(super) fn evaluate_on_worker(input: &JValue, job: &Job) -> Result<Option<Val
         max_sequence_length: Some(job.limits.max_sequence_length),
     };
     let mut evaluator = Evaluator::with_options(context, options);
-    let result = evaluator
+    let memory = memory::Scope::enter(job.limits.max_memory, &job.cancel);
+    let outcome = evaluator
         .evaluate(&job.ast.0, input)
-        .map_err(|error| JsonataError::from_evaluator(&error, &job.limits))?;
-    let mut budget = ConvertBudget {
-        cancel: &job.cancel,
-        limits: &job.limits,
-        visited: 0,
-    };
-    to_json(&result, 0, &mut budget)
+        .map_err(|error| JsonataError::from_evaluator(&error, &job.limits))
+        .and_then(|result| {
+            let mut budget = ConvertBudget {
+                cancel: &job.cancel,
+                limits: &job.limits,
+                visited: 0,
+            };
+            let json = to_json(&result, 0, &mut budget);
+            drop(result);
+            json
+        });
+    // Stopped for memory: whatever the engine made of the cancellation, say why.
+    if memory.exceeded() {
+        drop(outcome);
+        return Err(JsonataError::MemoryLimit {
+            limit: job.limits.max_memory,
+        });
+    }
+    outcome
 }
 
 pub(super) fn millis_rounded_up(duration: Duration) -> u64 {

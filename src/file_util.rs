@@ -1,0 +1,594 @@
+//! Writing files so that readers never see half of one: atomic replacement (temp file in the
+//! same directory, write, fsync, rename), no-clobber publication of immutable files, in-place
+//! overwrites, and writes that recycle inodes instead of creating and freeing them.
+//!
+//! Used by `cas` (node files, the type index) and `engine` (index files, run files, caches,
+//! configuration, `.env`); it imports nothing from the crate. Every error names the file and
+//! what was being done to it (`cannot write temp file for X`, `cannot rename … onto X`), so a
+//! full disk never reads as "cannot read".
+//!
+//! Architecture Invariant: a file written by [`AtomicWrite`] is either its old content or its
+//! complete new content, for any reader and after any crash; what a crash can leave is a temp
+//! file named `.uwf-tmp-…` beside it. The first atomic write of a process into a directory
+//! removes such temp files older than [`STALE_TEMP_AGE`] (no writer takes that long), and
+//! `uwf cas gc` removes those in `cas/tmp/` older than its grace period.
+
+use std::collections::HashSet;
+use std::fs::{self, File, OpenOptions};
+use std::io::{ErrorKind, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+/// How the names of temp files start. Nothing else uses this prefix.
+pub const TEMP_PREFIX: &str = ".uwf-tmp-";
+
+/// Temp files older than this are abandoned: no write takes an hour between creating its temp
+/// file and renaming it.
+pub const STALE_TEMP_AGE: Duration = Duration::from_secs(3600);
+
+/// Why a file could not be written. Each variant names the file and the operation.
+///
+/// The I/O error is part of the message and deliberately not a `source()`: the CLI prints the
+/// source chain as `caused by:` lines, which would repeat it.
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    #[error("cannot create directory {}: {error}", path.display())]
+    CreateDir {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("cannot create a temp file in {} for {}: {error}", dir.display(), target.display())]
+    CreateTemp {
+        dir: PathBuf,
+        target: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("cannot write temp file for {}: {error}", target.display())]
+    WriteTemp {
+        target: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("cannot fsync temp file for {}: {error}", target.display())]
+    SyncTemp {
+        target: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("cannot rename {} onto {}: {error}", from.display(), to.display())]
+    Rename {
+        from: PathBuf,
+        to: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("cannot link {} into place as {}: {error}", from.display(), to.display())]
+    Link {
+        from: PathBuf,
+        to: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("cannot overwrite {}: {error}", path.display())]
+    Overwrite {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("cannot remove {}: {error}", path.display())]
+    Remove {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("cannot list {}: {error}", path.display())]
+    List {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+}
+
+impl FileError {
+    /// The kind of the underlying I/O error (`StorageFull`, `NotFound`, …).
+    pub fn kind(&self) -> ErrorKind {
+        self.io().kind()
+    }
+
+    /// The underlying I/O error.
+    pub fn io(&self) -> &std::io::Error {
+        match self {
+            FileError::CreateDir { error, .. }
+            | FileError::CreateTemp { error, .. }
+            | FileError::WriteTemp { error, .. }
+            | FileError::SyncTemp { error, .. }
+            | FileError::Rename { error, .. }
+            | FileError::Link { error, .. }
+            | FileError::Overwrite { error, .. }
+            | FileError::Remove { error, .. }
+            | FileError::List { error, .. } => error,
+        }
+    }
+}
+
+/// What [`AtomicWrite::create_new`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Created {
+    /// The file was written.
+    New,
+    /// A file of that name already existed; it was left alone and nothing was written.
+    Existed,
+}
+
+/// One atomic write of a whole file: the bytes go to a temp file (in the target's directory
+/// unless [`AtomicWrite::temp_in`] says otherwise, which must be on the same filesystem), which
+/// is fsynced and then renamed onto the target, or linked to it without clobbering.
+#[derive(Debug, Clone, Copy)]
+pub struct AtomicWrite<'a> {
+    target: &'a Path,
+    temp_dir: Option<&'a Path>,
+    durable: bool,
+    mode: Option<u32>,
+}
+
+impl<'a> AtomicWrite<'a> {
+    /// A durable write of `target` with a temp file beside it and the default mode.
+    pub fn new(target: &'a Path) -> AtomicWrite<'a> {
+        AtomicWrite {
+            target,
+            temp_dir: None,
+            durable: true,
+            mode: None,
+        }
+    }
+
+    /// Creates the temp file in `dir` (same filesystem as the target).
+    pub fn temp_in(self, dir: &'a Path) -> Self {
+        AtomicWrite {
+            temp_dir: Some(dir),
+            ..self
+        }
+    }
+
+    /// Skips the fsync: for derived files that are rebuilt when lost.
+    pub fn without_fsync(self) -> Self {
+        AtomicWrite {
+            durable: false,
+            ..self
+        }
+    }
+
+    /// Creates the file with these permission bits (`0o444` read-only, `0o600` private), so it
+    /// never exists with wider ones, not even as a temp file.
+    pub fn mode(self, mode: u32) -> Self {
+        AtomicWrite {
+            mode: Some(mode),
+            ..self
+        }
+    }
+
+    /// Replaces the target with `bytes` (creating its directory if missing).
+    pub fn replace(&self, bytes: &[u8]) -> Result<(), FileError> {
+        let temp = self.write_temp(bytes)?;
+        temp.persist(self.target).map_err(|e| FileError::Rename {
+            from: e.file.path().to_path_buf(),
+            to: self.target.to_path_buf(),
+            error: e.error,
+        })?;
+        Ok(())
+    }
+
+    /// Writes the target only if no file of that name exists (`link`, which never clobbers);
+    /// an existing file is [`Created::Existed`]. Creates the target's directory if missing.
+    pub fn create_new(&self, bytes: &[u8]) -> Result<Created, FileError> {
+        let mut temp = self.write_temp(bytes)?.into_temp_path();
+        let mut made_dir = false;
+        loop {
+            match temp.persist_noclobber(self.target) {
+                Ok(()) => return Ok(Created::New),
+                Err(e) if e.error.kind() == ErrorKind::AlreadyExists => {
+                    // The temp file is dropped (deleted) with `e`.
+                    return Ok(Created::Existed);
+                }
+                // The target's directory is missing: make it, once. A second NotFound means the
+                // temp file itself is gone (a GC with no grace removed it).
+                Err(e) if e.error.kind() == ErrorKind::NotFound && !made_dir => {
+                    temp = e.path;
+                    create_parent(self.target)?;
+                    made_dir = true;
+                }
+                Err(e) => {
+                    return Err(FileError::Link {
+                        from: e.path.to_path_buf(),
+                        to: self.target.to_path_buf(),
+                        error: e.error,
+                    });
+                }
+            }
+        }
+    }
+
+    fn write_temp(&self, bytes: &[u8]) -> Result<tempfile::NamedTempFile, FileError> {
+        let dir = match self.temp_dir {
+            Some(dir) => dir,
+            None => self.target.parent().unwrap_or(Path::new(".")),
+        };
+        let mut temp = match self.create_temp(dir) {
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                fs::create_dir_all(dir).map_err(|error| FileError::CreateDir {
+                    path: dir.to_path_buf(),
+                    error,
+                })?;
+                self.create_temp(dir)?
+            }
+            other => other?,
+        };
+        let write_err = |error| FileError::WriteTemp {
+            target: self.target.to_path_buf(),
+            error,
+        };
+        temp.write_all(bytes).map_err(write_err)?;
+        if let Some(mode) = self.mode {
+            // Exactly these bits, whatever the umask took from them at creation.
+            temp.as_file()
+                .set_permissions(fs::Permissions::from_mode(mode))
+                .map_err(write_err)?;
+        }
+        if self.durable {
+            temp.as_file()
+                .sync_all()
+                .map_err(|error| FileError::SyncTemp {
+                    target: self.target.to_path_buf(),
+                    error,
+                })?;
+        }
+        Ok(temp)
+    }
+
+    fn create_temp(&self, dir: &Path) -> Result<tempfile::NamedTempFile, FileError> {
+        sweep_once(dir);
+        let mut builder = tempfile::Builder::new();
+        builder.prefix(TEMP_PREFIX);
+        if let Some(mode) = self.mode {
+            builder.permissions(fs::Permissions::from_mode(mode));
+        }
+        builder
+            .tempfile_in(dir)
+            .map_err(|error| FileError::CreateTemp {
+                dir: dir.to_path_buf(),
+                target: self.target.to_path_buf(),
+                error,
+            })
+    }
+}
+
+fn create_parent(path: &Path) -> Result<(), FileError> {
+    let Some(dir) = path.parent() else {
+        return Ok(());
+    };
+    fs::create_dir_all(dir).map_err(|error| FileError::CreateDir {
+        path: dir.to_path_buf(),
+        error,
+    })
+}
+
+/// Removes abandoned temp files in `dir` the first time this process writes one there.
+///
+/// Best effort: a directory that cannot be listed is left for the write itself to report.
+fn sweep_once(dir: &Path) {
+    static SWEPT: Mutex<Option<HashSet<PathBuf>>> = Mutex::new(None);
+    let first = {
+        let mut swept = SWEPT.lock().unwrap_or_else(|p| p.into_inner());
+        swept
+            .get_or_insert_with(HashSet::new)
+            .insert(dir.to_path_buf())
+    };
+    if first {
+        let _ = remove_stale_temps(dir, STALE_TEMP_AGE);
+    }
+}
+
+/// Removes the temp files (named [`TEMP_PREFIX`]…) in `dir` last modified at least `age` ago.
+/// Returns how many were removed. A missing directory has none.
+pub fn remove_stale_temps(dir: &Path, age: Duration) -> Result<usize, FileError> {
+    remove_old_files(dir, age, |name| name.starts_with(TEMP_PREFIX))
+}
+
+/// Removes the files in `dir` whose names `select` picks and that were last modified at least
+/// `age` ago. Returns how many were removed (or vanished meanwhile). A missing `dir` has none.
+pub fn remove_old_files(
+    dir: &Path,
+    age: Duration,
+    select: impl Fn(&str) -> bool,
+) -> Result<usize, FileError> {
+    let list_err = |error| FileError::List {
+        path: dir.to_path_buf(),
+        error,
+    };
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(list_err(e)),
+    };
+    let now = SystemTime::now();
+    let mut removed = 0;
+    for entry in entries {
+        let entry = entry.map_err(list_err)?;
+        if !entry.file_name().to_str().is_some_and(&select) {
+            continue;
+        }
+        let path = entry.path();
+        let old = fs::symlink_metadata(&path)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| now.duration_since(t).ok())
+            .is_some_and(|elapsed| elapsed >= age);
+        if !old {
+            continue;
+        }
+        match fs::remove_file(&path) {
+            Ok(()) => removed += 1,
+            Err(e) if e.kind() == ErrorKind::NotFound => {}
+            Err(error) => return Err(FileError::Remove { path, error }),
+        }
+    }
+    Ok(removed)
+}
+
+/// Replaces a small file's content in place (creating it if missing): write from offset 0, then
+/// cut to the new length.
+///
+/// Not `std::fs::write`: truncating a file to zero and writing it again makes ext4 flush the new
+/// data when the file is closed (its `auto_da_alloc` heuristic), ~160 µs a write here. A reader
+/// racing the write may see a torn text, and a failed write (a full disk) leaves one, so this is
+/// only for files nobody but the writer reads as a whole: the spares of
+/// [`write_recycling`] and [`replace_recycling`].
+pub fn overwrite(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
+    use std::os::unix::fs::FileExt;
+    let err = |error| FileError::Overwrite {
+        path: path.to_path_buf(),
+        error,
+    };
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .map_err(err)?;
+    file.write_all_at(bytes, 0).map_err(err)?;
+    file.set_len(bytes.len() as u64).map_err(err)
+}
+
+/// Writes `bytes` as the new file `target` and retires the file `retired`, creating and freeing
+/// no inode in the steady state: the bytes go into `spare` (overwritten in place), `spare` is
+/// renamed to `target`, and `retired` is renamed to `spare` for next time. For derived cache
+/// files that readers validate (a reader holding the retired file open may see it rewritten);
+/// the caller serialises writers of one `spare`. A missing `spare` (and its directory) is
+/// created, a missing `retired` is skipped.
+///
+/// Why not temp file + rename + unlink: ext4 without a journal does not reuse an inode freed in
+/// the last minute and checks them one by one at every allocation, so a store that freed a few
+/// inodes per step created files ~5× slower after a few hundred steps.
+pub fn write_recycling(
+    spare: &Path,
+    target: &Path,
+    bytes: &[u8],
+    retired: Option<&Path>,
+) -> Result<(), FileError> {
+    fill_spare(spare, bytes)?;
+    rename(spare, target)?;
+    if let Some(retired) = retired
+        && retired != target
+    {
+        match fs::rename(retired, spare) {
+            Err(e) if e.kind() != ErrorKind::NotFound => {
+                return Err(FileError::Rename {
+                    from: retired.to_path_buf(),
+                    to: spare.to_path_buf(),
+                    error: e,
+                });
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Replaces `target` atomically with `bytes` without creating or freeing an inode in the steady
+/// state: the bytes go into `spare` (overwritten in place), then `spare` and `target` swap
+/// names in one `renameat2(RENAME_EXCHANGE)`, so the old content becomes the next spare.
+///
+/// Readers of `target` see the old or the new content, never a torn or empty file, and a
+/// failed write (a full disk) leaves `target` as it was. The caller serialises writers of one
+/// `spare`. No fsync: for small informational files whose loss in a power cut costs nothing.
+/// Where the filesystem cannot exchange, a plain rename replaces the target (and the spare is
+/// created again next time).
+pub fn replace_recycling(spare: &Path, target: &Path, bytes: &[u8]) -> Result<(), FileError> {
+    use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
+    fill_spare(spare, bytes)?;
+    match renameat2(
+        AT_FDCWD,
+        spare,
+        AT_FDCWD,
+        target,
+        RenameFlags::RENAME_EXCHANGE,
+    ) {
+        Ok(()) => Ok(()),
+        // No target yet, or a filesystem that cannot exchange: a plain rename.
+        Err(nix::errno::Errno::ENOENT | nix::errno::Errno::EINVAL | nix::errno::Errno::ENOSYS) => {
+            rename(spare, target)
+        }
+        Err(e) => Err(FileError::Rename {
+            from: spare.to_path_buf(),
+            to: target.to_path_buf(),
+            error: e.into(),
+        }),
+    }
+}
+
+/// Puts `bytes` into `spare`, creating it (and its directory) when missing.
+fn fill_spare(spare: &Path, bytes: &[u8]) -> Result<(), FileError> {
+    match overwrite(spare, bytes) {
+        Err(e) if e.kind() == ErrorKind::NotFound => {
+            create_parent(spare)?;
+            overwrite(spare, bytes)
+        }
+        other => other,
+    }
+}
+
+fn rename(from: &Path, to: &Path) -> Result<(), FileError> {
+    fs::rename(from, to).map_err(|error| FileError::Rename {
+        from: from.to_path_buf(),
+        to: to.to_path_buf(),
+        error,
+    })
+}
+
+/// Empties a file in place, keeping its inode (creating it if missing).
+///
+/// Truncating here is cheap (ext4's flush-on-close after a truncation only writes data still
+/// waiting for allocation, and this descriptor writes none), and replacing the file instead
+/// would free an inode.
+pub fn truncate(path: &Path) -> Result<(), FileError> {
+    File::create(path)
+        .map(drop)
+        .map_err(|error| FileError::Overwrite {
+            path: path.to_path_buf(),
+            error,
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    fn age(path: &Path, by: Duration) {
+        let file = File::options().write(true).open(path).unwrap();
+        file.set_modified(SystemTime::now() - by).unwrap();
+    }
+
+    #[test]
+    fn replace_writes_whole_files_and_leaves_no_temp() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("sub").join("a.yaml");
+        AtomicWrite::new(&target).replace(b"one").unwrap();
+        AtomicWrite::new(&target).replace(b"two").unwrap();
+        assert_eq!(fs::read(&target).unwrap(), b"two");
+        let private = dir.path().join("secret");
+        AtomicWrite::new(&private)
+            .mode(0o600)
+            .replace(b"x")
+            .unwrap();
+        assert_eq!(fs::metadata(&private).unwrap().mode() & 0o777, 0o600);
+        let names: Vec<_> = fs::read_dir(dir.path().join("sub"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["a.yaml"]);
+    }
+
+    #[test]
+    fn create_new_never_clobbers() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("ab").join("node.json");
+        let write = AtomicWrite::new(&target).mode(0o444);
+        assert_eq!(write.create_new(b"first").unwrap(), Created::New);
+        assert_eq!(write.create_new(b"second").unwrap(), Created::Existed);
+        assert_eq!(fs::read(&target).unwrap(), b"first");
+        assert_eq!(fs::metadata(&target).unwrap().mode() & 0o777, 0o444);
+    }
+
+    #[test]
+    fn errors_name_the_operation_and_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        // The target's directory is a file: the temp file cannot be created there.
+        let blocker = dir.path().join("blocker");
+        fs::write(&blocker, "").unwrap();
+        let target = blocker.join("threads.yaml");
+        let err = AtomicWrite::new(&target).replace(b"x").unwrap_err();
+        let text = err.to_string();
+        assert!(text.starts_with("cannot "), "{text}");
+        assert!(!text.contains("cannot read"), "{text}");
+        assert!(text.contains("threads.yaml"), "{text}");
+        // Renaming onto a directory fails with both names.
+        let onto = dir.path().join("d");
+        fs::create_dir(&onto).unwrap();
+        fs::write(onto.join("f"), "").unwrap();
+        let text = AtomicWrite::new(&onto)
+            .replace(b"x")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            text.contains("cannot rename") && text.contains("onto"),
+            "{text}"
+        );
+        // A full disk: the temp write fails, named as a write.
+        if Path::new("/dev/full").exists() {
+            let err = overwrite(Path::new("/dev/full"), b"x").unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::StorageFull);
+            assert!(err.to_string().starts_with("cannot overwrite /dev/full"));
+        }
+    }
+
+    #[test]
+    fn the_first_write_into_a_directory_removes_stale_temps() {
+        let dir = tempfile::tempdir().unwrap();
+        let stale = dir.path().join(format!("{TEMP_PREFIX}dead"));
+        let young = dir.path().join(format!("{TEMP_PREFIX}busy"));
+        let other = dir.path().join("keep.yaml");
+        for p in [&stale, &young, &other] {
+            fs::write(p, "").unwrap();
+        }
+        age(&stale, STALE_TEMP_AGE + Duration::from_secs(5));
+        age(&other, STALE_TEMP_AGE * 2);
+        AtomicWrite::new(&dir.path().join("t"))
+            .replace(b"x")
+            .unwrap();
+        assert!(!stale.exists(), "an abandoned temp file is removed");
+        assert!(young.exists(), "a temp file being written is kept");
+        assert!(other.exists(), "other files are never touched");
+        assert_eq!(remove_stale_temps(dir.path(), Duration::ZERO).unwrap(), 1);
+        assert!(!young.exists());
+    }
+
+    #[test]
+    fn replace_recycling_swaps_inodes_and_never_shows_a_torn_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let (spare, target) = (dir.path().join("t.spare"), dir.path().join("t.json"));
+        replace_recycling(&spare, &target, b"{\"first\":1}").unwrap();
+        assert_eq!(fs::read(&target).unwrap(), b"{\"first\":1}");
+        replace_recycling(&spare, &target, b"{}").unwrap();
+        let inodes = [&spare, &target].map(|p| fs::metadata(p).unwrap().ino());
+        replace_recycling(&spare, &target, b"{\"third\":3}").unwrap();
+        replace_recycling(&spare, &target, b"{}").unwrap();
+        assert_eq!(
+            fs::read(&target).unwrap(),
+            b"{}",
+            "shorter: nothing left over"
+        );
+        assert_eq!(
+            [&spare, &target].map(|p| fs::metadata(p).unwrap().ino()),
+            inodes,
+            "two files, the same two inodes"
+        );
+    }
+
+    #[test]
+    fn write_recycling_reuses_the_retired_inode() {
+        let dir = tempfile::tempdir().unwrap();
+        let at = |name: &str| dir.path().join("cache").join(name);
+        let ino = |name: &str| fs::metadata(at(name)).unwrap().ino();
+        // First write: the directory and the spare are created, nothing to retire.
+        write_recycling(&at("t.spare"), &at("a"), b"first, long", Some(&at("none"))).unwrap();
+        assert_eq!(fs::read(at("a")).unwrap(), b"first, long");
+        assert!(!at("t.spare").exists());
+        let a = ino("a");
+        write_recycling(&at("t.spare"), &at("b"), b"second", Some(&at("a"))).unwrap();
+        assert!(!at("a").exists());
+        assert_eq!(ino("t.spare"), a, "the retired file became the spare");
+        write_recycling(&at("t.spare"), &at("c"), b"third", Some(&at("b"))).unwrap();
+        assert_eq!(ino("c"), a, "the new file took the retired inode");
+        assert_eq!(
+            fs::read(at("c")).unwrap(),
+            b"third",
+            "shorter text: no leftover bytes"
+        );
+    }
+}
