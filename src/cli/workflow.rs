@@ -143,7 +143,9 @@ fn put(store: &Store, file: &str, check: bool, out: &mut Out) -> CliResult<()> {
         return Ok(());
     }
     let hash = checked.definition.store(store)?;
-    let source = registry::store_source(store, &String::from_utf8_lossy(&bytes))?;
+    // parse_bytes accepted the bytes as UTF-8 text: the source node keeps them as saved.
+    let text = String::from_utf8_lossy(&bytes);
+    let source = registry::store_source(store, &text)?;
     let status = registry::register_source(store.root(), &name, hash, Some(source), now_ms())?;
     let mut report = json!({"name": name, "hash": hash});
     match status {

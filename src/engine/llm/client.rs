@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::engine::config::Config;
+use crate::engine::llm::sse::{self, Streamed};
 
 /// The default time one request may take.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
@@ -549,7 +550,29 @@ impl Client {
                     && event_stream
                     && (200..300).contains(&status)
                 {
-                    return read_stream(response.into_body().into_reader(), &mut **on_text);
+                    return match sse::read_stream(
+                        response.into_body().into_reader(),
+                        &mut **on_text,
+                    ) {
+                        Streamed::Done {
+                            text,
+                            finish_reason,
+                            usage,
+                        } => Attempt::Streamed(ChatResponse {
+                            message: Message {
+                                role: "assistant".into(),
+                                content: Some(text),
+                                tool_calls: Vec::new(),
+                                tool_call_id: None,
+                            },
+                            finish_reason,
+                            usage,
+                            attempts: 1,
+                        }),
+                        Streamed::Timeout => Attempt::Timeout,
+                        Streamed::Connection(e) => Attempt::Connection(e),
+                        Streamed::Broken(e) => Attempt::Broken(e),
+                    };
                 }
                 match response.body_mut().read_to_string() {
                     Ok(body) => Attempt::Answer {
@@ -623,62 +646,6 @@ impl Client {
             text
         }
     }
-}
-
-/// Reads a chat completion's server-sent events: `data: {choices: [{delta: {content}}]}` events
-/// until `data: [DONE]` (or the end), handing each piece of text to `on_text`.
-fn read_stream(body: impl std::io::Read, on_text: &mut dyn FnMut(&str)) -> Attempt {
-    let mut text = String::new();
-    let mut finish_reason = None;
-    let mut usage = None;
-    for line in std::io::BufRead::lines(std::io::BufReader::new(body)) {
-        let line = match line {
-            Ok(line) => line,
-            Err(e) if text.is_empty() && e.kind() == std::io::ErrorKind::TimedOut => {
-                return Attempt::Timeout;
-            }
-            Err(e) if text.is_empty() => return Attempt::Connection(e.to_string()),
-            Err(e) => return Attempt::Broken(format!("the stream broke: {e}")),
-        };
-        let Some(data) = line.strip_prefix("data:").map(str::trim) else {
-            continue;
-        };
-        if data == "[DONE]" {
-            break;
-        }
-        let Ok(event) = serde_json::from_str::<Value>(data) else {
-            continue;
-        };
-        if let Some(u) = event.get("usage").filter(|u| u.is_object()) {
-            usage = Some(u.clone());
-        }
-        let Some(choice) = event.get("choices").and_then(|c| c.get(0)) else {
-            continue;
-        };
-        if let Some(piece) = choice
-            .get("delta")
-            .and_then(|d| d.get("content"))
-            .and_then(Value::as_str)
-            .filter(|p| !p.is_empty())
-        {
-            on_text(piece);
-            text.push_str(piece);
-        }
-        if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
-            finish_reason = Some(reason.to_owned());
-        }
-    }
-    Attempt::Streamed(ChatResponse {
-        message: Message {
-            role: "assistant".into(),
-            content: Some(text),
-            tool_calls: Vec::new(),
-            tool_call_id: None,
-        },
-        finish_reason,
-        usage,
-        attempts: 1,
-    })
 }
 
 /// Whether a URL's host is this machine (`localhost`, `127.0.0.0/8`, `[::1]`).

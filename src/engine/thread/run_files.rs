@@ -78,11 +78,6 @@ impl RunFiles {
         self.path("last.json")
     }
 
-    /// The thread's change feed: one JSON line per step event (`engine::thread::events`).
-    pub fn events(&self) -> PathBuf {
-        self.path("events")
-    }
-
     fn run(&self) -> PathBuf {
         self.path("run.json")
     }
@@ -94,6 +89,11 @@ impl RunFiles {
 
     fn lock_path(&self) -> PathBuf {
         self.path("lock")
+    }
+
+    /// The thread's change feed: one JSON line per step event (`engine::thread::events`).
+    pub fn events(&self) -> PathBuf {
+        self.path("events")
     }
 
     fn kill_path(&self) -> PathBuf {
@@ -179,19 +179,19 @@ impl RunFiles {
         self.check_not_killing()
     }
 
-    /// The error for a held lock, naming its holder.
-    fn busy(&self) -> ThreadIndexError {
-        ThreadIndexError::Busy {
-            id: self.id.clone(),
-            holder: self.describe_holder(),
-        }
-    }
-
     /// The error for a step refused while a kill is under way.
     fn being_killed(&self) -> ThreadIndexError {
         ThreadIndexError::Busy {
             id: self.id.clone(),
             holder: "it is being killed".to_owned(),
+        }
+    }
+
+    /// The error for a held lock, naming its holder.
+    fn busy(&self) -> ThreadIndexError {
+        ThreadIndexError::Busy {
+            id: self.id.clone(),
+            holder: self.describe_holder(),
         }
     }
 
@@ -302,13 +302,6 @@ pub struct Awaiting {
     pub asked_at: u64,
 }
 
-fn lock_error(path: &Path, source: std::io::Error) -> IndexError {
-    IndexError::Io {
-        path: path.to_owned(),
-        source,
-    }
-}
-
 /// The `error` and last-outcome files of a failure, with their texts.
 fn failure_texts(files: &RunFiles, message: &str) -> [(PathBuf, String); 2] {
     let last = serde_json::json!({"ok": false, "error": message});
@@ -398,6 +391,13 @@ impl Drop for StepLock {
         self.replace(&self.files.run(), b"{}");
         let unlock = whole_file(libc::F_UNLCK);
         let _ = nix::fcntl::fcntl(&self.file, nix::fcntl::FcntlArg::F_OFD_SETLK(&unlock));
+    }
+}
+
+fn lock_error(path: &Path, source: std::io::Error) -> IndexError {
+    IndexError::Io {
+        path: path.to_owned(),
+        source,
     }
 }
 

@@ -16,6 +16,8 @@ pub mod jsonata;
 pub mod moderator;
 pub mod registry;
 pub mod validate;
+pub mod yaml_load;
 
 pub use definition::*;
-pub use validate::{MAX_FILE_BYTES, parse, parse_bytes, yaml_to_json};
+pub use validate::{parse, parse_bytes, yaml_to_json};
+pub use yaml_load::MAX_FILE_BYTES;
