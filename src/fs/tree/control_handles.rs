@@ -83,6 +83,12 @@ impl Tree {
                 let hash = self.step_hash(id, *i)?;
                 let new = self.actions.fork(id, hash)?;
                 self.thread_started(st, &new);
+                if let Some(ino) = st
+                    .inodes
+                    .existing(&Key::Threads(ThreadKey::Forks(id.clone())))
+                {
+                    st.inval.push(Inval::Inode(ino));
+                }
                 Ok(Some(Arc::from(format!("{new}\n").into_bytes())))
             }
             // A prompt starts (an answer completes its step) at close, read or release, once

@@ -327,10 +327,11 @@ impl Tree {
                 let time = from_ms(chain.steps[*i as usize].timestamp);
                 dir(time, Caching::Immutable)
             }
-            // Forks of finished threads appear too: never cached as immutable.
+            // Forks of finished threads appear too: never immutable, but rare enough to cache
+            // for a second (a fork through the mount invalidates it at once).
             ThreadKey::Forks(id) => {
                 self.thread_ref(id)?;
-                dir(self.source.forks_mtime()?, Caching::Mutable)
+                dir(self.source.forks_mtime()?, Caching::Stamped)
             }
             ThreadKey::ForkLink(_, fork) => {
                 let started = ulid::Ulid::from_string(fork)
