@@ -735,7 +735,7 @@ fn umount_cleans_up_after_a_killed_daemon() {
         .unwrap();
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("not connected"),
-        "a dead mount answers ENOTCONN"
+        "a dead mount answers ENOTCONN: {out:?}"
     );
     assert!(m.mounted());
     let report = env.ok(&["umount", m.dir.to_str().unwrap()]);
