@@ -183,6 +183,10 @@ fn the_offline_notice_comes_once_and_only_when_the_default_agent_is_used() {
 
 #[test]
 fn lists_are_tables_on_a_terminal_json_in_a_pipe_and_ids_with_q() {
+    let name = "lists_are_tables_on_a_terminal_json_in_a_pipe_and_ids_with_q";
+    if !common::has(name, &[common::Need::Tool("script")]) {
+        return;
+    }
     let (env, id) = finished_thread();
     let table = on_terminal(&env, &["thread", "list", "--all"]);
     let mut lines = table.lines();
