@@ -303,6 +303,15 @@ fn submit_refuses_a_role_that_is_not_next_unless_forced() {
         output,
     );
     assert_eq!(forced.len(), 13, "a step hash: {forced}");
+    // Such a node can never be published: the §5.3 verification refuses it.
+    let err = env.fails(&["thread", "publish", &forced], 1);
+    assert!(
+        err.contains(
+            "cannot be published: its role is `reviewer`, but the moderator chose `planner`"
+        ),
+        "{err}"
+    );
+    assert_eq!(json(&env.ok(&["thread", "show", &id]))["steps"], 0);
 }
 
 #[test]
