@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The main job: build uwf, register an example workflow, run a thread with the offline agents,
-# and read it back — on a fresh, throwaway storage root (the embedded defaults: no config.yaml).
+# and read it back — on a fresh, throwaway storage root, first on the embedded defaults (no
+# config.yaml), then with a config in which a workflow plays a role and a person answers one;
+# then browse and drive it all through the mount.
 # Usage: bash scripts/demo.sh            (set UWF_DEMO_ROOT=DIR to keep the store;
 #                                         UWF_BIN=PATH runs that binary instead of building)
 # Every command is echoed as it can be pasted (quotes kept), and the output can go to a file
@@ -80,6 +82,48 @@ step uwf thread run "$dry"
 step uwf thread list --all
 step uwf cas fsck
 
+# A role played by a whole workflow, and a step a person answers (examples/config/config.yaml
+# wires both; here with canned outputs so it runs offline).
+cat > "$root/solve.yaml" <<'YAML'
+planner: [ { summary: "Keep sessions alive", steps: ["fix the expiry check"] } ]
+reviewer: [ { approved: true, replan: false, comments: [] } ]
+YAML
+cat > "$root/develop.yaml" <<'YAML'
+planner: [ { phases: [ { title: "Fix the expiry check", goal: "sessions last their configured time" } ] } ]
+coder: [ { phase: 1, filesChanged: [src/session.rs], summary: "Compare seconds, not minutes" } ]
+reviewer: [ { approved: true, comments: [] } ]
+tester: [ { passed: true, commands: ["cargo test"], failures: [] } ]
+committer: [ { commit: "4f2a9c1", message: "Keep sessions alive for their configured time", filesChanged: [src/session.rs], summary: "Compare seconds, not minutes", testsPassing: true } ]
+YAML
+cat > "$root/notes.yaml" <<'YAML'
+writer: [ { title: "1.4.2", notes: "- Sessions last as long as configured" }, { title: "1.4.2", notes: "- Sessions no longer end after one minute" } ]
+YAML
+cat > "$root/config.yaml" <<YAML
+defaultAgent: solve-canned
+agents:
+  solve-canned: { command: uwf, args: [agent, script, --file, "$root/solve.yaml"] }
+  develop-canned: { command: uwf, args: [agent, script, --file, "$root/develop.yaml"] }
+  notes-canned: { command: uwf, args: [agent, script, --file, "$root/notes.yaml"] }
+  develop-flow: { command: uwf, args: [agent, workflow, --name, develop] }
+agentOverrides:
+  solve-issue: { developer: develop-flow }
+  develop: { planner: develop-canned, coder: develop-canned, reviewer: develop-canned, tester: develop-canned, committer: develop-canned }
+  release-notes: { writer: notes-canned, approver: human }
+YAML
+step uwf workflow put examples/develop.yaml
+step uwf workflow put examples/release-notes.yaml
+nested=$(uwf thread start solve-issue -p "Users are logged out after one minute" -q)
+step uwf thread run "$nested"
+step uwf thread list --all --tree
+step uwf thread show "$nested"
+notes=$(uwf thread start release-notes -p "Release 1.4.2 fixes the one-minute logout" -q)
+step uwf thread run "$notes"
+say "$(quote uwf thread question "$notes") | head -3"
+uwf thread question "$notes" | head -3
+say "$(quote echo '{"approved": false, "feedback": "say what users notice"}') | $(quote uwf thread answer "$notes" --by demo)"
+echo '{"approved": false, "feedback": "say what users notice"}' | uwf thread answer "$notes" --by demo
+step uwf thread run "$notes"
+
 # The same storage as files (FUSE; root mounts without fusermount).
 mnt=$(mktemp -d)
 if uwf mount --background "$mnt" >/dev/null 2>"$root/mount.err"; then
@@ -98,6 +142,15 @@ if uwf mount --background "$mnt" >/dev/null 2>"$root/mount.err"; then
     touch "$mnt/threads/$new/step"
     cat "$mnt/threads/$new/wait"
     step cat "$mnt/threads/$new/status"
+  fi
+  if [ -d "$mnt/threads/$notes" ]; then
+    # A person answers through the mount: read the question, write the answer, wait.
+    step cat "$mnt/threads/$notes/status"
+    say "echo '{\"approved\": true}' > threads/$notes/answer; cat threads/$notes/wait"
+    echo '{"approved": true}' > "$mnt/threads/$notes/answer"
+    cat "$mnt/threads/$notes/wait"
+    echo
+    step cat "$mnt/threads/$notes/status"
   fi
   step uwf umount "$mnt"
 else

@@ -8,3 +8,4 @@ pub mod cli;
 pub mod engine;
 pub mod file_util;
 pub mod fs;
+pub mod pg;

@@ -829,7 +829,7 @@ fn a_finished_thread_browses_with_ls_cat_find_and_diff_like_the_cli() {
     assert_eq!(m.ok("ls threads"), format!("{id}\n"));
     assert_eq!(
         m.ok(&format!("ls {t}")),
-        "error\nevents\nforks\nhead\nkill\nlog\nprompt\nrun\nstatus\nstep\nsteps\ntranscript.md\nworkflow\n"
+        "answer\nerror\nevents\nforks\nhead\nkill\nlog\nprompt\nquestion\nrun\nstatus\nstep\nsteps\ntranscript.md\nworkflow\n"
     );
     assert_eq!(
         m.ok(&format!("ls {t}/steps")),
@@ -897,10 +897,11 @@ fn a_finished_thread_browses_with_ls_cat_find_and_diff_like_the_cli() {
         "{diff}"
     );
     assert_eq!(m.ok(&format!("cat {t}/steps/001-planner/diff")), "");
-    // find sees every file: 11 in the thread (the workflow link is no file), 9 per step.
+    // find sees every file: 12 in the thread (the workflow link is no file, `wait` is not
+    // listed), 9 per step (no `child` link: no sub-workflow played these).
     assert_eq!(
         m.ok(&format!("find {t} -type f | wc -l")).trim(),
-        (10 + 4 * 9).to_string()
+        (12 + 4 * 9).to_string()
     );
     assert_eq!(m.ok(&format!("find {t} -type l | wc -l")).trim(), "2");
     // ls -lt sorts steps by their nodes' time.
@@ -1853,4 +1854,101 @@ fn comments_survive_a_remount_and_show_in_versions_and_the_cli() {
     put(&env, &definition("demo", "commented"));
     assert_eq!(current_hash(&env, "demo"), hash);
     assert_eq!(history(&env, "demo"), 1);
+}
+
+/// A parent whose `approval` role a child `review` thread plays, whose `approver` is a person
+/// (SPEC §9, §10), all through the mount: the child's `parent` link and `question`, a refused
+/// and an accepted `answer`, `wait`, and the parent step's `child` link.
+#[test]
+fn a_child_awaiting_a_person_is_answered_through_the_mount() {
+    let env = Env::new();
+    put(
+        &env,
+        "name: wrap\nroles:\n  draft:\n    meta: { type: object, properties: { text: { type: string } }, required: [text] }\n  \
+approval:\n    meta: { type: object, properties: { approved: { type: boolean } }, required: [approved] }\n\
+graph:\n  $START: [ { role: draft, condition: null } ]\n  draft: [ { role: approval, condition: null } ]\n  \
+approval: [ { role: $END, condition: null } ]\n",
+    );
+    put(
+        &env,
+        "name: review\nroles:\n  writer:\n    meta: { type: object, properties: { text: { type: string } }, required: [text] }\n  \
+approver:\n    meta: { type: object, properties: { approved: { type: boolean } }, required: [approved] }\n\
+graph:\n  $START: [ { role: writer, condition: null } ]\n  writer: [ { role: approver, condition: null } ]\n  \
+approver: [ { role: $END, condition: null } ]\n",
+    );
+    let script = env.dir.path().join("script.yaml");
+    std::fs::write(&script, "draft: [ { text: d } ]\nwriter: [ { text: w } ]\n").unwrap();
+    std::fs::write(
+        env.root().join("config.yaml"),
+        format!(
+            "defaultAgent: canned\nagents:\n  canned: {{ command: uwf, args: [agent, script, --file, '{}'] }}\n  \
+review-flow: {{ command: uwf, args: [agent, workflow, --name, review] }}\n\
+agentOverrides:\n  wrap: {{ approval: review-flow }}\n  review: {{ approver: human }}\n",
+            script.display()
+        ),
+    )
+    .unwrap();
+    let parent = thread_of(&env.ok(&["thread", "start", "wrap", "-p", "ship it"]));
+    let mut run = Command::new(UWF)
+        .args(["thread", "run", &parent])
+        .env("UWF_STORAGE_ROOT", env.root())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let m = Mounted::start(&env, "human-answer", &[]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let child = loop {
+        let show: serde_json::Value =
+            serde_json::from_str(&env.ok(&["thread", "show", &parent])).unwrap();
+        if let Some(c) = show["children"][0].as_str() {
+            let s: serde_json::Value =
+                serde_json::from_str(&env.ok(&["thread", "show", c])).unwrap();
+            if s["status"] == "awaiting" {
+                break c.to_owned();
+            }
+        }
+        assert!(Instant::now() < deadline, "the child never asked");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let c = format!("threads/{child}");
+    assert_eq!(
+        m.ok(&format!("readlink {c}/parent")).trim(),
+        format!("../{parent}")
+    );
+    assert_eq!(
+        m.ok(&format!("cat {c}/status")).trim(),
+        "awaiting role=approver"
+    );
+    let question = eventually(&m, &format!("cat {c}/question"), |q| q.contains("approved"));
+    assert!(question.contains("## Output format"), "{question}");
+    // A refused answer fails the close (EINVAL: bash does not look at what close returns, so
+    // this asks python) and leaves the thread asking.
+    let out = m.sh(&format!(
+        "python3 -c \"f = open('{c}/answer', 'w'); f.write('{{\\\"approved\\\": \\\"yes\\\"}}'); f.close()\""
+    ));
+    assert!(!out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Invalid argument"),
+        "{out:?}"
+    );
+    assert!(m.ok(&format!("cat {c}/error")).contains("boolean"));
+    assert_eq!(
+        m.ok(&format!("cat {c}/status")).trim(),
+        "awaiting role=approver"
+    );
+    // A valid one publishes the step; `wait` shows it.
+    m.ok(&format!("echo '{{\"approved\": true}}' > {c}/answer"));
+    let wait = m.ok(&format!("cat {c}/wait"));
+    assert!(wait.contains("\"role\":\"approver\""), "{wait}");
+    assert!(run.wait().unwrap().success());
+    let p = format!("threads/{parent}");
+    let linked = eventually(
+        &m,
+        &format!("readlink {p}/steps/002-approval/child || true"),
+        |l| !l.trim().is_empty(),
+    );
+    assert_eq!(linked.trim(), format!("../../../{child}"));
+    assert!(!m.ok(&format!("ls {p}/steps/001-draft")).contains("child"));
+    assert!(!m.ok(&format!("ls {p}")).contains("parent"));
 }

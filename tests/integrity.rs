@@ -121,8 +121,9 @@ fn a_full_disk_leaves_whole_run_files_and_says_write() {
         );
     }
 
-    // An index write (a fork writes no node, only threads.yaml) says what failed, once.
-    let err = env.fails(&["thread", "fork", &head], 1);
+    // An index write (starting the same thread again writes no node — its start node exists —
+    // only threads.yaml) says what failed, once.
+    let err = env.fails(&["thread", "start", "counter", "-p", "p"], 1);
     assert!(err.contains("cannot write temp file for"), "{err}");
     assert!(err.contains("threads.yaml"), "{err}");
     assert!(!err.contains("cannot read"), "{err}");
@@ -131,6 +132,14 @@ fn a_full_disk_leaves_whole_run_files_and_says_write() {
         1,
         "the cause is said once: {err}"
     );
+    // So does an append (a fork records where it came from first, in forks.jsonl).
+    let err = env.fails(&["thread", "fork", &head], 1);
+    assert!(
+        err.contains("cannot append to") && err.contains("forks.jsonl"),
+        "{err}"
+    );
+    assert!(!err.contains("cannot read"), "{err}");
+    assert_eq!(err.matches("No space left on device").count(), 1, "{err}");
 
     // Space freed: the thread steps again and records the outcome.
     std::fs::remove_file(filler).unwrap();

@@ -27,6 +27,13 @@ pub enum IndexError {
         #[source]
         source: std::io::Error,
     },
+    /// Appending a line to an append-only file (`forks.jsonl`, a parent's children) failed.
+    #[error("cannot append to {}: {source}", path.display())]
+    Append {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     /// Writing an index file failed; nothing was changed (the old file is intact).
     #[error(transparent)]
     Write(#[from] crate::file_util::FileError),

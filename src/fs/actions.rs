@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use crate::advice::{Advice, with_hints};
 use crate::cas::{Hash, Store};
+use crate::engine::agent::human::{self, HumanError};
 use crate::engine::config;
 use crate::engine::thread::index::ThreadIndexError;
 use crate::engine::thread::lifecycle::{self, ThreadError};
@@ -301,6 +302,36 @@ impl Actions {
             Err(e) => {
                 let text = with_hints(&e);
                 Err(thread_error(e, text))
+            }
+        }
+    }
+
+    /// Completes the human step thread `id` awaits with `text` (`threads/<id>/answer`, SPEC
+    /// §10), through the same engine call as `uwf thread answer`. Returns the published step's
+    /// JSON. Busy while a step or another answer holds the thread; any other refusal is EINVAL,
+    /// its reason (and the kept answer) in the thread's `error`.
+    pub fn answer_question(&self, id: &str, text: &str) -> Result<serde_json::Value, FsError> {
+        let loaded = config::load(self.store.root()).map_err(|e| {
+            let text = with_hints(&e);
+            self.files(id).record_error(&text);
+            FsError::Refused(text)
+        })?;
+        match human::answer(&self.store, &loaded.config, id, text, None) {
+            Ok(stepped) => {
+                self.changed.fetch_add(1, Ordering::SeqCst);
+                Ok(stepped.to_json())
+            }
+            Err(e) => {
+                let text = with_hints(&e);
+                if e.is_busy() {
+                    return Err(FsError::Busy(text));
+                }
+                // `human::answer` recorded a refused answer; a thread that asked nothing did
+                // not get that far.
+                if matches!(e, HumanError::NotAwaiting { .. } | HumanError::Empty) {
+                    self.files(id).record_error(&format!("answer: {text}"));
+                }
+                Err(FsError::Refused(text))
             }
         }
     }

@@ -56,8 +56,8 @@ pub enum Caching {
     /// Changes when the store or registry changes: trust for at most a second.
     Mutable,
     /// Changes at most once a second as far as the kernel can tell, and every change moves its
-    /// mtime or size (files under `runs/`): trust for a second, keep pages across opens (the
-    /// kernel drops them when a refreshed mtime or size differs).
+    /// mtime or size (files under `runs/`, `forks/` directories): trust for a second, keep
+    /// pages across opens (the kernel drops them when a refreshed mtime or size differs).
     Stamped,
     /// Changes without notice and must be read fresh every time (`error` files, an active
     /// thread's `status`): direct I/O.

@@ -189,10 +189,16 @@ pub enum ThreadFile {
     Events,
     Error,
     Transcript,
+    /// Symlink to the parent thread (`../<parent>`), for a sub-workflow's child only.
+    Parent,
+    /// What a person is asked while the thread awaits a human step (empty otherwise).
+    Question,
+    /// Write a complete answer and close: the human step completes (SPEC §10).
+    Answer,
 }
 
 impl ThreadFile {
-    pub const ALL: [ThreadFile; 13] = [
+    pub const ALL: [ThreadFile; 16] = [
         ThreadFile::Prompt,
         ThreadFile::Head,
         ThreadFile::Status,
@@ -206,6 +212,9 @@ impl ThreadFile {
         ThreadFile::Events,
         ThreadFile::Error,
         ThreadFile::Transcript,
+        ThreadFile::Parent,
+        ThreadFile::Question,
+        ThreadFile::Answer,
     ];
 
     pub fn name(self) -> &'static str {
@@ -223,6 +232,9 @@ impl ThreadFile {
             ThreadFile::Events => "events",
             ThreadFile::Error => "error",
             ThreadFile::Transcript => "transcript.md",
+            ThreadFile::Parent => "parent",
+            ThreadFile::Question => "question",
+            ThreadFile::Answer => "answer",
         }
     }
 
@@ -248,10 +260,13 @@ pub enum StepFile {
     Agent,
     Diff,
     Fork,
+    /// Symlink to the child thread that played this step (`../../../<child>`), for steps a
+    /// sub-workflow took only.
+    Child,
 }
 
 impl StepFile {
-    pub const ALL: [StepFile; 9] = [
+    pub const ALL: [StepFile; 10] = [
         StepFile::OutputYaml,
         StepFile::OutputJson,
         StepFile::Body,
@@ -261,6 +276,7 @@ impl StepFile {
         StepFile::Agent,
         StepFile::Diff,
         StepFile::Fork,
+        StepFile::Child,
     ];
 
     pub fn name(self) -> &'static str {
@@ -274,6 +290,7 @@ impl StepFile {
             StepFile::Agent => "agent",
             StepFile::Diff => "diff",
             StepFile::Fork => "fork",
+            StepFile::Child => "child",
         }
     }
 

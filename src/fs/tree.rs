@@ -315,6 +315,11 @@ impl Tree {
                 let ctl = Ctl::new(CtlTarget::Fork(id.clone(), *i));
                 (Open::Control(Box::new(ctl)), Caching::Volatile)
             }
+            Key::Threads(ThreadKey::File(id, ThreadFile::Answer)) if write => {
+                self.thread_ref(id)?;
+                let ctl = Ctl::new(CtlTarget::Answer(id.clone()));
+                (Open::Control(Box::new(ctl)), Caching::Volatile)
+            }
             Key::Workflows(WfKey::Prompt(n)) if write => {
                 self.current(n)?;
                 let ctl = Ctl::new(CtlTarget::Prompt(n.clone()));

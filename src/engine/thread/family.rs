@@ -41,7 +41,7 @@ fn children_file(root: &Path, parent: &str) -> PathBuf {
 /// Records that `child` was started by `link.thread`.
 pub fn link(root: &Path, child: &str, link: &ParentLink) -> Result<(), IndexError> {
     let dir = root.join("runs");
-    let io = |path: &Path, source: std::io::Error| IndexError::Io {
+    let io = |path: &Path, source: std::io::Error| IndexError::Append {
         path: path.to_path_buf(),
         source,
     };

@@ -50,7 +50,7 @@ pub fn record(root: &Path, thread: &str, from: Option<&str>, step: Hash) -> Resu
     let mut line = serde_json::to_string(&fork).expect("a fork serializes");
     line.push('\n');
     let path = path(root);
-    let io = |source| IndexError::Io {
+    let io = |source| IndexError::Append {
         path: path.clone(),
         source,
     };

@@ -44,6 +44,9 @@ pub(super) fn ttl(caching: Caching) -> Duration {
 pub(super) fn attr_ttl(a: &Attr) -> Duration {
     match (a.kind, a.caching) {
         (Kind::Dir, Caching::Immutable) => LONG_TTL,
+        // `threads/<id>/forks/`: changes only when someone forks; the mount's own forks
+        // invalidate it, the CLI's show within the second.
+        (Kind::Dir, Caching::Stamped) => SHORT_TTL,
         (Kind::Dir, _) | (_, Caching::Volatile) => Duration::ZERO,
         (_, caching) => ttl(caching),
     }

@@ -18,7 +18,7 @@ use super::drafts::place_path;
 use super::state::{CtlTarget, Draft, Handle, Open, State};
 use crate::fs::attr::{Attr, Caller, Finish, Inval, Opened, RenameFlags, SetAttr, check_name};
 use crate::fs::error::FsError;
-use crate::fs::inode::{Ino, Key, StepFile, ThreadKey, WfKey};
+use crate::fs::inode::{Ino, Key, StepFile, ThreadFile, ThreadKey, WfKey};
 use crate::fs::registration::{self, Target};
 
 impl Tree {
@@ -153,7 +153,9 @@ impl Tree {
             }
             Open::Scratch(id) => self.save_scratch(&mut st, id),
             Open::Control(ctl) => match ctl.target {
-                CtlTarget::Prompt(_) => self.start_prompt(&mut st, fh).map(drop),
+                CtlTarget::Prompt(_) | CtlTarget::Answer(_) => {
+                    self.start_prompt(&mut st, fh).map(drop)
+                }
                 // The change that fired reported its outcome; repeat a refusal at close.
                 _ => ctl.failed.map_or(Ok(()), Err),
             },
@@ -205,11 +207,14 @@ impl Tree {
                         Key::Threads(ThreadKey::StepFile(id.clone(), *i, StepFile::Fork))
                     }
                     CtlTarget::Prompt(n) => Key::Workflows(WfKey::Prompt(n.clone())),
+                    CtlTarget::Answer(id) => {
+                        Key::Threads(ThreadKey::File(id.clone(), ThreadFile::Answer))
+                    }
                 };
                 if let Some(ino) = st.inodes.existing(&key) {
                     st.inval.push(Inval::Inode(ino));
                 }
-                if let CtlTarget::Prompt(_) = ctl.target
+                if ctl.target.collects_text()
                     && ctl.wrote
                     && ctl.answer.is_none()
                     && ctl.failed.is_none()

@@ -18,7 +18,7 @@ use super::state::{Ctl, CtlTarget, Open, State};
 use crate::engine::thread::lifecycle::ThreadError;
 use crate::fs::attr::{Inval, SetAttr};
 use crate::fs::error::FsError;
-use crate::fs::inode::{Key, StepFile, ThreadKey, WfKey};
+use crate::fs::inode::{Key, StepFile, ThreadFile, ThreadKey, WfKey};
 
 /// The control target a key stands for, if it is a control file.
 pub(super) fn target_of(key: &Key) -> Option<CtlTarget> {
@@ -30,6 +30,9 @@ pub(super) fn target_of(key: &Key) -> Option<CtlTarget> {
             Some(CtlTarget::Fork(id.clone(), *i))
         }
         Key::Workflows(WfKey::Prompt(n)) => Some(CtlTarget::Prompt(n.clone())),
+        Key::Threads(ThreadKey::File(id, ThreadFile::Answer)) => {
+            Some(CtlTarget::Answer(id.clone()))
+        }
         _ => None,
     }
 }
@@ -80,10 +83,17 @@ impl Tree {
                 let hash = self.step_hash(id, *i)?;
                 let new = self.actions.fork(id, hash)?;
                 self.thread_started(st, &new);
+                if let Some(ino) = st
+                    .inodes
+                    .existing(&Key::Threads(ThreadKey::Forks(id.clone())))
+                {
+                    st.inval.push(Inval::Inode(ino));
+                }
                 Ok(Some(Arc::from(format!("{new}\n").into_bytes())))
             }
-            // A prompt starts at close, read or release, once its text is complete.
-            CtlTarget::Prompt(_) => Ok(None),
+            // A prompt starts (an answer completes its step) at close, read or release, once
+            // its text is complete.
+            CtlTarget::Prompt(_) | CtlTarget::Answer(_) => Ok(None),
         }
     }
 
@@ -104,7 +114,7 @@ impl Tree {
     ) -> Result<u32, FsError> {
         let limit = self.opts.limits.file;
         let ctl = ctl_mut(st, fh)?;
-        if let CtlTarget::Prompt(_) = ctl.target {
+        if ctl.target.collects_text() {
             if ctl.answer.is_some() {
                 // One thread per handle: text written after it started goes nowhere.
                 return Ok(data.len() as u32);
@@ -119,7 +129,9 @@ impl Tree {
             }
             ctl.text[start..end].copy_from_slice(data);
             ctl.wrote = true;
-            if ctl.text.iter().all(u8::is_ascii_whitespace) {
+            if ctl.text.iter().all(u8::is_ascii_whitespace)
+                && matches!(ctl.target, CtlTarget::Prompt(_))
+            {
                 // `echo "" > prompt`: refused by the write itself, which the shell reports
                 // (it does not look at what `close` returns).
                 let (CtlTarget::Prompt(name), None) = (ctl.target.clone(), &ctl.failed) else {
@@ -145,7 +157,7 @@ impl Tree {
         size: u32,
     ) -> Result<Vec<u8>, FsError> {
         let ctl = ctl_mut(st, fh)?;
-        if matches!(ctl.target, CtlTarget::Prompt(_)) && ctl.answer.is_none() && ctl.wrote {
+        if ctl.target.collects_text() && ctl.answer.is_none() && ctl.wrote {
             self.start_prompt(st, fh)?;
         }
         let ctl = ctl_mut(st, fh)?;
@@ -171,7 +183,7 @@ impl Tree {
             return Ok(());
         }
         let target = target_of(key).ok_or(FsError::NotFound)?;
-        let is_prompt = matches!(target, CtlTarget::Prompt(_));
+        let is_prompt = target.collects_text();
         let named = fh.filter(|f| {
             matches!(st.handles.get(f).map(|h| &h.open),
                 Some(Open::Control(c)) if c.target == target)
@@ -216,14 +228,16 @@ impl Tree {
         if let Some(e) = &ctl.failed {
             return Err(e.clone());
         }
-        let CtlTarget::Prompt(name) = ctl.target.clone() else {
-            return Ok(None);
-        };
         let text = String::from_utf8_lossy(&ctl.text).into_owned();
         // Nothing written yet: a close before the write (bash's dup2), or a truncate.
         if !ctl.wrote {
             return Ok(None);
         }
+        let name = match ctl.target.clone() {
+            CtlTarget::Prompt(name) => name,
+            CtlTarget::Answer(id) => return self.answer_question(st, fh, &id, &text),
+            _ => return Ok(None),
+        };
         match self.actions.start(&name, &text) {
             Ok(id) => {
                 let answer: Arc<[u8]> = Arc::from(format!("{id}\n").into_bytes());
@@ -242,6 +256,37 @@ impl Tree {
             Err(e) => {
                 ctl_mut(st, fh)?.failed = Some(e.clone());
                 self.prompt_refused(st, &name, &e);
+                Err(e)
+            }
+        }
+    }
+
+    /// The text written to `threads/<id>/answer` completes the human step the thread awaits
+    /// (SPEC §10). A refusal fails the close (EINVAL); the engine keeps the answer's text and
+    /// writes the reason to the thread's `error`.
+    fn answer_question(
+        &self,
+        st: &mut State,
+        fh: u64,
+        id: &str,
+        text: &str,
+    ) -> Result<Option<Arc<[u8]>>, FsError> {
+        match self.actions.answer_question(id, text) {
+            Ok(json) => {
+                let answer: Arc<[u8]> = Arc::from(format!("{json}\n").into_bytes());
+                ctl_mut(st, fh)?.answer = Some(answer.clone());
+                for f in [ThreadFile::Status, ThreadFile::Question, ThreadFile::Head] {
+                    if let Some(ino) = st
+                        .inodes
+                        .existing(&Key::Threads(ThreadKey::File(Arc::from(id), f)))
+                    {
+                        st.inval.push(Inval::Inode(ino));
+                    }
+                }
+                Ok(Some(answer))
+            }
+            Err(e) => {
+                ctl_mut(st, fh)?.failed = Some(e.clone());
                 Err(e)
             }
         }

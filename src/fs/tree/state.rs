@@ -25,6 +25,16 @@ pub(super) enum CtlTarget {
     Fork(Arc<str>, u32),
     /// `workflows/<name>/prompt`
     Prompt(Arc<str>),
+    /// `threads/<id>/answer`
+    Answer(Arc<str>),
+}
+
+impl CtlTarget {
+    /// Whether the handle collects text that acts at its close (a prompt, an answer), rather
+    /// than acting at its first change.
+    pub(super) fn collects_text(&self) -> bool {
+        matches!(self, CtlTarget::Prompt(_) | CtlTarget::Answer(_))
+    }
 }
 
 /// A write handle on a control file.

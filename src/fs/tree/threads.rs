@@ -18,7 +18,9 @@ use std::time::SystemTime;
 
 use super::Tree;
 use crate::cas::Hash;
+use crate::engine::agent::human;
 use crate::engine::thread::chain::Chain;
+use crate::engine::thread::family;
 use crate::fs::actions::Action;
 use crate::fs::attr::{Attr, Caching};
 use crate::fs::error::FsError;
@@ -126,10 +128,14 @@ impl Tree {
             ThreadKey::Dir(id) => {
                 self.thread_ref(id)?;
                 let forked = self.source.origin(id)?.is_some();
+                let child = family::parent(self.source.store().root(), id).is_some();
                 for f in ThreadFile::ALL {
                     // Walking never blocks: `wait` is left out of the listing (SPEC §7), so
                     // `grep -r`, `cp -a`, `tar` and `rsync` never open it.
-                    if f == ThreadFile::Wait || (f == ThreadFile::Origin && !forked) {
+                    if f == ThreadFile::Wait
+                        || (f == ThreadFile::Origin && !forked)
+                        || (f == ThreadFile::Parent && !child)
+                    {
                         continue;
                     }
                     out.push((f.name().to_owned(), ThreadKey::File(id.clone(), f)));
@@ -157,8 +163,12 @@ impl Tree {
                 }
             }
             ThreadKey::StepDir(id, i) => {
-                self.step_chain(id, *i)?;
+                let (_, chain) = self.step_chain(id, *i)?;
+                let subthread = self.child_of(&chain.steps[*i as usize]).is_some();
                 for f in StepFile::ALL {
+                    if f == StepFile::Child && !subthread {
+                        continue;
+                    }
                     out.push((f.name().to_owned(), ThreadKey::StepFile(id.clone(), *i, f)));
                 }
             }
@@ -199,6 +209,18 @@ impl Tree {
                 }
             }
             ThreadKey::ForkLink(_, fork) => Ok(format!("../../{fork}")),
+            ThreadKey::File(id, ThreadFile::Parent) => {
+                let parent =
+                    family::parent(self.source.store().root(), id).ok_or(FsError::NotFound)?;
+                Ok(format!("../{}", parent.thread))
+            }
+            ThreadKey::StepFile(id, i, StepFile::Child) => {
+                let (_, chain) = self.step_chain(id, *i)?;
+                let child = self
+                    .child_of(&chain.steps[*i as usize])
+                    .ok_or(FsError::NotFound)?;
+                Ok(format!("../../../{child}"))
+            }
             _ => Err(FsError::Invalid("not a symbolic link")),
         }
     }
@@ -237,10 +259,15 @@ impl Tree {
                         let status = self.status_line(id, &t)?;
                         self.source.transcript(id, &t, &status)?.bytes
                     }
-                    ThreadFile::Workflow | ThreadFile::Origin => {
+                    ThreadFile::Question => text(self.question(id, &t)),
+                    ThreadFile::Answer => Arc::from(Vec::new()),
+                    ThreadFile::Workflow | ThreadFile::Origin | ThreadFile::Parent => {
                         return Err(FsError::Invalid("a symbolic link"));
                     }
                 }
+            }
+            ThreadKey::StepFile(_, _, StepFile::Child) => {
+                return Err(FsError::Invalid("a symbolic link"));
             }
             ThreadKey::StepFile(id, i, f) => {
                 let (_, chain) = self.step_chain(id, *i)?;
@@ -300,16 +327,24 @@ impl Tree {
                 let time = from_ms(chain.steps[*i as usize].timestamp);
                 dir(time, Caching::Immutable)
             }
-            // Forks of finished threads appear too: never cached as immutable.
+            // Forks of finished threads appear too: never immutable, but rare enough to cache
+            // for a second (a fork through the mount invalidates it at once).
             ThreadKey::Forks(id) => {
                 self.thread_ref(id)?;
-                dir(self.source.forks_mtime()?, Caching::Mutable)
+                dir(self.source.forks_mtime()?, Caching::Stamped)
             }
             ThreadKey::ForkLink(_, fork) => {
                 let started = ulid::Ulid::from_string(fork)
                     .map(|u| from_ms(u.timestamp_ms()))
                     .unwrap_or(SystemTime::UNIX_EPOCH);
                 link(started, Caching::Immutable)?
+            }
+            ThreadKey::StepFile(id, i, StepFile::Child) => {
+                let (_, chain) = self.step_chain(id, *i)?;
+                link(
+                    from_ms(chain.steps[*i as usize].timestamp),
+                    Caching::Immutable,
+                )?
             }
             ThreadKey::StepFile(id, i, f) => {
                 let (_, chain) = self.step_chain(id, *i)?;
@@ -328,7 +363,14 @@ impl Tree {
                     (size, time.unwrap_or(head_time))
                 };
                 match f {
-                    ThreadFile::Workflow | ThreadFile::Origin => link(started, Caching::Immutable)?,
+                    ThreadFile::Workflow | ThreadFile::Origin | ThreadFile::Parent => {
+                        link(started, Caching::Immutable)?
+                    }
+                    ThreadFile::Question => {
+                        let len = self.question(id, &t).len() as u64;
+                        file(len, 0o444, head_time, live(&t, Caching::Volatile))
+                    }
+                    ThreadFile::Answer => file(0, 0o644, started, live(&t, Caching::Volatile)),
                     ThreadFile::Prompt => file(
                         chain.start.prompt.len() as u64,
                         0o444,
@@ -376,6 +418,26 @@ impl Tree {
                 }
             }
         })
+    }
+
+    /// What thread `id` asks a person, when it awaits a human step (SPEC §10); empty otherwise.
+    fn question(&self, id: &str, t: &ThreadRef) -> String {
+        if t.finished() || self.source.run_files(id).awaiting(t.head).is_none() {
+            return String::new();
+        }
+        human::question(self.source.store(), id)
+            .map(|q| q.prompt)
+            .unwrap_or_default()
+    }
+
+    /// The child thread that played a step, when a sub-workflow took it (its detail is a
+    /// `subthread` node).
+    fn child_of(&self, step: &crate::engine::thread::chain::Entry) -> Option<String> {
+        if !step.agent.starts_with("workflow:") {
+            return None;
+        }
+        let detail = self.source.store().get_payload(step.detail).ok()?;
+        detail.get("thread")?.as_str().map(str::to_owned)
     }
 
     /// The hash of step `index` of thread `id` (for `fork`).

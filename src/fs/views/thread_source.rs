@@ -405,7 +405,8 @@ impl Source {
             StepFile::Hash => return small(format!("{}\n", entry.hash)),
             StepFile::Role => return small(format!("{}\n", entry.role)),
             StepFile::Agent => return small(format!("{}\n", entry.agent)),
-            StepFile::Fork => return small(String::new()),
+            // A symbolic link (`tree/threads.rs` answers it): no bytes of its own.
+            StepFile::Fork | StepFile::Child => return small(String::new()),
             _ => {}
         }
         self.rendered(Render::Step(file), entry.hash, || {
@@ -431,7 +432,11 @@ impl Source {
                         ),
                     }
                 }
-                StepFile::Hash | StepFile::Role | StepFile::Agent | StepFile::Fork => String::new(),
+                StepFile::Hash
+                | StepFile::Role
+                | StepFile::Agent
+                | StepFile::Fork
+                | StepFile::Child => String::new(),
             };
             Ok((bytes.into_bytes(), entry.timestamp))
         })

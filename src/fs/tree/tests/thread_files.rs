@@ -126,6 +126,8 @@ fn a_thread_reads_like_the_cli_renders_it() {
             "events",
             "error",
             "transcript.md",
+            "question",
+            "answer",
             "steps",
             "forks"
         ]

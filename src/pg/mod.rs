@@ -1,0 +1,27 @@
+//! The PostgreSQL storage backend (SPEC §12): nodes, heads, history, registry, step leases and
+//! the run queue in one database, so many machines can share one store.
+//!
+//! This module is the backend's core, usable on its own; the storage seam (traits that the
+//! directory store and this backend both implement) comes next. Layering: like `cas`, it
+//! imports only `cas` (ids, canonical bytes, built-in schemas) and `advice`.
+//!
+//! Architecture Invariant: the same node has the same hash and the same canonical bytes here as
+//! in the directory store; rows are write-once and verified on read; heads move only by
+//! compare-and-set; a step lease is taken in one race-safe statement.
+pub mod config;
+pub mod error;
+pub mod leases;
+pub mod listen;
+pub mod registry;
+pub mod schema;
+pub mod store;
+pub mod threads;
+
+pub use config::{PgConfig, redact};
+pub use error::PgError;
+pub use leases::{Holder, Lease};
+pub use listen::Listener;
+pub use registry::{Registered, RegistryRow};
+pub use schema::{CHANNEL, SCHEMA_VERSION};
+pub use store::PgStore;
+pub use threads::{ActiveThread, ArchivedThread, NewThread, ThreadState};

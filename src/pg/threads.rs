@@ -1,0 +1,238 @@
+//! Thread heads, history and the run queue in PostgreSQL (SPEC §5.1, §12).
+//!
+//! Architecture Invariant: a head moves only by compare-and-set (`update … where head = $old`),
+//! and a thread leaves `threads` for `history` in one statement, so every reader sees it either
+//! active at some head or archived, never both or neither. A trigger notifies
+//! [`super::schema::CHANNEL`] with the thread id on every insert, head, status or queue change
+//! and on archive.
+
+use crate::cas::Hash;
+
+use super::error::PgError;
+use super::store::PgStore;
+
+/// A new thread to register.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewThread<'a> {
+    pub id: &'a str,
+    pub workflow: Hash,
+    pub head: Hash,
+    /// The thread this one was forked or spawned from.
+    pub parent: Option<&'a str>,
+    /// Whether workers may claim it at once (`thread start --queue`).
+    pub queued: bool,
+}
+
+/// An active thread's row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActiveThread {
+    pub id: String,
+    pub workflow: Hash,
+    pub head: Hash,
+    pub status: String,
+    pub parent: Option<String>,
+    pub queued: bool,
+}
+
+/// An archived thread's row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArchivedThread {
+    pub thread: String,
+    pub workflow: Hash,
+    pub head: Hash,
+    /// `done` or `killed`.
+    pub status: String,
+    pub parent: Option<String>,
+    /// Milliseconds since the epoch.
+    pub completed_ms: i64,
+}
+
+/// Where a thread stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ThreadState {
+    Active(ActiveThread),
+    Archived(ArchivedThread),
+}
+
+const ACTIVE_COLUMNS: &str = "id, workflow, head, status, parent, queued";
+
+impl PgStore {
+    /// Registers a new active thread.
+    pub fn add_thread(&self, thread: &NewThread<'_>) -> Result<(), PgError> {
+        let (workflow, head) = (thread.workflow.to_string(), thread.head.to_string());
+        let inserted = self.with_client("add thread", |c| {
+            c.execute(
+                "insert into threads (id, workflow, head, parent, queued)
+                 select $1, $2, $3, $4, $5
+                 where not exists (select 1 from history where thread = $1)
+                 on conflict (id) do nothing",
+                &[&thread.id, &workflow, &head, &thread.parent, &thread.queued],
+            )
+        })?;
+        if inserted == 0 {
+            return Err(PgError::ThreadExists(thread.id.to_owned()));
+        }
+        Ok(())
+    }
+
+    /// Looks a thread up: active first, then archived.
+    pub fn thread(&self, id: &str) -> Result<ThreadState, PgError> {
+        let sql = format!("select {ACTIVE_COLUMNS} from threads where id = $1");
+        if let Some(row) = self.with_client("read thread", |c| c.query_opt(&sql, &[&id]))? {
+            return Ok(ThreadState::Active(active_row(&row)?));
+        }
+        let row = self.with_client("read thread", |c| {
+            c.query_opt(
+                "select thread, workflow, head, status, parent,
+                        (extract(epoch from completed_at) * 1000)::bigint
+                 from history where thread = $1",
+                &[&id],
+            )
+        })?;
+        match row {
+            Some(row) => Ok(ThreadState::Archived(ArchivedThread {
+                thread: row.get(0),
+                workflow: hash_column(&row, 1)?,
+                head: hash_column(&row, 2)?,
+                status: row.get(3),
+                parent: row.get(4),
+                completed_ms: row.get(5),
+            })),
+            None => Err(PgError::UnknownThread(id.to_owned())),
+        }
+    }
+
+    /// The head of an active thread; an archived one is [`PgError::Archived`].
+    pub fn head(&self, id: &str) -> Result<Hash, PgError> {
+        match self.thread(id)? {
+            ThreadState::Active(t) => Ok(t.head),
+            ThreadState::Archived(a) => Err(PgError::Archived {
+                id: id.to_owned(),
+                status: a.status,
+            }),
+        }
+    }
+
+    /// Every active thread (of one workflow, if given), oldest first.
+    pub fn active_threads(&self, workflow: Option<Hash>) -> Result<Vec<ActiveThread>, PgError> {
+        let workflow = workflow.map(|w| w.to_string());
+        let sql = format!(
+            "select {ACTIVE_COLUMNS} from threads
+             where $1::text is null or workflow = $1 order by created_at, id"
+        );
+        let rows = self.with_client("list threads", |c| c.query(&sql, &[&workflow]))?;
+        rows.iter().map(active_row).collect()
+    }
+
+    /// Moves a thread's head from `expected` to `new`. Returns whether it moved: `false` when
+    /// the head is no longer `expected` or the thread is not active.
+    pub fn compare_and_set(&self, id: &str, expected: Hash, new: Hash) -> Result<bool, PgError> {
+        let (expected, new) = (expected.to_string(), new.to_string());
+        let moved = self.with_client("compare-and-set head", |c| {
+            c.execute(
+                "update threads set head = $3, updated_at = now() where id = $1 and head = $2",
+                &[&id, &expected, &new],
+            )
+        })?;
+        Ok(moved == 1)
+    }
+
+    /// Archives an active thread at its current head with `status` (`done` or `killed`); its
+    /// lease goes with it.
+    pub fn archive(&self, id: &str, status: &str) -> Result<ArchivedThread, PgError> {
+        if status != "done" && status != "killed" {
+            return Err(PgError::BadStatus(status.to_owned()));
+        }
+        let row = self.with_client("archive thread", |c| {
+            c.query_opt(
+                "with moved as (delete from threads where id = $1 returning *),
+                      gone as (delete from leases where thread = $1)
+                 insert into history (thread, workflow, head, status, parent)
+                 select id, workflow, head, $2, parent from moved
+                 returning thread, workflow, head, status, parent,
+                           (extract(epoch from completed_at) * 1000)::bigint",
+                &[&id, &status],
+            )
+        })?;
+        match row {
+            Some(row) => Ok(ArchivedThread {
+                thread: row.get(0),
+                workflow: hash_column(&row, 1)?,
+                head: hash_column(&row, 2)?,
+                status: row.get(3),
+                parent: row.get(4),
+                completed_ms: row.get(5),
+            }),
+            None => match self.thread(id)? {
+                ThreadState::Archived(a) => Err(PgError::Archived {
+                    id: id.to_owned(),
+                    status: a.status,
+                }),
+                ThreadState::Active(_) => Err(PgError::UnknownThread(id.to_owned())),
+            },
+        }
+    }
+
+    /// Sets an active thread's status (`active`, `failed`, `awaiting`, …).
+    pub fn set_status(&self, id: &str, status: &str) -> Result<(), PgError> {
+        let n = self.with_client("set thread status", |c| {
+            c.execute(
+                "update threads set status = $2, updated_at = now() where id = $1",
+                &[&id, &status],
+            )
+        })?;
+        self.require_active(id, n)
+    }
+
+    /// Makes a thread runnable for workers (`uwf thread queue`).
+    pub fn queue(&self, id: &str) -> Result<(), PgError> {
+        self.set_queued(id, true)
+    }
+
+    /// Takes a thread off the run queue (it finished, failed or awaits a human).
+    pub fn dequeue(&self, id: &str) -> Result<(), PgError> {
+        self.set_queued(id, false)
+    }
+
+    fn set_queued(&self, id: &str, queued: bool) -> Result<(), PgError> {
+        let n = self.with_client("queue thread", |c| {
+            c.execute(
+                "update threads set queued = $2 where id = $1",
+                &[&id, &queued],
+            )
+        })?;
+        self.require_active(id, n)
+    }
+
+    fn require_active(&self, id: &str, rows: u64) -> Result<(), PgError> {
+        if rows == 1 {
+            return Ok(());
+        }
+        match self.thread(id)? {
+            ThreadState::Archived(a) => Err(PgError::Archived {
+                id: id.to_owned(),
+                status: a.status,
+            }),
+            ThreadState::Active(_) => Err(PgError::UnknownThread(id.to_owned())),
+        }
+    }
+}
+
+fn active_row(row: &postgres::Row) -> Result<ActiveThread, PgError> {
+    Ok(ActiveThread {
+        id: row.get(0),
+        workflow: hash_column(row, 1)?,
+        head: hash_column(row, 2)?,
+        status: row.get(3),
+        parent: row.get(4),
+        queued: row.get(5),
+    })
+}
+
+pub(crate) fn hash_column(row: &postgres::Row, index: usize) -> Result<Hash, PgError> {
+    let text: String = row.get(index);
+    Hash::parse(&text).map_err(|e| PgError::Query {
+        action: "reading a hash column",
+        reason: e.to_string(),
+    })
+}
