@@ -183,6 +183,10 @@ fn the_offline_notice_comes_once_and_only_when_the_default_agent_is_used() {
 
 #[test]
 fn lists_are_tables_on_a_terminal_json_in_a_pipe_and_ids_with_q() {
+    let name = "lists_are_tables_on_a_terminal_json_in_a_pipe_and_ids_with_q";
+    if !common::has(name, &[common::Need::Tool("script")]) {
+        return;
+    }
     let (env, id) = finished_thread();
     let table = on_terminal(&env, &["thread", "list", "--all"]);
     let mut lines = table.lines();
@@ -299,6 +303,15 @@ fn submit_refuses_a_role_that_is_not_next_unless_forced() {
         output,
     );
     assert_eq!(forced.len(), 13, "a step hash: {forced}");
+    // Such a node can never be published: the §5.3 verification refuses it.
+    let err = env.fails(&["thread", "publish", &forced], 1);
+    assert!(
+        err.contains(
+            "cannot be published: its role is `reviewer`, but the moderator chose `planner`"
+        ),
+        "{err}"
+    );
+    assert_eq!(json(&env.ok(&["thread", "show", &id]))["steps"], 0);
 }
 
 #[test]

@@ -1486,6 +1486,12 @@ fn slow_step(env: &Env, m: &Mounted) -> String {
 
 #[test]
 fn walking_a_thread_while_a_step_runs_never_blocks_and_copies_faithfully() {
+    if !common::has(
+        "walking_a_thread_while_a_step_runs_never_blocks_and_copies_faithfully",
+        &[Need::Fuse],
+    ) {
+        return;
+    }
     let env = loop_env("sleep 8");
     let m = Mounted::start(&env, "trust-walk", &[]);
     let id = slow_step(&env, &m);
@@ -1529,6 +1535,12 @@ fn walking_a_thread_while_a_step_runs_never_blocks_and_copies_faithfully() {
 
 #[test]
 fn a_blocked_wait_ends_with_eintr_on_a_caught_signal() {
+    if !common::has(
+        "a_blocked_wait_ends_with_eintr_on_a_caught_signal",
+        &[Need::Fuse, Need::Tool("python3")],
+    ) {
+        return;
+    }
     let env = loop_env("sleep 8");
     let m = Mounted::start(&env, "trust-eintr", &[]);
     let id = slow_step(&env, &m);
@@ -1566,6 +1578,9 @@ fn a_blocked_wait_ends_with_eintr_on_a_caught_signal() {
 
 #[test]
 fn kill_returns_once_the_thread_is_killed() {
+    if !common::has("kill_returns_once_the_thread_is_killed", &[Need::Fuse]) {
+        return;
+    }
     let env = loop_env("sleep 8");
     let m = Mounted::start(&env, "trust-kill", &[]);
     let id = slow_step(&env, &m);
@@ -1614,6 +1629,9 @@ fn kill_returns_once_the_thread_is_killed() {
 
 #[test]
 fn refusals_fail_the_write_itself() {
+    if !common::has("refusals_fail_the_write_itself", &[Need::Fuse]) {
+        return;
+    }
     let env = loop_env("");
     let id = thread_of(&env.ok(&["thread", "start", "loop", "-p", "refusals"]));
     let m = Mounted::start(&env, "trust-refuse", &[]);
@@ -1640,6 +1658,12 @@ fn refusals_fail_the_write_itself() {
 
 #[test]
 fn status_size_agrees_with_its_content_once_wait_returned() {
+    if !common::has(
+        "status_size_agrees_with_its_content_once_wait_returned",
+        &[Need::Fuse],
+    ) {
+        return;
+    }
     let env = loop_env("sleep 0.3");
     let id = thread_of(&env.ok(&["thread", "start", "loop", "-p", "sizes"]));
     let m = Mounted::start(&env, "trust-size", &[]);
@@ -1657,6 +1681,9 @@ fn status_size_agrees_with_its_content_once_wait_returned() {
 
 #[test]
 fn lineage_and_the_change_feed_are_files() {
+    if !common::has("lineage_and_the_change_feed_are_files", &[Need::Fuse]) {
+        return;
+    }
     let env = loop_env("");
     let id = thread_of(&env.ok(&["thread", "start", "loop", "-p", "lineage"]));
     let m = Mounted::start(&env, "trust-lineage", &[]);
@@ -1736,6 +1763,12 @@ fn lineage_and_the_change_feed_are_files() {
 
 #[test]
 fn an_entry_the_kernel_cannot_hold_is_left_out_not_an_eio() {
+    if !common::has(
+        "an_entry_the_kernel_cannot_hold_is_left_out_not_an_eio",
+        &[Need::Fuse],
+    ) {
+        return;
+    }
     let env = loop_env("");
     // A name no directory can hold, registered by hand.
     let long = "w".repeat(300);
@@ -1755,6 +1788,12 @@ fn an_entry_the_kernel_cannot_hold_is_left_out_not_an_eio() {
 
 #[test]
 fn a_refused_sed_keeps_the_text_under_a_name_that_survives_and_rm_reverts() {
+    if !common::has(
+        "a_refused_sed_keeps_the_text_under_a_name_that_survives_and_rm_reverts",
+        &[Need::Fuse],
+    ) {
+        return;
+    }
     let env = Env::new();
     put(&env, &definition("demo", "v0"));
     let m = Mounted::start(&env, "trust-sed", &[]);
@@ -1782,6 +1821,12 @@ fn a_refused_sed_keeps_the_text_under_a_name_that_survives_and_rm_reverts() {
 
 #[test]
 fn comments_survive_a_remount_and_show_in_versions_and_the_cli() {
+    if !common::has(
+        "comments_survive_a_remount_and_show_in_versions_and_the_cli",
+        &[Need::Fuse],
+    ) {
+        return;
+    }
     let env = Env::new();
     let text = format!(
         "# The demo workflow, kept with its comments.\n{}# trailing note\n",

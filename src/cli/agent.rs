@@ -218,38 +218,32 @@ pub fn run(cmd: AgentCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             note_unpublished(root, &id, hash);
         }
         AgentCommand::Dry { thread, role } => {
-            out.line(builtin::dry(&store, &thread_id(&thread)?, &role)?)?;
+            let id = thread_id(&thread)?;
+            let hash = builtin::dry(&store, &id, &role)?;
+            out.line(hash)?;
+            note_unpublished(root, &id, hash);
         }
         AgentCommand::Script { file, thread, role } => {
-            out.line(builtin::script(
-                &store,
-                &config()?,
-                &file,
-                &thread_id(&thread)?,
-                &role,
-            )?)?;
+            let id = thread_id(&thread)?;
+            let hash = builtin::script(&store, &config()?, &file, &id, &role)?;
+            out.line(hash)?;
+            note_unpublished(root, &id, hash);
         }
         AgentCommand::Exec { cmd, thread, role } => {
-            out.line(builtin::exec(
-                &store,
-                &config()?,
-                &cmd,
-                &thread_id(&thread)?,
-                &role,
-            )?)?;
+            let id = thread_id(&thread)?;
+            let hash = builtin::exec(&store, &config()?, &cmd, &id, &role)?;
+            out.line(hash)?;
+            note_unpublished(root, &id, hash);
         }
         AgentCommand::Llm {
             model,
             thread,
             role,
         } => {
-            out.line(agents::llm(
-                &store,
-                &config()?,
-                &thread_id(&thread)?,
-                &role,
-                model.as_deref(),
-            )?)?;
+            let id = thread_id(&thread)?;
+            let hash = agents::llm(&store, &config()?, &id, &role, model.as_deref())?;
+            out.line(hash)?;
+            note_unpublished(root, &id, hash);
         }
         AgentCommand::React {
             model,
@@ -262,14 +256,10 @@ pub fn run(cmd: AgentCommand, root: &Path, out: &mut Out) -> CliResult<()> {
                 model: model.as_deref(),
                 max_rounds: max_rounds.map(|n| n as usize),
             };
-            out.line(agents::react(
-                &store,
-                &config()?,
-                &thread_id(&thread)?,
-                &role,
-                &workdir,
-                &options,
-            )?)?;
+            let id = thread_id(&thread)?;
+            let hash = agents::react(&store, &config()?, &id, &role, &workdir, &options)?;
+            out.line(hash)?;
+            note_unpublished(root, &id, hash);
         }
         AgentCommand::Workflow {
             name,

@@ -116,7 +116,7 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
 }
 
 impl CasCommand {
-    /// Whether the command only reads the store (see `reads_the_store`).
+    /// Whether the command only reads the store (see `needs_a_store`).
     pub fn only_reads(&self) -> bool {
         !matches!(
             self,

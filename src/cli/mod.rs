@@ -131,7 +131,7 @@ fn run(cli: Cli, out: &mut Out) -> CliResult {
         Some(root) => root,
         None => crate::cas::store::default_root()?,
     };
-    if reads_the_store(&cli.command) && !root.exists() {
+    if needs_a_store(&cli.command) && !root.exists() {
         return Err(error::user_error!("no uwf store at {}", root.display())
             .hint("give the storage root with --root DIR or UWF_STORAGE_ROOT=DIR")
             .hint("`uwf workflow put FILE` creates a store and registers a workflow"));
@@ -154,11 +154,12 @@ fn run(cli: Cli, out: &mut Out) -> CliResult {
     }
 }
 
-/// Whether a command only reads an existing store (SPEC §13): such commands refuse a storage
-/// root that does not exist instead of creating an empty one (a typo in `--root` would otherwise
-/// look like an empty store). Commands that write (`workflow put`, `cas put`, `setup`, `mount`)
-/// create it; `doctor` reports on it; the others do not touch it.
-fn reads_the_store(command: &Command) -> bool {
+/// Whether a command needs a store that already exists (SPEC §13): the commands that only
+/// read, and every thread and agent command (a thread needs a registered workflow, so a missing
+/// store can only be a wrong root). They refuse a root that does not exist instead of creating
+/// an empty one, which would make a typo in `--root` look like an empty store. `workflow put`,
+/// `cas put`, `setup` and `mount` create it; `doctor` reports on it; the others do not use it.
+fn needs_a_store(command: &Command) -> bool {
     match command {
         Command::Workflow(cmd) => cmd.only_reads(),
         Command::Cas(cmd) => cmd.only_reads(),

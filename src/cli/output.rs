@@ -62,33 +62,9 @@ impl Out {
         writeln!(self.inner)
     }
 
-    /// Writes rows under `header` as aligned columns (two spaces apart; the last column is not
-    /// padded). Nothing at all for no rows, so an empty list stays empty.
+    /// Writes rows under `header` as aligned columns ([`format_table`]).
     pub fn table(&mut self, header: &[&str], rows: &[Vec<String>]) -> io::Result<()> {
-        if rows.is_empty() {
-            return Ok(());
-        }
-        let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-        for row in rows {
-            for (w, cell) in widths.iter_mut().zip(row) {
-                *w = (*w).max(cell.chars().count());
-            }
-        }
-        let header: Vec<String> = header.iter().map(|h| (*h).to_owned()).collect();
-        for row in std::iter::once(&header).chain(rows) {
-            let mut line = String::new();
-            for (i, cell) in row.iter().enumerate() {
-                if i + 1 == row.len() {
-                    line.push_str(cell);
-                } else {
-                    let pad = widths[i].saturating_sub(cell.chars().count());
-                    line.push_str(cell);
-                    line.push_str(&" ".repeat(pad + 2));
-                }
-            }
-            writeln!(self.inner, "{}", line.trim_end())?;
-        }
-        Ok(())
+        self.inner.write_all(format_table(header, rows).as_bytes())
     }
 
     pub fn flush(&mut self) -> io::Result<()> {
@@ -100,6 +76,35 @@ impl Drop for Out {
     fn drop(&mut self) {
         let _ = self.inner.flush();
     }
+}
+
+/// Rows under `header` as aligned columns, two spaces apart, the last column not padded;
+/// nothing at all for no rows, so an empty list stays empty.
+pub fn format_table(header: &[&str], rows: &[Vec<String>]) -> String {
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let header: Vec<String> = header.iter().map(|h| (*h).to_owned()).collect();
+    let mut text = String::new();
+    for row in std::iter::once(&header).chain(rows) {
+        let mut line = String::new();
+        for (i, cell) in row.iter().enumerate() {
+            line.push_str(cell);
+            if i + 1 < row.len() {
+                let pad = widths[i].saturating_sub(cell.chars().count());
+                line.push_str(&" ".repeat(pad + 2));
+            }
+        }
+        text.push_str(line.trim_end());
+        text.push('\n');
+    }
+    text
 }
 
 /// How long ago `ms` (milliseconds since the epoch) was, for people: `just now`, `42s ago`,
@@ -130,6 +135,28 @@ pub fn shorten(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_table_aligns_its_columns_and_an_empty_one_prints_nothing() {
+        let rows = vec![
+            vec![
+                "1".into(),
+                "FTP86G6C2PWQ6".into(),
+                "planner".into(),
+                "just now".into(),
+            ],
+            vec!["10".into(), "BP23JYCCHWACM".into(), "dev".into(), "".into()],
+        ];
+        assert_eq!(
+            format_table(&["#", "STEP", "ROLE", "WHEN"], &rows),
+            "\
+#   STEP           ROLE     WHEN
+1   FTP86G6C2PWQ6  planner  just now
+10  BP23JYCCHWACM  dev
+"
+        );
+        assert_eq!(format_table(&["#"], &[]), "");
+    }
 
     #[test]
     fn relative_times_read_like_speech() {

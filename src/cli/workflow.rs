@@ -71,7 +71,7 @@ Examples:\n  uwf workflow put examples/solve-issue.yaml\n  uwf workflow put --ch
 }
 
 impl WorkflowCommand {
-    /// Whether the command only reads the store (see `reads_the_store`).
+    /// Whether the command only reads the store (see `needs_a_store`).
     pub fn only_reads(&self) -> bool {
         !matches!(self, WorkflowCommand::Put { .. })
     }

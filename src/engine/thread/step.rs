@@ -485,7 +485,15 @@ pub fn publish_node(store: &Store, hash: Hash) -> Result<Stepped, StepError> {
         &step.agent,
         hash,
         Some((moderator, context)),
-    );
+    )
+    .map_err(|e| match e {
+        // Said of a node the user names, not of an agent's answer.
+        StepError::Rejected { reason, .. } => StepError::NotPublishable {
+            hash,
+            reason: format!("{reason} (thread {id})"),
+        },
+        other => other,
+    });
     match &published {
         Ok(stepped) => {
             lock.record_success(&stepped.to_json());
