@@ -1488,7 +1488,7 @@ fn slow_step(env: &Env, m: &Mounted) -> String {
 fn walking_a_thread_while_a_step_runs_never_blocks_and_copies_faithfully() {
     if !common::has(
         "walking_a_thread_while_a_step_runs_never_blocks_and_copies_faithfully",
-        &[Need::Fuse],
+        &[Need::Fuse, Need::Tool("rsync")],
     ) {
         return;
     }
@@ -1861,6 +1861,12 @@ fn comments_survive_a_remount_and_show_in_versions_and_the_cli() {
 /// and an accepted `answer`, `wait`, and the parent step's `child` link.
 #[test]
 fn a_child_awaiting_a_person_is_answered_through_the_mount() {
+    if !common::has(
+        "a_child_awaiting_a_person_is_answered_through_the_mount",
+        &[Need::Fuse],
+    ) {
+        return;
+    }
     let env = Env::new();
     put(
         &env,

@@ -197,20 +197,26 @@ pub fn on_path(name: &str) -> bool {
 /// `UWF_REQUIRE_ALL_TESTS=1` (CI) makes it panic: a skip there would hide a missing install.
 pub fn has(test: &str, needs: &[Need]) -> bool {
     let require_all = std::env::var("UWF_REQUIRE_ALL_TESTS").is_ok_and(|v| v == "1");
-    skip_or_panic(test, &missing(needs), require_all)
+    match skip_line(test, &missing(needs), require_all) {
+        None => true,
+        Some(line) => {
+            use std::io::Write;
+            let _ = writeln!(std::io::stderr(), "{line}");
+            false
+        }
+    }
 }
 
-/// The decision of [`has`], given what is missing.
-pub fn skip_or_panic(test: &str, missing: &[String], require_all: bool) -> bool {
+/// The decision of [`has`], given what is missing: `None` to run, or the `SKIP …` line to
+/// print; panics instead when `require_all`.
+pub fn skip_line(test: &str, missing: &[String], require_all: bool) -> Option<String> {
     if missing.is_empty() {
-        return true;
+        return None;
     }
     let reason = missing.join(", ");
     assert!(
         !require_all,
         "{test} cannot run: {reason} (UWF_REQUIRE_ALL_TESTS=1 forbids skipping; install it)"
     );
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr(), "SKIP {test}: {reason}");
-    false
+    Some(format!("SKIP {test}: {reason}"))
 }
