@@ -3,19 +3,7 @@
 
 mod common;
 
-use common::{Env, json, put_example};
-
-/// The same script as thread_cli's: the reviewer rejects once (frontmatter + body), then approves.
-const SOLVE_SCRIPT: &str = r#"
-planner:
-  - { summary: "Fix the login bug", steps: ["reproduce", "fix the session check", "add a test"] }
-developer:
-  - { filesChanged: [src/login.rs], summary: "first attempt", testsPassing: false }
-  - "---\nfilesChanged: [src/login.rs, tests/login.rs]\nsummary: second attempt\ntestsPassing: true\n---\nAdded the missing test.\n"
-reviewer:
-  - "---\napproved: false\nreplan: false\ncomments:\n  - { file: src/login.rs, line: 12, message: no test }\n---\nPlease add a test.\n"
-  - { approved: true, replan: false, comments: [] }
-"#;
+use common::{Env, SOLVE_SCRIPT, json, put_example};
 
 /// Runs a solve-issue thread to its end with `agent` and returns its step hashes, each with its
 /// output and detail hashes.

@@ -6,19 +6,7 @@ mod common;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Env, json, put_example, script, start_thread};
-
-/// A script for solve-issue: the reviewer rejects once (with frontmatter + body), then approves.
-const SOLVE_SCRIPT: &str = r#"
-planner:
-  - { summary: "Fix the login bug", steps: ["reproduce", "fix the session check", "add a test"] }
-developer:
-  - { filesChanged: [src/login.rs], summary: "first attempt", testsPassing: false }
-  - "---\nfilesChanged: [src/login.rs, tests/login.rs]\nsummary: second attempt\ntestsPassing: true\n---\nAdded the missing test.\n"
-reviewer:
-  - "---\napproved: false\nreplan: false\ncomments:\n  - { file: src/login.rs, line: 12, message: no test }\n---\nPlease add a test.\n"
-  - { approved: true, replan: false, comments: [] }
-"#;
+use common::{Env, SOLVE_SCRIPT, json, put_example, script, start_thread};
 
 fn script_agent(env: &Env) -> String {
     let file = env.dir.path().join("solve.yaml");

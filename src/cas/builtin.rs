@@ -123,20 +123,13 @@ fn workflow() -> Value {
 }
 
 fn start() -> Value {
-    json!({
-        "type": "object",
-        "required": ["workflow", "prompt"],
-        "additionalProperties": false,
-        "properties": {
-            "workflow": cas_ref(),
-            "prompt": {"type": "string", "minLength": 1},
-            "parent": {
-                "description": "the parent thread's head when a sub-workflow started this thread (SPEC §9)",
-                "type": "string",
-                "format": "cas_ref"
-            }
-        }
-    })
+    let mut schema = legacy_start();
+    schema["properties"]["parent"] = json!({
+        "description": "the parent thread's head when a sub-workflow started this thread (SPEC §9)",
+        "type": "string",
+        "format": "cas_ref"
+    });
+    schema
 }
 
 /// The `start` schema before sub-workflows added `parent`. Stores written then hold start nodes
@@ -215,6 +208,16 @@ fn detail() -> Value {
 mod tests {
     use super::*;
     use crate::cas::schema::CompiledSchema;
+
+    #[test]
+    fn start_nodes_of_the_schema_before_sub_workflows_stay_start_nodes() {
+        // The hash of the start schema every store written before SPEC §9 used.
+        assert_eq!(legacy_start_hash().to_string(), "0N2YG80YAGMKQ");
+        assert!(is_start(legacy_start_hash()) && is_start(hash_of("start")));
+        assert_ne!(hash_of("start"), legacy_start_hash());
+        assert_eq!(name_of(legacy_start_hash()), Some("start"));
+        assert!(!is_start(hash_of("step")));
+    }
 
     #[test]
     fn builtins_are_valid_schemas_with_distinct_hashes() {

@@ -220,3 +220,16 @@ pub fn skip_line(test: &str, missing: &[String], require_all: bool) -> Option<St
     );
     Some(format!("SKIP {test}: {reason}"))
 }
+
+/// A `script` agent file for solve-issue: the reviewer rejects once (with frontmatter and a
+/// body), then approves.
+pub const SOLVE_SCRIPT: &str = r#"
+planner:
+  - { summary: "Fix the login bug", steps: ["reproduce", "fix the session check", "add a test"] }
+developer:
+  - { filesChanged: [src/login.rs], summary: "first attempt", testsPassing: false }
+  - "---\nfilesChanged: [src/login.rs, tests/login.rs]\nsummary: second attempt\ntestsPassing: true\n---\nAdded the missing test.\n"
+reviewer:
+  - "---\napproved: false\nreplan: false\ncomments:\n  - { file: src/login.rs, line: 12, message: no test }\n---\nPlease add a test.\n"
+  - { approved: true, replan: false, comments: [] }
+"#;
