@@ -17,11 +17,11 @@
 //! The type index is a cache: entries are appended after the node file exists, so it never names
 //! a node that was not written, and `reindex` rebuilds it from the objects.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fs::{self, File, OpenOptions};
 use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
@@ -94,8 +94,15 @@ pub struct Store {
     types: PathBuf,
     lock: PathBuf,
     schemas: RwLock<HashMap<Hash, Arc<CompiledSchema>>>,
+    /// The last nodes this handle wrote (or found already written by a put), newest last: what
+    /// [`Store::get_written`] answers from memory. Node files are immutable, so an entry never
+    /// goes stale; the list is short, so memory stays bounded.
+    written: Mutex<VecDeque<Node>>,
     durable: bool,
 }
+
+/// How many recently written nodes a [`Store`] keeps in memory (a step writes at most five).
+const WRITTEN: usize = 16;
 
 impl Store {
     /// Opens (creating on first use) the store at `root` and registers the built-in schemas.
@@ -108,6 +115,7 @@ impl Store {
             types: cas.join("index").join("types"),
             lock: cas.join("index").join("lock"),
             schemas: RwLock::new(HashMap::new()),
+            written: Mutex::new(VecDeque::with_capacity(WRITTEN)),
             durable: true,
         };
         for dir in [&store.objects, &store.tmp, &store.types] {
@@ -160,6 +168,26 @@ impl Store {
             Err(e) => return Err(StoreError::io("cannot read node file", path)(e)),
         };
         parse_node_file(hash, &path, &bytes)
+    }
+
+    /// A node this handle has just written (a step verifying and publishing what its own
+    /// in-process agent wrote), from memory without reading and re-hashing its file; any other
+    /// node as [`Store::get`] reads it.
+    pub fn get_written(&self, hash: Hash) -> Result<Node, StoreError> {
+        let written = self.written.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(node) = written.iter().rev().find(|n| n.hash == hash) {
+            return Ok(node.clone());
+        }
+        drop(written);
+        self.get(hash)
+    }
+
+    fn remember_written(&self, node: Node) {
+        let mut written = self.written.lock().unwrap_or_else(|p| p.into_inner());
+        if written.len() == WRITTEN {
+            written.pop_front();
+        }
+        written.push_back(node);
     }
 
     /// Reads only a node's payload.
@@ -471,6 +499,11 @@ impl Store {
             return self.confirm_existing(hash, type_hash, payload, &path);
         }
         self.append_index(type_hash, hash)?;
+        // Kept as a read of the file would return it (canonical key order and numbers), which
+        // is what the chain cache and the moderator context are made from.
+        if let Ok(node) = parse_node_file(hash, &path, &file_bytes) {
+            self.remember_written(node);
+        }
         Ok(hash)
     }
 
@@ -493,6 +526,7 @@ impl Store {
         if let Ok(file) = File::open(path) {
             let _ = file.set_modified(SystemTime::now());
         }
+        self.remember_written(existing);
         Ok(hash)
     }
 
@@ -578,6 +612,30 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         (dir, store)
+    }
+
+    #[test]
+    fn a_node_just_written_is_served_from_memory_as_its_file_reads() {
+        let (_dir, store) = store();
+        let schema = store.put(Hash::META, &json!({"type": "object"})).unwrap();
+        // Keys out of order and an integral float: the file holds them canonically.
+        let payload: Value = serde_json::from_str(r#"{"z": 1.0, "a": [2.0, "x"]}"#).unwrap();
+        let hash = store.put(schema, &payload).unwrap();
+        let from_file = store.get(hash).unwrap();
+        // Removing the file shows the answer comes from memory.
+        std::fs::remove_file(store.object_path(hash)).unwrap();
+        let kept = store.get_written(hash).unwrap();
+        assert_eq!(kept, from_file);
+        assert_eq!(
+            serde_json::to_string(&kept.payload).unwrap(),
+            serde_json::to_string(&from_file.payload).unwrap()
+        );
+        // A node this handle did not write is read from its file.
+        let other = Store::open(_dir.path()).unwrap();
+        assert!(matches!(
+            other.get_written(hash),
+            Err(StoreError::NotFound(h)) if h == hash
+        ));
     }
 
     #[test]

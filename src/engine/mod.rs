@@ -11,11 +11,13 @@
 //! - [`llm`]: the model client and the agents that use it.
 //! - [`config`]: `config.yaml`, `.env`, `uwf setup`, `uwf doctor`.
 //! - [`index_files`]: formats, locks and atomic writes of the small mutable files.
+//! - [`session`]: what a process taking many steps keeps warm between them.
 pub mod agent;
 pub mod config;
 pub mod fsck;
 pub mod index_files;
 pub mod llm;
+pub mod session;
 pub mod suggest;
 pub mod thread;
 pub mod workflow;

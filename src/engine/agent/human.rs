@@ -139,10 +139,11 @@ pub fn answer(
             Ok(step::publish(
                 store,
                 id,
-                &view,
+                view,
                 &asked.role,
                 &agent,
                 hash,
+                None,
                 None,
             )?)
         });

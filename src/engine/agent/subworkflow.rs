@@ -9,6 +9,7 @@
 //! reachable for GC). A child that fails or is killed fails this agent with the child's reason,
 //! so the parent's head does not move. A child waiting for a person is waited for.
 
+use crate::engine::session::Session;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -24,7 +25,7 @@ use crate::engine::thread::index::{self, State, ThreadIndexError};
 use crate::engine::thread::lifecycle::{self, ThreadError};
 use crate::engine::thread::render::{history, stored_body, transcript};
 use crate::engine::thread::run_files::RunFiles;
-use crate::engine::thread::step::{self, StepError, StepOptions};
+use crate::engine::thread::step::{StepError, StepOptions};
 use crate::engine::thread::view::{ThreadView, ViewError};
 use crate::engine::workflow::registry;
 
@@ -273,6 +274,7 @@ fn run_child(
         passthrough: true,
     };
     let files = RunFiles::new(store.root(), id);
+    let mut session = Session::new(store, config);
     let mut steps = 0;
     loop {
         match index::state(store.root(), id)? {
@@ -297,7 +299,7 @@ fn run_child(
                 steps,
             });
         }
-        match step::step(store, config, id, &options) {
+        match session.step(id, &options) {
             Ok(s) if s.awaiting => {}
             Ok(_) => steps += 1,
             // Someone else (the mount, a person's `thread step`) is stepping it: wait.

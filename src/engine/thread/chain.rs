@@ -467,9 +467,10 @@ pub fn extend_history(
     parent: &History,
     step: Hash,
 ) -> Result<(History, Entry), ChainError> {
-    let node = store.get(step)?;
+    // Read moments ago by the step's verification, or written by this process.
+    let node = store.get_written(step)?;
     let payload = read_step(&node)?;
-    let entry = entry(store, &node, payload)?;
+    let entry = entry_written(store, &node, payload)?;
     let history = parent.with(&entry);
     // Best effort, like every cache write.
     let _ = crate::file_util::write_recycling(
@@ -484,7 +485,17 @@ pub fn extend_history(
 /// A chain entry for a step node, with its output read.
 fn entry(store: &Store, node: &Node, step: StepNode) -> Result<Entry, ChainError> {
     let output = store.get_payload(step.output)?;
-    Ok(Entry {
+    Ok(entry_with(node, step, output))
+}
+
+/// [`entry`] for a step this process wrote or verified just now ([`Store::get_written`]).
+fn entry_written(store: &Store, node: &Node, step: StepNode) -> Result<Entry, ChainError> {
+    let output = store.get_written(step.output)?.payload;
+    Ok(entry_with(node, step, output))
+}
+
+fn entry_with(node: &Node, step: StepNode, output: Value) -> Entry {
+    Entry {
         hash: node.hash,
         role: step.role,
         agent: step.agent,
@@ -492,7 +503,7 @@ fn entry(store: &Store, node: &Node, step: StepNode) -> Result<Entry, ChainError
         raw_output: raw(&output),
         detail: step.detail,
         timestamp: node.timestamp,
-    })
+    }
 }
 
 /// Loads the chain ending at `head` (a step or start node), from the cache where possible.

@@ -12,9 +12,9 @@ use crate::cas::store::now_ms;
 use crate::cas::{Hash, Store, StoreError, builtin};
 use crate::engine::thread::view::{self, ViewError};
 
-use crate::engine::agent::in_process::InProcess;
 use crate::engine::agent::spawn::{self, AgentError, Invocation};
 use crate::engine::config::{ConfigError, Loaded};
+use crate::engine::session::{Kept, Warm};
 use crate::engine::thread::chain::History;
 use crate::engine::thread::chain::{self, ChainError};
 use crate::engine::thread::events;
@@ -142,19 +142,32 @@ pub struct StepOptions {
     pub passthrough: bool,
 }
 
-/// Runs one step of thread `id`.
+/// Runs one step of thread `id`. A process taking several steps uses a
+/// [`crate::engine::session::Session`] instead, which keeps what one step learned for the next.
 pub fn step(
     store: &Store,
     config: &Loaded,
     id: &str,
     options: &StepOptions,
 ) -> Result<Stepped, StepError> {
+    step_warm(store, config, id, options, &mut Warm::default())
+}
+
+/// [`step`], reusing and refilling what `warm` keeps from this process's earlier steps.
+pub(crate) fn step_warm(
+    store: &Store,
+    config: &Loaded,
+    id: &str,
+    options: &StepOptions,
+    warm: &mut Warm,
+) -> Result<Stepped, StepError> {
     let files = RunFiles::new(store.root(), id);
     let lock = files.try_lock()?;
     // A kill under way waits for this lock to archive the thread: start nothing.
     files.check_not_killing()?;
     let mut started = None;
-    let result = step_locked(store, config, id, options, &files, &lock, &mut started);
+    let context = (&files, &lock, &mut started);
+    let result = step_locked(store, config, id, options, context, warm);
     match &result {
         Ok(stepped) => lock.record_success(&stepped.to_json()),
         Err(e) => lock.record_failure(&crate::advice::with_hints(e)),
@@ -209,9 +222,8 @@ fn step_locked(
     config: &Loaded,
     id: &str,
     options: &StepOptions,
-    files: &RunFiles,
-    lock: &run_files::StepLock,
-    started: &mut Option<Started>,
+    (files, lock, started): (&RunFiles, &run_files::StepLock, &mut Option<Started>),
+    warm: &mut Warm,
 ) -> Result<Stepped, StepError> {
     let root = store.root();
     let mut info = RunInfo {
@@ -223,8 +235,17 @@ fn step_locked(
         agent_start: None,
     };
     lock.set_info(&info);
-    let view = Current::load(store, id)?;
-    view.verify_base(store, id)?;
+    let head = index::active_head(root, id)?;
+    // This process published `head` itself in its last step: it knows the history, workflow,
+    // moderator, context and decision there, and verified the nodes they stand for.
+    let (view, mut prepared, known_next) = match warm.take(id, head) {
+        Some(kept) => (kept.view, Some(Ok(kept.prepared)), kept.next),
+        None => {
+            let view = Current::load_at(store, head)?;
+            view.verify_base(store, id)?;
+            (view, None, None)
+        }
+    };
     // The moderator and its context (converted on the evaluation worker from the moment this
     // runs): the decision after this step needs the context with one more step, appended once
     // the agent has written it. The previous step usually decided this step's role already (see
@@ -235,19 +256,25 @@ fn step_locked(
         context.prepare();
         Ok((moderator, context))
     };
-    let mut prepared = None;
-    let next =
-        match decisions::cached_next(store, view.workflow_hash(), &view.workflow, view.head()) {
-            Some(next) => next,
-            None => {
-                let (moderator, context) = prepare()?;
-                let next = moderator
-                    .decide_prepared(view.history.position(), &context)?
-                    .next;
-                prepared = Some(Ok((moderator, context)));
-                next
-            }
-        };
+    let cached = || {
+        known_next
+            .clone()
+            .or_else(|| decisions::cached_next(store, view.workflow_hash(), &view.workflow, head))
+    };
+    let next = match cached() {
+        Some(next) => next,
+        None => {
+            let (moderator, context) = match prepared.take() {
+                Some(p) => p?,
+                None => prepare()?,
+            };
+            let next = moderator
+                .decide_prepared(view.history.position(), &context)?
+                .next;
+            prepared = Some(Ok((moderator, context)));
+            next
+        }
+    };
     if next == END {
         archive(store, id, view.workflow_hash(), "done")?;
         return Ok(Stepped {
@@ -260,7 +287,7 @@ fn step_locked(
         });
     }
     let role = next;
-    view.verify_schema(store, id, &role)?;
+    view.verify_schema(store, id, &role, warm)?;
     let spec = config
         .config
         .resolve_agent(options.agent.as_deref(), &view.workflow.name, &role)?;
@@ -308,10 +335,11 @@ fn step_locked(
         &role,
         &spec.name,
     ));
-    if let Some(builtin) = InProcess::of(&spec) {
+    if let Some(builtin) = warm.in_process(&spec) {
         // This binary's own `agent dry`/`agent script`: the same function, without a process.
         let prepared = prepared.unwrap_or_else(prepare)?;
-        let hash = builtin.run(store, &config.config, id, &role);
+        let (history, workflow) = (&view.history, &view.workflow);
+        let hash = builtin.run(store, &config.config, (id, &role), history, workflow);
         if let Err(e) = &hash {
             log.line(&format!("error: {}", crate::advice::with_hints(e)));
         }
@@ -320,7 +348,16 @@ fn step_locked(
             agent: spec.name.clone(),
             source: Box::new(source),
         })?;
-        return publish(store, id, &view, &role, &spec.name, hash, Some(prepared));
+        return publish(
+            store,
+            id,
+            view,
+            &role,
+            &spec.name,
+            hash,
+            Some(prepared),
+            Some(warm),
+        );
     }
     let invocation = Invocation {
         spec: &spec,
@@ -359,11 +396,12 @@ fn step_locked(
     publish(
         store,
         id,
-        &view,
+        view,
         &role,
         &spec.name,
         hash,
         Some((moderator, context)),
+        Some(warm),
     )
 }
 
@@ -371,17 +409,20 @@ fn step_locked(
 /// moderator chose as `role`: verifies the node (SPEC §5.3 step 5), moves the head by
 /// compare-and-set (the commit point), extends the chain cache, decides again and archives the
 /// thread if it is at `$END`. The caller holds the step lock. `prepared` is the moderator and
-/// its context at `view`, when the caller has them.
+/// its context at `view`, when the caller has them; `warm`, when given, keeps the state at the
+/// new head for this process's next step.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn publish(
     store: &Store,
     id: &str,
-    view: &Current,
+    view: Current,
     role: &str,
     agent: &str,
     hash: Hash,
     prepared: Option<(Moderator, Input)>,
+    warm: Option<&mut Warm>,
 ) -> Result<Stepped, StepError> {
-    verify(store, view, role, hash).map_err(|reason| StepError::Rejected {
+    verify(store, &view, role, hash).map_err(|reason| StepError::Rejected {
         agent: agent.to_owned(),
         hash: hash.to_string(),
         reason,
@@ -399,30 +440,47 @@ pub(crate) fn publish(
     // Evaluate again: a thread whose next position is `$END` is archived now. The step itself
     // succeeded; if routing cannot decide now, the next step reports why.
     // The previous head's cache files are taken over by the new head's (no inode freed).
-    let (_, added) = chain::extend_history(store, id, &view.history, hash)?;
+    let (history, added) = chain::extend_history(store, id, &view.history, hash)?;
     context.append("steps", added.context_json());
-    let done = match moderator.decide_prepared(&added.role, &context) {
+    let next = match moderator.decide_prepared(&added.role, &context) {
         Ok(d) => {
             let (wf, retired) = (view.workflow_hash(), (id, view.head()));
             decisions::remember(store, wf, &view.workflow, hash, &d.next, retired);
-            d.next == END
+            Some(d.next)
         }
         Err(_) => {
             decisions::forget(store, view.head());
-            false
+            None
         }
     };
+    let done = next.as_deref() == Some(END);
     if done {
         archive(store, id, view.workflow_hash(), "done")?;
     }
-    Ok(Stepped {
+    let stepped = Stepped {
         workflow: view.workflow.name.clone(),
         thread: id.to_owned(),
         head: hash,
         role: Some(role.to_owned()),
         done,
         awaiting: false,
-    })
+    };
+    if let Some(warm) = warm
+        && !done
+    {
+        let view = Current {
+            history,
+            workflow: view.workflow,
+        };
+        let (id, prepared) = (id.to_owned(), (moderator, context));
+        warm.keep(Kept {
+            id,
+            view,
+            prepared,
+            next,
+        });
+    }
+    Ok(stepped)
 }
 
 /// Publishes step node `hash` written outside a step (a hand-run agent, `uwf thread publish`):
@@ -477,14 +535,16 @@ pub fn publish_node(store: &Store, hash: Hash) -> Result<Stepped, StepError> {
     let next = moderator
         .decide_prepared(view.history.position(), &context)?
         .next;
+    let step_number = view.history.len() + 1;
     let published = publish(
         store,
         &id,
-        &view,
+        view,
         &next,
         &step.agent,
         hash,
         Some((moderator, context)),
+        None,
     )
     .map_err(|e| match e {
         // Said of a node the user names, not of an agent's answer.
@@ -497,7 +557,7 @@ pub fn publish_node(store: &Store, hash: Hash) -> Result<Stepped, StepError> {
     match &published {
         Ok(stepped) => {
             lock.record_success(&stepped.to_json());
-            let fields = json!({"step": view.history.len() + 1, "role": stepped.role,
+            let fields = json!({"step": step_number, "role": stepped.role,
                 "head": stepped.head.to_string(), "done": stepped.done});
             events::append(&files, &id, "finished", fields);
         }
@@ -532,6 +592,12 @@ impl Current {
         Ok(Current { history, workflow })
     }
 
+    /// The thread whose head is `head` (read from the index by the caller).
+    pub(crate) fn load_at(store: &Store, head: Hash) -> Result<Current, ViewError> {
+        let (history, workflow) = view::load_light_at(store, head)?;
+        Ok(Current { history, workflow })
+    }
+
     pub(crate) fn head(&self) -> Hash {
         self.history.head()
     }
@@ -563,15 +629,25 @@ impl Current {
     }
 
     /// Checks that `role`'s output schema node is there and intact before an agent is asked to
-    /// write an output of that type.
-    fn verify_schema(&self, store: &Store, id: &str, role: &str) -> Result<(), StepError> {
+    /// write an output of that type (once per process).
+    fn verify_schema(
+        &self,
+        store: &Store,
+        id: &str,
+        role: &str,
+        warm: &mut Warm,
+    ) -> Result<(), StepError> {
         let schema = view::role_schema(&self.workflow, role)?;
+        if warm.schema_checked(schema) {
+            return Ok(());
+        }
         store.get(schema).map_err(|error| StepError::Damaged {
             thread: id.to_owned(),
             what: "role schema",
             hash: schema,
             error,
         })?;
+        warm.schema_ok(schema);
         Ok(())
     }
 
@@ -582,7 +658,8 @@ impl Current {
 
 /// Checks the node an agent returned (SPEC §5.3 step 5). The error is the reason, in words.
 fn verify(store: &Store, view: &Current, role: &str, hash: Hash) -> Result<(), String> {
-    let node = match store.get(hash) {
+    // A node this process's own in-process agent just wrote is checked as it was written.
+    let node = match store.get_written(hash) {
         Ok(node) => node,
         Err(StoreError::NotFound(_)) => return Err("no such node in the store".into()),
         Err(e) => return Err(e.to_string()),
@@ -616,7 +693,7 @@ fn verify(store: &Store, view: &Current, role: &str, hash: Hash) -> Result<(), S
     }
     let schema_hash = view::role_schema(&view.workflow, role).map_err(|e| e.to_string())?;
     let output = store
-        .get(step.output)
+        .get_written(step.output)
         .map_err(|e| format!("its output: {e}"))?;
     if output.type_hash != schema_hash {
         return Err(format!(

@@ -130,7 +130,11 @@ impl StepTarget<'_> {
 /// The head, history (header only) and workflow of active thread `id`: what a built-in agent
 /// needs, without parsing the steps.
 pub fn load_light(store: &Store, id: &str) -> Result<(History, Workflow), ViewError> {
-    let head = index::active_head(store.root(), id)?;
+    load_light_at(store, index::active_head(store.root(), id)?)
+}
+
+/// [`load_light`] of the thread whose head is `head`.
+pub fn load_light_at(store: &Store, head: Hash) -> Result<(History, Workflow), ViewError> {
     let history = chain::history(store, head)?;
     let workflow = Workflow::load(store, history.start().workflow)?;
     Ok((history, workflow))

@@ -1,0 +1,162 @@
+//! What a process that takes many steps keeps warm between them (issue #17): `uwf thread run`,
+//! a sub-workflow's child steps, and any long-lived caller of [`Session::step`].
+//!
+//! A one-shot `uwf thread step` reads the thread's head, its cached history and its workflow,
+//! re-reads and re-hashes the nodes the step builds on, compiles the moderator and converts the
+//! whole moderator context (the chain's outputs) into the evaluator's values. A session keeps
+//! all of that from the step it just published: the history and workflow at the new head, the
+//! compiled moderator with its context (one step appended, not converted again), the decision
+//! taken there, the role schemas it has checked and which agents it can run in-process. The
+//! [`crate::cas::Store`] handle is shared, so its compiled schemas stay warm too.
+//!
+//! Architecture Invariant: the kept state is a pure function of the head it was built at
+//! (nodes are immutable), and it is used only when the thread's head, read from the index under
+//! the step lock at the start of the next step, is still that head. Anything else — another
+//! process stepped or forked the thread meanwhile, the thread was archived, the step failed —
+//! drops it and the step starts cold, exactly as a one-shot step does.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::cas::{Hash, Store};
+use crate::engine::agent::in_process::InProcess;
+use crate::engine::agent::resolve::AgentSpec;
+use crate::engine::config::Loaded;
+use crate::engine::thread::step::{self, Current, StepError, StepOptions, Stepped};
+use crate::engine::workflow::jsonata::Input;
+use crate::engine::workflow::moderator::Moderator;
+
+/// A store and config shared by many steps, with what they keep warm between them.
+pub struct Session<'a> {
+    store: &'a Store,
+    config: &'a Loaded,
+    warm: Warm,
+}
+
+impl<'a> Session<'a> {
+    pub fn new(store: &'a Store, config: &'a Loaded) -> Session<'a> {
+        Session {
+            store,
+            config,
+            warm: Warm::default(),
+        }
+    }
+
+    /// Runs one step of thread `id`, as [`step::step`] does, reusing what earlier steps of this
+    /// session kept.
+    pub fn step(&mut self, id: &str, options: &StepOptions) -> Result<Stepped, StepError> {
+        step::step_warm(self.store, self.config, id, options, &mut self.warm)
+    }
+}
+
+/// What the steps of one process keep between them (see the module doc).
+#[derive(Default)]
+pub struct Warm {
+    /// The thread published last, at its new head.
+    kept: Option<Kept>,
+    /// Role schemas read and verified by this process.
+    schemas: HashSet<Hash>,
+    /// Which agent command lines this process runs itself.
+    agents: HashMap<(String, Vec<String>), Option<InProcess>>,
+}
+
+/// One thread as a step left it.
+pub(crate) struct Kept {
+    pub(crate) id: String,
+    /// The history and workflow at the new head.
+    pub(crate) view: Current,
+    /// The compiled moderator and its context at the new head.
+    pub(crate) prepared: (Moderator, Input),
+    /// The moderator's decision at the new head, when it could decide.
+    pub(crate) next: Option<String>,
+}
+
+impl Warm {
+    /// What was kept for thread `id`, if its head is still `head`. Taken: a step that fails
+    /// midway leaves nothing behind.
+    pub(crate) fn take(&mut self, id: &str, head: Hash) -> Option<Kept> {
+        let kept = self.kept.take()?;
+        (kept.id == id && kept.view.head() == head).then_some(kept)
+    }
+
+    /// Keeps `kept` for the next step.
+    pub(crate) fn keep(&mut self, kept: Kept) {
+        self.kept = Some(kept);
+    }
+
+    /// Whether this process has verified the schema node `hash` already.
+    pub(crate) fn schema_checked(&self, hash: Hash) -> bool {
+        self.schemas.contains(&hash)
+    }
+
+    pub(crate) fn schema_ok(&mut self, hash: Hash) {
+        self.schemas.insert(hash);
+    }
+
+    /// [`InProcess::of`] for `spec`, decided once per command line.
+    pub(crate) fn in_process(&mut self, spec: &AgentSpec) -> Option<InProcess> {
+        self.agents
+            .entry((spec.program.clone(), spec.args.clone()))
+            .or_insert_with(|| InProcess::of(spec))
+            .clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cas::store::now_ms;
+    use crate::engine::thread::{chain, lifecycle};
+    use crate::engine::workflow::{self, registry};
+
+    const COUNTER: &str = "name: c\nroles:\n  tick:\n    goal: count\n    \
+meta: { type: object, properties: { n: { type: integer } }, required: [n] }\n\
+conditions:\n  more: { expression: \"$count(steps) < 4\" }\n\
+graph:\n  $START: [ { role: tick, condition: null } ]\n  \
+tick: [ { role: tick, condition: more }, { role: $END, condition: null } ]\n";
+
+    #[test]
+    fn a_session_starts_cold_when_the_head_moved_and_decides_on_its_kept_context() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let hash = workflow::parse(COUNTER)
+            .unwrap()
+            .definition
+            .store(&store)
+            .unwrap();
+        registry::register(dir.path(), "c", hash, now_ms()).unwrap();
+        let id = lifecycle::start(&store, "c", "count to four").unwrap().1;
+        let config = Loaded::default();
+        // This test binary's own `agent dry`: it runs inside the step.
+        let options = StepOptions {
+            agent: Some("uwf agent dry".into()),
+            passthrough: false,
+        };
+        let prev = |stepped: &Stepped| {
+            chain::read_step(&store.get(stepped.head).unwrap())
+                .unwrap()
+                .prev
+        };
+
+        let mut session = Session::new(&store, &config);
+        let first = session.step(&id, &options).unwrap();
+        assert_eq!(prev(&first), None);
+        // Another process steps the thread: the session's kept head is stale and must not be
+        // built on (its step would continue the first step and lose the race for the head).
+        let second = step::step(&store, &config, &id, &options).unwrap();
+        assert_eq!(prev(&second), Some(first.head));
+        let third = session.step(&id, &options).unwrap();
+        assert_eq!(prev(&third), Some(second.head));
+        // The fourth step is taken warm, and the decision after it reads the context the
+        // session kept with the new step appended: `$count(steps) < 4` is false there.
+        let fourth = session.step(&id, &options).unwrap();
+        assert_eq!(prev(&fourth), Some(third.head));
+        assert!(fourth.done, "{fourth:?}");
+        assert_eq!(
+            chain::load_from_nodes(&store, fourth.head)
+                .unwrap()
+                .steps
+                .len(),
+            4
+        );
+    }
+}
