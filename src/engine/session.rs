@@ -21,7 +21,9 @@ use crate::cas::{Hash, Store};
 use crate::engine::agent::in_process::InProcess;
 use crate::engine::agent::resolve::AgentSpec;
 use crate::engine::config::Loaded;
+use crate::engine::thread::chain::{self, History};
 use crate::engine::thread::step::{self, Current, StepError, StepOptions, Stepped};
+use crate::engine::workflow::decisions;
 use crate::engine::workflow::jsonata::Input;
 use crate::engine::workflow::moderator::Moderator;
 
@@ -30,6 +32,12 @@ pub struct Session<'a> {
     store: &'a Store,
     config: &'a Loaded,
     warm: Warm,
+}
+
+impl Drop for Session<'_> {
+    fn drop(&mut self) {
+        self.warm.flush(self.store);
+    }
 }
 
 impl<'a> Session<'a> {
@@ -57,6 +65,47 @@ pub struct Warm {
     schemas: HashSet<Hash>,
     /// Which agent command lines this process runs itself.
     agents: HashMap<(String, Vec<String>), Option<InProcess>>,
+    /// The cache files of the last head published, not written yet.
+    pending: Option<Pending>,
+}
+
+/// The cache files of a head just published ([`chain::save_history`],
+/// [`decisions::write`]): the thread's history there and the moderator's decision.
+pub(crate) struct Saved<'a> {
+    pub(crate) thread: &'a str,
+    /// The thread's previous head, whose cache files the new ones take over.
+    pub(crate) retired: Hash,
+    pub(crate) history: &'a History,
+    /// The decision at the new head and the workflow's hash, when decisions of this workflow
+    /// may be cached.
+    pub(crate) decision: Option<(Hash, String)>,
+}
+
+impl Saved<'_> {
+    /// Writes the cache files now (best effort: they only save time).
+    pub(crate) fn write(&self, store: &Store) {
+        let head = self.history.head();
+        chain::save_history(store, self.thread, self.history, self.retired);
+        match &self.decision {
+            Some((workflow, next)) => {
+                decisions::write(store, *workflow, head, next, (self.thread, self.retired))
+            }
+            None => decisions::forget(store, self.retired),
+        }
+    }
+}
+
+/// Cache files a session has yet to write: a thread taking many steps in this process saves the
+/// history and decision of the head it ends at, not of every head on the way. They are derived
+/// files: a reader that finds none for a head rebuilds them from the nodes (walking back to the
+/// last head whose files were written), so writing them late, or never (a killed process),
+/// costs time and never correctness.
+struct Pending {
+    thread: String,
+    /// The head whose cache files are on disk: retired when the pending ones are written.
+    retired: Hash,
+    history: History,
+    decision: Option<(Hash, String)>,
 }
 
 /// One thread as a step left it.
@@ -72,10 +121,51 @@ pub(crate) struct Kept {
 
 impl Warm {
     /// What was kept for thread `id`, if its head is still `head`. Taken: a step that fails
-    /// midway leaves nothing behind.
-    pub(crate) fn take(&mut self, id: &str, head: Hash) -> Option<Kept> {
+    /// midway leaves nothing behind. Pending cache files of any other head are written now.
+    pub(crate) fn take(&mut self, store: &Store, id: &str, head: Hash) -> Option<Kept> {
+        if self
+            .pending
+            .as_ref()
+            .is_some_and(|p| p.thread != id || p.history.head() != head)
+        {
+            self.flush(store);
+        }
         let kept = self.kept.take()?;
         (kept.id == id && kept.view.head() == head).then_some(kept)
+    }
+
+    /// Leaves the cache files of a head just published to [`Warm::flush`].
+    pub(crate) fn defer(&mut self, store: &Store, saved: Saved<'_>) {
+        let continues = self
+            .pending
+            .as_ref()
+            .is_some_and(|p| p.thread == saved.thread && p.history.head() == saved.retired);
+        let retired = match &self.pending {
+            Some(p) if continues => p.retired,
+            _ => {
+                self.flush(store);
+                saved.retired
+            }
+        };
+        self.pending = Some(Pending {
+            thread: saved.thread.to_owned(),
+            retired,
+            history: saved.history.clone(),
+            decision: saved.decision,
+        });
+    }
+
+    /// Writes the pending cache files.
+    pub(crate) fn flush(&mut self, store: &Store) {
+        if let Some(p) = self.pending.take() {
+            let saved = Saved {
+                thread: &p.thread,
+                retired: p.retired,
+                history: &p.history,
+                decision: p.decision,
+            };
+            saved.write(store);
+        }
     }
 
     /// Keeps `kept` for the next step.
@@ -158,5 +248,50 @@ tick: [ { role: tick, condition: more }, { role: $END, condition: null } ]\n";
                 .len(),
             4
         );
+    }
+
+    #[test]
+    fn a_session_writes_the_cache_files_of_the_head_it_ends_at() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let parsed = workflow::parse(COUNTER).unwrap().definition;
+        let hash = parsed.store(&store).unwrap();
+        registry::register(dir.path(), "c", hash, now_ms()).unwrap();
+        let id = lifecycle::start(&store, "c", "count").unwrap().1;
+        let config = Loaded::default();
+        let options = StepOptions {
+            agent: Some("uwf agent dry".into()),
+            passthrough: false,
+        };
+        let cached = |kind: &str| {
+            let mut names: Vec<String> = std::fs::read_dir(dir.path().join("cache").join(kind))
+                .map(|d| {
+                    d.map(|e| e.unwrap().file_name().into_string().unwrap())
+                        .collect()
+                })
+                .unwrap_or_default();
+            names.sort();
+            names
+        };
+        let file = |head: Hash| format!("{head}.json");
+        // A lone step writes its head's files before it returns.
+        let first = step::step(&store, &config, &id, &options).unwrap();
+        assert!(cached("chains").contains(&file(first.head)));
+        let mut session = Session::new(&store, &config);
+        session.step(&id, &options).unwrap();
+        let third = session.step(&id, &options).unwrap();
+        // Mid-run the files on disk are still the first head's ...
+        assert!(cached("chains").contains(&file(first.head)));
+        assert!(!cached("chains").contains(&file(third.head)));
+        assert!(!cached("decisions").contains(&file(third.head)));
+        // ... and when the session ends they are the last head's, and the spare.
+        drop(session);
+        let mut expected = vec![file(third.head), format!("{id}.spare")];
+        expected.sort();
+        assert_eq!(cached("chains"), expected);
+        assert_eq!(cached("decisions"), expected);
+        assert_eq!(chain::history(&store, third.head).unwrap().len(), 3);
+        let next = decisions::cached_next(&store, hash, &parsed.workflow, third.head);
+        assert_eq!(next.as_deref(), Some("tick"));
     }
 }

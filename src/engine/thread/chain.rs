@@ -467,19 +467,35 @@ pub fn extend_history(
     parent: &History,
     step: Hash,
 ) -> Result<(History, Entry), ChainError> {
+    let (history, entry) = extend_in_memory(store, parent, step)?;
+    save_history(store, thread, &history, parent.head());
+    Ok((history, entry))
+}
+
+/// [`extend_history`] without writing the cache file: a session keeps the history in memory
+/// and saves only the last one ([`save_history`]) when it lets go of the thread.
+pub fn extend_in_memory(
+    store: &Store,
+    parent: &History,
+    step: Hash,
+) -> Result<(History, Entry), ChainError> {
     // Read moments ago by the step's verification, or written by this process.
     let node = store.get_written(step)?;
     let payload = read_step(&node)?;
     let entry = entry_written(store, &node, payload)?;
-    let history = parent.with(&entry);
-    // Best effort, like every cache write.
+    Ok((parent.with(&entry), entry))
+}
+
+/// Writes the cache file of `history`, the history of `thread`'s head, and retires the cache
+/// file of `retired`, the thread's earlier head, reusing its inode through the thread's spare.
+/// Best effort, like every cache write.
+pub fn save_history(store: &Store, thread: &str, history: &History, retired: Hash) {
     let _ = crate::file_util::write_recycling(
         &spare_path(store, thread),
         &cache_path(store, history.head()),
         history.to_text().as_bytes(),
-        Some(&cache_path(store, parent.head())),
+        Some(&cache_path(store, retired)),
     );
-    Ok((history, entry))
 }
 
 /// A chain entry for a step node, with its output read.

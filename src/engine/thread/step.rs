@@ -14,7 +14,7 @@ use crate::engine::thread::view::{self, ViewError};
 
 use crate::engine::agent::spawn::{self, AgentError, Invocation};
 use crate::engine::config::{ConfigError, Loaded};
-use crate::engine::session::{Kept, Warm};
+use crate::engine::session::{Kept, Saved, Warm};
 use crate::engine::thread::chain::History;
 use crate::engine::thread::chain::{self, ChainError};
 use crate::engine::thread::events;
@@ -150,7 +150,10 @@ pub fn step(
     id: &str,
     options: &StepOptions,
 ) -> Result<Stepped, StepError> {
-    step_warm(store, config, id, options, &mut Warm::default())
+    let mut warm = Warm::default();
+    let stepped = step_warm(store, config, id, options, &mut warm);
+    warm.flush(store);
+    stepped
 }
 
 /// [`step`], reusing and refilling what `warm` keeps from this process's earlier steps.
@@ -238,7 +241,7 @@ fn step_locked(
     let head = index::active_head(root, id)?;
     // This process published `head` itself in its last step: it knows the history, workflow,
     // moderator, context and decision there, and verified the nodes they stand for.
-    let (view, mut prepared, known_next) = match warm.take(id, head) {
+    let (view, mut prepared, known_next) = match warm.take(store, id, head) {
         Some(kept) => (kept.view, Some(Ok(kept.prepared)), kept.next),
         None => {
             let view = Current::load_at(store, head)?;
@@ -440,20 +443,33 @@ pub(crate) fn publish(
     // Evaluate again: a thread whose next position is `$END` is archived now. The step itself
     // succeeded; if routing cannot decide now, the next step reports why.
     // The previous head's cache files are taken over by the new head's (no inode freed).
-    let (history, added) = chain::extend_history(store, id, &view.history, hash)?;
+    let (history, added) = chain::extend_in_memory(store, &view.history, hash)?;
     context.append("steps", added.context_json());
-    let next = match moderator.decide_prepared(&added.role, &context) {
-        Ok(d) => {
-            let (wf, retired) = (view.workflow_hash(), (id, view.head()));
-            decisions::remember(store, wf, &view.workflow, hash, &d.next, retired);
-            Some(d.next)
-        }
-        Err(_) => {
-            decisions::forget(store, view.head());
-            None
-        }
-    };
+    let next = moderator.decide_prepared(&added.role, &context).ok();
+    let next = next.map(|d| d.next);
     let done = next.as_deref() == Some(END);
+    // The cache files of the new head (its history and decision): a session writes them when
+    // it lets go of the thread, a lone step now.
+    let decision = next
+        .clone()
+        .filter(|_| decisions::cacheable(&view.workflow))
+        .map(|next| (view.workflow_hash(), next));
+    let mut warm = warm;
+    let saved = Saved {
+        thread: id,
+        retired: view.head(),
+        history: &history,
+        decision,
+    };
+    match warm.as_deref_mut() {
+        Some(warm) => {
+            warm.defer(store, saved);
+            if done {
+                warm.flush(store);
+            }
+        }
+        None => saved.write(store),
+    }
     if done {
         archive(store, id, view.workflow_hash(), "done")?;
     }

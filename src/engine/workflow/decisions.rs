@@ -63,9 +63,19 @@ pub fn remember(
     next: &str,
     (thread, retired): (&str, Hash),
 ) {
-    if !cacheable(workflow) {
-        return;
+    if cacheable(workflow) {
+        write(store, workflow_hash, head, next, (thread, retired));
     }
+}
+
+/// [`remember`] for a workflow known to be [`cacheable`].
+pub fn write(
+    store: &Store,
+    workflow_hash: Hash,
+    head: Hash,
+    next: &str,
+    (thread, retired): (&str, Hash),
+) {
     let Ok(bytes) = serde_json::to_vec(&Cached {
         head,
         workflow: workflow_hash,
