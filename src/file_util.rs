@@ -257,6 +257,21 @@ impl<'a> AtomicWrite<'a> {
     }
 }
 
+/// Opens `path` with `options`, creating its directory first only when it is missing: the
+/// common case, a directory that exists, costs one `open` instead of a `mkdir` that fails and a
+/// `stat` before it.
+pub fn open_in_dir(options: &OpenOptions, path: &Path) -> std::io::Result<File> {
+    match options.open(path) {
+        Err(e) if e.kind() == ErrorKind::NotFound => {
+            if let Some(dir) = path.parent() {
+                fs::create_dir_all(dir)?;
+            }
+            options.open(path)
+        }
+        other => other,
+    }
+}
+
 fn create_parent(path: &Path) -> Result<(), FileError> {
     let Some(dir) = path.parent() else {
         return Ok(());

@@ -22,7 +22,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
@@ -94,15 +94,22 @@ pub struct Store {
     types: PathBuf,
     lock: PathBuf,
     schemas: RwLock<HashMap<Hash, Arc<CompiledSchema>>>,
-    /// The last nodes this handle wrote (or found already written by a put), newest last: what
-    /// [`Store::get_written`] answers from memory. Node files are immutable, so an entry never
-    /// goes stale; the list is short, so memory stays bounded.
-    written: Mutex<VecDeque<Node>>,
+    /// The last nodes this handle wrote (or found already written by a put), newest last, each
+    /// with when its file was last written or touched: what [`Store::get_written`] answers from
+    /// memory, and what a put of the same node, or of a node referring to it, need not look for
+    /// on disk while the file is young. Node files are immutable, so an entry never goes stale;
+    /// the list is short, so memory stays bounded.
+    written: Mutex<VecDeque<(Node, Instant)>>,
     durable: bool,
 }
 
 /// How many recently written nodes a [`Store`] keeps in memory (a step writes at most five).
 const WRITTEN: usize = 16;
+
+/// How long after writing (or touching) a node file a put trusts it to be there without
+/// looking. GC spares nodes younger than its grace period (a day by default), so a file this
+/// young is not swept by a GC that keeps the grace period above this.
+const TRUSTED: Duration = Duration::from_secs(10);
 
 impl Store {
     /// Opens (creating on first use) the store at `root` and registers the built-in schemas.
@@ -174,12 +181,29 @@ impl Store {
     /// in-process agent wrote), from memory without reading and re-hashing its file; any other
     /// node as [`Store::get`] reads it.
     pub fn get_written(&self, hash: Hash) -> Result<Node, StoreError> {
-        let written = self.written.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(node) = written.iter().rev().find(|n| n.hash == hash) {
-            return Ok(node.clone());
+        match self.recent(hash, None) {
+            Some(node) => Ok(node),
+            None => self.get(hash),
         }
-        drop(written);
-        self.get(hash)
+    }
+
+    /// The node `hash` from the recently written list: any entry, or with `young`, only one
+    /// whose file was written or touched less than that long ago.
+    fn recent(&self, hash: Hash, young: Option<Duration>) -> Option<Node> {
+        let written = self.written.lock().unwrap_or_else(|p| p.into_inner());
+        written
+            .iter()
+            .rev()
+            .find(|(n, at)| n.hash == hash && young.is_none_or(|age| at.elapsed() < age))
+            .map(|(n, _)| n.clone())
+    }
+
+    /// Whether node `hash` was written or touched by this handle moments ago.
+    fn known(&self, hash: Hash) -> bool {
+        let written = self.written.lock().unwrap_or_else(|p| p.into_inner());
+        written
+            .iter()
+            .any(|(n, at)| n.hash == hash && at.elapsed() < TRUSTED)
     }
 
     fn remember_written(&self, node: Node) {
@@ -187,7 +211,7 @@ impl Store {
         if written.len() == WRITTEN {
             written.pop_front();
         }
-        written.push_back(node);
+        written.push_back((node, Instant::now()));
     }
 
     /// Reads only a node's payload.
@@ -222,7 +246,7 @@ impl Store {
                 violations,
             })?;
         for (pointer, target) in schema.located_refs(payload) {
-            if !self.has(target) {
+            if !self.known(target) && !self.has(target) {
                 return Err(StoreError::MissingRef { pointer, target });
             }
         }
@@ -482,6 +506,14 @@ impl Store {
     fn write_node(&self, type_hash: Hash, payload: &Value) -> Result<Hash, StoreError> {
         let hash = node_hash(type_hash, payload);
         let path = self.object_path(hash);
+        // Written or touched by this handle moments ago (a step's raw output or output that
+        // repeats the last one): its file is there and young; only the content is compared.
+        if let Some(existing) = self.recent(hash, Some(TRUSTED)) {
+            if node_bytes(existing.type_hash, &existing.payload) != node_bytes(type_hash, payload) {
+                return Err(StoreError::Collision { hash, path });
+            }
+            return Ok(hash);
+        }
         if path.exists() {
             return self.confirm_existing(hash, type_hash, payload, &path);
         }
@@ -635,6 +667,28 @@ mod tests {
         assert!(matches!(
             other.get_written(hash),
             Err(StoreError::NotFound(h)) if h == hash
+        ));
+    }
+
+    #[test]
+    fn a_put_trusts_a_node_this_handle_wrote_moments_ago_without_looking() {
+        let (dir, store) = store();
+        let text = builtin::hash_of("text");
+        let a = store.put(text, &json!("a")).unwrap();
+        // The file is gone behind the handle's back (nothing does this but a GC with no grace
+        // period): a put of the same node, or of one referring to it, does not look for it.
+        std::fs::remove_file(store.object_path(a)).unwrap();
+        assert_eq!(store.put(text, &json!("a")).unwrap(), a);
+        assert!(!store.has(a));
+        let detail = json!({"raw": a.to_string(), "body": null, "exitCode": 0,
+            "durationMs": 0, "stderrTail": ""});
+        store.put(builtin::hash_of("detail"), &detail).unwrap();
+        // Another handle looks, and finds the reference missing.
+        let other = Store::open(dir.path()).unwrap();
+        assert!(matches!(
+            other.put(builtin::hash_of("detail"), &json!({"raw": a.to_string(), "body": null,
+                "exitCode": 1, "durationMs": 0, "stderrTail": ""})),
+            Err(StoreError::MissingRef { target, .. }) if target == a
         ));
     }
 

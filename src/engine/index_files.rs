@@ -199,13 +199,9 @@ pub fn lock(root: &Path, name: &str) -> Result<std::fs::File, IndexError> {
         path: path.clone(),
         source,
     };
-    std::fs::create_dir_all(&dir).map_err(io)?;
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(io)?;
+    let mut options = std::fs::OpenOptions::new();
+    options.create(true).truncate(false).write(true);
+    let file = crate::file_util::open_in_dir(&options, &path).map_err(io)?;
     file.lock().map_err(io)?;
     Ok(file)
 }

@@ -28,14 +28,9 @@ pub fn append(files: &RunFiles, id: &str, kind: &str, fields: Value) {
     let mut text = line.to_string();
     text.push('\n');
     let path = files.events();
-    if let Some(dir) = path.parent() {
-        let _ = std::fs::create_dir_all(dir);
-    }
-    if let Ok(mut file) = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)
-    {
+    let mut options = std::fs::OpenOptions::new();
+    options.create(true).append(true);
+    if let Ok(mut file) = crate::file_util::open_in_dir(&options, &path) {
         let _ = file.write_all(text.as_bytes());
     }
 }

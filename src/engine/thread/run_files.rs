@@ -111,6 +111,7 @@ impl RunFiles {
                 let lock = StepLock {
                     file,
                     files: self.clone(),
+                    recorded: std::cell::Cell::new(false),
                 };
                 lock.reap_abandoned();
                 Ok(lock)
@@ -140,13 +141,9 @@ impl RunFiles {
     /// An OFD write lock on the whole file at `path`; `None` when someone else holds it.
     fn take(&self, path: &Path) -> Result<Option<File>, ThreadIndexError> {
         let io = |source| lock_error(path, source);
-        std::fs::create_dir_all(&self.dir).map_err(io)?;
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(path)
-            .map_err(io)?;
+        let mut options = std::fs::OpenOptions::new();
+        options.create(true).truncate(false).write(true);
+        let file = file_util::open_in_dir(&options, path).map_err(io)?;
         let lock = whole_file(libc::F_WRLCK);
         match nix::fcntl::fcntl(&file, nix::fcntl::FcntlArg::F_OFD_SETLK(&lock)) {
             Ok(_) => Ok(Some(file)),
@@ -327,6 +324,8 @@ fn whole_file(kind: libc::c_int) -> libc::flock {
 pub struct StepLock {
     file: File,
     files: RunFiles,
+    /// Whether this step wrote a run record, which it clears when it lets go.
+    recorded: std::cell::Cell<bool>,
 }
 
 impl StepLock {
@@ -334,6 +333,7 @@ impl StepLock {
     pub fn set_info(&self, info: &RunInfo) {
         let text = serde_json::to_vec(info).expect("run info serializes");
         self.replace(&self.files.run(), &text);
+        self.recorded.set(true);
     }
 
     /// Records a failure (`error` file) and the last outcome.
@@ -377,8 +377,8 @@ impl StepLock {
 }
 
 impl Drop for StepLock {
-    /// Clears the run info (`{}` parses as none) rather than removing the file: see [`reset`]
-    /// for why a step should not free inodes.
+    /// Clears the run info this step wrote (`{}` parses as none) rather than removing the
+    /// file: see [`reset`] for why a step should not free inodes.
     ///
     /// Then unlocks explicitly instead of leaving it to the close: an OFD lock belongs to the
     /// open file description and a close frees it only when no descriptor of that description
@@ -388,7 +388,9 @@ impl Drop for StepLock {
     /// held by the child, and the thread's next step was refused as busy. `F_UNLCK` on any
     /// descriptor of the description frees it whoever else still has it open.
     fn drop(&mut self) {
-        self.replace(&self.files.run(), b"{}");
+        if self.recorded.get() {
+            self.replace(&self.files.run(), b"{}");
+        }
         let unlock = whole_file(libc::F_UNLCK);
         let _ = nix::fcntl::fcntl(&self.file, nix::fcntl::FcntlArg::F_OFD_SETLK(&unlock));
     }
@@ -454,6 +456,29 @@ mod tests {
             refused
         });
         assert_eq!(refused, 0, "steps refused as busy while only probes ran");
+    }
+
+    #[test]
+    fn a_step_clears_the_run_record_it_wrote_and_writes_none_otherwise() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = RunFiles::new(dir.path(), "T");
+        // A step that wrote no record (a warm step with an in-process agent) leaves none.
+        drop(files.try_lock().unwrap());
+        assert!(!files.run().exists());
+        let lock = files.try_lock().unwrap();
+        let info = RunInfo {
+            pid: 7,
+            started_at: 1,
+            role: Some("r".into()),
+            agent: None,
+            agent_pid: None,
+            agent_start: None,
+        };
+        lock.set_info(&info);
+        assert_eq!(files.run_info(), Some(info));
+        drop(lock);
+        assert_eq!(std::fs::read(files.run()).unwrap(), b"{}");
+        assert_eq!(files.run_info(), None);
     }
 
     /// A child forked by another thread holds copies of all descriptors until it execs: a

@@ -237,13 +237,17 @@ fn step_locked(
         agent_pid: None,
         agent_start: None,
     };
-    lock.set_info(&info);
     let head = index::active_head(root, id)?;
     // This process published `head` itself in its last step: it knows the history, workflow,
     // moderator, context and decision there, and verified the nodes they stand for.
     let (view, mut prepared, known_next) = match warm.take(store, id, head) {
         Some(kept) => (kept.view, Some(Ok(kept.prepared)), kept.next),
         None => {
+            // The run record (for `status`, `kill` and busy messages) is written before
+            // anything that can take long: reading the thread cold and running the moderator
+            // here, or a spawned agent below. A warm step with an in-process agent is over
+            // sooner than the record would take to write.
+            lock.set_info(&info);
             let view = Current::load_at(store, head)?;
             view.verify_base(store, id)?;
             (view, None, None)
