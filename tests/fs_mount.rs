@@ -1666,6 +1666,23 @@ fn a_blocked_wait_ends_with_eintr_on_a_caught_signal() {
         .parse()
         .unwrap();
     assert!(secs <= 1.5, "python's alarm came after {secs:.1}s");
+    // bash's own timeout works where its input is a pipe, the form the mount's README gives.
+    let (code, text, secs) = timed(
+        &m,
+        &format!("read -t 1 x < <(cat {t}/wait 2>/dev/null); echo \"read=$?\""),
+    );
+    assert_eq!(code, Some(0), "{text}");
+    let status: i32 = text
+        .trim()
+        .strip_prefix("read=")
+        .expect(&text)
+        .parse()
+        .unwrap();
+    assert!(
+        status > 128,
+        "read timed out with a status above 128: {text}"
+    );
+    assert!(secs <= 1.5, "bash's read -t 1 came back after {secs:.1}s");
     // A signal that kills ends it too (`timeout` sends TERM), and so does Ctrl-C.
     for signal in ["TERM", "INT"] {
         let (code, _, secs) = timed(&m, &format!("timeout -s {signal} 1 cat {t}/wait"));
