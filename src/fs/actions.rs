@@ -122,11 +122,11 @@ pub struct Actions {
 }
 
 fn record(files: &RunFiles, message: &str) {
-    let path = files.error();
-    if let Some(dir) = path.parent() {
+    if let Some(dir) = files.error().parent() {
         let _ = std::fs::create_dir_all(dir);
     }
-    let _ = std::fs::write(&path, format!("{message}\n"));
+    // Swapped in whole, so a reader of `error` never sees it half written.
+    files.record_error(message);
 }
 
 impl Actions {
