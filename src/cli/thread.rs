@@ -275,6 +275,7 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             };
             let progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
             let started = std::time::Instant::now();
+            let mut warm = step::Warm::default();
             for n in 1..=max_steps {
                 if progress {
                     eprintln!(
@@ -282,7 +283,7 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
                         started.elapsed()
                     );
                 }
-                let stepped = step::step(&store, &config, &id, &options)?;
+                let stepped = step::step_warm(&store, &config, &id, &options, &mut warm)?;
                 print_stepped(out, &stepped)?;
                 out.flush()?;
                 if stepped.done || stepped.awaiting {

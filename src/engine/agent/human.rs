@@ -144,6 +144,7 @@ pub fn answer(
                 &agent,
                 hash,
                 None,
+                None,
             )?)
         });
     match &outcome {

@@ -142,6 +142,15 @@ pub struct StepOptions {
     pub passthrough: bool,
 }
 
+/// What a process that runs many steps of one thread (`uwf thread run`) keeps from one step to
+/// the next: the moderator and its converted context at the head it published last. A step
+/// whose thread is still at that head starts from them instead of compiling the conditions and
+/// converting the whole history again, and need not re-read the nodes it verified a moment ago.
+#[derive(Default)]
+pub struct Warm {
+    last: Option<(Hash, Moderator, Input)>,
+}
+
 /// Runs one step of thread `id`.
 pub fn step(
     store: &Store,
@@ -149,12 +158,34 @@ pub fn step(
     id: &str,
     options: &StepOptions,
 ) -> Result<Stepped, StepError> {
+    step_warm(store, config, id, options, &mut Warm::default())
+}
+
+/// Runs one step of thread `id`, starting from and leaving what the next step can reuse in
+/// `warm` (see [`Warm`]).
+pub fn step_warm(
+    store: &Store,
+    config: &Loaded,
+    id: &str,
+    options: &StepOptions,
+    warm: &mut Warm,
+) -> Result<Stepped, StepError> {
     let files = RunFiles::new(store.root(), id);
     let lock = files.try_lock()?;
     // A kill under way waits for this lock to archive the thread: start nothing.
     files.check_not_killing()?;
+    crate::profile::mark("step: locked");
     let mut started = None;
-    let result = step_locked(store, config, id, options, &files, &lock, &mut started);
+    let result = step_locked(
+        store,
+        config,
+        id,
+        options,
+        &files,
+        &lock,
+        &mut started,
+        warm,
+    );
     match &result {
         Ok(stepped) => lock.record_success(&stepped.to_json()),
         Err(e) => lock.record_failure(&crate::advice::with_hints(e)),
@@ -176,6 +207,7 @@ pub fn step(
         }
     }
     drop(lock);
+    crate::profile::mark("step: recorded, unlocked");
     // The run file keeps the agent's last stderr lines with the error; a caller that passed
     // that stderr through has shown them already, and saying them twice buries the reason.
     result.map_err(|e| {
@@ -204,6 +236,7 @@ struct Started {
     role: String,
 }
 
+#[allow(clippy::too_many_arguments)]
 fn step_locked(
     store: &Store,
     config: &Loaded,
@@ -212,6 +245,7 @@ fn step_locked(
     files: &RunFiles,
     lock: &run_files::StepLock,
     started: &mut Option<Started>,
+    warm: &mut Warm,
 ) -> Result<Stepped, StepError> {
     let root = store.root();
     let mut info = RunInfo {
@@ -224,7 +258,16 @@ fn step_locked(
     };
     lock.set_info(&info);
     let view = Current::load(store, id)?;
-    view.verify_base(store, id)?;
+    crate::profile::mark("step: view loaded");
+    // Still at the head this process published: its nodes were verified as it moved there.
+    let kept = match warm.last.take() {
+        Some((head, moderator, context)) if head == view.head() => Some((moderator, context)),
+        _ => None,
+    };
+    if kept.is_none() {
+        view.verify_base(store, id)?;
+    }
+    crate::profile::mark("step: base verified");
     // The moderator and its context (converted on the evaluation worker from the moment this
     // runs): the decision after this step needs the context with one more step, appended once
     // the agent has written it. The previous step usually decided this step's role already (see
@@ -235,12 +278,15 @@ fn step_locked(
         context.prepare();
         Ok((moderator, context))
     };
-    let mut prepared = None;
+    let mut prepared = kept.map(Ok);
     let next =
         match decisions::cached_next(store, view.workflow_hash(), &view.workflow, view.head()) {
             Some(next) => next,
             None => {
-                let (moderator, context) = prepare()?;
+                let (moderator, context) = match prepared.take() {
+                    Some(kept) => kept?,
+                    None => prepare()?,
+                };
                 let next = moderator
                     .decide_prepared(view.history.position(), &context)?
                     .next;
@@ -261,6 +307,7 @@ fn step_locked(
     }
     let role = next;
     view.verify_schema(store, id, &role)?;
+    crate::profile::mark("step: role decided, schema verified");
     let spec = config
         .config
         .resolve_agent(options.agent.as_deref(), &view.workflow.name, &role)?;
@@ -299,6 +346,7 @@ fn step_locked(
         step,
         role: role.clone(),
     });
+    crate::profile::mark("step: agent resolved, started event");
 
     // The thread log only grows: a header, then the agent's output as it arrives.
     let log = Arc::new(StepLog::begin(
@@ -311,7 +359,9 @@ fn step_locked(
     if let Some(builtin) = InProcess::of(&spec) {
         // This binary's own `agent dry`/`agent script`: the same function, without a process.
         let prepared = prepared.unwrap_or_else(prepare)?;
+        crate::profile::mark("step: moderator prepared");
         let hash = builtin.run(store, &config.config, id, &role);
+        crate::profile::mark("step: built-in agent ran");
         if let Err(e) = &hash {
             log.line(&format!("error: {}", crate::advice::with_hints(e)));
         }
@@ -320,7 +370,16 @@ fn step_locked(
             agent: spec.name.clone(),
             source: Box::new(source),
         })?;
-        return publish(store, id, &view, &role, &spec.name, hash, Some(prepared));
+        return publish(
+            store,
+            id,
+            &view,
+            &role,
+            &spec.name,
+            hash,
+            Some(prepared),
+            Some(warm),
+        );
     }
     let invocation = Invocation {
         spec: &spec,
@@ -364,6 +423,7 @@ fn step_locked(
         &spec.name,
         hash,
         Some((moderator, context)),
+        Some(warm),
     )
 }
 
@@ -371,7 +431,9 @@ fn step_locked(
 /// moderator chose as `role`: verifies the node (SPEC §5.3 step 5), moves the head by
 /// compare-and-set (the commit point), extends the chain cache, decides again and archives the
 /// thread if it is at `$END`. The caller holds the step lock. `prepared` is the moderator and
-/// its context at `view`, when the caller has them.
+/// its context at `view`, when the caller has them; `warm`, when given, keeps them at the new
+/// head for the next step.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn publish(
     store: &Store,
     id: &str,
@@ -380,6 +442,7 @@ pub(crate) fn publish(
     agent: &str,
     hash: Hash,
     prepared: Option<(Moderator, Input)>,
+    warm: Option<&mut Warm>,
 ) -> Result<Stepped, StepError> {
     verify(store, view, role, hash).map_err(|reason| StepError::Rejected {
         agent: agent.to_owned(),
@@ -394,14 +457,18 @@ pub(crate) fn publish(
             (moderator, context)
         }
     };
+    crate::profile::mark("publish: verified");
     index::compare_and_set(store.root(), id, view.head(), hash)?;
+    crate::profile::mark("publish: head moved");
 
     // Evaluate again: a thread whose next position is `$END` is archived now. The step itself
     // succeeded; if routing cannot decide now, the next step reports why.
     // The previous head's cache files are taken over by the new head's (no inode freed).
     let (_, added) = chain::extend_history(store, id, &view.history, hash)?;
     context.append("steps", added.context_json());
-    let done = match moderator.decide_prepared(&added.role, &context) {
+    crate::profile::mark("publish: chain extended");
+    let decided = moderator.decide_prepared(&added.role, &context);
+    let done = match &decided {
         Ok(d) => {
             let (wf, retired) = (view.workflow_hash(), (id, view.head()));
             decisions::remember(store, wf, &view.workflow, hash, &d.next, retired);
@@ -412,6 +479,13 @@ pub(crate) fn publish(
             false
         }
     };
+    if let Some(warm) = warm
+        && decided.is_ok()
+        && !done
+    {
+        warm.last = Some((hash, moderator, context));
+    }
+    crate::profile::mark("publish: next decided");
     if done {
         archive(store, id, view.workflow_hash(), "done")?;
     }
@@ -485,6 +559,7 @@ pub fn publish_node(store: &Store, hash: Hash) -> Result<Stepped, StepError> {
         &step.agent,
         hash,
         Some((moderator, context)),
+        None,
     )
     .map_err(|e| match e {
         // Said of a node the user names, not of an agent's answer.
