@@ -453,11 +453,12 @@ fn run_steps(store: &Store, id: &str, action: Action, cancel: &AtomicBool, chang
     } else {
         1
     };
+    let mut warm = step::Warm::default();
     for _ in 0..max {
         if cancel.load(Ordering::SeqCst) {
             return;
         }
-        let result = step::step(store, &config, id, &options);
+        let result = step::step_warm(store, &config, id, &options, &mut warm);
         // Before the job ends (and `wait` returns): the views must see the new head.
         changed.fetch_add(1, Ordering::SeqCst);
         match result {

@@ -274,6 +274,7 @@ fn run_child(
     };
     let files = RunFiles::new(store.root(), id);
     let mut steps = 0;
+    let mut warm = step::Warm::default();
     loop {
         match index::state(store.root(), id)? {
             State::Archived(a) if a.status == "done" => return Ok(a.head),
@@ -297,7 +298,7 @@ fn run_child(
                 steps,
             });
         }
-        match step::step(store, config, id, &options) {
+        match step::step_warm(store, config, id, &options, &mut warm) {
             Ok(s) if s.awaiting => {}
             Ok(_) => steps += 1,
             // Someone else (the mount, a person's `thread step`) is stepping it: wait.
