@@ -75,7 +75,15 @@ fn two_hundred_killed_runs_never_leave_a_corrupt_head() {
     let mut last = String::new();
     for i in 0..200u64 {
         let mut child = Command::new(&bin)
-            .args(["thread", "run", &id, "--agent", "dry", "--max-steps", "1000"])
+            .args([
+                "thread",
+                "run",
+                &id,
+                "--agent",
+                "dry",
+                "--max-steps",
+                "1000",
+            ])
             .env("UWF_STORAGE_ROOT", env.root())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -98,13 +106,18 @@ fn two_hundred_killed_runs_never_leave_a_corrupt_head() {
         }
     }
     assert!(kills >= 190, "only {kills} of 200 runs were killed mid-way");
-    assert!(moved > 50, "the head moved only {moved} times: the kills came too early");
+    assert!(
+        moved > 50,
+        "the head moved only {moved} times: the kills came too early"
+    );
     // No node is missing or damaged. A kill between a node's publication and its line in the
     // type index leaves only that derived index behind, which `--repair` rebuilds.
     let fsck = env.run(&["cas", "fsck"]);
     let report = String::from_utf8_lossy(&fsck.stdout);
     assert!(
-        report.lines().all(|l| l.starts_with("ok:") || l.starts_with("derived ")),
+        report
+            .lines()
+            .all(|l| l.starts_with("ok:") || l.starts_with("derived ")),
         "{report}"
     );
     env.ok(&["cas", "fsck", "--repair"]);
