@@ -11,7 +11,9 @@ use std::time::Instant;
 use serde_json::Value;
 
 use crate::cas::{Hash, Store};
+use crate::engine::thread::chain::History;
 use crate::engine::thread::view::{self, ThreadView};
+use crate::engine::workflow::Workflow;
 
 use crate::engine::config::Config;
 
@@ -82,9 +84,21 @@ fn stderr_note(tail: &str) -> String {
 
 /// `uwf agent dry`: the smallest schema-valid output.
 pub fn dry(store: &Store, thread: &str, role: &str) -> Result<Hash, BuiltinError> {
-    let t = Instant::now();
     let (history, workflow) = view::load_light(store, thread)?;
-    let target = history.target(&workflow);
+    dry_at(store, thread, role, &history, &workflow)
+}
+
+/// [`dry`] for a thread whose history and workflow the caller has loaded (a step running it
+/// in process).
+pub fn dry_at(
+    store: &Store,
+    thread: &str,
+    role: &str,
+    history: &History,
+    workflow: &Workflow,
+) -> Result<Hash, BuiltinError> {
+    let t = Instant::now();
+    let target = history.target(workflow);
     let schema_hash = target.role_schema(role)?;
     let schema = store.schema(schema_hash).map_err(SubmitError::from)?;
     let output = minimal(schema.schema());
@@ -121,6 +135,20 @@ pub fn script(
     thread: &str,
     role: &str,
 ) -> Result<Hash, BuiltinError> {
+    let (history, workflow) = view::load_light(store, thread)?;
+    script_at(store, config, file, (thread, role), &history, &workflow)
+}
+
+/// [`script`] for a thread whose history and workflow the caller has loaded (a step running it
+/// in process).
+pub fn script_at(
+    store: &Store,
+    config: &Config,
+    file: &Path,
+    (thread, role): (&str, &str),
+    history: &History,
+    workflow: &Workflow,
+) -> Result<Hash, BuiltinError> {
     let t = Instant::now();
     let path = file.display().to_string();
     let text = std::fs::read_to_string(file).map_err(|e| BuiltinError::Script {
@@ -140,8 +168,7 @@ pub fn script(
                 path: path.clone(),
                 role: role.to_owned(),
             })?;
-    let (history, workflow) = view::load_light(store, thread)?;
-    let target = history.target(&workflow);
+    let target = history.target(workflow);
     let visit = history.visits(role);
     let entry = &entries[visit.min(entries.len() - 1)];
     let mut submission = Submission {

@@ -14,6 +14,8 @@ use crate::engine::agent::builtin::{self, BuiltinError};
 use crate::engine::agent::resolve::AgentSpec;
 use crate::engine::agent::spawn::program_path;
 use crate::engine::config::Config;
+use crate::engine::thread::chain::History;
+use crate::engine::workflow::Workflow;
 
 /// A built-in agent the step can run itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,16 +49,20 @@ impl InProcess {
     }
 
     /// Plays `role` of thread `thread`; returns the step hash, as `uwf agent <kind>` prints it.
+    /// Plays `role` on `thread`, whose history and workflow the step has loaded.
     pub fn run(
         &self,
         store: &Store,
         config: &Config,
-        thread: &str,
-        role: &str,
+        (thread, role): (&str, &str),
+        history: &History,
+        workflow: &Workflow,
     ) -> Result<Hash, BuiltinError> {
         match self {
-            InProcess::Dry => builtin::dry(store, thread, role),
-            InProcess::Script { file } => builtin::script(store, config, file, thread, role),
+            InProcess::Dry => builtin::dry_at(store, thread, role, history, workflow),
+            InProcess::Script { file } => {
+                builtin::script_at(store, config, file, (thread, role), history, workflow)
+            }
         }
     }
 }

@@ -148,7 +148,14 @@ pub struct StepOptions {
 /// converting the whole history again, and need not re-read the nodes it verified a moment ago.
 #[derive(Default)]
 pub struct Warm {
-    last: Option<(Hash, Moderator, Input)>,
+    last: Option<Kept>,
+}
+
+/// The thread as a step left it: its view at the new head, and the moderator with its context.
+struct Kept {
+    view: Current,
+    moderator: Moderator,
+    context: Input,
 }
 
 /// Runs one step of thread `id`.
@@ -257,13 +264,15 @@ fn step_locked(
         agent_start: None,
     };
     lock.set_info(&info);
-    let view = Current::load(store, id)?;
-    crate::profile::mark("step: view loaded");
-    // Still at the head this process published: its nodes were verified as it moved there.
-    let kept = match warm.last.take() {
-        Some((head, moderator, context)) if head == view.head() => Some((moderator, context)),
-        _ => None,
+    // Still at the head this process published: its view is the one the step left, and its
+    // nodes were verified as it moved there.
+    let (view, kept) = match warm.last.take() {
+        Some(k) if index::active_head(store.root(), id)? == k.view.head() => {
+            (k.view, Some((k.moderator, k.context)))
+        }
+        _ => (Current::load(store, id)?, None),
     };
+    crate::profile::mark("step: view loaded");
     if kept.is_none() {
         view.verify_base(store, id)?;
     }
@@ -360,7 +369,13 @@ fn step_locked(
         // This binary's own `agent dry`/`agent script`: the same function, without a process.
         let prepared = prepared.unwrap_or_else(prepare)?;
         crate::profile::mark("step: moderator prepared");
-        let hash = builtin.run(store, &config.config, id, &role);
+        let hash = builtin.run(
+            store,
+            &config.config,
+            (id, &role),
+            &view.history,
+            &view.workflow,
+        );
         crate::profile::mark("step: built-in agent ran");
         if let Err(e) = &hash {
             log.line(&format!("error: {}", crate::advice::with_hints(e)));
@@ -464,7 +479,7 @@ pub(crate) fn publish(
     // Evaluate again: a thread whose next position is `$END` is archived now. The step itself
     // succeeded; if routing cannot decide now, the next step reports why.
     // The previous head's cache files are taken over by the new head's (no inode freed).
-    let (_, added) = chain::extend_history(store, id, &view.history, hash)?;
+    let (history, added) = chain::extend_history(store, id, &view.history, hash)?;
     context.append("steps", added.context_json());
     crate::profile::mark("publish: chain extended");
     let decided = moderator.decide_prepared(&added.role, &context);
@@ -483,7 +498,15 @@ pub(crate) fn publish(
         && decided.is_ok()
         && !done
     {
-        warm.last = Some((hash, moderator, context));
+        let view = Current {
+            history,
+            workflow: view.workflow.clone(),
+        };
+        warm.last = Some(Kept {
+            view,
+            moderator,
+            context,
+        });
     }
     crate::profile::mark("publish: next decided");
     if done {
