@@ -9,3 +9,4 @@ pub mod engine;
 pub mod file_util;
 pub mod fs;
 pub mod pg;
+pub mod profile;

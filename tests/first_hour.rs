@@ -126,6 +126,22 @@ fn an_ambiguous_thread_prefix_lists_the_candidates() {
     assert!(err.contains("hint: give more of the id"), "{err}");
 }
 
+#[test]
+fn a_thread_prefix_shorter_than_four_symbols_is_refused_even_when_unique() {
+    let env = Env::new();
+    put_example(&env, "solve-issue");
+    let id = start_thread(&env, "solve-issue", "one");
+    let err = env.fails(&["thread", "show", &id[..3]], 1);
+    assert!(err.contains("is too short to name a thread"), "{err}");
+    assert!(
+        err.contains("hint: name a thread by its id or a unique prefix of 4"),
+        "{err}"
+    );
+    // Four symbols are enough.
+    let shown = common::json(&env.ok(&["thread", "show", &id[..4], "--json"]));
+    assert_eq!(shown["thread"], id.as_str(), "{shown}");
+}
+
 // Problem 3: failures are never hidden, and said once.
 
 #[test]

@@ -1066,6 +1066,107 @@ fn touch_and_echo_each_start_exactly_one_step_and_wait_waits() {
     );
 }
 
+/// A `tail -f` of a file in the mount, killed (and reaped) when dropped, so that no reader
+/// keeps the mount busy when a test ends, also on panic.
+struct Follower {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<(Duration, String)>,
+}
+
+impl Follower {
+    fn start(path: &Path, since: Instant) -> Follower {
+        let mut child = Command::new("tail")
+            .args(["-n", "+1", "-f"])
+            .arg(path)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start tail -f");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send((since.elapsed(), line)).is_err() {
+                    break;
+                }
+            }
+        });
+        Follower { child, lines }
+    }
+
+    /// Waits (at most 20 s) for a line equal to `wanted`; returns when it arrived.
+    fn until(&self, wanted: &str, seen: &mut Vec<String>) -> Duration {
+        loop {
+            let (at, line) = self
+                .lines
+                .recv_timeout(Duration::from_secs(20))
+                .unwrap_or_else(|_| {
+                    panic!("tail -f never printed {wanted:?}; it printed {seen:?}")
+                });
+            seen.push(line.clone());
+            if line == wanted {
+                return at;
+            }
+        }
+    }
+}
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn tail_f_of_the_log_shows_an_agents_first_line_before_its_step_ends() {
+    if !common::has(
+        "tail_f_of_the_log_shows_an_agents_first_line_before_its_step_ends",
+        &[Need::Fuse, Need::Tool("tail")],
+    ) {
+        return;
+    }
+    let env =
+        loop_env("echo \"first line from $2\" >&2\nsleep 3\necho \"second line from $2\" >&2");
+    let id = thread_of(&env.ok(&["thread", "start", "loop", "-p", "slowly"]));
+    let m = Mounted::start(&env, "tail-log", &[]);
+    let t = format!("threads/{id}");
+    let started = Instant::now();
+    // Declared after the mount, so dropped (killed) before it unmounts.
+    let tail = Follower::start(&m.path(&format!("{t}/log")), started);
+    m.ok(&format!("touch {t}/step"));
+    let mut seen = Vec::new();
+    let first_at = tail.until("first line from planner", &mut seen);
+    let wait = m.ok(&format!("cat {t}/wait"));
+    let step_ended = started.elapsed();
+    assert_eq!(common::json(&wait)["role"], "planner", "{wait}");
+    // The agent slept 3 s after its first line: tail (polling a FUSE file once a second)
+    // printed it well before the step ended.
+    eprintln!("first line at {first_at:?}, the step ended at {step_ended:?}");
+    assert!(
+        first_at + Duration::from_millis(1500) < step_ended,
+        "first line at {first_at:?}, the step ended at {step_ended:?}"
+    );
+    assert!(
+        seen[0].starts_with("── step 1 · planner · agent scripted · "),
+        "{seen:?}"
+    );
+    tail.until("second line from planner", &mut seen);
+    // The next step appends under its own header; the file is never truncated, so tail -f
+    // follows the whole run without "file truncated".
+    m.ok(&format!("touch {t}/step"));
+    tail.until("first line from reviewer", &mut seen);
+    let headers: Vec<&String> = seen.iter().filter(|l| l.starts_with("── step ")).collect();
+    assert_eq!(headers.len(), 2, "{seen:?}");
+    assert!(
+        headers[1].starts_with("── step 2 · reviewer · "),
+        "{seen:?}"
+    );
+    m.ok(&format!("cat {t}/wait"));
+}
+
 #[test]
 fn a_slow_step_is_busy_logs_as_it_goes_and_can_be_killed() {
     if !common::has(
@@ -1565,6 +1666,23 @@ fn a_blocked_wait_ends_with_eintr_on_a_caught_signal() {
         .parse()
         .unwrap();
     assert!(secs <= 1.5, "python's alarm came after {secs:.1}s");
+    // bash's own timeout works where its input is a pipe, the form the mount's README gives.
+    let (code, text, secs) = timed(
+        &m,
+        &format!("read -t 1 x < <(cat {t}/wait 2>/dev/null); echo \"read=$?\""),
+    );
+    assert_eq!(code, Some(0), "{text}");
+    let status: i32 = text
+        .trim()
+        .strip_prefix("read=")
+        .expect(&text)
+        .parse()
+        .unwrap();
+    assert!(
+        status > 128,
+        "read timed out with a status above 128: {text}"
+    );
+    assert!(secs <= 1.5, "bash's read -t 1 came back after {secs:.1}s");
     // A signal that kills ends it too (`timeout` sends TERM), and so does Ctrl-C.
     for signal in ["TERM", "INT"] {
         let (code, _, secs) = timed(&m, &format!("timeout -s {signal} 1 cat {t}/wait"));

@@ -74,3 +74,38 @@ fn in_process_built_ins_write_the_same_nodes_as_spawned_ones() {
         assert_eq!(inside, spawned, "{agent}");
     }
 }
+
+/// `thread run` keeps the moderator and the view between steps (`step::Warm`); when another
+/// process moved the head in between, the next step notices and starts from the new head.
+#[test]
+fn a_warm_run_starts_from_a_head_another_process_moved() {
+    use uwf::engine::thread::step::{self, StepOptions, Warm};
+    let env = Env::new();
+    put_example(&env, "solve-issue");
+    let id = common::start_thread(&env, "solve-issue", "Fix the login bug");
+    let store = uwf::cas::Store::open(&env.root()).unwrap();
+    let config = uwf::engine::config::load(&env.root()).unwrap();
+    let options = StepOptions {
+        agent: Some("dry".into()),
+        passthrough: false,
+    };
+    let mut warm = Warm::default();
+    let first = step::step_warm(&store, &config, &id, &options, &mut warm).unwrap();
+    // Another process takes the next step.
+    let second = json(&env.ok(&["thread", "step", &id, "--agent", "dry"]));
+    let third = step::step_warm(&store, &config, &id, &options, &mut warm).unwrap();
+    let steps: Vec<serde_json::Value> = env
+        .ok(&["thread", "steps", &id])
+        .lines()
+        .map(json)
+        .collect();
+    assert_eq!(steps.len(), 3, "{steps:?}");
+    assert_eq!(steps[0]["hash"], first.head.to_string().as_str());
+    assert_eq!(steps[1]["hash"], second["head"]);
+    assert_eq!(steps[2]["hash"], third.head.to_string().as_str());
+    // And a warm step right after its own publication goes on from there.
+    let fourth = step::step_warm(&store, &config, &id, &options, &mut warm).unwrap();
+    let head = json(&env.ok(&["thread", "show", &id]))["head"].clone();
+    assert_eq!(head, fourth.head.to_string().as_str());
+    assert_eq!(env.ok(&["thread", "steps", &id]).lines().count(), 4);
+}

@@ -106,7 +106,7 @@ fn a_full_disk_leaves_whole_run_files_and_says_write() {
         .as_str()
         .unwrap()
         .to_owned();
-    let filler = disk.fill();
+    disk.fill();
 
     // A step cannot write its nodes: it fails, and its run files stay whole.
     let err = env.fails(&["thread", "step", &id, "--agent", "dry"], 1);
@@ -121,8 +121,15 @@ fn a_full_disk_leaves_whole_run_files_and_says_write() {
         );
     }
 
-    // An index write (starting the same thread again writes no node — its start node exists —
-    // only threads.yaml) says what failed, once.
+    // An index write that needs no new block succeeds: threads.yaml is rewritten through its
+    // spare, whose blocks are already there (starting the same thread again writes no node —
+    // its start node exists — only threads.yaml).
+    let again = start_thread(&env, "counter", "p");
+    assert_ne!(again, id);
+    // One that needs a new block says what failed, once: the spare is gone (as in a store's
+    // first write), so writing threads.yaml needs space.
+    std::fs::remove_file(env.root().join("locks").join("threads.yaml.spare")).unwrap();
+    let filler = disk.fill();
     let err = env.fails(&["thread", "start", "counter", "-p", "p"], 1);
     assert!(err.contains("cannot write temp file for"), "{err}");
     assert!(err.contains("threads.yaml"), "{err}");

@@ -116,10 +116,13 @@ uwf cas has 2DHW2FP49YVD3 && echo present\n  uwf cas fsck\n  uwf cas gc --dry-ru
 
 /// Runs the CLI and returns the process exit code.
 pub fn main() -> ExitCode {
+    crate::profile::start();
     crate::engine::agent::spawn::arm_parent_death();
     let cli = Cli::parse();
+    crate::profile::mark("parsed the command line");
     let mut out = Out::stdout(cli.json, cli.quiet);
     let result = run(cli, &mut out).and_then(|()| Ok(out.flush()?));
+    crate::profile::mark("done");
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => err.report(),

@@ -13,7 +13,6 @@ use crate::cli::error::{CliResult, CommandError, Context, bail, user_error};
 use crate::engine::agent::human;
 use crate::engine::config;
 use crate::engine::index_files;
-use crate::engine::session::Session;
 use crate::engine::thread::chain::{self, Entry};
 use crate::engine::thread::lifecycle;
 use crate::engine::thread::render;
@@ -276,8 +275,7 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             };
             let progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
             let started = std::time::Instant::now();
-            // One session: each step reuses what the one before it kept warm.
-            let mut session = Session::new(&store, &config);
+            let mut warm = step::Warm::default();
             for n in 1..=max_steps {
                 if progress {
                     eprintln!(
@@ -285,7 +283,7 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
                         started.elapsed()
                     );
                 }
-                let stepped = session.step(&id, &options)?;
+                let stepped = step::step_warm(&store, &config, &id, &options, &mut warm)?;
                 print_stepped(out, &stepped)?;
                 out.flush()?;
                 if stepped.done || stepped.awaiting {

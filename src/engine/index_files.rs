@@ -94,14 +94,17 @@ pub struct Archived {
 }
 
 fn read_optional(path: &Path) -> Result<Option<String>, IndexError> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => Ok(Some(text)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(source) => Err(IndexError::Io {
-            path: path.to_path_buf(),
-            source,
-        }),
-    }
+    let io = |source| IndexError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    // Settled: `threads.yaml` is rewritten in place as the spare of the next write.
+    let Some(bytes) = crate::file_util::read_settled(path).map_err(io)? else {
+        return Ok(None);
+    };
+    String::from_utf8(bytes)
+        .map(Some)
+        .map_err(|e| io(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))
 }
 
 fn read_yaml<T: serde::de::DeserializeOwned + Default>(path: &Path) -> Result<T, IndexError> {
@@ -222,8 +225,19 @@ where
     let mut value: T = read_yaml(&path)?;
     let result = change(&mut value)?;
     let text = serde_yaml::to_string(&value).expect("index files serialize to YAML");
-    write_file(root, &path, text.as_bytes())?;
+    write_locked(root, file, text.as_bytes())?;
     Ok(result)
+}
+
+/// Replaces index file `name` (`threads.yaml`) durably, as [`write_file`] does, but without
+/// allocating or freeing an inode: the bytes go into `locks/<name>.spare`, which is synced and
+/// then swaps names with the file (`file_util::replace_recycling_durable`). The caller holds
+/// [`lock`]`(root, name)`, which serialises the writers of the spare; readers read the file
+/// with `file_util::read_settled` (see [`read_threads`]).
+pub fn write_locked(root: &Path, name: &str, bytes: &[u8]) -> Result<(), IndexError> {
+    let spare = locks_dir(root).join(format!("{name}.spare"));
+    crate::file_util::replace_recycling_durable(&spare, &root.join(name), bytes)?;
+    Ok(())
 }
 
 /// Replaces a file under the storage root atomically (temp file in `cas/tmp`, fsync, rename).

@@ -1,5 +1,5 @@
 //! What a process that takes many steps keeps warm between them (issue #17): `uwf thread run`,
-//! a sub-workflow's child steps, and any long-lived caller of [`Session::step`].
+//! a sub-workflow's child steps, the mount's runs — any caller of [`crate::engine::thread::step::step_warm`].
 //!
 //! A one-shot `uwf thread step` reads the thread's head, its cached history and its workflow,
 //! re-reads and re-hashes the nodes the step builds on, compiles the moderator and converts the
@@ -16,47 +16,20 @@
 //! drops it and the step starts cold, exactly as a one-shot step does.
 
 use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
 
 use crate::cas::{Hash, Store};
 use crate::engine::agent::in_process::InProcess;
 use crate::engine::agent::resolve::AgentSpec;
-use crate::engine::config::Loaded;
 use crate::engine::thread::chain::{self, History};
-use crate::engine::thread::step::{self, Current, StepError, StepOptions, Stepped};
+use crate::engine::thread::step::Current;
 use crate::engine::workflow::decisions;
 use crate::engine::workflow::jsonata::Input;
 use crate::engine::workflow::moderator::Moderator;
 
-/// A store and config shared by many steps, with what they keep warm between them.
-pub struct Session<'a> {
-    store: &'a Store,
-    config: &'a Loaded,
-    warm: Warm,
-}
-
-impl Drop for Session<'_> {
-    fn drop(&mut self) {
-        self.warm.flush(self.store);
-    }
-}
-
-impl<'a> Session<'a> {
-    pub fn new(store: &'a Store, config: &'a Loaded) -> Session<'a> {
-        Session {
-            store,
-            config,
-            warm: Warm::default(),
-        }
-    }
-
-    /// Runs one step of thread `id`, as [`step::step`] does, reusing what earlier steps of this
-    /// session kept.
-    pub fn step(&mut self, id: &str, options: &StepOptions) -> Result<Stepped, StepError> {
-        step::step_warm(self.store, self.config, id, options, &mut self.warm)
-    }
-}
-
-/// What the steps of one process keep between them (see the module doc).
+/// What the steps of one process keep between them (see the module doc): a caller taking many
+/// steps makes one and hands it to every [`crate::engine::thread::step::step_warm`]; dropping it writes the cache files
+/// it still owes.
 #[derive(Default)]
 pub struct Warm {
     /// The thread published last, at its new head.
@@ -82,15 +55,16 @@ pub(crate) struct Saved<'a> {
 }
 
 impl Saved<'_> {
-    /// Writes the cache files now (best effort: they only save time).
-    pub(crate) fn write(&self, store: &Store) {
+    /// Writes the cache files now under the storage root `root` (best effort: they only save
+    /// time).
+    pub(crate) fn write(&self, root: &Path) {
         let head = self.history.head();
-        chain::save_history(store, self.thread, self.history, self.retired);
+        chain::save_history(root, self.thread, self.history, self.retired);
         match &self.decision {
             Some((workflow, next)) => {
-                decisions::write(store, *workflow, head, next, (self.thread, self.retired))
+                decisions::write(root, *workflow, head, next, (self.thread, self.retired))
             }
-            None => decisions::forget(store, self.retired),
+            None => decisions::forget_in(root, self.retired),
         }
     }
 }
@@ -101,6 +75,7 @@ impl Saved<'_> {
 /// last head whose files were written), so writing them late, or never (a killed process),
 /// costs time and never correctness.
 struct Pending {
+    root: PathBuf,
     thread: String,
     /// The head whose cache files are on disk: retired when the pending ones are written.
     retired: Hash,
@@ -119,16 +94,22 @@ pub(crate) struct Kept {
     pub(crate) next: Option<String>,
 }
 
+impl Drop for Warm {
+    fn drop(&mut self) {
+        self.flush();
+    }
+}
+
 impl Warm {
     /// What was kept for thread `id`, if its head is still `head`. Taken: a step that fails
     /// midway leaves nothing behind. Pending cache files of any other head are written now.
-    pub(crate) fn take(&mut self, store: &Store, id: &str, head: Hash) -> Option<Kept> {
+    pub(crate) fn take(&mut self, id: &str, head: Hash) -> Option<Kept> {
         if self
             .pending
             .as_ref()
             .is_some_and(|p| p.thread != id || p.history.head() != head)
         {
-            self.flush(store);
+            self.flush();
         }
         let kept = self.kept.take()?;
         (kept.id == id && kept.view.head() == head).then_some(kept)
@@ -143,11 +124,12 @@ impl Warm {
         let retired = match &self.pending {
             Some(p) if continues => p.retired,
             _ => {
-                self.flush(store);
+                self.flush();
                 saved.retired
             }
         };
         self.pending = Some(Pending {
+            root: store.root().to_path_buf(),
             thread: saved.thread.to_owned(),
             retired,
             history: saved.history.clone(),
@@ -156,7 +138,7 @@ impl Warm {
     }
 
     /// Writes the pending cache files.
-    pub(crate) fn flush(&mut self, store: &Store) {
+    pub(crate) fn flush(&mut self) {
         if let Some(p) = self.pending.take() {
             let saved = Saved {
                 thread: &p.thread,
@@ -164,7 +146,7 @@ impl Warm {
                 history: &p.history,
                 decision: p.decision,
             };
-            saved.write(store);
+            saved.write(&p.root);
         }
     }
 
@@ -195,6 +177,8 @@ impl Warm {
 mod tests {
     use super::*;
     use crate::cas::store::now_ms;
+    use crate::engine::config::Loaded;
+    use crate::engine::thread::step::{self, StepOptions, Stepped};
     use crate::engine::thread::{chain, lifecycle};
     use crate::engine::workflow::{self, registry};
 
@@ -227,18 +211,18 @@ tick: [ { role: tick, condition: more }, { role: $END, condition: null } ]\n";
                 .prev
         };
 
-        let mut session = Session::new(&store, &config);
-        let first = session.step(&id, &options).unwrap();
+        let mut warm = Warm::default();
+        let first = step::step_warm(&store, &config, &id, &options, &mut warm).unwrap();
         assert_eq!(prev(&first), None);
         // Another process steps the thread: the session's kept head is stale and must not be
         // built on (its step would continue the first step and lose the race for the head).
         let second = step::step(&store, &config, &id, &options).unwrap();
         assert_eq!(prev(&second), Some(first.head));
-        let third = session.step(&id, &options).unwrap();
+        let third = step::step_warm(&store, &config, &id, &options, &mut warm).unwrap();
         assert_eq!(prev(&third), Some(second.head));
         // The fourth step is taken warm, and the decision after it reads the context the
         // session kept with the new step appended: `$count(steps) < 4` is false there.
-        let fourth = session.step(&id, &options).unwrap();
+        let fourth = step::step_warm(&store, &config, &id, &options, &mut warm).unwrap();
         assert_eq!(prev(&fourth), Some(third.head));
         assert!(fourth.done, "{fourth:?}");
         assert_eq!(
@@ -277,15 +261,15 @@ tick: [ { role: tick, condition: more }, { role: $END, condition: null } ]\n";
         // A lone step writes its head's files before it returns.
         let first = step::step(&store, &config, &id, &options).unwrap();
         assert!(cached("chains").contains(&file(first.head)));
-        let mut session = Session::new(&store, &config);
-        session.step(&id, &options).unwrap();
-        let third = session.step(&id, &options).unwrap();
+        let mut warm = Warm::default();
+        step::step_warm(&store, &config, &id, &options, &mut warm).unwrap();
+        let third = step::step_warm(&store, &config, &id, &options, &mut warm).unwrap();
         // Mid-run the files on disk are still the first head's ...
         assert!(cached("chains").contains(&file(first.head)));
         assert!(!cached("chains").contains(&file(third.head)));
         assert!(!cached("decisions").contains(&file(third.head)));
         // ... and when the session ends they are the last head's, and the spare.
-        drop(session);
+        drop(warm);
         let mut expected = vec![file(third.head), format!("{id}.spare")];
         expected.sort();
         assert_eq!(cached("chains"), expected);

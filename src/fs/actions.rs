@@ -122,11 +122,11 @@ pub struct Actions {
 }
 
 fn record(files: &RunFiles, message: &str) {
-    let path = files.error();
-    if let Some(dir) = path.parent() {
+    if let Some(dir) = files.error().parent() {
         let _ = std::fs::create_dir_all(dir);
     }
-    let _ = std::fs::write(&path, format!("{message}\n"));
+    // Swapped in whole, so a reader of `error` never sees it half written.
+    files.record_error(message);
 }
 
 impl Actions {
@@ -453,11 +453,12 @@ fn run_steps(store: &Store, id: &str, action: Action, cancel: &AtomicBool, chang
     } else {
         1
     };
+    let mut warm = step::Warm::default();
     for _ in 0..max {
         if cancel.load(Ordering::SeqCst) {
             return;
         }
-        let result = step::step(store, &config, id, &options);
+        let result = step::step_warm(store, &config, id, &options, &mut warm);
         // Before the job ends (and `wait` returns): the views must see the new head.
         changed.fetch_add(1, Ordering::SeqCst);
         match result {

@@ -67,7 +67,8 @@ pub fn check(text: &[u8], target: &Target) -> Result<Checked, String> {
     if text.trim().is_empty() {
         return Err("the file is empty: nothing to register".to_owned());
     }
-    let checked = workflow::parse(text)
+    // The same file-level checks as `uwf workflow put` (at most 1 MiB, no NUL bytes).
+    let checked = workflow::parse_bytes(text.as_bytes())
         .map_err(|problems| WorkflowError::Invalid { problems }.to_string())?;
     if let Target::Workflow(expected) = target {
         let got = &checked.definition.workflow.name;
@@ -156,5 +157,13 @@ mod tests {
                 .unwrap_err()
                 .contains("YAML does not parse")
         );
+        // The CLI's limits hold here too, although a scratch file may grow larger.
+        let big = format!("name: big\ndescription: \"{}\"\n", "x".repeat(1 << 20));
+        assert!(
+            check(big.as_bytes(), &any)
+                .unwrap_err()
+                .contains("at most 1048576")
+        );
+        assert!(check(b"name: x\0\n", &any).unwrap_err().contains("NUL"));
     }
 }

@@ -88,8 +88,8 @@ pub fn dry(store: &Store, thread: &str, role: &str) -> Result<Hash, BuiltinError
     dry_at(store, thread, role, &history, &workflow)
 }
 
-/// [`dry`] for a thread whose history and workflow the caller has loaded already (a step
-/// running the agent in its own process).
+/// [`dry`] for a thread whose history and workflow the caller has loaded (a step running it
+/// in process).
 pub fn dry_at(
     store: &Store,
     thread: &str,
@@ -136,17 +136,18 @@ pub fn script(
     role: &str,
 ) -> Result<Hash, BuiltinError> {
     let (history, workflow) = view::load_light(store, thread)?;
-    script_at(store, config, file, thread, role, (&history, &workflow))
+    script_at(store, config, file, (thread, role), &history, &workflow)
 }
 
-/// [`script`] for a thread whose history and workflow the caller has loaded already.
+/// [`script`] for a thread whose history and workflow the caller has loaded (a step running it
+/// in process).
 pub fn script_at(
     store: &Store,
     config: &Config,
     file: &Path,
-    thread: &str,
-    role: &str,
-    (history, workflow): (&History, &Workflow),
+    (thread, role): (&str, &str),
+    history: &History,
+    workflow: &Workflow,
 ) -> Result<Hash, BuiltinError> {
     let t = Instant::now();
     let path = file.display().to_string();

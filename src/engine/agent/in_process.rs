@@ -48,9 +48,8 @@ impl InProcess {
         }
     }
 
-    /// Plays `role` of thread `thread`, whose history and workflow the step has loaded (the
-    /// thread's active head is `history`'s, under the step lock); returns the step hash, as
-    /// `uwf agent <kind>` prints it.
+    /// Plays `role` of thread `thread`; returns the step hash, as `uwf agent <kind>` prints it.
+    /// Plays `role` on `thread`, whose history and workflow the step has loaded.
     pub fn run(
         &self,
         store: &Store,
@@ -62,7 +61,7 @@ impl InProcess {
         match self {
             InProcess::Dry => builtin::dry_at(store, thread, role, history, workflow),
             InProcess::Script { file } => {
-                builtin::script_at(store, config, file, thread, role, (history, workflow))
+                builtin::script_at(store, config, file, (thread, role), history, workflow)
             }
         }
     }

@@ -9,7 +9,6 @@
 //! reachable for GC). A child that fails or is killed fails this agent with the child's reason,
 //! so the parent's head does not move. A child waiting for a person is waited for.
 
-use crate::engine::session::Session;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -25,7 +24,7 @@ use crate::engine::thread::index::{self, State, ThreadIndexError};
 use crate::engine::thread::lifecycle::{self, ThreadError};
 use crate::engine::thread::render::{history, stored_body, transcript};
 use crate::engine::thread::run_files::RunFiles;
-use crate::engine::thread::step::{StepError, StepOptions};
+use crate::engine::thread::step::{self, StepError, StepOptions};
 use crate::engine::thread::view::{ThreadView, ViewError};
 use crate::engine::workflow::registry;
 
@@ -274,8 +273,8 @@ fn run_child(
         passthrough: true,
     };
     let files = RunFiles::new(store.root(), id);
-    let mut session = Session::new(store, config);
     let mut steps = 0;
+    let mut warm = step::Warm::default();
     loop {
         match index::state(store.root(), id)? {
             State::Archived(a) if a.status == "done" => return Ok(a.head),
@@ -299,7 +298,7 @@ fn run_child(
                 steps,
             });
         }
-        match session.step(id, &options) {
+        match step::step_warm(store, config, id, &options, &mut warm) {
             Ok(s) if s.awaiting => {}
             Ok(_) => steps += 1,
             // Someone else (the mount, a person's `thread step`) is stepping it: wait.

@@ -12,7 +12,7 @@
 //! head's file is this one with a new header and one more line, so neither parses the steps.
 
 use crate::advice::Advice;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -401,7 +401,12 @@ fn parse_line(line: &str) -> Option<Entry> {
 
 /// `<root>/cache/<kind>/<name>`: a file of one of the derived caches (`chains`, `decisions`).
 pub(crate) fn cache_file(store: &Store, kind: &str, name: &str) -> PathBuf {
-    store.root().join("cache").join(kind).join(name)
+    cache_file_in(store.root(), kind, name)
+}
+
+/// [`cache_file`] under the storage root `root`.
+pub(crate) fn cache_file_in(root: &Path, kind: &str, name: &str) -> PathBuf {
+    root.join("cache").join(kind).join(name)
 }
 
 fn cache_path(store: &Store, head: Hash) -> PathBuf {
@@ -468,7 +473,7 @@ pub fn extend_history(
     step: Hash,
 ) -> Result<(History, Entry), ChainError> {
     let (history, entry) = extend_in_memory(store, parent, step)?;
-    save_history(store, thread, &history, parent.head());
+    save_history(store.root(), thread, &history, parent.head());
     Ok((history, entry))
 }
 
@@ -489,12 +494,13 @@ pub fn extend_in_memory(
 /// Writes the cache file of `history`, the history of `thread`'s head, and retires the cache
 /// file of `retired`, the thread's earlier head, reusing its inode through the thread's spare.
 /// Best effort, like every cache write.
-pub fn save_history(store: &Store, thread: &str, history: &History, retired: Hash) {
+pub fn save_history(root: &Path, thread: &str, history: &History, retired: Hash) {
+    let path = |name: String| cache_file_in(root, "chains", &name);
     let _ = crate::file_util::write_recycling(
-        &spare_path(store, thread),
-        &cache_path(store, history.head()),
+        &path(format!("{thread}.spare")),
+        &path(format!("{}.json", history.head())),
         history.to_text().as_bytes(),
-        Some(&cache_path(store, retired)),
+        Some(&path(format!("{retired}.json"))),
     );
 }
 

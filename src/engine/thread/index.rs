@@ -181,6 +181,6 @@ pub fn archive(
     index_files::write_file(root, &history_path, &history)?;
     threads.remove(id);
     let text = serde_yaml::to_string(&threads).expect("threads serialize");
-    index_files::write_file(root, &root.join(THREADS), text.as_bytes())?;
+    index_files::write_locked(root, THREADS, text.as_bytes())?;
     Ok(archived)
 }

@@ -43,6 +43,8 @@ pub enum ThreadError {
     NoSuchStep(String),
     #[error("`{0}` is too short to name a step")]
     ShortStepPrefix(String),
+    #[error("`{0}` is too short to name a thread")]
+    ShortThreadPrefix(String),
     #[error("thread {id} has {}; there is no step {index}", plural(*steps, "step"))]
     NoStepAt {
         id: String,
@@ -82,6 +84,12 @@ impl Advice for ThreadError {
             ThreadError::Step(e) => e.hints(),
             ThreadError::Files(e) => e.hints(),
             ThreadError::Ambiguous { .. } => vec!["give more of the id".to_owned()],
+            ThreadError::ShortThreadPrefix(_) => vec![
+                format!(
+                    "name a thread by its id or a unique prefix of {MIN_PREFIX} or more symbols"
+                ),
+                "`uwf thread list` lists the threads".to_owned(),
+            ],
             ThreadError::AmbiguousStep { .. } => vec!["give more of the hash".to_owned()],
             ThreadError::NoSuchStep(_) | ThreadError::ShortStepPrefix(_) => vec![
                 "name a step by its hash, a unique prefix of 4 or more symbols, or THREAD:INDEX \
@@ -184,6 +192,9 @@ pub fn resolve_id(root: &Path, text: &str) -> Result<String, ThreadError> {
     let archived = index_files::read_history(root)?;
     if archived.iter().any(|a| a.thread == wanted) {
         return Ok(wanted);
+    }
+    if wanted.chars().count() < MIN_PREFIX {
+        return Err(ThreadError::ShortThreadPrefix(text.to_owned()));
     }
     let mut matches: Vec<String> = active
         .keys()

@@ -14,7 +14,8 @@ use crate::engine::thread::view::{self, ViewError};
 
 use crate::engine::agent::spawn::{self, AgentError, Invocation};
 use crate::engine::config::{ConfigError, Loaded};
-use crate::engine::session::{Kept, Saved, Warm};
+pub use crate::engine::session::Warm;
+use crate::engine::session::{Kept, Saved};
 use crate::engine::thread::chain::History;
 use crate::engine::thread::chain::{self, ChainError};
 use crate::engine::thread::events;
@@ -142,22 +143,20 @@ pub struct StepOptions {
     pub passthrough: bool,
 }
 
-/// Runs one step of thread `id`. A process taking several steps uses a
-/// [`crate::engine::session::Session`] instead, which keeps what one step learned for the next.
+/// Runs one step of thread `id`. A process taking several steps calls [`step_warm`] instead,
+/// with one [`Warm`] that keeps what one step learned for the next.
 pub fn step(
     store: &Store,
     config: &Loaded,
     id: &str,
     options: &StepOptions,
 ) -> Result<Stepped, StepError> {
-    let mut warm = Warm::default();
-    let stepped = step_warm(store, config, id, options, &mut warm);
-    warm.flush(store);
-    stepped
+    // Dropped before this returns: the step's cache files are written.
+    step_warm(store, config, id, options, &mut Warm::default())
 }
 
 /// [`step`], reusing and refilling what `warm` keeps from this process's earlier steps.
-pub(crate) fn step_warm(
+pub fn step_warm(
     store: &Store,
     config: &Loaded,
     id: &str,
@@ -168,6 +167,7 @@ pub(crate) fn step_warm(
     let lock = files.try_lock()?;
     // A kill under way waits for this lock to archive the thread: start nothing.
     files.check_not_killing()?;
+    crate::profile::mark("step: locked");
     let mut started = None;
     let context = (&files, &lock, &mut started);
     let result = step_locked(store, config, id, options, context, warm);
@@ -192,6 +192,7 @@ pub(crate) fn step_warm(
         }
     }
     drop(lock);
+    crate::profile::mark("step: recorded, unlocked");
     // The run file keeps the agent's last stderr lines with the error; a caller that passed
     // that stderr through has shown them already, and saying them twice buries the reason.
     result.map_err(|e| {
@@ -240,7 +241,7 @@ fn step_locked(
     let head = index::active_head(root, id)?;
     // This process published `head` itself in its last step: it knows the history, workflow,
     // moderator, context and decision there, and verified the nodes they stand for.
-    let (view, mut prepared, known_next) = match warm.take(store, id, head) {
+    let (view, mut prepared, known_next) = match warm.take(id, head) {
         Some(kept) => (kept.view, Some(Ok(kept.prepared)), kept.next),
         None => {
             // The run record (for `status`, `kill` and busy messages) is written before
@@ -253,6 +254,7 @@ fn step_locked(
             (view, None, None)
         }
     };
+    crate::profile::mark("step: view loaded, base verified");
     // The moderator and its context (converted on the evaluation worker from the moment this
     // runs): the decision after this step needs the context with one more step, appended once
     // the agent has written it. The previous step usually decided this step's role already (see
@@ -295,6 +297,7 @@ fn step_locked(
     }
     let role = next;
     view.verify_schema(store, id, &role, warm)?;
+    crate::profile::mark("step: role decided, schema verified");
     let spec = config
         .config
         .resolve_agent(options.agent.as_deref(), &view.workflow.name, &role)?;
@@ -333,6 +336,7 @@ fn step_locked(
         step,
         role: role.clone(),
     });
+    crate::profile::mark("step: agent resolved, started event");
 
     // The thread log only grows: a header, then the agent's output as it arrives.
     let log = Arc::new(StepLog::begin(
@@ -345,8 +349,10 @@ fn step_locked(
     if let Some(builtin) = warm.in_process(&spec) {
         // This binary's own `agent dry`/`agent script`: the same function, without a process.
         let prepared = prepared.unwrap_or_else(prepare)?;
+        crate::profile::mark("step: moderator prepared");
         let (history, workflow) = (&view.history, &view.workflow);
         let hash = builtin.run(store, &config.config, (id, &role), history, workflow);
+        crate::profile::mark("step: built-in agent ran");
         if let Err(e) = &hash {
             log.line(&format!("error: {}", crate::advice::with_hints(e)));
         }
@@ -442,16 +448,20 @@ pub(crate) fn publish(
             (moderator, context)
         }
     };
+    crate::profile::mark("publish: verified");
     index::compare_and_set(store.root(), id, view.head(), hash)?;
+    crate::profile::mark("publish: head moved");
 
     // Evaluate again: a thread whose next position is `$END` is archived now. The step itself
     // succeeded; if routing cannot decide now, the next step reports why.
     // The previous head's cache files are taken over by the new head's (no inode freed).
     let (history, added) = chain::extend_in_memory(store, &view.history, hash)?;
     context.append("steps", added.context_json());
+    crate::profile::mark("publish: chain extended");
     let next = moderator.decide_prepared(&added.role, &context).ok();
     let next = next.map(|d| d.next);
     let done = next.as_deref() == Some(END);
+    crate::profile::mark("publish: next decided");
     // The cache files of the new head (its history and decision): a session writes them when
     // it lets go of the thread, a lone step now.
     let decision = next
@@ -469,10 +479,10 @@ pub(crate) fn publish(
         Some(warm) => {
             warm.defer(store, saved);
             if done {
-                warm.flush(store);
+                warm.flush();
             }
         }
-        None => saved.write(store),
+        None => saved.write(store.root()),
     }
     if done {
         archive(store, id, view.workflow_hash(), "done")?;

@@ -64,13 +64,13 @@ pub fn remember(
     (thread, retired): (&str, Hash),
 ) {
     if cacheable(workflow) {
-        write(store, workflow_hash, head, next, (thread, retired));
+        write(store.root(), workflow_hash, head, next, (thread, retired));
     }
 }
 
 /// [`remember`] for a workflow known to be [`cacheable`].
 pub fn write(
-    store: &Store,
+    root: &std::path::Path,
     workflow_hash: Hash,
     head: Hash,
     next: &str,
@@ -83,11 +83,12 @@ pub fn write(
     }) else {
         return;
     };
+    let file = |name: String| crate::engine::thread::chain::cache_file_in(root, "decisions", &name);
     let _ = crate::file_util::write_recycling(
-        &spare_path(store, thread),
-        &path(store, head),
+        &file(format!("{thread}.spare")),
+        &file(format!("{head}.json")),
         &bytes,
-        Some(&path(store, retired)),
+        Some(&file(format!("{retired}.json"))),
     );
 }
 
@@ -126,7 +127,14 @@ pub(crate) fn check_file(store: &Store, head: Hash, bytes: &[u8]) -> Result<(), 
 
 /// Drops the decision of a head that is no longer any thread's head.
 pub fn forget(store: &Store, head: Hash) {
-    let _ = std::fs::remove_file(path(store, head));
+    forget_in(store.root(), head);
+}
+
+/// [`forget`] under the storage root `root`.
+pub fn forget_in(root: &std::path::Path, head: Hash) {
+    let file =
+        crate::engine::thread::chain::cache_file_in(root, "decisions", &format!("{head}.json"));
+    let _ = std::fs::remove_file(file);
 }
 
 #[cfg(test)]

@@ -92,8 +92,9 @@ archived as `killed`: no step can start in between.
 run, copying exactly what the other files hold. Name it to wait: `cat threads/<id>/wait`. A
 blocked read of `wait` ends with EINTR when the reader catches a signal (Python's
 `signal.alarm`, a handler of SIGTERM), and at once on Ctrl-C; `select`/`poll` say it is not
-ready while a step runs. (bash's `read -t` has no effect on files: bash turns its timeout off
-when the input is a regular file; use `timeout 5 cat wait`.)
+ready while a step runs. bash's `read -t 1 x < wait` cannot time out: bash turns its timeout
+off when the input is a regular file, so it sets no timer and no signal ever comes. Give it a
+pipe instead, `read -t 1 x < <(cat wait)`, or use `timeout 5 cat wait`.
 
 Changes made by steps do not raise inotify events: a FUSE mount only reports the changes made
 through it (the kernel's limit), so `inotifywait` and file watchers never see a step finish.
