@@ -10,20 +10,19 @@ use std::sync::Arc;
 
 use crate::cas::store::now_ms;
 use crate::cas::{Hash, Store, StoreError, builtin};
-use crate::engine::thread::view::{self, ViewError};
+pub(crate) use crate::engine::thread::view::Current;
+use crate::engine::thread::view::{ViewError, verify};
 
 use crate::engine::agent::spawn::{self, AgentError, Invocation};
 use crate::engine::config::{ConfigError, Loaded};
 pub use crate::engine::session::Warm;
 use crate::engine::session::{Kept, Saved};
-use crate::engine::thread::chain::History;
 use crate::engine::thread::chain::{self, ChainError};
 use crate::engine::thread::events;
 use crate::engine::thread::index::{self, ThreadIndexError};
 use crate::engine::thread::log::StepLog;
 use crate::engine::thread::run_files::{self, RunFiles, RunInfo};
 use crate::engine::workflow::END;
-use crate::engine::workflow::Workflow;
 use crate::engine::workflow::decisions;
 use crate::engine::workflow::jsonata::Input;
 use crate::engine::workflow::moderator::{Moderator, ModeratorError};
@@ -285,6 +284,8 @@ fn step_locked(
         }
     };
     if next == END {
+        // The archive drops the thread's spare cache files: the pending ones are written first.
+        warm.flush();
         archive(store, id, view.workflow_hash(), "done")?;
         return Ok(Stepped {
             workflow: view.workflow.name.clone(),
@@ -607,133 +608,6 @@ pub(crate) fn archive(
     chain::drop_spare(store, id);
     decisions::drop_spare(store, id);
     Ok(archived)
-}
-
-/// The thread as a step reads it: head, history (header only: a step never parses the steps)
-/// and workflow.
-pub(crate) struct Current {
-    pub(crate) history: History,
-    pub(crate) workflow: Workflow,
-}
-
-impl Current {
-    pub(crate) fn load(store: &Store, id: &str) -> Result<Current, ViewError> {
-        let (history, workflow) = view::load_light(store, id)?;
-        Ok(Current { history, workflow })
-    }
-
-    /// The thread whose head is `head` (read from the index by the caller).
-    pub(crate) fn load_at(store: &Store, head: Hash) -> Result<Current, ViewError> {
-        let (history, workflow) = view::load_light_at(store, head)?;
-        Ok(Current { history, workflow })
-    }
-
-    pub(crate) fn head(&self) -> Hash {
-        self.history.head()
-    }
-
-    /// Checks, by reading and re-hashing them, the nodes this step builds on that the cached
-    /// history stands in for: the start node, the head step and its output (the moderator's
-    /// context). The workflow node was read (and so verified) by [`Current::load`]. A constant
-    /// number of reads whatever the chain's length; older steps are `uwf cas fsck`'s to check.
-    fn verify_base(&self, store: &Store, id: &str) -> Result<(), StepError> {
-        let damaged = |what, hash| {
-            move |error| StepError::Damaged {
-                thread: id.to_owned(),
-                what,
-                hash,
-                error,
-            }
-        };
-        let start = self.history.start_hash();
-        store.get(start).map_err(damaged("start node", start))?;
-        let head = self.head();
-        if head != start {
-            let node = store.get(head).map_err(damaged("head step", head))?;
-            let step = chain::read_step(&node)?;
-            store
-                .get(step.output)
-                .map_err(damaged("head step's output", step.output))?;
-        }
-        Ok(())
-    }
-
-    /// Checks that `role`'s output schema node is there and intact before an agent is asked to
-    /// write an output of that type (once per process).
-    fn verify_schema(
-        &self,
-        store: &Store,
-        id: &str,
-        role: &str,
-        warm: &mut Warm,
-    ) -> Result<(), StepError> {
-        let schema = view::role_schema(&self.workflow, role)?;
-        if warm.schema_checked(schema) {
-            return Ok(());
-        }
-        store.get(schema).map_err(|error| StepError::Damaged {
-            thread: id.to_owned(),
-            what: "role schema",
-            hash: schema,
-            error,
-        })?;
-        warm.schema_ok(schema);
-        Ok(())
-    }
-
-    pub(crate) fn workflow_hash(&self) -> Hash {
-        self.history.start().workflow
-    }
-}
-
-/// Checks the node an agent returned (SPEC §5.3 step 5). The error is the reason, in words.
-fn verify(store: &Store, view: &Current, role: &str, hash: Hash) -> Result<(), String> {
-    // A node this process's own in-process agent just wrote is checked as it was written.
-    let node = match store.get_written(hash) {
-        Ok(node) => node,
-        Err(StoreError::NotFound(_)) => return Err("no such node in the store".into()),
-        Err(e) => return Err(e.to_string()),
-    };
-    if node.type_hash != builtin::hash_of("step") {
-        let kind = builtin::name_of(node.type_hash).unwrap_or("data");
-        return Err(format!("it is a {kind} node, not a step node"));
-    }
-    let step = chain::read_step(&node).map_err(|e| e.to_string())?;
-    if step.start != view.history.start_hash() {
-        return Err(format!(
-            "its start is {}, but this thread started at {}",
-            step.start,
-            view.history.start_hash()
-        ));
-    }
-    let expected_prev = (view.head() != view.history.start_hash()).then_some(view.head());
-    if step.prev != expected_prev {
-        let show = |h: Option<Hash>| h.map(|h| h.to_string()).unwrap_or_else(|| "null".into());
-        return Err(format!(
-            "its prev is {}, but the head is {}",
-            show(step.prev),
-            show(expected_prev)
-        ));
-    }
-    if step.role != role {
-        return Err(format!(
-            "its role is `{}`, but the moderator chose `{role}`",
-            step.role
-        ));
-    }
-    let schema_hash = view::role_schema(&view.workflow, role).map_err(|e| e.to_string())?;
-    let output = store
-        .get_written(step.output)
-        .map_err(|e| format!("its output: {e}"))?;
-    if output.type_hash != schema_hash {
-        return Err(format!(
-            "its output {} is typed {}, not role `{role}`'s schema {schema_hash}",
-            step.output, output.type_hash
-        ));
-    }
-    // A node of type T was validated against T when it was put (the store's invariant, which
-    // `uwf cas fsck` re-checks), so the right type means a valid output.
-    Ok(())
 }
 
 fn truncate(text: &str, max: usize) -> String {
