@@ -22,16 +22,20 @@ use crate::cas::{Hash, Store};
 use crate::engine::agent::in_process::InProcess;
 use crate::engine::agent::resolve::AgentSpec;
 use crate::engine::thread::chain::{self, History};
+use crate::engine::thread::index;
+use crate::engine::thread::run_files::RunFiles;
 use crate::engine::thread::step::Current;
 use crate::engine::workflow::decisions;
 use crate::engine::workflow::jsonata::Input;
 use crate::engine::workflow::moderator::Moderator;
 
 /// What the steps of one process keep between them (see the module doc): a caller taking many
-/// steps makes one and hands it to every [`crate::engine::thread::step::step_warm`]; dropping it writes the cache files
-/// it still owes.
+/// steps makes one (`Warm::default()`) and hands it to every
+/// [`crate::engine::thread::step::step_warm`]; dropping it writes the cache files it still owes.
 #[derive(Default)]
 pub struct Warm {
+    /// A lone step's: cache files are written as the step publishes, under its lock.
+    lone: bool,
     /// The thread published last, at its new head.
     kept: Option<Kept>,
     /// Role schemas read and verified by this process.
@@ -95,12 +99,37 @@ pub(crate) struct Kept {
 }
 
 impl Drop for Warm {
+    /// Writes the pending cache files under the thread's step lock, as a step writes them: the
+    /// thread's spare files are shared with any other process stepping it. A thread that is
+    /// busy, archived or at another head by now is left as it is (its readers rebuild what
+    /// they miss).
     fn drop(&mut self) {
-        self.flush();
+        let Some(p) = &self.pending else { return };
+        let files = RunFiles::new(&p.root, &p.thread);
+        let still_ours = files
+            .try_lock()
+            .ok()
+            .filter(|_| index::active_head(&p.root, &p.thread).ok() == Some(p.history.head()));
+        match still_ours {
+            Some(_lock) => self.flush(),
+            None => self.pending = None,
+        }
     }
 }
 
 impl Warm {
+    /// The state of one lone step (`uwf thread step`): nothing is kept past it, so its cache
+    /// files are written before it lets go of the thread.
+    pub(crate) fn lone() -> Warm {
+        Warm {
+            lone: true,
+            kept: None,
+            schemas: HashSet::new(),
+            agents: HashMap::new(),
+            pending: None,
+        }
+    }
+
     /// What was kept for thread `id`, if its head is still `head`. Taken: a step that fails
     /// midway leaves nothing behind. Pending cache files of any other head are written now.
     pub(crate) fn take(&mut self, id: &str, head: Hash) -> Option<Kept> {
@@ -115,8 +144,13 @@ impl Warm {
         (kept.id == id && kept.view.head() == head).then_some(kept)
     }
 
-    /// Leaves the cache files of a head just published to [`Warm::flush`].
+    /// Leaves the cache files of a head just published to [`Warm::flush`] (a lone step's are
+    /// written now).
     pub(crate) fn defer(&mut self, store: &Store, saved: Saved<'_>) {
+        if self.lone {
+            saved.write(store.root());
+            return;
+        }
         let continues = self
             .pending
             .as_ref()
@@ -277,5 +311,45 @@ tick: [ { role: tick, condition: more }, { role: $END, condition: null } ]\n";
         assert_eq!(chain::history(&store, third.head).unwrap().len(), 3);
         let next = decisions::cached_next(&store, hash, &parsed.workflow, third.head);
         assert_eq!(next.as_deref(), Some("tick"));
+    }
+
+    #[test]
+    fn a_dropped_session_leaves_a_thread_that_moved_on_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let hash = workflow::parse(COUNTER)
+            .unwrap()
+            .definition
+            .store(&store)
+            .unwrap();
+        registry::register(dir.path(), "c", hash, now_ms()).unwrap();
+        let id = lifecycle::start(&store, "c", "count").unwrap().1;
+        let config = Loaded::default();
+        let options = StepOptions {
+            agent: Some("uwf agent dry".into()),
+            passthrough: false,
+        };
+        let chains = || {
+            let mut names: Vec<String> = std::fs::read_dir(dir.path().join("cache/chains"))
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect();
+            names.sort();
+            names
+        };
+        let mut warm = Warm::default();
+        step::step_warm(&store, &config, &id, &options, &mut warm).unwrap();
+        let second = step::step_warm(&store, &config, &id, &options, &mut warm).unwrap();
+        // Another process takes the next step: the session's pending files are of an old head,
+        // and the thread's spare is that process's now.
+        let third = step::step(&store, &config, &id, &options).unwrap();
+        let before = chains();
+        assert!(
+            before.contains(&format!("{}.json", third.head)),
+            "{before:?}"
+        );
+        drop(warm);
+        assert_eq!(chains(), before);
+        assert!(!chains().contains(&format!("{}.json", second.head)));
     }
 }

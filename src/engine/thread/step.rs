@@ -150,8 +150,7 @@ pub fn step(
     id: &str,
     options: &StepOptions,
 ) -> Result<Stepped, StepError> {
-    // Dropped before this returns: the step's cache files are written.
-    step_warm(store, config, id, options, &mut Warm::default())
+    step_warm(store, config, id, options, &mut Warm::lone())
 }
 
 /// [`step`], reusing and refilling what `warm` keeps from this process's earlier steps.
