@@ -350,13 +350,24 @@ impl std::fmt::Debug for Expr {
 /// Starts, in the background, the engine's one-time set-up that the first call of a built-in
 /// function would otherwise pay for (jsonata-core parses all 61 built-in signatures into regexes
 /// on first use: milliseconds per process). Call it early in a short-lived process that will
-/// evaluate conditions, so the work overlaps with reading the store.
+/// evaluate conditions, so the work overlaps with reading the store. The expression is
+/// evaluated on this background thread itself (an [`Input`] would start a worker thread more).
 pub fn prewarm() {
     let _ = std::thread::Builder::new()
         .name("uwf-jsonata-warm".to_string())
         .spawn(|| {
             if let Ok(expr) = compile("$count([])") {
-                let _ = expr.evaluate_prepared(&Input::undefined(), &[], &Limits::default());
+                let (reply, _) = mpsc::sync_channel(1);
+                let job = Job {
+                    ast: expr.ast,
+                    bindings: Vec::new(),
+                    limits: Limits::default(),
+                    cancel: CancelToken::new(),
+                    reply,
+                };
+                let _ = catch_unwind(AssertUnwindSafe(|| {
+                    evaluate_on_worker(&JValue::Undefined, &job)
+                }));
             }
         });
 }
