@@ -34,8 +34,9 @@ use crate::engine::workflow::moderator::Moderator;
 /// [`crate::engine::thread::step::step_warm`]; dropping it writes the cache files it still owes.
 #[derive(Default)]
 pub struct Warm {
-    /// A lone step's: cache files are written as the step publishes, under its lock.
-    lone: bool,
+    /// Cache files are written as each step publishes, under its lock (a lone step, or a run
+    /// whose thread is watched as it runs).
+    write_through: bool,
     /// The thread published last, at its new head.
     kept: Option<Kept>,
     /// Role schemas read and verified by this process.
@@ -121,8 +122,16 @@ impl Warm {
     /// The state of one lone step (`uwf thread step`): nothing is kept past it, so its cache
     /// files are written before it lets go of the thread.
     pub(crate) fn lone() -> Warm {
+        Warm::watched()
+    }
+
+    /// For a run whose thread others watch step by step (the mount's `run`, whose views are
+    /// read as it goes): everything is kept warm but the cache files, which are written at
+    /// every step, so a reader of a new head finds them instead of rebuilding them (and leaving
+    /// a file behind for every head it looked at).
+    pub fn watched() -> Warm {
         Warm {
-            lone: true,
+            write_through: true,
             kept: None,
             schemas: HashSet::new(),
             agents: HashMap::new(),
@@ -147,7 +156,7 @@ impl Warm {
     /// Leaves the cache files of a head just published to [`Warm::flush`] (a lone step's are
     /// written now).
     pub(crate) fn defer(&mut self, store: &Store, saved: Saved<'_>) {
-        if self.lone {
+        if self.write_through {
             saved.write(store.root());
             return;
         }
@@ -351,5 +360,32 @@ tick: [ { role: tick, condition: more }, { role: $END, condition: null } ]\n";
         drop(warm);
         assert_eq!(chains(), before);
         assert!(!chains().contains(&format!("{}.json", second.head)));
+    }
+
+    #[test]
+    fn a_watched_run_writes_the_cache_files_at_every_step() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let parsed = workflow::parse(COUNTER).unwrap().definition;
+        let hash = parsed.store(&store).unwrap();
+        registry::register(dir.path(), "c", hash, now_ms()).unwrap();
+        let id = lifecycle::start(&store, "c", "count").unwrap().1;
+        let config = Loaded::default();
+        let options = StepOptions {
+            agent: Some("uwf agent dry".into()),
+            passthrough: false,
+        };
+        let mut watched = Warm::watched();
+        for _ in 0..2 {
+            let stepped = step::step_warm(&store, &config, &id, &options, &mut watched).unwrap();
+            let file = |kind: &str| {
+                dir.path()
+                    .join("cache")
+                    .join(kind)
+                    .join(format!("{}.json", stepped.head))
+            };
+            assert!(file("chains").exists());
+            assert!(file("decisions").exists());
+        }
     }
 }

@@ -453,7 +453,8 @@ fn run_steps(store: &Store, id: &str, action: Action, cancel: &AtomicBool, chang
     } else {
         1
     };
-    let mut warm = step::Warm::default();
+    // The views show the new head after every step: its cache files are written as it goes.
+    let mut warm = step::Warm::watched();
     for _ in 0..max {
         if cancel.load(Ordering::SeqCst) {
             return;
