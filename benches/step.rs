@@ -132,6 +132,7 @@ fn main() {
         );
         t.elapsed()
     };
+    let mut started = Vec::new();
     // Interleaved, so a burst of load on this shared machine lands on every series alike.
     let (mut version, mut at_20, mut at_300, mut ext_steps, mut in_run, mut marginal) = (
         Vec::new(),
@@ -148,12 +149,22 @@ fn main() {
         ext_steps.push(external(&ext));
         // Fresh threads each time, so both runs step at the same chain lengths.
         let start = || thread_id(&uwf(&root, &["thread", "start", "counter", "-p", "runs"]));
-        let run = run_steps(&start(), RUN);
+        let (first, second) = (start(), start());
+        let run = run_steps(&first, RUN);
         in_run.push(run / RUN as u32);
         // The cost of one more step once the process runs (what LangGraph's per-step figure
         // is: its process start and imports are not in it): 2N steps minus N steps, over N.
-        let twice = run_steps(&start(), 2 * RUN);
+        let twice = run_steps(&second, 2 * RUN);
+        started.extend([first, second]);
         marginal.push(twice.saturating_sub(run) / RUN as u32);
+    }
+
+    // Every thread this run started is archived, so the next run's steps find `threads.yaml`
+    // as short as this one's did: a step reads and rewrites the whole file (all the active
+    // threads), and 684 threads left active by earlier runs had made a step 2–3× slower.
+    started.extend([short, long, ext]);
+    for id in &started {
+        uwf(&root, &["thread", "kill", id]);
     }
 
     let rss_kib = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
