@@ -100,21 +100,8 @@ pub(crate) struct Kept {
 }
 
 impl Drop for Warm {
-    /// Writes the pending cache files under the thread's step lock, as a step writes them: the
-    /// thread's spare files are shared with any other process stepping it. A thread that is
-    /// busy, archived or at another head by now is left as it is (its readers rebuild what
-    /// they miss).
     fn drop(&mut self) {
-        let Some(p) = &self.pending else { return };
-        let files = RunFiles::new(&p.root, &p.thread);
-        let still_ours = files
-            .try_lock()
-            .ok()
-            .filter(|_| index::active_head(&p.root, &p.thread).ok() == Some(p.history.head()));
-        match still_ours {
-            Some(_lock) => self.flush(),
-            None => self.pending = None,
-        }
+        self.settle();
     }
 }
 
@@ -140,14 +127,14 @@ impl Warm {
     }
 
     /// What was kept for thread `id`, if its head is still `head`. Taken: a step that fails
-    /// midway leaves nothing behind. Pending cache files of any other head are written now.
+    /// midway leaves nothing behind. Pending cache files of any other head are settled now.
     pub(crate) fn take(&mut self, id: &str, head: Hash) -> Option<Kept> {
         if self
             .pending
             .as_ref()
             .is_some_and(|p| p.thread != id || p.history.head() != head)
         {
-            self.flush();
+            self.settle();
         }
         let kept = self.kept.take()?;
         (kept.id == id && kept.view.head() == head).then_some(kept)
@@ -167,7 +154,7 @@ impl Warm {
         let retired = match &self.pending {
             Some(p) if continues => p.retired,
             _ => {
-                self.flush();
+                self.settle();
                 saved.retired
             }
         };
@@ -180,7 +167,24 @@ impl Warm {
         });
     }
 
-    /// Writes the pending cache files.
+    /// Writes the pending cache files under their thread's step lock, as a step writes them
+    /// (the thread's spare files are shared with any other process stepping it), when not
+    /// under it already. A thread that is busy (our own step holding it included), archived or
+    /// at another head by now is left as it is: its readers rebuild what they miss.
+    fn settle(&mut self) {
+        let Some(p) = &self.pending else { return };
+        let files = RunFiles::new(&p.root, &p.thread);
+        let still_ours = files
+            .try_lock()
+            .ok()
+            .filter(|_| index::active_head(&p.root, &p.thread).ok() == Some(p.history.head()));
+        match still_ours {
+            Some(_lock) => self.flush(),
+            None => self.pending = None,
+        }
+    }
+
+    /// Writes the pending cache files; the caller holds their thread's step lock.
     pub(crate) fn flush(&mut self) {
         if let Some(p) = self.pending.take() {
             let saved = Saved {
@@ -387,5 +391,40 @@ tick: [ { role: tick, condition: more }, { role: $END, condition: null } ]\n";
             assert!(file("chains").exists());
             assert!(file("decisions").exists());
         }
+    }
+
+    #[test]
+    fn pending_files_of_another_thread_are_written_only_under_its_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let hash = workflow::parse(COUNTER)
+            .unwrap()
+            .definition
+            .store(&store)
+            .unwrap();
+        registry::register(dir.path(), "c", hash, now_ms()).unwrap();
+        let config = Loaded::default();
+        let options = StepOptions {
+            agent: Some("uwf agent dry".into()),
+            passthrough: false,
+        };
+        let cached = |head: Hash| dir.path().join(format!("cache/chains/{head}.json"));
+        let (a, b, c) = (
+            lifecycle::start(&store, "c", "a").unwrap().1,
+            lifecycle::start(&store, "c", "b").unwrap().1,
+            lifecycle::start(&store, "c", "c").unwrap().1,
+        );
+        let mut warm = Warm::default();
+        let a1 = step::step_warm(&store, &config, &a, &options, &mut warm).unwrap();
+        // Stepping another thread settles A's files: A is idle at that head, so they are written.
+        step::step_warm(&store, &config, &b, &options, &mut warm).unwrap();
+        assert!(cached(a1.head).exists());
+        let b2 = step::step_warm(&store, &config, &b, &options, &mut warm).unwrap();
+        assert!(!cached(b2.head).exists());
+        // Another process is stepping B now: B's spare is its, and B's files are left alone.
+        let busy = RunFiles::new(dir.path(), &b).try_lock().unwrap();
+        step::step_warm(&store, &config, &c, &options, &mut warm).unwrap();
+        assert!(!cached(b2.head).exists());
+        drop(busy);
     }
 }
