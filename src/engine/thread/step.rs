@@ -11,7 +11,7 @@ use std::sync::Arc;
 use crate::cas::store::now_ms;
 use crate::cas::{Hash, Store, StoreError, builtin};
 pub(crate) use crate::engine::thread::view::Current;
-use crate::engine::thread::view::{ViewError, verify};
+use crate::engine::thread::view::{ViewError, role_schema, verify};
 
 use crate::engine::agent::spawn::{self, AgentError, Invocation};
 use crate::engine::config::{ConfigError, Loaded};
@@ -614,5 +614,58 @@ fn truncate(text: &str, max: usize) -> String {
         text.to_owned()
     } else {
         format!("{}…", text.chars().take(max).collect::<String>())
+    }
+}
+
+/// The checks a step makes of what it builds on (here, beside [`StepError`], so that `view`
+/// does not depend on `step`).
+impl Current {
+    /// Checks, by reading and re-hashing them, the nodes this step builds on that the cached
+    /// history stands in for: the start node, the head step and its output (the moderator's
+    /// context). The workflow node was read (and so verified) by [`Current::load`]. A constant
+    /// number of reads whatever the chain's length; older steps are `uwf cas fsck`'s to check.
+    pub(crate) fn verify_base(&self, store: &Store, id: &str) -> Result<(), StepError> {
+        let damaged = |what, hash| {
+            move |error| StepError::Damaged {
+                thread: id.to_owned(),
+                what,
+                hash,
+                error,
+            }
+        };
+        let start = self.history.start_hash();
+        store.get(start).map_err(damaged("start node", start))?;
+        let head = self.head();
+        if head != start {
+            let node = store.get(head).map_err(damaged("head step", head))?;
+            let step = chain::read_step(&node)?;
+            store
+                .get(step.output)
+                .map_err(damaged("head step's output", step.output))?;
+        }
+        Ok(())
+    }
+
+    /// Checks that `role`'s output schema node is there and intact before an agent is asked to
+    /// write an output of that type (once per process).
+    pub(crate) fn verify_schema(
+        &self,
+        store: &Store,
+        id: &str,
+        role: &str,
+        warm: &mut Warm,
+    ) -> Result<(), StepError> {
+        let schema = role_schema(&self.workflow, role)?;
+        if warm.schema_checked(schema) {
+            return Ok(());
+        }
+        store.get(schema).map_err(|error| StepError::Damaged {
+            thread: id.to_owned(),
+            what: "role schema",
+            hash: schema,
+            error,
+        })?;
+        warm.schema_ok(schema);
+        Ok(())
     }
 }

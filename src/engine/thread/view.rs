@@ -3,8 +3,6 @@
 
 use crate::advice::Advice;
 use crate::cas::{Hash, Store, StoreError, builtin};
-use crate::engine::session::Warm;
-use crate::engine::thread::step::StepError;
 
 use crate::engine::thread::chain::{self, Chain, ChainError, History};
 use crate::engine::thread::index::{self, ThreadIndexError};
@@ -174,55 +172,6 @@ impl Current {
 
     pub(crate) fn head(&self) -> Hash {
         self.history.head()
-    }
-
-    /// Checks, by reading and re-hashing them, the nodes this step builds on that the cached
-    /// history stands in for: the start node, the head step and its output (the moderator's
-    /// context). The workflow node was read (and so verified) by [`Current::load`]. A constant
-    /// number of reads whatever the chain's length; older steps are `uwf cas fsck`'s to check.
-    pub(crate) fn verify_base(&self, store: &Store, id: &str) -> Result<(), StepError> {
-        let damaged = |what, hash| {
-            move |error| StepError::Damaged {
-                thread: id.to_owned(),
-                what,
-                hash,
-                error,
-            }
-        };
-        let start = self.history.start_hash();
-        store.get(start).map_err(damaged("start node", start))?;
-        let head = self.head();
-        if head != start {
-            let node = store.get(head).map_err(damaged("head step", head))?;
-            let step = chain::read_step(&node)?;
-            store
-                .get(step.output)
-                .map_err(damaged("head step's output", step.output))?;
-        }
-        Ok(())
-    }
-
-    /// Checks that `role`'s output schema node is there and intact before an agent is asked to
-    /// write an output of that type (once per process).
-    pub(crate) fn verify_schema(
-        &self,
-        store: &Store,
-        id: &str,
-        role: &str,
-        warm: &mut Warm,
-    ) -> Result<(), StepError> {
-        let schema = role_schema(&self.workflow, role)?;
-        if warm.schema_checked(schema) {
-            return Ok(());
-        }
-        store.get(schema).map_err(|error| StepError::Damaged {
-            thread: id.to_owned(),
-            what: "role schema",
-            hash: schema,
-            error,
-        })?;
-        warm.schema_ok(schema);
-        Ok(())
     }
 
     pub(crate) fn workflow_hash(&self) -> Hash {
