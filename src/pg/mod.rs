@@ -21,7 +21,7 @@ pub use config::{PgConfig, redact};
 pub use error::PgError;
 pub use leases::{Holder, Lease};
 pub use listen::Listener;
-pub use registry::{Registered, RegistryRow};
+pub use registry::{Registered, RegistryName, RegistryRow, RegistryVersion};
 pub use schema::{CHANNEL, SCHEMA_VERSION};
 pub use store::PgStore;
 pub use threads::{ActiveThread, ArchivedThread, NewThread, ThreadState};

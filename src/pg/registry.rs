@@ -120,3 +120,152 @@ impl PgStore {
         Ok(())
     }
 }
+
+/// One version of a registered name, as the engine's registry keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegistryVersion {
+    pub hash: Hash,
+    pub registered_ms: i64,
+    /// The text node saved for this version (comments and all), if any.
+    pub source: Option<Hash>,
+}
+
+/// A registered name: its current version and the earlier ones, oldest first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegistryName {
+    pub name: String,
+    pub current: RegistryVersion,
+    pub history: Vec<RegistryVersion>,
+}
+
+/// The advisory lock key serialising whole-registry changes (`uwf` + `reg`).
+const REGISTRY_LOCK: i64 = 0x0075_7766_0072_6567;
+
+impl PgStore {
+    /// Every registered name with its versions and sources, sorted by name.
+    pub fn registry_names(&self) -> Result<Vec<RegistryName>, PgError> {
+        let rows = self.with_client("read registry", |c| {
+            let mut tx = c.transaction()?;
+            let current = tx.query(
+                "select name, hash, registered_ms, source from registry order by name",
+                &[],
+            )?;
+            let versions = tx.query(
+                "select name, hash, registered_ms, source from registry_versions
+                 order by name, seq",
+                &[],
+            )?;
+            tx.commit()?;
+            Ok((current, versions))
+        })?;
+        assemble(&rows.0, &rows.1)
+    }
+
+    /// Reads the whole registry, lets `change` edit it, and writes it back, in one transaction
+    /// under an advisory lock (so concurrent changes serialise and none is lost). Nothing is
+    /// written when `change` returns `Err`.
+    pub fn update_registry<R, E>(
+        &self,
+        change: impl FnOnce(&mut Vec<RegistryName>) -> Result<R, E>,
+    ) -> Result<Result<R, E>, PgError> {
+        let mut change = Some(change);
+        let mut outcome = None;
+        self.with_client("update registry", |c| {
+            let mut tx = c.transaction()?;
+            tx.execute("select pg_advisory_xact_lock($1)", &[&REGISTRY_LOCK])?;
+            let current = tx.query(
+                "select name, hash, registered_ms, source from registry order by name",
+                &[],
+            )?;
+            let versions = tx.query(
+                "select name, hash, registered_ms, source from registry_versions
+                 order by name, seq",
+                &[],
+            )?;
+            let mut names = match assemble(&current, &versions) {
+                Ok(names) => names,
+                Err(e) => {
+                    outcome = Some(Err(e));
+                    return Ok(());
+                }
+            };
+            let before = names.clone();
+            let change = change.take().expect("called once");
+            match change(&mut names) {
+                Err(e) => {
+                    outcome = Some(Ok(Err(e)));
+                    return Ok(());
+                }
+                Ok(r) => outcome = Some(Ok(Ok(r))),
+            }
+            if names == before {
+                return tx.commit();
+            }
+            tx.execute("delete from registry_versions", &[])?;
+            tx.execute("delete from registry", &[])?;
+            for n in &names {
+                let v = &n.current;
+                tx.execute(
+                    "insert into registry (name, hash, registered_ms, source)
+                     values ($1, $2, $3, $4)",
+                    &[
+                        &n.name,
+                        &v.hash.to_string(),
+                        &v.registered_ms,
+                        &v.source.map(|s| s.to_string()),
+                    ],
+                )?;
+                for v in &n.history {
+                    tx.execute(
+                        "insert into registry_versions (name, hash, registered_ms, source)
+                         values ($1, $2, $3, $4)",
+                        &[
+                            &n.name,
+                            &v.hash.to_string(),
+                            &v.registered_ms,
+                            &v.source.map(|s| s.to_string()),
+                        ],
+                    )?;
+                }
+            }
+            tx.commit()
+        })?;
+        outcome.expect("set by the transaction")
+    }
+}
+
+fn version_row(row: &postgres::Row) -> Result<RegistryVersion, PgError> {
+    let source: Option<String> = row.get(3);
+    Ok(RegistryVersion {
+        hash: hash_column(row, 1)?,
+        registered_ms: row.get(2),
+        source: source
+            .map(|s| {
+                Hash::parse(&s).map_err(|e| PgError::Query {
+                    action: "reading a hash column",
+                    reason: e.to_string(),
+                })
+            })
+            .transpose()?,
+    })
+}
+
+fn assemble(
+    current: &[postgres::Row],
+    versions: &[postgres::Row],
+) -> Result<Vec<RegistryName>, PgError> {
+    let mut out = Vec::with_capacity(current.len());
+    for row in current {
+        let name: String = row.get(0);
+        let mut history = Vec::new();
+        for v in versions.iter().filter(|v| v.get::<_, &str>(0) == name) {
+            history.push(version_row(v)?);
+        }
+        out.push(RegistryName {
+            current: version_row(row)?,
+            name,
+            history,
+        });
+    }
+    Ok(out)
+}

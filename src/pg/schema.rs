@@ -14,7 +14,7 @@ use postgres::Client;
 use super::error::{PgError, describe};
 
 /// The schema version this binary writes and understands.
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
 
 /// The advisory lock key of migrations (`uwf` + `mig` in ASCII, any fixed number would do).
 const LOCK_KEY: i64 = 0x0075_7766_006d_6967;
@@ -81,6 +81,9 @@ begin
 end $$;
 create trigger threads_notify after insert or delete or update of head, status, queued
     on threads for each row execute function uwf_notify_thread();
+"#, r#"
+alter table registry add column source text;
+alter table registry_versions add column source text;
 "#];
 
 /// Brings the database to [`SCHEMA_VERSION`], or refuses a newer one. Returns the version found
