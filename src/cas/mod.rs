@@ -7,6 +7,7 @@ pub mod error;
 pub mod fsck;
 pub mod gc;
 pub mod id;
+pub mod remote;
 pub mod schema;
 pub mod store;
 

@@ -30,6 +30,7 @@ use super::builtin;
 use super::canonical::{node_bytes, node_hash, to_canonical_bytes};
 use super::error::StoreError;
 use super::id::Hash;
+use super::remote::RemoteNodes;
 use super::schema::CompiledSchema;
 use crate::file_util::{AtomicWrite, Created};
 
@@ -101,6 +102,8 @@ pub struct Store {
     /// the list is short, so memory stays bounded.
     written: Mutex<VecDeque<(Node, Instant)>>,
     durable: bool,
+    /// The shared node table this directory caches, if the root is configured for one.
+    remote: Option<Arc<dyn RemoteNodes>>,
 }
 
 /// How many recently written nodes a [`Store`] keeps in memory (a step writes at most five).
@@ -124,6 +127,7 @@ impl Store {
             schemas: RwLock::new(HashMap::new()),
             written: Mutex::new(VecDeque::with_capacity(WRITTEN)),
             durable: true,
+            remote: None,
         };
         for dir in [&store.objects, &store.tmp, &store.types] {
             fs::create_dir_all(dir).map_err(|e| StoreError::Root {
@@ -140,6 +144,18 @@ impl Store {
             }
         }
         Ok(store)
+    }
+
+    /// Makes this directory a local cache of `remote` (SPEC §12): puts go there first, gets
+    /// fetch from there what is not cached, listings come from there.
+    pub fn with_remote(mut self, remote: Arc<dyn RemoteNodes>) -> Store {
+        self.remote = Some(remote);
+        self
+    }
+
+    /// The shared node table behind this store, if any.
+    pub fn remote(&self) -> Option<&Arc<dyn RemoteNodes>> {
+        self.remote.as_ref()
     }
 
     /// Turns off fsync of node files (for benchmarks and throwaway stores only).
@@ -161,9 +177,14 @@ impl Store {
         path
     }
 
-    /// Whether a node file with this hash exists (no verification).
+    /// Whether a node with this hash exists (no verification): a node file, or with a remote,
+    /// a row there (a remote that cannot be reached counts as "no").
     pub fn has(&self, hash: Hash) -> bool {
         self.object_path(hash).is_file()
+            || self
+                .remote
+                .as_ref()
+                .is_some_and(|r| r.has(hash).unwrap_or(false))
     }
 
     /// Reads a node, verifying that its content still hashes to its name.
@@ -171,10 +192,34 @@ impl Store {
         let path = self.object_path(hash);
         let bytes = match fs::read(&path) {
             Ok(bytes) => bytes,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Err(StoreError::NotFound(hash)),
+            Err(e) if e.kind() == ErrorKind::NotFound => return self.fetch(hash),
             Err(e) => return Err(StoreError::io("cannot read node file", path)(e)),
         };
         parse_node_file(hash, &path, &bytes)
+    }
+
+    /// A node with no local file: from the remote (verified there), leaving a file behind.
+    fn fetch(&self, hash: Hash) -> Result<Node, StoreError> {
+        let Some(remote) = &self.remote else {
+            return Err(StoreError::NotFound(hash));
+        };
+        let node = remote.get(hash)?.ok_or(StoreError::NotFound(hash))?;
+        let file_bytes = to_canonical_bytes(&serde_json::json!({
+            "payload": node.payload,
+            "timestamp": node.timestamp,
+            "type": node.type_hash.to_string(),
+        }));
+        // A cache file: no fsync (a torn one fails its hash check and is fetched again).
+        let path = self.object_path(hash);
+        let cached = AtomicWrite::new(&path)
+            .temp_in(&self.tmp)
+            .mode(0o444)
+            .without_fsync()
+            .create_new(&file_bytes);
+        if cached.is_ok() {
+            let _ = self.append_index(node.type_hash, hash);
+        }
+        parse_node_file(hash, &path, &file_bytes)
     }
 
     /// A node this handle has just written (a step verifying and publishing what its own
@@ -322,8 +367,11 @@ impl Store {
         Ok(order)
     }
 
-    /// Every node file's hash, by scanning `cas/objects/` (sorted).
+    /// Every node's hash (sorted): the remote's, or by scanning `cas/objects/`.
     pub fn list_all(&self) -> Result<Vec<Hash>, StoreError> {
+        if let Some(remote) = &self.remote {
+            return Ok(remote.list_all()?);
+        }
         Ok(self
             .scan_objects()?
             .into_iter()
@@ -357,8 +405,12 @@ impl Store {
         Ok(out)
     }
 
-    /// Nodes of one type, from the type index (only those whose files still exist).
+    /// Nodes of one type: the remote's, or from the type index (only those whose files still
+    /// exist).
     pub fn list_type(&self, type_hash: Hash) -> Result<Vec<Hash>, StoreError> {
+        if let Some(remote) = &self.remote {
+            return Ok(remote.list_type(type_hash)?);
+        }
         let path = self.types.join(type_hash.to_string());
         let text = match fs::read_to_string(&path) {
             Ok(text) => text,
@@ -516,6 +568,20 @@ impl Store {
         }
         if path.exists() {
             return self.confirm_existing(hash, type_hash, payload, &path);
+        }
+        // The shared table first: a local file then always stands for a node every machine
+        // can read (see `cas::remote`).
+        if let Some(remote) = &self.remote {
+            remote.put(type_hash, payload).map_err(|e| {
+                if e.collision {
+                    StoreError::Collision {
+                        hash,
+                        path: path.clone(),
+                    }
+                } else {
+                    StoreError::Remote(e)
+                }
+            })?;
         }
         let file_bytes = to_canonical_bytes(&serde_json::json!({
             "payload": payload,

@@ -157,7 +157,7 @@ agentOverrides: { solve-issue: { developer: develop-flow } }"
 }
 
 pub fn run(cmd: AgentCommand, root: &Path, out: &mut Out) -> CliResult<()> {
-    let store = Store::open(root)?;
+    let store = crate::engine::storage::open_store(root)?;
     let thread_id = |t: &str| crate::engine::thread::lifecycle::resolve_id(root, t);
     let config = || config::load(root).map(|l| l.config);
     match cmd {

@@ -131,14 +131,14 @@ pub fn run(cmd: CasCommand, root: &Path, out: &mut Out) -> CliResult<()> {
     if let CasCommand::Has { hash } = &cmd {
         // `has` answers with its exit status only; a malformed hash is a usage error.
         let hash = Hash::parse(hash).map_err(|e| CommandError::usage(e.to_string()))?;
-        let store = Store::open(root)?;
+        let store = crate::engine::storage::open_store(root)?;
         return if store.has(hash) {
             Ok(())
         } else {
             Err(CommandError::silent(1))
         };
     }
-    let store = Store::open(root)?;
+    let store = crate::engine::storage::open_store(root)?;
     match cmd {
         CasCommand::Get { hash, payload } => {
             let node = store.get(parse_hash(&hash)?)?;

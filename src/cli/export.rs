@@ -6,7 +6,6 @@ use clap::Args;
 use serde_json::json;
 
 use super::Out;
-use crate::cas::Store;
 use crate::cli::error::{CliResult, CommandError};
 use crate::engine::thread::lifecycle;
 use crate::fs::export::{self, Selection};
@@ -56,7 +55,7 @@ pub fn run(args: ExportArgs, root: &Path, out: &mut Out) -> CliResult<()> {
             .hint("uwf export 01JD8X… ./snapshot, or uwf export --all ./snapshot"));
         }
     };
-    let store = Store::open(root)?;
+    let store = crate::engine::storage::open_store(root)?;
     let done = export::export(Source::new(store), &what, &dir)?;
     out.line(json!({
         "exported": dir,

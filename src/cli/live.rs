@@ -39,7 +39,7 @@ pub struct LiveArgs {
 }
 
 pub fn run(args: LiveArgs, root: &Path, out: &mut Out) -> CliResult {
-    let store = Store::open(root)?;
+    let store = crate::engine::storage::open_store(root)?;
     let id = lifecycle::resolve_id(root, &args.thread)?;
     let files = RunFiles::new(root, &id);
     let log_path = log::path(root, &id);

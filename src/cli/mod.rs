@@ -14,6 +14,7 @@ mod output;
 mod setup;
 mod skill;
 mod thread;
+mod worker;
 mod workflow;
 
 use std::path::PathBuf;
@@ -112,6 +113,17 @@ uwf cas has 2DHW2FP49YVD3 && echo present\n  uwf cas fsck\n  uwf cas gc --dry-ru
     Export(export::ExportArgs),
     /// Watch a thread: its agents' output as it arrives, a line per step (= `uwf thread live`)
     Live(live::LiveArgs),
+    /// Step queued threads until stopped; `uwf worker list` shows the workers at work
+    #[command(
+        after_help = "A thread is queued by `uwf thread start … --queue` or `uwf thread queue ID`, \
+and stays runnable until it is done, killed, failed or awaiting a person. Any number of workers \
+on any number of machines share the queue of a PostgreSQL store (see README, \"Run on several \
+machines\"); over a directory store they share this machine's.\n\n\
+SIGTERM or Ctrl-C: finish the steps under way, let their threads go, stop. A second one: stop at once.\n\n\
+Examples:\n  uwf worker --concurrency 4\n  uwf worker --workflow solve-issue --until-idle\n  \
+uwf worker list"
+    )]
+    Worker(worker::WorkerArgs),
 }
 
 /// Runs the CLI and returns the process exit code.
@@ -134,7 +146,10 @@ fn run(cli: Cli, out: &mut Out) -> CliResult {
         Some(root) => root,
         None => crate::cas::store::default_root()?,
     };
-    if needs_a_store(&cli.command) && !root.exists() {
+    // Over PostgreSQL (named in the environment) the store is the database; the root is only
+    // this machine's cache and is made on first use.
+    let remote = std::env::var_os(crate::engine::storage::URL_VAR).is_some_and(|u| !u.is_empty());
+    if needs_a_store(&cli.command) && !root.exists() && !remote {
         return Err(error::user_error!("no uwf store at {}", root.display())
             .hint("give the storage root with --root DIR or UWF_STORAGE_ROOT=DIR")
             .hint("`uwf workflow put FILE` creates a store and registers a workflow"));
@@ -154,6 +169,7 @@ fn run(cli: Cli, out: &mut Out) -> CliResult {
         Command::Doctor(args) => setup::doctor(args, &root, out),
         Command::Export(args) => export::run(args, &root, out),
         Command::Live(args) => live::run(args, &root, out),
+        Command::Worker(args) => worker::run(args, &root, out),
     }
 }
 
@@ -166,7 +182,11 @@ fn needs_a_store(command: &Command) -> bool {
     match command {
         Command::Workflow(cmd) => cmd.only_reads(),
         Command::Cas(cmd) => cmd.only_reads(),
-        Command::Thread(_) | Command::Agent(_) | Command::Export(_) | Command::Live(_) => true,
+        Command::Thread(_)
+        | Command::Agent(_)
+        | Command::Export(_)
+        | Command::Live(_)
+        | Command::Worker(_) => true,
         Command::Eval(_)
         | Command::Mount(_)
         | Command::Umount(_)

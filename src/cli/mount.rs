@@ -14,7 +14,6 @@ use nix::sys::signal::{SigSet, Signal};
 use serde_json::json;
 
 use super::Out;
-use crate::cas::Store;
 use crate::cli::error::{CliResult, Context, bail, user_error};
 use crate::fs::fuse::{self, MountConfig};
 use crate::fs::scratch::Limits;
@@ -152,7 +151,7 @@ fn serve(args: &MountArgs, root: &Path, dir: &Path) -> CliResult<()> {
         .thread_block()
         .context("cannot block signals for the mount")?;
 
-    let store = Store::open(root)?;
+    let store = crate::engine::storage::open_store(root)?;
     let tree = Tree::new(
         Source::new(store),
         Options {

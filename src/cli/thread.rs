@@ -14,6 +14,7 @@ use crate::engine::agent::human;
 use crate::engine::config;
 use crate::engine::index_files;
 use crate::engine::thread::chain::{self, Entry};
+use crate::engine::thread::index;
 use crate::engine::thread::lifecycle;
 use crate::engine::thread::render;
 use crate::engine::thread::run_files::RunFiles;
@@ -149,6 +150,17 @@ compare-and-set.\n\nExample:\n  uwf thread publish $(./my-agent.sh $T writer)"
         #[arg(value_name = "STEP")]
         step: String,
     },
+    /// Make a thread runnable for `uwf worker` (until it is done, killed, failed or awaiting)
+    #[command(
+        after_help = "Examples:\n  uwf thread queue 01JD8X…\n  uwf thread queue 01JD8X… --off"
+    )]
+    Queue {
+        /// Thread id (a unique prefix is enough)
+        thread: String,
+        /// Take it off the queue instead
+        #[arg(long)]
+        off: bool,
+    },
     /// Stop a running step's agent and archive the thread as killed
     #[command(after_help = "Example:\n  uwf thread kill 01JD8X…")]
     Kill {
@@ -213,6 +225,9 @@ pub struct StartArgs {
     /// Read the prompt from a file
     #[arg(long, value_name = "FILE")]
     prompt_file: Option<String>,
+    /// Queue it for `uwf worker` at once (as `uwf thread queue` does)
+    #[arg(long)]
+    queue: bool,
 }
 
 pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
@@ -223,7 +238,7 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
     if let ThreadCommand::Live(args) = cmd {
         return super::live::run(args, root, out);
     }
-    let store = Store::open(root)?;
+    let store = crate::engine::storage::open_store(root)?;
     match cmd {
         ThreadCommand::Live(_) => unreachable!("handled above"),
         ThreadCommand::Start(args) => {
@@ -246,6 +261,9 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
                 }
             };
             let (workflow, id) = lifecycle::start(&store, &args.workflow, &prompt)?;
+            if args.queue {
+                index::queue(root, &id)?;
+            }
             if out.quiet() {
                 out.line(id)?;
             } else {
@@ -406,6 +424,12 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             let hash = lifecycle::resolve_step(&store, &step)?;
             let stepped = step::publish_node(&store, hash)?;
             print_stepped(out, &stepped)?;
+        }
+        ThreadCommand::Queue { thread, off } => {
+            let id = lifecycle::resolve_id(root, &thread)?;
+            let change = if off { index::dequeue } else { index::queue };
+            change(root, &id)?;
+            out.line(json!({"thread": id, "queued": !off}))?;
         }
         ThreadCommand::Kill { thread } => {
             let id = lifecycle::resolve_id(root, &thread)?;

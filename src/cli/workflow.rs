@@ -78,7 +78,7 @@ impl WorkflowCommand {
 }
 
 pub fn run(cmd: WorkflowCommand, root: &Path, out: &mut Out) -> CliResult<()> {
-    let store = Store::open(root)?;
+    let store = crate::engine::storage::open_store(root)?;
     match cmd {
         WorkflowCommand::Put { file, check } => put(&store, &file, check, out)?,
         WorkflowCommand::Show { workflow } => {

@@ -17,6 +17,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::cas::Hash;
+use crate::engine::storage::{self, StorageError};
+use crate::pg::{PgError, RegistryName, RegistryVersion};
 
 /// Errors reading the index files.
 #[derive(Debug, thiserror::Error)]
@@ -39,6 +41,15 @@ pub enum IndexError {
     Write(#[from] crate::file_util::FileError),
     #[error("{} is damaged: {reason}", path.display())]
     Damaged { path: PathBuf, reason: String },
+    /// The PostgreSQL store (or the choice of backend) failed.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+}
+
+impl From<PgError> for IndexError {
+    fn from(e: PgError) -> IndexError {
+        IndexError::Storage(StorageError::Pg(e))
+    }
 }
 
 impl Advice for IndexError {
@@ -47,6 +58,7 @@ impl Advice for IndexError {
             IndexError::Damaged { .. } => {
                 vec!["fix or restore the file by hand; nothing was changed".to_owned()]
             }
+            IndexError::Storage(e) => e.hints(),
             _ => Vec::new(),
         }
     }
@@ -128,9 +140,76 @@ fn parse_yaml<T: serde::de::DeserializeOwned + Default>(
     })
 }
 
-/// Reads `registry.yaml` under `root`.
+/// Reads `registry.yaml` under `root` (or the registry tables over PostgreSQL).
 pub fn read_registry(root: &Path) -> Result<Registry, IndexError> {
+    if let Some(pg) = storage::pg(root)? {
+        return Ok(registry_from_rows(pg.registry_names()?));
+    }
     read_yaml(&root.join("registry.yaml"))
+}
+
+/// Reads the registry, lets `change` edit it, and writes it back atomically (under the file's
+/// lock, or in one locked transaction over PostgreSQL). Nothing is written when `change` fails.
+pub fn update_registry<R, E>(
+    root: &Path,
+    change: impl FnOnce(&mut Registry) -> Result<R, E>,
+) -> Result<R, E>
+where
+    E: From<IndexError>,
+{
+    let Some(pg) = storage::pg(root).map_err(IndexError::from)? else {
+        return update_yaml(root, "registry.yaml", change);
+    };
+    pg.update_registry(|rows| {
+        let mut registry = registry_from_rows(std::mem::take(rows));
+        let result = change(&mut registry);
+        *rows = registry_to_rows(registry);
+        result
+    })
+    .map_err(IndexError::from)?
+}
+
+fn version_of(v: RegistryVersion) -> Version {
+    Version {
+        hash: v.hash,
+        registered_at: u64::try_from(v.registered_ms).unwrap_or(0),
+        source: v.source,
+    }
+}
+
+fn registry_from_rows(rows: Vec<RegistryName>) -> Registry {
+    rows.into_iter()
+        .map(|row| {
+            let current = version_of(row.current);
+            let entry = RegistryEntry {
+                hash: current.hash,
+                registered_at: current.registered_at,
+                source: current.source,
+                history: row.history.into_iter().map(version_of).collect(),
+            };
+            (row.name, entry)
+        })
+        .collect()
+}
+
+fn registry_to_rows(registry: Registry) -> Vec<RegistryName> {
+    let row = |hash, registered_at: u64, source| RegistryVersion {
+        hash,
+        registered_ms: i64::try_from(registered_at).unwrap_or(i64::MAX),
+        source,
+    };
+    registry
+        .into_iter()
+        .map(|(name, e)| RegistryName {
+            name,
+            current: row(e.hash, e.registered_at, e.source),
+            history: e
+                .history
+                .into_iter()
+                .map(|v| row(v.hash, v.registered_at, v.source))
+                .collect(),
+        })
+        .collect()
 }
 
 /// Reads `threads.yaml` under `root`.
@@ -139,6 +218,13 @@ pub fn read_registry(root: &Path) -> Result<Registry, IndexError> {
 /// program writes (`ID: HEAD` lines) is read directly; anything else — hand edits, damage —
 /// goes through the YAML parser, which also words the errors.
 pub fn read_threads(root: &Path) -> Result<Threads, IndexError> {
+    if let Some(pg) = storage::pg(root)? {
+        return Ok(pg
+            .active_threads(None)?
+            .into_iter()
+            .map(|t| (t.id, t.head))
+            .collect());
+    }
     let path = root.join("threads.yaml");
     let Some(text) = read_optional(&path)? else {
         return Ok(Threads::default());
@@ -170,6 +256,13 @@ fn parse_threads_plain(text: &str) -> Option<Threads> {
 
 /// Reads `history.jsonl` under `root`.
 pub fn read_history(root: &Path) -> Result<Vec<Archived>, IndexError> {
+    if let Some(pg) = storage::pg(root)? {
+        return Ok(pg
+            .archived_threads()?
+            .into_iter()
+            .map(archived_of)
+            .collect());
+    }
     let path = root.join("history.jsonl");
     let Some(text) = read_optional(&path)? else {
         return Ok(Vec::new());
@@ -186,6 +279,17 @@ pub fn read_history(root: &Path) -> Result<Vec<Archived>, IndexError> {
         out.push(entry);
     }
     Ok(out)
+}
+
+/// A history row of the PostgreSQL store as a `history.jsonl` entry.
+pub fn archived_of(a: crate::pg::ArchivedThread) -> Archived {
+    Archived {
+        thread: a.thread,
+        workflow: a.workflow,
+        head: a.head,
+        status: a.status,
+        completed_at: u64::try_from(a.completed_ms).unwrap_or(0),
+    }
 }
 
 /// Where the lock files of the index files live.

@@ -18,6 +18,8 @@ pub mod fsck;
 pub mod index_files;
 pub mod llm;
 pub mod session;
+pub mod storage;
 pub mod suggest;
 pub mod thread;
+pub mod worker;
 pub mod workflow;

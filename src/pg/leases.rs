@@ -107,6 +107,20 @@ impl PgStore {
         }
     }
 
+    /// Who holds the live lease of `thread`, if anyone: `(holder, machine, ms until it
+    /// expires)`.
+    pub fn lease_of(&self, thread: &str) -> Result<Option<(String, String, i64)>, PgError> {
+        let row = self.with_client("read lease", |c| {
+            c.query_opt(
+                "select holder, machine,
+                        (extract(epoch from expires_at - now()) * 1000)::bigint
+                 from leases where thread = $1 and expires_at > now()",
+                &[&thread],
+            )
+        })?;
+        Ok(row.map(|r| (r.get(0), r.get(1), r.get::<_, i64>(2).max(0))))
+    }
+
     /// Gives a lease up. Returns whether it was still held (false after a takeover).
     pub fn release(&self, lease: &Lease) -> Result<bool, PgError> {
         let n = self.with_client("release lease", |c| {

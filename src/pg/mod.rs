@@ -13,9 +13,11 @@ pub mod error;
 pub mod leases;
 pub mod listen;
 pub mod registry;
+mod remote;
 pub mod schema;
 pub mod store;
 pub mod threads;
+pub mod workers;
 
 pub use config::{PgConfig, redact};
 pub use error::PgError;
@@ -25,3 +27,4 @@ pub use registry::{Registered, RegistryName, RegistryRow, RegistryVersion};
 pub use schema::{CHANNEL, SCHEMA_VERSION};
 pub use store::PgStore;
 pub use threads::{ActiveThread, ArchivedThread, NewThread, ThreadState};
+pub use workers::WorkerRow;

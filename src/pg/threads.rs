@@ -124,6 +124,30 @@ impl PgStore {
         rows.iter().map(active_row).collect()
     }
 
+    /// Every archived thread, oldest first.
+    pub fn archived_threads(&self) -> Result<Vec<ArchivedThread>, PgError> {
+        let rows = self.with_client("read history", |c| {
+            c.query(
+                "select thread, workflow, head, status, parent,
+                        (extract(epoch from completed_at) * 1000)::bigint
+                 from history order by completed_at, thread",
+                &[],
+            )
+        })?;
+        rows.iter()
+            .map(|row| {
+                Ok(ArchivedThread {
+                    thread: row.get(0),
+                    workflow: hash_column(row, 1)?,
+                    head: hash_column(row, 2)?,
+                    status: row.get(3),
+                    parent: row.get(4),
+                    completed_ms: row.get(5),
+                })
+            })
+            .collect()
+    }
+
     /// Moves a thread's head from `expected` to `new`. Returns whether it moved: `false` when
     /// the head is no longer `expected` or the thread is not active.
     pub fn compare_and_set(&self, id: &str, expected: Hash, new: Hash) -> Result<bool, PgError> {

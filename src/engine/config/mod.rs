@@ -133,6 +133,14 @@ pub struct Config {
     /// Options of the `react` agent.
     #[serde(default, skip_serializing_if = "ReactConfig::is_default")]
     pub react: ReactConfig,
+    /// Where nodes, threads and the registry live when not in this directory (SPEC §12):
+    /// `postgres://user@host:port/db`. `UWF_STORAGE_URL` wins over it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage: Option<String>,
+    /// Seconds a step's lease on a thread lasts without renewal over PostgreSQL (default 30):
+    /// how long a thread stays busy after the machine stepping it died.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_seconds: Option<u64>,
 }
 
 /// Options of the `react` agent.

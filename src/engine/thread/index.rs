@@ -13,6 +13,8 @@ use crate::cas::Hash;
 use crate::cas::store::now_ms;
 
 use crate::engine::index_files::{self, Archived, IndexError, Threads};
+use crate::engine::storage::{self, StorageError};
+use crate::pg::{NewThread, PgError, ThreadState};
 
 /// Errors of the thread index.
 #[derive(Debug, thiserror::Error)]
@@ -72,6 +74,16 @@ const THREADS: &str = "threads.yaml";
 
 /// Looks a thread up: active first, then archived.
 pub fn state(root: &Path, id: &str) -> Result<State, ThreadIndexError> {
+    if let Some(pg) = storage::pg(root).map_err(IndexError::from)? {
+        return match pg.thread(id).map_err(IndexError::from) {
+            Ok(ThreadState::Active(t)) => Ok(State::Active { head: t.head }),
+            Ok(ThreadState::Archived(a)) => Ok(State::Archived(index_files::archived_of(a))),
+            Err(IndexError::Storage(StorageError::Pg(PgError::UnknownThread(_)))) => {
+                Err(ThreadIndexError::Unknown(id.to_owned()))
+            }
+            Err(e) => Err(e.into()),
+        };
+    }
     if let Some(head) = index_files::read_threads(root)?.get(id) {
         return Ok(State::Active { head: *head });
     }
@@ -101,8 +113,27 @@ pub fn new_id() -> String {
     ulid::Ulid::new().to_string()
 }
 
-/// Registers a new active thread at `head`.
-pub fn add(root: &Path, id: &str, head: Hash) -> Result<(), ThreadIndexError> {
+/// Registers a new active thread of `workflow` at `head`; `parent` is the thread it was
+/// forked or spawned from, when known.
+pub fn add(
+    root: &Path,
+    id: &str,
+    head: Hash,
+    workflow: Hash,
+    parent: Option<&str>,
+) -> Result<(), ThreadIndexError> {
+    if let Some(pg) = storage::pg(root).map_err(IndexError::from)? {
+        let thread = NewThread {
+            id,
+            workflow,
+            head,
+            parent,
+            queued: false,
+        };
+        return pg
+            .add_thread(&thread)
+            .map_err(|e| IndexError::from(e).into());
+    }
     index_files::update_yaml(root, THREADS, |threads: &mut Threads| {
         threads.insert(id.to_owned(), head);
         Ok::<_, ThreadIndexError>(())
@@ -116,6 +147,25 @@ pub fn compare_and_set(
     expected: Hash,
     new: Hash,
 ) -> Result<(), ThreadIndexError> {
+    if let Some(pg) = storage::pg(root).map_err(IndexError::from)? {
+        if pg
+            .compare_and_set(id, expected, new)
+            .map_err(IndexError::from)?
+        {
+            return Ok(());
+        }
+        return Err(match state(root, id)? {
+            State::Active { head } => ThreadIndexError::HeadMoved {
+                id: id.to_owned(),
+                expected,
+                actual: head,
+            },
+            State::Archived(a) => ThreadIndexError::Archived {
+                id: id.to_owned(),
+                status: a.status,
+            },
+        });
+    }
     index_files::update_yaml(root, THREADS, |threads: &mut Threads| {
         match threads.get_mut(id) {
             Some(head) if *head == expected => {
@@ -139,6 +189,18 @@ pub fn archive(
     workflow: Hash,
     status: &str,
 ) -> Result<Archived, ThreadIndexError> {
+    if let Some(pg) = storage::pg(root).map_err(IndexError::from)? {
+        return match pg.archive(id, status).map_err(IndexError::from) {
+            Ok(a) => Ok(index_files::archived_of(a)),
+            Err(IndexError::Storage(StorageError::Pg(PgError::Archived { id, status }))) => {
+                Err(ThreadIndexError::Archived { id, status })
+            }
+            Err(IndexError::Storage(StorageError::Pg(PgError::UnknownThread(id)))) => {
+                Err(ThreadIndexError::Unknown(id))
+            }
+            Err(e) => Err(e.into()),
+        };
+    }
     let _guard = index_files::lock(root, THREADS)?;
     let mut threads = index_files::read_threads(root)?;
     let Some(head) = threads.get(id).copied() else {
@@ -182,5 +244,84 @@ pub fn archive(
     threads.remove(id);
     let text = serde_yaml::to_string(&threads).expect("threads serialize");
     index_files::write_locked(root, THREADS, text.as_bytes())?;
+    let _ = std::fs::remove_file(queue_dir(root).join(id));
     Ok(archived)
+}
+
+/// Where a directory store marks runnable threads: one empty file per queued thread.
+fn queue_dir(root: &Path) -> std::path::PathBuf {
+    root.join("queue")
+}
+
+/// Makes an active thread runnable for workers (SPEC §12: `thread start --queue`, `thread
+/// queue`) until it is done, killed, failed or awaiting a person.
+pub fn queue(root: &Path, id: &str) -> Result<(), ThreadIndexError> {
+    if let Some(pg) = storage::pg(root).map_err(IndexError::from)? {
+        return pg.queue(id).map_err(|e| pg_thread_error(id, e));
+    }
+    active_head(root, id)?;
+    let path = queue_dir(root).join(id);
+    let mut options = std::fs::OpenOptions::new();
+    options.create(true).truncate(false).write(true);
+    crate::file_util::open_in_dir(&options, &path)
+        .map(drop)
+        .map_err(|source| IndexError::Io { path, source }.into())
+}
+
+/// Takes a thread off the run queue (it finished, failed or awaits a person). Not queued is
+/// no error.
+pub fn dequeue(root: &Path, id: &str) -> Result<(), ThreadIndexError> {
+    if let Some(pg) = storage::pg(root).map_err(IndexError::from)? {
+        return match pg.dequeue(id) {
+            Ok(()) | Err(PgError::Archived { .. } | PgError::UnknownThread(_)) => Ok(()),
+            Err(e) => Err(IndexError::from(e).into()),
+        };
+    }
+    let path = queue_dir(root).join(id);
+    match std::fs::remove_file(&path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(source) => Err(IndexError::Io { path, source }.into()),
+    }
+}
+
+/// The queued threads of a directory store, longest waiting first (markers of threads no
+/// longer active are removed).
+pub fn queued(root: &Path) -> Result<Vec<String>, ThreadIndexError> {
+    let dir = queue_dir(root);
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => return Err(IndexError::Io { path: dir, source }.into()),
+    };
+    let active = index_files::read_threads(root)?;
+    let mut found = Vec::new();
+    for entry in entries.flatten() {
+        let Some(id) = entry.file_name().to_str().map(str::to_owned) else {
+            continue;
+        };
+        if !active.contains_key(&id) {
+            let _ = std::fs::remove_file(entry.path());
+            continue;
+        }
+        let since = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .unwrap_or(std::time::SystemTime::UNIX_EPOCH);
+        found.push((since, id));
+    }
+    found.sort();
+    Ok(found.into_iter().map(|(_, id)| id).collect())
+}
+
+/// A PostgreSQL error about one thread in the index's words.
+fn pg_thread_error(id: &str, e: PgError) -> ThreadIndexError {
+    match e {
+        PgError::Archived { status, .. } => ThreadIndexError::Archived {
+            id: id.to_owned(),
+            status,
+        },
+        PgError::UnknownThread(_) => ThreadIndexError::Unknown(id.to_owned()),
+        e => IndexError::from(e).into(),
+    }
 }

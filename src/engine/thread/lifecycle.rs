@@ -128,7 +128,7 @@ pub fn start(store: &Store, workflow: &str, prompt: &str) -> Result<(String, Str
         &json!({"workflow": hash.to_string(), "prompt": prompt}),
     )?;
     let id = index::new_id();
-    index::add(store.root(), &id, start)?;
+    index::add(store.root(), &id, start, hash, None)?;
     Ok((w.name, id))
 }
 
@@ -151,7 +151,7 @@ pub fn start_child(
     )?;
     let id = index::new_id();
     family::link(store.root(), &id, parent)?;
-    index::add(store.root(), &id, start)?;
+    index::add(store.root(), &id, start, hash, Some(&parent.thread))?;
     Ok((w.name, id))
 }
 
@@ -178,7 +178,13 @@ pub fn fork_from(
         None => forks::source_of(store, from),
     };
     forks::record(store.root(), &id, source.as_deref(), from)?;
-    index::add(store.root(), &id, from)?;
+    index::add(
+        store.root(),
+        &id,
+        from,
+        view.workflow_hash,
+        source.as_deref(),
+    )?;
     Ok((view.workflow.name, id, from))
 }
 

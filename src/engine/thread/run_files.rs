@@ -23,11 +23,13 @@ use crate::cas::store::now_ms;
 use crate::file_util::{self, AtomicWrite};
 
 use crate::engine::index_files::IndexError;
+use crate::engine::storage::lease::{self, LeaseGuard, TakeError};
 use crate::engine::thread::index::ThreadIndexError;
 
 /// The run files of one thread under `<root>/runs/`.
 #[derive(Debug, Clone)]
 pub struct RunFiles {
+    root: PathBuf,
     dir: PathBuf,
     id: String,
 }
@@ -54,6 +56,7 @@ pub struct RunInfo {
 impl RunFiles {
     pub fn new(root: &Path, id: &str) -> RunFiles {
         RunFiles {
+            root: root.to_path_buf(),
             dir: root.join("runs"),
             id: id.to_owned(),
         }
@@ -108,16 +111,45 @@ impl RunFiles {
     pub fn try_lock(&self) -> Result<StepLock, ThreadIndexError> {
         match self.take(&self.lock_path())? {
             Some(file) => {
-                let lock = StepLock {
+                let mut lock = StepLock {
                     file,
                     files: self.clone(),
                     recorded: std::cell::Cell::new(false),
+                    lease: None,
+                };
+                // Over PostgreSQL the lease is the lock other machines see; taken after the
+                // local lock, so of this machine's processes only the lock holder asks.
+                lock.lease = match lease::take(&self.root, &self.id) {
+                    Ok(lease) => lease,
+                    Err(TakeError::Busy {
+                        holder,
+                        machine,
+                        expires_in,
+                    }) => {
+                        return Err(ThreadIndexError::Busy {
+                            id: self.id.clone(),
+                            holder: TakeError::describe(&holder, &machine, expires_in),
+                        });
+                    }
+                    Err(TakeError::Storage(e)) => return Err(IndexError::from(e).into()),
                 };
                 lock.reap_abandoned();
                 Ok(lock)
             }
             None => Err(self.busy()),
         }
+    }
+
+    /// The live lease of another machine's step on this thread, in words (PostgreSQL stores
+    /// only; `None` when there is none or the store is a directory).
+    fn remote_holder(&self) -> Option<String> {
+        let pg = crate::engine::storage::pg(&self.root).ok()??;
+        let (holder, machine, ms) = pg.lease_of(&self.id).ok()??;
+        Some(TakeError::describe(
+            &holder,
+            &machine,
+            std::time::Duration::from_millis(ms as u64),
+        ))
     }
 
     /// Takes the thread's kill lock without waiting (`Err(Busy)` while another kill holds it).
@@ -173,6 +205,12 @@ impl RunFiles {
         if self.held(&self.lock_path())? {
             return Err(self.busy());
         }
+        if let Some(holder) = self.remote_holder() {
+            return Err(ThreadIndexError::Busy {
+                id: self.id.clone(),
+                holder,
+            });
+        }
         self.check_not_killing()
     }
 
@@ -203,9 +241,9 @@ impl RunFiles {
         }
     }
 
-    /// Whether a step holds the lock right now.
+    /// Whether a step holds the lock right now (here, or over PostgreSQL on any machine).
     pub fn is_running(&self) -> bool {
-        matches!(self.held(&self.lock_path()), Ok(true))
+        matches!(self.held(&self.lock_path()), Ok(true)) || self.remote_holder().is_some()
     }
 
     /// The run info of the step in progress (may be stale if no step holds the lock).
@@ -326,6 +364,8 @@ pub struct StepLock {
     files: RunFiles,
     /// Whether this step wrote a run record, which it clears when it lets go.
     recorded: std::cell::Cell<bool>,
+    /// The thread's lease over PostgreSQL (released after the file lock, when dropped).
+    lease: Option<LeaseGuard>,
 }
 
 impl StepLock {

@@ -12,8 +12,6 @@ use crate::cas::{Hash, Store, builtin};
 use crate::engine::index_files::{self, IndexError, Registry, RegistryEntry, Version};
 use crate::engine::workflow::{Workflow, WorkflowError};
 
-const FILE: &str = "registry.yaml";
-
 /// Errors of registry operations.
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {
@@ -87,7 +85,7 @@ pub fn register_source(
     source: Option<Hash>,
     now: u64,
 ) -> Result<Registered, RegistryError> {
-    index_files::update_yaml(root, FILE, |reg: &mut Registry| {
+    index_files::update_registry(root, |reg: &mut Registry| {
         let outcome = match reg.get_mut(name) {
             None => {
                 reg.insert(
@@ -168,7 +166,7 @@ pub fn rollback(
     target: Option<Hash>,
     now: u64,
 ) -> Result<(Hash, Hash), RegistryError> {
-    index_files::update_yaml(root, FILE, |reg: &mut Registry| {
+    index_files::update_registry(root, |reg: &mut Registry| {
         let entry = reg
             .get_mut(name)
             .ok_or_else(|| RegistryError::UnknownName(name.to_owned()))?;
@@ -210,7 +208,7 @@ pub fn rollback(
 
 /// Removes a name (its versions stay in the store while threads use them).
 pub fn remove(root: &Path, name: &str) -> Result<RegistryEntry, RegistryError> {
-    index_files::update_yaml(root, FILE, |reg: &mut Registry| {
+    index_files::update_registry(root, |reg: &mut Registry| {
         reg.remove(name)
             .ok_or_else(|| RegistryError::UnknownName(name.to_owned()))
     })

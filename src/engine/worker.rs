@@ -1,0 +1,469 @@
+//! `uwf worker` (SPEC §12): claims runnable threads and steps them, on either backend, with any
+//! number of workers on any number of machines.
+//!
+//! A thread is runnable from `thread start --queue` or `thread queue` until it is done, killed,
+//! failed or awaiting a person. Each of a worker's slots claims one runnable thread at a time
+//! and steps it, warm, until it stops being runnable or `max_steps` were taken (then it goes
+//! back to the queue for whoever comes next).
+//!
+//! - Over PostgreSQL a claim takes the thread's lease in the same statement that picks it
+//!   (`for update skip locked`), and the worker renews that lease for all its steps on the
+//!   thread; a worker that dies stops renewing and the thread is claimable again after the
+//!   lease time.
+//! - Over a directory store a claim is a queued thread whose step lock nobody holds; the step
+//!   lock itself decides a race (the loser's step is refused as busy and it moves on).
+//!
+//! Architecture Invariant: a worker publishes only through [`step::step_warm`], so every step
+//! it takes holds the thread's step lock (and lease) and moves the head by compare-and-set: no
+//! claim mistake can publish a step twice or lose one.
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::advice::Advice;
+use crate::cas::store::now_ms;
+use crate::cas::{Hash, Store, builtin};
+use crate::engine::config::Loaded;
+use crate::engine::storage::{self, lease};
+use crate::engine::thread::index::{self, ThreadIndexError};
+use crate::engine::thread::run_files::RunFiles;
+use crate::engine::thread::step::{self, StepError, StepOptions, Stepped, Warm};
+use crate::engine::thread::view::ViewError;
+use crate::engine::workflow::registry::{self, RegistryError};
+use crate::pg::{Holder, WorkerRow};
+
+/// How long an idle slot waits before looking for work again.
+const POLL: Duration = Duration::from_millis(100);
+/// How often a worker reports what it does (`uwf worker list`).
+const BEAT: Duration = Duration::from_secs(2);
+
+/// What a worker does.
+#[derive(Debug, Clone)]
+pub struct WorkerOptions {
+    /// Threads stepped at once (slots).
+    pub concurrency: usize,
+    /// Only threads of this workflow (a name or hash).
+    pub workflow: Option<String>,
+    /// Steps on one claimed thread before it goes back to the queue.
+    pub max_steps: usize,
+    /// Stop when no thread is queued any more (instead of waiting for more).
+    pub until_idle: bool,
+    /// `--agent`: an agent for every step (else the configured one).
+    pub agent: Option<String>,
+}
+
+/// What a worker did.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize)]
+pub struct Report {
+    pub steps: u64,
+    /// Threads it took to their end.
+    pub finished: u64,
+    /// Steps that failed (their threads left the queue).
+    pub failed: u64,
+}
+
+/// Errors that stop a worker (a failing step does not: it is reported and its thread leaves
+/// the queue).
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    #[error(transparent)]
+    Index(#[from] ThreadIndexError),
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    #[error(transparent)]
+    Storage(#[from] storage::StorageError),
+    #[error(transparent)]
+    Pg(#[from] crate::pg::PgError),
+    #[error("--concurrency must be at least 1")]
+    NoSlots,
+}
+
+impl Advice for WorkerError {
+    fn hints(&self) -> Vec<String> {
+        match self {
+            WorkerError::Index(e) => e.hints(),
+            WorkerError::Registry(e) => e.hints(),
+            WorkerError::Storage(e) => e.hints(),
+            WorkerError::Pg(e) => e.hints(),
+            WorkerError::NoSlots => Vec::new(),
+        }
+    }
+}
+
+/// What happened at one step, for the caller to print.
+#[derive(Debug)]
+pub enum Event<'a> {
+    Stepped(&'a Stepped),
+    Failed {
+        thread: &'a str,
+        error: &'a StepError,
+    },
+}
+
+/// The state shared by a worker's slots.
+struct Shared<'a> {
+    store: &'a Store,
+    config: &'a Loaded,
+    options: &'a WorkerOptions,
+    workflow: Option<Hash>,
+    stop: &'a AtomicBool,
+    on_event: &'a (dyn Fn(Event<'_>) + Sync),
+    /// Threads a slot of this process is stepping (a directory store's claims).
+    current: Mutex<HashSet<String>>,
+    busy_slots: AtomicU64,
+    steps: AtomicU64,
+    finished: AtomicU64,
+    failed: AtomicU64,
+}
+
+/// Runs a worker until `stop` is set (a slot finishes the step it is in, then lets its thread
+/// go) or, with `until_idle`, until no thread is queued. `on_event` is called from the slots'
+/// threads after every step.
+pub fn run(
+    store: &Store,
+    config: &Loaded,
+    options: &WorkerOptions,
+    stop: &AtomicBool,
+    on_event: &(dyn Fn(Event<'_>) + Sync),
+) -> Result<Report, WorkerError> {
+    if options.concurrency == 0 {
+        return Err(WorkerError::NoSlots);
+    }
+    let workflow = match &options.workflow {
+        Some(w) => Some(registry::resolve(store, w)?),
+        None => None,
+    };
+    let shared = Shared {
+        store,
+        config,
+        options,
+        workflow,
+        stop,
+        on_event,
+        current: Mutex::new(HashSet::new()),
+        busy_slots: AtomicU64::new(0),
+        steps: AtomicU64::new(0),
+        finished: AtomicU64::new(0),
+        failed: AtomicU64::new(0),
+    };
+    let slots_done = AtomicBool::new(false);
+    let results: Vec<Result<(), WorkerError>> = std::thread::scope(|scope| {
+        let beat = scope.spawn(|| beat_until(&shared, &slots_done));
+        let slots: Vec<_> = (0..options.concurrency)
+            .map(|_| scope.spawn(|| slot(&shared)))
+            .collect();
+        let results = slots
+            .into_iter()
+            .map(|s| s.join().unwrap_or(Ok(())))
+            .collect();
+        slots_done.store(true, Ordering::SeqCst);
+        let _ = beat.join();
+        results
+    });
+    forget_worker(store);
+    for result in results {
+        result?;
+    }
+    Ok(Report {
+        steps: shared.steps.load(Ordering::SeqCst),
+        finished: shared.finished.load(Ordering::SeqCst),
+        failed: shared.failed.load(Ordering::SeqCst),
+    })
+}
+
+/// One slot: claim, step, let go, again.
+fn slot(shared: &Shared<'_>) -> Result<(), WorkerError> {
+    while !shared.stop.load(Ordering::SeqCst) {
+        shared.busy_slots.fetch_add(1, Ordering::SeqCst);
+        let claimed = claim(shared);
+        let (id, guard) = match claimed {
+            Ok(Some(found)) => found,
+            Ok(None) => {
+                shared.busy_slots.fetch_sub(1, Ordering::SeqCst);
+                if shared.options.until_idle && idle(shared)? {
+                    return Ok(());
+                }
+                std::thread::sleep(POLL);
+                continue;
+            }
+            Err(e) => {
+                shared.busy_slots.fetch_sub(1, Ordering::SeqCst);
+                return Err(e);
+            }
+        };
+        let outcome = step_claimed(shared, &id);
+        drop(guard);
+        shared
+            .current
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&id);
+        shared.busy_slots.fetch_sub(1, Ordering::SeqCst);
+        outcome?;
+    }
+    Ok(())
+}
+
+/// Steps a claimed thread until it stops being runnable, `max_steps` were taken, or the
+/// worker is told to stop.
+fn step_claimed(shared: &Shared<'_>, id: &str) -> Result<(), WorkerError> {
+    let options = StepOptions {
+        agent: shared.options.agent.clone(),
+        passthrough: false,
+    };
+    let mut warm = Warm::default();
+    for _ in 0..shared.options.max_steps {
+        if shared.stop.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        match step::step_warm(shared.store, shared.config, id, &options, &mut warm) {
+            Ok(stepped) => {
+                if stepped.role.is_some() && !stepped.awaiting {
+                    shared.steps.fetch_add(1, Ordering::SeqCst);
+                }
+                if stepped.done {
+                    shared.finished.fetch_add(1, Ordering::SeqCst);
+                }
+                (shared.on_event)(Event::Stepped(&stepped));
+                if stepped.done || stepped.awaiting {
+                    index::dequeue(shared.store.root(), id)?;
+                    return Ok(());
+                }
+            }
+            // Another process stepped it meanwhile (a `thread step` by hand, a worker whose
+            // claim raced ours): theirs to finish; ours is simply over.
+            Err(e) if e.is_busy() || lost_race(&e) => return Ok(()),
+            Err(e) => {
+                shared.failed.fetch_add(1, Ordering::SeqCst);
+                (shared.on_event)(Event::Failed {
+                    thread: id,
+                    error: &e,
+                });
+                index::dequeue(shared.store.root(), id)?;
+                return Ok(());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A step that failed because another step got there first.
+fn lost_race(e: &StepError) -> bool {
+    let index = match e {
+        StepError::Thread(e) | StepError::View(ViewError::Thread(e)) => e,
+        _ => return false,
+    };
+    matches!(
+        index,
+        ThreadIndexError::HeadMoved { .. }
+            | ThreadIndexError::Archived { .. }
+            | ThreadIndexError::Unknown(_)
+    )
+}
+
+/// Claims one runnable thread: its id, and over PostgreSQL the held lease.
+fn claim(shared: &Shared<'_>) -> Result<Option<(String, Option<lease::LeaseGuard>)>, WorkerError> {
+    let root = shared.store.root();
+    if let Some(pg) = storage::pg(root)? {
+        let who = Holder {
+            holder: storage::holder(),
+            machine: storage::machine(),
+        };
+        let Some(claimed) = pg.claim(shared.workflow, who, storage::lease_time(root))? else {
+            return Ok(None);
+        };
+        let id = claimed.thread.clone();
+        shared
+            .current
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id.clone());
+        return Ok(Some((id, Some(lease::hold_claim(root, pg, claimed)))));
+    }
+    for id in index::queued(root)? {
+        if let Some(wanted) = shared.workflow
+            && workflow_of(shared.store, &id) != Some(wanted)
+        {
+            continue;
+        }
+        if RunFiles::new(root, &id).check_idle().is_err() {
+            continue;
+        }
+        let mut current = shared.current.lock().unwrap_or_else(|p| p.into_inner());
+        if current.insert(id.clone()) {
+            return Ok(Some((id, None)));
+        }
+    }
+    Ok(None)
+}
+
+/// The workflow of an active thread (from its start node), if it can be read.
+fn workflow_of(store: &Store, id: &str) -> Option<Hash> {
+    let head = index::active_head(store.root(), id).ok()?;
+    let mut node = store.get(head).ok()?;
+    if !builtin::is_start(node.type_hash) {
+        let start = Hash::parse(node.payload.get("start")?.as_str()?).ok()?;
+        node = store.get(start).ok()?;
+    }
+    Hash::parse(node.payload.get("workflow")?.as_str()?).ok()
+}
+
+/// Whether nothing is left to do: no thread queued (leased by another worker or not) and no
+/// slot of this worker busy.
+fn idle(shared: &Shared<'_>) -> Result<bool, WorkerError> {
+    if shared.busy_slots.load(Ordering::SeqCst) > 0 {
+        return Ok(false);
+    }
+    let root = shared.store.root();
+    if let Some(pg) = storage::pg(root)? {
+        return Ok(!pg.any_queued(shared.workflow)?);
+    }
+    let queued = index::queued(root)?;
+    Ok(match shared.workflow {
+        None => queued.is_empty(),
+        Some(w) => !queued
+            .iter()
+            .any(|id| workflow_of(shared.store, id) == Some(w)),
+    })
+}
+
+/// One worker's report in the directory store (`<root>/workers/<pid>.json`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkerStatus {
+    pub holder: String,
+    pub machine: String,
+    pub pid: u32,
+    #[serde(default)]
+    pub workflow: Option<String>,
+    pub threads: Vec<String>,
+    pub steps: u64,
+    pub state: String,
+    pub started_at: u64,
+    pub seen_at: u64,
+}
+
+fn status_path(root: &std::path::Path, pid: u32) -> std::path::PathBuf {
+    root.join("workers").join(format!("{pid}.json"))
+}
+
+/// Reports what this worker does every [`BEAT`] until its slots are done.
+fn beat_until(shared: &Shared<'_>, done: &AtomicBool) {
+    let started_at = now_ms();
+    let mut last = None::<Instant>;
+    while !done.load(Ordering::SeqCst) {
+        if last.is_none_or(|t| t.elapsed() >= BEAT) {
+            last = Some(Instant::now());
+            let mut threads: Vec<String> = shared
+                .current
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .cloned()
+                .collect();
+            threads.sort();
+            let state = if shared.stop.load(Ordering::SeqCst) {
+                "stopping"
+            } else if threads.is_empty() {
+                "idle"
+            } else {
+                "running"
+            };
+            let status = WorkerStatus {
+                holder: storage::holder().to_owned(),
+                machine: storage::machine().to_owned(),
+                pid: std::process::id(),
+                workflow: shared.options.workflow.clone(),
+                threads,
+                steps: shared.steps.load(Ordering::SeqCst),
+                state: state.to_owned(),
+                started_at,
+                seen_at: now_ms(),
+            };
+            let _ = record(shared.store, &status);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn record(store: &Store, status: &WorkerStatus) -> Result<(), WorkerError> {
+    let root = store.root();
+    if let Some(pg) = storage::pg(root)? {
+        pg.worker_beat(&WorkerRow {
+            holder: status.holder.clone(),
+            machine: status.machine.clone(),
+            pid: status.pid as i32,
+            workflow: status.workflow.clone(),
+            threads: status.threads.clone(),
+            steps: status.steps as i64,
+            state: status.state.clone(),
+            started_ms: status.started_at as i64,
+            seen_ms: status.seen_at as i64,
+        })?;
+        return Ok(());
+    }
+    let text = serde_json::to_vec(status).expect("status serializes");
+    let path = status_path(root, status.pid);
+    let _ = crate::file_util::AtomicWrite::new(&path)
+        .without_fsync()
+        .replace(&text);
+    Ok(())
+}
+
+fn forget_worker(store: &Store) {
+    let root = store.root();
+    match storage::pg(root) {
+        Ok(Some(pg)) => {
+            let _ = pg.worker_gone(storage::holder());
+        }
+        _ => {
+            let _ = std::fs::remove_file(status_path(root, std::process::id()));
+        }
+    }
+}
+
+/// The workers at work on this store: over PostgreSQL every machine's (seen in the last
+/// minute), else this machine's whose processes are alive.
+pub fn list(store: &Store) -> Result<Vec<WorkerStatus>, WorkerError> {
+    let root = store.root();
+    if let Some(pg) = storage::pg(root)? {
+        return Ok(pg
+            .workers()?
+            .into_iter()
+            .map(|w| WorkerStatus {
+                holder: w.holder,
+                machine: w.machine,
+                pid: w.pid as u32,
+                workflow: w.workflow,
+                threads: w.threads,
+                steps: w.steps as u64,
+                state: w.state,
+                started_at: w.started_ms as u64,
+                seen_at: w.seen_ms as u64,
+            })
+            .collect());
+    }
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(root.join("workers")) else {
+        return Ok(out);
+    };
+    for entry in entries.flatten() {
+        let Ok(bytes) = std::fs::read(entry.path()) else {
+            continue;
+        };
+        let Ok(status) = serde_json::from_slice::<WorkerStatus>(&bytes) else {
+            continue;
+        };
+        if std::path::Path::new(&format!("/proc/{}", status.pid)).exists() {
+            out.push(status);
+        } else {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+    out.sort_by_key(|s| (s.started_at, s.pid));
+    Ok(out)
+}
