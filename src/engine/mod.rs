@@ -12,12 +12,14 @@
 //! - [`config`]: `config.yaml`, `.env`, `uwf setup`, `uwf doctor`.
 //! - [`index_files`]: formats, locks and atomic writes of the small mutable files.
 //! - [`session`]: what a process taking many steps keeps warm between them.
+//! - [`store_copy`]: `uwf store copy`, a whole store from one backend to another, verified.
 pub mod agent;
 pub mod config;
 pub mod fsck;
 pub mod index_files;
 pub mod llm;
 pub mod session;
+pub mod store_copy;
 pub mod suggest;
 pub mod thread;
 pub mod workflow;
