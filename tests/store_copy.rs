@@ -18,14 +18,26 @@ use std::time::{Duration, Instant};
 
 use common::{Env, json};
 use serde_json::Value;
+use uwf::cas::{Hash, Store, builtin};
+use uwf::engine::index_files;
+use uwf::engine::thread::{forks, index};
 
-/// Threads in the big store: run to the end (archived `done`), run two steps (active), started
-/// and killed (archived `killed`), and forks of the two-step threads' first steps (active).
-const DONE: usize = 60;
-const PARTIAL: usize = 300;
-const KILLED: usize = 40;
-const FORKS: usize = 600;
-const THREADS: usize = DONE + PARTIAL + KILLED + FORKS;
+/// Threads in the big store. Through the CLI: run to the end (archived `done`), run two steps
+/// (active) and started then killed (archived `killed`). Written with the library, as `thread
+/// start` and `thread fork` write them but with one `threads.yaml` update for all (a thousand
+/// CLI calls take half a minute on a busy machine): started threads, and forks of the two-step
+/// threads' heads.
+const DONE: usize = 20;
+const PARTIAL: usize = 40;
+const KILLED: usize = 20;
+const STARTED: usize = 420;
+const FORKS: usize = 500;
+const THREADS: usize = DONE + PARTIAL + KILLED + STARTED + FORKS;
+const ACTIVE: usize = PARTIAL + STARTED + FORKS;
+const ARCHIVED: usize = DONE + KILLED;
+/// Text nodes no thread names (as GC leaves them within its grace period), so the store has
+/// as many nodes as 1,000 threads with a few real steps each would write.
+const LOOSE_TEXTS: usize = 9000;
 
 /// How long one copy of the 1,000-thread store may take in a debug build on a busy machine
 /// (it takes about a second).
@@ -50,10 +62,23 @@ fn uwf_at(env: &Env, root: &Path, args: &[&str]) -> String {
 }
 
 /// Runs `uwf store copy FROM TO`, asserting success; returns its JSON summary and how long it took.
+/// Its `UWF_PROFILE` marks go to the test's stderr (shown with `--nocapture`).
 fn copy(env: &Env, from: &str, to: &str) -> (Value, Duration) {
     let started = Instant::now();
-    let out = env.ok(&["store", "copy", from, to]);
-    (json(&out), started.elapsed())
+    let out = env
+        .uwf()
+        .env("UWF_PROFILE", "1")
+        .args(["store", "copy", from, to])
+        .output()
+        .expect("run uwf");
+    let took = started.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "uwf store copy {from} {to} failed\nstderr: {stderr}"
+    );
+    eprint!("{stderr}");
+    (json(String::from_utf8_lossy(&out.stdout).trim()), took)
 }
 
 /// Runs `uwf store copy FROM TO`, asserting exit 1 with no panic; returns stderr.
@@ -78,10 +103,9 @@ fn register(env: &Env) {
     common::put_example(env, "document");
 }
 
-/// Makes the 1,000 threads of the big store, `workers` commands at a time.
+/// Makes the 1,000 threads of the big store (see [`DONE`]).
 fn make_threads(env: &Env) {
     let next = AtomicUsize::new(0);
-    let partial: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
     let run_each = |count: usize, work: &(dyn Fn(usize) + Sync)| {
         next.store(0, Ordering::SeqCst);
         std::thread::scope(|s| {
@@ -106,17 +130,57 @@ fn make_threads(env: &Env) {
     run_each(PARTIAL, &|i| {
         let id = start(format!("Issue {i}: the export drops rows"));
         env.ok(&["thread", "run", &id, "--max-steps", "2"]);
-        partial.lock().expect("lock").push(id);
     });
     run_each(KILLED, &|i| {
         let id = start(format!("Issue {i}: nobody wants this"));
         env.ok(&["thread", "kill", &id]);
     });
-    let partial = partial.into_inner().expect("lock");
-    run_each(FORKS, &|i| {
-        let from = format!("{}:1", partial[i % partial.len()]);
-        env.ok(&["thread", "fork", &from]);
-    });
+
+    let root = env.root();
+    let mut store = Store::open(&root).expect("store");
+    store.set_durable(false);
+    let workflow = index_files::read_registry(&root).expect("registry")["solve-issue"].hash;
+    let partial: Vec<(String, Hash)> = index_files::read_threads(&root)
+        .expect("threads")
+        .into_iter()
+        .collect();
+    assert_eq!(partial.len(), PARTIAL);
+    let mut new = BTreeMap::new();
+    for i in 0..STARTED {
+        let start = store
+            .put(
+                builtin::hash_of("start"),
+                &serde_json::json!({
+                    "workflow": workflow.to_string(),
+                    "prompt": format!("Issue {i}: the search is slow"),
+                }),
+            )
+            .expect("start node");
+        new.insert(index::new_id(), start);
+    }
+    for i in 0..FORKS {
+        let (from, head) = &partial[i % partial.len()];
+        let id = index::new_id();
+        forks::record(&root, &id, Some(from), *head).expect("fork record");
+        new.insert(id, *head);
+    }
+    index_files::update_yaml(
+        &root,
+        "threads.yaml",
+        |threads: &mut index_files::Threads| {
+            threads.extend(new);
+            Ok::<(), index_files::IndexError>(())
+        },
+    )
+    .expect("threads.yaml");
+    for i in 0..LOOSE_TEXTS {
+        store
+            .put(
+                builtin::hash_of("text"),
+                &Value::String(format!("Output {i} of an agent that said a lot.")),
+            )
+            .expect("text node");
+    }
 }
 
 /// Every node file under `root`: hash → bytes.
@@ -125,10 +189,18 @@ fn node_files(root: &Path) -> BTreeMap<String, Vec<u8>> {
     let objects = root.join("cas/objects");
     for fanout in std::fs::read_dir(&objects).expect("objects dir") {
         let fanout = fanout.expect("entry").path();
-        let prefix = fanout.file_name().expect("name").to_string_lossy().into_owned();
+        let prefix = fanout
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .into_owned();
         for file in std::fs::read_dir(&fanout).expect("fanout dir") {
             let file = file.expect("entry").path();
-            let name = file.file_name().expect("name").to_string_lossy().into_owned();
+            let name = file
+                .file_name()
+                .expect("name")
+                .to_string_lossy()
+                .into_owned();
             let rest = name.strip_suffix(".json").expect("node file name");
             out.insert(
                 format!("{prefix}{rest}"),
@@ -189,8 +261,8 @@ fn a_thousand_threads_go_to_postgres_and_back_unchanged() {
     eprintln!("built {THREADS} threads in {:?}", built.elapsed());
     let source = env.root();
     let before = node_files(&source);
-    assert_eq!(threads_yaml(&source).len(), PARTIAL + FORKS);
-    assert_eq!(history(&source).len(), DONE + KILLED);
+    assert_eq!(threads_yaml(&source).len(), ACTIVE);
+    assert_eq!(history(&source).len(), ARCHIVED);
 
     // Directory → PostgreSQL.
     let url = server.fresh_db("copy_roundtrip");
@@ -198,8 +270,8 @@ fn a_thousand_threads_go_to_postgres_and_back_unchanged() {
     eprintln!("directory → postgres: {took:?} {summary}");
     assert!(took < COPY_LIMIT, "copy took {took:?}");
     assert_eq!(summary["nodes"], before.len());
-    assert_eq!(summary["threads"], PARTIAL + FORKS);
-    assert_eq!(summary["archived"], DONE + KILLED);
+    assert_eq!(summary["threads"], ACTIVE);
+    assert_eq!(summary["archived"], ARCHIVED);
     assert_eq!(summary["workflows"], 2);
     assert_eq!(summary["versions"], 3);
     assert!(
@@ -216,12 +288,18 @@ fn a_thousand_threads_go_to_postgres_and_back_unchanged() {
         before.len()
     );
     assert_eq!(
-        count(&mut client, "select count(*) from threads where parent is not null") as usize,
+        count(
+            &mut client,
+            "select count(*) from threads where parent is not null"
+        ) as usize,
         FORKS,
         "every fork knows the thread it came from"
     );
     assert_eq!(
-        count(&mut client, "select count(*) from history where status = 'killed'") as usize,
+        count(
+            &mut client,
+            "select count(*) from history where status = 'killed'"
+        ) as usize,
         KILLED
     );
 
@@ -230,8 +308,8 @@ fn a_thousand_threads_go_to_postgres_and_back_unchanged() {
     let (summary, took) = copy(&env, &url, back.to_str().expect("utf-8"));
     eprintln!("postgres → directory: {took:?} {summary}");
     assert!(took < COPY_LIMIT, "copy took {took:?}");
-    assert_eq!(summary["threads"], PARTIAL + FORKS);
-    assert_eq!(summary["archived"], DONE + KILLED);
+    assert_eq!(summary["threads"], ACTIVE);
+    assert_eq!(summary["archived"], ARCHIVED);
 
     // The same nodes, byte for byte (timestamps kept) apart from the schema nodes each store
     // writes when it is created, which match in content.
@@ -275,13 +353,20 @@ fn unreachable_or_refusing_databases_fail_naming_the_target_not_the_password() {
     let root = root.to_str().expect("utf-8");
     let secret = "s3cret-Pw-0451";
 
-    let err = copy_fails(&env, root, &format!("postgres://uwf:{secret}@db:notaport/uwf"));
+    let err = copy_fails(
+        &env,
+        root,
+        &format!("postgres://uwf:{secret}@db:notaport/uwf"),
+    );
     assert!(err.contains("invalid storage URL"), "{err}");
     assert!(err.contains("postgres://uwf:***@db"), "{err}");
     assert!(!err.contains(secret), "{err}");
 
     let err = copy_fails(&env, &format!("mysql://uwf:{secret}@db/uwf"), root);
-    assert!(err.contains("neither a directory nor a postgres:// URL"), "{err}");
+    assert!(
+        err.contains("neither a directory nor a postgres:// URL"),
+        "{err}"
+    );
     assert!(!err.contains(secret), "{err}");
 
     let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -294,9 +379,17 @@ fn unreachable_or_refusing_databases_fail_naming_the_target_not_the_password() {
     assert!(err.contains("connection refused"), "{err}");
     assert!(!err.contains(secret), "{err}");
     let err = copy_fails(&env, &url, &env.dir.path().join("out").to_string_lossy());
-    assert!(err.contains(&format!("cannot open postgres://uwf:***@127.0.0.1:{port}/uwf")), "{err}");
+    assert!(
+        err.contains(&format!(
+            "cannot open postgres://uwf:***@127.0.0.1:{port}/uwf"
+        )),
+        "{err}"
+    );
     assert!(!err.contains(secret), "{err}");
-    assert!(!env.dir.path().join("out").exists(), "nothing made for a failed copy");
+    assert!(
+        !env.dir.path().join("out").exists(),
+        "nothing made for a failed copy"
+    );
 
     let socket = env.dir.path().join("no-server");
     let url = format!(
@@ -304,7 +397,10 @@ fn unreachable_or_refusing_databases_fail_naming_the_target_not_the_password() {
         socket.to_string_lossy().replace('/', "%2F")
     );
     let err = copy_fails(&env, root, &url);
-    assert!(err.contains(&format!("{}/.s.PGSQL.5432", socket.display())), "{err}");
+    assert!(
+        err.contains(&format!("{}/.s.PGSQL.5432", socket.display())),
+        "{err}"
+    );
     assert!(!err.contains(secret), "{err}");
 
     let Some(server) = pg_server::shared(name) else {
@@ -315,7 +411,10 @@ fn unreachable_or_refusing_databases_fail_naming_the_target_not_the_password() {
         .replace(pg_server::PASSWORD, secret);
     let err = copy_fails(&env, root, &url);
     assert!(err.contains("refused the password of user `uwf`"), "{err}");
-    assert!(err.contains(&server.socket_dir().display().to_string()), "{err}");
+    assert!(
+        err.contains(&server.socket_dir().display().to_string()),
+        "{err}"
+    );
     assert!(!err.contains(secret), "{err}");
 }
 
@@ -331,9 +430,16 @@ fn a_destination_with_threads_or_workflows_is_refused_and_left_alone() {
 
     // A directory holding nodes only is fine: they are kept, the rest is added.
     let only_nodes = env.dir.path().join("only-nodes");
-    uwf_at(&env, &only_nodes, &["cas", "put", "text", "\"already here\""]);
+    uwf_at(
+        &env,
+        &only_nodes,
+        &["cas", "put", "text", "\"already here\""],
+    );
     let (summary, _) = copy(&env, root_text, only_nodes.to_str().expect("utf-8"));
-    assert!(summary["newNodes"].as_u64() < summary["nodes"].as_u64(), "{summary}");
+    assert!(
+        summary["newNodes"].as_u64() < summary["nodes"].as_u64(),
+        "{summary}"
+    );
     assert_eq!(threads_yaml(&only_nodes), threads_yaml(&root));
 
     // The same copy again: it now holds a thread and a workflow.

@@ -42,6 +42,9 @@ use crate::pg::{
 /// How many nodes are read and written at a time.
 const BATCH: usize = 1000;
 
+/// How many threads write node files into a directory store at once.
+const WRITERS: usize = 4;
+
 /// One side of a copy: a directory store's root, or a PostgreSQL database.
 #[derive(Debug, Clone)]
 pub enum Endpoint {
@@ -193,10 +196,12 @@ pub fn copy(
     let source = Side::open_source(from)?;
     let dest = Side::open_destination(to)?;
     refuse_occupied(to, dest.occupancy()?)?;
+    crate::profile::mark("store copy: opened both");
 
     let indexes = source.read_indexes(from)?;
     let hashes = source.list_all()?;
     indexes.check_refs(from, &hashes.iter().copied().collect())?;
+    crate::profile::mark("store copy: source indexes and node list read");
 
     let mut report = CopyReport {
         nodes: hashes.len(),
@@ -218,8 +223,11 @@ pub fn copy(
             total,
         });
     }
+    crate::profile::mark("store copy: nodes copied");
     dest.sync()?;
+    crate::profile::mark("store copy: synced");
     dest.write_indexes(to, &indexes)?;
+    crate::profile::mark("store copy: indexes written");
 
     let mut done = 0;
     for chunk in hashes.chunks(BATCH) {
@@ -234,8 +242,10 @@ pub fn copy(
             total,
         });
     }
+    crate::profile::mark("store copy: nodes verified");
     let written = dest.read_indexes(to)?;
     indexes.same_as(&written, to)?;
+    crate::profile::mark("store copy: indexes verified");
     Ok(report)
 }
 
@@ -262,7 +272,11 @@ fn refuse_occupied(to: &Endpoint, found: Occupancy) -> Result<(), CopyError> {
     for (n, one, many) in [
         (found.threads, "active thread", "active threads"),
         (found.archived, "archived thread", "archived threads"),
-        (found.workflows, "registered workflow", "registered workflows"),
+        (
+            found.workflows,
+            "registered workflow",
+            "registered workflows",
+        ),
     ] {
         if n > 0 {
             parts.push(format!("{n} {}", if n == 1 { one } else { many }));
@@ -288,10 +302,16 @@ impl Indexes {
         let mut named: Vec<(String, Hash)> = Vec::new();
         for (name, e) in &self.registry {
             named.push((format!("workflow `{name}`"), e.hash));
-            named.extend(e.source.map(|s| (format!("the source of workflow `{name}`"), s)));
+            named.extend(
+                e.source
+                    .map(|s| (format!("the source of workflow `{name}`"), s)),
+            );
             for v in &e.history {
                 named.push((format!("a version of workflow `{name}`"), v.hash));
-                named.extend(v.source.map(|s| (format!("a version of workflow `{name}`"), s)));
+                named.extend(
+                    v.source
+                        .map(|s| (format!("a version of workflow `{name}`"), s)),
+                );
             }
         }
         for t in &self.active {
@@ -394,18 +414,22 @@ impl Side {
     fn open(endpoint: &Endpoint) -> Result<Side, CopyError> {
         let name = || endpoint.to_string();
         match endpoint {
-            Endpoint::Dir(path) => Store::open(path)
-                .map(Side::Dir)
-                .map_err(|source| CopyError::OpenDir {
-                    endpoint: name(),
-                    source,
-                }),
-            Endpoint::Pg(config) => PgStore::open(config)
-                .map(Side::Pg)
-                .map_err(|source| CopyError::OpenPg {
-                    endpoint: name(),
-                    source,
-                }),
+            Endpoint::Dir(path) => {
+                Store::open(path)
+                    .map(Side::Dir)
+                    .map_err(|source| CopyError::OpenDir {
+                        endpoint: name(),
+                        source,
+                    })
+            }
+            Endpoint::Pg(config) => {
+                PgStore::open(config)
+                    .map(Side::Pg)
+                    .map_err(|source| CopyError::OpenPg {
+                        endpoint: name(),
+                        source,
+                    })
+            }
         }
     }
 
@@ -453,11 +477,26 @@ impl Side {
     fn write_nodes(&self, nodes: &[Node]) -> Result<usize, CopyError> {
         match self {
             Side::Dir(store) => {
-                let mut new = 0;
-                for node in nodes {
-                    new += usize::from(store.put_copied(node)?);
-                }
-                Ok(new)
+                // Each node is a handful of system calls on its own file: a few writers at
+                // once keep the disk busy while one of them waits.
+                let per_writer = nodes.len().div_ceil(WRITERS).max(1);
+                std::thread::scope(|s| {
+                    let writers: Vec<_> = nodes
+                        .chunks(per_writer)
+                        .map(|part| {
+                            s.spawn(move || {
+                                part.iter().try_fold(0, |new, node| {
+                                    Ok::<_, StoreError>(new + usize::from(store.put_copied(node)?))
+                                })
+                            })
+                        })
+                        .collect();
+                    let mut new = 0;
+                    for writer in writers {
+                        new += writer.join().expect("a node writer panicked")?;
+                    }
+                    Ok(new)
+                })
             }
             Side::Pg(pg) => Ok(pg.put_copied_nodes(nodes)?),
         }
@@ -481,23 +520,18 @@ impl Side {
                     .into_iter()
                     .map(|n| (n.name.clone(), entry_of(&n)))
                     .collect();
-                let mut active = Vec::new();
-                for t in pg.active_threads(None)? {
-                    let (_, started) = self.start_of(t.head).map_err(|reason| {
-                        CopyError::BadThread {
-                            endpoint: endpoint.to_string(),
-                            thread: t.id.clone(),
-                            reason,
-                        }
-                    })?;
-                    active.push(CopiedThread {
+                let mut starts = pg.thread_starts()?;
+                let active = pg
+                    .active_threads(None)?
+                    .into_iter()
+                    .map(|t| CopiedThread {
+                        started_ms: starts.remove(&t.id),
                         id: t.id,
                         workflow: t.workflow,
                         head: t.head,
                         parent: t.parent,
-                        started_ms: Some(started),
-                    });
-                }
+                    })
+                    .collect();
                 Ok(Indexes {
                     registry,
                     active,

@@ -138,10 +138,8 @@ impl PgStore {
             )?;
             Ok((inserted, stored))
         })?;
-        let stored: HashMap<String, Vec<u8>> = stored
-            .iter()
-            .map(|row| (row.get(0), row.get(1)))
-            .collect();
+        let stored: HashMap<String, Vec<u8>> =
+            stored.iter().map(|row| (row.get(0), row.get(1))).collect();
         for (node, bytes) in nodes.iter().zip(&all_bytes) {
             match stored.get(&node.hash.to_string()) {
                 Some(found) if found == bytes => {}
@@ -150,6 +148,17 @@ impl PgStore {
             }
         }
         Ok(usize::try_from(inserted).unwrap_or(0))
+    }
+
+    /// When each active thread was registered (milliseconds since the epoch), by id.
+    pub fn thread_starts(&self) -> Result<HashMap<String, i64>, PgError> {
+        let rows = self.with_client("list threads", |c| {
+            c.query(
+                "select id, (extract(epoch from created_at) * 1000)::bigint from threads",
+                &[],
+            )
+        })?;
+        Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
     }
 
     /// Every archived thread, oldest completion first.
