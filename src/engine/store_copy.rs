@@ -49,7 +49,7 @@ const WRITERS: usize = 4;
 #[derive(Debug, Clone)]
 pub enum Endpoint {
     Dir(PathBuf),
-    Pg(PgConfig),
+    Pg(Box<PgConfig>),
 }
 
 impl Endpoint {
@@ -57,7 +57,7 @@ impl Endpoint {
     /// anything else is a directory.
     pub fn parse(text: &str) -> Result<Endpoint, CopyError> {
         if text.starts_with("postgres://") || text.starts_with("postgresql://") {
-            return Ok(Endpoint::Pg(PgConfig::parse(text)?));
+            return Ok(Endpoint::Pg(Box::new(PgConfig::parse(text)?)));
         }
         if let Some((scheme, _)) = text.split_once("://")
             && !scheme.is_empty()
@@ -385,6 +385,8 @@ impl Indexes {
 }
 
 /// An opened endpoint.
+// A copy holds two of these, so their size does not matter.
+#[allow(clippy::large_enum_variant)]
 enum Side {
     Dir(Store),
     Pg(PgStore),
