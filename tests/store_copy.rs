@@ -478,3 +478,32 @@ fn a_destination_with_threads_or_workflows_is_refused_and_left_alone() {
         .get(0);
     assert_eq!(after, nodes, "no node added to a refused destination");
 }
+
+#[test]
+fn a_source_node_that_does_not_hash_to_its_name_stops_the_copy() {
+    let env = Env::new();
+    common::put_example(&env, "solve-issue");
+    let id = common::start_thread(&env, "solve-issue", "Fix the login bug");
+    let head = threads_yaml(&env.root())[&id].clone();
+    let path = env.object_path(&head);
+    common::make_writable(&path);
+    let text = std::fs::read_to_string(&path).expect("node file");
+    std::fs::write(
+        &path,
+        text.replace("Fix the login bug", "Fix the logout bug"),
+    )
+    .expect("tamper");
+
+    let to = env.dir.path().join("copy");
+    let err = copy_fails(
+        &env,
+        env.root().to_str().expect("utf-8"),
+        to.to_str().expect("utf-8"),
+    );
+    assert!(err.contains("hash mismatch"), "{err}");
+    assert!(err.contains(&head), "{err}");
+    assert!(
+        !to.join("threads.yaml").exists(),
+        "no thread index written for a failed copy"
+    );
+}
