@@ -24,8 +24,7 @@ const LOCK_KEY: i64 = 0x0075_7766_006d_6967;
 pub const CHANNEL: &str = "uwf_threads";
 
 /// Migration `n` (1-based) brings the schema from version `n - 1` to `n`.
-const MIGRATIONS: &[&str] = &[
-    r#"
+const MIGRATIONS: &[&str] = &[r#"
 create table nodes (
     hash       text primary key check (length(hash) = 13),
     type_hash  text not null check (length(type_hash) = 13),
@@ -82,12 +81,10 @@ begin
 end $$;
 create trigger threads_notify after insert or delete or update of head, status, queued
     on threads for each row execute function uwf_notify_thread();
-"#,
-    r#"
+"#, r#"
 alter table registry add column source text;
 alter table registry_versions add column source text;
-"#,
-];
+"#];
 
 /// Brings the database to [`SCHEMA_VERSION`], or refuses a newer one. Returns the version found
 /// before migrating (0 for a fresh database).
