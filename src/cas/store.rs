@@ -645,6 +645,44 @@ impl Store {
     pub(crate) fn tmp_dir(&self) -> &Path {
         &self.tmp
     }
+
+    // ── `uwf store copy` (engine/store_copy.rs) ─────────────────────────────────────────────
+
+    /// Writes a node copied from another store as it was there, its timestamp included, without
+    /// schema validation (the copy verifies hashes, and `cas fsck` the rest): nodes arrive in
+    /// hash order, not in the order their references need. Returns whether the file was
+    /// created; a file already there with the same content is kept (and is success), different
+    /// content is a collision, and a node whose content does not hash to its `hash` is refused.
+    pub fn put_copied(&self, node: &Node) -> Result<bool, StoreError> {
+        let path = self.object_path(node.hash);
+        let actual = node_hash(node.type_hash, &node.payload);
+        if actual != node.hash {
+            return Err(StoreError::HashMismatch {
+                hash: node.hash,
+                actual,
+                path,
+            });
+        }
+        if path.exists() {
+            self.confirm_existing(node.hash, node.type_hash, &node.payload, &path)?;
+            return Ok(false);
+        }
+        let file_bytes = to_canonical_bytes(&serde_json::json!({
+            "payload": node.payload,
+            "timestamp": node.timestamp,
+            "type": node.type_hash.to_string(),
+        }));
+        let mut write = AtomicWrite::new(&path).temp_in(&self.tmp).mode(0o444);
+        if !self.durable {
+            write = write.without_fsync();
+        }
+        if write.create_new(&file_bytes)? == Created::Existed {
+            self.confirm_existing(node.hash, node.type_hash, &node.payload, &path)?;
+            return Ok(false);
+        }
+        self.append_index(node.type_hash, node.hash)?;
+        Ok(true)
+    }
 }
 
 /// Parses and verifies the bytes of a node file.

@@ -13,6 +13,7 @@ mod mount;
 mod output;
 mod setup;
 mod skill;
+mod store;
 mod thread;
 mod worker;
 mod workflow;
@@ -97,6 +98,13 @@ uwf workflow graph solve-issue\n  uwf workflow history solve-issue\n  uwf workfl
 uwf cas has 2DHW2FP49YVD3 && echo present\n  uwf cas fsck\n  uwf cas gc --dry-run"
     )]
     Cas(cas::CasCommand),
+    /// Copy a whole store between backends (a directory, PostgreSQL), verifying every hash
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  uwf store copy ~/.uwf postgres://uwf@db/uwf\n  \
+uwf store copy postgres://uwf@db/uwf ~/uwf-backup"
+    )]
+    Store(store::StoreCommand),
     /// Serve the storage as files at DIR (FUSE)
     Mount(mount::MountArgs),
     /// Unmount a `uwf mount` (also after its process died)
@@ -157,6 +165,7 @@ fn run(cli: Cli, out: &mut Out) -> CliResult {
     load_dotenv(&root);
     match cli.command {
         Command::Cas(cmd) => cas::run(cmd, &root, out),
+        Command::Store(cmd) => store::run(cmd, out),
         Command::Workflow(cmd) => workflow::run(cmd, &root, out),
         Command::Eval(args) => eval::run(args, out),
         Command::Thread(cmd) => thread::run(cmd, &root, out),
@@ -193,7 +202,8 @@ fn needs_a_store(command: &Command) -> bool {
         | Command::Skill(_)
         | Command::Completions(_)
         | Command::Setup(_)
-        | Command::Doctor(_) => false,
+        | Command::Doctor(_)
+        | Command::Store(_) => false,
     }
 }
 

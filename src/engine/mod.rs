@@ -12,6 +12,7 @@
 //! - [`config`]: `config.yaml`, `.env`, `uwf setup`, `uwf doctor`.
 //! - [`index_files`]: formats, locks and atomic writes of the small mutable files.
 //! - [`session`]: what a process taking many steps keeps warm between them.
+//! - [`store_copy`]: `uwf store copy`, a whole store from one backend to another, verified.
 pub mod agent;
 pub mod config;
 pub mod fsck;
@@ -19,6 +20,7 @@ pub mod index_files;
 pub mod llm;
 pub mod session;
 pub mod storage;
+pub mod store_copy;
 pub mod suggest;
 pub mod thread;
 pub mod worker;

@@ -9,6 +9,7 @@
 //! in the directory store; rows are write-once and verified on read; heads move only by
 //! compare-and-set; a step lease is taken in one race-safe statement.
 pub mod config;
+pub mod copy;
 pub mod error;
 pub mod leases;
 pub mod listen;
@@ -20,6 +21,7 @@ pub mod threads;
 pub mod workers;
 
 pub use config::{PgConfig, redact};
+pub use copy::{CopiedThread, Occupancy};
 pub use error::PgError;
 pub use leases::{Holder, Lease};
 pub use listen::Listener;

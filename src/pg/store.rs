@@ -204,7 +204,7 @@ impl PgStore {
 }
 
 /// Parses and verifies the stored bytes of a node.
-fn parse_row(hash: Hash, bytes: &[u8], created_ms: i64) -> Result<Node, PgError> {
+pub(super) fn parse_row(hash: Hash, bytes: &[u8], created_ms: i64) -> Result<Node, PgError> {
     let actual = Hash::of_bytes(bytes);
     if actual != hash {
         return Err(PgError::HashMismatch { hash, actual });

@@ -128,6 +128,14 @@ pub fn backend(root: &Path) -> Result<Backend, StorageError> {
     Ok(backend)
 }
 
+/// Makes `root` a directory store for the rest of this process, whatever `UWF_STORAGE_URL` or
+/// its config say: `uwf store copy` reads and writes a directory named on its command line as
+/// files, even with a database named in the environment.
+pub fn pin_directory(root: &Path) {
+    let mut cache = cache().lock().unwrap_or_else(|p| p.into_inner());
+    cache.insert(root.to_path_buf(), Backend::Dir);
+}
+
 /// The PostgreSQL store of `root`, or `None` for a directory store.
 pub fn pg(root: &Path) -> Result<Option<Arc<PgStore>>, StorageError> {
     Ok(match backend(root)? {
