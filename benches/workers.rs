@@ -1,0 +1,125 @@
+//! Throughput of `uwf worker` (SPEC §12): steps per second with 1, 2 and 4 worker processes
+//! over PostgreSQL against the same over a directory store, side by side in one run.
+//!
+//! Each run queues the same threads of solve-issue (five steps each with the script agent, run
+//! in the worker process) and times the workers from start until the queue is empty. Over
+//! PostgreSQL each worker has its own storage root, as it would on its own machine; over the
+//! directory store they share one root (file locks), as they would on one machine. The
+//! PostgreSQL server is a private one started here (Debian's `postgresql`, as the tests do).
+//!
+//! Run: `cargo bench --bench workers` (env `WORKER_BENCH_THREADS`, default 200). Prints
+//! numbers, asserts nothing. On a machine with fewer cores than workers the extra workers
+//! mostly wait for a core: compare the columns, not the rows, across machines.
+
+#[path = "../tests/pg_server/mod.rs"]
+mod pg_server;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const SCRIPT: &str = r#"
+planner:
+  - { summary: "Fix the login bug", steps: ["reproduce", "fix the session check", "add a test"] }
+developer:
+  - { filesChanged: [src/login.rs], summary: "first attempt", testsPassing: false }
+  - { filesChanged: [src/login.rs, tests/login.rs], summary: "second attempt", testsPassing: true }
+reviewer:
+  - { approved: false, replan: false, comments: [] }
+  - { approved: true, replan: false, comments: [] }
+"#;
+
+fn uwf(root: &Path, url: Option<&str>) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_uwf"));
+    cmd.env("UWF_STORAGE_ROOT", root).stdin(Stdio::null());
+    match url {
+        Some(url) => cmd.env("UWF_STORAGE_URL", url),
+        None => cmd.env_remove("UWF_STORAGE_URL"),
+    };
+    cmd
+}
+
+fn ok(root: &Path, url: Option<&str>, args: &[&str]) {
+    let out = uwf(root, url).args(args).output().expect("run uwf");
+    assert!(
+        out.status.success(),
+        "uwf {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn fresh_root(base: &Path, name: &str) -> PathBuf {
+    let root = base.join(name);
+    std::fs::create_dir_all(&root).expect("root");
+    root
+}
+
+/// Queues `threads` solve-issue threads, then runs `workers` workers until the queue is
+/// empty; returns the steps per second.
+fn run(base: &Path, tag: &str, url: Option<&str>, workers: usize, threads: usize) -> f64 {
+    let setup = fresh_root(base, &format!("{tag}-setup"));
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/solve-issue.yaml");
+    ok(&setup, url, &["workflow", "put", &example.to_string_lossy()]);
+    for i in 0..threads {
+        let prompt = format!("issue {i}");
+        ok(
+            &setup,
+            url,
+            &["thread", "start", "solve-issue", "-p", &prompt, "--queue"],
+        );
+    }
+    let script = base.join("solve.yaml");
+    std::fs::write(&script, SCRIPT).expect("script");
+    let agent = format!("uwf agent script --file {}", script.display());
+    let started = Instant::now();
+    let children: Vec<Child> = (0..workers)
+        .map(|w| {
+            // Over PostgreSQL a root per worker ("machine"); over files the one root.
+            let root = match url {
+                Some(_) => fresh_root(base, &format!("{tag}-w{w}")),
+                None => setup.clone(),
+            };
+            uwf(&root, url)
+                .args(["worker", "--until-idle", "--agent", &agent])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("spawn worker")
+        })
+        .collect();
+    for mut child in children {
+        assert!(child.wait().expect("wait").success(), "a worker failed");
+    }
+    (threads * 5) as f64 / started.elapsed().as_secs_f64()
+}
+
+fn main() {
+    let threads: usize = std::env::var("WORKER_BENCH_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200);
+    let Some(server) = pg_server::shared("workers bench") else {
+        eprintln!("no PostgreSQL: install Debian's postgresql to run this bench");
+        return;
+    };
+    let base = tempfile::tempdir().expect("temp dir");
+    println!(
+        "uwf worker throughput: {threads} threads × 5 steps, script agent in process, {} cores",
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
+    println!(
+        "{:>8}  {:>16}  {:>16}  {:>8}",
+        "workers", "directory st/s", "postgres st/s", "pg/dir"
+    );
+    for workers in [1, 2, 4] {
+        let url = server.fresh_db(&format!("bench_{workers}"));
+        // Interleaved: the directory store, then PostgreSQL, at each size.
+        let dir = run(base.path(), &format!("dir{workers}"), None, workers, threads);
+        let pg = run(base.path(), &format!("pg{workers}"), Some(&url), workers, threads);
+        println!(
+            "{workers:>8}  {dir:>16.0}  {pg:>16.0}  {:>7.2}×",
+            pg / dir
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

@@ -1,0 +1,359 @@
+//! `uwf worker` over PostgreSQL and over a directory store (SPEC §12, issue #18): worker
+//! processes, each with its own storage root as if on its own machine, share one database;
+//! every queued thread is finished exactly once, also when a worker is killed with -9.
+
+mod common;
+mod pg_server;
+
+use std::collections::HashSet;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use uwf::cas::Hash;
+use uwf::pg::{PgConfig, PgStore};
+
+use common::SOLVE_SCRIPT;
+
+/// The roles a solve-issue thread takes with [`SOLVE_SCRIPT`]'s answers.
+const ROLES: [&str; 5] = ["planner", "developer", "reviewer", "developer", "reviewer"];
+
+/// A storage root of its own (a "machine") on the database at `url`.
+struct Machine {
+    dir: tempfile::TempDir,
+    url: Option<String>,
+}
+
+impl Machine {
+    fn new(url: Option<&str>, lease_seconds: Option<u64>) -> Machine {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::create_dir(dir.path().join("store")).expect("root");
+        std::fs::write(dir.path().join("solve.yaml"), SOLVE_SCRIPT).expect("script");
+        if let Some(secs) = lease_seconds {
+            std::fs::write(
+                dir.path().join("store/config.yaml"),
+                format!("leaseSeconds: {secs}\n"),
+            )
+            .expect("config");
+        }
+        Machine {
+            dir,
+            url: url.map(str::to_owned),
+        }
+    }
+
+    fn root(&self) -> PathBuf {
+        self.dir.path().join("store")
+    }
+
+    fn script(&self) -> PathBuf {
+        self.dir.path().join("solve.yaml")
+    }
+
+    fn uwf(&self) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_uwf"));
+        cmd.env_remove("WORKFLOW_STORAGE_ROOT")
+            .env("UWF_STORAGE_ROOT", self.root())
+            .env("HOME", self.dir.path())
+            .current_dir(self.dir.path())
+            .stdin(Stdio::null());
+        match &self.url {
+            Some(url) => cmd.env("UWF_STORAGE_URL", url),
+            None => cmd.env_remove("UWF_STORAGE_URL"),
+        };
+        cmd
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.uwf().args(args).output().expect("run uwf");
+        assert!(
+            out.status.success(),
+            "uwf {args:?} failed\nstdout: {}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    /// A worker process with `agent` for every step, stopping when the queue is empty.
+    fn worker(&self, agent: &str) -> Child {
+        self.uwf()
+            .args(["worker", "--until-idle", "--agent", agent])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn worker")
+    }
+
+    /// The script agent as a command line run in process.
+    fn script_agent(&self) -> String {
+        format!("uwf agent script --file {}", self.script().display())
+    }
+
+    /// The script agent as a separate program that takes a moment (so a kill lands mid-step).
+    fn slow_agent(&self) -> String {
+        format!(
+            "sh -c 'sleep 0.05; exec {} agent script --file {} \"$@\"' agent",
+            env!("CARGO_BIN_EXE_uwf"),
+            self.script().display()
+        )
+    }
+}
+
+/// Waits for a worker and returns (stdout, stderr); kills it after `limit`.
+fn finish(mut child: Child, limit: Duration) -> (String, String) {
+    let started = Instant::now();
+    loop {
+        if child.try_wait().expect("wait").is_some() {
+            break;
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("a worker did not finish within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (mut out, mut err) = (String::new(), String::new());
+    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert!(child.wait().unwrap().success(), "worker failed: {err}");
+    (out, err)
+}
+
+/// Registers solve-issue and queues `n` threads; returns their ids.
+fn queue_threads(machine: &Machine, n: usize) -> Vec<String> {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/solve-issue.yaml");
+    machine.ok(&["workflow", "put", &example.to_string_lossy()]);
+    (0..n)
+        .map(|i| {
+            machine.ok(&[
+                "thread",
+                "start",
+                "solve-issue",
+                "-p",
+                &format!("issue {i}"),
+                "--queue",
+                "-q",
+            ])
+        })
+        .collect()
+}
+
+/// Checks that every thread is archived as done with exactly the five steps of the script,
+/// each published once (a chain of distinct steps, each on the one before).
+fn assert_all_done_once(pg: &PgStore, ids: &[String]) {
+    let archived: Vec<_> = pg.archived_threads().expect("history");
+    let by_id: std::collections::HashMap<_, _> =
+        archived.iter().map(|a| (a.thread.as_str(), a)).collect();
+    assert!(
+        pg.active_threads(None).expect("active").is_empty(),
+        "threads left active"
+    );
+    let mut all_steps = HashSet::new();
+    for id in ids {
+        let a = by_id
+            .get(id.as_str())
+            .unwrap_or_else(|| panic!("thread {id} is not archived"));
+        assert_eq!(a.status, "done", "thread {id}");
+        let mut roles = Vec::new();
+        let mut at = a.head;
+        loop {
+            let node = pg.get_node(at).expect("step node");
+            let Some(prev) = node.payload.get("prev") else {
+                break; // the start node
+            };
+            assert!(all_steps.insert(at), "step {at} appears twice");
+            roles.push(node.payload["role"].as_str().unwrap().to_owned());
+            match prev {
+                Value::Null => break,
+                Value::String(p) => at = Hash::parse(p).unwrap(),
+                other => panic!("prev {other}"),
+            }
+        }
+        roles.reverse();
+        assert_eq!(roles, ROLES, "thread {id}");
+    }
+    assert_eq!(all_steps.len(), ids.len() * ROLES.len());
+}
+
+fn steps_reported(stderr: &str) -> u64 {
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("worker stopped"))
+        .unwrap_or_else(|| panic!("no summary in {stderr}"));
+    let after = line.rsplit(": ").next().expect("counts");
+    after.split(' ').next().unwrap().parse().expect("steps")
+}
+
+#[test]
+fn four_workers_finish_a_hundred_queued_threads_exactly_once() {
+    let name = "four_workers_finish_a_hundred_queued_threads_exactly_once";
+    let Some(server) = pg_server::shared(name) else {
+        return;
+    };
+    let url = server.fresh_db(name);
+    let setup = Machine::new(Some(&url), None);
+    let ids = queue_threads(&setup, 100);
+    let machines: Vec<Machine> = (0..4).map(|_| Machine::new(Some(&url), None)).collect();
+    let started = Instant::now();
+    let workers: Vec<Child> = machines
+        .iter()
+        .map(|m| m.worker(&m.script_agent()))
+        .collect();
+    let mut total = 0;
+    let mut busy_workers = 0;
+    for w in workers {
+        let (out, err) = finish(w, Duration::from_secs(120));
+        let steps = steps_reported(&err);
+        total += steps;
+        busy_workers += usize::from(steps > 0);
+        assert_eq!(out.lines().count() as u64, steps, "one line per step");
+    }
+    eprintln!(
+        "4 workers, 100 threads, 500 steps in {:?}",
+        started.elapsed()
+    );
+    // Every step a worker reports was published by it: 500 in all means none twice.
+    assert_eq!(total, 500);
+    assert!(busy_workers >= 2, "the work was shared");
+    let pg = PgStore::open(&PgConfig::parse(&url).unwrap()).unwrap();
+    assert_all_done_once(&pg, &ids);
+}
+
+#[test]
+fn a_worker_killed_mid_step_loses_nothing_and_its_thread_resumes_after_the_lease() {
+    let name = "a_worker_killed_mid_step_loses_nothing";
+    let Some(server) = pg_server::shared(name) else {
+        return;
+    };
+    let url = server.fresh_db(name);
+    let lease = 3;
+    let setup = Machine::new(Some(&url), Some(lease));
+    let ids = queue_threads(&setup, 100);
+    let machines: Vec<Machine> = (0..4)
+        .map(|_| Machine::new(Some(&url), Some(lease)))
+        .collect();
+    let mut workers: Vec<Child> = machines
+        .iter()
+        .map(|m| m.worker(&m.slow_agent()))
+        .collect();
+    let pg = PgStore::open(&PgConfig::parse(&url).unwrap()).unwrap();
+    // Wait until the victim holds a lease (it is mid-step), then kill it.
+    let victim = workers.remove(0);
+    let holder = format!("pid {} ", victim.id());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let held = loop {
+        let mut client = pg_server::PgServer::raw(&url);
+        let rows = client
+            .query(
+                "select thread from leases where holder like $1 || '%'",
+                &[&holder],
+            )
+            .unwrap();
+        if let Some(row) = rows.first() {
+            break row.get::<_, String>(0);
+        }
+        assert!(Instant::now() < deadline, "the victim never took a lease");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    std::thread::sleep(Duration::from_millis(30));
+    let mut victim = victim;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(victim.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let killed_at = Instant::now();
+    victim.wait().unwrap();
+    // The thread it held is resumed by another worker once the lease ran out.
+    let resumed_within = Duration::from_secs(lease + 10);
+    loop {
+        let done = pg
+            .archived_threads()
+            .unwrap()
+            .iter()
+            .any(|a| a.thread == held);
+        if done {
+            break;
+        }
+        assert!(
+            killed_at.elapsed() < resumed_within,
+            "thread {held} not finished within the lease time + 10 s of the kill"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    eprintln!(
+        "the killed worker's thread finished {:?} after the kill",
+        killed_at.elapsed()
+    );
+    for w in workers {
+        finish(w, Duration::from_secs(120));
+    }
+    assert_all_done_once(&pg, &ids);
+}
+
+#[test]
+fn a_thread_held_by_a_worker_is_busy_for_a_step_elsewhere_naming_holder_and_machine() {
+    let name = "a_thread_held_by_a_worker_is_busy_elsewhere";
+    let Some(server) = pg_server::shared(name) else {
+        return;
+    };
+    let url = server.fresh_db(name);
+    let a = Machine::new(Some(&url), None);
+    let b = Machine::new(Some(&url), None);
+    let ids = queue_threads(&a, 1);
+    let slow = format!(
+        "sh -c 'sleep 3; exec {} agent script --file {} \"$@\"' agent",
+        env!("CARGO_BIN_EXE_uwf"),
+        a.script().display()
+    );
+    let mut step = a
+        .uwf()
+        .args(["thread", "step", &ids[0], "--agent", &slow])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1000));
+    let out = b
+        .uwf()
+        .args(["thread", "step", &ids[0], "--agent", &b.script_agent()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(75), "{err}");
+    assert!(err.contains(&format!("pid {}", step.id())), "{err}");
+    assert!(err.contains("on machine"), "{err}");
+    assert!(step.wait().unwrap().success());
+    let show: Value = serde_json::from_str(&b.ok(&["thread", "show", &ids[0]])).unwrap();
+    assert_eq!(show["steps"], 1, "exactly one step: {show}");
+}
+
+#[test]
+fn workers_share_a_directory_stores_queue() {
+    // No database: the same model over files (two workers, one root, file locks).
+    let machine = Machine::new(None, None);
+    let ids = queue_threads(&machine, 20);
+    let off = &ids[19];
+    let line = machine.ok(&["thread", "queue", off, "--off"]);
+    assert!(line.contains("\"queued\":false"), "{line}");
+    let workers: Vec<Child> = (0..2)
+        .map(|_| machine.worker(&machine.script_agent()))
+        .collect();
+    let total: u64 = workers
+        .into_iter()
+        .map(|w| steps_reported(&finish(w, Duration::from_secs(60)).1))
+        .sum();
+    assert_eq!(total, 19 * 5);
+    let list = machine.ok(&["thread", "list", "--all", "--json"]);
+    let done = list
+        .lines()
+        .filter(|l| l.contains("\"status\":\"done\""))
+        .count();
+    assert_eq!(done, 19, "{list}");
+    let left: Value = serde_json::from_str(&machine.ok(&["thread", "show", off])).unwrap();
+    assert_eq!(left["steps"], 0, "the dequeued thread was not stepped");
+}
