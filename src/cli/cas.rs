@@ -12,7 +12,7 @@ use crate::cas::gc::{GcOptions, gc};
 use crate::cas::{Hash, Store, StoreError, builtin, fsck};
 use crate::cli::error::{CliResult, CommandError, Context, bail, user_error};
 use crate::engine::fsck as engine_fsck;
-use crate::engine::index_files;
+use crate::engine::{index_files, pg_maintenance, storage};
 
 #[derive(Debug, Subcommand)]
 pub enum CasCommand {
@@ -174,17 +174,31 @@ pub fn run(cmd: CasCommand, root: &Path, out: &mut Out) -> CliResult<()> {
         }
         CasCommand::Reindex => {
             let count = store.reindex()?;
-            out.line(format!("indexed {count} nodes"))?;
+            if storage::pg(root)?.is_some() {
+                // The database keeps each node's type in a column: nothing to rebuild there.
+                out.line(format!(
+                    "indexed {count} nodes in this machine's node cache (the database needs no index rebuilt)"
+                ))?;
+            } else {
+                out.line(format!("indexed {count} nodes"))?;
+            }
         }
         CasCommand::Gc(args) => run_gc(&store, root, &args, out)?,
-        CasCommand::Fsck { repair } => run_fsck(&store, repair, out)?,
+        CasCommand::Fsck { repair } => run_fsck(&store, root, repair, out)?,
         CasCommand::Schema(cmd) => run_schema(&store, cmd, out)?,
     }
     Ok(())
 }
 
-fn run_fsck(store: &Store, repair: bool, out: &mut Out) -> CliResult<()> {
-    let nodes = fsck::fsck(store)?;
+fn run_fsck(store: &Store, root: &Path, repair: bool, out: &mut Out) -> CliResult<()> {
+    let pg = storage::pg(root)?;
+    let (nodes, rows) = match &pg {
+        Some(pg) => {
+            let (nodes, rows) = pg_maintenance::check_rows(store, pg)?;
+            (nodes, Some(rows))
+        }
+        None => (fsck::fsck(store)?, None),
+    };
     for p in &nodes.problems {
         let name = p
             .hash
@@ -192,7 +206,18 @@ fn run_fsck(store: &Store, repair: bool, out: &mut Out) -> CliResult<()> {
             .unwrap_or_else(|| p.path.display().to_string());
         out.line(format!("{name}: {}", p.message))?;
     }
-    let report = engine_fsck::check(store)?;
+    let mut report = match (&pg, &rows) {
+        (Some(pg), Some(rows)) => {
+            let table = pg_maintenance::Table { store, pg, rows };
+            let mut report = engine_fsck::check_with(store, Some(&table))?;
+            report
+                .derived
+                .extend(pg_maintenance::check_cache(store, pg, rows)?);
+            report
+        }
+        _ => engine_fsck::check(store)?,
+    };
+    report.derived.sort_by(|a, b| a.path.cmp(&b.path));
     for d in &report.damaged {
         let from = d
             .reached_from
@@ -249,15 +274,19 @@ fn run_fsck(store: &Store, repair: bool, out: &mut Out) -> CliResult<()> {
         report.missing(),
         report.corrupt(),
     );
+    let (place, changed) = match pg {
+        Some(_) => ("the database's nodes table", "in the database"),
+        None => ("cas/objects", "on disk"),
+    };
     if report.missing() > 0 {
-        error = error.hint(
-            "a missing node was deleted from cas/objects; restore it from a backup, or fork the thread from an intact step",
-        );
+        error = error.hint(format!(
+            "a missing node was deleted from {place}; restore it from a backup, or fork the thread from an intact step"
+        ));
     }
     if report.corrupt() > 0 || !nodes.problems.is_empty() {
-        error = error.hint(
-            "a node with a hash mismatch or corrupt content was changed on disk; restore it from a backup or remove it",
-        );
+        error = error.hint(format!(
+            "a node with a hash mismatch or corrupt content was changed {changed}; restore it from a backup or remove it"
+        ));
     }
     if !report.derived.is_empty() && !repair {
         error = error.hint(
@@ -274,7 +303,10 @@ fn run_gc(store: &Store, root: &Path, args: &GcArgs, out: &mut Out) -> CliResult
         grace: args.grace,
         dry_run: args.dry_run,
     };
-    let report = gc(store, &roots, &options)?;
+    let report = match storage::pg(root)? {
+        Some(pg) => pg_maintenance::gc(store, &pg, &roots, &options)?,
+        None => gc(store, &roots, &options)?,
+    };
     let verb = if args.dry_run {
         "would remove"
     } else {
