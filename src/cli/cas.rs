@@ -53,12 +53,17 @@ Examples:\n  uwf cas put text '\"hello\"'\n  uwf cas put 827F196W26J4M - < paylo
         type_hash: Option<String>,
     },
     /// Rebuild the type index from the node files
-    #[command(after_help = "Example:\n  uwf cas reindex")]
+    #[command(
+        after_help = "Over PostgreSQL the database keeps each node's type in a column; this rebuilds \
+only the index of this machine's node cache.\n\nExample:\n  uwf cas reindex"
+    )]
     Reindex,
     /// Remove nodes unreachable from the registry and thread heads
     #[command(
         after_help = "Roots: built-in schemas, registry.yaml (current and earlier versions), \
-threads.yaml heads, history.jsonl heads. Unreachable nodes younger than the grace period are kept.\n\n\
+threads.yaml heads, history.jsonl heads. Unreachable nodes younger than the grace period are kept. \
+Over PostgreSQL the roots and nodes are the database's: unreachable rows older than the grace \
+period are deleted (in batches), with this machine's cache files of them.\n\n\
 Examples:\n  uwf cas gc --dry-run\n  uwf cas gc --grace 1h"
     )]
     Gc(GcArgs),
@@ -67,7 +72,9 @@ Examples:\n  uwf cas gc --dry-run\n  uwf cas gc --grace 1h"
         after_help = "Checks every node file (hash, references, validity against its schema); \
 walks every root (registry.yaml versions, threads.yaml and history.jsonl heads) along every \
 reference and reports each missing or corrupt node with its kind and the threads and workflows \
-that reach it; checks cache/chains, cache/decisions and the type index against the store.\n\n\
+that reach it; checks cache/chains, cache/decisions and the type index against the store. \
+Over PostgreSQL every row of the nodes table is re-hashed instead, and the node files under the \
+root are a cache: one that does not hold its node is a derived file (--repair removes it).\n\n\
 Exit status 1 when any problem is found.\n\nExamples:\n  uwf cas fsck\n  uwf cas fsck --repair"
     )]
     Fsck {

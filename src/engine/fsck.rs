@@ -5,7 +5,8 @@
 //! it. Then checks the derived files (`cache/chains`, `cache/decisions`, the type index)
 //! against the store, and with `repair` rebuilds only those: it removes cache files that
 //! disagree (they are rebuilt from the nodes when next needed) and rebuilds the type index. It
-//! never writes, guesses or removes a node.
+//! never writes, guesses or removes a node. (Over PostgreSQL the node files under the root are
+//! themselves a cache of the database, [`NodeTable`]: a bad one is removed and fetched again.)
 //!
 //! The node-by-node check of every file (hash, schema, dangling refs) is [`crate::cas::fsck`];
 //! this one adds what only the roots know: which damage matters, and to whom.
