@@ -345,7 +345,7 @@ fn storage(root: &Path) -> Check {
         }
     };
     match crate::engine::storage::url(root) {
-        Ok(None) => Check::ok("storage", format!("directory store: {local}")),
+        Ok(None) => Check::ok("storage", local),
         Ok(Some(url)) => postgres(&url, &local),
         Err(e) => Check::fail(
             "storage",
