@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use super::error::StoreError;
 use super::id::Hash;
 use super::schema::CompiledSchema;
-use super::store::Store;
+use super::store::{Node, Store};
 
 /// One problem found by [`fsck`].
 #[derive(Debug)]
@@ -51,41 +51,55 @@ pub fn fsck(store: &Store) -> Result<FsckReport, StoreError> {
                 continue;
             }
         };
-        if node.type_hash == Hash::ZERO {
-            if node.payload != super::builtin::bootstrap_payload() {
-                problem(StoreError::Reserved.to_string());
-            }
-            continue;
-        }
-        if node.is_schema() {
-            if let Err(violations) = CompiledSchema::compile(&node.payload) {
-                problem(StoreError::InvalidSchema { violations }.to_string());
-            }
-            continue;
-        }
-        let schema = match store.schema(node.type_hash) {
-            Ok(schema) => schema,
-            Err(e) => {
-                problem(format!("its type cannot be used: {e}"));
-                continue;
-            }
-        };
-        if let Err(violations) = schema.validate(&node.payload) {
-            problem(
-                StoreError::InvalidPayload {
-                    type_hash: node.type_hash,
-                    violations,
-                }
-                .to_string(),
-            );
-        }
-        for (pointer, target) in schema.located_refs(&node.payload) {
+        let (problems, refs) = check_node(store, &node);
+        problems.into_iter().for_each(&mut problem);
+        for (pointer, target) in refs {
             if !store.has(target) {
-                problem(format!(
-                    "dangling reference: field {pointer} names {target}, which is not in the store"
-                ));
+                problem(dangling(&pointer, target));
             }
         }
     }
     Ok(report)
+}
+
+/// Checks one node read intact: the reserved bootstrap, a schema that compiles, a data node
+/// whose type is a usable schema and whose payload validates. Returns the problems in words
+/// and the references its schema locates (pointer, target), for the caller to resolve as its
+/// storage answers fastest.
+pub fn check_node(store: &Store, node: &Node) -> (Vec<String>, Vec<(String, Hash)>) {
+    if node.type_hash == Hash::ZERO {
+        if node.payload != super::builtin::bootstrap_payload() {
+            return (vec![StoreError::Reserved.to_string()], Vec::new());
+        }
+        return (Vec::new(), Vec::new());
+    }
+    if node.is_schema() {
+        return match CompiledSchema::compile(&node.payload) {
+            Ok(_) => (Vec::new(), Vec::new()),
+            Err(violations) => (
+                vec![StoreError::InvalidSchema { violations }.to_string()],
+                Vec::new(),
+            ),
+        };
+    }
+    let schema = match store.schema(node.type_hash) {
+        Ok(schema) => schema,
+        Err(e) => return (vec![format!("its type cannot be used: {e}")], Vec::new()),
+    };
+    let mut problems = Vec::new();
+    if let Err(violations) = schema.validate(&node.payload) {
+        problems.push(
+            StoreError::InvalidPayload {
+                type_hash: node.type_hash,
+                violations,
+            }
+            .to_string(),
+        );
+    }
+    (problems, schema.located_refs(&node.payload))
+}
+
+/// The problem of a reference that names no node.
+pub fn dangling(pointer: &str, target: Hash) -> String {
+    format!("dangling reference: field {pointer} names {target}, which is not in the store")
 }

@@ -53,6 +53,19 @@ pub struct GcReport {
 /// Collects garbage. `roots` come from the engine's index files; built-in schemas are always roots.
 pub fn gc(store: &Store, roots: &[Hash], options: &GcOptions) -> Result<GcReport, StoreError> {
     let mut report = GcReport::default();
+    let marked = mark(store, roots, &mut report)?;
+    sweep_files(store, &marked, options, &mut report)?;
+    Ok(report)
+}
+
+/// Marks every node reachable from `roots` and the built-in schemas (reading through `store`,
+/// so with a remote, what is not cached is fetched); notes the count and the roots that name
+/// no node in `report`.
+pub fn mark(
+    store: &Store,
+    roots: &[Hash],
+    report: &mut GcReport,
+) -> Result<HashSet<Hash>, StoreError> {
     let mut marked: HashSet<Hash> = HashSet::new();
     let mut stack: Vec<Hash> = builtin::all().iter().map(|b| b.hash).collect();
     stack.push(Hash::META);
@@ -75,25 +88,43 @@ pub fn gc(store: &Store, roots: &[Hash], options: &GcOptions) -> Result<GcReport
         }
     }
     report.reachable = marked.len();
+    Ok(marked)
+}
 
+/// Removes the node files under `cas/objects/` that are not `marked` and older than the grace
+/// period (by mtime), and abandoned temp files; prunes the type index. With a remote these
+/// files are only this machine's cache, so this frees disk and decides nothing for others.
+/// Hashes already in `report.removed` are not counted twice.
+pub fn sweep_files(
+    store: &Store,
+    marked: &HashSet<Hash>,
+    options: &GcOptions,
+    report: &mut GcReport,
+) -> Result<(), StoreError> {
     let now = SystemTime::now();
+    let already: HashSet<Hash> = report.removed.iter().copied().collect();
+    let mut removed_files = false;
     for (path, hash) in store.scan_objects()? {
         let Some(hash) = hash else { continue };
         if marked.contains(&hash) {
             continue;
         }
         if !is_older_than(&path, now, options.grace) {
-            report.young += 1;
+            if !already.contains(&hash) {
+                report.young += 1;
+            }
             continue;
         }
         if !options.dry_run {
             match fs::remove_file(&path) {
-                Ok(()) => {}
+                Ok(()) => removed_files = true,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(StoreError::io("cannot remove", &path)(e)),
             }
         }
-        report.removed.push(hash);
+        if !already.contains(&hash) {
+            report.removed.push(hash);
+        }
     }
     // Temp files of writes that never finished (a killed writer): older than the grace
     // period, or than an hour (no write takes that long), whichever is shorter.
@@ -110,10 +141,10 @@ pub fn gc(store: &Store, roots: &[Hash], options: &GcOptions) -> Result<GcReport
     } else {
         report.temp_files = file_util::remove_old_files(store.tmp_dir(), temp_age, |_| true)?;
     }
-    if !options.dry_run && !report.removed.is_empty() {
+    if !options.dry_run && (removed_files || !report.removed.is_empty()) {
         store.prune_index()?;
     }
-    Ok(report)
+    Ok(())
 }
 
 fn is_older_than(path: &Path, now: SystemTime, grace: Duration) -> bool {

@@ -491,7 +491,8 @@ impl Store {
         Ok(problems)
     }
 
-    /// Drops index entries whose node files are gone (after GC removed them).
+    /// Drops index entries whose node files are gone (after GC removed them). With a remote
+    /// the index lists only this cache's files, so only files are looked for.
     pub(crate) fn prune_index(&self) -> Result<(), StoreError> {
         let _guard = self.lock_index(true)?;
         let mut by_type = HashMap::new();
@@ -504,7 +505,7 @@ impl Store {
                 let kept: Vec<Hash> = text
                     .lines()
                     .filter_map(|l| Hash::parse(l.trim()).ok())
-                    .filter(|h| seen.insert(*h) && self.has(*h))
+                    .filter(|h| seen.insert(*h) && self.object_path(*h).is_file())
                     .collect();
                 by_type.insert(t, kept);
             }

@@ -12,7 +12,7 @@ use crate::cas::gc::{GcOptions, gc};
 use crate::cas::{Hash, Store, StoreError, builtin, fsck};
 use crate::cli::error::{CliResult, CommandError, Context, bail, user_error};
 use crate::engine::fsck as engine_fsck;
-use crate::engine::index_files;
+use crate::engine::{index_files, pg_maintenance, storage};
 
 #[derive(Debug, Subcommand)]
 pub enum CasCommand {
@@ -53,12 +53,17 @@ Examples:\n  uwf cas put text '\"hello\"'\n  uwf cas put 827F196W26J4M - < paylo
         type_hash: Option<String>,
     },
     /// Rebuild the type index from the node files
-    #[command(after_help = "Example:\n  uwf cas reindex")]
+    #[command(
+        after_help = "Over PostgreSQL the database keeps each node's type in a column; this rebuilds \
+only the index of this machine's node cache.\n\nExample:\n  uwf cas reindex"
+    )]
     Reindex,
     /// Remove nodes unreachable from the registry and thread heads
     #[command(
         after_help = "Roots: built-in schemas, registry.yaml (current and earlier versions), \
-threads.yaml heads, history.jsonl heads. Unreachable nodes younger than the grace period are kept.\n\n\
+threads.yaml heads, history.jsonl heads. Unreachable nodes younger than the grace period are kept. \
+Over PostgreSQL the roots and nodes are the database's: unreachable rows older than the grace \
+period are deleted (in batches), with this machine's cache files of them.\n\n\
 Examples:\n  uwf cas gc --dry-run\n  uwf cas gc --grace 1h"
     )]
     Gc(GcArgs),
@@ -67,7 +72,9 @@ Examples:\n  uwf cas gc --dry-run\n  uwf cas gc --grace 1h"
         after_help = "Checks every node file (hash, references, validity against its schema); \
 walks every root (registry.yaml versions, threads.yaml and history.jsonl heads) along every \
 reference and reports each missing or corrupt node with its kind and the threads and workflows \
-that reach it; checks cache/chains, cache/decisions and the type index against the store.\n\n\
+that reach it; checks cache/chains, cache/decisions and the type index against the store. \
+Over PostgreSQL every row of the nodes table is re-hashed instead, and the node files under the \
+root are a cache: one that does not hold its node is a derived file (--repair removes it).\n\n\
 Exit status 1 when any problem is found.\n\nExamples:\n  uwf cas fsck\n  uwf cas fsck --repair"
     )]
     Fsck {
@@ -174,17 +181,31 @@ pub fn run(cmd: CasCommand, root: &Path, out: &mut Out) -> CliResult<()> {
         }
         CasCommand::Reindex => {
             let count = store.reindex()?;
-            out.line(format!("indexed {count} nodes"))?;
+            if storage::pg(root)?.is_some() {
+                // The database keeps each node's type in a column: nothing to rebuild there.
+                out.line(format!(
+                    "indexed {count} nodes in this machine's node cache (the database needs no index rebuilt)"
+                ))?;
+            } else {
+                out.line(format!("indexed {count} nodes"))?;
+            }
         }
         CasCommand::Gc(args) => run_gc(&store, root, &args, out)?,
-        CasCommand::Fsck { repair } => run_fsck(&store, repair, out)?,
+        CasCommand::Fsck { repair } => run_fsck(&store, root, repair, out)?,
         CasCommand::Schema(cmd) => run_schema(&store, cmd, out)?,
     }
     Ok(())
 }
 
-fn run_fsck(store: &Store, repair: bool, out: &mut Out) -> CliResult<()> {
-    let nodes = fsck::fsck(store)?;
+fn run_fsck(store: &Store, root: &Path, repair: bool, out: &mut Out) -> CliResult<()> {
+    let pg = storage::pg(root)?;
+    let (nodes, rows) = match &pg {
+        Some(pg) => {
+            let (nodes, rows) = pg_maintenance::check_rows(store, pg)?;
+            (nodes, Some(rows))
+        }
+        None => (fsck::fsck(store)?, None),
+    };
     for p in &nodes.problems {
         let name = p
             .hash
@@ -192,7 +213,18 @@ fn run_fsck(store: &Store, repair: bool, out: &mut Out) -> CliResult<()> {
             .unwrap_or_else(|| p.path.display().to_string());
         out.line(format!("{name}: {}", p.message))?;
     }
-    let report = engine_fsck::check(store)?;
+    let mut report = match (&pg, &rows) {
+        (Some(pg), Some(rows)) => {
+            let table = pg_maintenance::Table { store, pg, rows };
+            let mut report = engine_fsck::check_with(store, Some(&table))?;
+            report
+                .derived
+                .extend(pg_maintenance::check_cache(store, pg, rows)?);
+            report
+        }
+        _ => engine_fsck::check(store)?,
+    };
+    report.derived.sort_by(|a, b| a.path.cmp(&b.path));
     for d in &report.damaged {
         let from = d
             .reached_from
@@ -249,15 +281,19 @@ fn run_fsck(store: &Store, repair: bool, out: &mut Out) -> CliResult<()> {
         report.missing(),
         report.corrupt(),
     );
+    let (place, changed) = match pg {
+        Some(_) => ("the database's nodes table", "in the database"),
+        None => ("cas/objects", "on disk"),
+    };
     if report.missing() > 0 {
-        error = error.hint(
-            "a missing node was deleted from cas/objects; restore it from a backup, or fork the thread from an intact step",
-        );
+        error = error.hint(format!(
+            "a missing node was deleted from {place}; restore it from a backup, or fork the thread from an intact step"
+        ));
     }
     if report.corrupt() > 0 || !nodes.problems.is_empty() {
-        error = error.hint(
-            "a node with a hash mismatch or corrupt content was changed on disk; restore it from a backup or remove it",
-        );
+        error = error.hint(format!(
+            "a node with a hash mismatch or corrupt content was changed {changed}; restore it from a backup or remove it"
+        ));
     }
     if !report.derived.is_empty() && !repair {
         error = error.hint(
@@ -274,7 +310,10 @@ fn run_gc(store: &Store, root: &Path, args: &GcArgs, out: &mut Out) -> CliResult
         grace: args.grace,
         dry_run: args.dry_run,
     };
-    let report = gc(store, &roots, &options)?;
+    let report = match storage::pg(root)? {
+        Some(pg) => pg_maintenance::gc(store, &pg, &roots, &options)?,
+        None => gc(store, &roots, &options)?,
+    };
     let verb = if args.dry_run {
         "would remove"
     } else {

@@ -5,7 +5,8 @@
 //! it. Then checks the derived files (`cache/chains`, `cache/decisions`, the type index)
 //! against the store, and with `repair` rebuilds only those: it removes cache files that
 //! disagree (they are rebuilt from the nodes when next needed) and rebuilds the type index. It
-//! never writes, guesses or removes a node.
+//! never writes, guesses or removes a node. (Over PostgreSQL the node files under the root are
+//! themselves a cache of the database, [`NodeTable`]: a bad one is removed and fetched again.)
 //!
 //! The node-by-node check of every file (hash, schema, dangling refs) is [`crate::cas::fsck`];
 //! this one adds what only the roots know: which damage matters, and to whom.
@@ -89,8 +90,21 @@ impl Report {
     }
 }
 
+/// Where the nodes really live when the store's files are only a cache of them (PostgreSQL):
+/// the walk asks it, so a node missing or damaged there is reported even when this machine
+/// still holds a good copy, and a damaged cache file is not mistaken for a damaged node.
+pub trait NodeTable {
+    /// The node, or what is wrong with it in the table.
+    fn read(&self, hash: Hash) -> Result<crate::cas::Node, Condition>;
+}
+
 /// Walks every root and checks the derived files. Read-only.
 pub fn check(store: &Store) -> Result<Report, FsckError> {
+    check_with(store, None)
+}
+
+/// [`check`], reading the nodes from `table` when there is one.
+pub fn check_with(store: &Store, table: Option<&dyn NodeTable>) -> Result<Report, FsckError> {
     let root = store.root();
     let mut roots: Vec<(String, Hash, &'static str)> = Vec::new();
     for (name, entry) in index_files::read_registry(root)? {
@@ -107,6 +121,7 @@ pub fn check(store: &Store) -> Result<Report, FsckError> {
 
     let mut walker = Walker {
         store,
+        table,
         status: HashMap::new(),
         damaged: BTreeMap::new(),
     };
@@ -150,6 +165,8 @@ pub struct Repaired {
 pub fn repair(store: &Store, report: &Report) -> Result<Repaired, FsckError> {
     let mut repaired = Repaired::default();
     let types = store.root().join("cas").join("index").join("types");
+    let objects = store.root().join("cas").join("objects");
+    let mut reindex = false;
     for d in &report.derived {
         if d.path == types {
             if repaired.reindexed.is_none() {
@@ -158,7 +175,13 @@ pub fn repair(store: &Store, report: &Report) -> Result<Repaired, FsckError> {
             continue;
         }
         match std::fs::remove_file(&d.path) {
-            Ok(()) => repaired.removed.push(d.path.clone()),
+            Ok(()) => {
+                repaired.removed.push(d.path.clone());
+                // A node file of a cache (PostgreSQL): the type index must not list it.
+                if d.path.starts_with(&objects) {
+                    reindex = true;
+                }
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(error) => {
                 return Err(FsckError::Remove {
@@ -167,6 +190,9 @@ pub fn repair(store: &Store, report: &Report) -> Result<Repaired, FsckError> {
                 });
             }
         }
+    }
+    if reindex {
+        repaired.reindexed = Some(store.reindex()?);
     }
     Ok(repaired)
 }
@@ -217,6 +243,7 @@ enum Status {
 
 struct Walker<'a> {
     store: &'a Store,
+    table: Option<&'a dyn NodeTable>,
     /// Every node reached so far, read once.
     status: HashMap<Hash, Status>,
     damaged: BTreeMap<Hash, Damaged>,
@@ -253,10 +280,17 @@ impl Walker<'_> {
     }
 
     fn read(&self, hash: Hash) -> Status {
-        let node = match self.store.get(hash) {
+        let read = match self.table {
+            Some(table) => table.read(hash),
+            None => match self.store.get(hash) {
+                Ok(node) => Ok(node),
+                Err(StoreError::NotFound(_)) => Err(Condition::Missing),
+                Err(e) => Err(Condition::Corrupt(e.to_string())),
+            },
+        };
+        let node = match read {
             Ok(node) => node,
-            Err(StoreError::NotFound(_)) => return Status::Damaged(Condition::Missing),
-            Err(e) => return Status::Damaged(Condition::Corrupt(e.to_string())),
+            Err(condition) => return Status::Damaged(condition),
         };
         if node.type_hash == Hash::ZERO {
             return Status::Intact(Vec::new());

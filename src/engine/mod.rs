@@ -18,6 +18,7 @@ pub mod config;
 pub mod fsck;
 pub mod index_files;
 pub mod llm;
+pub mod pg_maintenance;
 pub mod session;
 pub mod storage;
 pub mod store_copy;

@@ -13,6 +13,7 @@ pub mod copy;
 pub mod error;
 pub mod leases;
 pub mod listen;
+pub mod maintenance;
 pub mod registry;
 mod remote;
 pub mod schema;

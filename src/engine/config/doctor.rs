@@ -2,7 +2,8 @@
 //!
 //! The checks: the config parses and validates, `.env` parses and is private, every configured
 //! agent's program can be found, each provider answers `GET {baseUrl}/models` (with its key,
-//! which no detail ever shows), the storage root is writable, and FUSE is usable.
+//! which no detail ever shows), the storage root is writable (and over PostgreSQL, the server answers and its uwf schema is
+//! one this binary understands), and FUSE is usable.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -333,14 +334,80 @@ fn providers(config: &Config) -> Vec<Check> {
 
 fn storage(root: &Path) -> Check {
     let result = std::fs::create_dir_all(root).and_then(|()| tempfile::tempfile_in(root));
-    match result {
-        Ok(_) => Check::ok("storage", format!("{} is writable", root.display())),
+    let local = match result {
+        Ok(_) => format!("{} is writable", root.display()),
+        Err(e) => {
+            return Check::fail(
+                "storage",
+                format!("{} is not writable: {e}", root.display()),
+                "choose another root with --root or $UWF_STORAGE_ROOT, or fix its permissions",
+            );
+        }
+    };
+    match crate::engine::storage::url(root) {
+        Ok(None) => Check::ok("storage", local),
+        Ok(Some(url)) => postgres(&url, &local),
         Err(e) => Check::fail(
             "storage",
-            format!("{} is not writable: {e}", root.display()),
-            "choose another root with --root or $UWF_STORAGE_ROOT, or fix its permissions",
+            first_line(&e.to_string()),
+            "fix `storage:` in config.yaml (postgres://USER@HOST:PORT/DB), or unset it for a directory store",
         ),
     }
+}
+
+/// The storage check of a PostgreSQL store: connects (without migrating or writing anything)
+/// and reads the server's version and the uwf schema's. Only the redacted URL is shown.
+fn postgres(url: &str, local: &str) -> Check {
+    use crate::pg::{PgConfig, SCHEMA_VERSION, redact, schema};
+    let shown = redact(url);
+    let fail = |e: crate::pg::PgError| {
+        let hint = e.hints().into_iter().next().unwrap_or_else(|| {
+            "check the storage URL ($UWF_STORAGE_URL or `storage:` in config.yaml)".to_owned()
+        });
+        Check::fail(
+            "storage",
+            format!("PostgreSQL {shown}: {}", first_line(&e.to_string())),
+            hint,
+        )
+    };
+    let mut client = match PgConfig::parse(url).and_then(|c| c.connect()) {
+        Ok(client) => client,
+        Err(e) => return fail(e),
+    };
+    let server = client
+        .query_one("show server_version", &[])
+        .map(|row| row.get::<_, String>(0))
+        .unwrap_or_else(|_| "?".to_owned());
+    let version = match schema::read_version(&mut client) {
+        Ok(version) => version,
+        Err(e) => return fail(e),
+    };
+    let detail = |schema: String| {
+        format!("PostgreSQL {shown} (server {server}, {schema}); node cache: {local}")
+    };
+    match version {
+        Some(found) if found > SCHEMA_VERSION => fail(crate::pg::PgError::SchemaTooNew {
+            found,
+            supported: SCHEMA_VERSION,
+        }),
+        Some(found) if found == SCHEMA_VERSION => {
+            Check::ok("storage", detail(format!("uwf schema {found}")))
+        }
+        Some(found) => Check::ok(
+            "storage",
+            detail(format!(
+                "uwf schema {found}, migrated to {SCHEMA_VERSION} on first use"
+            )),
+        ),
+        None => Check::ok(
+            "storage",
+            detail("no uwf tables yet: created on first use".to_owned()),
+        ),
+    }
+}
+
+fn first_line(text: &str) -> String {
+    text.lines().next().unwrap_or_default().to_owned()
 }
 
 fn fuse(device: &Path) -> Check {
