@@ -52,9 +52,24 @@ impl PgStore {
             config: config.clone(),
             client: Mutex::new(Some(client)),
         };
-        store.put_node(Hash::ZERO, &builtin::bootstrap_payload())?;
-        for b in builtin::all() {
-            store.put_node(Hash::META, &b.schema)?;
+        // One round trip when they are there already (every open but the first).
+        let wanted: Vec<String> = std::iter::once(Hash::META)
+            .chain(builtin::all().iter().map(|b| b.hash))
+            .map(|h| h.to_string())
+            .collect();
+        let present: i64 = store
+            .with_client("check built-in schemas", |c| {
+                c.query_one(
+                    "select count(*) from nodes where hash = any($1)",
+                    &[&wanted],
+                )
+            })?
+            .get(0);
+        if present != wanted.len() as i64 {
+            store.put_node(Hash::ZERO, &builtin::bootstrap_payload())?;
+            for b in builtin::all() {
+                store.put_node(Hash::META, &b.schema)?;
+            }
         }
         Ok(store)
     }

@@ -490,6 +490,17 @@ pub fn kill(store: &Store, id: &str) -> Result<Hash, ThreadError> {
     let lock = loop {
         match files.try_lock() {
             Ok(lock) => break lock,
+            // Over PostgreSQL, a step on another machine: its agent is out of reach, but the
+            // archive (one statement, which also drops the lease) makes its publication fail,
+            // so nothing more lands on the thread.
+            Err(ThreadIndexError::Busy { .. }) if files.stepped_elsewhere() => {
+                let view = ThreadView::at(store, id, head)?;
+                let archived =
+                    crate::engine::thread::step::archive(store, id, view.workflow_hash, "killed")?;
+                let head_text = archived.head.to_string();
+                events::append(&files, id, "killed", json!({ "head": head_text }));
+                return Ok(archived.head);
+            }
             Err(ThreadIndexError::Busy { .. }) if Instant::now() < deadline => {
                 if let Some(pgid) = files.run_info().and_then(|i| i.agent_pid)
                     && stopped != Some(pgid)

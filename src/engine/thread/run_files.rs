@@ -241,6 +241,12 @@ impl RunFiles {
         }
     }
 
+    /// Whether another machine's step holds the thread (its lease, over PostgreSQL) while no
+    /// process here does.
+    pub fn stepped_elsewhere(&self) -> bool {
+        !matches!(self.held(&self.lock_path()), Ok(true)) && self.remote_holder().is_some()
+    }
+
     /// Whether a step holds the lock right now (here, or over PostgreSQL on any machine).
     pub fn is_running(&self) -> bool {
         matches!(self.held(&self.lock_path()), Ok(true)) || self.remote_holder().is_some()

@@ -1,0 +1,300 @@
+//! The whole CLI over PostgreSQL (SPEC §12, issue #18): a thread run through the real binary
+//! against a real server, the same nodes as over files, and each fault a clear error with
+//! nothing lost — wrong URL, server down, wrong password (named with the target, the password
+//! never printed), a schema from a newer uwf, a server restart in the middle of a step.
+
+mod common;
+mod pg_server;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use common::SOLVE_SCRIPT;
+use pg_server::PgServer;
+
+/// A storage root ("machine") with `url` as its store.
+struct Machine {
+    dir: tempfile::TempDir,
+    url: Option<String>,
+}
+
+impl Machine {
+    fn new(url: Option<&str>) -> Machine {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::create_dir(dir.path().join("store")).expect("root");
+        std::fs::write(dir.path().join("solve.yaml"), SOLVE_SCRIPT).expect("script");
+        Machine {
+            dir,
+            url: url.map(str::to_owned),
+        }
+    }
+
+    fn root(&self) -> PathBuf {
+        self.dir.path().join("store")
+    }
+
+    fn uwf(&self) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_uwf"));
+        cmd.env_remove("WORKFLOW_STORAGE_ROOT")
+            .env("UWF_STORAGE_ROOT", self.root())
+            .env("HOME", self.dir.path())
+            .current_dir(self.dir.path())
+            .stdin(Stdio::null());
+        match &self.url {
+            Some(url) => cmd.env("UWF_STORAGE_URL", url),
+            None => cmd.env_remove("UWF_STORAGE_URL"),
+        };
+        cmd
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.uwf().args(args).output().expect("run uwf")
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "uwf {args:?} failed\nstdout: {}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    /// Runs a command that must fail with exit 1 and a clear message; returns stderr.
+    fn fails(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(1), "uwf {args:?}: {err}");
+        assert!(err.starts_with("error: "), "{err}");
+        assert!(!err.contains("panicked") && !err.contains("RUST_BACKTRACE"), "{err}");
+        err
+    }
+
+    fn agent(&self) -> String {
+        format!(
+            "uwf agent script --file {}",
+            self.dir.path().join("solve.yaml").display()
+        )
+    }
+}
+
+fn example() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/solve-issue.yaml")
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// The hashes of a thread's steps, outputs and details, in order.
+fn chain(m: &Machine, id: &str) -> Vec<(String, String, String)> {
+    m.ok(&["thread", "steps", id, "--json"])
+        .lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            let hash = v["hash"].as_str().unwrap().to_owned();
+            let node: Value = serde_json::from_str(&m.ok(&["cas", "get", &hash, "--payload"])).unwrap();
+            (
+                hash,
+                node["output"].as_str().unwrap().to_owned(),
+                node["detail"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_thread_over_postgres_is_the_same_nodes_as_over_files_and_any_machine_reads_it() {
+    let name = "a_thread_over_postgres_is_the_same_nodes";
+    let Some(server) = pg_server::shared(name) else {
+        return;
+    };
+    let url = server.fresh_db(name);
+    let (pg, other, files) = (
+        Machine::new(Some(&url)),
+        Machine::new(Some(&url)),
+        Machine::new(None),
+    );
+    for m in [&pg, &files] {
+        m.ok(&["workflow", "put", &example()]);
+    }
+    let (a, b) = (
+        pg.ok(&["thread", "start", "solve-issue", "-p", "Fix it", "-q"]),
+        files.ok(&["thread", "start", "solve-issue", "-p", "Fix it", "-q"]),
+    );
+    pg.ok(&["thread", "run", &a, "--agent", &pg.agent()]);
+    files.ok(&["thread", "run", &b, "--agent", &files.agent()]);
+    // Content addressing: the same thread over either backend is the same nodes.
+    let (over_pg, over_files) = (chain(&pg, &a), chain(&files, &b));
+    assert_eq!(over_pg.len(), 5);
+    assert_eq!(over_pg, over_files);
+    // Another machine with an empty cache reads everything from the database.
+    let show: Value = serde_json::from_str(&other.ok(&["thread", "show", &a])).unwrap();
+    assert_eq!(show["status"], "done", "{show}");
+    assert_eq!(chain(&other, &a), over_pg);
+    let list = other.ok(&["workflow", "list", "--json"]);
+    assert!(list.contains("solve-issue"), "{list}");
+    // The registry keeps versions and their sources over PostgreSQL too.
+    let text = other.ok(&["workflow", "show", "solve-issue"]);
+    assert!(text.contains("solve-issue"), "{text}");
+}
+
+#[test]
+fn bad_urls_a_down_server_and_a_wrong_password_are_named_without_the_password() {
+    let name = "bad_urls_a_down_server_and_a_wrong_password";
+    let Some(server) = pg_server::shared(name) else {
+        return;
+    };
+    let secret = "Sup3r-secret-pw";
+    let cases = [
+        (
+            format!("mysql://uwf:{secret}@localhost/uwf"),
+            "expected a URL starting with postgres://",
+        ),
+        (
+            format!(
+                "postgres://uwf:{secret}@127.0.0.1:{}/uwf",
+                free_port()
+            ),
+            "cannot connect to PostgreSQL at 127.0.0.1:",
+        ),
+        (
+            server
+                .url("postgres")
+                .replace(pg_server::PASSWORD, secret),
+            "refused the password of user `uwf`",
+        ),
+    ];
+    for (url, expected) in cases {
+        let m = Machine::new(Some(&url));
+        for args in [
+            vec!["thread", "list"],
+            vec!["workflow", "put", &example()],
+        ] {
+            let err = m.fails(&args);
+            assert!(err.contains(expected), "{url}: {err}");
+            assert!(!err.contains(secret), "the password leaked: {err}");
+        }
+    }
+    // The same URL in config.yaml instead of the environment.
+    let m = Machine::new(None);
+    std::fs::write(
+        m.root().join("config.yaml"),
+        format!("storage: postgres://uwf:{secret}@127.0.0.1:{}/uwf\n", free_port()),
+    )
+    .unwrap();
+    let err = m.fails(&["thread", "list"]);
+    assert!(err.contains("cannot connect to PostgreSQL"), "{err}");
+    assert!(!err.contains(secret), "{err}");
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port()
+}
+
+#[test]
+fn a_schema_from_a_newer_uwf_is_refused_naming_both_versions() {
+    let name = "a_schema_from_a_newer_uwf_is_refused";
+    let Some(server) = pg_server::shared(name) else {
+        return;
+    };
+    let url = server.fresh_db(name);
+    let m = Machine::new(Some(&url));
+    m.ok(&["workflow", "put", &example()]);
+    PgServer::raw(&url)
+        .batch_execute("update uwf_meta set schema_version = 99")
+        .unwrap();
+    let err = m.fails(&["thread", "list"]);
+    assert!(err.contains("version 99"), "{err}");
+    assert!(err.contains(&format!("up to version {}", uwf::pg::SCHEMA_VERSION)), "{err}");
+}
+
+#[test]
+fn a_server_restart_mid_step_fails_the_step_cleanly_and_the_thread_goes_on() {
+    let name = "a_server_restart_mid_step";
+    let Some(mut server) = PgServer::private(name) else {
+        return;
+    };
+    let url = server.fresh_db("restart");
+    let m = Machine::new(Some(&url));
+    m.ok(&["workflow", "put", &example()]);
+    let id = m.ok(&["thread", "start", "solve-issue", "-p", "Fix it", "-q"]);
+    m.ok(&["thread", "step", &id, "--agent", &m.agent()]);
+    let before = chain(&m, &id);
+    // An agent that takes two seconds; the server restarts while it runs.
+    let slow = format!(
+        "sh -c 'sleep 2; exec {} agent script --file {} \"$@\"' agent",
+        env!("CARGO_BIN_EXE_uwf"),
+        m.dir.path().join("solve.yaml").display()
+    );
+    let step = m
+        .uwf()
+        .args(["thread", "step", &id, "--agent", &slow])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    server.stop().expect("stop");
+    std::thread::sleep(Duration::from_millis(500));
+    server.start().expect("start");
+    let out = step.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    // The step either failed with a clear error or got through after the restart; either way
+    // the head is a whole step (the old one or the new one), and the thread steps on.
+    let after = chain(&m, &id);
+    match out.status.code() {
+        Some(0) => assert_eq!(after.len(), 2, "{err}"),
+        Some(1) => {
+            assert!(err.contains("PostgreSQL"), "names the store: {err}");
+            assert_eq!(after, before, "a failed step publishes nothing");
+        }
+        other => panic!("exit {other:?}: {err}"),
+    }
+    m.ok(&["thread", "run", &id, "--agent", &m.agent()]);
+    let show: Value = serde_json::from_str(&m.ok(&["thread", "show", &id])).unwrap();
+    assert_eq!(show["status"], "done", "{show}");
+    assert_eq!(show["steps"], 5, "{show}");
+}
+
+#[test]
+fn a_kill_from_another_machine_archives_the_thread_and_the_running_step_publishes_nothing() {
+    let name = "a_kill_from_another_machine";
+    let Some(server) = pg_server::shared(name) else {
+        return;
+    };
+    let url = server.fresh_db(name);
+    let (a, b) = (Machine::new(Some(&url)), Machine::new(Some(&url)));
+    a.ok(&["workflow", "put", &example()]);
+    let id = a.ok(&["thread", "start", "solve-issue", "-p", "Fix it", "-q"]);
+    let slow = format!(
+        "sh -c 'sleep 2; exec {} agent script --file {} \"$@\"' agent",
+        env!("CARGO_BIN_EXE_uwf"),
+        a.dir.path().join("solve.yaml").display()
+    );
+    let step = a
+        .uwf()
+        .args(["thread", "step", &id, "--agent", &slow])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    let killed: Value = serde_json::from_str(&b.ok(&["thread", "kill", &id])).unwrap();
+    assert_eq!(killed["status"], "killed", "{killed}");
+    let out = step.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "the step cannot publish: {err}");
+    assert!(err.contains("archived"), "{err}");
+    let show: Value = serde_json::from_str(&b.ok(&["thread", "show", &id])).unwrap();
+    assert_eq!(show["status"], "killed", "{show}");
+    assert_eq!(show["steps"], 0, "{show}");
+}
