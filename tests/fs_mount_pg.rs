@@ -391,7 +391,7 @@ fn a_step_through_one_mount_and_one_through_the_other_root_exclude_each_other() 
 
     // Both at once: exactly one wins, the other is refused, and one step is added.
     let _ = std::fs::remove_file(a.root().join("runs").join(format!("{id}.error")));
-    let mut cli = b.spawn(&["thread", "step", &id]);
+    let cli = b.spawn(&["thread", "step", &id]);
     let touch = ma.sh(&format!("touch {t}/step"));
     let cli = cli.wait_with_output().expect("cli step");
     // The mount's step, if it started, has ended once `wait` answers.

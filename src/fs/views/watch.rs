@@ -50,7 +50,7 @@ pub(super) enum Watch {
     /// A directory store: the index files' stamps.
     Files,
     /// A PostgreSQL store: notifications and a poll.
-    Pg(PgWatch),
+    Pg(Box<PgWatch>),
 }
 
 /// The notification counter of a PostgreSQL store's mount and its listener.
@@ -68,7 +68,7 @@ impl Watch {
             return Watch::Files;
         }
         match crate::engine::storage::pg(store.root()) {
-            Ok(Some(pg)) => Watch::Pg(PgWatch::new(&pg)),
+            Ok(Some(pg)) => Watch::Pg(Box::new(PgWatch::new(&pg))),
             // The store was opened with this backend already; should it fail now, polling
             // alone (no listener) still shows changes within a second.
             _ => Watch::Files,
