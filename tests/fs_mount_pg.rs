@@ -36,6 +36,7 @@ reviewer: [ { role: $END, condition: approved }, { role: planner, condition: nul
 /// its lease that long).
 struct Machine {
     env: Env,
+    url: String,
 }
 
 impl Machine {
@@ -54,7 +55,10 @@ impl Machine {
             ),
         )
         .expect("config.yaml");
-        Machine { env }
+        Machine {
+            env,
+            url: url.to_owned(),
+        }
     }
 
     fn root(&self) -> PathBuf {
@@ -271,6 +275,23 @@ fn two_mounts_see_the_same_threads_within_a_second() {
     let mb = Mounted::start(&b, "see-b");
     assert_eq!(ma.ok("ls threads"), "");
     assert_eq!(mb.ok("ls threads && ls workflows"), "error\nloop\n");
+    // Each mount listens (a session whose last statement is the LISTEN), not only polls; the
+    // listener connects in the background after the first look at `threads/`.
+    let mut raw = pg_server::PgServer::raw(&a.url);
+    let mut listening = || -> i64 {
+        raw.query_one(
+            "select count(*) from pg_stat_activity \
+             where datname = current_database() and query = 'listen uwf_threads'",
+            &[],
+        )
+        .expect("pg_stat_activity")
+        .get(0)
+    };
+    let start = Instant::now();
+    while listening() < 2 && start.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(listening(), 2, "one listener per mount");
 
     // Started through A: both mounts list it within a second.
     let id = thread_of(&a.ok(&["thread", "start", "loop", "-p", "shared"]));
