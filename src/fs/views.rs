@@ -10,7 +10,8 @@
 //! Architecture Invariant: caches here are bounded and never stale beyond their rule. Rendered
 //! immutable content (nodes, versions, graphs, step files, transcripts — keyed by hash) lives in a
 //! byte-bounded FIFO; the registry and the thread index are re-read whenever their files' inode,
-//! size or mtime changes (and at every look while that mtime is younger than [`SETTLE`]); big
+//! size or mtime changes (and at every look while that mtime is younger than [`SETTLE`]), or
+//! over PostgreSQL after a notification and at least every second (`views/watch.rs`); big
 //! listings (`cas/`) are kept for at most [`LISTING_TTL`].
 //!
 //! Architecture Invariant: a directory's mtime comes from the same snapshot as its listing and

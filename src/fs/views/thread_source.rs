@@ -3,8 +3,9 @@
 //!
 //! Architecture Invariant: everything cached here is either a pure function of a hash (chains by
 //! head, rendered step files by step hash, transcripts by head + status line + id) or re-read when
-//! its file's stamp changes (the index: `threads.yaml` + `history.jsonl`), so the CLI's changes in
-//! other processes show at once. Every cache is bounded by count or bytes; per-thread facts that
+//! its file's stamp changes (the index: `threads.yaml` + `history.jsonl`; over PostgreSQL, after
+//! a notification or a second, see `views/watch.rs`), so the CLI's changes in other processes
+//! (and machines) show within a second. Every cache is bounded by count or bytes; per-thread facts that
 //! never change (a thread's workflow) are bounded by the number of threads.
 
 use std::collections::hash_map::DefaultHasher;
