@@ -372,8 +372,17 @@ impl Actions {
 }
 
 /// The last step attempt's JSON, or before any step the thread's state as JSON.
+///
+/// Over PostgreSQL a step taken on another machine leaves no outcome here: a recorded success
+/// whose head is no longer the thread's was overtaken, and the thread's state answers instead.
 fn answer(store: &Store, files: &RunFiles, id: &str) -> Arc<[u8]> {
-    let value = match files.last_outcome() {
+    let overtaken = |last: &serde_json::Value| {
+        store.remote().is_some()
+            && last.get("head").and_then(|h| h.as_str()).is_some_and(|h| {
+                lifecycle::summary(store, id).is_ok_and(|s| s.head.to_string() != h)
+            })
+    };
+    let value = match files.last_outcome().filter(|last| !overtaken(last)) {
         Some(v) => v,
         None => match lifecycle::summary(store, id) {
             Ok(s) => s.to_json(),

@@ -102,6 +102,7 @@ pub fn register(source: &Source, text: &[u8], target: &Target) -> Result<Saved, 
             registry::RegistryError::Index(e) => FsError::internal(e),
             other => FsError::Refused(other.to_string()),
         })?;
+    source.registry_changed();
     Ok(Saved { name, hash, status })
 }
 

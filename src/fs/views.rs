@@ -10,7 +10,8 @@
 //! Architecture Invariant: caches here are bounded and never stale beyond their rule. Rendered
 //! immutable content (nodes, versions, graphs, step files, transcripts — keyed by hash) lives in a
 //! byte-bounded FIFO; the registry and the thread index are re-read whenever their files' inode,
-//! size or mtime changes (and at every look while that mtime is younger than [`SETTLE`]); big
+//! size or mtime changes (and at every look while that mtime is younger than [`SETTLE`]), or
+//! over PostgreSQL after a notification and at least every second (`views/watch.rs`); big
 //! listings (`cas/`) are kept for at most [`LISTING_TTL`].
 //!
 //! Architecture Invariant: a directory's mtime comes from the same snapshot as its listing and
@@ -23,6 +24,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -37,6 +39,7 @@ use super::inode::{CasKey, Key, StepFile};
 mod lineage;
 mod thread_source;
 mod warm;
+mod watch;
 
 pub use thread_source::ThreadRef;
 pub use warm::{Order, Warmer};
@@ -127,6 +130,12 @@ pub struct Source {
     root: PathBuf,
     mounted_at: SystemTime,
     registry: Mutex<Option<(Stamp, Version, Arc<Registry>)>>,
+    /// The registry over PostgreSQL, polled (see [`watch`]).
+    pg_registry: Mutex<Option<watch::PgRead<Registry>>>,
+    /// Bumped by every registration through the mount, so the next look reads the registry.
+    registry_generation: AtomicU64,
+    /// How changes made elsewhere are noticed.
+    watch: watch::Watch,
     rendered: Mutex<ByteCache>,
     /// `cas/` and `cas/schemas/`: the period each listing was made in (its mtime), the listing.
     listings: Mutex<HashMap<CasKey, (SystemTime, Arc<Listing>)>>,
@@ -192,9 +201,12 @@ impl Source {
     pub fn new(store: Store) -> Source {
         Source {
             root: store.root().to_path_buf(),
+            watch: watch::Watch::of(&store),
             store: Arc::new(store),
             mounted_at: SystemTime::now(),
             registry: Mutex::new(None),
+            pg_registry: Mutex::new(None),
+            registry_generation: AtomicU64::new(0),
             rendered: Mutex::new(ByteCache::default()),
             listings: Mutex::new(HashMap::new()),
             threads: thread_source::Threads::default(),
@@ -225,8 +237,17 @@ impl Source {
         Ok(self.registry_version()?.0)
     }
 
-    /// The registry and the version of `registry.yaml` it was read from.
+    /// A workflow was registered through the mount: read the registry at the next look.
+    pub fn registry_changed(&self) {
+        self.registry_generation.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// The registry and the version of `registry.yaml` it was read from (over PostgreSQL, of
+    /// the read that last found it changed).
     fn registry_version(&self) -> Result<(Arc<Registry>, Version), FsError> {
+        if self.watch.is_pg() {
+            return self.pg_registry_version();
+        }
         let path = self.root.join("registry.yaml");
         let read_at = SystemTime::now();
         let now = stamp(&path);
@@ -242,6 +263,24 @@ impl Source {
             *cached = Some((s, version, reg.clone()));
         }
         Ok((reg, version))
+    }
+
+    /// The registry over PostgreSQL: read again at most every [`watch::PG_RECHECK`] (it sends
+    /// no notifications), and at once after a registration through the mount.
+    fn pg_registry_version(&self) -> Result<(Arc<Registry>, Version), FsError> {
+        let counts = (self.registry_generation.load(Ordering::SeqCst), 0);
+        let mut cached = lock(&self.pg_registry);
+        if let Some(c) = cached.as_ref()
+            && c.fresh(counts.0, counts.1)
+        {
+            return Ok((c.value.clone(), c.version));
+        }
+        let read_at = SystemTime::now();
+        let reg = index_files::read_registry(&self.root).map_err(FsError::internal)?;
+        let read = watch::PgRead::next(cached.as_ref(), reg, read_at, counts);
+        let found = (read.value.clone(), read.version);
+        *cached = Some(read);
+        Ok(found)
     }
 
     /// The registry entry of `name`, if registered.

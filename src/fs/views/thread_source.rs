@@ -3,8 +3,9 @@
 //!
 //! Architecture Invariant: everything cached here is either a pure function of a hash (chains by
 //! head, rendered step files by step hash, transcripts by head + status line + id) or re-read when
-//! its file's stamp changes (the index: `threads.yaml` + `history.jsonl`), so the CLI's changes in
-//! other processes show at once. Every cache is bounded by count or bytes; per-thread facts that
+//! its file's stamp changes (the index: `threads.yaml` + `history.jsonl`; over PostgreSQL, after
+//! a notification or a second, see `views/watch.rs`), so the CLI's changes in other processes
+//! (and machines) show within a second. Every cache is bounded by count or bytes; per-thread facts that
 //! never change (a thread's workflow) are bounded by the number of threads.
 
 use std::collections::hash_map::DefaultHasher;
@@ -25,6 +26,7 @@ use crate::engine::thread::run_files::RunFiles;
 use crate::engine::thread::view::ThreadView;
 use crate::engine::workflow::Workflow;
 
+use super::watch::PgRead;
 use super::{Content, FsError, Render, Source, Stamp, Version, from_ms, lock, stamp};
 use crate::fs::inode::{StepFile, step_dir_name};
 
@@ -60,8 +62,9 @@ impl ThreadRef {
     }
 }
 
-/// `threads.yaml` and `history.jsonl` read together.
-#[derive(Debug, Default)]
+/// `threads.yaml` and `history.jsonl` read together (over PostgreSQL, the active and the
+/// archived threads).
+#[derive(Debug, Default, PartialEq)]
 struct Index {
     /// Sorted (ULIDs sort by creation time).
     ids: Vec<Arc<str>>,
@@ -118,6 +121,8 @@ type SummaryKey = (Arc<str>, Hash, bool);
 /// The caches of the thread views.
 pub(super) struct Threads {
     index: Mutex<Option<IndexCache>>,
+    /// The index over PostgreSQL (see `views/watch.rs`).
+    pg_index: Mutex<Option<PgRead<Index>>>,
     /// Bumped by every change made through the mount (see [`Source::index_changed`]).
     generation: Arc<AtomicU64>,
     chains: Mutex<Bounded<Hash, Arc<Chain>>>,
@@ -178,6 +183,7 @@ impl Default for Threads {
     fn default() -> Self {
         Threads {
             index: Mutex::new(None),
+            pg_index: Mutex::new(None),
             generation: Arc::new(AtomicU64::new(0)),
             chains: Mutex::new(Bounded::new(CHAINS)),
             summaries: Mutex::new(Bounded::new(SUMMARIES)),
@@ -215,6 +221,9 @@ impl Source {
     /// The index and the version of the files it was read from. While those files' mtime is
     /// recent (see [`super::SETTLE`]) an unchanged stamp proves nothing, so they are read again.
     fn thread_index_version(&self) -> Result<(Arc<Index>, Version), FsError> {
+        if self.watch.is_pg() {
+            return self.pg_thread_index_version();
+        }
         let generation = self.threads.generation.load(Ordering::SeqCst);
         let mut cached = lock(&self.threads.index);
         if let Some(c) = cached.as_ref()
@@ -241,6 +250,40 @@ impl Source {
             c.generation = generation;
             return Ok((c.index.clone(), c.version));
         }
+        let index = Arc::new(self.read_index()?);
+        *cached = Some(IndexCache {
+            stamps,
+            version,
+            index: index.clone(),
+            checked: Instant::now(),
+            generation,
+        });
+        Ok((index, version))
+    }
+
+    /// The index over PostgreSQL: read again after a change through the mount, a notification
+    /// (at most every [`super::watch::NOTIFIED_RECHECK`]) or [`super::watch::PG_RECHECK`].
+    fn pg_thread_index_version(&self) -> Result<(Arc<Index>, Version), FsError> {
+        // Loaded before reading: a change during the read is read again at the next look.
+        let counts = (
+            self.threads.generation.load(Ordering::SeqCst),
+            self.watch.notified(),
+        );
+        let mut cached = lock(&self.threads.pg_index);
+        if let Some(c) = cached.as_ref()
+            && c.fresh(counts.0, counts.1)
+        {
+            return Ok((c.value.clone(), c.version));
+        }
+        let read_at = SystemTime::now();
+        let read = PgRead::next(cached.as_ref(), self.read_index()?, read_at, counts);
+        let found = (read.value.clone(), read.version);
+        *cached = Some(read);
+        Ok(found)
+    }
+
+    /// Reads the thread index through `index_files` (the files or the database).
+    fn read_index(&self) -> Result<Index, FsError> {
         let mut map: HashMap<Arc<str>, ThreadRef> = HashMap::new();
         // Later lines win, and an active entry wins over an archived one (a crash between the
         // two writes of archiving leaves a thread in both: it is still active).
@@ -266,15 +309,7 @@ impl Source {
         }
         let mut ids: Vec<Arc<str>> = map.keys().cloned().collect();
         ids.sort();
-        let index = Arc::new(Index { ids, map });
-        *cached = Some(IndexCache {
-            stamps,
-            version,
-            index: index.clone(),
-            checked: Instant::now(),
-            generation,
-        });
-        Ok((index, version))
+        Ok(Index { ids, map })
     }
 
     /// Every thread id, active and archived, oldest first.
