@@ -59,7 +59,11 @@ fn fresh_root(base: &Path, name: &str) -> PathBuf {
 fn run(base: &Path, tag: &str, url: Option<&str>, workers: usize, threads: usize) -> f64 {
     let setup = fresh_root(base, &format!("{tag}-setup"));
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/solve-issue.yaml");
-    ok(&setup, url, &["workflow", "put", &example.to_string_lossy()]);
+    ok(
+        &setup,
+        url,
+        &["workflow", "put", &example.to_string_lossy()],
+    );
     for i in 0..threads {
         let prompt = format!("issue {i}");
         ok(
@@ -114,12 +118,21 @@ fn main() {
     for workers in [1, 2, 4] {
         let url = server.fresh_db(&format!("bench_{workers}"));
         // Interleaved: the directory store, then PostgreSQL, at each size.
-        let dir = run(base.path(), &format!("dir{workers}"), None, workers, threads);
-        let pg = run(base.path(), &format!("pg{workers}"), Some(&url), workers, threads);
-        println!(
-            "{workers:>8}  {dir:>16.0}  {pg:>16.0}  {:>7.2}×",
-            pg / dir
+        let dir = run(
+            base.path(),
+            &format!("dir{workers}"),
+            None,
+            workers,
+            threads,
         );
+        let pg = run(
+            base.path(),
+            &format!("pg{workers}"),
+            Some(&url),
+            workers,
+            threads,
+        );
+        println!("{workers:>8}  {dir:>16.0}  {pg:>16.0}  {:>7.2}×", pg / dir);
         std::thread::sleep(Duration::from_millis(200));
     }
 }

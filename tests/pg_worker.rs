@@ -117,8 +117,18 @@ fn finish(mut child: Child, limit: Duration) -> (String, String) {
         std::thread::sleep(Duration::from_millis(50));
     }
     let (mut out, mut err) = (String::new(), String::new());
-    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
-    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
     assert!(child.wait().unwrap().success(), "worker failed: {err}");
     (out, err)
 }
@@ -236,10 +246,7 @@ fn a_worker_killed_mid_step_loses_nothing_and_its_thread_resumes_after_the_lease
     let machines: Vec<Machine> = (0..4)
         .map(|_| Machine::new(Some(&url), Some(lease)))
         .collect();
-    let mut workers: Vec<Child> = machines
-        .iter()
-        .map(|m| m.worker(&m.slow_agent()))
-        .collect();
+    let mut workers: Vec<Child> = machines.iter().map(|m| m.worker(&m.slow_agent())).collect();
     let pg = PgStore::open(&PgConfig::parse(&url).unwrap()).unwrap();
     // Wait until the victim holds a lease (it is mid-step), then kill it.
     let victim = workers.remove(0);
