@@ -5,7 +5,8 @@
 //! in the worker process) and times the workers from start until the queue is empty. Over
 //! PostgreSQL each worker has its own storage root, as it would on its own machine; over the
 //! directory store they share one root (file locks), as they would on one machine. The
-//! PostgreSQL server is a private one started here (Debian's `postgresql`, as the tests do).
+//! PostgreSQL server is a private one started here (Debian's `postgresql`, as the tests do),
+//! with `fsync` on: a commit is as durable as a directory store's step.
 //!
 //! Run: `cargo bench --bench workers` (env `WORKER_BENCH_THREADS`, default 200). Prints
 //! numbers, asserts nothing. On a machine with fewer cores than workers the extra workers
@@ -102,7 +103,8 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(200);
-    let Some(server) = pg_server::shared("workers bench") else {
+    // A server that syncs its commits, as the directory store syncs each step.
+    let Some(server) = pg_server::PgServer::private_durable("workers bench") else {
         eprintln!("no PostgreSQL: install Debian's postgresql to run this bench");
         return;
     };

@@ -466,6 +466,45 @@ fn skip_locked_claims_every_queued_thread_exactly_once() {
 }
 
 #[test]
+fn a_thread_whose_worker_died_is_claimed_before_the_ones_waiting_longer() {
+    let Some((_, _, store)) = fresh("a_thread_whose_worker_died_is_claimed_first") else {
+        return;
+    };
+    let head = text_node(&store, "q");
+    for id in ["A1", "A2", "A3"] {
+        store
+            .add_thread(&NewThread {
+                queued: true,
+                ..thread(id, head)
+            })
+            .expect("add");
+    }
+    // A3, the newest, was claimed by a worker that died: its lease ran out.
+    let dead = Holder {
+        holder: "dead",
+        machine: "m0",
+    };
+    store
+        .try_acquire("A3", dead, Duration::from_millis(1))
+        .expect("lease");
+    std::thread::sleep(Duration::from_millis(20));
+    let who = Holder {
+        holder: "live",
+        machine: "m1",
+    };
+    let first = store
+        .claim(None, who, Duration::from_secs(30))
+        .expect("claim")
+        .expect("something to claim");
+    assert_eq!(first.thread, "A3", "abandoned work is resumed first");
+    let second = store
+        .claim(None, who, Duration::from_secs(30))
+        .unwrap()
+        .unwrap();
+    assert_eq!(second.thread, "A1", "then the one waiting longest");
+}
+
+#[test]
 fn listen_notify_delivers_a_head_change_within_a_second() {
     let Some((_, url, store)) = fresh("listen_notify_delivers_a_head_change_within_a_second")
     else {

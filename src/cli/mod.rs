@@ -11,11 +11,10 @@ mod export;
 mod live;
 mod mount;
 mod output;
+mod scale;
 mod setup;
 mod skill;
-mod store;
 mod thread;
-mod worker;
 mod workflow;
 
 use std::path::PathBuf;
@@ -104,7 +103,7 @@ uwf cas has 2DHW2FP49YVD3 && echo present\n  uwf cas fsck\n  uwf cas gc --dry-ru
         after_help = "Examples:\n  uwf store copy ~/.uwf postgres://uwf@db/uwf\n  \
 uwf store copy postgres://uwf@db/uwf ~/uwf-backup"
     )]
-    Store(store::StoreCommand),
+    Store(scale::store::StoreCommand),
     /// Serve the storage as files at DIR (FUSE)
     Mount(mount::MountArgs),
     /// Unmount a `uwf mount` (also after its process died)
@@ -131,7 +130,7 @@ SIGTERM or Ctrl-C: finish the steps under way, let their threads go, stop. A sec
 Examples:\n  uwf worker --concurrency 4\n  uwf worker --workflow solve-issue --until-idle\n  \
 uwf worker list"
     )]
-    Worker(worker::WorkerArgs),
+    Worker(scale::worker::WorkerArgs),
 }
 
 /// Runs the CLI and returns the process exit code.
@@ -165,7 +164,7 @@ fn run(cli: Cli, out: &mut Out) -> CliResult {
     load_dotenv(&root);
     match cli.command {
         Command::Cas(cmd) => cas::run(cmd, &root, out),
-        Command::Store(cmd) => store::run(cmd, out),
+        Command::Store(cmd) => scale::store::run(cmd, out),
         Command::Workflow(cmd) => workflow::run(cmd, &root, out),
         Command::Eval(args) => eval::run(args, out),
         Command::Thread(cmd) => thread::run(cmd, &root, out),
@@ -178,7 +177,7 @@ fn run(cli: Cli, out: &mut Out) -> CliResult {
         Command::Doctor(args) => setup::doctor(args, &root, out),
         Command::Export(args) => export::run(args, &root, out),
         Command::Live(args) => live::run(args, &root, out),
-        Command::Worker(args) => worker::run(args, &root, out),
+        Command::Worker(args) => scale::worker::run(args, &root, out),
     }
 }
 

@@ -133,7 +133,8 @@ impl PgStore {
     }
 
     /// Claims one runnable thread — queued, active, of `workflow` if given, with no live lease —
-    /// by taking its lease. `None` when there is nothing to claim. The thread stays queued: the
+    /// by taking its lease. A thread whose lease expired (its worker died mid-run) comes first,
+    /// then the one waiting longest. `None` when there is nothing to claim. The thread stays queued: the
     /// worker dequeues it when it finishes, fails or awaits a human, and releases the lease
     /// after each step.
     pub fn claim(
@@ -151,13 +152,13 @@ impl PgStore {
                 c.query_opt(
                     "with pick as (
                          select t.id from threads t
+                         left join leases l on l.thread = t.id
                          where t.queued and t.status = 'active'
                            and ($1::text is null or t.workflow = $1)
-                           and not exists (select 1 from leases l
-                                           where l.thread = t.id and l.expires_at > now())
-                         order by t.updated_at, t.id
+                           and (l.thread is null or l.expires_at <= now())
+                         order by (l.thread is not null) desc, t.updated_at, t.id
                          limit 1
-                         for update skip locked
+                         for update of t skip locked
                      )
                      insert into leases (thread, holder, machine, expires_at)
                      select id, $2, $3, now() + make_interval(secs => $4) from pick

@@ -15,7 +15,6 @@ pub mod leases;
 pub mod listen;
 pub mod maintenance;
 pub mod registry;
-mod remote;
 pub mod schema;
 pub mod store;
 pub mod threads;

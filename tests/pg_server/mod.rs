@@ -26,6 +26,8 @@ pub struct PgServer {
     bin: PathBuf,
     as_postgres: bool,
     stopped: bool,
+    /// Whether the server syncs its writes (benchmarks); tests run with `fsync=off`.
+    durable: bool,
 }
 
 /// Whether a skip must fail instead.
@@ -84,7 +86,20 @@ impl PgServer {
         }
     }
 
+    /// A private server that syncs its commits as a production one does (for benchmarks
+    /// compared with the directory store, which syncs every step).
+    pub fn private_durable(name: &str) -> Option<PgServer> {
+        match PgServer::start_with(true) {
+            Ok(server) => Some(server),
+            Err(reason) => skip(name, &reason),
+        }
+    }
+
     fn start_new() -> Result<PgServer, String> {
+        PgServer::start_with(false)
+    }
+
+    fn start_with(durable: bool) -> Result<PgServer, String> {
         let bin =
             find_bin().ok_or("initdb/pg_ctl not found on PATH or in /usr/lib/postgresql/*/bin")?;
         let as_postgres = is_root();
@@ -108,6 +123,7 @@ impl PgServer {
             bin,
             as_postgres,
             stopped: true,
+            durable,
         };
         let pwfile = server.dir.join("pw");
         server.run_as_server_user(
@@ -151,8 +167,13 @@ impl PgServer {
 
     /// Starts (or restarts) the server; waits until it accepts connections.
     pub fn start(&mut self) -> Result<(), String> {
+        let sync = if self.durable {
+            ""
+        } else {
+            " -c fsync=off -c full_page_writes=off"
+        };
         let options = format!(
-            "-c listen_addresses='' -k {} -p {PORT} -c fsync=off -c full_page_writes=off -c max_connections=200",
+            "-c listen_addresses='' -k {} -p {PORT}{sync} -c max_connections=200",
             self.dir.display()
         );
         self.run_pg(

@@ -18,8 +18,8 @@
 //! a node that was not written, and `reindex` rebuilds it from the objects.
 
 use std::collections::{HashMap, VecDeque};
-use std::fs::{self, File, OpenOptions};
-use std::io::{ErrorKind, Write};
+use std::fs::{self, File};
+use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -33,6 +33,8 @@ use super::id::Hash;
 use super::remote::RemoteNodes;
 use super::schema::CompiledSchema;
 use crate::file_util::{AtomicWrite, Created};
+
+mod type_index;
 
 /// One node as stored.
 #[derive(Debug, Clone, PartialEq)]
@@ -425,137 +427,6 @@ impl Store {
             .collect())
     }
 
-    /// Rebuilds the type index from the node files. Returns how many nodes were indexed.
-    pub fn reindex(&self) -> Result<usize, StoreError> {
-        let _guard = self.lock_index(true)?;
-        let mut by_type: HashMap<Hash, Vec<Hash>> = HashMap::new();
-        let mut count = 0;
-        for (path, hash) in self.scan_objects()? {
-            let Some(hash) = hash else { continue };
-            let Ok(bytes) = fs::read(&path) else { continue };
-            // Unreadable or corrupt nodes are fsck's business; they are simply not indexed.
-            if let Ok(node) = parse_node_file(hash, &path, &bytes) {
-                by_type.entry(node.type_hash).or_default().push(hash);
-                count += 1;
-            }
-        }
-        self.write_index(&by_type)?;
-        Ok(count)
-    }
-
-    /// Compares the type index with the node files: every intact node listed under its type,
-    /// and nothing else listed. Returns the disagreements in words (empty when none).
-    pub fn check_index(&self) -> Result<Vec<String>, StoreError> {
-        let mut actual: HashMap<Hash, std::collections::BTreeSet<Hash>> = HashMap::new();
-        for (path, hash) in self.scan_objects()? {
-            let Some(hash) = hash else { continue };
-            let Ok(bytes) = fs::read(&path) else { continue };
-            if let Ok(node) = parse_node_file(hash, &path, &bytes) {
-                actual.entry(node.type_hash).or_default().insert(hash);
-            }
-        }
-        let mut listed: HashMap<Hash, std::collections::BTreeSet<Hash>> = HashMap::new();
-        for name in read_dir_names(&self.types)? {
-            let Ok(type_hash) = Hash::parse(&name) else {
-                continue;
-            };
-            let path = self.types.join(&name);
-            let text = fs::read_to_string(&path)
-                .map_err(StoreError::io("cannot read type index", &path))?;
-            let entries = listed.entry(type_hash).or_default();
-            entries.extend(text.lines().filter_map(|l| Hash::parse(l.trim()).ok()));
-        }
-        let empty = std::collections::BTreeSet::new();
-        let mut types: Vec<Hash> = actual.keys().chain(listed.keys()).copied().collect();
-        types.sort();
-        types.dedup();
-        let mut problems = Vec::new();
-        for t in types {
-            let (have, named) = (
-                actual.get(&t).unwrap_or(&empty),
-                listed.get(&t).unwrap_or(&empty),
-            );
-            let unlisted = have.difference(named).count();
-            let extra = named.difference(have).count();
-            if unlisted > 0 {
-                problems.push(format!(
-                    "type index {t}: {unlisted} node(s) of that type are not listed"
-                ));
-            }
-            if extra > 0 {
-                problems.push(format!(
-                    "type index {t}: lists {extra} node(s) that are missing, damaged or of another type"
-                ));
-            }
-        }
-        Ok(problems)
-    }
-
-    /// Drops index entries whose node files are gone (after GC removed them). With a remote
-    /// the index lists only this cache's files, so only files are looked for.
-    pub(crate) fn prune_index(&self) -> Result<(), StoreError> {
-        let _guard = self.lock_index(true)?;
-        let mut by_type = HashMap::new();
-        for name in read_dir_names(&self.types)? {
-            if let Ok(t) = Hash::parse(&name) {
-                let path = self.types.join(&name);
-                let text = fs::read_to_string(&path)
-                    .map_err(StoreError::io("cannot read type index", &path))?;
-                let mut seen = std::collections::HashSet::new();
-                let kept: Vec<Hash> = text
-                    .lines()
-                    .filter_map(|l| Hash::parse(l.trim()).ok())
-                    .filter(|h| seen.insert(*h) && self.object_path(*h).is_file())
-                    .collect();
-                by_type.insert(t, kept);
-            }
-        }
-        self.write_index(&by_type)
-    }
-
-    /// Replaces the whole index with `by_type` (caller holds the exclusive lock).
-    fn write_index(&self, by_type: &HashMap<Hash, Vec<Hash>>) -> Result<(), StoreError> {
-        for (type_hash, hashes) in by_type {
-            let mut text = String::with_capacity(hashes.len() * 14);
-            for h in hashes {
-                text.push_str(&h.to_string());
-                text.push('\n');
-            }
-            AtomicWrite::new(&self.types.join(type_hash.to_string()))
-                .temp_in(&self.tmp)
-                .without_fsync()
-                .replace(text.as_bytes())?;
-        }
-        for name in read_dir_names(&self.types)? {
-            let stale = Hash::parse(&name)
-                .map(|t| !by_type.contains_key(&t))
-                .unwrap_or(false);
-            if stale {
-                let path = self.types.join(&name);
-                fs::remove_file(&path)
-                    .map_err(StoreError::io("cannot remove type index", &path))?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Takes the index lock, shared for appends or exclusive for rewrites.
-    fn lock_index(&self, exclusive: bool) -> Result<File, StoreError> {
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&self.lock)
-            .map_err(StoreError::io("cannot open index lock", &self.lock))?;
-        let locked = if exclusive {
-            file.lock()
-        } else {
-            file.lock_shared()
-        };
-        locked.map_err(StoreError::io("cannot lock", &self.lock))?;
-        Ok(file)
-    }
-
     fn write_node(&self, type_hash: Hash, payload: &Value) -> Result<Hash, StoreError> {
         let hash = node_hash(type_hash, payload);
         let path = self.object_path(hash);
@@ -627,19 +498,6 @@ impl Store {
         }
         self.remember_written(existing);
         Ok(hash)
-    }
-
-    fn append_index(&self, type_hash: Hash, hash: Hash) -> Result<(), StoreError> {
-        let _guard = self.lock_index(false)?;
-        let path = self.types.join(type_hash.to_string());
-        let mut file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(StoreError::io("cannot open type index", &path))?;
-        // One write of one short line: O_APPEND keeps concurrent writers' lines whole.
-        file.write_all(format!("{hash}\n").as_bytes())
-            .map_err(StoreError::io("cannot append to type index", &path))
     }
 
     /// The temp directory (for GC's clean-up of abandoned temp files).

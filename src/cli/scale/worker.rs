@@ -8,10 +8,10 @@ use std::sync::{Arc, Mutex};
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use super::Out;
-use super::error::{CliResult, Context};
-use super::output::{Mode, ago};
 use crate::cas::store::now_ms;
+use crate::cli::Out;
+use crate::cli::error::{CliResult, Context};
+use crate::cli::output::{Mode, ago};
 use crate::engine::config;
 use crate::engine::storage;
 use crate::engine::worker::{self, Event, WorkerOptions};

@@ -12,7 +12,6 @@ use crate::cas::{Hash, Store, builtin};
 use crate::cli::error::{CliResult, CommandError, Context, bail, user_error};
 use crate::engine::agent::human;
 use crate::engine::config;
-use crate::engine::index_files;
 use crate::engine::thread::chain::{self, Entry};
 use crate::engine::thread::index;
 use crate::engine::thread::lifecycle;
@@ -22,6 +21,9 @@ use crate::engine::thread::step::{self, StepOptions};
 use crate::engine::thread::view::ThreadView;
 use crate::engine::workflow::jsonata;
 use crate::engine::workflow::moderator::{Moderator, Outcome};
+
+mod list;
+use list::list;
 
 #[derive(Debug, Subcommand)]
 pub enum ThreadCommand {
@@ -593,87 +595,6 @@ fn output_line(output: &serde_json::Value) -> String {
             .join(", "),
         other => other.to_string(),
     }
-}
-
-fn list(
-    store: &Store,
-    all: bool,
-    workflow: Option<&str>,
-    tree: bool,
-    out: &mut Out,
-) -> CliResult<()> {
-    let root = store.root();
-    let mut ids: Vec<String> = index_files::read_threads(root)?.into_keys().collect();
-    if all {
-        ids.extend(
-            index_files::read_history(root)?
-                .into_iter()
-                .map(|a| a.thread),
-        );
-    }
-    ids.sort();
-    ids.dedup();
-    let now = crate::cas::store::now_ms();
-    let mut rows = Vec::new();
-    for id in ids {
-        let summary = match lifecycle::summary(store, &id) {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("warning: thread {id}: {e}");
-                continue;
-            }
-        };
-        if workflow.is_some_and(|w| w != summary.workflow) {
-            continue;
-        }
-        if tree {
-            // Children are printed under their parent (which may be archived even when they
-            // are not), so only top-level threads start a line of their own here.
-            if lifecycle::family_json(root, &id).0.is_null() {
-                out.line(tree_line(0, &summary))?;
-                for (depth, child) in lifecycle::descendants(store, &id) {
-                    out.line(tree_line(depth, &child))?;
-                }
-            }
-            continue;
-        }
-        match out.mode {
-            Mode::Quiet => out.line(&summary.id)?,
-            Mode::Json => out.line(summary.to_json())?,
-            Mode::Table => {
-                let updated = store
-                    .get(summary.head)
-                    .map(|n| ago(n.timestamp, now))
-                    .unwrap_or_default();
-                rows.push(vec![
-                    summary.id.clone(),
-                    summary.workflow.clone(),
-                    summary.status.clone(),
-                    summary.steps.to_string(),
-                    summary.next.clone().unwrap_or_else(|| "-".into()),
-                    updated,
-                ]);
-            }
-        }
-    }
-    out.table(
-        &["THREAD", "WORKFLOW", "STATUS", "STEPS", "NEXT", "UPDATED"],
-        &rows,
-    )?;
-    Ok(())
-}
-
-/// One line of `thread list --tree`.
-fn tree_line(depth: usize, s: &lifecycle::Summary) -> String {
-    format!(
-        "{}{}  {:<16} {:<8} {} step{}",
-        "  ".repeat(depth),
-        s.id,
-        s.workflow,
-        s.status,
-        s.steps,
-        if s.steps == 1 { "" } else { "s" }
-    )
 }
 
 /// A one-line summary of an output: its fields, shortened.

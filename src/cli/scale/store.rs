@@ -6,7 +6,7 @@ use std::time::Instant;
 use clap::Subcommand;
 use serde_json::json;
 
-use super::Out;
+use crate::cli::Out;
 use crate::cli::error::CliResult;
 use crate::engine::store_copy::{self, Endpoint, Progress};
 

@@ -22,22 +22,20 @@
 //! filesystem is synced (`syncfs`) before the index files are written, as durable as a
 //! per-node fsync and far faster for thousands of nodes.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::fmt;
-use std::path::{Path, PathBuf};
-
-use serde_json::Value;
+use std::path::PathBuf;
 
 use crate::advice::Advice;
 use crate::cas::{Hash, Node, Store, StoreError, builtin};
-use crate::engine::index_files::{
-    self, Archived, IndexError, Registry, RegistryEntry, Threads, Version,
-};
-use crate::engine::thread::{family, forks};
+use crate::engine::index_files::{self, IndexError, Registry, Threads};
 use crate::pg::{
     ArchivedThread, CopiedThread, Occupancy, PgConfig, PgError, PgStore, RegistryName,
-    RegistryVersion,
 };
+
+mod convert;
+
+use convert::{entry_of, history_lines, name_of, read_dir_indexes, ref_field, syncfs};
 
 /// How many nodes are read and written at a time.
 const BATCH: usize = 1000;
@@ -632,139 +630,10 @@ impl Side {
     }
 }
 
-/// The index files of the directory store at `root`, with each active thread's workflow and
-/// start time from its start node, and its parent from the sub-workflow link or the fork record.
-fn read_dir_indexes(side: &Side, root: &Path, endpoint: &Endpoint) -> Result<Indexes, CopyError> {
-    let forked_from: HashMap<String, String> = forks::read(root)?
-        .into_iter()
-        .filter_map(|f| f.from.map(|from| (f.thread, from)))
-        .collect();
-    let parent = |id: &str| {
-        family::parent(root, id)
-            .map(|link| link.thread)
-            .or_else(|| forked_from.get(id).cloned())
-    };
-    let mut active = Vec::new();
-    for (id, head) in index_files::read_threads(root)? {
-        let (workflow, started) = side.start_of(head).map_err(|reason| CopyError::BadThread {
-            endpoint: endpoint.to_string(),
-            thread: id.clone(),
-            reason,
-        })?;
-        active.push(CopiedThread {
-            parent: parent(&id),
-            id,
-            workflow,
-            head,
-            started_ms: Some(started),
-        });
-    }
-    let archived = index_files::read_history(root)?
-        .into_iter()
-        .map(|a| ArchivedThread {
-            parent: parent(&a.thread),
-            thread: a.thread,
-            workflow: a.workflow,
-            head: a.head,
-            status: a.status,
-            completed_ms: i64::try_from(a.completed_at).unwrap_or(i64::MAX),
-        })
-        .collect();
-    Ok(Indexes {
-        registry: index_files::read_registry(root)?,
-        active,
-        archived,
-    })
-}
-
-/// `history.jsonl` for `archived`: one JSON line each, as archiving writes them.
-fn history_lines(archived: &[ArchivedThread]) -> Vec<u8> {
-    let mut out = Vec::new();
-    for a in archived {
-        let line = Archived {
-            thread: a.thread.clone(),
-            workflow: a.workflow,
-            head: a.head,
-            status: a.status.clone(),
-            completed_at: u64::try_from(a.completed_ms).unwrap_or(0),
-        };
-        out.extend_from_slice(
-            serde_json::to_string(&line)
-                .expect("an archived entry serializes")
-                .as_bytes(),
-        );
-        out.push(b'\n');
-    }
-    out
-}
-
-/// A `cas_ref` field of a node's payload.
-fn ref_field(node: &Node, field: &str) -> Result<Hash, String> {
-    node.payload
-        .get(field)
-        .and_then(Value::as_str)
-        .and_then(|t| Hash::parse(t).ok())
-        .ok_or_else(|| format!("node {} has no valid `{field}` reference", node.hash))
-}
-
-fn entry_of(name: &RegistryName) -> RegistryEntry {
-    let ms = |v: &RegistryVersion| u64::try_from(v.registered_ms).unwrap_or(0);
-    RegistryEntry {
-        hash: name.current.hash,
-        registered_at: ms(&name.current),
-        source: name.current.source,
-        history: name
-            .history
-            .iter()
-            .map(|v| Version {
-                hash: v.hash,
-                registered_at: ms(v),
-                source: v.source,
-            })
-            .collect(),
-    }
-}
-
-fn name_of(name: &str, entry: &RegistryEntry) -> RegistryName {
-    let ms = |at: u64| i64::try_from(at).unwrap_or(i64::MAX);
-    RegistryName {
-        name: name.to_owned(),
-        current: RegistryVersion {
-            hash: entry.hash,
-            registered_ms: ms(entry.registered_at),
-            source: entry.source,
-        },
-        history: entry
-            .history
-            .iter()
-            .map(|v| RegistryVersion {
-                hash: v.hash,
-                registered_ms: ms(v.registered_at),
-                source: v.source,
-            })
-            .collect(),
-    }
-}
-
-/// Flushes the filesystem holding `root` to disk (`syncfs(2)`).
-fn syncfs(root: &Path) -> Result<(), CopyError> {
-    use std::os::fd::AsRawFd;
-    let sync_error = |source| CopyError::Sync {
-        path: root.to_path_buf(),
-        source,
-    };
-    let dir = std::fs::File::open(root).map_err(sync_error)?;
-    // SAFETY: `dir` is an open descriptor for the duration of the call; syncfs only reads it.
-    let rc = unsafe { libc::syncfs(dir.as_raw_fd()) };
-    if rc != 0 {
-        return Err(sync_error(std::io::Error::last_os_error()));
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::index_files::{RegistryEntry, Version};
 
     #[test]
     fn endpoints_are_directories_or_postgres_urls() {
