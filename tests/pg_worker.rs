@@ -364,3 +364,77 @@ fn workers_share_a_directory_stores_queue() {
     let left: Value = serde_json::from_str(&machine.ok(&["thread", "show", off])).unwrap();
     assert_eq!(left["steps"], 0, "the dequeued thread was not stepped");
 }
+
+#[test]
+fn sigterm_lets_the_step_under_way_finish_then_the_worker_lets_its_thread_go() {
+    let name = "sigterm_lets_the_step_under_way_finish";
+    let Some(server) = pg_server::shared(name) else {
+        return;
+    };
+    let url = server.fresh_db(name);
+    let machine = Machine::new(Some(&url), None);
+    let ids = queue_threads(&machine, 1);
+    let slow = format!(
+        "sh -c 'sleep 1.5; exec {} agent script --file {} \"$@\"' agent",
+        env!("CARGO_BIN_EXE_uwf"),
+        machine.script().display()
+    );
+    let worker = machine
+        .uwf()
+        .args(["worker", "--agent", &slow])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Mid-step: `worker list` (from another machine) shows it stepping the thread.
+    let other = Machine::new(Some(&url), None);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let list = other.ok(&["worker", "list", "--json"]);
+        if list.contains(&ids[0]) {
+            let row: Value = serde_json::from_str(list.lines().next().unwrap()).unwrap();
+            assert_eq!(row["state"], "running", "{row}");
+            assert_eq!(row["pid"], worker.id(), "{row}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "worker list never showed the thread: {list}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(worker.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let out = worker.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("worker stopped (signal)"), "{err}");
+    let taken = steps_reported(&err);
+    assert!((1..5).contains(&taken), "{err}");
+    // The step under way was published, the thread let go (no lease) and still queued.
+    let show: Value = serde_json::from_str(&other.ok(&["thread", "show", &ids[0]])).unwrap();
+    assert_eq!(show["steps"], taken, "{show}");
+    let mut client = pg_server::PgServer::raw(&url);
+    let leases: i64 = client
+        .query_one("select count(*) from leases", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(leases, 0, "the lease was released");
+    let queued: bool = client
+        .query_one("select queued from threads where id = $1", &[&ids[0]])
+        .unwrap()
+        .get(0);
+    assert!(queued, "the thread waits for the next worker");
+    assert_eq!(
+        other.ok(&["worker", "list", "-q"]),
+        "",
+        "the worker left the list"
+    );
+    // The next worker takes it from there.
+    let next = other.worker(&other.script_agent());
+    let (_, err) = finish(next, Duration::from_secs(60));
+    assert_eq!(steps_reported(&err), 5 - taken, "{err}");
+}
