@@ -466,6 +466,36 @@ fn skip_locked_claims_every_queued_thread_exactly_once() {
 }
 
 #[test]
+fn putting_an_old_node_again_marks_it_written_now_so_gc_spares_it() {
+    let Some((_, url, store)) = fresh("putting_an_old_node_again_marks_it_written_now") else {
+        return;
+    };
+    let node = text_node(&store, "kept");
+    let mut raw = PgServer::raw(&url);
+    let created = |raw: &mut postgres::Client| -> i64 {
+        raw.query_one(
+            "select created_ms from nodes where hash = $1",
+            &[&node.to_string()],
+        )
+        .unwrap()
+        .get(0)
+    };
+    let fresh_ms = created(&mut raw);
+    // A moment later the same put changes nothing (young rows are not touched) …
+    text_node(&store, "kept");
+    assert_eq!(created(&mut raw), fresh_ms);
+    // … but a row two days old is marked as written now, bytes untouched.
+    raw.execute(
+        "update nodes set created_ms = created_ms - 172800000 where hash = $1",
+        &[&node.to_string()],
+    )
+    .unwrap();
+    text_node(&store, "kept");
+    assert!(created(&mut raw) >= fresh_ms, "touched");
+    assert_eq!(store.get_node(node).unwrap().payload, json!("kept"));
+}
+
+#[test]
 fn a_thread_whose_worker_died_is_claimed_before_the_ones_waiting_longer() {
     let Some((_, _, store)) = fresh("a_thread_whose_worker_died_is_claimed_first") else {
         return;

@@ -9,10 +9,10 @@
 //! the rest of the cache is swept as a directory store's files are.
 //!
 //! Architecture Invariant: a row younger than the grace period is never deleted, so a writer
-//! between its puts and the head that names them loses nothing. Unlike a node file's mtime, a
-//! row's `created_ms` is not refreshed by a second put of the same node (rows are write-once):
-//! a writer that re-puts a node which is old garbage must publish within the grace period of a
-//! GC that marked before its head moved — the default day is far beyond any step.
+//! between its puts and the head that names them loses nothing. As a node file's mtime is, a
+//! row's `created_ms` is refreshed by a second put of the same node once the row is an hour old
+//! (only the time; the bytes are write-once), so a writer that re-puts old garbage it is about
+//! to refer to is spared by a GC that marked before its head moved.
 //!
 //! fsck re-hashes every row (page by page; only the set of hashes and the references stay in
 //! memory), checks every data node against its schema and every reference against the table,

@@ -24,6 +24,13 @@ use super::config::PgConfig;
 use super::error::{PgError, describe, is_connection_loss};
 use super::schema;
 
+/// A put of a node already stored marks it as written now when its row is older than this
+/// (an hour), as a directory store touches the file: GC spares nodes younger than its grace
+/// period (a day by default), so a writer that re-puts an old node and is about to refer to it
+/// does not lose it to a GC that marked before the reference existed. Only the time changes;
+/// the bytes are never rewritten.
+const TOUCH_AFTER_MS: i64 = 3_600_000;
+
 /// A connection to one uwf database. Methods take `&self`; calls are serialised on the one
 /// connection, so open one store per thread that should work in parallel.
 ///
@@ -127,10 +134,14 @@ impl PgStore {
                 "with ins as (
                      insert into nodes (hash, type_hash, bytes, created_ms)
                      values ($1, $2, $3, $4) on conflict (hash) do nothing returning 1
+                 ), touched as (
+                     update nodes set created_ms = $4
+                     where hash = $1 and bytes = $3 and created_ms < $4 - $5
+                       and not exists (select 1 from ins)
                  )
                  select exists (select 1 from ins),
                         (select bytes from nodes where hash = $1)",
-                &[&key, &type_key, &bytes, &now],
+                &[&key, &type_key, &bytes, &now, &TOUCH_AFTER_MS],
             )?;
             Ok((row.get::<_, bool>(0), row.get::<_, Option<Vec<u8>>>(1)))
         })?;
