@@ -438,3 +438,32 @@ fn sigterm_lets_the_step_under_way_finish_then_the_worker_lets_its_thread_go() {
     let (_, err) = finish(next, Duration::from_secs(60));
     assert_eq!(steps_reported(&err), 5 - taken, "{err}");
 }
+
+#[test]
+fn a_worker_outlives_a_database_restart_and_loses_no_thread() {
+    let name = "a_worker_outlives_a_database_restart";
+    let Some(mut server) = pg_server::PgServer::private(name) else {
+        return;
+    };
+    let url = server.fresh_db("restart");
+    let machine = Machine::new(Some(&url), None);
+    let ids = queue_threads(&machine, 10);
+    let slow = format!(
+        "sh -c 'sleep 0.2; exec {} agent script --file {} \"$@\"' agent",
+        env!("CARGO_BIN_EXE_uwf"),
+        machine.script().display()
+    );
+    let worker = machine.worker(&slow);
+    std::thread::sleep(Duration::from_millis(1500));
+    server.stop().expect("stop");
+    std::thread::sleep(Duration::from_millis(1500));
+    server.start().expect("start");
+    let (_, err) = finish(worker, Duration::from_secs(120));
+    assert!(
+        err.contains("trying again") || err.contains("interrupted"),
+        "{err}"
+    );
+    assert!(!err.contains("taken off the queue"), "{err}");
+    let pg = PgStore::open(&PgConfig::parse(&url).unwrap()).unwrap();
+    assert_all_done_once(&pg, &ids);
+}

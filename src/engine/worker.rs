@@ -38,6 +38,8 @@ use crate::pg::{Holder, WorkerRow};
 
 /// How long an idle slot waits before looking for work again.
 const POLL: Duration = Duration::from_millis(100);
+/// How long a slot waits after the store did not answer.
+const BACK_OFF: Duration = Duration::from_secs(1);
 /// How often a worker reports what it does (`uwf worker list`).
 const BEAT: Duration = Duration::from_secs(2);
 
@@ -98,9 +100,19 @@ impl Advice for WorkerError {
 #[derive(Debug)]
 pub enum Event<'a> {
     Stepped(&'a Stepped),
+    /// A step failed; its thread left the queue.
     Failed {
         thread: &'a str,
         error: &'a StepError,
+    },
+    /// A step failed while the store did not answer; its thread stays queued.
+    Interrupted {
+        thread: &'a str,
+        error: &'a StepError,
+    },
+    /// The store did not answer a claim (or a dequeue); the slot tries again shortly.
+    Trouble {
+        error: &'a WorkerError,
     },
 }
 
@@ -192,7 +204,11 @@ fn slot(shared: &Shared<'_>) -> Result<(), WorkerError> {
             }
             Err(e) => {
                 shared.busy_slots.fetch_sub(1, Ordering::SeqCst);
-                return Err(e);
+                // The store is out of reach (a database restarting): say so and try again;
+                // a worker outlives its database's restarts.
+                (shared.on_event)(Event::Trouble { error: &e });
+                std::thread::sleep(BACK_OFF);
+                continue;
             }
         };
         let outcome = step_claimed(shared, &id);
@@ -203,9 +219,22 @@ fn slot(shared: &Shared<'_>) -> Result<(), WorkerError> {
             .unwrap_or_else(|p| p.into_inner())
             .remove(&id);
         shared.busy_slots.fetch_sub(1, Ordering::SeqCst);
-        outcome?;
+        if let Err(e) = outcome {
+            (shared.on_event)(Event::Trouble { error: &e });
+            std::thread::sleep(BACK_OFF);
+        }
     }
     Ok(())
+}
+
+/// Whether the store answers: a step that failed while it does not is not the thread's fault
+/// and must not take it off the queue.
+fn store_answers(shared: &Shared<'_>) -> bool {
+    match storage::pg(shared.store.root()) {
+        Ok(Some(pg)) => pg.ping().is_ok(),
+        Ok(None) => true,
+        Err(_) => false,
+    }
 }
 
 /// Steps a claimed thread until it stops being runnable, `max_steps` were taken, or the
@@ -237,6 +266,14 @@ fn step_claimed(shared: &Shared<'_>, id: &str) -> Result<(), WorkerError> {
             // Another process stepped it meanwhile (a `thread step` by hand, a worker whose
             // claim raced ours): theirs to finish; ours is simply over.
             Err(e) if e.is_busy() || lost_race(&e) => return Ok(()),
+            // The database went away mid-step: the thread keeps its place in the queue.
+            Err(e) if !store_answers(shared) => {
+                (shared.on_event)(Event::Interrupted {
+                    thread: id,
+                    error: &e,
+                });
+                return Ok(());
+            }
             Err(e) => {
                 shared.failed.fetch_add(1, Ordering::SeqCst);
                 (shared.on_event)(Event::Failed {

@@ -121,6 +121,11 @@ impl PgStore {
         self.client.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Whether the server answers (`select 1`), reconnecting if needed.
+    pub fn ping(&self) -> Result<(), PgError> {
+        self.with_client("ping", |c| c.simple_query("select 1").map(drop))
+    }
+
     /// Stores a node (no schema validation, see the module doc) and returns its hash.
     /// Idempotent; different content under an existing hash is [`PgError::Collision`].
     pub fn put_node(&self, type_hash: Hash, payload: &Value) -> Result<Hash, PgError> {

@@ -122,6 +122,14 @@ pub fn run(args: WorkerArgs, root: &Path, out: &mut Out) -> CliResult<()> {
                 crate::advice::with_hints(error)
             );
         }
+        Event::Interrupted { thread, error } => {
+            eprintln!(
+                "uwf: thread {thread}: step interrupted, the store does not answer (the thread stays queued): {error}"
+            );
+        }
+        Event::Trouble { error } => {
+            eprintln!("uwf: worker: {error}; trying again in a second");
+        }
     };
     let report = worker::run(&store, &loaded, &options, &stop, &on_event)?;
     eprintln!(
