@@ -304,3 +304,27 @@ fn a_kill_from_another_machine_archives_the_thread_and_the_running_step_publishe
     assert_eq!(show["status"], "killed", "{show}");
     assert_eq!(show["steps"], 0, "{show}");
 }
+
+#[test]
+fn a_damaged_cache_file_is_replaced_from_the_database() {
+    let name = "a_damaged_cache_file_is_replaced";
+    let Some(server) = pg_server::shared(name) else {
+        return;
+    };
+    let url = server.fresh_db(name);
+    let m = Machine::new(Some(&url));
+    let hash = m.ok(&["cas", "put", "text", "\"cached here\""]);
+    let file = m
+        .root()
+        .join("cas/objects")
+        .join(&hash[..2])
+        .join(format!("{}.json", &hash[2..]));
+    assert!(file.exists(), "a put leaves a cache file");
+    // A torn write (no fsync for cache files) or later damage.
+    common::make_writable(&file);
+    std::fs::write(&file, b"{\"payl").unwrap();
+    let payload = m.ok(&["cas", "get", &hash, "--payload"]);
+    assert_eq!(payload, "\"cached here\"");
+    let healed = std::fs::read_to_string(&file).unwrap();
+    assert!(healed.contains("cached here"), "{healed}");
+}

@@ -215,11 +215,12 @@ fn run_fsck(store: &Store, root: &Path, repair: bool, out: &mut Out) -> CliResul
     }
     let mut report = match (&pg, &rows) {
         (Some(pg), Some(rows)) => {
+            // The cache first: the walk reads through the store, which replaces a damaged
+            // cache file it meets with the row.
+            let cache = pg_maintenance::check_cache(store, pg, rows)?;
             let table = pg_maintenance::Table { store, pg, rows };
             let mut report = engine_fsck::check_with(store, Some(&table))?;
-            report
-                .derived
-                .extend(pg_maintenance::check_cache(store, pg, rows)?);
+            report.derived.extend(cache);
             report
         }
         _ => engine_fsck::check(store)?,

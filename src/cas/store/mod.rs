@@ -197,7 +197,15 @@ impl Store {
             Err(e) if e.kind() == ErrorKind::NotFound => return self.fetch(hash),
             Err(e) => return Err(StoreError::io("cannot read node file", path)(e)),
         };
-        parse_node_file(hash, &path, &bytes)
+        match parse_node_file(hash, &path, &bytes) {
+            // With a remote the file is a cache, written without fsync: one torn by a crash (or
+            // damaged since) is replaced by the remote's verified node.
+            Err(_) if self.remote.is_some() => {
+                let _ = fs::remove_file(&path);
+                self.fetch(hash)
+            }
+            result => result,
+        }
     }
 
     /// A node with no local file: from the remote (verified there), leaving a file behind.
@@ -461,7 +469,8 @@ impl Store {
             "type": type_hash.to_string(),
         }));
         let mut write = AtomicWrite::new(&path).temp_in(&self.tmp).mode(0o444);
-        if !self.durable {
+        // With a remote the node is already durable there; the file is a cache (see `get`).
+        if !self.durable || self.remote.is_some() {
             write = write.without_fsync();
         }
         if write.create_new(&file_bytes)? == Created::Existed {
