@@ -337,7 +337,7 @@ impl PgConfig {
             rustls::Error::InvalidCertificate(cert) => match cert {
                 CertificateError::UnknownIssuer => (
                     format!(
-                        "the server's certificate is not signed by a trusted CA (sslmode={mode}, roots: {})",
+                        "the server's certificate is not signed by a trusted CA (sslmode={mode}; trusted roots: {})",
                         self.roots_name()
                     ),
                     HINT_ROOT_CERT,
@@ -346,7 +346,9 @@ impl PgConfig {
                 | CertificateError::NotValidForNameContext { .. } => {
                     let names = match cert {
                         CertificateError::NotValidForNameContext { presented, .. } => {
-                            format!(" (it names {})", presented.join(", "))
+                            let names: Vec<&str> =
+                                presented.iter().map(|p| plain_name(p)).collect();
+                            format!(" (it names {})", names.join(", "))
                         }
                         _ => String::new(),
                     };
@@ -379,11 +381,10 @@ impl PgConfig {
     fn roots_name(&self) -> String {
         match &self.tls.check {
             Check::Chain(Roots::File(path)) | Check::Full(Roots::File(path)) => {
-                format!("sslrootcert {}", path.display())
+                path.display().to_string()
             }
-            _ => {
-                "Mozilla's built-in roots, as no sslrootcert or PGSSLROOTCERT was given".to_owned()
-            }
+            _ => "Mozilla's built-in ones, as neither sslrootcert nor PGSSLROOTCERT is set"
+                .to_owned(),
         }
     }
 
@@ -448,6 +449,19 @@ fn rustls_error(error: &postgres::Error) -> Option<&rustls::Error> {
         source = cause.source();
     }
     None
+}
+
+/// A subject name as rustls shows it (`DnsName("db.example")`, `IpAddress(10.0.0.1)`), plain.
+fn plain_name(shown: &str) -> &str {
+    shown
+        .strip_prefix("DnsName(\"")
+        .and_then(|rest| rest.strip_suffix("\")"))
+        .or_else(|| {
+            shown
+                .strip_prefix("IpAddress(")
+                .and_then(|rest| rest.strip_suffix(')'))
+        })
+        .unwrap_or(shown)
 }
 
 /// The trusted roots: every certificate of a PEM file, or Mozilla's.
