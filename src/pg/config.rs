@@ -70,6 +70,16 @@ impl SslModeArg {
         })
     }
 
+    fn name(self) -> &'static str {
+        match self {
+            SslModeArg::Disable => "disable",
+            SslModeArg::Prefer => "prefer",
+            SslModeArg::Require => "require",
+            SslModeArg::VerifyCa => "verify-ca",
+            SslModeArg::VerifyFull => "verify-full",
+        }
+    }
+
     /// What the client crate does before the handshake: whether it asks for TLS, and whether it
     /// may go on in the clear when the server says no.
     fn client_mode(self) -> SslMode {
@@ -169,30 +179,7 @@ impl PgConfig {
         let rootcert = rootcert
             .filter(|r| !r.is_empty())
             .or_else(|| env("PGSSLROOTCERT").filter(|r| !r.is_empty()));
-        let check = match (mode, rootcert) {
-            (SslModeArg::Disable, _) => Check::Plain,
-            (_, Some(r)) if r == "system" && mode != SslModeArg::VerifyFull => {
-                return Err(bad(format!(
-                    "sslrootcert=system goes only with sslmode=verify-full, not {}",
-                    sslmode.as_deref().unwrap_or("prefer (the default)")
-                )));
-            }
-            (SslModeArg::Prefer, _) | (SslModeArg::Require, None) => Check::Unverified,
-            (mode, Some(r)) => {
-                let roots = if r == "system" {
-                    Roots::Builtin
-                } else {
-                    Roots::File(PathBuf::from(r))
-                };
-                if mode == SslModeArg::VerifyFull {
-                    Check::Full(roots)
-                } else {
-                    Check::Chain(roots)
-                }
-            }
-            (SslModeArg::VerifyCa, None) => Check::Chain(Roots::Builtin),
-            (SslModeArg::VerifyFull, None) => Check::Full(Roots::Builtin),
-        };
+        let check = certificate_check(mode, rootcert).map_err(bad)?;
         let for_client = if rest.is_empty() {
             base.to_owned()
         } else {
@@ -306,21 +293,10 @@ impl PgConfig {
             .with_no_client_auth())
     }
 
-    /// The `sslmode` as written in the URL (for messages).
-    fn mode_name(&self) -> &'static str {
-        match self.tls.mode {
-            SslModeArg::Disable => "disable",
-            SslModeArg::Prefer => "prefer",
-            SslModeArg::Require => "require",
-            SslModeArg::VerifyCa => "verify-ca",
-            SslModeArg::VerifyFull => "verify-full",
-        }
-    }
-
     /// The TLS failure of a connection attempt, if that is what it was, in one line.
     fn tls_failure(&self, error: &postgres::Error) -> Option<PgError> {
         let target = self.target();
-        let mode = self.mode_name();
+        let mode = self.tls.mode.name();
         if describe(error).contains("server does not support TLS") {
             return Some(PgError::Tls {
                 target,
@@ -449,6 +425,30 @@ fn rustls_error(error: &postgres::Error) -> Option<&rustls::Error> {
         source = cause.source();
     }
     None
+}
+
+/// The certificate check of `mode` given the root certificate setting (`sslrootcert`, else
+/// `PGSSLROOTCERT`), as libpq does it.
+fn certificate_check(mode: SslModeArg, rootcert: Option<String>) -> Result<Check, String> {
+    let roots = match rootcert {
+        Some(r) if r == "system" && mode != SslModeArg::VerifyFull => {
+            return Err(format!(
+                "sslrootcert=system goes only with sslmode=verify-full, not {}",
+                mode.name()
+            ));
+        }
+        Some(r) if r == "system" => Some(Roots::Builtin),
+        Some(r) => Some(Roots::File(PathBuf::from(r))),
+        None => None,
+    };
+    Ok(match (mode, roots) {
+        (SslModeArg::Disable, _) => Check::Plain,
+        (SslModeArg::Prefer, _) | (SslModeArg::Require, None) => Check::Unverified,
+        (SslModeArg::Require | SslModeArg::VerifyCa, roots) => {
+            Check::Chain(roots.unwrap_or(Roots::Builtin))
+        }
+        (SslModeArg::VerifyFull, roots) => Check::Full(roots.unwrap_or(Roots::Builtin)),
+    })
 }
 
 /// A subject name as rustls shows it (`DnsName("db.example")`, `IpAddress(10.0.0.1)`), plain.
