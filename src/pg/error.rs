@@ -16,6 +16,13 @@ pub enum PgError {
     ServerDown { target: String, reason: String },
     #[error("cannot connect to PostgreSQL at {target}: {reason}")]
     Connect { target: String, reason: String },
+    /// TLS failed or was refused by the server; `hint` says what to change.
+    #[error("cannot connect to PostgreSQL at {target} over TLS: {reason}")]
+    Tls {
+        target: String,
+        reason: String,
+        hint: &'static str,
+    },
     #[error("PostgreSQL at {target} refused the password of user `{user}`")]
     WrongPassword { target: String, user: String },
     #[error("PostgreSQL at {target} asks for a password for user `{user}`, and none was given")]
@@ -75,6 +82,7 @@ impl Advice for PgError {
             PgError::ServerDown { .. } => {
                 vec!["start the server, or check the host and port of the storage URL".to_owned()]
             }
+            PgError::Tls { hint, .. } => vec![(*hint).to_owned()],
             PgError::WrongPassword { .. } | PgError::PasswordMissing { .. } => vec![
                 "put the password in PGPASSWORD (e.g. in <root>/.env) or in the storage URL".to_owned(),
             ],

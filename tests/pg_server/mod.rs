@@ -6,8 +6,10 @@
 //! ([`PgServer::fresh_db`]). Statics are never dropped, so a watchdog shell started with the
 //! server stops it (`pg_ctl stop -m fast`) and removes the directory once the test process is
 //! gone, also after a panic or abort. [`PgServer::private`] servers (for restart tests) stop in
-//! `Drop` as well. Missing binaries skip with a reason, or fail under `UWF_REQUIRE_POSTGRES=1`
-//! or `UWF_REQUIRE_ALL_TESTS=1`.
+//! `Drop` as well. [`PgServer::private_tcp`] and [`PgServer::private_tls`] also listen on
+//! 127.0.0.1 on a free port (TLS needs TCP), the latter with `ssl=on` and only `hostssl` lines
+//! for TCP in `pg_hba.conf`. Missing binaries skip with a reason, or fail under
+//! `UWF_REQUIRE_POSTGRES=1` or `UWF_REQUIRE_ALL_TESTS=1`.
 #![allow(dead_code)]
 
 use std::os::unix::fs::PermissionsExt;
@@ -28,6 +30,22 @@ pub struct PgServer {
     stopped: bool,
     /// Whether the server syncs its writes (benchmarks); tests run with `fsync=off`.
     durable: bool,
+    /// The port of the Unix socket, and of 127.0.0.1 when `tcp`.
+    port: u16,
+    /// Whether the server also listens on 127.0.0.1.
+    tcp: bool,
+}
+
+/// What a server listens on besides its Unix socket.
+#[derive(Clone, Copy)]
+enum Listen<'a> {
+    SocketOnly,
+    Tcp,
+    /// TCP with TLS: the server's certificate and key (PEM files).
+    Tls {
+        cert: &'a Path,
+        key: &'a Path,
+    },
 }
 
 /// Whether a skip must fail instead.
@@ -95,11 +113,33 @@ impl PgServer {
         }
     }
 
+    /// A private server that also listens on 127.0.0.1 ([`PgServer::port`]), without TLS.
+    pub fn private_tcp(name: &str) -> Option<PgServer> {
+        match PgServer::start_listening(false, Listen::Tcp) {
+            Ok(server) => Some(server),
+            Err(reason) => skip(name, &reason),
+        }
+    }
+
+    /// A private server that also listens on 127.0.0.1 ([`PgServer::port`]) with TLS on, showing
+    /// the certificate `cert` (PEM, its chain after it) for the key `key`. TCP clients must use
+    /// TLS (`hostssl`); the Unix socket stays plain, so [`PgServer::admin`] works as ever.
+    pub fn private_tls(name: &str, cert: &Path, key: &Path) -> Option<PgServer> {
+        match PgServer::start_listening(false, Listen::Tls { cert, key }) {
+            Ok(server) => Some(server),
+            Err(reason) => skip(name, &reason),
+        }
+    }
+
     fn start_new() -> Result<PgServer, String> {
         PgServer::start_with(false)
     }
 
     fn start_with(durable: bool) -> Result<PgServer, String> {
+        PgServer::start_listening(durable, Listen::SocketOnly)
+    }
+
+    fn start_listening(durable: bool, listen: Listen<'_>) -> Result<PgServer, String> {
         let bin =
             find_bin().ok_or("initdb/pg_ctl not found on PATH or in /usr/lib/postgresql/*/bin")?;
         let as_postgres = is_root();
@@ -118,12 +158,18 @@ impl PgServer {
         }
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))
             .map_err(|e| format!("chmod: {e}"))?;
+        let (port, tcp) = match listen {
+            Listen::SocketOnly => (PORT, false),
+            Listen::Tcp | Listen::Tls { .. } => (free_port()?, true),
+        };
         let server = PgServer {
             dir,
             bin,
             as_postgres,
             stopped: true,
             durable,
+            port,
+            tcp,
         };
         let pwfile = server.dir.join("pw");
         server.run_as_server_user(
@@ -150,6 +196,9 @@ impl PgServer {
                 "--no-sync",
             ],
         )?;
+        if let Listen::Tls { cert, key } = listen {
+            server.set_up_tls(cert, key)?;
+        }
         let mut server = server;
         server.start()?;
         server.watchdog()?;
@@ -158,6 +207,65 @@ impl PgServer {
 
     fn data(&self) -> PathBuf {
         self.dir.join("data")
+    }
+
+    /// Copies the certificate and key into the data directory (the key readable by the server's
+    /// user only, as PostgreSQL demands), turns `ssl` on and makes every TCP line of
+    /// `pg_hba.conf` a `hostssl` one.
+    fn set_up_tls(&self, cert: &Path, key: &Path) -> Result<(), String> {
+        let data = self.data();
+        let owner = if self.as_postgres {
+            nix::unistd::User::from_name("postgres")
+                .ok()
+                .flatten()
+                .map(|u| (u.uid.as_raw(), u.gid.as_raw()))
+        } else {
+            None
+        };
+        for (from, name) in [(cert, "server.crt"), (key, "server.key")] {
+            let to = data.join(name);
+            std::fs::copy(from, &to).map_err(|e| format!("copy {}: {e}", from.display()))?;
+            std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o600))
+                .map_err(|e| format!("chmod {}: {e}", to.display()))?;
+            if let Some((uid, gid)) = owner {
+                std::os::unix::fs::chown(&to, Some(uid), Some(gid))
+                    .map_err(|e| format!("chown {}: {e}", to.display()))?;
+            }
+        }
+        let conf = data.join("postgresql.conf");
+        let mut text = std::fs::read_to_string(&conf).map_err(|e| format!("{e}"))?;
+        text.push_str("\nssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'\n");
+        std::fs::write(&conf, text).map_err(|e| format!("{e}"))?;
+        let hba = data.join("pg_hba.conf");
+        let text = std::fs::read_to_string(&hba).map_err(|e| format!("{e}"))?;
+        let text: String = text
+            .lines()
+            .map(|line| match line.strip_prefix("host ") {
+                Some(rest) => format!("hostssl {rest}\n"),
+                None => format!("{line}\n"),
+            })
+            .collect();
+        std::fs::write(&hba, text).map_err(|e| format!("{e}"))
+    }
+
+    /// The port of the server (on 127.0.0.1 too for TCP servers).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// A URL for database `db` over TCP to `host` (which must reach 127.0.0.1), with the password
+    /// in it and `params` (`sslmode=…&…`, or empty) after it.
+    pub fn tcp_url(&self, host: &str, db: &str, params: &str) -> String {
+        assert!(self.tcp, "this server listens on its Unix socket only");
+        let query = if params.is_empty() {
+            String::new()
+        } else {
+            format!("?{params}")
+        };
+        format!(
+            "postgres://{USER}:{PASSWORD}@{host}:{port}/{db}{query}",
+            port = self.port
+        )
     }
 
     /// The directory of the server's Unix socket.
@@ -172,9 +280,11 @@ impl PgServer {
         } else {
             " -c fsync=off -c full_page_writes=off"
         };
+        let listen = if self.tcp { "127.0.0.1" } else { "" };
         let options = format!(
-            "-c listen_addresses='' -k {} -p {PORT}{sync} -c max_connections=200",
-            self.dir.display()
+            "-c listen_addresses='{listen}' -k {} -p {port}{sync} -c max_connections=200",
+            self.dir.display(),
+            port = self.port,
         );
         self.run_pg(
             "pg_ctl",
@@ -213,14 +323,19 @@ impl PgServer {
     /// A URL for database `db` with the password in it.
     pub fn url(&self, db: &str) -> String {
         format!(
-            "postgres://{USER}:{PASSWORD}@{}:{PORT}/{db}",
-            encode(&self.dir)
+            "postgres://{USER}:{PASSWORD}@{}:{port}/{db}",
+            encode(&self.dir),
+            port = self.port
         )
     }
 
     /// A URL for database `db` without a password.
     pub fn url_without_password(&self, db: &str) -> String {
-        format!("postgres://{USER}@{}:{PORT}/{db}", encode(&self.dir))
+        format!(
+            "postgres://{USER}@{}:{port}/{db}",
+            encode(&self.dir),
+            port = self.port
+        )
     }
 
     /// Creates a new empty database and returns its URL.
@@ -328,6 +443,14 @@ impl Drop for PgServer {
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// A TCP port on 127.0.0.1 that nothing listens on right now.
+fn free_port() -> Result<u16, String> {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| format!("no free port on 127.0.0.1: {e}"))
 }
 
 fn encode(path: &Path) -> String {
