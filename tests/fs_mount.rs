@@ -1581,6 +1581,15 @@ fn slow_step(env: &Env, m: &Mounted) -> String {
     let id = thread_of(&env.ok(&["thread", "start", "loop", "-p", "take your time"]));
     let t = format!("threads/{id}");
     m.ok(&format!("touch {t}/step"));
+    // Until the agent is spawned, `status` names the step's own pid (the mount daemon's);
+    // wait for the agent's, which the run record names once it runs.
+    let run = env.root().join("runs").join(format!("{id}.run.json"));
+    let start = Instant::now();
+    while !std::fs::read_to_string(&run).is_ok_and(|r| r.contains("agentPid"))
+        && start.elapsed() < Duration::from_secs(15)
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
     eventually(m, &format!("cat {t}/status"), |s| s.contains("pid="));
     id
 }
