@@ -328,3 +328,53 @@ fn a_damaged_cache_file_is_replaced_from_the_database() {
     let healed = std::fs::read_to_string(&file).unwrap();
     assert!(healed.contains("cached here"), "{healed}");
 }
+
+#[test]
+fn a_step_that_failed_on_one_machine_shows_as_failed_on_every_machine() {
+    let name = "a_step_that_failed_on_one_machine_shows";
+    let Some(server) = pg_server::shared(name) else {
+        return;
+    };
+    let url = server.fresh_db(name);
+    let (a, b) = (Machine::new(Some(&url)), Machine::new(Some(&url)));
+    a.ok(&["workflow", "put", &example()]);
+    let id = a.ok(&[
+        "thread",
+        "start",
+        "solve-issue",
+        "-p",
+        "Fix it",
+        "--queue",
+        "-q",
+    ]);
+    let out = a.run(&[
+        "thread",
+        "step",
+        &id,
+        "--agent",
+        "sh -c 'echo no model today >&2; exit 3'",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let show: Value = serde_json::from_str(&b.ok(&["thread", "show", &id])).unwrap();
+    assert_eq!(show["status"], "failed", "machine B sees it: {show}");
+    let error = show["error"].as_str().unwrap_or_default();
+    assert!(error.contains("exit"), "{show}");
+    // A worker anywhere leaves a failed thread alone until it is queued again.
+    let mut raw = PgServer::raw(&url);
+    let status: String = raw
+        .query_one("select status from threads where id = $1", &[&id])
+        .unwrap()
+        .get(0);
+    assert_eq!(status, "failed");
+    b.ok(&["thread", "queue", &id]);
+    let status: String = raw
+        .query_one("select status from threads where id = $1", &[&id])
+        .unwrap()
+        .get(0);
+    assert_eq!(status, "active", "queued again to retry");
+    // A step that gets through clears it everywhere.
+    b.ok(&["thread", "step", &id, "--agent", &b.agent()]);
+    let show: Value = serde_json::from_str(&a.ok(&["thread", "show", &id])).unwrap();
+    assert_eq!(show["status"], "active", "{show}");
+    assert!(show.get("error").is_none(), "{show}");
+}

@@ -32,7 +32,6 @@ use crate::engine::storage::{self, lease};
 use crate::engine::thread::index::{self, ThreadIndexError};
 use crate::engine::thread::run_files::RunFiles;
 use crate::engine::thread::step::{self, StepError, StepOptions, Stepped, Warm};
-use crate::engine::thread::view::ViewError;
 use crate::engine::workflow::registry::{self, RegistryError};
 use crate::pg::{Holder, WorkerRow};
 
@@ -265,7 +264,7 @@ fn step_claimed(shared: &Shared<'_>, id: &str) -> Result<(), WorkerError> {
             }
             // Another process stepped it meanwhile (a `thread step` by hand, a worker whose
             // claim raced ours): theirs to finish; ours is simply over.
-            Err(e) if e.is_busy() || lost_race(&e) => return Ok(()),
+            Err(e) if e.is_busy() || e.lost_race() => return Ok(()),
             // The database went away mid-step: the thread keeps its place in the queue.
             Err(e) if !store_answers(shared) => {
                 (shared.on_event)(Event::Interrupted {
@@ -286,20 +285,6 @@ fn step_claimed(shared: &Shared<'_>, id: &str) -> Result<(), WorkerError> {
         }
     }
     Ok(())
-}
-
-/// A step that failed because another step got there first.
-fn lost_race(e: &StepError) -> bool {
-    let index = match e {
-        StepError::Thread(e) | StepError::View(ViewError::Thread(e)) => e,
-        _ => return false,
-    };
-    matches!(
-        index,
-        ThreadIndexError::HeadMoved { .. }
-            | ThreadIndexError::Archived { .. }
-            | ThreadIndexError::Unknown(_)
-    )
 }
 
 /// Claims one runnable thread: its id, and over PostgreSQL the held lease.

@@ -86,6 +86,7 @@ create trigger threads_notify after insert or delete or update of head, status, 
     r#"
 alter table registry add column source text;
 alter table registry_versions add column source text;
+alter table threads add column error text;
 
 create table workers (
     holder     text primary key,

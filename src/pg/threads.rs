@@ -208,6 +208,37 @@ impl PgStore {
         self.require_active(id, n)
     }
 
+    /// Records how a thread's last step attempt ended, for every machine to see: `Some(error)`
+    /// makes it `failed` with that text, `None` (a step published) makes a failed thread
+    /// `active` again. Writes nothing when nothing changes (the common case: a step after a
+    /// step), so a successful step costs a round trip but no commit flush.
+    pub fn set_outcome(&self, id: &str, error: Option<&str>) -> Result<(), PgError> {
+        self.with_client("record step outcome", |c| match error {
+            Some(error) => c.execute(
+                "update threads set status = 'failed', error = $2
+                 where id = $1 and status in ('active', 'failed')",
+                &[&id, &error],
+            ),
+            None => c.execute(
+                "update threads set status = 'active', error = null
+                 where id = $1 and status = 'failed'",
+                &[&id],
+            ),
+        })?;
+        Ok(())
+    }
+
+    /// The error of a thread whose last step attempt failed (on any machine), if it did.
+    pub fn failure_of(&self, id: &str) -> Result<Option<String>, PgError> {
+        let row = self.with_client("read step outcome", |c| {
+            c.query_opt(
+                "select error from threads where id = $1 and status = 'failed'",
+                &[&id],
+            )
+        })?;
+        Ok(row.map(|r| r.get::<_, Option<String>>(0).unwrap_or_default()))
+    }
+
     /// Makes a thread runnable for workers (`uwf thread queue`).
     pub fn queue(&self, id: &str) -> Result<(), PgError> {
         self.set_queued(id, true)
@@ -219,9 +250,12 @@ impl PgStore {
     }
 
     fn set_queued(&self, id: &str, queued: bool) -> Result<(), PgError> {
+        // Queuing a failed thread again is the way to retry it: it is runnable again.
         let n = self.with_client("queue thread", |c| {
             c.execute(
-                "update threads set queued = $2 where id = $1",
+                "update threads set queued = $2,
+                     status = case when $2 and status = 'failed' then 'active' else status end
+                 where id = $1",
                 &[&id, &queued],
             )
         })?;

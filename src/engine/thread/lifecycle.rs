@@ -362,11 +362,9 @@ impl Summary {
         } else if let Some(question) = files.awaiting(self.head) {
             self.status = "awaiting".into();
             self.awaiting = Some(question.role);
-        } else if let Some(last) = files.last_outcome()
-            && last.get("ok") == Some(&Value::Bool(false))
-        {
+        } else if let Some(error) = files.last_failure() {
             self.status = "failed".into();
-            self.error = last.get("error").and_then(Value::as_str).map(str::to_owned);
+            self.error = Some(error).filter(|e| !e.is_empty());
         } else {
             self.status = "active".into();
         }

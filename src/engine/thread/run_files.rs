@@ -241,6 +241,33 @@ impl RunFiles {
         }
     }
 
+    /// Over PostgreSQL, the outcome of the last step attempt in the thread's row (best effort:
+    /// the local files say it too).
+    fn share_outcome(&self, error: Option<&str>) {
+        if let Ok(Some(pg)) = crate::engine::storage::pg(&self.root) {
+            let _ = pg.set_outcome(&self.id, error);
+        }
+    }
+
+    /// The error of the last step attempt, if it failed: over PostgreSQL from the thread's row
+    /// (the attempt may have been any machine's, and a later step on another machine clears
+    /// it), else from the last outcome here.
+    pub fn last_failure(&self) -> Option<String> {
+        if let Ok(Some(pg)) = crate::engine::storage::pg(&self.root) {
+            return pg.failure_of(&self.id).ok()?;
+        }
+        let last = self.last_outcome()?;
+        if last.get("ok") != Some(&serde_json::Value::Bool(false)) {
+            return None;
+        }
+        Some(
+            last.get("error")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+        )
+    }
+
     /// Whether another machine's step holds the thread (its lease, over PostgreSQL) while no
     /// process here does.
     pub fn stepped_elsewhere(&self) -> bool {
@@ -382,10 +409,15 @@ impl StepLock {
         self.recorded.set(true);
     }
 
-    /// Records a failure (`error` file) and the last outcome.
-    pub fn record_failure(&self, message: &str) {
+    /// Records a failure (`error` file) and the last outcome; with `shared`, over PostgreSQL
+    /// also in the thread's row, so every machine sees it failed (not for a step that only
+    /// lost a race: the thread is fine).
+    pub fn record_failure(&self, message: &str, shared: bool) {
         for (path, text) in failure_texts(&self.files, message) {
             self.replace(&path, text.as_bytes());
+        }
+        if shared {
+            self.files.share_outcome(Some(message));
         }
     }
 
@@ -394,9 +426,11 @@ impl StepLock {
         self.replace(&self.files.error(), format!("{message}\n").as_bytes());
     }
 
-    /// Records a successful step's JSON as the last outcome.
+    /// Records a successful step's JSON as the last outcome (and over PostgreSQL, that the
+    /// thread is no longer failed).
     pub fn record_success(&self, result: &serde_json::Value) {
         self.replace(&self.files.last(), format!("{result}\n").as_bytes());
+        self.files.share_outcome(None);
     }
 
     /// Just locked: if the run record still names an agent, the previous holder died mid-step

@@ -171,7 +171,7 @@ pub fn step_warm(
     let result = step_locked(store, config, id, options, context, warm);
     match &result {
         Ok(stepped) => lock.record_success(&stepped.to_json()),
-        Err(e) => lock.record_failure(&crate::advice::with_hints(e)),
+        Err(e) => lock.record_failure(&crate::advice::with_hints(e), !e.lost_race()),
     }
     match &result {
         // Awaiting a person: the `awaiting` event was written when the question was recorded.
@@ -203,6 +203,21 @@ pub fn step_warm(
 }
 
 impl StepError {
+    /// Whether the step failed only because another step got there first (the head moved, or
+    /// the thread was archived or removed meanwhile): nothing is wrong with the thread.
+    pub fn lost_race(&self) -> bool {
+        let index = match self {
+            StepError::Thread(e) | StepError::View(ViewError::Thread(e)) => e,
+            _ => return false,
+        };
+        matches!(
+            index,
+            ThreadIndexError::HeadMoved { .. }
+                | ThreadIndexError::Archived { .. }
+                | ThreadIndexError::Unknown(_)
+        )
+    }
+
     /// The same error without the agent's stderr tail.
     pub fn without_stderr_tail(self) -> StepError {
         match self {
@@ -591,7 +606,7 @@ pub fn publish_node(store: &Store, hash: Hash) -> Result<Stepped, StepError> {
                 "head": stepped.head.to_string(), "done": stepped.done});
             events::append(&files, &id, "finished", fields);
         }
-        Err(e) => lock.record_failure(&crate::advice::with_hints(e)),
+        Err(e) => lock.record_failure(&crate::advice::with_hints(e), !e.lost_race()),
     }
     published
 }
