@@ -378,3 +378,51 @@ fn a_step_that_failed_on_one_machine_shows_as_failed_on_every_machine() {
     assert_eq!(show["status"], "active", "{show}");
     assert!(show.get("error").is_none(), "{show}");
 }
+
+#[test]
+fn a_question_asked_on_one_machine_is_answered_on_another() {
+    let name = "a_question_asked_on_one_machine";
+    let Some(server) = pg_server::shared(name) else {
+        return;
+    };
+    let url = server.fresh_db(name);
+    let (a, b) = (Machine::new(Some(&url)), Machine::new(Some(&url)));
+    a.ok(&["workflow", "put", &example()]);
+    let id = a.ok(&["thread", "start", "solve-issue", "-p", "Fix it", "-q"]);
+    // Machine A's step is a person's: it records the question and stops.
+    let asked: Value =
+        serde_json::from_str(&a.ok(&["thread", "step", &id, "--agent", "human"])).unwrap();
+    assert_eq!(asked["awaiting"], true, "{asked}");
+    // Machine B sees the question, and answers it.
+    let show: Value = serde_json::from_str(&b.ok(&["thread", "show", &id])).unwrap();
+    assert_eq!(show["status"], "awaiting", "{show}");
+    assert_eq!(show["awaiting"], "planner", "{show}");
+    let question = b.ok(&["thread", "question", &id]);
+    assert!(question.contains("planner"), "{question}");
+    let out = b
+        .uwf()
+        .args(["thread", "answer", &id])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(
+                br#"{"summary": "Fix the session check", "steps": ["reproduce", "fix"]}"#,
+            )?;
+            child.wait_with_output()
+        })
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Both machines see it answered: one step, active again.
+    for m in [&a, &b] {
+        let show: Value = serde_json::from_str(&m.ok(&["thread", "show", &id])).unwrap();
+        assert_eq!(show["status"], "active", "{show}");
+        assert_eq!(show["steps"], 1, "{show}");
+    }
+}

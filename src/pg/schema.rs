@@ -87,6 +87,7 @@ create trigger threads_notify after insert or delete or update of head, status, 
 alter table registry add column source text;
 alter table registry_versions add column source text;
 alter table threads add column error text;
+alter table threads add column awaiting text;
 
 create table workers (
     holder     text primary key,

@@ -239,6 +239,33 @@ impl PgStore {
         Ok(row.map(|r| r.get::<_, Option<String>>(0).unwrap_or_default()))
     }
 
+    /// Records the question a thread waits on (`Some`, its JSON: role, head, time asked),
+    /// making it `awaiting`, or forgets it (`None`: answered), making it `active` again.
+    pub fn set_awaiting(&self, id: &str, question: Option<&str>) -> Result<(), PgError> {
+        self.with_client("record question", |c| {
+            c.execute(
+                "update threads set awaiting = $2,
+                     status = case when $2::text is not null then 'awaiting'
+                                   when status = 'awaiting' then 'active'
+                                   else status end
+                 where id = $1",
+                &[&id, &question],
+            )
+        })?;
+        Ok(())
+    }
+
+    /// The question an active thread waits on (its JSON), if any.
+    pub fn awaiting_of(&self, id: &str) -> Result<Option<String>, PgError> {
+        let row = self.with_client("read question", |c| {
+            c.query_opt(
+                "select awaiting from threads where id = $1 and status = 'awaiting'",
+                &[&id],
+            )
+        })?;
+        Ok(row.and_then(|r| r.get::<_, Option<String>>(0)))
+    }
+
     /// Makes a thread runnable for workers (`uwf thread queue`).
     pub fn queue(&self, id: &str) -> Result<(), PgError> {
         self.set_queued(id, true)

@@ -342,13 +342,24 @@ impl RunFiles {
         let text = serde_json::to_vec(&question).expect("a question serializes");
         AtomicWrite::new(&self.awaiting_path())
             .without_fsync()
-            .replace(&text)
+            .replace(&text)?;
+        // Over PostgreSQL the question is in the thread's row too, for every machine to see
+        // and answer (best effort: this machine's file says it as well).
+        if let Ok(Some(pg)) = crate::engine::storage::pg(&self.root) {
+            let json = String::from_utf8(text).expect("JSON is UTF-8");
+            let _ = pg.set_awaiting(&self.id, Some(&json));
+        }
+        Ok(())
     }
 
     /// The question the thread waits on, if it was asked at `head` (a question asked at an
-    /// older head was answered or overtaken, and no longer counts).
+    /// older head was answered or overtaken, and no longer counts). Over PostgreSQL from the
+    /// thread's row, whichever machine asked it.
     pub fn awaiting(&self, head: Hash) -> Option<Awaiting> {
-        let bytes = std::fs::read(self.awaiting_path()).ok()?;
+        let bytes = match crate::engine::storage::pg(&self.root) {
+            Ok(Some(pg)) => pg.awaiting_of(&self.id).ok()??.into_bytes(),
+            _ => std::fs::read(self.awaiting_path()).ok()?,
+        };
         let question: Awaiting = serde_json::from_slice(&bytes).ok()?;
         (question.head == head).then_some(question)
     }
@@ -356,6 +367,9 @@ impl RunFiles {
     /// Forgets the question (answered, or the thread ended).
     pub fn clear_awaiting(&self) {
         let _ = std::fs::remove_file(self.awaiting_path());
+        if let Ok(Some(pg)) = crate::engine::storage::pg(&self.root) {
+            let _ = pg.set_awaiting(&self.id, None);
+        }
     }
 }
 
