@@ -426,3 +426,32 @@ fn a_question_asked_on_one_machine_is_answered_on_another() {
         assert_eq!(show["steps"], 1, "{show}");
     }
 }
+
+#[test]
+fn a_second_put_through_a_warm_cache_still_marks_an_old_row_written_now() {
+    let name = "a_second_put_through_a_warm_cache";
+    let Some(server) = pg_server::shared(name) else {
+        return;
+    };
+    let url = server.fresh_db(name);
+    let m = Machine::new(Some(&url));
+    let hash = m.ok(&["cas", "put", "text", "\"old but wanted\""]);
+    let mut raw = PgServer::raw(&url);
+    raw.execute(
+        "update nodes set created_ms = created_ms - 172800000 where hash = $1",
+        &[&hash],
+    )
+    .unwrap();
+    let before: i64 = raw
+        .query_one("select created_ms from nodes where hash = $1", &[&hash])
+        .unwrap()
+        .get(0);
+    // The local cache file is there: the put still reaches the table, so a GC (grace a day)
+    // that marked before a reference to it lands does not take it.
+    m.ok(&["cas", "put", "text", "\"old but wanted\""]);
+    let after: i64 = raw
+        .query_one("select created_ms from nodes where hash = $1", &[&hash])
+        .unwrap()
+        .get(0);
+    assert!(after > before + 86_400_000, "{before} → {after}");
+}

@@ -505,6 +505,12 @@ impl Store {
         if let Ok(file) = File::open(path) {
             let _ = file.set_modified(SystemTime::now());
         }
+        // With a remote, put it there as well (write-once: the same content is a no-op), so
+        // the remote's GC spares it the same way (`PgStore::put_node` marks a row over an hour
+        // old as written now).
+        if let Some(remote) = &self.remote {
+            remote.put(type_hash, payload)?;
+        }
         self.remember_written(existing);
         Ok(hash)
     }
