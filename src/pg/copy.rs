@@ -12,7 +12,7 @@ use crate::cas::canonical::node_bytes;
 use crate::cas::{Hash, Node};
 
 use super::error::PgError;
-use super::store::{PgStore, parse_row};
+use super::store::{PgStore, parse_typed_row};
 use super::threads::{ArchivedThread, hash_column};
 
 /// What a database already holds besides nodes.
@@ -75,18 +75,7 @@ impl PgStore {
         let mut found = HashMap::with_capacity(rows.len());
         for row in &rows {
             let hash = hash_column(row, 0)?;
-            let type_column: String = row.get(1);
-            let bytes: Vec<u8> = row.get(2);
-            let node = parse_row(hash, &bytes, row.get(3))?;
-            if type_column != node.type_hash.to_string() {
-                return Err(PgError::Corrupt {
-                    hash,
-                    reason: format!(
-                        "type column {type_column} differs from the type {} in its bytes",
-                        node.type_hash
-                    ),
-                });
-            }
+            let node = parse_typed_row(hash, row.get(1), row.get(2), row.get(3))?;
             found.insert(hash, node);
         }
         hashes

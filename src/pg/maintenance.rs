@@ -9,7 +9,7 @@
 use crate::cas::{Hash, Node};
 
 use super::error::PgError;
-use super::store::{PgStore, parse_hashes, parse_row};
+use super::store::{PgStore, parse_hashes, parse_typed_row};
 
 /// How many rows one page of a scan or one delete holds.
 pub const BATCH: usize = 1000;
@@ -69,22 +69,8 @@ impl PgStore {
             .into_iter()
             .zip(rows.iter())
             .map(|(hash, row)| {
-                let type_column: String = row.get(1);
-                let bytes: Vec<u8> = row.get(2);
                 let created_ms: i64 = row.get(3);
-                let node = parse_row(hash, &bytes, created_ms).and_then(|node| {
-                    if type_column == node.type_hash.to_string() {
-                        Ok(node)
-                    } else {
-                        Err(PgError::Corrupt {
-                            hash,
-                            reason: format!(
-                                "type column {type_column} differs from the type {} in its bytes",
-                                node.type_hash
-                            ),
-                        })
-                    }
-                });
+                let node = parse_typed_row(hash, row.get(1), row.get(2), created_ms);
                 ScannedRow {
                     hash,
                     created_ms,

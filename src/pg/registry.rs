@@ -144,21 +144,13 @@ const REGISTRY_LOCK: i64 = 0x0075_7766_0072_6567;
 impl PgStore {
     /// Every registered name with its versions and sources, sorted by name.
     pub fn registry_names(&self) -> Result<Vec<RegistryName>, PgError> {
-        let rows = self.with_client("read registry", |c| {
+        let (current, versions) = self.with_client("read registry", |c| {
             let mut tx = c.transaction()?;
-            let current = tx.query(
-                "select name, hash, registered_ms, source from registry order by name",
-                &[],
-            )?;
-            let versions = tx.query(
-                "select name, hash, registered_ms, source from registry_versions
-                 order by name, seq",
-                &[],
-            )?;
+            let rows = read_rows(&mut tx)?;
             tx.commit()?;
-            Ok((current, versions))
+            Ok(rows)
         })?;
-        assemble(&rows.0, &rows.1)
+        assemble(&current, &versions)
     }
 
     /// Reads the whole registry, lets `change` edit it, and writes it back, in one transaction
@@ -173,15 +165,7 @@ impl PgStore {
         self.with_client("update registry", |c| {
             let mut tx = c.transaction()?;
             tx.execute("select pg_advisory_xact_lock($1)", &[&REGISTRY_LOCK])?;
-            let current = tx.query(
-                "select name, hash, registered_ms, source from registry order by name",
-                &[],
-            )?;
-            let versions = tx.query(
-                "select name, hash, registered_ms, source from registry_versions
-                 order by name, seq",
-                &[],
-            )?;
+            let (current, versions) = read_rows(&mut tx)?;
             let mut names = match assemble(&current, &versions) {
                 Ok(names) => names,
                 Err(e) => {
@@ -204,21 +188,14 @@ impl PgStore {
             tx.execute("delete from registry_versions", &[])?;
             tx.execute("delete from registry", &[])?;
             for n in &names {
-                let v = &n.current;
-                tx.execute(
-                    "insert into registry (name, hash, registered_ms, source)
-                     values ($1, $2, $3, $4)",
-                    &[
-                        &n.name,
-                        &v.hash.to_string(),
-                        &v.registered_ms,
-                        &v.source.map(|s| s.to_string()),
-                    ],
-                )?;
-                for v in &n.history {
+                let current = std::iter::once(("registry", &n.current));
+                for (table, v) in current.chain(n.history.iter().map(|v| ("registry_versions", v)))
+                {
                     tx.execute(
-                        "insert into registry_versions (name, hash, registered_ms, source)
-                         values ($1, $2, $3, $4)",
+                        &format!(
+                            "insert into {table} (name, hash, registered_ms, source)
+                             values ($1, $2, $3, $4)"
+                        ),
                         &[
                             &n.name,
                             &v.hash.to_string(),
@@ -232,6 +209,21 @@ impl PgStore {
         })?;
         outcome.expect("set by the transaction")
     }
+}
+
+/// The registry's current versions and earlier ones (oldest first), as rows.
+fn read_rows(
+    tx: &mut postgres::Transaction<'_>,
+) -> Result<(Vec<postgres::Row>, Vec<postgres::Row>), postgres::Error> {
+    let current = tx.query(
+        "select name, hash, registered_ms, source from registry order by name",
+        &[],
+    )?;
+    let versions = tx.query(
+        "select name, hash, registered_ms, source from registry_versions order by name, seq",
+        &[],
+    )?;
+    Ok((current, versions))
 }
 
 fn version_row(row: &postgres::Row) -> Result<RegistryVersion, PgError> {

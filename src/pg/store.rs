@@ -190,20 +190,7 @@ impl PgStore {
             )
         })?;
         let row = row.ok_or(PgError::NotFound(hash))?;
-        let type_column: String = row.get(0);
-        let bytes: Vec<u8> = row.get(1);
-        let created_ms: i64 = row.get(2);
-        let node = parse_row(hash, &bytes, created_ms)?;
-        if type_column != node.type_hash.to_string() {
-            return Err(PgError::Corrupt {
-                hash,
-                reason: format!(
-                    "type column {type_column} differs from the type {} in its bytes",
-                    node.type_hash
-                ),
-            });
-        }
-        Ok(node)
+        parse_typed_row(hash, row.get(0), row.get(1), row.get(2))
     }
 
     /// The hashes of all nodes of one type, sorted.
@@ -235,8 +222,28 @@ impl PgStore {
     }
 }
 
+/// [`parse_row`], and the row's `type_hash` column must name the type in its bytes.
+pub(super) fn parse_typed_row(
+    hash: Hash,
+    type_column: &str,
+    bytes: &[u8],
+    created_ms: i64,
+) -> Result<Node, PgError> {
+    let node = parse_row(hash, bytes, created_ms)?;
+    if type_column != node.type_hash.to_string() {
+        return Err(PgError::Corrupt {
+            hash,
+            reason: format!(
+                "type column {type_column} differs from the type {} in its bytes",
+                node.type_hash
+            ),
+        });
+    }
+    Ok(node)
+}
+
 /// Parses and verifies the stored bytes of a node.
-pub(super) fn parse_row(hash: Hash, bytes: &[u8], created_ms: i64) -> Result<Node, PgError> {
+fn parse_row(hash: Hash, bytes: &[u8], created_ms: i64) -> Result<Node, PgError> {
     let actual = Hash::of_bytes(bytes);
     if actual != hash {
         return Err(PgError::HashMismatch { hash, actual });

@@ -90,14 +90,7 @@ impl PgStore {
             )
         })?;
         match row {
-            Some(row) => Ok(ThreadState::Archived(ArchivedThread {
-                thread: row.get(0),
-                workflow: hash_column(&row, 1)?,
-                head: hash_column(&row, 2)?,
-                status: row.get(3),
-                parent: row.get(4),
-                completed_ms: row.get(5),
-            })),
+            Some(row) => Ok(ThreadState::Archived(archived_row(&row)?)),
             None => Err(PgError::UnknownThread(id.to_owned())),
         }
     }
@@ -134,18 +127,7 @@ impl PgStore {
                 &[],
             )
         })?;
-        rows.iter()
-            .map(|row| {
-                Ok(ArchivedThread {
-                    thread: row.get(0),
-                    workflow: hash_column(row, 1)?,
-                    head: hash_column(row, 2)?,
-                    status: row.get(3),
-                    parent: row.get(4),
-                    completed_ms: row.get(5),
-                })
-            })
-            .collect()
+        rows.iter().map(archived_row).collect()
     }
 
     /// Moves a thread's head from `expected` to `new`. Returns whether it moved: `false` when
@@ -179,14 +161,7 @@ impl PgStore {
             )
         })?;
         match row {
-            Some(row) => Ok(ArchivedThread {
-                thread: row.get(0),
-                workflow: hash_column(&row, 1)?,
-                head: hash_column(&row, 2)?,
-                status: row.get(3),
-                parent: row.get(4),
-                completed_ms: row.get(5),
-            }),
+            Some(row) => archived_row(&row),
             None => match self.thread(id)? {
                 ThreadState::Archived(a) => Err(PgError::Archived {
                     id: id.to_owned(),
@@ -301,6 +276,18 @@ impl PgStore {
             ThreadState::Active(_) => Err(PgError::UnknownThread(id.to_owned())),
         }
     }
+}
+
+/// A `history` row read as `thread, workflow, head, status, parent, completed ms`.
+fn archived_row(row: &postgres::Row) -> Result<ArchivedThread, PgError> {
+    Ok(ArchivedThread {
+        thread: row.get(0),
+        workflow: hash_column(row, 1)?,
+        head: hash_column(row, 2)?,
+        status: row.get(3),
+        parent: row.get(4),
+        completed_ms: row.get(5),
+    })
 }
 
 fn active_row(row: &postgres::Row) -> Result<ActiveThread, PgError> {
