@@ -38,8 +38,9 @@ pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 pub enum Backend {
     /// Files under the root (SPEC §2.3).
     Dir,
-    /// A PostgreSQL database shared by many machines.
-    Pg(Arc<PgStore>),
+    /// A PostgreSQL database shared by many machines, and how long this root's step leases
+    /// last (`leaseSeconds`, read once with the URL).
+    Pg(Arc<PgStore>, Duration),
 }
 
 /// Errors choosing or opening a backend.
@@ -122,7 +123,10 @@ pub fn backend(root: &Path) -> Result<Backend, StorageError> {
     }
     let backend = match url(root)? {
         None => Backend::Dir,
-        Some(url) => Backend::Pg(Arc::new(PgStore::open(&PgConfig::parse(&url)?)?)),
+        Some(url) => Backend::Pg(
+            Arc::new(PgStore::open(&PgConfig::parse(&url)?)?),
+            configured_lease(root),
+        ),
     };
     cache.insert(root.to_path_buf(), backend.clone());
     Ok(backend)
@@ -140,7 +144,7 @@ pub fn pin_directory(root: &Path) {
 pub fn pg(root: &Path) -> Result<Option<Arc<PgStore>>, StorageError> {
     Ok(match backend(root)? {
         Backend::Dir => None,
-        Backend::Pg(pg) => Some(pg),
+        Backend::Pg(pg, _) => Some(pg),
     })
 }
 
@@ -151,12 +155,19 @@ pub fn open_store(root: &Path) -> Result<Store, StorageError> {
     let backend = backend(root)?;
     Ok(match backend {
         Backend::Dir => store,
-        Backend::Pg(pg) => store.with_remote(pg),
+        Backend::Pg(pg, _) => store.with_remote(pg),
     })
 }
 
 /// How long a step lease lasts without renewal for `root` (`leaseSeconds`, default 30 s).
 pub fn lease_time(root: &Path) -> Duration {
+    match backend(root) {
+        Ok(Backend::Pg(_, lease)) => lease,
+        _ => configured_lease(root),
+    }
+}
+
+fn configured_lease(root: &Path) -> Duration {
     setting(root, "leaseSeconds")
         .ok()
         .flatten()
