@@ -487,18 +487,11 @@ pub fn kill(store: &Store, id: &str) -> Result<Hash, ThreadError> {
     let mut stopped = None;
     let lock = loop {
         match files.try_lock() {
-            Ok(lock) => break lock,
+            Ok(lock) => break Some(lock),
             // Over PostgreSQL, a step on another machine: its agent is out of reach, but the
             // archive (one statement, which also drops the lease) makes its publication fail,
-            // so nothing more lands on the thread.
-            Err(ThreadIndexError::Busy { .. }) if files.stepped_elsewhere() => {
-                let view = ThreadView::at(store, id, head)?;
-                let archived =
-                    crate::engine::thread::step::archive(store, id, view.workflow_hash, "killed")?;
-                let head_text = archived.head.to_string();
-                events::append(&files, id, "killed", json!({ "head": head_text }));
-                return Ok(archived.head);
-            }
+            // so nothing more lands on the thread. No lock, so no outcome recorded here.
+            Err(ThreadIndexError::Busy { .. }) if files.stepped_elsewhere() => break None,
             Err(ThreadIndexError::Busy { .. }) if Instant::now() < deadline => {
                 if let Some(pgid) = files.run_info().and_then(|i| i.agent_pid)
                     && stopped != Some(pgid)
@@ -533,7 +526,9 @@ pub fn kill(store: &Store, id: &str) -> Result<Hash, ThreadError> {
         "status": "killed",
         "done": true,
     });
-    lock.record_success(&outcome);
+    if let Some(lock) = &lock {
+        lock.record_success(&outcome);
+    }
     let head_text = archived.head.to_string();
     events::append(&files, id, "killed", json!({ "head": head_text }));
     drop(lock);
