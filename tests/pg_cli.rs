@@ -6,85 +6,14 @@
 mod common;
 mod pg_server;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::Path;
+use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::Value;
 
-use common::SOLVE_SCRIPT;
+use common::machine::Machine;
 use pg_server::PgServer;
-
-/// A storage root ("machine") with `url` as its store.
-struct Machine {
-    dir: tempfile::TempDir,
-    url: Option<String>,
-}
-
-impl Machine {
-    fn new(url: Option<&str>) -> Machine {
-        let dir = tempfile::tempdir().expect("temp dir");
-        std::fs::create_dir(dir.path().join("store")).expect("root");
-        std::fs::write(dir.path().join("solve.yaml"), SOLVE_SCRIPT).expect("script");
-        Machine {
-            dir,
-            url: url.map(str::to_owned),
-        }
-    }
-
-    fn root(&self) -> PathBuf {
-        self.dir.path().join("store")
-    }
-
-    fn uwf(&self) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_uwf"));
-        cmd.env_remove("WORKFLOW_STORAGE_ROOT")
-            .env("UWF_STORAGE_ROOT", self.root())
-            .env("HOME", self.dir.path())
-            .current_dir(self.dir.path())
-            .stdin(Stdio::null());
-        match &self.url {
-            Some(url) => cmd.env("UWF_STORAGE_URL", url),
-            None => cmd.env_remove("UWF_STORAGE_URL"),
-        };
-        cmd
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.uwf().args(args).output().expect("run uwf")
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args);
-        assert!(
-            out.status.success(),
-            "uwf {args:?} failed\nstdout: {}\nstderr: {}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
-    }
-
-    /// Runs a command that must fail with exit 1 and a clear message; returns stderr.
-    fn fails(&self, args: &[&str]) -> String {
-        let out = self.run(args);
-        let err = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert_eq!(out.status.code(), Some(1), "uwf {args:?}: {err}");
-        assert!(err.starts_with("error: "), "{err}");
-        assert!(
-            !err.contains("panicked") && !err.contains("RUST_BACKTRACE"),
-            "{err}"
-        );
-        err
-    }
-
-    fn agent(&self) -> String {
-        format!(
-            "uwf agent script --file {}",
-            self.dir.path().join("solve.yaml").display()
-        )
-    }
-}
 
 fn example() -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -121,9 +50,9 @@ fn a_thread_over_postgres_is_the_same_nodes_as_over_files_and_any_machine_reads_
     };
     let url = server.fresh_db(name);
     let (pg, other, files) = (
-        Machine::new(Some(&url)),
-        Machine::new(Some(&url)),
-        Machine::new(None),
+        Machine::new(Some(&url), None),
+        Machine::new(Some(&url), None),
+        Machine::new(None, None),
     );
     for m in [&pg, &files] {
         m.ok(&["workflow", "put", &example()]);
@@ -132,8 +61,8 @@ fn a_thread_over_postgres_is_the_same_nodes_as_over_files_and_any_machine_reads_
         pg.ok(&["thread", "start", "solve-issue", "-p", "Fix it", "-q"]),
         files.ok(&["thread", "start", "solve-issue", "-p", "Fix it", "-q"]),
     );
-    pg.ok(&["thread", "run", &a, "--agent", &pg.agent()]);
-    files.ok(&["thread", "run", &b, "--agent", &files.agent()]);
+    pg.ok(&["thread", "run", &a, "--agent", &pg.script_agent()]);
+    files.ok(&["thread", "run", &b, "--agent", &files.script_agent()]);
     // Content addressing: the same thread over either backend is the same outputs (details,
     // and so steps, carry each run's timings).
     let (over_pg, over_files) = (chain(&pg, &a), chain(&files, &b));
@@ -173,7 +102,7 @@ fn bad_urls_a_down_server_and_a_wrong_password_are_named_without_the_password() 
         ),
     ];
     for (url, expected) in cases {
-        let m = Machine::new(Some(&url));
+        let m = Machine::new(Some(&url), None);
         for args in [vec!["thread", "list"], vec!["workflow", "put", &example()]] {
             let err = m.fails(&args);
             assert!(err.contains(expected), "{url}: {err}");
@@ -181,7 +110,7 @@ fn bad_urls_a_down_server_and_a_wrong_password_are_named_without_the_password() 
         }
     }
     // The same URL in config.yaml instead of the environment.
-    let m = Machine::new(None);
+    let m = Machine::new(None, None);
     std::fs::write(
         m.root().join("config.yaml"),
         format!(
@@ -209,7 +138,7 @@ fn a_schema_from_a_newer_uwf_is_refused_naming_both_versions() {
         return;
     };
     let url = server.fresh_db(name);
-    let m = Machine::new(Some(&url));
+    let m = Machine::new(Some(&url), None);
     m.ok(&["workflow", "put", &example()]);
     PgServer::raw(&url)
         .batch_execute("update uwf_meta set schema_version = 99")
@@ -229,17 +158,13 @@ fn a_server_restart_mid_step_fails_the_step_cleanly_and_the_thread_goes_on() {
         return;
     };
     let url = server.fresh_db("restart");
-    let m = Machine::new(Some(&url));
+    let m = Machine::new(Some(&url), None);
     m.ok(&["workflow", "put", &example()]);
     let id = m.ok(&["thread", "start", "solve-issue", "-p", "Fix it", "-q"]);
-    m.ok(&["thread", "step", &id, "--agent", &m.agent()]);
+    m.ok(&["thread", "step", &id, "--agent", &m.script_agent()]);
     let before = chain(&m, &id);
     // An agent that takes two seconds; the server restarts while it runs.
-    let slow = format!(
-        "sh -c 'sleep 2; exec {} agent script --file {} \"$@\"' agent",
-        env!("CARGO_BIN_EXE_uwf"),
-        m.dir.path().join("solve.yaml").display()
-    );
+    let slow = m.slow_agent("2");
     let step = m
         .uwf()
         .args(["thread", "step", &id, "--agent", &slow])
@@ -265,7 +190,7 @@ fn a_server_restart_mid_step_fails_the_step_cleanly_and_the_thread_goes_on() {
         }
         other => panic!("exit {other:?}: {err}"),
     }
-    m.ok(&["thread", "run", &id, "--agent", &m.agent()]);
+    m.ok(&["thread", "run", &id, "--agent", &m.script_agent()]);
     let show: Value = serde_json::from_str(&m.ok(&["thread", "show", &id])).unwrap();
     assert_eq!(show["status"], "done", "{show}");
     assert_eq!(show["steps"], 5, "{show}");
@@ -278,14 +203,13 @@ fn a_kill_from_another_machine_archives_the_thread_and_the_running_step_publishe
         return;
     };
     let url = server.fresh_db(name);
-    let (a, b) = (Machine::new(Some(&url)), Machine::new(Some(&url)));
+    let (a, b) = (
+        Machine::new(Some(&url), None),
+        Machine::new(Some(&url), None),
+    );
     a.ok(&["workflow", "put", &example()]);
     let id = a.ok(&["thread", "start", "solve-issue", "-p", "Fix it", "-q"]);
-    let slow = format!(
-        "sh -c 'sleep 2; exec {} agent script --file {} \"$@\"' agent",
-        env!("CARGO_BIN_EXE_uwf"),
-        a.dir.path().join("solve.yaml").display()
-    );
+    let slow = a.slow_agent("2");
     let step = a
         .uwf()
         .args(["thread", "step", &id, "--agent", &slow])
@@ -312,7 +236,7 @@ fn a_damaged_cache_file_is_replaced_from_the_database() {
         return;
     };
     let url = server.fresh_db(name);
-    let m = Machine::new(Some(&url));
+    let m = Machine::new(Some(&url), None);
     let hash = m.ok(&["cas", "put", "text", "\"cached here\""]);
     let file = m
         .root()
@@ -336,7 +260,10 @@ fn a_step_that_failed_on_one_machine_shows_as_failed_on_every_machine() {
         return;
     };
     let url = server.fresh_db(name);
-    let (a, b) = (Machine::new(Some(&url)), Machine::new(Some(&url)));
+    let (a, b) = (
+        Machine::new(Some(&url), None),
+        Machine::new(Some(&url), None),
+    );
     a.ok(&["workflow", "put", &example()]);
     let id = a.ok(&[
         "thread",
@@ -373,7 +300,7 @@ fn a_step_that_failed_on_one_machine_shows_as_failed_on_every_machine() {
         .get(0);
     assert_eq!(status, "active", "queued again to retry");
     // A step that gets through clears it everywhere.
-    b.ok(&["thread", "step", &id, "--agent", &b.agent()]);
+    b.ok(&["thread", "step", &id, "--agent", &b.script_agent()]);
     let show: Value = serde_json::from_str(&a.ok(&["thread", "show", &id])).unwrap();
     assert_eq!(show["status"], "active", "{show}");
     assert!(show.get("error").is_none(), "{show}");
@@ -386,7 +313,10 @@ fn a_question_asked_on_one_machine_is_answered_on_another() {
         return;
     };
     let url = server.fresh_db(name);
-    let (a, b) = (Machine::new(Some(&url)), Machine::new(Some(&url)));
+    let (a, b) = (
+        Machine::new(Some(&url), None),
+        Machine::new(Some(&url), None),
+    );
     a.ok(&["workflow", "put", &example()]);
     let id = a.ok(&["thread", "start", "solve-issue", "-p", "Fix it", "-q"]);
     // Machine A's step is a person's: it records the question and stops.
@@ -434,7 +364,7 @@ fn a_second_put_through_a_warm_cache_still_marks_an_old_row_written_now() {
         return;
     };
     let url = server.fresh_db(name);
-    let m = Machine::new(Some(&url));
+    let m = Machine::new(Some(&url), None);
     let hash = m.ok(&["cas", "put", "text", "\"old but wanted\""]);
     let mut raw = PgServer::raw(&url);
     raw.execute(

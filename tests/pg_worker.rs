@@ -7,100 +7,18 @@ mod pg_server;
 
 use std::collections::HashSet;
 use std::io::Read;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use uwf::cas::Hash;
 use uwf::pg::{PgConfig, PgStore};
 
-use common::SOLVE_SCRIPT;
+use common::machine::Machine;
 
-/// The roles a solve-issue thread takes with [`SOLVE_SCRIPT`]'s answers.
+/// The roles a solve-issue thread takes with `common::SOLVE_SCRIPT`'s answers.
 const ROLES: [&str; 5] = ["planner", "developer", "reviewer", "developer", "reviewer"];
-
-/// A storage root of its own (a "machine") on the database at `url`.
-struct Machine {
-    dir: tempfile::TempDir,
-    url: Option<String>,
-}
-
-impl Machine {
-    fn new(url: Option<&str>, lease_seconds: Option<u64>) -> Machine {
-        let dir = tempfile::tempdir().expect("temp dir");
-        std::fs::create_dir(dir.path().join("store")).expect("root");
-        std::fs::write(dir.path().join("solve.yaml"), SOLVE_SCRIPT).expect("script");
-        if let Some(secs) = lease_seconds {
-            std::fs::write(
-                dir.path().join("store/config.yaml"),
-                format!("leaseSeconds: {secs}\n"),
-            )
-            .expect("config");
-        }
-        Machine {
-            dir,
-            url: url.map(str::to_owned),
-        }
-    }
-
-    fn root(&self) -> PathBuf {
-        self.dir.path().join("store")
-    }
-
-    fn script(&self) -> PathBuf {
-        self.dir.path().join("solve.yaml")
-    }
-
-    fn uwf(&self) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_uwf"));
-        cmd.env_remove("WORKFLOW_STORAGE_ROOT")
-            .env("UWF_STORAGE_ROOT", self.root())
-            .env("HOME", self.dir.path())
-            .current_dir(self.dir.path())
-            .stdin(Stdio::null());
-        match &self.url {
-            Some(url) => cmd.env("UWF_STORAGE_URL", url),
-            None => cmd.env_remove("UWF_STORAGE_URL"),
-        };
-        cmd
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let out = self.uwf().args(args).output().expect("run uwf");
-        assert!(
-            out.status.success(),
-            "uwf {args:?} failed\nstdout: {}\nstderr: {}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
-    }
-
-    /// A worker process with `agent` for every step, stopping when the queue is empty.
-    fn worker(&self, agent: &str) -> Child {
-        self.uwf()
-            .args(["worker", "--until-idle", "--agent", agent])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn worker")
-    }
-
-    /// The script agent as a command line run in process.
-    fn script_agent(&self) -> String {
-        format!("uwf agent script --file {}", self.script().display())
-    }
-
-    /// The script agent as a separate program that takes a moment (so a kill lands mid-step).
-    fn slow_agent(&self) -> String {
-        format!(
-            "sh -c 'sleep 0.05; exec {} agent script --file {} \"$@\"' agent",
-            env!("CARGO_BIN_EXE_uwf"),
-            self.script().display()
-        )
-    }
-}
 
 /// Waits for a worker and returns (stdout, stderr); kills it after `limit`.
 fn finish(mut child: Child, limit: Duration) -> (String, String) {
@@ -246,7 +164,10 @@ fn a_worker_killed_mid_step_loses_nothing_and_its_thread_resumes_after_the_lease
     let machines: Vec<Machine> = (0..4)
         .map(|_| Machine::new(Some(&url), Some(lease)))
         .collect();
-    let mut workers: Vec<Child> = machines.iter().map(|m| m.worker(&m.slow_agent())).collect();
+    let mut workers: Vec<Child> = machines
+        .iter()
+        .map(|m| m.worker(&m.slow_agent("0.05")))
+        .collect();
     let pg = PgStore::open(&PgConfig::parse(&url).unwrap()).unwrap();
     // Wait until the victim holds a lease (it is mid-step), then kill it.
     let victim = workers.remove(0);
@@ -312,11 +233,7 @@ fn a_thread_held_by_a_worker_is_busy_for_a_step_elsewhere_naming_holder_and_mach
     let a = Machine::new(Some(&url), None);
     let b = Machine::new(Some(&url), None);
     let ids = queue_threads(&a, 1);
-    let slow = format!(
-        "sh -c 'sleep 3; exec {} agent script --file {} \"$@\"' agent",
-        env!("CARGO_BIN_EXE_uwf"),
-        a.script().display()
-    );
+    let slow = a.slow_agent("3");
     let mut step = a
         .uwf()
         .args(["thread", "step", &ids[0], "--agent", &slow])
@@ -374,11 +291,7 @@ fn sigterm_lets_the_step_under_way_finish_then_the_worker_lets_its_thread_go() {
     let url = server.fresh_db(name);
     let machine = Machine::new(Some(&url), None);
     let ids = queue_threads(&machine, 1);
-    let slow = format!(
-        "sh -c 'sleep 1.5; exec {} agent script --file {} \"$@\"' agent",
-        env!("CARGO_BIN_EXE_uwf"),
-        machine.script().display()
-    );
+    let slow = machine.slow_agent("1.5");
     let worker = machine
         .uwf()
         .args(["worker", "--agent", &slow])
@@ -448,11 +361,7 @@ fn a_worker_outlives_a_database_restart_and_loses_no_thread() {
     let url = server.fresh_db("restart");
     let machine = Machine::new(Some(&url), None);
     let ids = queue_threads(&machine, 10);
-    let slow = format!(
-        "sh -c 'sleep 0.2; exec {} agent script --file {} \"$@\"' agent",
-        env!("CARGO_BIN_EXE_uwf"),
-        machine.script().display()
-    );
+    let slow = machine.slow_agent("0.2");
     let worker = machine.worker(&slow);
     std::thread::sleep(Duration::from_millis(1500));
     server.stop().expect("stop");

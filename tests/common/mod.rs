@@ -1,6 +1,8 @@
 //! Shared helpers for integration tests: a sealed environment around the real `uwf` binary.
 #![allow(dead_code)]
 
+pub mod machine;
+
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
