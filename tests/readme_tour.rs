@@ -7,17 +7,17 @@
 use std::path::Path;
 use std::process::Command;
 
-/// The tour's shell block, as written in README.md.
-fn tour() -> String {
+/// The first ```sh block after `heading` in README.md, as written there.
+fn sh_block(heading: &str) -> String {
     let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
         .expect("README.md");
     let after = readme
-        .split_once("## A 5-minute tour")
-        .expect("README.md has a tour")
+        .split_once(heading)
+        .unwrap_or_else(|| panic!("README.md has no {heading:?}"))
         .1;
     let block = after
         .split_once("```sh\n")
-        .expect("the tour has a ```sh block")
+        .expect("a ```sh block follows the heading")
         .1;
     block
         .split_once("```")
@@ -28,7 +28,7 @@ fn tour() -> String {
 
 #[test]
 fn every_line_of_the_readme_tour_runs_as_pasted() {
-    let tour = tour();
+    let tour = sh_block("## A 5-minute tour");
     assert!(
         !tour.contains('<'),
         "the tour has a placeholder to fill in:\n{tour}"
@@ -105,18 +105,7 @@ fn the_several_machines_tutorial_runs_as_pasted() {
         eprintln!("{line}");
         return;
     }
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
-        .expect("README.md");
-    let block = readme
-        .split_once("## Run on several machines")
-        .expect("README.md has the tutorial")
-        .1
-        .split_once("```sh\n")
-        .expect("a ```sh block")
-        .1
-        .split_once("```")
-        .expect("the block ends")
-        .0;
+    let block = sh_block("## Run on several machines");
     // As pasted, but: the package is installed already (CI does it), and instead of watching
     // forever, wait until all 50 threads are done; the server is stopped however it ends.
     let mut script = String::from(
