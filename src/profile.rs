@@ -12,12 +12,19 @@ pub fn start() {
     START.get_or_init(|| std::env::var_os("UWF_PROFILE").map(|_| Instant::now()));
 }
 
-/// Prints `label` with the time since [`start`], when profiling.
+/// Prints `label` with the time since [`start`], when profiling, and the absolute
+/// `CLOCK_MONOTONIC` time, so that a caller timing the process from outside can tell its start
+/// (exec, loading, relocation) and its exit from the work in between
+/// (`scripts/step-timeline.py`). One write per mark, so marks of threads do not interleave.
 pub fn mark(label: &str) {
     if let Some(Some(t)) = START.get() {
-        eprintln!(
-            "uwf-profile {:>8.3} ms  {label}",
+        let mono = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+            .map(|t| t.tv_sec() as f64 * 1e3 + t.tv_nsec() as f64 / 1e6)
+            .unwrap_or(0.0);
+        let line = format!(
+            "uwf-profile {:>8.3} ms  {label}  (monotonic {mono:.3} ms)\n",
             t.elapsed().as_secs_f64() * 1e3
         );
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
     }
 }

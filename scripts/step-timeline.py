@@ -1,0 +1,54 @@
+#!/usr/bin/env python3
+"""Where the wall time of a one-shot `uwf thread step` goes, from exec to exit.
+
+Runs the step N times with UWF_PROFILE=1 and prints the median time of every phase between
+the profile marks, plus the time before the first mark (exec, dynamic loading, argument
+parsing) and after the last (exit), against `uwf --version` run the same way.
+
+    UWF_STORAGE_ROOT=STORE python3 scripts/step-timeline.py UWF THREAD 'AGENT COMMAND' [N]
+
+Each run takes a step, so use a thread whose workflow loops (like the step bench's `counter`).
+"""
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+MARK = re.compile(r"uwf-profile\s+[\d.]+ ms  (.*?)  \(monotonic ([\d.]+) ms\)")
+
+
+def phases(cmd):
+    env = dict(os.environ, UWF_PROFILE="1")
+    start = time.monotonic_ns() / 1e6
+    done = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    end = time.monotonic_ns() / 1e6
+    rows, prev = [], start
+    for label, mono in MARK.findall(done.stderr):
+        rows.append((label, float(mono) - prev))
+        prev = float(mono)
+    rows.append(("(exit)", end - prev))
+    rows.append(("TOTAL", end - start))
+    return rows
+
+
+def main():
+    if len(sys.argv) < 4:
+        sys.exit(__doc__)
+    uwf, thread, agent = sys.argv[1:4]
+    runs = int(sys.argv[4]) if len(sys.argv) > 4 else 25
+    version, step = [], []
+    for _ in range(runs):
+        version.append(phases([uwf, "--version"])[-1][1])
+        step.append(phases([uwf, "thread", "step", thread, "--agent", agent]))
+    spawn = statistics.median(version)
+    print(f"uwf --version: {spawn:.3f} ms (median of {runs})")
+    print(f"uwf thread step, medians of {runs} (ms, and share of one --version spawn):")
+    for i, (label, _) in enumerate(step[0]):
+        value = statistics.median(run[i][1] for run in step if i < len(run))
+        print(f"  {value:8.3f}  {value / spawn:5.2f}x  {label}")
+
+
+if __name__ == "__main__":
+    main()
