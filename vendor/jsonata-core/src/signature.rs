@@ -809,13 +809,17 @@ mod tests {
 /// expensive to repeat per call, and (patched for uwf) too expensive to do for all 61 builtins
 /// when an expression calls one or two of them: that took about 2 ms per process.
 pub(crate) fn builtin_signature(name: &str) -> Option<&'static Signature> {
-    type Slots = std::collections::HashMap<&'static str, (&'static str, std::sync::OnceLock<Signature>)>;
+    type Slots =
+        std::collections::HashMap<&'static str, (&'static str, std::sync::OnceLock<Signature>)>;
     static SLOTS: std::sync::OnceLock<Slots> = std::sync::OnceLock::new();
     let (sig, parsed) = SLOTS
         .get_or_init(|| {
             crate::builtins::BUILTINS
                 .iter()
-                .filter_map(|s| s.signature.map(|sig| (s.name, (sig, std::sync::OnceLock::new()))))
+                .filter_map(|s| {
+                    s.signature
+                        .map(|sig| (s.name, (sig, std::sync::OnceLock::new())))
+                })
                 .collect()
         })
         .get(name)?;
