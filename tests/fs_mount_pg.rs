@@ -84,15 +84,7 @@ impl Machine {
     }
 
     fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args);
-        assert!(
-            out.status.success(),
-            "uwf {args:?} failed ({:?})\nstdout: {}\nstderr: {}",
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+        common::success_stdout(args, &self.run(args))
     }
 
     /// `uwf args…` in the background, its output piped.

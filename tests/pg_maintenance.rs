@@ -37,15 +37,7 @@ impl Machine<'_> {
     }
 
     fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args);
-        assert!(
-            out.status.success(),
-            "uwf {args:?} failed ({:?})\nstdout: {}\nstderr: {}",
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+        common::success_stdout(args, &self.run(args))
     }
 
     /// Runs `uwf args…`, asserting exit `code` and no panic; returns stdout and stderr.

@@ -61,14 +61,7 @@ impl Machine {
 
     /// Runs `uwf args…`, asserts success, and returns trimmed stdout.
     pub fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args);
-        assert!(
-            out.status.success(),
-            "uwf {args:?} failed\nstdout: {}\nstderr: {}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+        super::success_stdout(args, &self.run(args))
     }
 
     /// Runs a command that must fail with exit 1 and a clear message; returns stderr.

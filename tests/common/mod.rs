@@ -46,15 +46,7 @@ impl Env {
 
     /// Runs `uwf args…`, asserts success, and returns trimmed stdout.
     pub fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args);
-        assert!(
-            out.status.success(),
-            "uwf {args:?} failed ({:?})\nstdout: {}\nstderr: {}",
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+        success_stdout(args, &self.run(args))
     }
 
     /// Runs `uwf args…` with stdin, asserts success, and returns trimmed stdout.
@@ -235,3 +227,16 @@ reviewer:
   - "---\napproved: false\nreplan: false\ncomments:\n  - { file: src/login.rs, line: 12, message: no test }\n---\nPlease add a test.\n"
   - { approved: true, replan: false, comments: [] }
 "#;
+
+/// Asserts that `uwf args…` succeeded (showing its exit code and output if not) and returns its
+/// trimmed stdout: the `ok` of every test harness.
+pub fn success_stdout(args: &[&str], out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "uwf {args:?} failed ({:?})\nstdout: {}\nstderr: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
