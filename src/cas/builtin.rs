@@ -65,6 +65,78 @@ pub fn name_of(hash: Hash) -> Option<&'static str> {
     all().iter().find(|b| b.hash == hash).map(|b| b.name)
 }
 
+/// The built-in schema whose hash is `hash` (today's built-ins, not the legacy start schema).
+pub fn by_hash(hash: Hash) -> Option<&'static Builtin> {
+    all().iter().find(|b| b.hash == hash)
+}
+
+/// A native check for the built-in schema `name`, where there is one: it accepts only payloads
+/// the schema accepts (a test holds it to that on generated payloads), and it accepts every
+/// payload uwf itself writes, so a step validates its text, detail and step nodes without
+/// compiling a JSON Schema validator. A payload it turns down goes to the real validator.
+pub fn accepts(name: &str) -> Option<fn(&Value) -> bool> {
+    match name {
+        "text" => Some(Value::is_string),
+        "step" => Some(accepts_step),
+        "detail" => Some(accepts_detail),
+        "start" => Some(accepts_start),
+        _ => None,
+    }
+}
+
+/// A string that parses as a hash: what the `cas_ref` format checks.
+fn is_ref(v: &Value) -> bool {
+    v.as_str().is_some_and(|s| Hash::parse(s).is_ok())
+}
+
+fn non_empty_string(v: &Value) -> bool {
+    v.as_str().is_some_and(|s| !s.is_empty())
+}
+
+/// An integer as JSON Schema sees it, when serde_json holds it as one (a float with no
+/// fraction, which the schema also takes, is left to the validator).
+fn is_whole(v: &Value) -> bool {
+    v.is_i64() || v.is_u64()
+}
+
+fn accepts_step(v: &Value) -> bool {
+    const KEYS: [&str; 6] = ["start", "prev", "role", "output", "detail", "agent"];
+    let Some(o) = v.as_object() else {
+        return false;
+    };
+    o.len() == KEYS.len()
+        && o.keys().all(|k| KEYS.contains(&k.as_str()))
+        && o.get("start").is_some_and(is_ref)
+        && o.get("prev").is_some_and(|p| p.is_null() || is_ref(p))
+        && o.get("role").is_some_and(non_empty_string)
+        && o.get("output").is_some_and(is_ref)
+        && o.get("detail").is_some_and(is_ref)
+        && o.get("agent").is_some_and(Value::is_string)
+}
+
+fn accepts_detail(v: &Value) -> bool {
+    let Some(o) = v.as_object() else {
+        return false;
+    };
+    o.get("raw").is_some_and(is_ref)
+        && o.get("body").is_none_or(|b| b.is_null() || is_ref(b))
+        && o.get("exitCode")
+            .is_some_and(|c| c.is_null() || is_whole(c))
+        && o.get("durationMs").is_some_and(Value::is_u64)
+        && o.get("stderrTail").is_some_and(Value::is_string)
+}
+
+fn accepts_start(v: &Value) -> bool {
+    let Some(o) = v.as_object() else {
+        return false;
+    };
+    o.keys()
+        .all(|k| matches!(k.as_str(), "workflow" | "prompt" | "parent"))
+        && o.get("workflow").is_some_and(is_ref)
+        && o.get("prompt").is_some_and(non_empty_string)
+        && o.get("parent").is_none_or(is_ref)
+}
+
 fn cas_ref() -> Value {
     json!({"type": "string", "format": "cas_ref"})
 }
@@ -238,6 +310,196 @@ mod tests {
             "output": "2DHW2FP49YVD3", "detail": "F5VV55NBKX1R5", "agent": "dry"
         }));
         assert_eq!(refs.len(), 3);
+    }
+
+    /// Payloads of the shapes uwf writes, each of which the native check must take itself.
+    fn written_payloads() -> Vec<(&'static str, Value)> {
+        let (a, b) = ("EYHPV6X8XHTCS", "2DHW2FP49YVD3");
+        vec![
+            ("text", json!("")),
+            ("text", json!("---\nn: 1\n---\n")),
+            (
+                "step",
+                json!({"start": a, "prev": null, "role": "tick", "output": b, "detail": a, "agent": "dry"}),
+            ),
+            (
+                "step",
+                json!({"start": a, "prev": b, "role": "tick", "output": b, "detail": a, "agent": ""}),
+            ),
+            (
+                "detail",
+                json!({"raw": a, "body": null, "exitCode": 0, "durationMs": 0, "stderrTail": "",
+                       "script": "s.yaml", "entry": 1}),
+            ),
+            (
+                "detail",
+                json!({"raw": a, "body": b, "exitCode": null, "durationMs": 12, "stderrTail": "x"}),
+            ),
+            (
+                "detail",
+                json!({"raw": a, "exitCode": -1, "durationMs": 3, "stderrTail": ""}),
+            ),
+            ("start", json!({"workflow": a, "prompt": "go"})),
+            ("start", json!({"workflow": a, "prompt": "go", "parent": b})),
+        ]
+    }
+
+    #[test]
+    fn native_checks_take_every_payload_uwf_writes_and_the_schema_agrees() {
+        for (name, payload) in written_payloads() {
+            let accepts = accepts(name).unwrap();
+            assert!(accepts(&payload), "{name}: {payload}");
+            let schema = CompiledSchema::compile(&hash_schema(name)).unwrap();
+            assert_eq!(schema.validate(&payload), Ok(()), "{name}: {payload}");
+        }
+    }
+
+    #[test]
+    fn a_payload_the_native_check_turns_down_gets_the_validators_verdict_and_messages() {
+        let b = by_hash(hash_of("step")).unwrap();
+        let schema = CompiledSchema::builtin(&b.schema, accepts("step").unwrap());
+        let bad = json!({"start": "EYHPV6X8XHTCS", "prev": null, "role": "", "output": "nope",
+                         "detail": "EYHPV6X8XHTCS", "agent": "dry"});
+        let problems = schema.validate(&bad).unwrap_err();
+        let pointers: Vec<&str> = problems.iter().map(|v| v.pointer.as_str()).collect();
+        assert!(
+            pointers.contains(&"/role") && pointers.contains(&"/output"),
+            "{problems:?}"
+        );
+        // A float with no fraction is an integer to JSON Schema: the check leaves it to the
+        // validator, which takes it.
+        let detail = by_hash(hash_of("detail")).unwrap();
+        let schema = CompiledSchema::builtin(&detail.schema, accepts("detail").unwrap());
+        let whole_float: Value = serde_json::from_str(
+            r#"{"raw": "EYHPV6X8XHTCS", "exitCode": 0, "durationMs": 5.0, "stderrTail": ""}"#,
+        )
+        .unwrap();
+        assert!(!accepts("detail").unwrap()(&whole_float));
+        assert_eq!(schema.validate(&whole_float), Ok(()));
+    }
+
+    /// Values to put in a field: a hash, a non-hash string, an empty string, null, numbers
+    /// (negative, whole, fractional, a float with no fraction), a boolean, containers.
+    fn leaves() -> Vec<Value> {
+        let whole_float: Value = serde_json::from_str("2.0").unwrap();
+        vec![
+            json!("EYHPV6X8XHTCS"),
+            json!("not a hash"),
+            json!(""),
+            Value::Null,
+            json!(0),
+            json!(-1),
+            json!(7),
+            json!(1.5),
+            whole_float,
+            json!(true),
+            json!([]),
+            json!({}),
+        ]
+    }
+
+    /// Asserts that what `name`'s native check accepts, its schema accepts.
+    fn assert_sound(name: &str, payload: &Value) {
+        thread_local! {
+            static COMPILED: std::cell::RefCell<std::collections::HashMap<String, CompiledSchema>> =
+                Default::default();
+        }
+        if !accepts(name).unwrap()(payload) {
+            return;
+        }
+        COMPILED.with(|c| {
+            let mut c = c.borrow_mut();
+            let schema = c
+                .entry(name.to_owned())
+                .or_insert_with(|| CompiledSchema::compile(&hash_schema(name)).unwrap());
+            assert_eq!(schema.validate(payload), Ok(()), "{name} accepts {payload}");
+        });
+    }
+
+    #[test]
+    fn native_checks_accept_no_single_field_change_their_schema_refuses() {
+        // Every payload uwf writes with one field set to every leaf, removed, or added.
+        let mut checked = 0;
+        for (_, payload) in written_payloads() {
+            let mut keys: Vec<String> = payload
+                .as_object()
+                .map(|o| o.keys().cloned().collect())
+                .unwrap_or_default();
+            keys.extend(["extra", "parent", "body", "prev"].map(String::from));
+            for key in &keys {
+                let mut edits: Vec<Option<Value>> = leaves().into_iter().map(Some).collect();
+                edits.push(None);
+                for edit in edits {
+                    let mut changed = payload.clone();
+                    if let Some(o) = changed.as_object_mut() {
+                        match edit {
+                            Some(v) => o.insert(key.clone(), v),
+                            None => o.remove(key),
+                        };
+                    }
+                    for name in ["text", "step", "detail", "start"] {
+                        assert_sound(name, &changed);
+                    }
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 500, "{checked}");
+    }
+
+    /// Values near the built-in shapes: a payload uwf writes with a few of its keys set to
+    /// other values (a hash, a non-hash string, an empty string, null, numbers, containers),
+    /// removed, or added.
+    fn near_builtin_payload() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        const KEYS: [&str; 15] = [
+            "start",
+            "prev",
+            "role",
+            "output",
+            "detail",
+            "agent",
+            "raw",
+            "body",
+            "exitCode",
+            "durationMs",
+            "stderrTail",
+            "workflow",
+            "prompt",
+            "parent",
+            "extra",
+        ];
+        let leaf = proptest::sample::select(leaves());
+        let edit = (
+            proptest::sample::select(&KEYS[..]),
+            proptest::option::of(leaf.clone()),
+        );
+        let written: Vec<Value> = written_payloads().into_iter().map(|(_, p)| p).collect();
+        let edited = (
+            proptest::sample::select(written),
+            proptest::collection::vec(edit, 0..4),
+        )
+            .prop_map(|(mut payload, edits)| {
+                for (key, value) in edits {
+                    if let Some(o) = payload.as_object_mut() {
+                        match value {
+                            Some(v) => o.insert(key.to_owned(), v),
+                            None => o.remove(key),
+                        };
+                    }
+                }
+                payload
+            });
+        prop_oneof![leaf, edited]
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn native_checks_accept_only_what_the_schemas_accept(payload in near_builtin_payload()) {
+            for name in ["text", "step", "detail", "start"] {
+                assert_sound(name, &payload);
+            }
+        }
     }
 
     fn hash_schema(name: &str) -> Value {

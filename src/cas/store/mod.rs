@@ -313,6 +313,16 @@ impl Store {
         if let Some(found) = self.read_cache().get(&hash) {
             return Ok(found.clone());
         }
+        // A built-in schema is this binary's own payload (its hash names that content): no
+        // need to read its node, and most have a native check instead of a compiled validator.
+        if let Some(b) = builtin::by_hash(hash) {
+            let compiled = match builtin::accepts(b.name) {
+                Some(accepts) => CompiledSchema::builtin(&b.schema, accepts),
+                None => CompiledSchema::compile_stored(&b.schema)
+                    .map_err(|violations| StoreError::InvalidSchema { violations })?,
+            };
+            return Ok(self.cache_schema(hash, compiled));
+        }
         let node = match self.get(hash) {
             Ok(node) => node,
             Err(StoreError::NotFound(_)) => return Err(StoreError::UnknownType(hash)),
