@@ -130,8 +130,9 @@ def main():
         if json.loads(out) != roles:
             sys.exit(f"bench.py: the sides took different paths: {roles} vs {out}")
         s["lg_cold"].append(seconds * 1e3)
-        # One-shot steps on threads of ~20 and ~300 steps: a `thread step` process each (with
-        # its agent process); one LangGraph process doing invoke-per-step reloads from SQLite.
+        # One-shot steps on threads of ~20 and ~300 steps: a `thread step` process each (the
+        # `script` agent runs inside it); one LangGraph process doing invoke-per-step reloads
+        # from SQLite.
         for _ in range(STEPS):
             for thread, key in ((short, "uwf_step20"), (long, "uwf_step300")):
                 seconds, rss, _ = uwf("thread", "step", thread, "--agent", AGENT)
@@ -190,15 +191,16 @@ def report(m, uwf_rss, lg_rss):
     print(f"  one-shot `thread step` (script)   = {m['uwf_step20'] / v:.2f}× a spawn "
           f"(target ≤ 1.5×)")
     print(f"""
-¹ uwf: `thread start` + one `thread step` process per step (each spawning the `script` agent);
+¹ uwf: `thread start` + one `thread step` process per step (the `script` agent, being this
+  binary's, runs inside it);
   LangGraph: one fresh Python process (imports, YAML, graph, SqliteSaver) running the thread.
-² one `uwf thread step` process plus its agent process, on a looping thread at ~{SHORT} steps.
+² one `uwf thread step` process (agent in process), on a looping thread at ~{SHORT} steps.
 ³ one invoke streaming {RUN} steps, durability=sync (each checkpoint written before the next
   step, as uwf publishes each step); per-step time between updates, steps {SHORT}±5 and {LONG}±5.
 ⁴ the same with LangGraph's default durability=async (checkpoint written during the next step).
 ⁵ one process, a new graph.invoke(None) per step (interrupt_after="*") on the same thread_id:
   the state is reloaded from SQLite each step.
-⁶ uwf: max ru_maxrss over `thread step` processes (including the agent they wait for);
+⁶ uwf: max ru_maxrss over `thread step` processes;
   LangGraph: max ru_maxrss of the stepping processes (chain up to ~{LONG + SAMPLES * STEPS}).""")
 
 
