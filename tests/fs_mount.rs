@@ -135,13 +135,7 @@ impl Mounted {
     /// Runs a script that must succeed; returns its stdout.
     fn ok(&self, script: &str) -> String {
         let out = self.sh(script);
-        assert!(
-            out.status.success(),
-            "`{script}` failed ({:?})\nstdout: {}\nstderr: {}",
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        common::assert_succeeded(&format!("`{script}`"), &out);
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 

@@ -228,15 +228,21 @@ reviewer:
   - { approved: true, replan: false, comments: [] }
 "#;
 
-/// Asserts that `uwf args…` succeeded (showing its exit code and output if not) and returns its
-/// trimmed stdout: the `ok` of every test harness.
-pub fn success_stdout(args: &[&str], out: &Output) -> String {
+/// Asserts that the command described by `what` succeeded, showing its exit code and output if
+/// not.
+pub fn assert_succeeded(what: &str, out: &Output) {
     assert!(
         out.status.success(),
-        "uwf {args:?} failed ({:?})\nstdout: {}\nstderr: {}",
+        "{what} failed ({:?})\nstdout: {}\nstderr: {}",
         out.status.code(),
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// Asserts that `uwf args…` succeeded (see [`assert_succeeded`]) and returns its trimmed stdout:
+/// the `ok` of every test harness.
+pub fn success_stdout(args: &[&str], out: &Output) -> String {
+    assert_succeeded(&format!("uwf {args:?}"), out);
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
