@@ -1579,9 +1579,14 @@ fn slow_step(env: &Env, m: &Mounted) -> String {
     // wait for the agent's, which the run record names once it runs.
     let run = env.root().join("runs").join(format!("{id}.run.json"));
     let start = Instant::now();
-    while !std::fs::read_to_string(&run).is_ok_and(|r| r.contains("agentPid"))
-        && start.elapsed() < Duration::from_secs(15)
-    {
+    // (The record has `"agentPid": null` from the start: wait for a number.)
+    let agent_known = || {
+        std::fs::read_to_string(&run)
+            .ok()
+            .and_then(|r| serde_json::from_str::<serde_json::Value>(&r).ok())
+            .is_some_and(|v| v["agentPid"].is_u64())
+    };
+    while !agent_known() && start.elapsed() < Duration::from_secs(15) {
         std::thread::sleep(Duration::from_millis(20));
     }
     eventually(m, &format!("cat {t}/status"), |s| s.contains("pid="));
@@ -1708,7 +1713,13 @@ fn kill_returns_once_the_thread_is_killed() {
     let t = format!("threads/{id}");
     let running = m.ok(&format!("cat {t}/status"));
     let pid = running.trim().rsplit('=').next().unwrap().to_owned();
-    assert!(Path::new(&format!("/proc/{pid}")).exists(), "{running}");
+    // The agent's pid, not the step's own (the mount daemon's, named before the agent runs).
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    assert!(
+        String::from_utf8_lossy(&cmdline).contains("agent.sh"),
+        "{running}: {:?}",
+        String::from_utf8_lossy(&cmdline)
+    );
     let (code, text, secs) = timed(&m, &format!("echo > {t}/kill"));
     assert_eq!(code, Some(0), "{text}");
     assert!(secs < 5.0, "kill took {secs:.1}s");
