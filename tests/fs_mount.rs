@@ -3,8 +3,10 @@
 //! timeout. `.ci/run` installs the editors; where a tool or FUSE is missing a test says so and
 //! skips (`UWF_REQUIRE_ALL_TESTS=1`, as in CI, makes that a failure).
 //!
-//! Mount points live under Cargo's target tmp dir, not /tmp: vim and emacs make no backups under
-//! /tmp, which would test a different save path. Every mount is owned by a [`Mounted`] guard
+//! Mount points live under Cargo's target tmp dir, not /tmp, and the editors are told to make
+//! backups wherever the file is (vim's `backupskip=`, emacs' `backup-enable-predicate`): by
+//! default neither backs up a file under /tmp, which would test a different save path, and a
+//! checkout under /tmp puts the target dir there too. Every mount is owned by a [`Mounted`] guard
 //! whose `Drop` always unmounts (plain → lazy → connection abort) and reaps the daemon, also when
 //! a test panics, so a failing test never leaves a hung mount behind.
 
@@ -290,13 +292,15 @@ fn every_editor_and_tool_registers_exactly_one_version_per_save() {
 
     // vim, nocompatible: swap file, 4913 probe, backup by rename, create, fsync.
     m.ok(&format!(
-        "vim -Nu NONE -i NONE -es -c '%s/description: v0/description: vim/' -c wq {yaml}"
+        "vim -Nu NONE -i NONE -es -c 'set backupskip=' \
+         -c '%s/description: v0/description: vim/' -c wq {yaml}"
     ));
     expect_new("vim -N", &m);
     assert!(m.ok(&format!("cat {yaml}")).contains("description: vim"));
     // vim, compatible: backup by copy, then overwrite in place.
     m.ok(&format!(
-        "vim -u NONE -i NONE -Es -c '%s/description: vim/description: vimcopy/' -c wq {yaml}"
+        "vim -u NONE -i NONE -Es -c 'set backupskip=' \
+         -c '%s/description: vim/description: vimcopy/' -c wq {yaml}"
     ));
     expect_new("vim -E", &m);
     // nano's save: lock file with O_EXCL, open write-only + O_TRUNC, write, fsync, close.
@@ -409,7 +413,8 @@ fn real_emacs_nano_and_vim_save_through_the_mount() {
     let yaml = "workflows/demo/workflow.yaml";
     // emacs: lock file (symlink refused, so a renamed regular file), backup by rename, O_TRUNC.
     m.ok(&format!(
-        "emacs --batch -Q {yaml} --eval '(progn (goto-char (point-min)) \
+        "emacs --batch -Q --eval '(setq backup-enable-predicate (lambda (_) t))' {yaml} \
+         --eval '(progn (goto-char (point-min)) \
          (re-search-forward \"description: .*\") (replace-match \"description: emacs\") (save-buffer))'"
     ));
     assert_eq!(history(&env, "demo"), 2);
@@ -476,7 +481,7 @@ fn real_emacs_nano_and_vim_save_through_the_mount() {
     // Interactive vim with Debian's defaults: swap file, 4913 probe, backup rename, fsync, xattr.
     let session = format!("uwf-vim-{}", std::process::id());
     let _guard = KillSession(session.clone());
-    let vim = format!("vim -i NONE {yaml}");
+    let vim = format!("vim -i NONE -c 'set backupskip=' {yaml}");
     assert!(
         tmux(&[
             "new-session",
