@@ -273,8 +273,8 @@ fn step_locked(
     // the agent has written it. The previous step usually decided this step's role already (see
     // `decisions`); then this is done while the agent starts.
     let prepare = || -> Result<(Moderator, Input), ModeratorError> {
-        let moderator = Moderator::new(view.workflow.clone())?;
         let context = Input::from_json_text(view.history.context_json());
+        let moderator = Moderator::new_on(view.workflow.clone(), &context);
         context.prepare();
         Ok((moderator, context))
     };

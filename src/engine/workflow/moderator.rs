@@ -11,10 +11,11 @@
 
 use crate::advice::Advice;
 use std::collections::BTreeMap;
+use std::sync::{Mutex, OnceLock};
 
 use serde_json::Value;
 
-use crate::engine::workflow::jsonata::{self, Expr, Input, JsonataError, Limits};
+use crate::engine::workflow::jsonata::{self, Compiling, Expr, Input, JsonataError, Limits};
 use crate::engine::workflow::{END, START, Workflow};
 
 /// Errors of a routing decision.
@@ -102,7 +103,10 @@ impl Decision {
 #[derive(Debug)]
 pub struct Moderator {
     workflow: Workflow,
-    conditions: BTreeMap<String, Expr>,
+    /// The compiled conditions, or the first that does not compile. Set by [`Moderator::new`];
+    /// after [`Moderator::new_on`], filled from `compiling` at the first decision.
+    conditions: OnceLock<Result<BTreeMap<String, Expr>, (String, JsonataError)>>,
+    compiling: Mutex<Vec<(String, Compiling)>>,
     limits: Limits,
 }
 
@@ -130,9 +134,54 @@ impl Moderator {
         }
         Ok(Moderator {
             workflow,
-            conditions,
+            conditions: OnceLock::from(Ok(conditions)),
+            compiling: Mutex::new(Vec::new()),
             limits: Limits::default(),
         })
+    }
+
+    /// A moderator whose conditions compile on `input`'s evaluation thread meanwhile (see
+    /// [`Input::compile_later`]): what a step makes, which evaluates them against that input
+    /// after its agent ran. A condition that does not compile fails the first decision, with
+    /// the error [`Moderator::new`] would have returned.
+    pub fn new_on(workflow: Workflow, input: &Input) -> Moderator {
+        let compiling = workflow
+            .conditions
+            .iter()
+            .map(|(name, c)| (name.clone(), input.compile_later(&c.expression)))
+            .collect();
+        Moderator {
+            workflow,
+            conditions: OnceLock::new(),
+            compiling: Mutex::new(compiling),
+            limits: Limits::default(),
+        }
+    }
+
+    /// The compiled conditions, waiting for those still being compiled.
+    fn conditions(&self) -> Result<&BTreeMap<String, Expr>, ModeratorError> {
+        let compiled = self.conditions.get_or_init(|| {
+            let compiling = std::mem::take(
+                &mut *self
+                    .compiling
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner),
+            );
+            let mut conditions = BTreeMap::new();
+            for (name, c) in compiling {
+                match c.finish() {
+                    Ok(expr) => conditions.insert(name, expr),
+                    Err(error) => return Err((name, error)),
+                };
+            }
+            Ok(conditions)
+        });
+        compiled
+            .as_ref()
+            .map_err(|(condition, error)| ModeratorError::Compile {
+                condition: condition.clone(),
+                error: error.clone(),
+            })
     }
 
     pub fn with_limits(mut self, limits: Limits) -> Self {
@@ -179,10 +228,11 @@ impl Moderator {
             .graph
             .get(&position)
             .ok_or_else(|| ModeratorError::UnknownPosition(position.clone()))?;
+        let conditions = self.conditions()?;
         let mut trace = Vec::new();
         let mut chosen = None;
         for t in transitions {
-            let outcome = self.outcome(t.condition.as_deref(), &input);
+            let outcome = self.outcome(conditions, t.condition.as_deref(), &input);
             if chosen.is_none() && outcome.matched() {
                 chosen = Some(t.role.clone());
             }
@@ -202,6 +252,7 @@ impl Moderator {
             .graph
             .get(position)
             .ok_or_else(|| ModeratorError::UnknownPosition(position.to_owned()))?;
+        let conditions = self.conditions()?;
         let mut trace: Vec<Tried> = Vec::new();
         let mut next = None;
         for t in transitions {
@@ -209,7 +260,7 @@ impl Moderator {
                 trace.push(self.tried(t.role.clone(), t.condition.clone(), Outcome::NotTried));
                 continue;
             }
-            let outcome = self.outcome(t.condition.as_deref(), input);
+            let outcome = self.outcome(conditions, t.condition.as_deref(), input);
             if let Outcome::Failed(error) = &outcome {
                 let condition = t.condition.clone().unwrap_or_default();
                 return Err(ModeratorError::Evaluation {
@@ -239,11 +290,16 @@ impl Moderator {
         }
     }
 
-    fn outcome(&self, condition: Option<&str>, input: &Input) -> Outcome {
+    fn outcome(
+        &self,
+        conditions: &BTreeMap<String, Expr>,
+        condition: Option<&str>,
+        input: &Input,
+    ) -> Outcome {
         let Some(name) = condition else {
             return Outcome::Always;
         };
-        let Some(expr) = self.conditions.get(name) else {
+        let Some(expr) = conditions.get(name) else {
             // Validation guarantees every referenced condition exists; a stored workflow that
             // says otherwise is reported as an evaluation failure, not a panic.
             return Outcome::Failed(JsonataError::Evaluate {
@@ -360,6 +416,49 @@ graph:
         assert_eq!(d.trace[1].outcome, Outcome::Evaluated(None));
         assert_eq!(d.next, "$END");
         assert_eq!(d.trace[2].outcome, Outcome::Always);
+    }
+
+    #[test]
+    fn conditions_compiled_on_the_input_decide_as_the_eager_ones() {
+        let checked = workflow::parse(YAML).unwrap_or_else(|p| panic!("{p:?}"));
+        let wf = checked.definition.workflow;
+        let eager = Moderator::new(wf.clone()).unwrap();
+        let review = |approved: bool| json!({"role": "reviewer", "output": {"approved": approved}});
+        let writer = json!({"role": "writer", "output": {}});
+        for steps in [
+            json!([]),
+            json!([writer]),
+            json!([writer, review(false)]),
+            json!([writer, review(true)]),
+            json!([review(false), review(false), review(false)]),
+        ] {
+            let context = ctx(steps);
+            let input = Input::new(context.clone());
+            let lazy = Moderator::new_on(wf.clone(), &input);
+            assert_eq!(
+                format!("{:?}", lazy.decide_prepared(position(&context), &input)),
+                format!("{:?}", eager.decide(&context)),
+                "{context}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_condition_compiled_on_the_input_that_does_not_compile_fails_each_decision() {
+        let checked = workflow::parse(YAML).unwrap_or_else(|p| panic!("{p:?}"));
+        let mut wf = checked.definition.workflow;
+        wf.conditions.get_mut("tooMany").unwrap().expression = "steps[".into();
+        let eager = Moderator::new(wf.clone()).unwrap_err().to_string();
+        assert!(
+            eager.contains("condition `tooMany` does not compile"),
+            "{eager}"
+        );
+        let input = Input::new(ctx(json!([])));
+        let lazy = Moderator::new_on(wf, &input);
+        for _ in 0..2 {
+            let err = lazy.decide_prepared(START, &input).unwrap_err();
+            assert_eq!(err.to_string(), eager);
+        }
     }
 
     #[test]

@@ -10,9 +10,10 @@
 //! Concretely:
 //!
 //! - Compilation runs under [`std::panic::catch_unwind`], on at least 1 MiB of stack (moving to a
-//!   heap-allocated segment when the caller's thread has less left), and so does dropping the
-//!   parsed tree. jsonata-core's parser rejects nesting deeper than 1000 levels with `U1002` and
-//!   grows its own stack before that, so deep brackets fail cleanly on any thread.
+//!   heap-allocated segment when the caller's thread has less left), and so does dropping a tree
+//!   parsed from more than [`SHALLOW_SOURCE`] characters (a shorter text cannot nest deeply
+//!   enough to need it). jsonata-core's parser rejects nesting deeper than 1000 levels with
+//!   `U1002` and grows its own stack before that, so deep brackets fail cleanly on any thread.
 //! - Evaluation runs on a worker thread owned by [`Input`], under `catch_unwind`, with
 //!   jsonata-core's own time (`D1012`), depth (`D1011`) and sequence-length (`D2015`) limits. The
 //!   engine checks its clock only between expression nodes and loop iterations, so one slow
@@ -78,6 +79,12 @@ pub const MAX_RESULT_DEPTH: usize = 127;
 /// moves to when there is less.
 const COMPILE_RED_ZONE: usize = 1024 * 1024;
 const COMPILE_STACK: usize = 4 * 1024 * 1024;
+
+/// Expressions at most this long are dropped without checking the stack first: every level of
+/// nesting takes at least one character, so their trees are at most this deep, which a few dozen
+/// KiB of stack hold. (The check costs the main thread a read of `/proc/self/maps` the first
+/// time, about 0.1 ms, which a one-shot `thread step` would otherwise pay.)
+const SHALLOW_SOURCE: usize = 256;
 
 /// Stack size of evaluation worker threads. jsonata-core grows its stack onto the heap when it
 /// runs low, so this only sets how much of the recursion stays on the native stack.
@@ -331,13 +338,18 @@ pub struct Expr {
 
 /// A parsed tree, dropped with the same stack guarantee as it was parsed with: jsonata-core's
 /// drop glue recurses once per nesting level, which for 1000 levels is more than a small thread
-/// has.
-struct Ast(AstNode);
+/// has. `deep` is false for a tree parsed from at most [`SHALLOW_SOURCE`] characters.
+struct Ast {
+    node: AstNode,
+    deep: bool,
+}
 
 impl Drop for Ast {
     fn drop(&mut self) {
-        let node = std::mem::replace(&mut self.0, AstNode::Null);
-        stacker::maybe_grow(COMPILE_RED_ZONE, COMPILE_STACK, move || drop(node));
+        let node = std::mem::replace(&mut self.node, AstNode::Null);
+        if self.deep {
+            stacker::maybe_grow(COMPILE_RED_ZONE, COMPILE_STACK, move || drop(node));
+        }
     }
 }
 
@@ -352,28 +364,29 @@ impl std::fmt::Debug for Expr {
 /// engine's set-up, and the signature of `$count` (jsonata-core compiles each built-in's
 /// signature into a regex on its first call; our patched copy in `vendor/jsonata-core` does it
 /// per built-in instead of all 61 at once, which took about 2 ms of CPU per process). Measured
-/// on a one-shot `thread step`: 0.3 ms less wall time with it than without. Call it early in a
+/// on a one-shot `thread step`: 0.1 ms less wall time with it than without. Call it early in a
 /// short-lived process that will evaluate conditions, so the work overlaps with reading the
-/// store. The expression is
-/// evaluated on this background thread itself (an [`Input`] would start a worker thread more).
+/// store. The thread that does it is an evaluation worker: it stays as the process's spare, and
+/// the first [`Input`] to need a worker adopts it (one thread started, not two).
+/// Only the first call does anything.
 pub fn prewarm() {
-    let _ = std::thread::Builder::new()
-        .name("uwf-jsonata-warm".to_string())
-        .spawn(|| {
-            if let Ok(expr) = compile("$count([])") {
-                let (reply, _) = mpsc::sync_channel(1);
-                let job = Job {
-                    ast: expr.ast,
-                    bindings: Vec::new(),
-                    limits: Limits::default(),
-                    cancel: CancelToken::new(),
-                    reply,
-                };
-                let _ = catch_unwind(AssertUnwindSafe(|| {
-                    evaluate_on_worker(&JValue::Undefined, &job)
-                }));
-            }
-        });
+    static STARTED: std::sync::Once = std::sync::Once::new();
+    STARTED.call_once(|| Worker::spawn_spare(warm));
+}
+
+/// The warm-up itself, on the spare worker.
+fn warm() {
+    if let Ok(expr) = compile("$count([])") {
+        let (reply, _) = mpsc::sync_channel(1);
+        let job = Job {
+            ast: expr.ast,
+            bindings: Vec::new(),
+            limits: Limits::default(),
+            cancel: CancelToken::new(),
+            reply,
+        };
+        let _ = evaluate_on_worker(&JValue::Undefined, &job);
+    }
 }
 
 /// Compiles `text` into an [`Expr`].
@@ -386,7 +399,10 @@ pub fn compile(text: &str) -> Result<Expr, JsonataError> {
     match parsed {
         Ok(Ok(ast)) => Ok(Expr {
             source: Arc::from(text),
-            ast: Arc::new(Ast(ast)),
+            ast: Arc::new(Ast {
+                node: ast,
+                deep: text.len() > SHALLOW_SOURCE,
+            }),
         }),
         Ok(Err(error)) => Err(JsonataError::from_parser(&error)),
         Err(payload) => Err(JsonataError::Panicked {
@@ -424,6 +440,24 @@ impl Expr {
         limits: &Limits,
     ) -> Result<Option<Value>, JsonataError> {
         input.run(&self.ast, bindings, limits)
+    }
+}
+
+/// An expression being compiled on an [`Input`]'s worker ([`Input::compile_later`]).
+#[derive(Debug)]
+pub struct Compiling {
+    text: String,
+    answer: Option<mpsc::Receiver<Result<Expr, JsonataError>>>,
+}
+
+impl Compiling {
+    /// Waits for the compiled expression. Compiles it on this thread if the worker could not
+    /// (it failed to start, or ended).
+    pub fn finish(self) -> Result<Expr, JsonataError> {
+        match self.answer.and_then(|answer| answer.recv().ok()) {
+            Some(compiled) => compiled,
+            None => compile(&self.text),
+        }
     }
 }
 
@@ -507,7 +541,27 @@ impl Input {
         }
     }
 
-    /// The worker in `slot`, spawned (with every appended item to replay) if there is none.
+    /// Starts compiling `text` on this input's worker (started now if need be) and returns at
+    /// once; [`Compiling::finish`] gives the same [`Expr`] as [`compile`]. Two things are saved
+    /// on the calling thread: the compilation itself, which overlaps with what the caller does
+    /// next, and on the main thread the parser's first look at how much stack is left, which
+    /// reads `/proc/self/maps` (0.1 ms of a one-shot `thread step`); a worker knows its stack
+    /// without that.
+    pub fn compile_later(&self, text: &str) -> Compiling {
+        let mut slot = self.worker.lock().unwrap_or_else(PoisonError::into_inner);
+        let answer = self.worker_in(&mut slot).ok().and_then(|worker| {
+            let (reply, answer) = mpsc::sync_channel(1);
+            let sent = worker.jobs.send(Work::Compile(text.to_owned(), reply));
+            sent.is_ok().then_some(answer)
+        });
+        Compiling {
+            text: text.to_owned(),
+            answer,
+        }
+    }
+
+    /// The worker in `slot`, spawned or adopted (with every appended item to replay) if there
+    /// is none.
     fn worker_in<'a>(&self, slot: &'a mut Option<Worker>) -> Result<&'a Worker, JsonataError> {
         if slot.is_none() {
             let replay = self
@@ -515,7 +569,7 @@ impl Input {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .clone();
-            *slot = Some(Worker::spawn(Arc::clone(&self.data), replay)?);
+            *slot = Some(Worker::adopt_or_spawn(Arc::clone(&self.data), replay)?);
         }
         Ok(slot.as_ref().expect("just spawned"))
     }
@@ -917,6 +971,74 @@ mod tests {
             .join()
             .expect("no stack overflow, no panic");
         assert_eq!(outcome, (true, true, true));
+    }
+
+    #[test]
+    fn the_deepest_short_expressions_drop_without_a_stack_check_on_a_tiny_stack() {
+        // What `SHALLOW_SOURCE` relies on: a text that short cannot make a tree deep enough to
+        // overflow 64 KiB while it drops, whatever nests (brackets, arrays, objects, unary
+        // minus, calls, conditionals).
+        let n = SHALLOW_SOURCE;
+        let texts = [
+            format!("{}1{}", "(".repeat((n - 1) / 2), ")".repeat((n - 1) / 2)),
+            format!("{}1{}", "[".repeat((n - 1) / 2), "]".repeat((n - 1) / 2)),
+            format!("{}1", "-".repeat(n - 1)),
+            format!(
+                "{}1{}",
+                "{'a':".repeat((n - 1) / 6),
+                "}".repeat((n - 1) / 6)
+            ),
+            format!(
+                "{}true{}",
+                "$not(".repeat((n - 4) / 6),
+                ")".repeat((n - 4) / 6)
+            ),
+            format!("{}1", "true?".repeat((n - 1) / 5)),
+        ];
+        let mut exprs = Vec::new();
+        for text in &texts {
+            assert!(text.len() <= SHALLOW_SOURCE, "{text}");
+            let expr = compile(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            assert!(!expr.ast.deep, "{text}");
+            exprs.push(expr);
+        }
+        let on_64_kib = std::thread::Builder::new()
+            .stack_size(64 * 1024)
+            .spawn(move || drop(exprs));
+        on_64_kib
+            .expect("spawns")
+            .join()
+            .expect("no stack overflow");
+    }
+
+    #[test]
+    fn compiling_on_the_worker_gives_the_same_expression() {
+        let input = Input::new(context());
+        let later = input.compile_later("$count(steps[role='coder'])");
+        let broken = input.compile_later("steps[");
+        let expr = later.finish().expect("compiles");
+        assert_eq!(expr.source(), "$count(steps[role='coder'])");
+        assert_eq!(
+            expr.evaluate_prepared(&input, &[], &Limits::default()),
+            Ok(Some(json!(3)))
+        );
+        assert_eq!(broken.finish().map(drop), compile("steps[").map(drop));
+    }
+
+    #[test]
+    fn the_first_input_adopts_the_prewarmed_worker() {
+        prewarm();
+        let input = Input::new(json!({"n": 2}));
+        let expr = input.compile_later("n * 21").finish().expect("compiles");
+        assert_eq!(
+            expr.evaluate_prepared(&input, &[], &Limits::default()),
+            Ok(Some(json!(42)))
+        );
+        // The spare served this input (or another test's): it is no longer waiting.
+        assert!(worker::spare_taken());
+        // A second call starts nothing: there is no new spare.
+        prewarm();
+        assert!(worker::spare_taken());
     }
 
     #[test]

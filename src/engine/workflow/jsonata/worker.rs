@@ -1,6 +1,11 @@
 //! The evaluation worker: a thread that owns one input document in the engine's own values
 //! (which are bound to one thread), converts it once, and evaluates every expression handed to
-//! it under `catch_unwind` and the engine's limits.
+//! it under `catch_unwind` and the engine's limits. It also compiles expressions for its input's
+//! owner ([`Input::compile`]).
+//!
+//! A short-lived process starts one worker early, before it has an input ([`super::prewarm`]):
+//! that thread first warms the engine up, then waits as the process's spare, and the first
+//! [`Input`] that needs a worker adopts it instead of starting another thread.
 
 use super::*;
 
@@ -22,6 +27,10 @@ pub(super) struct Job {
 
 /// What a worker is asked to do, in queue order.
 pub(super) enum Work {
+    /// Serve this input, with these items appended: a spare worker's first message.
+    Adopt(Arc<Data>, Vec<Arc<Appended>>),
+    /// Compile an expression on this thread.
+    Compile(String, mpsc::SyncSender<Result<Expr, JsonataError>>),
     /// Convert the input now (see [`Input::prepare`]).
     Convert,
     /// Add an item to the converted input (see [`Input::append`]).
@@ -47,6 +56,55 @@ impl Worker {
             })?;
         Ok(Worker { jobs })
     }
+
+    /// Starts a worker with no input yet: it runs `warm`, then waits as the process's spare
+    /// until [`Worker::adopt_or_spawn`] gives it an input.
+    pub(super) fn spawn_spare(warm: impl FnOnce() + Send + 'static) {
+        let (jobs, queue) = mpsc::channel::<Work>();
+        silence_worker_panics();
+        let spawned = std::thread::Builder::new()
+            .name(WORKER_NAME.to_string())
+            .stack_size(WORKER_STACK)
+            .spawn(move || {
+                let _ = catch_unwind(AssertUnwindSafe(warm));
+                // Nothing else is sent before the input: `adopt_or_spawn` sends it first.
+                if let Ok(Work::Adopt(data, replay)) = queue.recv() {
+                    serve(&data, replay, &queue);
+                }
+            });
+        if spawned.is_ok() {
+            *SPARE.lock().unwrap_or_else(PoisonError::into_inner) = Some(Worker { jobs });
+        }
+    }
+
+    /// The spare worker, if there is one, given `data` to serve; else a new worker.
+    pub(super) fn adopt_or_spawn(
+        data: Arc<Data>,
+        replay: Vec<Arc<Appended>>,
+    ) -> Result<Self, JsonataError> {
+        let spare = SPARE.lock().unwrap_or_else(PoisonError::into_inner).take();
+        if let Some(worker) = spare
+            && worker
+                .jobs
+                .send(Work::Adopt(Arc::clone(&data), replay.clone()))
+                .is_ok()
+        {
+            return Ok(worker);
+        }
+        Worker::spawn(data, replay)
+    }
+}
+
+/// The worker [`Worker::spawn_spare`] started, until an input adopts it.
+static SPARE: Mutex<Option<Worker>> = Mutex::new(None);
+
+/// Whether no spare worker is waiting.
+#[cfg(test)]
+pub(super) fn spare_taken() -> bool {
+    SPARE
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .is_none()
 }
 
 /// The worker thread: converts the input once, then evaluates jobs until its queue closes.
@@ -92,6 +150,13 @@ pub(super) fn serve(data: &Data, replay: Vec<Arc<Appended>>, queue: &mpsc::Recei
                 continue;
             }
             Work::Evaluate(job) => job,
+            Work::Compile(text, reply) => {
+                // `compile` catches the parser's panics itself.
+                let _ = reply.send(compile(&text));
+                continue;
+            }
+            // Only a spare's first message, handled before serving.
+            Work::Adopt(..) => continue,
         };
         let outcome = catch_unwind(AssertUnwindSafe(|| {
             convert(&mut input);
@@ -158,7 +223,7 @@ pub(super) fn evaluate_on_worker(input: &JValue, job: &Job) -> Result<Option<Val
     let mut evaluator = Evaluator::with_options(context, options);
     let memory = memory::Scope::enter(job.limits.max_memory, &job.cancel);
     let outcome = evaluator
-        .evaluate(&job.ast.0, input)
+        .evaluate(&job.ast.node, input)
         .map_err(|error| JsonataError::from_evaluator(&error, &job.limits))
         .and_then(|result| {
             let mut budget = ConvertBudget {
