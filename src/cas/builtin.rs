@@ -1,13 +1,14 @@
-//! The built-in schemas every store holds: `workflow`, `start`, `step`, `text` and `detail`.
+//! The built-in schemas every store holds: `workflow`, `start`, `step`, `text`, `detail` and
+//! `subthread`.
 //!
 //! Their hashes are stable because their payloads are fixed here; changing a payload changes the
 //! hash of every node of that type, so treat these definitions as part of the on-disk format.
+//! The hashes are also written out in `ALL`, and a test holds them to the payloads.
 
 use std::sync::OnceLock;
 
 use serde_json::{Value, json};
 
-use super::canonical::node_hash;
 use super::id::Hash;
 
 /// The payload of the bootstrap meta-schema node (type [`Hash::ZERO`], hash [`Hash::META`]).
@@ -15,34 +16,46 @@ pub fn bootstrap_payload() -> Value {
     json!({"$schema": super::schema::DRAFT_2020_12})
 }
 
-/// A built-in schema: its name, payload and hash.
+/// A built-in schema: its name, its hash, and its payload (built on first use).
 #[derive(Debug)]
 pub struct Builtin {
     pub name: &'static str,
-    pub schema: Value,
     pub hash: Hash,
+    payload: fn() -> Value,
+    schema: OnceLock<Value>,
 }
+
+impl Builtin {
+    const fn new(name: &'static str, hash: u64, payload: fn() -> Value) -> Builtin {
+        Builtin {
+            name,
+            hash: Hash::from_u64(hash),
+            payload,
+            schema: OnceLock::new(),
+        }
+    }
+
+    /// The schema document, the payload of the node `hash` names.
+    pub fn schema(&self) -> &Value {
+        self.schema.get_or_init(self.payload)
+    }
+}
+
+/// All built-in schemas, in a fixed order. The hashes are written out (a test recomputes them
+/// from the payloads): a command that only needs to know them, like opening a store, builds and
+/// hashes no schema document.
+static ALL: [Builtin; 6] = [
+    Builtin::new("workflow", 0x4820_ce14_dcc5_4ef0, workflow),
+    Builtin::new("start", 0x7c66_81d4_9e5e_ecda, start),
+    Builtin::new("step", 0xe718_2f91_68e6_9363, step),
+    Builtin::new("text", 0xfc71_8460_acd4_13a7, text),
+    Builtin::new("detail", 0x5e10_b36b_67a7_88c4, detail),
+    Builtin::new("subthread", 0x3312_952a_ec5d_864b, subthread),
+];
 
 /// All built-in schemas, in a fixed order.
 pub fn all() -> &'static [Builtin] {
-    static ALL: OnceLock<Vec<Builtin>> = OnceLock::new();
-    ALL.get_or_init(|| {
-        [
-            ("workflow", workflow()),
-            ("start", start()),
-            ("step", step()),
-            ("text", json!({"type": "string"})),
-            ("detail", detail()),
-            ("subthread", subthread()),
-        ]
-        .into_iter()
-        .map(|(name, schema)| Builtin {
-            name,
-            hash: node_hash(Hash::META, &schema),
-            schema,
-        })
-        .collect()
-    })
+    &ALL
 }
 
 /// The built-in schema with this name.
@@ -137,6 +150,10 @@ fn accepts_start(v: &Value) -> bool {
         && o.get("parent").is_none_or(is_ref)
 }
 
+fn text() -> Value {
+    json!({"type": "string"})
+}
+
 fn cas_ref() -> Value {
     json!({"type": "string", "format": "cas_ref"})
 }
@@ -218,10 +235,9 @@ fn legacy_start() -> Value {
     })
 }
 
-/// The hash of [`legacy_start`].
-pub fn legacy_start_hash() -> Hash {
-    static HASH: OnceLock<Hash> = OnceLock::new();
-    *HASH.get_or_init(|| node_hash(Hash::META, &legacy_start()))
+/// The hash of [`legacy_start`] (recomputed by a test).
+pub const fn legacy_start_hash() -> Hash {
+    Hash::from_u64(0x0a8b_d040_3ca8_5277)
 }
 
 /// Whether `type_hash` is the type of a start node (today's or the legacy one).
@@ -279,6 +295,7 @@ fn detail() -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cas::canonical::node_hash;
     use crate::cas::schema::CompiledSchema;
 
     #[test]
@@ -292,10 +309,18 @@ mod tests {
     }
 
     #[test]
+    fn the_written_out_hashes_are_those_of_the_payloads() {
+        for b in all() {
+            assert_eq!(node_hash(Hash::META, b.schema()), b.hash, "{}", b.name);
+        }
+        assert_eq!(node_hash(Hash::META, &legacy_start()), legacy_start_hash());
+    }
+
+    #[test]
     fn builtins_are_valid_schemas_with_distinct_hashes() {
         let mut seen = std::collections::HashSet::new();
         for b in all() {
-            CompiledSchema::compile(&b.schema).unwrap_or_else(|e| panic!("{}: {e:?}", b.name));
+            CompiledSchema::compile(b.schema()).unwrap_or_else(|e| panic!("{}: {e:?}", b.name));
             assert!(seen.insert(b.hash), "{} repeats a hash", b.name);
             assert_eq!(name_of(b.hash), Some(b.name));
             assert_eq!(hash_of(b.name), b.hash);
@@ -357,7 +382,7 @@ mod tests {
     #[test]
     fn a_payload_the_native_check_turns_down_gets_the_validators_verdict_and_messages() {
         let b = by_hash(hash_of("step")).unwrap();
-        let schema = CompiledSchema::builtin(&b.schema, accepts("step").unwrap());
+        let schema = CompiledSchema::builtin(b.schema(), accepts("step").unwrap());
         let bad = json!({"start": "EYHPV6X8XHTCS", "prev": null, "role": "", "output": "nope",
                          "detail": "EYHPV6X8XHTCS", "agent": "dry"});
         let problems = schema.validate(&bad).unwrap_err();
@@ -369,7 +394,7 @@ mod tests {
         // A float with no fraction is an integer to JSON Schema: the check leaves it to the
         // validator, which takes it.
         let detail = by_hash(hash_of("detail")).unwrap();
-        let schema = CompiledSchema::builtin(&detail.schema, accepts("detail").unwrap());
+        let schema = CompiledSchema::builtin(detail.schema(), accepts("detail").unwrap());
         let whole_float: Value = serde_json::from_str(
             r#"{"raw": "EYHPV6X8XHTCS", "exitCode": 0, "durationMs": 5.0, "stderrTail": ""}"#,
         )
@@ -507,7 +532,7 @@ mod tests {
             .iter()
             .find(|b| b.name == name)
             .unwrap()
-            .schema
+            .schema()
             .clone()
     }
 }

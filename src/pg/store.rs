@@ -76,7 +76,7 @@ impl PgStore {
         if present != wanted.len() as i64 {
             store.put_node(Hash::ZERO, &builtin::bootstrap_payload())?;
             for b in builtin::all() {
-                store.put_node(Hash::META, &b.schema)?;
+                store.put_node(Hash::META, b.schema())?;
             }
         }
         Ok(store)

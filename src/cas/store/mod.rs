@@ -142,7 +142,7 @@ impl Store {
         }
         for b in builtin::all() {
             if !store.has(b.hash) {
-                store.put(Hash::META, &b.schema)?;
+                store.put(Hash::META, b.schema())?;
             }
         }
         Ok(store)
@@ -317,8 +317,8 @@ impl Store {
         // need to read its node, and most have a native check instead of a compiled validator.
         if let Some(b) = builtin::by_hash(hash) {
             let compiled = match builtin::accepts(b.name) {
-                Some(accepts) => CompiledSchema::builtin(&b.schema, accepts),
-                None => CompiledSchema::compile_stored(&b.schema)
+                Some(accepts) => CompiledSchema::builtin(b.schema(), accepts),
+                None => CompiledSchema::compile_stored(b.schema())
                     .map_err(|violations| StoreError::InvalidSchema { violations })?,
             };
             return Ok(self.cache_schema(hash, compiled));
