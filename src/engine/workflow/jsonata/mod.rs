@@ -452,14 +452,22 @@ pub struct Compiling {
 
 impl Compiling {
     /// Waits for the compiled expression. Compiles it on this thread if the worker could not
-    /// (it failed to start, or ended).
+    /// (it failed to start, or ended), or has not within [`COMPILE_WAIT`]: the worker works
+    /// through its queue in order, and one that an earlier evaluation left stuck in a slow
+    /// built-in call must not hold up the caller.
     pub fn finish(self) -> Result<Expr, JsonataError> {
-        match self.answer.and_then(|answer| answer.recv().ok()) {
+        match self
+            .answer
+            .and_then(|answer| answer.recv_timeout(COMPILE_WAIT).ok())
+        {
             Some(compiled) => compiled,
             None => compile(&self.text),
         }
     }
 }
+
+/// How long [`Compiling::finish`] waits for the worker before compiling on the caller's thread.
+const COMPILE_WAIT: Duration = Duration::from_secs(1);
 
 /// An input document prepared once for many evaluations.
 ///

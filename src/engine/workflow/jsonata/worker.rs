@@ -1,7 +1,7 @@
 //! The evaluation worker: a thread that owns one input document in the engine's own values
 //! (which are bound to one thread), converts it once, and evaluates every expression handed to
 //! it under `catch_unwind` and the engine's limits. It also compiles expressions for its input's
-//! owner ([`Input::compile`]).
+//! owner ([`Input::compile_later`]).
 //!
 //! A short-lived process starts one worker early, before it has an input ([`super::prewarm`]):
 //! that thread first warms the engine up, then waits as the process's spare, and the first
