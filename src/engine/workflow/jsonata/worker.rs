@@ -5,7 +5,7 @@
 //!
 //! A short-lived process starts one worker early, before it has an input ([`super::prewarm`]):
 //! that thread first warms the engine up, then waits as the process's spare, and the first
-//! [`Input`] that needs a worker adopts it instead of starting another thread.
+//! [`Input`] that needs a worker after that adopts it instead of starting another thread.
 
 use super::*;
 
@@ -58,23 +58,23 @@ impl Worker {
     }
 
     /// Starts a worker with no input yet: it runs `warm`, then waits as the process's spare
-    /// until [`Worker::adopt_or_spawn`] gives it an input.
+    /// until [`Worker::adopt_or_spawn`] gives it an input. It offers itself only once warm: an
+    /// input needed sooner gets a worker of its own rather than waiting for the warm-up (a step
+    /// on a long thread starts converting its context at once).
     pub(super) fn spawn_spare(warm: impl FnOnce() + Send + 'static) {
-        let (jobs, queue) = mpsc::channel::<Work>();
         silence_worker_panics();
-        let spawned = std::thread::Builder::new()
+        let _ = std::thread::Builder::new()
             .name(WORKER_NAME.to_string())
             .stack_size(WORKER_STACK)
             .spawn(move || {
                 let _ = catch_unwind(AssertUnwindSafe(warm));
+                let (jobs, queue) = mpsc::channel::<Work>();
+                *SPARE.lock().unwrap_or_else(PoisonError::into_inner) = Some(Worker { jobs });
                 // Nothing else is sent before the input: `adopt_or_spawn` sends it first.
                 if let Ok(Work::Adopt(data, replay)) = queue.recv() {
                     serve(&data, replay, &queue);
                 }
             });
-        if spawned.is_ok() {
-            *SPARE.lock().unwrap_or_else(PoisonError::into_inner) = Some(Worker { jobs });
-        }
     }
 
     /// The spare worker, if there is one, given `data` to serve; else a new worker.
@@ -98,13 +98,13 @@ impl Worker {
 /// The worker [`Worker::spawn_spare`] started, until an input adopts it.
 static SPARE: Mutex<Option<Worker>> = Mutex::new(None);
 
-/// Whether no spare worker is waiting.
+/// Whether a spare worker is waiting to be adopted.
 #[cfg(test)]
-pub(super) fn spare_taken() -> bool {
+pub(super) fn spare_waiting() -> bool {
     SPARE
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
-        .is_none()
+        .is_some()
 }
 
 /// The worker thread: converts the input once, then evaluates jobs until its queue closes.
