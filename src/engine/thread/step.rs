@@ -463,6 +463,9 @@ pub(crate) fn publish(
             (moderator, context)
         }
     };
+    // Conditions compiled while the agent ran: one that does not compile fails the step here,
+    // before anything is published, as it would have before the agent ran.
+    moderator.compiled()?;
     crate::profile::mark("publish: verified");
     index::compare_and_set(store.root(), id, view.head(), hash)?;
     crate::profile::mark("publish: head moved");

@@ -142,8 +142,8 @@ impl Moderator {
 
     /// A moderator whose conditions compile on `input`'s evaluation thread meanwhile (see
     /// [`Input::compile_later`]): what a step makes, which evaluates them against that input
-    /// after its agent ran. A condition that does not compile fails the first decision, with
-    /// the error [`Moderator::new`] would have returned.
+    /// after its agent ran. A condition that does not compile fails the first decision (and
+    /// [`Moderator::compiled`]) with the error [`Moderator::new`] would have returned.
     pub fn new_on(workflow: Workflow, input: &Input) -> Moderator {
         let compiling = workflow
             .conditions
@@ -158,9 +158,17 @@ impl Moderator {
         }
     }
 
+    /// Whether every condition compiled: what [`Moderator::new`] checks at once, and a
+    /// moderator from [`Moderator::new_on`] at its first decision or here, waiting for the
+    /// compilation (a step asks before it publishes anything).
+    pub fn compiled(&self) -> Result<(), ModeratorError> {
+        self.conditions().map(drop)
+    }
+
     /// The compiled conditions, waiting for those still being compiled.
     fn conditions(&self) -> Result<&BTreeMap<String, Expr>, ModeratorError> {
         let compiled = self.conditions.get_or_init(|| {
+            let deadline = std::time::Instant::now() + jsonata::COMPILE_WAIT;
             let compiling = std::mem::take(
                 &mut *self
                     .compiling
@@ -169,7 +177,7 @@ impl Moderator {
             );
             let mut conditions = BTreeMap::new();
             for (name, c) in compiling {
-                match c.finish() {
+                match c.finish_by(deadline) {
                     Ok(expr) => conditions.insert(name, expr),
                     Err(error) => return Err((name, error)),
                 };
@@ -455,6 +463,7 @@ graph:
         );
         let input = Input::new(ctx(json!([])));
         let lazy = Moderator::new_on(wf, &input);
+        assert_eq!(lazy.compiled().unwrap_err().to_string(), eager);
         for _ in 0..2 {
             let err = lazy.decide_prepared(START, &input).unwrap_err();
             assert_eq!(err.to_string(), eager);

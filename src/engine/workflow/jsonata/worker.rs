@@ -62,6 +62,11 @@ impl Worker {
     /// input needed sooner gets a worker of its own rather than waiting for the warm-up (a step
     /// on a long thread starts converting its context at once).
     pub(super) fn spawn_spare(warm: impl FnOnce() + Send + 'static) {
+        Worker::spawn_spare_into(&SPARE, warm);
+    }
+
+    /// [`Worker::spawn_spare`], offering the worker in `slot`.
+    fn spawn_spare_into(slot: &'static Spare, warm: impl FnOnce() + Send + 'static) {
         silence_worker_panics();
         let _ = std::thread::Builder::new()
             .name(WORKER_NAME.to_string())
@@ -69,7 +74,7 @@ impl Worker {
             .spawn(move || {
                 let _ = catch_unwind(AssertUnwindSafe(warm));
                 let (jobs, queue) = mpsc::channel::<Work>();
-                *SPARE.lock().unwrap_or_else(PoisonError::into_inner) = Some(Worker { jobs });
+                *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(Worker { jobs });
                 // Nothing else is sent before the input: `adopt_or_spawn` sends it first.
                 if let Ok(Work::Adopt(data, replay)) = queue.recv() {
                     serve(&data, replay, &queue);
@@ -82,7 +87,16 @@ impl Worker {
         data: Arc<Data>,
         replay: Vec<Arc<Appended>>,
     ) -> Result<Self, JsonataError> {
-        let spare = SPARE.lock().unwrap_or_else(PoisonError::into_inner).take();
+        Worker::adopt_from(&SPARE, data, replay)
+    }
+
+    /// [`Worker::adopt_or_spawn`], taking the spare from `slot`.
+    fn adopt_from(
+        slot: &Spare,
+        data: Arc<Data>,
+        replay: Vec<Arc<Appended>>,
+    ) -> Result<Self, JsonataError> {
+        let spare = slot.lock().unwrap_or_else(PoisonError::into_inner).take();
         if let Some(worker) = spare
             && worker
                 .jobs
@@ -95,17 +109,11 @@ impl Worker {
     }
 }
 
-/// The worker [`Worker::spawn_spare`] started, until an input adopts it.
-static SPARE: Mutex<Option<Worker>> = Mutex::new(None);
+/// Where a warm spare worker waits for an input.
+type Spare = Mutex<Option<Worker>>;
 
-/// Whether a spare worker is waiting to be adopted.
-#[cfg(test)]
-pub(super) fn spare_waiting() -> bool {
-    SPARE
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .is_some()
-}
+/// The worker [`Worker::spawn_spare`] started, once warm, until an input adopts it.
+static SPARE: Spare = Mutex::new(None);
 
 /// The worker thread: converts the input once, then evaluates jobs until its queue closes.
 /// An input document in one of the forms it can be given.
@@ -115,9 +123,9 @@ pub(super) enum Data {
     Text(String),
 }
 
-pub(super) fn serve(data: &Data, replay: Vec<Arc<Appended>>, queue: &mpsc::Receiver<Work>) {
+pub(super) fn serve(data: &Data, mut replay: Vec<Arc<Appended>>, queue: &mpsc::Receiver<Work>) {
     let mut input: Option<Result<JValue, String>> = None;
-    let convert = |input: &mut Option<Result<JValue, String>>| {
+    let convert = |input: &mut Option<Result<JValue, String>>, replay: &[Arc<Appended>]| {
         if input.is_none() {
             let mut converted = match data {
                 Data::Value(value) => Ok(to_jvalue(value)),
@@ -126,7 +134,7 @@ pub(super) fn serve(data: &Data, replay: Vec<Arc<Appended>>, queue: &mpsc::Recei
                 Data::Text(text) => JValue::from_json_str(text)
                     .map_err(|e| format!("the input is not valid JSON: {e}")),
             };
-            for item in &replay {
+            for item in replay {
                 append_to(&mut converted, item);
             }
             *input = Some(converted);
@@ -135,17 +143,23 @@ pub(super) fn serve(data: &Data, replay: Vec<Arc<Appended>>, queue: &mpsc::Recei
     for work in queue {
         let job = match work {
             Work::Convert => {
-                if catch_unwind(AssertUnwindSafe(|| convert(&mut input))).is_err() {
+                if catch_unwind(AssertUnwindSafe(|| convert(&mut input, &replay))).is_err() {
                     input = Some(Err("the input could not be converted".to_string()));
                 }
                 continue;
             }
             Work::Append(item) => {
-                // Before conversion the item is in the replay list already.
-                if let Some(converted) = input.as_mut()
-                    && catch_unwind(AssertUnwindSafe(|| append_to(converted, &item))).is_err()
-                {
-                    input = Some(Err("an appended item could not be converted".to_string()));
+                match input.as_mut() {
+                    // Not converted yet (the worker was only asked to compile so far): it joins
+                    // the items to apply at conversion. An item appended before this worker
+                    // started is in `replay` already and is never sent to it.
+                    None => replay.push(item),
+                    Some(converted) => {
+                        if catch_unwind(AssertUnwindSafe(|| append_to(converted, &item))).is_err() {
+                            input =
+                                Some(Err("an appended item could not be converted".to_string()));
+                        }
+                    }
                 }
                 continue;
             }
@@ -159,7 +173,7 @@ pub(super) fn serve(data: &Data, replay: Vec<Arc<Appended>>, queue: &mpsc::Recei
             Work::Adopt(..) => continue,
         };
         let outcome = catch_unwind(AssertUnwindSafe(|| {
-            convert(&mut input);
+            convert(&mut input, &replay);
             let input = input.as_mut().expect("converted above");
             match input {
                 Ok(input) => evaluate_on_worker(input, &job),
@@ -277,4 +291,65 @@ fn silence_worker_panics() {
             }
         }));
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use serde_json::json;
+
+    use super::*;
+
+    fn compile_on(worker: &Worker, text: &str) -> Result<Expr, JsonataError> {
+        let (reply, answer) = mpsc::sync_channel(1);
+        worker
+            .jobs
+            .send(Work::Compile(text.to_owned(), reply))
+            .expect("the worker listens");
+        answer.recv().expect("the worker answers")
+    }
+
+    fn evaluate_on(worker: &Worker, expr: &Expr) -> Result<Option<Value>, JsonataError> {
+        let (reply, answer) = mpsc::sync_channel(1);
+        let job = Job {
+            ast: Arc::clone(&expr.ast),
+            bindings: Vec::new(),
+            limits: Limits::default(),
+            cancel: CancelToken::new(),
+            reply,
+        };
+        worker
+            .jobs
+            .send(Work::Evaluate(job))
+            .expect("the worker listens");
+        answer.recv().expect("the worker answers")
+    }
+
+    #[test]
+    fn a_spare_is_offered_once_warm_and_then_serves_the_input_that_adopts_it() {
+        // A slot of this test's own, so that no other test's input can take the spare.
+        static SLOT: Spare = Mutex::new(None);
+        let (end_warm_up, warming) = mpsc::channel::<()>();
+        Worker::spawn_spare_into(&SLOT, move || {
+            let _ = warming.recv();
+        });
+        let data = Arc::new(Data::Value(json!({"n": 2})));
+        // While it warms up, an input gets a worker of its own.
+        let own = Worker::adopt_from(&SLOT, Arc::clone(&data), Vec::new()).expect("a worker");
+        let expr = compile_on(&own, "n * 21").expect("compiles");
+        assert_eq!(evaluate_on(&own, &expr), Ok(Some(json!(42))));
+        assert!(SLOT.lock().unwrap().is_none(), "offered before it was warm");
+        end_warm_up.send(()).expect("the spare waits");
+        let started = Instant::now();
+        while SLOT.lock().unwrap().is_none() {
+            assert!(started.elapsed() < Duration::from_secs(10), "never offered");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let data = Arc::new(Data::Value(json!({"n": 3})));
+        let adopted = Worker::adopt_from(&SLOT, data, Vec::new()).expect("a worker");
+        assert!(SLOT.lock().unwrap().is_none(), "adopted");
+        let expr = compile_on(&adopted, "n * 14").expect("compiles");
+        assert_eq!(evaluate_on(&adopted, &expr), Ok(Some(json!(42))));
+    }
 }
