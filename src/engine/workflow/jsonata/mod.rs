@@ -1037,6 +1037,10 @@ mod tests {
         let input = Input::new(context());
         let later = input.compile_later("$count(steps[role='coder'])");
         let broken = input.compile_later("steps[");
+        assert!(
+            later.answer.is_some() && broken.answer.is_some(),
+            "sent to the worker"
+        );
         let expr = later.finish().expect("compiles");
         assert_eq!(expr.source(), "$count(steps[role='coder'])");
         assert_eq!(
@@ -1044,6 +1048,29 @@ mod tests {
             Ok(Some(json!(3)))
         );
         assert_eq!(broken.finish().map(drop), compile("steps[").map(drop));
+    }
+
+    #[test]
+    fn without_an_answer_from_the_worker_the_caller_compiles() {
+        let gone = Compiling {
+            text: "1 + 1".to_owned(),
+            answer: None,
+        };
+        let (_never, silent) = mpsc::sync_channel(1);
+        let late = Compiling {
+            text: "steps[".to_owned(),
+            answer: Some(silent),
+        };
+        let started = Instant::now();
+        assert_eq!(
+            gone.finish().map(|e| e.source().to_owned()),
+            Ok("1 + 1".into())
+        );
+        assert_eq!(
+            late.finish_by(Instant::now()).map(drop),
+            compile("steps[").map(drop)
+        );
+        assert!(started.elapsed() < QUICK, "{:?}", started.elapsed());
     }
 
     #[test]
