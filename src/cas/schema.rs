@@ -7,6 +7,7 @@
 //! store, GC and fsck all follow the same edges. Every string found that way parses as a hash,
 //! because the validator checks the `cas_ref` format.
 
+use std::borrow::Cow;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::OnceLock;
 
@@ -44,7 +45,8 @@ impl std::fmt::Display for Violation {
 
 /// A schema ready to validate instances and find their references.
 pub struct CompiledSchema {
-    schema: Value,
+    /// Borrowed for a built-in schema (the binary's own copy), owned otherwise.
+    schema: Cow<'static, Value>,
     check: Check,
 }
 
@@ -97,9 +99,9 @@ impl CompiledSchema {
 
     /// A built-in schema with its native check (see [`Check::Builtin`]); nothing is compiled
     /// until a payload the check does not accept needs the validator's verdict.
-    pub(crate) fn builtin(schema: &Value, accepts: fn(&Value) -> bool) -> CompiledSchema {
+    pub(crate) fn builtin(schema: &'static Value, accepts: fn(&Value) -> bool) -> CompiledSchema {
         CompiledSchema {
-            schema: schema.clone(),
+            schema: Cow::Borrowed(schema),
             check: Check::Builtin {
                 accepts,
                 compiled: OnceLock::new(),
@@ -109,7 +111,7 @@ impl CompiledSchema {
 
     fn build(schema: &Value, list_problems: bool) -> Result<CompiledSchema, Vec<Violation>> {
         Ok(CompiledSchema {
-            schema: schema.clone(),
+            schema: Cow::Owned(schema.clone()),
             check: Check::Compiled(Self::validator(schema, list_problems)?),
         })
     }
