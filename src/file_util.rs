@@ -360,6 +360,11 @@ pub fn remove_old_files(
 /// only for files nobody but the writer reads as a whole: the spares of
 /// [`write_recycling`] and [`replace_recycling`].
 pub fn overwrite(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
+    overwrite_open(path, bytes).map(drop)
+}
+
+/// [`overwrite`], keeping the file open (to sync it without opening it again).
+fn overwrite_open(path: &Path, bytes: &[u8]) -> Result<File, FileError> {
     use std::os::unix::fs::FileExt;
     let err = |error| FileError::Overwrite {
         path: path.to_path_buf(),
@@ -372,7 +377,8 @@ pub fn overwrite(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
         .open(path)
         .map_err(err)?;
     file.write_all_at(bytes, 0).map_err(err)?;
-    file.set_len(bytes.len() as u64).map_err(err)
+    file.set_len(bytes.len() as u64).map_err(err)?;
+    Ok(file)
 }
 
 /// Writes `bytes` as the new file `target` and retires the file `retired`, creating and freeing
@@ -391,7 +397,7 @@ pub fn write_recycling(
     bytes: &[u8],
     retired: Option<&Path>,
 ) -> Result<(), FileError> {
-    fill_spare(spare, bytes)?;
+    drop(fill_spare(spare, bytes)?);
     rename(spare, target)?;
     if let Some(retired) = retired
         && retired != target
@@ -420,7 +426,7 @@ pub fn write_recycling(
 /// Where the filesystem cannot exchange, a plain rename replaces the target (and the spare is
 /// created again next time).
 pub fn replace_recycling(spare: &Path, target: &Path, bytes: &[u8]) -> Result<(), FileError> {
-    fill_spare(spare, bytes)?;
+    drop(fill_spare(spare, bytes)?);
     exchange(spare, target)
 }
 
@@ -436,15 +442,14 @@ pub fn replace_recycling_durable(
     bytes: &[u8],
 ) -> Result<(), FileError> {
     // Said of the target: the spare is how it is written, not what the user knows.
-    fill_spare(spare, bytes).map_err(|e| match e {
+    let file = fill_spare(spare, bytes).map_err(|e| match e {
         FileError::Overwrite { error, .. } => FileError::WriteTemp {
             target: target.to_path_buf(),
             error,
         },
         other => other,
     })?;
-    let synced = File::open(spare).and_then(|f| f.sync_all());
-    synced.map_err(|error| FileError::Sync {
+    file.sync_all().map_err(|error| FileError::Sync {
         path: spare.to_path_buf(),
         error,
     })?;
@@ -509,11 +514,13 @@ fn exchange(spare: &Path, target: &Path) -> Result<(), FileError> {
 }
 
 /// Puts `bytes` into `spare`, creating it (and its directory) when missing.
-fn fill_spare(spare: &Path, bytes: &[u8]) -> Result<(), FileError> {
-    match overwrite(spare, bytes) {
+/// Writes `bytes` into `spare` in place (creating it and its directory if missing); returns it
+/// open.
+fn fill_spare(spare: &Path, bytes: &[u8]) -> Result<File, FileError> {
+    match overwrite_open(spare, bytes) {
         Err(e) if e.kind() == ErrorKind::NotFound => {
             create_parent(spare)?;
-            overwrite(spare, bytes)
+            overwrite_open(spare, bytes)
         }
         other => other,
     }

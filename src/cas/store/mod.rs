@@ -131,7 +131,12 @@ impl Store {
             durable: true,
             remote: None,
         };
+        // Looked at before made: an existing directory costs one lookup instead of a refused
+        // `mkdir` and a lookup.
         for dir in [&store.objects, &store.tmp, &store.types] {
+            if dir.is_dir() {
+                continue;
+            }
             fs::create_dir_all(dir).map_err(|e| StoreError::Root {
                 path: root.to_path_buf(),
                 reason: format!("cannot create {}: {e}", dir.display()),
@@ -456,8 +461,8 @@ impl Store {
             }
             return Ok(hash);
         }
-        if path.exists() {
-            return self.confirm_existing(hash, type_hash, payload, &path);
+        if let Some(found) = self.confirm_if_present(hash, type_hash, payload, &path)? {
+            return Ok(found);
         }
         // The shared table first: a local file then always stands for a node every machine
         // can read (see `cas::remote`).
@@ -496,6 +501,55 @@ impl Store {
         Ok(hash)
     }
 
+    /// A put of a node whose file may be there already (a step whose output repeats an earlier
+    /// one, a copy into a store that has the node): `None` when there is no file, for the
+    /// caller to write it; else [`Store::confirm_existing`]'s answer, through one descriptor
+    /// that both reads the file and refreshes its mtime (half the path lookups and a third of
+    /// the system calls of looking, reading and touching by path).
+    fn confirm_if_present(
+        &self,
+        hash: Hash,
+        type_hash: Hash,
+        payload: &Value,
+        path: &Path,
+    ) -> Result<Option<Hash>, StoreError> {
+        use std::io::Read;
+        let mut file = match File::open(path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(StoreError::io("cannot read node file", path)(e)),
+        };
+        // Node files are small: a buffer of a page reads most in one call, and `read_to_end`
+        // grows it for the rest (without the size lookup `File`'s own `read_to_end` makes).
+        let mut bytes = Vec::with_capacity(4096);
+        (&mut file)
+            .take(u64::MAX)
+            .read_to_end(&mut bytes)
+            .map_err(StoreError::io("cannot read node file", path))?;
+        let existing = match parse_node_file(hash, path, &bytes) {
+            Ok(node) => node,
+            // With a remote the file is a cache: a damaged one is replaced from there, as
+            // `get` does.
+            Err(_) if self.remote.is_some() => {
+                drop(file);
+                return self
+                    .confirm_existing(hash, type_hash, payload, path)
+                    .map(Some);
+            }
+            Err(e) => return Err(e),
+        };
+        if node_bytes(existing.type_hash, &existing.payload) != node_bytes(type_hash, payload) {
+            return Err(StoreError::Collision {
+                hash,
+                path: path.to_path_buf(),
+            });
+        }
+        // Refresh the mtime so a GC running now sees this node as young and keeps it.
+        let _ = file.set_modified(SystemTime::now());
+        drop(file);
+        self.confirmed(type_hash, payload, existing).map(Some)
+    }
+
     /// A put found the file already there: same content is success, anything else a collision.
     fn confirm_existing(
         &self,
@@ -515,6 +569,17 @@ impl Store {
         if let Ok(file) = File::open(path) {
             let _ = file.set_modified(SystemTime::now());
         }
+        self.confirmed(type_hash, payload, existing)
+    }
+
+    /// The end of a put that found its node already there, with the same content.
+    fn confirmed(
+        &self,
+        type_hash: Hash,
+        payload: &Value,
+        existing: Node,
+    ) -> Result<Hash, StoreError> {
+        let hash = existing.hash;
         // With a remote, put it there as well (write-once: the same content is a no-op), so
         // the remote's GC spares it the same way (`PgStore::put_node` marks a row over an hour
         // old as written now).
@@ -547,8 +612,10 @@ impl Store {
                 path,
             });
         }
-        if path.exists() {
-            self.confirm_existing(node.hash, node.type_hash, &node.payload, &path)?;
+        if self
+            .confirm_if_present(node.hash, node.type_hash, &node.payload, &path)?
+            .is_some()
+        {
             return Ok(false);
         }
         let file_bytes = to_canonical_bytes(&serde_json::json!({
@@ -714,8 +781,49 @@ mod tests {
             "{err}"
         );
         assert!(err.to_string().contains("hash collision"));
+        // The same through the one-descriptor path a put takes for a file it finds.
+        let err = store
+            .confirm_if_present(a, text, &json!("b"), &store.object_path(a))
+            .unwrap_err();
+        assert!(matches!(err, StoreError::Collision { hash, .. } if hash == a));
         // The original is untouched.
         assert_eq!(store.get(a).unwrap().payload, json!("a"));
+    }
+
+    #[test]
+    fn a_put_of_a_node_already_on_disk_reads_it_once_refreshes_it_and_remembers_it() {
+        let (dir, store) = store();
+        let text = builtin::hash_of("text");
+        let a = store.put(text, &json!("a")).unwrap();
+        let path = store.object_path(a);
+        let old = SystemTime::now() - Duration::from_secs(3 * 86_400);
+        File::open(&path).unwrap().set_modified(old).unwrap();
+        // Another handle (another process) puts the same node: the file is kept, made young
+        // for GC's grace period, and served from memory from then on.
+        let other = Store::open(dir.path()).unwrap();
+        assert_eq!(other.put(text, &json!("a")).unwrap(), a);
+        let touched = fs::metadata(&path).unwrap().modified().unwrap();
+        assert!(
+            touched > old + Duration::from_secs(86_400),
+            "mtime not refreshed"
+        );
+        fs::remove_file(&path).unwrap();
+        assert_eq!(other.get_written(a).unwrap().payload, json!("a"));
+        // A file under that name whose content hashes to something else (damage), found on
+        // disk by a third handle: refused, not taken for the node.
+        let b = store.put(text, &json!("b")).unwrap();
+        fs::remove_file(store.object_path(b)).unwrap();
+        let bytes = fs::read(store.object_path(store.put(text, &json!("c")).unwrap())).unwrap();
+        fs::write(store.object_path(b), bytes).unwrap();
+        let third = Store::open(dir.path()).unwrap();
+        let err = third.put(text, &json!("b")).unwrap_err();
+        assert!(
+            matches!(err, StoreError::HashMismatch { hash, .. } if hash == b),
+            "{err}"
+        );
+        // A missing file is written again.
+        assert_eq!(third.put(text, &json!("a")).unwrap(), a);
+        assert_eq!(third.get(a).unwrap().payload, json!("a"));
     }
 
     #[test]

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use crate::cas::{Hash, Store};
 use crate::engine::agent::builtin::{self, BuiltinError};
 use crate::engine::agent::resolve::AgentSpec;
-use crate::engine::agent::spawn::program_path;
+use crate::engine::agent::spawn::{own_exe, program_path};
 use crate::engine::config::Config;
 use crate::engine::thread::chain::History;
 use crate::engine::workflow::Workflow;
@@ -70,7 +70,7 @@ impl InProcess {
 /// Whether `program` is the running executable itself (the same file, not just the same name).
 fn is_this_binary(program: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;
-    let Ok(exe) = std::env::current_exe() else {
+    let Some(exe) = own_exe() else {
         return false;
     };
     if program == exe {
@@ -81,7 +81,7 @@ fn is_this_binary(program: &Path) -> bool {
     if program.components().count() == 1 {
         return false;
     }
-    match (std::fs::metadata(program), std::fs::metadata(&exe)) {
+    match (std::fs::metadata(program), std::fs::metadata(exe)) {
         (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
         _ => false,
     }

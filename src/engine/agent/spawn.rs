@@ -126,11 +126,18 @@ pub struct Invocation<'a> {
 /// The program to run: `uwf` means this very binary (so built-in agents need no PATH entry).
 pub fn program_path(program: &str) -> PathBuf {
     if program == "uwf"
-        && let Ok(exe) = std::env::current_exe()
+        && let Some(exe) = own_exe()
     {
-        return exe;
+        return exe.to_path_buf();
     }
     PathBuf::from(program)
+}
+
+/// The running executable's path, looked up once per process (`/proc/self/exe`; a step asks
+/// while it resolves its agent and again when it spawns one).
+pub fn own_exe() -> Option<&'static std::path::Path> {
+    static EXE: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    EXE.get_or_init(|| std::env::current_exe().ok()).as_deref()
 }
 
 /// Runs the agent to completion. `on_spawn` receives its pid (= process group id).
@@ -401,7 +408,7 @@ pub const DIE_WITH_ENV: &str = "UWF_DIE_WITH_PARENT";
 /// Whether `program` is the running executable (same file), so it understands [`DIE_WITH_ENV`].
 fn is_own_binary(program: &std::ffi::OsStr) -> bool {
     use std::os::unix::fs::MetadataExt;
-    let Ok(exe) = std::env::current_exe() else {
+    let Some(exe) = own_exe() else {
         return false;
     };
     match (std::fs::metadata(program), std::fs::metadata(exe)) {
