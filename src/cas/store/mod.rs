@@ -327,8 +327,8 @@ impl Store {
 
     /// Puts data nodes (not schemas) as [`Store::put`] would one after another, in order — a
     /// node may refer to one before it — but with the disk writes of the new ones overlapping:
-    /// each is staged (written and its writeback started), then each is synced and linked in
-    /// place, in order. A node file still appears only complete and synced, and only after the
+    /// each is staged (written and its writeback started), then each synced, then each linked
+    /// in place, in order. A node file still appears only complete and synced, and only after the
     /// nodes before it. On an invalid node, those before it are written and the error comes
     /// with the failing node's index.
     pub fn put_all(&self, nodes: &[(Hash, &Value)]) -> Result<Vec<Hash>, (usize, StoreError)> {
@@ -365,11 +365,15 @@ impl Store {
                 }
             }
         }
-        // All staged first, so that their writes go to disk together.
+        // All staged first, so that their writes go to disk together; then all synced before
+        // any is linked (see `Staged::sync`).
         let mut staged = Vec::with_capacity(new.len());
         for (i, _, path, bytes) in &new {
             let write = AtomicWrite::new(path).temp_in(&self.tmp).mode(0o444);
             staged.push(write.stage(bytes).map_err(|e| (*i, e.into()))?);
+        }
+        for ((i, ..), write) in new.iter().zip(&mut staged) {
+            write.sync().map_err(|e| (*i, e.into()))?;
         }
         for ((i, hash, path, bytes), write) in new.iter().zip(staged) {
             let (type_hash, payload) = nodes[*i];
