@@ -375,17 +375,32 @@ impl Store {
         for ((i, ..), write) in new.iter().zip(&mut staged) {
             write.sync().map_err(|e| (*i, e.into()))?;
         }
+        // Then linked in order; the type index gets the nodes linked (even if one fails), in
+        // one append.
+        let mut linked = Vec::with_capacity(new.len());
         for ((i, hash, path, bytes), write) in new.iter().zip(staged) {
             let (type_hash, payload) = nodes[*i];
-            let placed = match write.create_new() {
-                Ok(Created::New) => self.placed(*hash, type_hash, path, bytes),
+            let done = match write.create_new() {
+                Ok(Created::New) => {
+                    self.remember_file(*hash, path, bytes);
+                    linked.push((type_hash, *hash));
+                    Ok(())
+                }
                 // Another writer won the race.
                 Ok(Created::Existed) => self
                     .confirm_existing(*hash, type_hash, payload, path)
                     .map(drop),
                 Err(e) => Err(e.into()),
             };
-            placed.map_err(|e| (*i, e))?;
+            if let Err(e) = done {
+                failed = Some((*i, e));
+                break;
+            }
+        }
+        let indexed = self.append_index_all(&linked);
+        if let (Err(e), None) = (indexed, &failed) {
+            let at = new.last().map_or(0, |(i, ..)| *i);
+            failed = Some((at, e));
         }
         match failed {
             Some(failure) => Err(failure),
@@ -560,12 +575,17 @@ impl Store {
         file_bytes: &[u8],
     ) -> Result<(), StoreError> {
         self.append_index(type_hash, hash)?;
-        // Kept as a read of the file would return it (canonical key order and numbers), which
-        // is what the chain cache and the moderator context are made from.
+        self.remember_file(hash, path, file_bytes);
+        Ok(())
+    }
+
+    /// Keeps a node just written in memory, as a read of its file would return it (canonical
+    /// key order and numbers), which is what the chain cache and the moderator context are
+    /// made from.
+    fn remember_file(&self, hash: Hash, path: &Path, file_bytes: &[u8]) {
         if let Ok(node) = parse_node_file(hash, path, file_bytes) {
             self.remember_written(node);
         }
-        Ok(())
     }
 
     fn write_node(&self, type_hash: Hash, payload: &Value) -> Result<Hash, StoreError> {
@@ -973,6 +993,9 @@ mod tests {
             assert_eq!(&reader.get(*hash).unwrap().payload, *payload);
         }
         assert!(reader.list_type(detail_type).unwrap().contains(&hashes[1]));
+        let texts = reader.list_type(text).unwrap();
+        assert!(texts.contains(&hashes[0]) && texts.contains(&hashes[3]));
+        assert_eq!(reader.check_index().unwrap(), Vec::<String>::new());
         // No temp file left behind.
         assert_eq!(fs::read_dir(store.tmp_dir()).unwrap().count(), 0);
         // Put again, all are found: the same hashes.

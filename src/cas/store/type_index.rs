@@ -147,15 +147,34 @@ impl Store {
     }
 
     pub(super) fn append_index(&self, type_hash: Hash, hash: Hash) -> Result<(), StoreError> {
+        self.append_index_all(&[(type_hash, hash)])
+    }
+
+    /// Appends `(type, node)` entries under one hold of the lock, with one write per type.
+    pub(super) fn append_index_all(&self, entries: &[(Hash, Hash)]) -> Result<(), StoreError> {
+        if entries.is_empty() {
+            return Ok(());
+        }
         let _guard = self.lock_index(false)?;
-        let path = self.types.join(type_hash.to_string());
-        let mut file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(StoreError::io("cannot open type index", &path))?;
-        // One write of one short line: O_APPEND keeps concurrent writers' lines whole.
-        file.write_all(format!("{hash}\n").as_bytes())
-            .map_err(StoreError::io("cannot append to type index", &path))
+        let mut types: Vec<Hash> = entries.iter().map(|(t, _)| *t).collect();
+        types.sort();
+        types.dedup();
+        for type_hash in types {
+            let path = self.types.join(type_hash.to_string());
+            let lines: String = entries
+                .iter()
+                .filter(|(t, _)| *t == type_hash)
+                .map(|(_, hash)| format!("{hash}\n"))
+                .collect();
+            let mut file = OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .map_err(StoreError::io("cannot open type index", &path))?;
+            // One write of a few short lines: O_APPEND keeps concurrent writers' lines whole.
+            file.write_all(lines.as_bytes())
+                .map_err(StoreError::io("cannot append to type index", &path))?;
+        }
+        Ok(())
     }
 }
