@@ -11,6 +11,8 @@
 //!   LangGraph's per-step figure measures;
 //! - one-shot step at chain length ~300 vs ~20: target ≤ 1.1× (the context cache keeps a step's
 //!   cost flat);
+//! - one-shot step at chain length ~1000 vs ~20: no target (how the whole-thread JSONata context
+//!   grows a step past what the issue asks);
 //! - peak RSS of the step processes: target ≤ 30 MB at chain length 300.
 //!
 //! Run: `cargo bench --bench step`. Prints numbers, asserts nothing. The LangGraph side of the
@@ -117,6 +119,21 @@ fn main() {
             &agent,
         ],
     );
+    // Past what the issue asks: how a step's cost grows with a long thread (its JSONata context
+    // is the whole thread, converted on the evaluation worker while the agent runs).
+    let longer = thread_id(&uwf(&root, &["thread", "start", "counter", "-p", "longer"]));
+    uwf(
+        &root,
+        &[
+            "thread",
+            "run",
+            &longer,
+            "--max-steps",
+            "1000",
+            "--agent",
+            &agent,
+        ],
+    );
     let ext = thread_id(&uwf(
         &root,
         &["thread", "start", "counter", "-p", "external"],
@@ -139,6 +156,7 @@ fn main() {
     };
     let mut started = Vec::new();
     // Interleaved, so a burst of load on this shared machine lands on every series alike.
+    let mut at_1000 = Vec::new();
     let (mut version, mut at_20, mut at_300, mut ext_steps, mut in_run, mut marginal) = (
         Vec::new(),
         Vec::new(),
@@ -151,6 +169,7 @@ fn main() {
         version.push(timed(&root, &["--version"]));
         at_20.push(step(&short));
         at_300.push(step(&long));
+        at_1000.push(step(&longer));
         ext_steps.push(external(&ext));
         // Fresh threads each time, so both runs step at the same chain lengths.
         let start = || thread_id(&uwf(&root, &["thread", "start", "counter", "-p", "runs"]));
@@ -167,7 +186,7 @@ fn main() {
     // Every thread this run started is archived, so the next run's steps find `threads.yaml`
     // as short as this one's did: a step reads and rewrites the whole file (all the active
     // threads), and 684 threads left active by earlier runs had made a step 2–3× slower.
-    started.extend([short, long, ext]);
+    started.extend([short, long, longer, ext]);
     for id in &started {
         uwf(&root, &["thread", "kill", id]);
     }
@@ -177,6 +196,7 @@ fn main() {
         .unwrap_or(0);
 
     let (version, at_20, at_300) = (median(version), median(at_20), median(at_300));
+    let at_1000 = median(at_1000);
     let (ext_step, in_run, marginal) = (median(ext_steps), median(in_run), median(marginal));
     let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
     println!("steps (script agent), medians of {SAMPLES} interleaved samples:");
@@ -202,7 +222,11 @@ fn main() {
         ratio(at_300, at_20)
     );
     println!(
-        "  peak RSS of any uwf process              {:>7.1} MB (target <= 30 MB at chain 300)",
+        "  `thread step` at chain ~1000 vs ~20      {at_1000:>10.2?}  = {:.2}x (no target)",
+        ratio(at_1000, at_20)
+    );
+    println!(
+        "  peak RSS of any uwf process              {:>7.1} MB (target <= 30 MB at chain 300; chains here reach ~1000)",
         rss_kib as f64 / 1024.0
     );
 }

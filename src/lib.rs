@@ -8,5 +8,6 @@ pub mod cli;
 pub mod engine;
 pub mod file_util;
 pub mod fs;
+pub mod malloc_tuning;
 pub mod pg;
 pub mod profile;

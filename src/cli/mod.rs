@@ -135,6 +135,7 @@ uwf worker list"
 
 /// Runs the CLI and returns the process exit code.
 pub fn main() -> ExitCode {
+    crate::malloc_tuning::apply();
     crate::profile::start();
     crate::engine::agent::spawn::arm_parent_death();
     let cli = Cli::parse();
