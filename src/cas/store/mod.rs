@@ -553,9 +553,7 @@ impl Store {
         // Written or touched by this handle moments ago (a step's raw output or output that
         // repeats the last one): its file is there and young; only the content is compared.
         if let Some(existing) = self.recent(hash, Some(TRUSTED)) {
-            if node_bytes(existing.type_hash, &existing.payload) != node_bytes(type_hash, payload) {
-                return Err(StoreError::Collision { hash, path });
-            }
+            same_content(&existing, type_hash, payload, &path)?;
             return Ok(Found::Present(hash));
         }
         Ok(
@@ -658,12 +656,7 @@ impl Store {
             }
             Err(e) => return Err(e),
         };
-        if node_bytes(existing.type_hash, &existing.payload) != node_bytes(type_hash, payload) {
-            return Err(StoreError::Collision {
-                hash,
-                path: path.to_path_buf(),
-            });
-        }
+        same_content(&existing, type_hash, payload, path)?;
         // Refresh the mtime so a GC running now sees this node as young and keeps it.
         let _ = file.set_modified(SystemTime::now());
         drop(file);
@@ -679,12 +672,7 @@ impl Store {
         path: &Path,
     ) -> Result<Hash, StoreError> {
         let existing = self.get(hash)?;
-        if node_bytes(existing.type_hash, &existing.payload) != node_bytes(type_hash, payload) {
-            return Err(StoreError::Collision {
-                hash,
-                path: path.to_path_buf(),
-            });
-        }
+        same_content(&existing, type_hash, payload, path)?;
         // Refresh the mtime so a GC running now sees this node as young and keeps it.
         if let Ok(file) = File::open(path) {
             let _ = file.set_modified(SystemTime::now());
@@ -762,6 +750,23 @@ enum Found {
     Present(Hash),
     /// Not stored: its file goes at `path`.
     Absent { hash: Hash, path: PathBuf },
+}
+
+/// A put of `(type_hash, payload)` found `existing` under its name: the same content is that
+/// node, different content a hash collision.
+fn same_content(
+    existing: &Node,
+    type_hash: Hash,
+    payload: &Value,
+    path: &Path,
+) -> Result<(), StoreError> {
+    if node_bytes(existing.type_hash, &existing.payload) != node_bytes(type_hash, payload) {
+        return Err(StoreError::Collision {
+            hash: existing.hash,
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(())
 }
 
 /// The bytes of a new node file: the node, and now as the time of its first write.
@@ -963,15 +968,19 @@ mod tests {
         assert_eq!(third.get(a).unwrap().payload, json!("a"));
     }
 
+    /// A detail node's payload naming `raw` as its raw output.
+    fn detail_of(raw: Hash) -> Value {
+        json!({"raw": raw.to_string(), "body": null, "exitCode": 0, "durationMs": 0,
+            "stderrTail": ""})
+    }
+
     #[test]
     fn put_all_writes_what_puts_one_by_one_would_in_order() {
         let (dir, store) = store();
         let text = builtin::hash_of("text");
         let detail_type = builtin::hash_of("detail");
         let (raw, other) = (json!("raw output"), json!("other"));
-        let raw_hash = node_hash(text, &raw);
-        let detail = json!({"raw": raw_hash.to_string(), "body": null, "exitCode": 0,
-            "durationMs": 0, "stderrTail": ""});
+        let detail = detail_of(node_hash(text, &raw));
         // `detail` refers to `raw`, which is put with it; `raw` comes twice.
         let nodes = [
             (text, &raw),
@@ -1009,8 +1018,7 @@ mod tests {
         let detail_type = builtin::hash_of("detail");
         let (a, c) = (json!("a"), json!("c"));
         let missing = node_hash(text, &json!("never put"));
-        let dangling = json!({"raw": missing.to_string(), "body": null, "exitCode": 0,
-            "durationMs": 0, "stderrTail": ""});
+        let dangling = detail_of(missing);
         let not_text = json!(7);
         for (bad, expect_missing) in [(&dangling, true), (&not_text, false)] {
             let bad_type = if expect_missing { detail_type } else { text };

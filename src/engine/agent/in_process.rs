@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use crate::cas::{Hash, Store};
 use crate::engine::agent::builtin::{self, BuiltinError};
 use crate::engine::agent::resolve::AgentSpec;
-use crate::engine::agent::spawn::{own_exe, program_path};
+use crate::engine::agent::spawn::{is_own_binary, own_exe, program_path};
 use crate::engine::config::Config;
 use crate::engine::thread::chain::History;
 use crate::engine::workflow::Workflow;
@@ -69,22 +69,12 @@ impl InProcess {
 
 /// Whether `program` is the running executable itself (the same file, not just the same name).
 fn is_this_binary(program: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    let Some(exe) = own_exe() else {
-        return false;
-    };
-    if program == exe {
+    if own_exe() == Some(program) {
         return true;
     }
     // A bare name other than `uwf` (which `program_path` already made the executable) is looked
     // up on PATH by the spawn; it is not ours to second-guess.
-    if program.components().count() == 1 {
-        return false;
-    }
-    match (std::fs::metadata(program), std::fs::metadata(exe)) {
-        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
-        _ => false,
-    }
+    program.components().count() > 1 && is_own_binary(program.as_os_str())
 }
 
 #[cfg(test)]

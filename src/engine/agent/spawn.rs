@@ -406,7 +406,7 @@ pub fn stop_group(pgid: u32, grace: Duration) {
 pub const DIE_WITH_ENV: &str = "UWF_DIE_WITH_PARENT";
 
 /// Whether `program` is the running executable (same file), so it understands [`DIE_WITH_ENV`].
-fn is_own_binary(program: &std::ffi::OsStr) -> bool {
+pub(crate) fn is_own_binary(program: &std::ffi::OsStr) -> bool {
     use std::os::unix::fs::MetadataExt;
     let Some(exe) = own_exe() else {
         return false;

@@ -453,16 +453,17 @@ pub struct Compiling {
 }
 
 impl Compiling {
-    /// Waits for the compiled expression. Compiles it on this thread if the worker could not
-    /// (it failed to start, or ended), or has not within [`COMPILE_WAIT`]: the worker works
-    /// through its queue in order, so a compilation asked for after the conversion of a huge
-    /// input waits for that conversion.
-    pub fn finish(self) -> Result<Expr, JsonataError> {
+    /// [`Compiling::finish_by`] with a deadline [`COMPILE_WAIT`] from now.
+    #[cfg(test)]
+    fn finish(self) -> Result<Expr, JsonataError> {
         self.finish_by(Instant::now() + COMPILE_WAIT)
     }
 
-    /// [`Compiling::finish`], waiting for the worker until `deadline` at the latest (one
-    /// deadline for several expressions: each is compiled here once it has passed).
+    /// Waits for the compiled expression until `deadline` at the latest (one deadline for
+    /// several expressions: each is compiled here once it has passed). Compiles it on this
+    /// thread if the worker could not (it failed to start, or ended), or has not answered by
+    /// then: the worker works through its queue in order, so a compilation asked for after the
+    /// conversion of a huge input waits for that conversion.
     pub fn finish_by(self, deadline: Instant) -> Result<Expr, JsonataError> {
         let wait = deadline.saturating_duration_since(Instant::now());
         match self
@@ -475,7 +476,7 @@ impl Compiling {
     }
 }
 
-/// How long [`Compiling::finish`] waits for the worker before compiling on the caller's thread.
+/// How long a moderator waits for the worker's compilations before compiling on its own thread.
 pub const COMPILE_WAIT: Duration = Duration::from_secs(1);
 
 /// An input document prepared once for many evaluations.
@@ -560,7 +561,7 @@ impl Input {
 
     /// Starts compiling `text` on this input's worker (started now if need be) and returns at
     /// once, unless another thread is evaluating against this input (that evaluation is waited
-    /// for, as by [`Expr::evaluate_prepared`]); [`Compiling::finish`] gives the same [`Expr`] as
+    /// for, as by [`Expr::evaluate_prepared`]); [`Compiling::finish_by`] gives the same [`Expr`] as
     /// [`compile`]. Two things are saved on the calling thread: the compilation itself, which
     /// overlaps with what the caller does next, and on the main thread the parser's first look
     /// at how much stack is left, which reads `/proc/self/maps` (0.1 ms of a one-shot `thread
