@@ -19,6 +19,7 @@ use crate::engine::thread::run_files::RunFiles;
 use crate::engine::thread::view::ThreadView;
 
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum AgentCommand {
     /// Print the full prompt for a role: output format, role, task and history
     #[command(after_help = "Example (a whole agent in one line):\n  \

@@ -15,6 +15,7 @@ use crate::engine::fsck as engine_fsck;
 use crate::engine::{index_files, pg_maintenance, storage};
 
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum CasCommand {
     /// Print a node as pretty JSON
     #[command(after_help = "Example:\n  uwf cas get 2DHW2FP49YVD3 --payload")]
@@ -99,6 +100,7 @@ pub struct GcArgs {
 }
 
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum SchemaCommand {
     /// List schema nodes (built-ins with their names)
     #[command(after_help = "Example:\n  uwf cas schema list")]

@@ -60,6 +60,7 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 enum Command {
     /// Start, step, run and inspect threads
     #[command(

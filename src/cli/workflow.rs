@@ -16,6 +16,7 @@ use crate::engine::workflow::registry::{self, Registered};
 use crate::engine::workflow::{self, Definition, WorkflowError};
 
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum WorkflowCommand {
     /// Validate a YAML definition and register it under its `name`
     #[command(

@@ -11,6 +11,7 @@ use crate::cli::error::CliResult;
 use crate::engine::store_copy::{self, Endpoint, Progress};
 
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum StoreCommand {
     /// Copy a whole store (nodes, registry, threads, history) into an empty one, verifying
     /// every hash

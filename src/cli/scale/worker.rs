@@ -16,7 +16,8 @@ use crate::engine::config;
 use crate::engine::storage;
 use crate::engine::worker::{self, Event, WorkerOptions};
 
-/// `uwf worker [OPTIONS]` or `uwf worker list`.
+// `uwf worker [OPTIONS]` or `uwf worker list` (a plain comment: a doc comment here would
+// replace the `worker` command's about text, which the subcommand enum sets).
 #[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = true)]
 pub struct WorkerArgs {
@@ -27,6 +28,7 @@ pub struct WorkerArgs {
 }
 
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 enum WorkerCommand {
     /// The workers at work on this store (every machine's, over PostgreSQL)
     List,

@@ -26,6 +26,7 @@ mod list;
 use list::list;
 
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum ThreadCommand {
     /// Start a thread of a workflow; prints {"workflow","thread"}
     #[command(
