@@ -14,6 +14,9 @@
 //! - one-shot step at chain length ~1000 vs ~20: no target (how the whole-thread JSONata context
 //!   grows a step past what the issue asks);
 //! - peak RSS of the step processes: target ≤ 30 MB at chain length 300.
+//! - the floor of a one-shot step (no target): one spawn plus the two synced writes no durable
+//!   step can skip (its node, then the head), timed in this process; what is left between the
+//!   floor and the step row is all a step does beyond them.
 //!
 //! Run: `cargo bench --bench step`. Prints numbers, asserts nothing. The LangGraph side of the
 //! comparison is `scripts/langgraph/bench.sh`.
@@ -69,6 +72,39 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v[v.len() / 2]
 }
 
+/// What a step cannot do without, timed in this process: a node file written, synced and
+/// linked into place, then the head file written, synced and renamed over the old one (two
+/// device flushes; SPEC's durability rules). Added to a `--version` spawn, the floor of a
+/// one-shot step that keeps them.
+fn two_synced_writes(dir: &Path, i: usize) -> Duration {
+    use std::io::Write;
+    let floor = dir.join("floor");
+    std::fs::create_dir_all(&floor).expect("floor dir");
+    let node = floor.join(format!("node-{i}.json"));
+    let _ = std::fs::remove_file(&node);
+    let t = Instant::now();
+    let temp = floor.join("node.tmp");
+    let mut file = std::fs::File::create(&temp).expect("temp");
+    file.write_all(
+        format!(
+            "{{\"payload\":{{\"n\":{i}}},\"pad\":\"{}\"}}",
+            "x".repeat(160)
+        )
+        .as_bytes(),
+    )
+    .expect("write");
+    file.sync_all().expect("fsync");
+    std::fs::hard_link(&temp, &node).expect("link");
+    std::fs::remove_file(&temp).expect("unlink");
+    let spare = floor.join("head.spare");
+    let mut file = std::fs::File::create(&spare).expect("spare");
+    file.write_all(format!("thread: {i}\n").as_bytes())
+        .expect("write");
+    file.sync_all().expect("fsync");
+    std::fs::rename(&spare, floor.join("head")).expect("rename");
+    t.elapsed()
+}
+
 fn thread_id(json: &str) -> String {
     let v: serde_json::Value = serde_json::from_str(json).expect("JSON");
     v["thread"].as_str().expect("thread").to_owned()
@@ -93,7 +129,21 @@ fn main() {
     let step = |id: &str| timed(&root, &["thread", "step", id, "--agent", &agent]);
     const SAMPLES: usize = 41;
 
-    let short = thread_id(&uwf(&root, &["thread", "start", "counter", "-p", "short"]));
+    // Every thread gets a prompt of its own. A start node names only the workflow and the
+    // prompt, so threads started with the same prompt (in this run or an earlier one, the store
+    // being kept) share their start and, the script's outputs being canned, every step node
+    // after it: their steps would write no new node and sync none, which no real step does.
+    let run_tag = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_nanos();
+    let threads = std::cell::Cell::new(0u32);
+    let start_thread = |name: &str| {
+        threads.set(threads.get() + 1);
+        let prompt = format!("{name} (run {run_tag}, thread {})", threads.get());
+        thread_id(&uwf(&root, &["thread", "start", "counter", "-p", &prompt]))
+    };
+    let short = start_thread("short");
     uwf(
         &root,
         &[
@@ -106,7 +156,7 @@ fn main() {
             &agent,
         ],
     );
-    let long = thread_id(&uwf(&root, &["thread", "start", "counter", "-p", "long"]));
+    let long = start_thread("long");
     uwf(
         &root,
         &[
@@ -121,7 +171,7 @@ fn main() {
     );
     // Past what the issue asks: how a step's cost grows with a long thread (its JSONata context
     // is the whole thread, converted on the evaluation worker while the agent runs).
-    let longer = thread_id(&uwf(&root, &["thread", "start", "counter", "-p", "longer"]));
+    let longer = start_thread("longer");
     uwf(
         &root,
         &[
@@ -134,10 +184,7 @@ fn main() {
             &agent,
         ],
     );
-    let ext = thread_id(&uwf(
-        &root,
-        &["thread", "start", "counter", "-p", "external"],
-    ));
+    let ext = start_thread("external");
     let spawned = [("UWF_SPAWN_BUILTINS", "1")];
     let external = |id: &str| {
         let t = Instant::now();
@@ -165,15 +212,16 @@ fn main() {
         Vec::new(),
         Vec::new(),
     );
-    for _ in 0..SAMPLES {
+    let mut synced_writes = Vec::new();
+    for i in 0..SAMPLES {
         version.push(timed(&root, &["--version"]));
+        synced_writes.push(two_synced_writes(&dir, i));
         at_20.push(step(&short));
         at_300.push(step(&long));
         at_1000.push(step(&longer));
         ext_steps.push(external(&ext));
         // Fresh threads each time, so both runs step at the same chain lengths.
-        let start = || thread_id(&uwf(&root, &["thread", "start", "counter", "-p", "runs"]));
-        let (first, second) = (start(), start());
+        let (first, second) = (start_thread("runs"), start_thread("runs"));
         let run = run_steps(&first, RUN);
         in_run.push(run / RUN as u32);
         // The cost of one more step once the process runs (what LangGraph's per-step figure
@@ -195,12 +243,17 @@ fn main() {
         .map(|u| u.max_rss())
         .unwrap_or(0);
 
+    let floor = median(version.clone()) + median(synced_writes);
     let (version, at_20, at_300) = (median(version), median(at_20), median(at_300));
     let at_1000 = median(at_1000);
     let (ext_step, in_run, marginal) = (median(ext_steps), median(in_run), median(marginal));
     let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
     println!("steps (script agent), medians of {SAMPLES} interleaved samples:");
     println!("  1 x `uwf --version`                      {version:>10.2?}");
+    println!(
+        "  floor: a spawn + a step's two synced writes {floor:>7.2?}  = {:.2}x one spawn (no step can cost less)",
+        ratio(floor, version)
+    );
     println!(
         "  `thread step`, built-in in-process       {at_20:>10.2?}  = {:.2}x one spawn (target <= 1.5x)",
         ratio(at_20, version)

@@ -55,8 +55,15 @@ def twin(*args):
     return spawn(sys.executable, f"{HERE}/twin.py", *args)
 
 
+THREADS = iter(range(1_000_000))
+
+
 def new_thread(workflow):
-    return json.loads(uwf("thread", "start", workflow, "-p", "Users are logged out")[2])["thread"]
+    # A prompt of its own: a start node names only the workflow and the prompt, so two threads
+    # with the same prompt would share their start and, with canned outputs, every step node
+    # after it; the second would then write no node (and sync nothing), unlike a real thread.
+    prompt = f"Users are logged out (thread {next(THREADS)})"
+    return json.loads(uwf("thread", "start", workflow, "-p", prompt)[2])["thread"]
 
 
 def uwf_cold():
