@@ -59,8 +59,10 @@ pub struct Cli {
     command: Command,
 }
 
+// Not deferred, unlike the enums below it: the top level's own arguments are few, and clap
+// makes the `help` subcommand's tree before deferred parts exist, so `uwf help worker <TAB>`
+// would lose `list`.
 #[derive(Debug, Subcommand)]
-#[command(defer = true)]
 enum Command {
     /// Start, step, run and inspect threads
     #[command(

@@ -16,8 +16,9 @@ use crate::engine::config;
 use crate::engine::storage;
 use crate::engine::worker::{self, Event, WorkerOptions};
 
-// `uwf worker [OPTIONS]` or `uwf worker list` (a plain comment: a doc comment here would
-// replace the `worker` command's about text, which the subcommand enum sets).
+// `uwf worker [OPTIONS]` or `uwf worker list`. A plain comment: as a doc comment it would
+// become the `worker` command's about text whenever these arguments are built after the
+// enum's variant (clap's `defer`), hiding the variant's.
 #[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = true)]
 pub struct WorkerArgs {
