@@ -243,8 +243,8 @@ fn main() {
         .map(|u| u.max_rss())
         .unwrap_or(0);
 
-    let floor = median(version.clone()) + median(synced_writes);
     let (version, at_20, at_300) = (median(version), median(at_20), median(at_300));
+    let floor = version + median(synced_writes);
     let at_1000 = median(at_1000);
     let (ext_step, in_run, marginal) = (median(ext_steps), median(in_run), median(marginal));
     let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();

@@ -4,6 +4,7 @@ prints one table of medians. Environment: UWF (the binary), BENCH_DIR (a fresh d
 SAMPLES (rounds; each round takes one sample of every series).
 """
 
+import itertools
 import json
 import os
 import statistics
@@ -55,7 +56,7 @@ def twin(*args):
     return spawn(sys.executable, f"{HERE}/twin.py", *args)
 
 
-THREADS = iter(range(1_000_000))
+THREADS = itertools.count()
 
 
 def new_thread(workflow):

@@ -16,9 +16,7 @@ use crate::engine::config;
 use crate::engine::storage;
 use crate::engine::worker::{self, Event, WorkerOptions};
 
-// `uwf worker [OPTIONS]` or `uwf worker list`. A plain comment: as a doc comment it would
-// become the `worker` command's about text whenever these arguments are built after the
-// enum's variant (clap's `defer`), hiding the variant's.
+/// `uwf worker [OPTIONS]` or `uwf worker list`.
 #[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = true)]
 pub struct WorkerArgs {
@@ -29,7 +27,6 @@ pub struct WorkerArgs {
 }
 
 #[derive(Debug, Subcommand)]
-#[command(defer = true)]
 enum WorkerCommand {
     /// The workers at work on this store (every machine's, over PostgreSQL)
     List,
