@@ -121,24 +121,19 @@ fn a_full_disk_leaves_whole_run_files_and_says_write() {
         );
     }
 
-    // An index write that needs no new block succeeds: threads.yaml is rewritten through its
-    // spare, whose blocks are already there (starting the same thread again writes no node —
-    // its start node exists — only threads.yaml).
-    let again = start_thread(&env, "counter", "p");
-    assert_ne!(again, id);
-    // One that needs a new block says what failed, once: the spare is gone (as in a store's
-    // first write), so writing threads.yaml needs space.
-    std::fs::remove_file(env.root().join("locks").join("threads.yaml.spare")).unwrap();
+    // An index write says what failed, once, and changes nothing (starting the same thread
+    // again writes no node — its start node exists — only the thread index).
+    let before = env.ok(&["thread", "list", "--all", "-q"]);
     let filler = disk.fill();
     let err = env.fails(&["thread", "start", "counter", "-p", "p"], 1);
-    assert!(err.contains("cannot write temp file for"), "{err}");
-    assert!(err.contains("threads.yaml"), "{err}");
+    assert!(err.contains("index.db"), "{err}");
     assert!(!err.contains("cannot read"), "{err}");
     assert_eq!(
-        err.matches("No space left on device").count(),
+        err.matches("disk is full").count(),
         1,
         "the cause is said once: {err}"
     );
+    assert_eq!(env.ok(&["thread", "list", "--all", "-q"]), before);
     // So does an append (a fork records where it came from first, in forks.jsonl).
     let err = env.fails(&["thread", "fork", &head], 1);
     assert!(
@@ -266,7 +261,10 @@ fn fsck_finds_every_damaged_node_and_a_step_refuses_to_build_on_damage() {
                 );
             }
 
-            let before = std::fs::read_to_string(env.root().join("threads.yaml")).unwrap();
+            let head_of = |id: &str| {
+                uwf::engine::index_files::read_threads(&env.root()).unwrap()[id].to_string()
+            };
+            let before = head_of(&id);
             let step = env.run(&["thread", "step", &id, "--agent", "dry"]);
             if builds_on(what) {
                 let stderr = String::from_utf8_lossy(&step.stderr);
@@ -276,11 +274,7 @@ fn fsck_finds_every_damaged_node_and_a_step_refuses_to_build_on_damage() {
                     "{case}: the step ran: {stderr}"
                 );
                 assert!(stderr.contains(&hash), "{case}: {stderr}");
-                assert_eq!(
-                    std::fs::read_to_string(env.root().join("threads.yaml")).unwrap(),
-                    before,
-                    "{case}: the head moved"
-                );
+                assert_eq!(head_of(&id), before, "{case}: the head moved");
             }
             if what == "the head step" {
                 let err = env.fails(&["thread", "show", &id], 1);

@@ -49,6 +49,7 @@ fn thread(id: &str, head: Hash) -> NewThread<'_> {
         head,
         parent: None,
         queued: false,
+        steps: None,
     }
 }
 
@@ -414,6 +415,7 @@ fn skip_locked_claims_every_queued_thread_exactly_once() {
         store
             .add_thread(&NewThread {
                 queued: i % 10 != 0,
+                steps: None,
                 ..thread(&id, head)
             })
             .expect("add");
@@ -505,6 +507,7 @@ fn a_thread_whose_worker_died_is_claimed_before_the_ones_waiting_longer() {
         store
             .add_thread(&NewThread {
                 queued: true,
+                steps: None,
                 ..thread(id, head)
             })
             .expect("add");

@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 use common::{Env, json};
 use serde_json::Value;
 use uwf::cas::{Hash, Store, builtin};
-use uwf::engine::index_files;
 use uwf::engine::thread::{forks, index};
+use uwf::engine::{index_db, index_files};
 
 /// Threads in the big store. Through the CLI: run to the end (archived `done`), run two steps
 /// (active) and started then killed (archived `killed`). Written with the library, as `thread
@@ -164,15 +164,19 @@ fn make_threads(env: &Env) {
         forks::record(&root, &id, Some(from), *head).expect("fork record");
         new.insert(id, *head);
     }
-    index_files::update_yaml(
-        &root,
-        "threads.yaml",
-        |threads: &mut index_files::Threads| {
-            threads.extend(new);
-            Ok::<(), index_files::IndexError>(())
-        },
-    )
-    .expect("threads.yaml");
+    let rows: Vec<index_db::Bulk> = new
+        .into_iter()
+        .map(|(id, head)| index_db::Bulk {
+            id,
+            workflow,
+            head,
+            parent: None,
+            archived: None,
+            steps: None,
+            next: None,
+        })
+        .collect();
+    index_db::insert_many(&root, &rows).expect("thread index rows");
     for i in 0..LOOSE_TEXTS {
         store
             .put(
@@ -217,9 +221,13 @@ fn content(bytes: &[u8]) -> (Value, Value) {
     (node["type"].clone(), node["payload"].clone())
 }
 
+/// Active threads and their heads, from the thread index.
 fn threads_yaml(root: &Path) -> BTreeMap<String, String> {
-    let text = std::fs::read_to_string(root.join("threads.yaml")).expect("threads.yaml");
-    serde_yaml::from_str(&text).expect("threads.yaml parses")
+    index_files::read_threads(root)
+        .expect("thread index")
+        .into_iter()
+        .map(|(id, head)| (id, head.to_string()))
+        .collect()
 }
 
 fn registry_yaml(root: &Path) -> serde_yaml::Value {
@@ -227,15 +235,15 @@ fn registry_yaml(root: &Path) -> serde_yaml::Value {
     serde_yaml::from_str(&text).expect("registry.yaml parses")
 }
 
+/// Archived threads, from the thread index.
 fn history(root: &Path) -> BTreeSet<String> {
-    std::fs::read_to_string(root.join("history.jsonl"))
-        .expect("history.jsonl")
-        .lines()
-        .map(|line| {
-            let v = json(line);
+    index_files::read_history(root)
+        .expect("thread index")
+        .into_iter()
+        .map(|a| {
             format!(
                 "{} {} {} {} {}",
-                v["thread"], v["workflow"], v["head"], v["status"], v["completedAt"]
+                a.thread, a.workflow, a.head, a.status, a.completed_at
             )
         })
         .collect()
@@ -503,7 +511,7 @@ fn a_source_node_that_does_not_hash_to_its_name_stops_the_copy() {
     assert!(err.contains("hash mismatch"), "{err}");
     assert!(err.contains(&head), "{err}");
     assert!(
-        !to.join("threads.yaml").exists(),
+        !to.join("index.db").exists(),
         "no thread index written for a failed copy"
     );
 }

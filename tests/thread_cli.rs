@@ -639,28 +639,39 @@ fn thread_kill_stops_a_running_step_and_archives_the_thread() {
 }
 
 #[test]
-fn a_corrupted_threads_yaml_is_named_never_dropped() {
-    let env = Env::new();
-    put_example(&env, "solve-issue");
-    let id = start_thread(&env, "solve-issue", "p");
-    std::fs::write(
-        env.root().join("threads.yaml"),
-        format!("{id}: [not a hash\n"),
-    )
-    .unwrap();
-    for args in [
-        &["thread", "list"][..],
-        &["thread", "step", &id],
-        &["thread", "start", "solve-issue", "-p", "x"],
+fn a_corrupted_thread_index_is_named_never_dropped() {
+    // The index, and a first-layout `threads.yaml` not migrated yet.
+    for (file, damage) in [
+        (
+            "index.db",
+            "this is not a database, it was overwritten by accident".to_owned(),
+        ),
+        ("threads.yaml", "01JD8X: [not a hash\n".to_owned()),
     ] {
-        let err = env.fails(args, 1);
-        assert!(err.contains("threads.yaml is damaged"), "{args:?}: {err}");
+        let env = Env::new();
+        put_example(&env, "solve-issue");
+        let id = start_thread(&env, "solve-issue", "p");
+        for name in ["index.db", "index.db-wal", "index.db-shm"] {
+            let _ = std::fs::remove_file(env.root().join(name));
+        }
+        std::fs::write(env.root().join(file), &damage).unwrap();
+        for args in [
+            &["thread", "list"][..],
+            &["thread", "step", &id],
+            &["thread", "start", "solve-issue", "-p", "x"],
+        ] {
+            let err = env.fails(args, 1);
+            assert!(
+                err.contains(&format!("{file} is damaged")),
+                "{args:?}: {err}"
+            );
+        }
+        // Nothing rewrote the file behind the user's back.
+        assert_eq!(
+            std::fs::read_to_string(env.root().join(file)).unwrap(),
+            damage
+        );
     }
-    // Nothing rewrote the file behind the user's back.
-    assert_eq!(
-        std::fs::read_to_string(env.root().join("threads.yaml")).unwrap(),
-        format!("{id}: [not a hash\n")
-    );
 }
 
 #[test]

@@ -64,13 +64,13 @@ fn sixteen_threads_in_parallel_processes_stay_consistent() {
     }
     // Every thread archived exactly once; none left active.
     assert!(env.ok(&["thread", "list"]).is_empty());
-    let history = std::fs::read_to_string(env.root().join("history.jsonl")).unwrap();
-    assert_eq!(history.lines().count(), 16);
-    let threads_yaml = std::fs::read_to_string(env.root().join("threads.yaml")).unwrap();
-    assert!(
-        threads_yaml.trim() == "{}" || threads_yaml.trim().is_empty(),
-        "{threads_yaml}"
-    );
+    let all: Vec<serde_json::Value> = env
+        .ok(&["thread", "list", "--all", "--json"])
+        .lines()
+        .map(json)
+        .collect();
+    assert_eq!(all.len(), 16);
+    assert!(all.iter().all(|t| t["status"] == "done"), "{all:?}");
     let fsck = env.ok(&["cas", "fsck"]);
     assert!(fsck.starts_with("ok:"), "{fsck}");
 }

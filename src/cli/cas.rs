@@ -62,7 +62,8 @@ only the index of this machine's node cache.\n\nExample:\n  uwf cas reindex"
     /// Remove nodes unreachable from the registry and thread heads
     #[command(
         after_help = "Roots: built-in schemas, registry.yaml (current and earlier versions), \
-threads.yaml heads, history.jsonl heads. Unreachable nodes younger than the grace period are kept. \
+the heads of every thread in the thread index (index.db), active and archived. A damaged index is \
+an error and nothing is removed. Unreachable nodes younger than the grace period are kept. \
 Over PostgreSQL the roots and nodes are the database's: unreachable rows older than the grace \
 period are deleted (in batches), with this machine's cache files of them.\n\n\
 Examples:\n  uwf cas gc --dry-run\n  uwf cas gc --grace 1h"
@@ -71,7 +72,7 @@ Examples:\n  uwf cas gc --dry-run\n  uwf cas gc --grace 1h"
     /// Check every node, every thread and workflow from its roots, and the derived files
     #[command(
         after_help = "Checks every node file (hash, references, validity against its schema); \
-walks every root (registry.yaml versions, threads.yaml and history.jsonl heads) along every \
+walks every root (registry.yaml versions, every thread's head in index.db) along every \
 reference and reports each missing or corrupt node with its kind and the threads and workflows \
 that reach it; checks cache/chains, cache/decisions and the type index against the store. \
 Over PostgreSQL every row of the nodes table is re-hashed instead, and the node files under the \

@@ -44,6 +44,14 @@ pub enum IndexError {
     /// The PostgreSQL store (or the choice of backend) failed.
     #[error(transparent)]
     Storage(#[from] StorageError),
+    /// The directory store's thread index (`index.db`) failed.
+    #[error("thread index {}: {action}: {source}", path.display())]
+    Db {
+        path: PathBuf,
+        action: &'static str,
+        #[source]
+        source: rusqlite::Error,
+    },
 }
 
 impl From<PgError> for IndexError {
@@ -60,6 +68,16 @@ impl Advice for IndexError {
             }
             IndexError::Storage(e) => e.hints(),
             _ => Vec::new(),
+        }
+    }
+    fn is_busy(&self) -> bool {
+        match self {
+            IndexError::Storage(e) => e.is_busy(),
+            IndexError::Db { source, .. } => matches!(
+                source.sqlite_error_code(),
+                Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+            ),
+            _ => false,
         }
     }
 }
@@ -212,11 +230,7 @@ fn registry_to_rows(registry: Registry) -> Vec<RegistryName> {
         .collect()
 }
 
-/// Reads `threads.yaml` under `root`.
-///
-/// Every step reads it several times and it has a line per active thread, so the form this
-/// program writes (`ID: HEAD` lines) is read directly; anything else — hand edits, damage —
-/// goes through the YAML parser, which also words the errors.
+/// Every active thread and its head (the thread index of either backend).
 pub fn read_threads(root: &Path) -> Result<Threads, IndexError> {
     if let Some(pg) = storage::pg(root)? {
         return Ok(pg
@@ -225,10 +239,26 @@ pub fn read_threads(root: &Path) -> Result<Threads, IndexError> {
             .map(|t| (t.id, t.head))
             .collect());
     }
+    crate::engine::index_db::active(root)
+}
+
+/// Reads the first layout's `threads.yaml` under `root` (to migrate it).
+///
+/// The form this program wrote (`ID: HEAD` lines) is read directly; anything else — hand
+/// edits, damage — goes through the YAML parser, which also words the errors. A file that is
+/// there but empty is damaged (uwf wrote `{}` for no threads): migrating it as "no threads"
+/// would lose them all.
+pub fn read_legacy_threads(root: &Path) -> Result<Threads, IndexError> {
     let path = root.join("threads.yaml");
     let Some(text) = read_optional(&path)? else {
         return Ok(Threads::default());
     };
+    if text.trim().is_empty() {
+        return Err(IndexError::Damaged {
+            path,
+            reason: "it is empty (uwf writes `{}` for no threads)".to_owned(),
+        });
+    }
     match parse_threads_plain(&text) {
         Some(threads) => Ok(threads),
         None => parse_yaml(&path, &text),
@@ -254,7 +284,7 @@ fn parse_threads_plain(text: &str) -> Option<Threads> {
     Some(threads)
 }
 
-/// Reads `history.jsonl` under `root`.
+/// Every archived thread, in the order they ended (the thread index of either backend).
 pub fn read_history(root: &Path) -> Result<Vec<Archived>, IndexError> {
     if let Some(pg) = storage::pg(root)? {
         return Ok(pg
@@ -263,6 +293,11 @@ pub fn read_history(root: &Path) -> Result<Vec<Archived>, IndexError> {
             .map(archived_of)
             .collect());
     }
+    crate::engine::index_db::archived(root)
+}
+
+/// Reads the first layout's `history.jsonl` under `root` (to migrate it).
+pub fn read_legacy_history(root: &Path) -> Result<Vec<Archived>, IndexError> {
     let path = root.join("history.jsonl");
     let Some(text) = read_optional(&path)? else {
         return Ok(Vec::new());

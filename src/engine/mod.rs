@@ -16,6 +16,7 @@
 pub mod agent;
 pub mod config;
 pub mod fsck;
+pub mod index_db;
 pub mod index_files;
 pub mod llm;
 pub mod pg_maintenance;

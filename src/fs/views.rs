@@ -50,7 +50,7 @@ pub const LISTING_TTL: Duration = Duration::from_secs(1);
 /// How old an index file's mtime must be before it can stand for the file's content.
 ///
 /// File systems stamp mtimes from a coarse clock (a jiffy, up to 10 ms), so two replacements of
-/// `threads.yaml` within one tick can carry the same mtime (and, inode numbers being reused,
+/// an index file within one tick can carry the same mtime (and, inode numbers being reused,
 /// the same stamp). Until the mtime is older than this, the file is re-read at every look and
 /// directories built from it report the current time as their mtime (a new one each time), so
 /// the kernel never keeps a listing under an mtime that a later change could repeat.

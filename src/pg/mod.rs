@@ -28,5 +28,5 @@ pub use listen::Listener;
 pub use registry::{Registered, RegistryName, RegistryRow, RegistryVersion};
 pub use schema::{CHANNEL, SCHEMA_VERSION};
 pub use store::PgStore;
-pub use threads::{ActiveThread, ArchivedThread, NewThread, ThreadState};
+pub use threads::{ActiveThread, ArchivedThread, ListPage, ListedRow, NewThread, ThreadState};
 pub use workers::WorkerRow;

@@ -14,7 +14,7 @@ use postgres::Client;
 use super::error::{PgError, describe};
 
 /// The schema version this binary writes and understands.
-pub const SCHEMA_VERSION: i32 = 2;
+pub const SCHEMA_VERSION: i32 = 3;
 
 /// The advisory lock key of migrations (`uwf` + `mig` in ASCII, any fixed number would do).
 const LOCK_KEY: i64 = 0x0075_7766_006d_6967;
@@ -100,6 +100,15 @@ create table workers (
     started_at timestamptz not null default now(),
     seen_at    timestamptz not null default now()
 );
+"#,
+    // Listing at scale (SPEC §14): what a list shows without reading the thread, and the
+    // indexes its keyset-paged query walks (both tables by id are their primary keys).
+    r#"
+alter table threads add column steps bigint;
+alter table threads add column next text;
+alter table history add column steps bigint;
+create index threads_by_workflow on threads (workflow, id);
+create index history_by_workflow on history (workflow, thread);
 "#,
 ];
 

@@ -21,6 +21,39 @@ pub struct NewThread<'a> {
     pub parent: Option<&'a str>,
     /// Whether workers may claim it at once (`thread start --queue`).
     pub queued: bool,
+    /// Steps from the start to `head`, when known.
+    pub steps: Option<u64>,
+}
+
+/// One page of a listing: newest first, keyset-paged by id.
+#[derive(Debug, Clone, Default)]
+pub struct ListPage {
+    /// Archived threads too.
+    pub all: bool,
+    /// Only these workflow versions.
+    pub workflows: Option<Vec<Hash>>,
+    /// Only ids at or after this one.
+    pub since_id: Option<String>,
+    /// Only ids before this one (the last of the previous page).
+    pub before_id: Option<String>,
+    pub limit: usize,
+}
+
+/// A listed thread's row (active or archived).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedRow {
+    pub id: String,
+    pub workflow: Hash,
+    pub head: Hash,
+    /// `active`, `failed`, `awaiting`, `done` or `killed`.
+    pub status: String,
+    pub steps: Option<u64>,
+    pub next: Option<String>,
+    pub error: Option<String>,
+    pub awaiting: Option<String>,
+    /// A step holds the thread's lease.
+    pub running: bool,
+    pub updated_ms: i64,
 }
 
 /// An active thread's row.
@@ -62,11 +95,18 @@ impl PgStore {
         let (workflow, head) = (thread.workflow.to_string(), thread.head.to_string());
         let inserted = self.with_client("add thread", |c| {
             c.execute(
-                "insert into threads (id, workflow, head, parent, queued)
-                 select $1, $2, $3, $4, $5
+                "insert into threads (id, workflow, head, parent, queued, steps)
+                 select $1, $2, $3, $4, $5, $6
                  where not exists (select 1 from history where thread = $1)
                  on conflict (id) do nothing",
-                &[&thread.id, &workflow, &head, &thread.parent, &thread.queued],
+                &[
+                    &thread.id,
+                    &workflow,
+                    &head,
+                    &thread.parent,
+                    &thread.queued,
+                    &thread.steps.map(|s| s as i64),
+                ],
             )
         })?;
         if inserted == 0 {
@@ -133,14 +173,106 @@ impl PgStore {
     /// Moves a thread's head from `expected` to `new`. Returns whether it moved: `false` when
     /// the head is no longer `expected` or the thread is not active.
     pub fn compare_and_set(&self, id: &str, expected: Hash, new: Hash) -> Result<bool, PgError> {
+        self.compare_and_set_next(id, expected, new, None)
+    }
+
+    /// [`PgStore::compare_and_set`] to a step continuing `expected` (one step more), with the
+    /// role the moderator picks at `new` when known (listings show both).
+    pub fn compare_and_set_next(
+        &self,
+        id: &str,
+        expected: Hash,
+        new: Hash,
+        next: Option<&str>,
+    ) -> Result<bool, PgError> {
         let (expected, new) = (expected.to_string(), new.to_string());
         let moved = self.with_client("compare-and-set head", |c| {
             c.execute(
-                "update threads set head = $3, updated_at = now() where id = $1 and head = $2",
-                &[&id, &expected, &new],
+                "update threads set head = $3, updated_at = now(), steps = steps + 1, next = $4
+                 where id = $1 and head = $2",
+                &[&id, &expected, &new, &next],
             )
         })?;
         Ok(moved == 1)
+    }
+
+    /// One page of threads, newest first: one query over both tables, each walked by its
+    /// primary key (or by workflow and id), the leases joined for `running`.
+    pub fn list_page(&self, page: &ListPage) -> Result<Vec<ListedRow>, PgError> {
+        let workflows: Option<Vec<String>> = page
+            .workflows
+            .as_ref()
+            .map(|w| w.iter().map(Hash::to_string).collect());
+        let limit = page.limit as i64;
+        let sql = "
+            (select t.id, t.workflow, t.head, t.status, t.steps, t.next, t.error, t.awaiting,
+                    (l.thread is not null and l.expires_at > now()),
+                    (extract(epoch from t.updated_at) * 1000)::bigint
+             from threads t left join leases l on l.thread = t.id
+             where ($1::text[] is null or t.workflow = any($1))
+               and ($2::text is null or t.id >= $2) and ($3::text is null or t.id < $3)
+             order by t.id desc limit $4)
+            union all
+            (select h.thread, h.workflow, h.head, h.status, h.steps,
+                    case when h.status = 'done' then '$END' end, null, null, false,
+                    (extract(epoch from h.completed_at) * 1000)::bigint
+             from history h
+             where $5 and ($1::text[] is null or h.workflow = any($1))
+               and ($2::text is null or h.thread >= $2) and ($3::text is null or h.thread < $3)
+             order by h.thread desc limit $4)
+            order by 1 desc limit $4";
+        let rows = self.with_client("list threads", |c| {
+            c.query(
+                sql,
+                &[
+                    &workflows,
+                    &page.since_id,
+                    &page.before_id,
+                    &limit,
+                    &page.all,
+                ],
+            )
+        })?;
+        rows.iter()
+            .map(|row| {
+                Ok(ListedRow {
+                    id: row.get(0),
+                    workflow: hash_column(row, 1)?,
+                    head: hash_column(row, 2)?,
+                    status: row.get(3),
+                    steps: row.get::<_, Option<i64>>(4).map(|s| s.max(0) as u64),
+                    next: row.get(5),
+                    error: row.get(6),
+                    awaiting: row.get(7),
+                    running: row.get(8),
+                    updated_ms: row.get(9),
+                })
+            })
+            .collect()
+    }
+
+    /// Ids of threads (active or archived) starting with `prefix`, sorted, at most `limit`.
+    pub fn ids_with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<String>, PgError> {
+        let rows = self.with_client("find thread", |c| {
+            c.query(
+                "select id from threads where left(id, length($1)) = $1
+                 union select thread from history where left(thread, length($1)) = $1
+                 order by 1 limit $2",
+                &[&prefix, &(limit as i64)],
+            )
+        })?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+
+    /// Every workflow version threads (active or archived) were started on.
+    pub fn thread_workflows(&self) -> Result<Vec<Hash>, PgError> {
+        let rows = self.with_client("list workflows of threads", |c| {
+            c.query(
+                "select workflow from threads union select workflow from history",
+                &[],
+            )
+        })?;
+        rows.iter().map(|r| hash_column(r, 0)).collect()
     }
 
     /// Archives an active thread at its current head with `status` (`done` or `killed`); its
@@ -153,8 +285,8 @@ impl PgStore {
             c.query_opt(
                 "with moved as (delete from threads where id = $1 returning *),
                       gone as (delete from leases where thread = $1)
-                 insert into history (thread, workflow, head, status, parent)
-                 select id, workflow, head, $2, parent from moved
+                 insert into history (thread, workflow, head, status, parent, steps)
+                 select id, workflow, head, $2, parent, steps from moved
                  returning thread, workflow, head, status, parent,
                            (extract(epoch from completed_at) * 1000)::bigint",
                 &[&id, &status],

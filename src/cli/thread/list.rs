@@ -1,79 +1,114 @@
-//! `uwf thread list`: active (and with `--all` archived) threads as a table, JSON lines or ids,
-//! or as a tree of sub-workflow children under their parents (`--tree`).
+//! `uwf thread list`: threads newest first, as a table (the newest 50 on a terminal, and how
+//! many more), JSON lines or ids, streamed as the index is read; or as a tree of sub-workflow
+//! children under their parents (`--tree`).
 
 use crate::cas::Store;
 use crate::cli::Out;
 use crate::cli::error::CliResult;
 use crate::cli::output::{Mode, ago};
-use crate::engine::index_files;
 use crate::engine::thread::lifecycle;
+use crate::engine::thread::listing::{self, Listed, Query};
+
+/// How many threads a terminal table shows unless `--limit` says otherwise.
+const TABLE_ROWS: usize = 50;
 
 pub(super) fn list(
     store: &Store,
-    all: bool,
-    workflow: Option<&str>,
+    query: &Query,
+    limit: Option<usize>,
     tree: bool,
     out: &mut Out,
 ) -> CliResult<()> {
     let root = store.root();
-    let mut ids: Vec<String> = index_files::read_threads(root)?.into_keys().collect();
-    if all {
-        ids.extend(
-            index_files::read_history(root)?
-                .into_iter()
-                .map(|a| a.thread),
-        );
-    }
-    ids.sort();
-    ids.dedup();
     let now = crate::cas::store::now_ms();
+    let limit = match out.mode {
+        Mode::Table if !tree => Some(limit.unwrap_or(TABLE_ROWS)),
+        _ => limit,
+    };
+    let mut shown = 0usize;
     let mut rows = Vec::new();
-    for id in ids {
-        let summary = match lifecycle::summary(store, &id) {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("warning: thread {id}: {e}");
-                continue;
-            }
-        };
-        if workflow.is_some_and(|w| w != summary.workflow) {
-            continue;
+    let mut failed = None;
+    let matched = listing::list(store, query, |listed: Listed| {
+        if limit.is_some_and(|l| shown >= l) {
+            return false;
         }
-        if tree {
+        shown += 1;
+        let summary = &listed.summary;
+        let written = if tree {
             // Children are printed under their parent (which may be archived even when they
             // are not), so only top-level threads start a line of their own here.
-            if lifecycle::family_json(root, &id).0.is_null() {
-                out.line(tree_line(0, &summary))?;
-                for (depth, child) in lifecycle::descendants(store, &id) {
-                    out.line(tree_line(depth, &child))?;
+            if lifecycle::family_json(root, &summary.id).0.is_null() {
+                out.line(tree_line(0, summary)).and_then(|()| {
+                    lifecycle::descendants(store, &summary.id)
+                        .into_iter()
+                        .try_for_each(|(depth, child)| out.line(tree_line(depth, &child)))
+                })
+            } else {
+                Ok(())
+            }
+        } else {
+            match out.mode {
+                Mode::Quiet => out.line(&summary.id),
+                Mode::Json => {
+                    let mut json = summary.to_json();
+                    json["updatedAt"] = listed.updated_ms.into();
+                    out.line(json)
+                }
+                Mode::Table => {
+                    rows.push(vec![
+                        summary.id.clone(),
+                        summary.workflow.clone(),
+                        summary.status.clone(),
+                        summary.steps.to_string(),
+                        summary.next.clone().unwrap_or_else(|| "-".into()),
+                        ago(listed.updated_ms, now),
+                    ]);
+                    Ok(())
                 }
             }
-            continue;
-        }
-        match out.mode {
-            Mode::Quiet => out.line(&summary.id)?,
-            Mode::Json => out.line(summary.to_json())?,
-            Mode::Table => {
-                let updated = store
-                    .get(summary.head)
-                    .map(|n| ago(n.timestamp, now))
-                    .unwrap_or_default();
-                rows.push(vec![
-                    summary.id.clone(),
-                    summary.workflow.clone(),
-                    summary.status.clone(),
-                    summary.steps.to_string(),
-                    summary.next.clone().unwrap_or_else(|| "-".into()),
-                    updated,
-                ]);
+        };
+        match written {
+            Ok(()) => true,
+            Err(e) => {
+                failed = Some(e);
+                false
             }
         }
+    })?;
+    if let Some(e) = failed {
+        return Err(e.into());
     }
-    out.table(
-        &["THREAD", "WORKFLOW", "STATUS", "STEPS", "NEXT", "UPDATED"],
-        &rows,
-    )?;
+    if out.mode == Mode::Table && !tree {
+        out.table(
+            &["THREAD", "WORKFLOW", "STATUS", "STEPS", "NEXT", "UPDATED"],
+            &rows,
+        )?;
+        let more = matched.saturating_sub(shown as u64);
+        if more > 0 {
+            let last = rows.last().map(|r| r[0].as_str()).unwrap_or_default();
+            out.line(format!(
+                "… and {more} more (--limit N shows more; --before {last} the next page)"
+            ))?;
+        }
+    }
     Ok(())
+}
+
+/// `--since`: a duration ago (`2h`) or a time (RFC 3339), as ms since the epoch.
+pub(super) fn parse_since(text: &str) -> Result<u64, String> {
+    let now = std::time::SystemTime::now();
+    let at = match humantime::parse_duration(text) {
+        Ok(ago) => now.checked_sub(ago).unwrap_or(std::time::UNIX_EPOCH),
+        Err(_) => humantime::parse_rfc3339_weak(text).map_err(|_| {
+            format!(
+                "`{text}` is neither a duration (30m, 2h, 7days) nor a time (2026-11-27T09:00:00Z)"
+            )
+        })?,
+    };
+    Ok(at
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0))
 }
 
 /// One line of `thread list --tree`.
@@ -87,4 +122,19 @@ fn tree_line(depth: usize, s: &lifecycle::Summary) -> String {
         s.steps,
         if s.steps == 1 { "" } else { "s" }
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn since_takes_durations_and_times() {
+        let now = crate::cas::store::now_ms();
+        let two_hours = parse_since("2h").unwrap();
+        assert!(now - two_hours >= 7_200_000 && now - two_hours < 7_260_000);
+        assert_eq!(parse_since("1970-01-01T00:00:01Z").unwrap(), 1000);
+        let err = parse_since("yesterday-ish").unwrap_err();
+        assert!(err.contains("neither a duration"), "{err}");
+    }
 }

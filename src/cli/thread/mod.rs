@@ -23,7 +23,7 @@ use crate::engine::workflow::jsonata;
 use crate::engine::workflow::moderator::{Moderator, Outcome};
 
 mod list;
-use list::list;
+use list::{list, parse_since};
 
 #[derive(Debug, Subcommand)]
 #[command(defer = true)]
@@ -66,9 +66,12 @@ uwf thread step 01JD8X…\n  uwf thread step 01JD8X… --agent \"uwf agent scrip
         /// Thread id (a unique prefix is enough)
         thread: String,
     },
-    /// List threads: a table on a terminal, else one JSON object per line
+    /// List threads, newest first: a table on a terminal (the newest 50, and how many more),
+    /// else one JSON object per line (all of them, streamed)
     #[command(
-        after_help = "Examples:\n  uwf thread list\n  uwf thread list --all --workflow solve-issue --json\n  uwf thread list -q   # ids only"
+        after_help = "Examples:\n  uwf thread list\n  uwf thread list --all --workflow solve-issue --json\n  \
+uwf thread list --status failed --since 2h\n  uwf thread list -q   # ids only\n  \
+uwf thread list --all --json --limit 1000 --before 01JD8X…   # the page after 01JD8X…"
     )]
     List {
         /// Include archived (done and killed) threads
@@ -77,6 +80,19 @@ uwf thread step 01JD8X…\n  uwf thread step 01JD8X… --agent \"uwf agent scrip
         /// Only threads of this workflow (name)
         #[arg(long)]
         workflow: Option<String>,
+        /// Only threads in this status (done and killed look at archived threads)
+        #[arg(long, value_parser = crate::engine::thread::listing::STATUSES)]
+        status: Option<String>,
+        /// Only threads started since WHEN: a duration ago (30m, 2h, 7days) or a time
+        /// (2026-11-27T09:00:00Z)
+        #[arg(long, value_name = "WHEN", value_parser = parse_since)]
+        since: Option<u64>,
+        /// At most N threads (a terminal shows 50 unless this is given)
+        #[arg(long, value_name = "N")]
+        limit: Option<usize>,
+        /// Only threads older than this one: give the last id of a page to get the next
+        #[arg(long, value_name = "THREAD")]
+        before: Option<String>,
         /// One line per thread, children (started by sub-workflows) indented under their parent
         #[arg(long)]
         tree: bool,
@@ -331,8 +347,21 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
         ThreadCommand::List {
             all,
             workflow,
+            status,
+            since,
+            limit,
+            before,
             tree,
-        } => list(&store, all, workflow.as_deref(), tree, out)?,
+        } => {
+            let query = crate::engine::thread::listing::Query {
+                all,
+                workflow,
+                status,
+                since_ms: since,
+                before: before.map(|b| b.trim().to_ascii_uppercase()),
+            };
+            list(&store, &query, limit, tree, out)?
+        }
         ThreadCommand::Steps { thread } => {
             let id = lifecycle::resolve_id(root, &thread)?;
             let summary = lifecycle::summary(&store, &id)?;

@@ -1,5 +1,5 @@
 //! The plain conversions of a copy: a directory store's index files read into the form the
-//! copy writes, `history.jsonl` lines, registry entries to and from PostgreSQL rows, and
+//! copy writes, thread index rows, registry entries to and from PostgreSQL rows, and
 //! `syncfs` of a directory destination.
 
 use std::collections::HashMap;
@@ -8,7 +8,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::cas::{Hash, Node};
-use crate::engine::index_files::{self, Archived, RegistryEntry, Version};
+use crate::engine::index_files::{self, RegistryEntry, Version};
 use crate::engine::thread::{family, forks};
 use crate::pg::{ArchivedThread, CopiedThread, RegistryName, RegistryVersion};
 
@@ -61,27 +61,6 @@ pub(super) fn read_dir_indexes(
         active,
         archived,
     })
-}
-
-/// `history.jsonl` for `archived`: one JSON line each, as archiving writes them.
-pub(super) fn history_lines(archived: &[ArchivedThread]) -> Vec<u8> {
-    let mut out = Vec::new();
-    for a in archived {
-        let line = Archived {
-            thread: a.thread.clone(),
-            workflow: a.workflow,
-            head: a.head,
-            status: a.status.clone(),
-            completed_at: u64::try_from(a.completed_ms).unwrap_or(0),
-        };
-        out.extend_from_slice(
-            serde_json::to_string(&line)
-                .expect("an archived entry serializes")
-                .as_bytes(),
-        );
-        out.push(b'\n');
-    }
-    out
 }
 
 /// A `cas_ref` field of a node's payload.

@@ -28,14 +28,15 @@ use std::path::PathBuf;
 
 use crate::advice::Advice;
 use crate::cas::{Hash, Node, Store, StoreError, builtin};
-use crate::engine::index_files::{self, IndexError, Registry, Threads};
+use crate::engine::index_db;
+use crate::engine::index_files::{self, IndexError, Registry};
 use crate::pg::{
     ArchivedThread, CopiedThread, Occupancy, PgConfig, PgError, PgStore, RegistryName,
 };
 
 mod convert;
 
-use convert::{entry_of, history_lines, name_of, read_dir_indexes, ref_field, syncfs};
+use convert::{entry_of, name_of, read_dir_indexes, ref_field, syncfs};
 
 /// How many nodes are read and written at a time.
 const BATCH: usize = 1000;
@@ -441,8 +442,8 @@ impl Side {
                 let root = store.root();
                 let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
                 Ok(Occupancy {
-                    threads: count(index_files::read_threads(root)?.len()),
-                    archived: count(index_files::read_history(root)?.len()),
+                    threads: count(index_db::counts(root)?.0 as usize),
+                    archived: count(index_db::counts(root)?.1 as usize),
                     workflows: count(index_files::read_registry(root)?.len()),
                 })
             }
@@ -580,34 +581,43 @@ impl Side {
                     *reg = indexes.registry.clone();
                     Ok(())
                 })?;
-                // Under the threads lock, history first, as archiving writes them.
-                index_files::update_yaml(root, "threads.yaml", |threads: &mut Threads| {
-                    let history = index_files::read_history(root)?;
-                    if !threads.is_empty() || !history.is_empty() {
-                        return Err(refuse_occupied(
-                            to,
-                            Occupancy {
-                                threads: threads.len() as i64,
-                                archived: history.len() as i64,
-                                workflows: 0,
-                            },
-                        )
-                        .expect_err("not empty"));
-                    }
-                    if !indexes.archived.is_empty() {
-                        index_files::write_file(
-                            root,
-                            &root.join("history.jsonl"),
-                            &history_lines(&indexes.archived),
-                        )?;
-                    }
-                    *threads = indexes
-                        .active
-                        .iter()
-                        .map(|t| (t.id.clone(), t.head))
-                        .collect();
-                    Ok(())
-                })
+                let threads: Vec<index_db::Bulk> = indexes
+                    .archived
+                    .iter()
+                    .map(|a| index_db::Bulk {
+                        id: a.thread.clone(),
+                        workflow: a.workflow,
+                        head: a.head,
+                        parent: a.parent.clone(),
+                        archived: Some((
+                            a.status.clone(),
+                            u64::try_from(a.completed_ms).unwrap_or(0),
+                        )),
+                        steps: None,
+                        next: None,
+                    })
+                    .chain(indexes.active.iter().map(|t| index_db::Bulk {
+                        id: t.id.clone(),
+                        workflow: t.workflow,
+                        head: t.head,
+                        parent: t.parent.clone(),
+                        archived: None,
+                        steps: None,
+                        next: None,
+                    }))
+                    .collect();
+                match index_db::insert_all(root, &threads)? {
+                    Ok(()) => Ok(()),
+                    Err((active, archived)) => Err(refuse_occupied(
+                        to,
+                        Occupancy {
+                            threads: active as i64,
+                            archived: archived as i64,
+                            workflows: 0,
+                        },
+                    )
+                    .expect_err("not empty")),
+                }
             }
             Side::Pg(pg) => {
                 let names: Vec<RegistryName> = indexes

@@ -1,18 +1,18 @@
-//! The thread index: `threads.yaml` (active thread → head) and `history.jsonl` (archived
-//! threads). The per-thread run files and step lock are [`super::run_files`].
+//! The thread index: where each thread stands (active at a head, or archived), over either
+//! backend — the directory store's `index.db` ([`crate::engine::index_db`]) or PostgreSQL's
+//! `threads` table. The per-thread run files and step lock are [`super::run_files`].
 //!
-//! Architecture Invariant: the head of a thread only moves by compare-and-set under the
-//! `threads` lock with an atomic replace of `threads.yaml`, so a crash leaves the old or the new
-//! head, never a broken file. Archiving writes `history.jsonl` first and `threads.yaml` second:
-//! a crash in between leaves the thread listed in both (still active), never in neither.
+//! Architecture Invariant: the head of a thread only moves by compare-and-set (one synced
+//! `update … where head = <expected>`), so a crash leaves the old or the new head; archiving is
+//! one statement too, so a thread is active or archived, never both or neither.
 
 use crate::advice::Advice;
 use std::path::Path;
 
 use crate::cas::Hash;
-use crate::cas::store::now_ms;
 
-use crate::engine::index_files::{self, Archived, IndexError, Threads};
+use crate::engine::index_db;
+use crate::engine::index_files::{self, Archived, IndexError};
 use crate::engine::storage::{self, StorageError};
 use crate::pg::{NewThread, PgError, ThreadState};
 
@@ -70,8 +70,6 @@ pub enum State {
     Archived(Archived),
 }
 
-const THREADS: &str = "threads.yaml";
-
 /// Looks a thread up: active first, then archived.
 pub fn state(root: &Path, id: &str) -> Result<State, ThreadIndexError> {
     if let Some(pg) = storage::pg(root).map_err(IndexError::from)? {
@@ -84,17 +82,46 @@ pub fn state(root: &Path, id: &str) -> Result<State, ThreadIndexError> {
             Err(e) => Err(e.into()),
         };
     }
-    if let Some(head) = index_files::read_threads(root)?.get(id) {
-        return Ok(State::Active { head: *head });
-    }
-    match index_files::read_history(root)?
-        .into_iter()
-        .rev()
-        .find(|a| a.thread == id)
-    {
-        Some(archived) => Ok(State::Archived(archived)),
+    match index_db::get(root, id)? {
+        Some(row) if row.is_active() => Ok(State::Active { head: row.head }),
+        Some(row) => Ok(State::Archived(row.archived())),
         None => Err(ThreadIndexError::Unknown(id.to_owned())),
     }
+}
+
+/// Whether thread `id` exists (active or archived).
+pub fn exists(root: &Path, id: &str) -> Result<bool, ThreadIndexError> {
+    match state(root, id) {
+        Ok(_) => Ok(true),
+        Err(ThreadIndexError::Unknown(_)) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Thread ids (active or archived) starting with `prefix`, sorted, at most `limit`.
+pub fn with_prefix(
+    root: &Path,
+    prefix: &str,
+    limit: usize,
+) -> Result<Vec<String>, ThreadIndexError> {
+    if let Some(pg) = storage::pg(root).map_err(IndexError::from)? {
+        return pg
+            .ids_with_prefix(prefix, limit)
+            .map_err(|e| IndexError::from(e).into());
+    }
+    Ok(index_db::with_prefix(root, prefix, limit)?)
+}
+
+/// Active threads whose head is `head` (forks share heads).
+pub fn active_at(root: &Path, head: Hash) -> Result<Vec<String>, ThreadIndexError> {
+    if storage::pg(root).map_err(IndexError::from)?.is_some() {
+        return Ok(index_files::read_threads(root)?
+            .into_iter()
+            .filter(|(_, h)| *h == head)
+            .map(|(id, _)| id)
+            .collect());
+    }
+    Ok(index_db::active_at(root, head)?)
 }
 
 /// The head of an active thread (an error naming the status for an archived one).
@@ -122,6 +149,18 @@ pub fn add(
     workflow: Hash,
     parent: Option<&str>,
 ) -> Result<(), ThreadIndexError> {
+    add_at(root, id, head, workflow, parent, None)
+}
+
+/// [`add`], knowing how many steps lead to `head` (kept for listings).
+pub fn add_at(
+    root: &Path,
+    id: &str,
+    head: Hash,
+    workflow: Hash,
+    parent: Option<&str>,
+    steps: Option<u64>,
+) -> Result<(), ThreadIndexError> {
     if let Some(pg) = storage::pg(root).map_err(IndexError::from)? {
         let thread = NewThread {
             id,
@@ -129,15 +168,23 @@ pub fn add(
             head,
             parent,
             queued: false,
+            steps,
         };
         return pg
             .add_thread(&thread)
             .map_err(|e| IndexError::from(e).into());
     }
-    index_files::update_yaml(root, THREADS, |threads: &mut Threads| {
-        threads.insert(id.to_owned(), head);
-        Ok::<_, ThreadIndexError>(())
-    })
+    index_db::insert(
+        root,
+        &index_db::NewRow {
+            id,
+            workflow,
+            head,
+            parent,
+            steps,
+        },
+    )?;
+    Ok(())
 }
 
 /// Moves an active thread's head from `expected` to `new`, or fails if it moved meanwhile.
@@ -147,9 +194,21 @@ pub fn compare_and_set(
     expected: Hash,
     new: Hash,
 ) -> Result<(), ThreadIndexError> {
+    compare_and_set_next(root, id, expected, new, None)
+}
+
+/// [`compare_and_set`] to a step continuing `expected`, with the role the moderator picks at
+/// `new` when known (listings show it).
+pub fn compare_and_set_next(
+    root: &Path,
+    id: &str,
+    expected: Hash,
+    new: Hash,
+    next: Option<&str>,
+) -> Result<(), ThreadIndexError> {
     if let Some(pg) = storage::pg(root).map_err(IndexError::from)? {
         if pg
-            .compare_and_set(id, expected, new)
+            .compare_and_set_next(id, expected, new, next)
             .map_err(IndexError::from)?
         {
             return Ok(());
@@ -166,20 +225,19 @@ pub fn compare_and_set(
             },
         });
     }
-    index_files::update_yaml(root, THREADS, |threads: &mut Threads| {
-        match threads.get_mut(id) {
-            Some(head) if *head == expected => {
-                *head = new;
-                Ok(())
-            }
-            Some(head) => Err(ThreadIndexError::HeadMoved {
-                id: id.to_owned(),
-                expected,
-                actual: *head,
-            }),
-            None => Err(ThreadIndexError::Unknown(id.to_owned())),
-        }
-    })
+    match index_db::compare_and_set(root, id, expected, new, next)? {
+        index_db::Cas::Moved => Ok(()),
+        index_db::Cas::Refused(row) if row.is_active() => Err(ThreadIndexError::HeadMoved {
+            id: id.to_owned(),
+            expected,
+            actual: row.head,
+        }),
+        index_db::Cas::Refused(row) => Err(ThreadIndexError::Archived {
+            id: id.to_owned(),
+            status: row.status,
+        }),
+        index_db::Cas::Unknown => Err(ThreadIndexError::Unknown(id.to_owned())),
+    }
 }
 
 /// Archives an active thread at its current head with `status` (`done` or `killed`).
@@ -201,51 +259,20 @@ pub fn archive(
             Err(e) => Err(e.into()),
         };
     }
-    let _guard = index_files::lock(root, THREADS)?;
-    let mut threads = index_files::read_threads(root)?;
-    let Some(head) = threads.get(id).copied() else {
-        return Err(match state(root, id)? {
+    let _ = workflow;
+    match index_db::archive(root, id, status)? {
+        Some(archived) => {
+            let _ = std::fs::remove_file(queue_dir(root).join(id));
+            Ok(archived)
+        }
+        None => Err(match state(root, id)? {
             State::Archived(a) => ThreadIndexError::Archived {
                 id: id.to_owned(),
                 status: a.status,
             },
             State::Active { .. } => ThreadIndexError::Unknown(id.to_owned()),
-        });
-    };
-    let archived = Archived {
-        thread: id.to_owned(),
-        workflow,
-        head,
-        status: status.to_owned(),
-        completed_at: now_ms(),
-    };
-    let history_path = root.join("history.jsonl");
-    let mut history = match std::fs::read(&history_path) {
-        Ok(bytes) => bytes,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-        Err(source) => {
-            return Err(IndexError::Io {
-                path: history_path,
-                source,
-            }
-            .into());
-        }
-    };
-    if !history.is_empty() && !history.ends_with(b"\n") {
-        history.push(b'\n');
+        }),
     }
-    history.extend_from_slice(
-        serde_json::to_string(&archived)
-            .expect("archived entry serializes")
-            .as_bytes(),
-    );
-    history.push(b'\n');
-    index_files::write_file(root, &history_path, &history)?;
-    threads.remove(id);
-    let text = serde_yaml::to_string(&threads).expect("threads serialize");
-    index_files::write_locked(root, THREADS, text.as_bytes())?;
-    let _ = std::fs::remove_file(queue_dir(root).join(id));
-    Ok(archived)
 }
 
 /// Where a directory store marks runnable threads: one empty file per queued thread.
@@ -294,13 +321,12 @@ pub fn queued(root: &Path) -> Result<Vec<String>, ThreadIndexError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(source) => return Err(IndexError::Io { path: dir, source }.into()),
     };
-    let active = index_files::read_threads(root)?;
     let mut found = Vec::new();
     for entry in entries.flatten() {
         let Some(id) = entry.file_name().to_str().map(str::to_owned) else {
             continue;
         };
-        if !active.contains_key(&id) {
+        if !index_db::get(root, &id)?.is_some_and(|row| row.is_active()) {
             let _ = std::fs::remove_file(entry.path());
             continue;
         }

@@ -128,7 +128,7 @@ pub fn start(store: &Store, workflow: &str, prompt: &str) -> Result<(String, Str
         &json!({"workflow": hash.to_string(), "prompt": prompt}),
     )?;
     let id = index::new_id();
-    index::add(store.root(), &id, start, hash, None)?;
+    index::add_at(store.root(), &id, start, hash, None, Some(0))?;
     Ok((w.name, id))
 }
 
@@ -151,7 +151,14 @@ pub fn start_child(
     )?;
     let id = index::new_id();
     family::link(store.root(), &id, parent)?;
-    index::add(store.root(), &id, start, hash, Some(&parent.thread))?;
+    index::add_at(
+        store.root(),
+        &id,
+        start,
+        hash,
+        Some(&parent.thread),
+        Some(0),
+    )?;
     Ok((w.name, id))
 }
 
@@ -178,12 +185,13 @@ pub fn fork_from(
         None => forks::source_of(store, from),
     };
     forks::record(store.root(), &id, source.as_deref(), from)?;
-    index::add(
+    index::add_at(
         store.root(),
         &id,
         from,
         view.workflow_hash,
         source.as_deref(),
+        Some(view.chain.steps.len() as u64),
     )?;
     Ok((view.workflow.name, id, from))
 }
@@ -191,25 +199,13 @@ pub fn fork_from(
 /// Finds a thread by its id or a unique prefix of it (case-insensitive).
 pub fn resolve_id(root: &Path, text: &str) -> Result<String, ThreadError> {
     let wanted = text.trim().to_ascii_uppercase();
-    let active = index_files::read_threads(root)?;
-    if active.contains_key(&wanted) {
-        return Ok(wanted);
-    }
-    let archived = index_files::read_history(root)?;
-    if archived.iter().any(|a| a.thread == wanted) {
+    if !wanted.is_empty() && index::exists(root, &wanted)? {
         return Ok(wanted);
     }
     if wanted.chars().count() < MIN_PREFIX {
         return Err(ThreadError::ShortThreadPrefix(text.to_owned()));
     }
-    let mut matches: Vec<String> = active
-        .keys()
-        .cloned()
-        .chain(archived.into_iter().map(|a| a.thread))
-        .filter(|id| !wanted.is_empty() && id.starts_with(&wanted))
-        .collect();
-    matches.sort();
-    matches.dedup();
+    let mut matches = index::with_prefix(root, &wanted, AMBIGUOUS_SHOWN)?;
     match matches.len() {
         0 => Err(ThreadIndexError::Unknown(text.to_owned()).into()),
         1 => Ok(matches.remove(0)),
@@ -219,6 +215,9 @@ pub fn resolve_id(root: &Path, text: &str) -> Result<String, ThreadError> {
         }),
     }
 }
+
+/// How many candidates an ambiguous thread prefix names.
+const AMBIGUOUS_SHOWN: usize = 20;
 
 /// The shortest hash prefix accepted as a step reference.
 pub const MIN_PREFIX: usize = 4;

@@ -1,7 +1,9 @@
 //! Threads (SPEC §5): the index of heads, the chain of steps, one step, and everything else
 //! that happens to a thread.
 //!
-//! - [`index`]: `threads.yaml` and `history.jsonl` — heads move only by compare-and-set here.
+//! - [`index`]: where each thread stands (`index.db` or PostgreSQL) — heads move only by
+//!   compare-and-set here.
+//! - [`listing`]: listing threads at scale, newest first, from index rows alone.
 //! - [`run_files`]: the per-thread step and kill locks and run files under `runs/`.
 //! - [`events`]: the per-thread change feed (`runs/<id>.events`), one JSON line per event.
 //! - [`chain`]: a thread's history from its head back to the start node, cached by head.
@@ -17,6 +19,7 @@ pub mod family;
 pub mod forks;
 pub mod index;
 pub mod lifecycle;
+pub mod listing;
 pub mod log;
 pub mod render;
 pub mod run_files;

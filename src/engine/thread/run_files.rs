@@ -244,8 +244,11 @@ impl RunFiles {
     /// Over PostgreSQL, the outcome of the last step attempt in the thread's row (best effort:
     /// the local files say it too).
     fn share_outcome(&self, error: Option<&str>) {
-        if let Ok(Some(pg)) = crate::engine::storage::pg(&self.root) {
-            let _ = pg.set_outcome(&self.id, error);
+        match crate::engine::storage::pg(&self.root) {
+            Ok(Some(pg)) => drop(pg.set_outcome(&self.id, error)),
+            // The directory store's index keeps it for listings (best effort too).
+            Ok(None) => crate::engine::index_db::note_error(&self.root, &self.id, error),
+            Err(_) => {}
         }
     }
 
@@ -312,6 +315,9 @@ impl RunFiles {
                 .without_fsync()
                 .replace(text.as_bytes());
         }
+        if let Ok(None) = crate::engine::storage::pg(&self.root) {
+            crate::engine::index_db::note_error(&self.root, &self.id, Some(message));
+        }
     }
 
     /// The last recorded outcome, if any.
@@ -345,9 +351,11 @@ impl RunFiles {
             .replace(&text)?;
         // Over PostgreSQL the question is in the thread's row too, for every machine to see
         // and answer (best effort: this machine's file says it as well).
-        if let Ok(Some(pg)) = crate::engine::storage::pg(&self.root) {
-            let json = String::from_utf8(text).expect("JSON is UTF-8");
-            let _ = pg.set_awaiting(&self.id, Some(&json));
+        let json = String::from_utf8(text).expect("JSON is UTF-8");
+        match crate::engine::storage::pg(&self.root) {
+            Ok(Some(pg)) => drop(pg.set_awaiting(&self.id, Some(&json))),
+            Ok(None) => crate::engine::index_db::note_awaiting(&self.root, &self.id, Some(&json)),
+            Err(_) => {}
         }
         Ok(())
     }
@@ -367,8 +375,10 @@ impl RunFiles {
     /// Forgets the question (answered, or the thread ended).
     pub fn clear_awaiting(&self) {
         let _ = std::fs::remove_file(self.awaiting_path());
-        if let Ok(Some(pg)) = crate::engine::storage::pg(&self.root) {
-            let _ = pg.set_awaiting(&self.id, None);
+        match crate::engine::storage::pg(&self.root) {
+            Ok(Some(pg)) => drop(pg.set_awaiting(&self.id, None)),
+            Ok(None) => crate::engine::index_db::note_awaiting(&self.root, &self.id, None),
+            Err(_) => {}
         }
     }
 }

@@ -467,12 +467,11 @@ pub(crate) fn publish(
     // before anything is published, as it would have before the agent ran.
     moderator.compiled()?;
     crate::profile::mark("publish: verified");
-    index::compare_and_set(store.root(), id, view.head(), hash)?;
-    crate::profile::mark("publish: head moved");
 
-    // Evaluate again: a thread whose next position is `$END` is archived now. The step itself
-    // succeeded; if routing cannot decide now, the next step reports why.
-    // The previous head's cache files are taken over by the new head's (no inode freed).
+    // Evaluate at the new step before publishing it, so the index learns the next role with
+    // the head (listings show it without reading the thread). A thread whose next position is
+    // `$END` is archived once published. If routing cannot decide now, the step still
+    // succeeds and the next step reports why.
     let (history, added) = chain::extend_in_memory(store, &view.history, hash)?;
     context.append("steps", added.context_json());
     crate::profile::mark("publish: chain extended");
@@ -480,6 +479,9 @@ pub(crate) fn publish(
     let next = next.map(|d| d.next);
     let done = next.as_deref() == Some(END);
     crate::profile::mark("publish: next decided");
+    index::compare_and_set_next(store.root(), id, view.head(), hash, next.as_deref())?;
+    crate::profile::mark("publish: head moved");
+    // The previous head's cache files are taken over by the new head's (no inode freed).
     // The cache files of the new head (its history and decision): a session writes them when
     // it lets go of the thread, a lone step now.
     let decision = next
@@ -545,12 +547,10 @@ pub fn publish_node(store: &Store, hash: Hash) -> Result<Stepped, StepError> {
     }
     let step = chain::read_step(&node)?;
     let continues = step.prev.unwrap_or(step.start);
-    let threads =
-        crate::engine::index_files::read_threads(store.root()).map_err(ThreadIndexError::from)?;
     // Forks share heads: the thread must also have started where the node did.
     let mut found = Vec::new();
-    for (id, head) in threads {
-        if head == continues && Current::load(store, &id)?.history.start_hash() == step.start {
+    for id in index::active_at(store.root(), continues)? {
+        if Current::load(store, &id)?.history.start_hash() == step.start {
             found.push(id);
         }
     }

@@ -3,7 +3,7 @@
 //!
 //! Architecture Invariant: everything cached here is either a pure function of a hash (chains by
 //! head, rendered step files by step hash, transcripts by head + status line + id) or re-read when
-//! its file's stamp changes (the index: `threads.yaml` + `history.jsonl`; over PostgreSQL, after
+//! its file's stamp changes (the index: `index.db` and its write-ahead log; over PostgreSQL, after
 //! a notification or a second, see `views/watch.rs`), so the CLI's changes in other processes
 //! (and machines) show within a second. Every cache is bounded by count or bytes; per-thread facts that
 //! never change (a thread's workflow) are bounded by the number of threads.
@@ -62,8 +62,7 @@ impl ThreadRef {
     }
 }
 
-/// `threads.yaml` and `history.jsonl` read together (over PostgreSQL, the active and the
-/// archived threads).
+/// The thread index: active and archived threads read together.
 #[derive(Debug, Default, PartialEq)]
 struct Index {
     /// Sorted (ULIDs sort by creation time).
@@ -233,10 +232,8 @@ impl Source {
             return Ok((c.index.clone(), c.version));
         }
         let read_at = SystemTime::now();
-        let stamps = (
-            stamp(&self.root.join("threads.yaml")),
-            stamp(&self.root.join("history.jsonl")),
-        );
+        let [db, log] = crate::engine::index_db::watched_files(&self.root);
+        let stamps = (stamp(&db), stamp(&log));
         let version = Version::of(
             [stamps.0.map(|s| s.mtime), stamps.1.map(|s| s.mtime)],
             read_at,

@@ -1,8 +1,9 @@
 //! How the views notice changes made outside the mount, for both storage backends (SPEC §7:
 //! "within a second"; §12).
 //!
-//! A directory store is watched through its index files: `threads.yaml`, `history.jsonl` and
-//! `registry.yaml` are replaced atomically on every change, so their stamps (inode, size, mtime)
+//! A directory store is watched through its index files: every change to the thread index is
+//! written to `index.db`'s write-ahead log (and checkpointed into `index.db`), and
+//! `registry.yaml` is replaced atomically on every change, so their stamps (inode, size, mtime)
 //! tell when to read them again (`views.rs`, `views/thread_source.rs`). Over PostgreSQL those
 //! files do not exist and nothing local changes when another machine steps a thread, so:
 //!

@@ -1,0 +1,394 @@
+//! The thread index at team scale (SPEC §14): what `thread start`, `step`, `show`, `list`,
+//! `list --all` and the mount's `ls threads` cost in stores of 1,000, 10,000 and 100,000
+//! threads (half of them archived), over the directory store and over PostgreSQL, printed side
+//! by side in one run.
+//!
+//! A store is grown in place: a few real threads of solve-issue are run with the script agent,
+//! then the index gets rows at their heads (as forks would have) up to each size, half archived,
+//! with ids spread over the past year. Every timed command is a real `uwf` process; a row is
+//! the median of several runs. The targets: at 100,000 threads `list --all` (JSON lines) ≤ 1 s
+//! on both backends, `ls threads` ≤ 1 s warm, start/step/show ≤ 1.2× their cost at 1,000.
+//!
+//! Run: `cargo bench --bench index_scale` (env `INDEX_BENCH_SIZES`, default
+//! `1000,10000,100000`). Prints numbers, asserts nothing. Mounting needs root and /dev/fuse;
+//! PostgreSQL needs Debian's `postgresql` (a row says when either is missing).
+
+#[path = "../tests/pg_server/mod.rs"]
+mod pg_server;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use uwf::cas::Hash;
+use uwf::engine::index_db::{self, Bulk};
+
+const SCRIPT: &str = r#"
+planner:
+  - { summary: "Fix the login bug", steps: ["reproduce", "fix the session check", "add a test"] }
+developer:
+  - { filesChanged: [src/login.rs], summary: "first attempt", testsPassing: false }
+  - { filesChanged: [src/login.rs, tests/login.rs], summary: "second attempt", testsPassing: true }
+reviewer:
+  - { approved: false, replan: false, comments: [] }
+  - { approved: true, replan: false, comments: [] }
+"#;
+
+/// Real threads whose heads the bulk rows share.
+const TEMPLATES: usize = 8;
+/// Runs of each per-thread command (the median is printed).
+const RUNS: usize = 15;
+/// Runs of each listing.
+const LIST_RUNS: usize = 3;
+
+struct Backend {
+    name: &'static str,
+    root: PathBuf,
+    url: Option<String>,
+    agent: String,
+}
+
+impl Backend {
+    fn uwf(&self) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_uwf"));
+        cmd.env("UWF_STORAGE_ROOT", &self.root)
+            .env_remove("UWF_STORAGE_URL")
+            .stdin(Stdio::null());
+        if let Some(url) = &self.url {
+            cmd.env("UWF_STORAGE_URL", url);
+        }
+        cmd
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.uwf().args(args).output().expect("run uwf");
+        assert!(
+            out.status.success(),
+            "uwf {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("utf-8")
+    }
+
+    /// Times one command (its output to /dev/null), in milliseconds.
+    fn time(&self, args: &[&str]) -> f64 {
+        let started = Instant::now();
+        let status = self
+            .uwf()
+            .args(args)
+            .stdout(Stdio::null())
+            .status()
+            .expect("run uwf");
+        let ms = started.elapsed().as_secs_f64() * 1000.0;
+        assert!(status.success(), "uwf {args:?} failed");
+        ms
+    }
+
+    fn start(&self, prompt: &str) -> String {
+        let out = self.ok(&["thread", "start", "solve-issue", "-p", prompt]);
+        let json: serde_json::Value = serde_json::from_str(out.trim()).expect("start JSON");
+        json["thread"].as_str().expect("thread id").to_owned()
+    }
+}
+
+/// A real thread's place, which bulk rows copy.
+#[derive(Clone)]
+struct Template {
+    workflow: Hash,
+    head: Hash,
+    steps: u64,
+    next: Option<String>,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+/// Runs the templates: solve-issue threads stepped three times each.
+fn templates(b: &Backend) -> Vec<Template> {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/solve-issue.yaml");
+    b.ok(&["workflow", "put", &example.to_string_lossy()]);
+    let mut ids = Vec::new();
+    for i in 0..TEMPLATES {
+        let id = b.start(&format!("template {} {i}", b.name));
+        b.ok(&[
+            "thread",
+            "run",
+            &id,
+            "--max-steps",
+            "3",
+            "--agent",
+            &b.agent,
+        ]);
+        ids.push(id);
+    }
+    let mut out = Vec::new();
+    for line in b.ok(&["thread", "list", "--json"]).lines() {
+        let json: serde_json::Value = serde_json::from_str(line).expect("list JSON");
+        let id = json["thread"].as_str().unwrap();
+        if !ids.iter().any(|t| t == id) {
+            continue;
+        }
+        let head = Hash::parse(json["head"].as_str().unwrap()).unwrap();
+        let workflow = match &b.url {
+            None => index_db::get(&b.root, id).unwrap().unwrap().workflow,
+            Some(url) => {
+                let mut c = pg_server::PgServer::raw(url);
+                let row = c
+                    .query_one("select workflow from threads where id = $1", &[&id])
+                    .unwrap();
+                Hash::parse(row.get::<_, &str>(0)).unwrap()
+            }
+        };
+        out.push(Template {
+            workflow,
+            head,
+            steps: json["steps"].as_u64().unwrap(),
+            next: json["next"].as_str().map(str::to_owned),
+        });
+    }
+    out
+}
+
+/// Adds `count` rows (every other one archived) with ids from a year ago up to an hour ago.
+fn grow(b: &Backend, templates: &[Template], from: usize, count: usize) {
+    let now = now_ms();
+    let year = 365 * 24 * 3_600_000u64;
+    let rows: Vec<Bulk> = (from..from + count)
+        .map(|i| {
+            let t = &templates[i % templates.len()];
+            let at = now - 3_600_000 - year + (i as u64 * 997) % year;
+            let id = ulid::Ulid::from_parts(at, (i as u128) << 16 | 0xBE7C).to_string();
+            Bulk {
+                id,
+                workflow: t.workflow,
+                head: t.head,
+                parent: None,
+                archived: (i % 2 == 1).then(|| ("done".to_owned(), at + 60_000)),
+                steps: Some(t.steps),
+                next: t.next.clone(),
+            }
+        })
+        .collect();
+    match &b.url {
+        None => index_db::insert_many(&b.root, &rows).expect("bulk rows"),
+        Some(url) => {
+            let mut c = pg_server::PgServer::raw(url);
+            let mut tx = c.transaction().unwrap();
+            let col = |f: &dyn Fn(&Bulk) -> String, archived: bool| -> Vec<String> {
+                rows.iter()
+                    .filter(|r| r.archived.is_some() == archived)
+                    .map(f)
+                    .collect()
+            };
+            let ids = |a| col(&|r| r.id.clone(), a);
+            let wfs = |a| col(&|r| r.workflow.to_string(), a);
+            let heads = |a| col(&|r| r.head.to_string(), a);
+            let steps = |a: bool| -> Vec<i64> {
+                rows.iter()
+                    .filter(|r| r.archived.is_some() == a)
+                    .map(|r| r.steps.unwrap_or(0) as i64)
+                    .collect()
+            };
+            let nexts = col(&|r| r.next.clone().unwrap_or_default(), false);
+            tx.execute(
+                "insert into threads (id, workflow, head, steps, next)
+                 select * from unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[])",
+                &[&ids(false), &wfs(false), &heads(false), &steps(false), &nexts],
+            )
+            .unwrap();
+            tx.execute(
+                "insert into history (thread, workflow, head, status, steps)
+                 select a, b, c, 'done', d
+                 from unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) as u(a, b, c, d)",
+                &[&ids(true), &wfs(true), &heads(true), &steps(true)],
+            )
+            .unwrap();
+            tx.commit().unwrap();
+            c.batch_execute("analyze threads; analyze history").unwrap();
+        }
+    }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("a clock after 1970")
+        .as_millis() as u64
+}
+
+/// One size's costs, in ms.
+#[derive(Default, Clone)]
+struct Costs {
+    start: f64,
+    step: f64,
+    show: f64,
+    list: f64,
+    list_all: f64,
+    ls: Option<f64>,
+}
+
+fn measure(b: &Backend, size: usize, mount: Option<&Path>) -> Costs {
+    let mut costs = Costs::default();
+    let mut starts = Vec::new();
+    let mut fresh = Vec::new();
+    for i in 0..RUNS {
+        let prompt = format!("bench {} {size} {i}", b.name);
+        let started = Instant::now();
+        fresh.push(b.start(&prompt));
+        starts.push(started.elapsed().as_secs_f64() * 1000.0);
+    }
+    costs.start = median(starts);
+    costs.step = median(
+        fresh
+            .iter()
+            .map(|id| b.time(&["thread", "step", id, "--agent", &b.agent]))
+            .collect(),
+    );
+    costs.show = median(
+        fresh
+            .iter()
+            .map(|id| b.time(&["thread", "show", id]))
+            .collect(),
+    );
+    costs.list = median(
+        (0..LIST_RUNS)
+            .map(|_| b.time(&["thread", "list", "--json"]))
+            .collect(),
+    );
+    costs.list_all = median(
+        (0..LIST_RUNS)
+            .map(|_| b.time(&["thread", "list", "--all", "--json"]))
+            .collect(),
+    );
+    // Archive the fresh threads again so every size has the same active share.
+    for id in &fresh {
+        b.ok(&["thread", "kill", id]);
+    }
+    if let Some(mnt) = mount {
+        costs.ls = ls_threads(b, mnt);
+    }
+    costs
+}
+
+/// `ls` of the mount's `threads/`, warm (after one cold listing): the median, in ms.
+fn ls_threads(b: &Backend, mnt: &Path) -> Option<f64> {
+    std::fs::create_dir_all(mnt).ok()?;
+    let mounted = b
+        .uwf()
+        .args(["mount", "--background"])
+        .arg(mnt)
+        .status()
+        .ok()?
+        .success();
+    if !mounted {
+        return None;
+    }
+    let ls = || {
+        let started = Instant::now();
+        let out = Command::new("ls")
+            .arg(mnt.join("threads"))
+            .stdout(Stdio::piped())
+            .output()
+            .expect("ls");
+        let ms = started.elapsed().as_secs_f64() * 1000.0;
+        (ms, out.stdout.iter().filter(|&&c| c == b'\n').count())
+    };
+    let (_, entries) = ls();
+    let warm = median((0..LIST_RUNS).map(|_| ls().0).collect());
+    let _ = b.uwf().arg("umount").arg(mnt).status();
+    if entries == 0 {
+        return None;
+    }
+    Some(warm)
+}
+
+fn can_mount() -> Result<(), &'static str> {
+    if !Path::new("/dev/fuse").exists() {
+        return Err("no /dev/fuse");
+    }
+    if !nix::unistd::geteuid().is_root() {
+        return Err("not root");
+    }
+    Ok(())
+}
+
+fn main() {
+    let sizes: Vec<usize> = std::env::var("INDEX_BENCH_SIZES")
+        .ok()
+        .map(|v| v.split(',').filter_map(|s| s.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![1_000, 10_000, 100_000]);
+    let base = tempfile::tempdir().expect("temp dir");
+    let script = base.path().join("solve.yaml");
+    std::fs::write(&script, SCRIPT).expect("script");
+    let agent = format!("uwf agent script --file {}", script.display());
+    let server = pg_server::PgServer::private_durable("index bench");
+    let mount_ok = can_mount();
+    let mut backends = vec![Backend {
+        name: "directory",
+        root: base.path().join("dir"),
+        url: None,
+        agent: agent.clone(),
+    }];
+    match &server {
+        Some(server) => backends.push(Backend {
+            name: "postgres",
+            root: base.path().join("pg"),
+            url: Some(server.fresh_db("index_bench")),
+            agent,
+        }),
+        None => println!("(no PostgreSQL: install Debian's postgresql for its rows)"),
+    }
+    if let Err(why) = mount_ok {
+        println!("(ls threads skipped: {why})");
+    }
+    let mut results: Vec<Vec<(usize, Costs)>> = Vec::new();
+    for b in &backends {
+        std::fs::create_dir_all(&b.root).expect("root");
+        let templates = templates(b);
+        let mut have = 0;
+        let mut rows = Vec::new();
+        for &size in &sizes {
+            grow(b, &templates, have, size - have.min(size));
+            have = have.max(size);
+            let mnt = base.path().join(format!("mnt-{}-{size}", b.name));
+            let costs = measure(b, size, mount_ok.is_ok().then_some(mnt.as_path()));
+            eprintln!("{} {size}: done", b.name);
+            rows.push((size, costs));
+        }
+        results.push(rows);
+    }
+    println!(
+        "thread index at scale: median ms of {RUNS} runs (lists: {LIST_RUNS}); half of each store archived"
+    );
+    for (b, rows) in backends.iter().zip(&results) {
+        println!("\n{}:", b.name);
+        println!(
+            "{:>8} {:>9} {:>9} {:>9} {:>10} {:>11} {:>10}",
+            "threads", "start", "step", "show", "list", "list --all", "ls threads"
+        );
+        let first = rows[0].1.clone();
+        for (size, c) in rows {
+            println!(
+                "{:>8} {:>9.2} {:>9.2} {:>9.2} {:>10.1} {:>11.1} {:>10}",
+                size,
+                c.start,
+                c.step,
+                c.show,
+                c.list,
+                c.list_all,
+                c.ls.map_or("-".to_owned(), |v| format!("{v:.1}"))
+            );
+        }
+        let (size, last) = rows.last().expect("a size");
+        println!(
+            "{:>8} {:>8.2}× {:>8.2}× {:>8.2}×   (at {size} against {})",
+            "ratio",
+            last.start / first.start,
+            last.step / first.step,
+            last.show / first.show,
+            rows[0].0
+        );
+    }
+}

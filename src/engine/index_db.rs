@@ -1,0 +1,1007 @@
+//! The directory store's thread index (SPEC §5.1, §14): one SQLite database, `index.db`, in WAL
+//! mode, with a row per thread — active or archived — holding its head, workflow, status, times
+//! and what lists show without reading the thread (steps, the next role, the last error, the
+//! question it waits on). Every per-thread operation is one indexed statement, so it costs the
+//! same at 100,000 threads as at 1,000, and a listing is one scan in id order (ULIDs sort by
+//! creation), newest first.
+//!
+//! The first layout, `threads.yaml` (active id → head) and `history.jsonl` (archived threads), is
+//! migrated on first use: the database is built under a temp name, the old files' entries copied
+//! in, then hard-linked into place (never replacing one that exists), and only then are the old
+//! files renamed to `*.migrated`. A `kill -9` at any point leaves either no `index.db` (the next
+//! command migrates again from the untouched old files) or a complete one.
+//!
+//! Architecture Invariant: a head moves only by compare-and-set (`update … where head = ?`) in a
+//! transaction that is synced before it returns (`synchronous=FULL`), so `kill -9` at any instant
+//! leaves every thread at its old or its new head. The file only ever appears whole, so one that
+//! exists without the schema (empty, truncated, overwritten) is damaged — an error naming the
+//! file, never "no threads" (a GC that read it as empty would delete every thread's nodes).
+//! Derived columns (`steps`, `next`, `error`, `awaiting`) are caches of what the nodes and run
+//! files say: `NULL` means "not known here", and readers then work it out the slow way.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+
+use crate::cas::Hash;
+use crate::engine::index_files::{Archived, IndexError};
+
+/// The database's file name under the storage root.
+pub const FILE: &str = "index.db";
+
+/// The schema version this binary writes and understands (`meta.schema`).
+const SCHEMA: i64 = 1;
+
+/// How long a statement waits for another process's write transaction before failing.
+const BUSY_WAIT: Duration = Duration::from_secs(30);
+
+const CREATE: &str = "
+create table meta (key text primary key not null, value integer not null) without rowid;
+create table threads (
+    id text primary key not null,
+    workflow text not null,
+    head text not null,
+    status text not null check (status in ('active', 'done', 'killed')),
+    parent text,
+    created_ms integer not null,
+    updated_ms integer not null,
+    completed_ms integer,
+    steps integer,
+    next text,
+    error text,
+    awaiting text
+) without rowid;
+create index threads_by_status on threads (status, id);
+create index threads_by_workflow on threads (workflow, id);
+create index threads_by_head on threads (head) where status = 'active';
+";
+
+/// Every column of a row, in [`Row::read`]'s order.
+const COLUMNS: &str = "id, workflow, head, status, parent, created_ms, updated_ms, completed_ms, \
+                       steps, next, error, awaiting";
+
+/// One thread's row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Row {
+    pub id: String,
+    pub workflow: Hash,
+    pub head: Hash,
+    /// `active`, `done` or `killed`.
+    pub status: String,
+    /// The thread it was forked or spawned from, when known.
+    pub parent: Option<String>,
+    pub created_ms: u64,
+    pub updated_ms: u64,
+    pub completed_ms: Option<u64>,
+    /// Steps from the start to the head, when known.
+    pub steps: Option<u64>,
+    /// The role the moderator picks at the head, when known.
+    pub next: Option<String>,
+    /// The last step attempt's error, while it stands.
+    pub error: Option<String>,
+    /// The question the thread waits on (JSON, as `runs/<id>.awaiting.json`).
+    pub awaiting: Option<String>,
+}
+
+impl Row {
+    fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
+        let hash = |i: usize| -> rusqlite::Result<Hash> {
+            let text: String = r.get(i)?;
+            Hash::parse(&text).map_err(|e| {
+                rusqlite::Error::FromSqlConversionFailure(
+                    i,
+                    rusqlite::types::Type::Text,
+                    Box::new(e),
+                )
+            })
+        };
+        let ms = |i: usize| -> rusqlite::Result<Option<u64>> {
+            Ok(r.get::<_, Option<i64>>(i)?
+                .map(|v| u64::try_from(v).unwrap_or(0)))
+        };
+        Ok(Row {
+            id: r.get(0)?,
+            workflow: hash(1)?,
+            head: hash(2)?,
+            status: r.get(3)?,
+            parent: r.get(4)?,
+            created_ms: ms(5)?.unwrap_or(0),
+            updated_ms: ms(6)?.unwrap_or(0),
+            completed_ms: ms(7)?,
+            steps: ms(8)?,
+            next: r.get(9)?,
+            error: r.get(10)?,
+            awaiting: r.get(11)?,
+        })
+    }
+
+    pub fn is_active(&self) -> bool {
+        self.status == "active"
+    }
+
+    /// The row as a `history.jsonl` entry (for archived threads).
+    pub fn archived(&self) -> Archived {
+        Archived {
+            thread: self.id.clone(),
+            workflow: self.workflow,
+            head: self.head,
+            status: self.status.clone(),
+            completed_at: self.completed_ms.unwrap_or(self.updated_ms),
+        }
+    }
+}
+
+/// A new active thread.
+#[derive(Debug, Clone)]
+pub struct NewRow<'a> {
+    pub id: &'a str,
+    pub workflow: Hash,
+    pub head: Hash,
+    pub parent: Option<&'a str>,
+    /// Steps from the start to `head`, when the caller knows.
+    pub steps: Option<u64>,
+}
+
+/// What a listing wants, in the database's terms (live statuses are the caller's).
+#[derive(Debug, Clone, Default)]
+pub struct Scan {
+    /// Archived threads too.
+    pub all: bool,
+    /// Only these workflow versions (`None`: any).
+    pub workflows: Option<Vec<Hash>>,
+    /// Only threads whose id sorts at or after this (a ULID made from a time: started since).
+    pub since_id: Option<String>,
+    /// Only threads whose id sorts before this (keyset paging: the last id of the page before).
+    pub before_id: Option<String>,
+}
+
+/// The outcome of a compare-and-set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cas {
+    Moved,
+    /// Not moved: the thread's row as it is (another head, or archived).
+    Refused(Box<Row>),
+    Unknown,
+}
+
+/// An open database: the connection, and which file it is (a file replaced under the same name
+/// is opened again).
+struct Open {
+    root: PathBuf,
+    file: (u64, u64),
+    conn: Arc<Mutex<Connection>>,
+}
+
+/// Open connections, most recently used last; a few roots at most per process (tests and
+/// benches open many, each a few descriptors).
+static OPEN: Mutex<Vec<Open>> = Mutex::new(Vec::new());
+const KEEP_OPEN: usize = 8;
+
+fn path_of(root: &Path) -> PathBuf {
+    root.join(FILE)
+}
+
+fn db_error(root: &Path, action: &'static str) -> impl Fn(rusqlite::Error) -> IndexError {
+    let path = path_of(root);
+    move |source| match source.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::NotADatabase | rusqlite::ErrorCode::DatabaseCorrupt) => {
+            IndexError::Damaged {
+                path: path.clone(),
+                reason: source.to_string(),
+            }
+        }
+        _ => IndexError::Db {
+            path: path.clone(),
+            action,
+            source,
+        },
+    }
+}
+
+/// Runs `f` on the root's connection, opening (and, with `create`, making or migrating) the
+/// database first. `Ok(None)`: no database, nothing to migrate, and `create` is off — an empty
+/// index, left uncreated by a command that only reads.
+fn with<R>(
+    root: &Path,
+    create: bool,
+    action: &'static str,
+    f: impl FnOnce(&mut Connection) -> rusqlite::Result<R>,
+) -> Result<Option<R>, IndexError> {
+    let Some(conn) = connection(root, create)? else {
+        return Ok(None);
+    };
+    let mut conn = conn.lock().unwrap_or_else(|p| p.into_inner());
+    f(&mut conn).map(Some).map_err(db_error(root, action))
+}
+
+/// Like [`with`] for writes: the database is made if needed, so there is always an answer.
+fn write<R>(
+    root: &Path,
+    action: &'static str,
+    f: impl FnOnce(&mut Connection) -> rusqlite::Result<R>,
+) -> Result<R, IndexError> {
+    Ok(with(root, true, action, f)?.expect("a writer creates the index"))
+}
+
+/// The file's identity, or `None` when there is none.
+fn identity(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+fn connection(root: &Path, create: bool) -> Result<Option<Arc<Mutex<Connection>>>, IndexError> {
+    let path = path_of(root);
+    let mut file = identity(&path);
+    {
+        let mut open = OPEN.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(i) = open.iter().position(|o| o.root == root) {
+            if Some(open[i].file) == file {
+                let o = open.remove(i);
+                let conn = o.conn.clone();
+                open.push(o);
+                return Ok(Some(conn));
+            }
+            open.remove(i);
+        }
+    }
+    if file.is_none() {
+        let legacy = root.join(LEGACY_THREADS).exists() || root.join(LEGACY_HISTORY).exists();
+        if !create && !legacy {
+            return Ok(None);
+        }
+        // Not under the lock: migrating reads the store, and other roots need not wait.
+        make(root)?;
+        file = identity(&path);
+    }
+    let conn = Arc::new(Mutex::new(open_existing(root)?));
+    let mut open = OPEN.lock().unwrap_or_else(|p| p.into_inner());
+    open.retain(|o| o.root != root);
+    if open.len() >= KEEP_OPEN {
+        open.remove(0);
+    }
+    open.push(Open {
+        root: root.to_path_buf(),
+        file: file.unwrap_or_default(),
+        conn: conn.clone(),
+    });
+    Ok(Some(conn))
+}
+
+/// Opens `index.db` (never creating it) and checks it is an index this binary understands.
+fn open_existing(root: &Path) -> Result<Connection, IndexError> {
+    let path = path_of(root);
+    let err = db_error(root, "opening");
+    let conn = Connection::open_with_flags(
+        &path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(&err)?;
+    conn.busy_timeout(BUSY_WAIT).map_err(&err)?;
+    // WAL is recorded in the file (set when it was made); FULL syncs the log at every commit.
+    // The log may keep 4 MiB between checkpoints (a bulk insert's log is cut back to that).
+    conn.execute_batch("pragma synchronous = full; pragma journal_size_limit = 4194304;")
+        .map_err(&err)?;
+    keep_log_files(&conn);
+    let version: Option<i64> = conn
+        .query_row("select value from meta where key = 'schema'", [], |r| {
+            r.get(0)
+        })
+        .optional()
+        .or_else(|e| match &e {
+            // No `meta` table: not an index (an empty or overwritten file).
+            rusqlite::Error::SqliteFailure(_, Some(msg)) if msg.contains("no such table") => {
+                Ok(None)
+            }
+            _ => Err(e),
+        })
+        .map_err(&err)?;
+    match version {
+        Some(SCHEMA) => Ok(conn),
+        Some(v) if v > SCHEMA => Err(IndexError::Damaged {
+            path,
+            reason: format!(
+                "it is a thread index of version {v}, newer than this uwf (version {SCHEMA}); \
+                 upgrade uwf"
+            ),
+        }),
+        Some(v) => Err(IndexError::Damaged {
+            path,
+            reason: format!("unknown thread index version {v}"),
+        }),
+        None => Err(IndexError::Damaged {
+            path,
+            reason: "it has no thread index schema (an empty or overwritten file)".to_owned(),
+        }),
+    }
+}
+
+/// Keeps `index.db-wal` and `index.db-shm` when the last connection closes, instead of
+/// deleting them: the next process (every `uwf` command is one) reuses their blocks rather than
+/// making, syncing and removing two files, and a store on a full disk can still be read and
+/// take small changes. Best effort: without it the files are only remade.
+fn keep_log_files(conn: &Connection) {
+    let mut on: std::ffi::c_int = 1;
+    // SAFETY: `handle` is this open connection's own `sqlite3*`, used only for this call while
+    // `conn` is borrowed; SQLITE_FCNTL_PERSIST_WAL reads and writes one `int` through the
+    // pointer, which points at `on`, alive for the call.
+    unsafe {
+        rusqlite::ffi::sqlite3_file_control(
+            conn.handle(),
+            c"main".as_ptr(),
+            rusqlite::ffi::SQLITE_FCNTL_PERSIST_WAL,
+            (&raw mut on).cast(),
+        );
+    }
+}
+
+/// The first layout's files, read once to migrate them.
+const LEGACY_THREADS: &str = "threads.yaml";
+const LEGACY_HISTORY: &str = "history.jsonl";
+
+/// Makes `index.db`: built under a temp name (with the first layout's entries, if any), synced,
+/// then hard-linked into place — a concurrent maker's file is never replaced, and a crash leaves
+/// only the temp file (removed by the next maker once its process is gone).
+fn make(root: &Path) -> Result<(), IndexError> {
+    std::fs::create_dir_all(root).map_err(|source| IndexError::Io {
+        path: root.to_path_buf(),
+        source,
+    })?;
+    remove_abandoned_temps(root);
+    let path = path_of(root);
+    let tmp = root.join(format!(
+        "{FILE}.tmp-{}-{}",
+        std::process::id(),
+        ulid::Ulid::new()
+    ));
+    let result = build(root, &tmp).and_then(|()| match std::fs::hard_link(&tmp, &path) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(source) => Err(IndexError::Io {
+            path: path.clone(),
+            source,
+        }),
+    });
+    let _ = std::fs::remove_file(&tmp);
+    let linked = result?;
+    std::fs::File::open(root)
+        .and_then(|dir| dir.sync_all())
+        .map_err(|source| IndexError::Io {
+            path: root.to_path_buf(),
+            source,
+        })?;
+    if linked {
+        // The old files are kept for the record, under names nothing reads.
+        for name in [LEGACY_THREADS, LEGACY_HISTORY] {
+            let from = root.join(name);
+            if from.exists() {
+                let _ = std::fs::rename(&from, root.join(format!("{name}.migrated")));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Temp databases left by makers that died (their pid is gone).
+fn remove_abandoned_temps(root: &Path) {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    let prefix = format!("{FILE}.tmp-");
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(&prefix)) else {
+            continue;
+        };
+        let alive = rest
+            .split('-')
+            .next()
+            .and_then(|p| p.parse::<i32>().ok())
+            .is_some_and(|pid| {
+                nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
+            });
+        if !alive {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// Writes a complete index at `tmp`: schema, then the first layout's entries.
+fn build(root: &Path, tmp: &Path) -> Result<(), IndexError> {
+    let err = db_error(root, "creating");
+    let legacy = read_legacy(root)?;
+    let mut conn = Connection::open(tmp).map_err(&err)?;
+    conn.execute_batch("pragma journal_mode = wal; pragma synchronous = full;")
+        .map_err(&err)?;
+    let tx = conn.transaction().map_err(&err)?;
+    tx.execute_batch(CREATE).map_err(&err)?;
+    tx.execute(
+        "insert into meta (key, value) values ('schema', ?1)",
+        params![SCHEMA],
+    )
+    .map_err(&err)?;
+    {
+        let mut insert = tx
+            .prepare(&format!(
+                "insert or replace into threads ({COLUMNS}) \
+                 values (?1, ?2, ?3, ?4, null, ?5, ?6, ?7, null, ?8, null, null)"
+            ))
+            .map_err(&err)?;
+        // Archived first: an entry in both files (a crash between archiving's two writes) is
+        // still active.
+        for a in &legacy.archived {
+            let at = ms(a.completed_at);
+            let next = (a.status == "done").then_some(crate::engine::workflow::END);
+            insert
+                .execute(params![
+                    a.thread,
+                    a.workflow.to_string(),
+                    a.head.to_string(),
+                    a.status,
+                    created_of(&a.thread).unwrap_or(at),
+                    at,
+                    at,
+                    next,
+                ])
+                .map_err(&err)?;
+        }
+        let store = crate::cas::Store::open(root).ok();
+        for (id, head) in &legacy.active {
+            let facts = facts_of(store.as_ref(), id, *head);
+            let created = created_of(id).unwrap_or(0);
+            insert
+                .execute(params![
+                    id,
+                    facts.map_or(*head, |f| f.0).to_string(),
+                    head.to_string(),
+                    "active",
+                    created,
+                    created,
+                    None::<i64>,
+                    None::<String>,
+                ])
+                .map_err(&err)?;
+            if let Some((_, steps)) = facts {
+                tx.execute(
+                    "update threads set steps = ?2 where id = ?1",
+                    params![id, ms(steps)],
+                )
+                .map_err(&err)?;
+            }
+        }
+    }
+    tx.commit().map_err(&err)?;
+    // Closing checkpoints the log into the file and removes it: the file alone is the index.
+    conn.close().map_err(|(_, e)| err(e))?;
+    let file = std::fs::File::open(tmp).map_err(|source| IndexError::Io {
+        path: tmp.to_path_buf(),
+        source,
+    })?;
+    file.sync_all().map_err(|source| IndexError::Io {
+        path: tmp.to_path_buf(),
+        source,
+    })?;
+    Ok(())
+}
+
+/// The first layout's entries.
+struct Legacy {
+    active: BTreeMap<String, Hash>,
+    archived: Vec<Archived>,
+}
+
+/// The workflow and step count of an active thread of the first layout (which recorded only
+/// its head), from its nodes; `None` when they cannot be read (fsck reports such a thread).
+fn facts_of(store: Option<&crate::cas::Store>, id: &str, head: Hash) -> Option<(Hash, u64)> {
+    let view = crate::engine::thread::view::ThreadView::at(store?, id, head).ok()?;
+    Some((view.workflow_hash, view.chain.steps.len() as u64))
+}
+
+fn read_legacy(root: &Path) -> Result<Legacy, IndexError> {
+    Ok(Legacy {
+        active: crate::engine::index_files::read_legacy_threads(root)?,
+        archived: crate::engine::index_files::read_legacy_history(root)?,
+    })
+}
+
+fn ms(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// When a thread was started, from its id (a ULID's first 48 bits are milliseconds).
+pub fn created_of(id: &str) -> Option<i64> {
+    ulid::Ulid::from_string(id)
+        .ok()
+        .map(|u| ms(u.timestamp_ms()))
+}
+
+/// The smallest ULID of millisecond `at` (for "started since").
+pub fn id_since(at_ms: u64) -> String {
+    ulid::Ulid::from_parts(at_ms, 0).to_string()
+}
+
+/// A thread's row, or `None`.
+pub fn get(root: &Path, id: &str) -> Result<Option<Row>, IndexError> {
+    Ok(with(root, false, "reading a thread", |c| {
+        c.prepare_cached(&format!("select {COLUMNS} from threads where id = ?1"))?
+            .query_row(params![id], Row::read)
+            .optional()
+    })?
+    .flatten())
+}
+
+/// Adds an active thread (an id that exists is an error).
+pub fn insert(root: &Path, row: &NewRow<'_>) -> Result<(), IndexError> {
+    let now = ms(crate::cas::store::now_ms());
+    write(root, "adding a thread", |c| {
+        c.prepare_cached(&format!(
+            "insert into threads ({COLUMNS}) \
+             values (?1, ?2, ?3, 'active', ?4, ?5, ?5, null, ?6, null, null, null)"
+        ))?
+        .execute(params![
+            row.id,
+            row.workflow.to_string(),
+            row.head.to_string(),
+            row.parent,
+            now,
+            row.steps.map(ms),
+        ])
+        .map(drop)
+    })
+}
+
+/// Moves an active thread's head from `expected` to `new` (a step continuing `expected`, so
+/// one step more), with the role the moderator picks at `new` when known.
+pub fn compare_and_set(
+    root: &Path,
+    id: &str,
+    expected: Hash,
+    new: Hash,
+    next: Option<&str>,
+) -> Result<Cas, IndexError> {
+    let now = ms(crate::cas::store::now_ms());
+    let moved = write(root, "moving a head", |c| {
+        c.prepare_cached(
+            "update threads set head = ?3, updated_ms = ?4, steps = steps + 1, next = ?5 \
+             where id = ?1 and head = ?2 and status = 'active'",
+        )?
+        .execute(params![
+            id,
+            expected.to_string(),
+            new.to_string(),
+            now,
+            next
+        ])
+    })?;
+    if moved == 1 {
+        return Ok(Cas::Moved);
+    }
+    Ok(match get(root, id)? {
+        Some(row) => Cas::Refused(Box::new(row)),
+        None => Cas::Unknown,
+    })
+}
+
+/// Archives an active thread with `status` (`done` or `killed`); `None` if there is no active
+/// thread `id` (look it up to say why).
+pub fn archive(root: &Path, id: &str, status: &str) -> Result<Option<Archived>, IndexError> {
+    let now = ms(crate::cas::store::now_ms());
+    let next = (status == "done").then_some(crate::engine::workflow::END);
+    let row = write(root, "archiving a thread", |c| {
+        c.prepare_cached(&format!(
+            "update threads set status = ?2, completed_ms = ?3, updated_ms = ?3, next = ?4, \
+             awaiting = null where id = ?1 and status = 'active' returning {COLUMNS}"
+        ))?
+        .query_row(params![id, status, now, next], Row::read)
+        .optional()
+    })?;
+    Ok(row.map(|r| r.archived()))
+}
+
+/// Records a derived fact (best effort, not synced: a cache, `NULL` when lost).
+fn note(root: &Path, sql: &'static str, args: &[&dyn rusqlite::ToSql]) {
+    let _ = with(root, false, "noting a thread's state", |c| {
+        c.execute_batch("pragma synchronous = normal;")?;
+        let done = c.prepare_cached(sql).and_then(|mut s| s.execute(args));
+        c.execute_batch("pragma synchronous = full;")?;
+        done.map(drop)
+    });
+}
+
+/// The role the moderator picks at `head` (if the thread is still there).
+pub fn note_next(root: &Path, id: &str, head: Hash, next: Option<&str>) {
+    note(
+        root,
+        "update threads set next = ?2 where id = ?1 and head = ?3 and status = 'active'",
+        &[&id, &next, &head.to_string()],
+    );
+}
+
+/// The last step attempt's error, or `None` after a success.
+pub fn note_error(root: &Path, id: &str, error: Option<&str>) {
+    note(
+        root,
+        "update threads set error = ?2 where id = ?1 and error is not ?2",
+        &[&id, &error],
+    );
+}
+
+/// The question the thread waits on (JSON), or `None` once answered.
+pub fn note_awaiting(root: &Path, id: &str, question: Option<&str>) {
+    note(
+        root,
+        "update threads set awaiting = ?2 where id = ?1 and awaiting is not ?2",
+        &[&id, &question],
+    );
+}
+
+/// Active threads: id → head.
+pub fn active(root: &Path) -> Result<BTreeMap<String, Hash>, IndexError> {
+    let rows = with(root, false, "listing threads", |c| {
+        let mut stmt =
+            c.prepare_cached("select id, head from threads where status = 'active' order by id")?;
+        let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+    })?
+    .unwrap_or_default();
+    let mut out = BTreeMap::new();
+    for (id, head) in rows {
+        out.insert(id, parse_hash(root, &head)?);
+    }
+    Ok(out)
+}
+
+/// Archived threads, in the order they ended.
+pub fn archived(root: &Path) -> Result<Vec<Archived>, IndexError> {
+    Ok(with(root, false, "listing archived threads", |c| {
+        let mut stmt = c.prepare_cached(&format!(
+            "select {COLUMNS} from threads where status != 'active' order by completed_ms, id"
+        ))?;
+        let rows = stmt.query_map([], |r| Row::read(r).map(|row| row.archived()))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+    })?
+    .unwrap_or_default())
+}
+
+/// Active threads whose head is `head`.
+pub fn active_at(root: &Path, head: Hash) -> Result<Vec<String>, IndexError> {
+    Ok(with(root, false, "finding threads at a head", |c| {
+        let mut stmt = c.prepare_cached(
+            "select id from threads where head = ?1 and status = 'active' order by id",
+        )?;
+        let rows = stmt.query_map(params![head.to_string()], |r| r.get::<_, String>(0))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+    })?
+    .unwrap_or_default())
+}
+
+/// Counts of active and archived threads.
+pub fn counts(root: &Path) -> Result<(u64, u64), IndexError> {
+    Ok(with(root, false, "counting threads", |c| {
+        c.query_row(
+            "select count(*) filter (where status = 'active'), \
+                    count(*) filter (where status != 'active') from threads",
+            [],
+            |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as u64)),
+        )
+    })?
+    .unwrap_or((0, 0)))
+}
+
+/// Ids starting with `prefix` (at most `limit`).
+pub fn with_prefix(root: &Path, prefix: &str, limit: usize) -> Result<Vec<String>, IndexError> {
+    Ok(with(root, false, "finding a thread", |c| {
+        let mut stmt =
+            c.prepare_cached("select id from threads where id >= ?1 order by id limit ?2")?;
+        let rows = stmt.query_map(params![prefix, limit as i64 + 1], |r| r.get::<_, String>(0))?;
+        let mut out = Vec::new();
+        for id in rows {
+            let id = id?;
+            if !id.starts_with(prefix) || out.len() == limit {
+                break;
+            }
+            out.push(id);
+        }
+        Ok(out)
+    })?
+    .unwrap_or_default())
+}
+
+/// Every distinct workflow version threads were started on.
+pub fn workflows(root: &Path) -> Result<Vec<Hash>, IndexError> {
+    let texts = with(root, false, "listing workflows of threads", |c| {
+        let mut stmt = c.prepare_cached("select distinct workflow from threads")?;
+        let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+    })?
+    .unwrap_or_default();
+    texts.iter().map(|t| parse_hash(root, t)).collect()
+}
+
+/// Rows read per statement of a scan.
+const SCAN_BATCH: i64 = 1000;
+
+/// Calls `each` with the rows `scan` selects, newest first, while it returns `true`. Rows are
+/// read in batches of [`SCAN_BATCH`] (keyset by id), and `each` runs between them without the
+/// connection held: the first row reaches the caller before the last is read, and `each` may
+/// use the index itself.
+pub fn scan(root: &Path, scan: &Scan, mut each: impl FnMut(Row) -> bool) -> Result<(), IndexError> {
+    let mut sql = format!("select {COLUMNS} from threads where id < ?1");
+    let mut args: Vec<String> = vec![String::new()];
+    if !scan.all {
+        sql.push_str(" and status = 'active'");
+    }
+    if let Some(since) = &scan.since_id {
+        args.push(since.clone());
+        sql.push_str(&format!(" and id >= ?{}", args.len()));
+    }
+    if let Some(workflows) = &scan.workflows {
+        if workflows.is_empty() {
+            return Ok(());
+        }
+        let first = args.len() + 1;
+        args.extend(workflows.iter().map(Hash::to_string));
+        let marks: Vec<String> = (first..=args.len()).map(|i| format!("?{i}")).collect();
+        sql.push_str(&format!(" and workflow in ({})", marks.join(", ")));
+    }
+    sql.push_str(&format!(" order by id desc limit {SCAN_BATCH}"));
+    // Every id sorts below this (ids are ASCII letters and digits).
+    let mut below = scan
+        .before_id
+        .clone()
+        .unwrap_or_else(|| "\u{7f}".to_owned());
+    loop {
+        args[0] = below.clone();
+        let batch = with(root, false, "listing threads", |c| {
+            let mut stmt = c.prepare_cached(&sql)?;
+            let rows = stmt.query_map(rusqlite::params_from_iter(args.iter()), Row::read)?;
+            rows.collect::<rusqlite::Result<Vec<Row>>>()
+        })?
+        .unwrap_or_default();
+        let full = batch.len() as i64 == SCAN_BATCH;
+        let Some(last) = batch.last().map(|r| r.id.clone()) else {
+            return Ok(());
+        };
+        for row in batch {
+            if !each(row) {
+                return Ok(());
+            }
+        }
+        if !full {
+            return Ok(());
+        }
+        below = last;
+    }
+}
+
+/// A thread added in bulk: active at `head` when `archived` is `None`.
+#[derive(Debug, Clone)]
+pub struct Bulk {
+    pub id: String,
+    pub workflow: Hash,
+    pub head: Hash,
+    pub parent: Option<String>,
+    /// `(status, completed ms)` of an archived thread.
+    pub archived: Option<(String, u64)>,
+    pub steps: Option<u64>,
+    /// The role the moderator picks at `head`, when known (archived threads: from the status).
+    pub next: Option<String>,
+}
+
+/// Adds threads in bulk, in one synced transaction (`uwf store copy`, benchmarks), only into an
+/// index with no thread: `Ok(Err((active, archived)))` counts what is there, and nothing is added.
+pub fn insert_all(root: &Path, threads: &[Bulk]) -> Result<Result<(), (u64, u64)>, IndexError> {
+    insert_bulk(root, threads, true)
+}
+
+/// Adds threads in bulk, in one synced transaction, beside those already there (benchmarks
+/// build stores of 10⁵ threads this way). An id that exists fails the whole transaction.
+pub fn insert_many(root: &Path, threads: &[Bulk]) -> Result<(), IndexError> {
+    insert_bulk(root, threads, false).map(|_| ())
+}
+
+fn insert_bulk(
+    root: &Path,
+    threads: &[Bulk],
+    only_into_empty: bool,
+) -> Result<Result<(), (u64, u64)>, IndexError> {
+    let now = ms(crate::cas::store::now_ms());
+    write(root, "adding threads", |c| {
+        let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let (active, archived): (i64, i64) = tx.query_row(
+            "select count(*) filter (where status = 'active'), \
+                    count(*) filter (where status != 'active') from threads",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        if only_into_empty && active + archived > 0 {
+            return Ok(Err((active as u64, archived as u64)));
+        }
+        {
+            let mut insert = tx.prepare_cached(&format!(
+                "insert into threads ({COLUMNS}) \
+                 values (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, null, null)"
+            ))?;
+            for t in threads {
+                let created = created_of(&t.id).unwrap_or(now);
+                let (status, completed) = match &t.archived {
+                    Some((status, at)) => (status.as_str(), Some(ms(*at))),
+                    None => ("active", None),
+                };
+                let next = match &t.archived {
+                    Some(_) => (status == "done").then(|| crate::engine::workflow::END.to_owned()),
+                    None => t.next.clone(),
+                };
+                insert.execute(params![
+                    t.id,
+                    t.workflow.to_string(),
+                    t.head.to_string(),
+                    status,
+                    t.parent,
+                    created,
+                    completed.unwrap_or(now),
+                    completed,
+                    t.steps.map(ms),
+                    next,
+                ])?;
+            }
+        }
+        tx.commit()?;
+        Ok(Ok(()))
+    })
+}
+
+/// The files whose stamps change with every committed change (the mount watches them).
+pub fn watched_files(root: &Path) -> [PathBuf; 2] {
+    [path_of(root), root.join(format!("{FILE}-wal"))]
+}
+
+fn parse_hash(root: &Path, text: &str) -> Result<Hash, IndexError> {
+    Hash::parse(text).map_err(|e| IndexError::Damaged {
+        path: path_of(root),
+        reason: format!("`{text}` is not a hash: {e}"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h(n: u64) -> Hash {
+        Hash::from_u64(n)
+    }
+
+    fn add(root: &Path, id: &str, head: Hash) {
+        insert(
+            root,
+            &NewRow {
+                id,
+                workflow: h(1),
+                head,
+                parent: None,
+                steps: Some(0),
+            },
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn a_missing_index_reads_empty_and_is_not_created_by_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(active(dir.path()).unwrap().is_empty());
+        assert!(get(dir.path(), "X").unwrap().is_none());
+        assert!(!dir.path().join(FILE).exists());
+    }
+
+    #[test]
+    fn heads_move_only_from_the_expected_head() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        add(root, "01A", h(10));
+        assert_eq!(
+            compare_and_set(root, "01A", h(10), h(11), None).unwrap(),
+            Cas::Moved
+        );
+        match compare_and_set(root, "01A", h(10), h(12), None).unwrap() {
+            Cas::Refused(row) => assert_eq!(row.head, h(11)),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(get(root, "01A").unwrap().unwrap().steps, Some(1));
+        assert_eq!(
+            compare_and_set(root, "nope", h(1), h(2), None).unwrap(),
+            Cas::Unknown
+        );
+        let a = archive(root, "01A", "done").unwrap().unwrap();
+        assert_eq!((a.head, a.status.as_str()), (h(11), "done"));
+        assert!(archive(root, "01A", "killed").unwrap().is_none());
+        assert!(matches!(
+            compare_and_set(root, "01A", h(11), h(12), None).unwrap(),
+            Cas::Refused(_)
+        ));
+        assert!(active(root).unwrap().is_empty());
+        assert_eq!(archived(root).unwrap(), vec![a]);
+    }
+
+    #[test]
+    fn an_empty_or_foreign_file_is_damaged_never_empty() {
+        for bytes in [
+            &b""[..],
+            b"not a database at all, just some bytes here........",
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            std::fs::write(dir.path().join(FILE), bytes).unwrap();
+            let err = active(dir.path()).unwrap_err().to_string();
+            assert!(err.contains("index.db is damaged"), "{err}");
+        }
+    }
+
+    #[test]
+    fn scans_are_newest_first_and_filtered() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for id in ["01A", "01B", "01C", "01D"] {
+            add(root, id, h(5));
+        }
+        archive(root, "01B", "killed").unwrap();
+        let ids = |scan: &Scan| {
+            let mut out = Vec::new();
+            super::scan(root, scan, |r| {
+                out.push(r.id);
+                true
+            })
+            .unwrap();
+            out
+        };
+        assert_eq!(ids(&Scan::default()), ["01D", "01C", "01A"]);
+        let all = Scan {
+            all: true,
+            ..Scan::default()
+        };
+        assert_eq!(ids(&all), ["01D", "01C", "01B", "01A"]);
+        let page = Scan {
+            all: true,
+            before_id: Some("01C".into()),
+            since_id: Some("01B".into()),
+            ..Scan::default()
+        };
+        assert_eq!(ids(&page), ["01B"]);
+        let none = Scan {
+            workflows: Some(vec![h(2)]),
+            ..Scan::default()
+        };
+        assert!(ids(&none).is_empty());
+        assert_eq!(with_prefix(root, "01", 2).unwrap(), ["01A", "01B"]);
+        assert_eq!(counts(root).unwrap(), (3, 1));
+    }
+
+    #[test]
+    fn the_first_layout_is_migrated_once_and_kept_aside() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::write(
+            root.join(LEGACY_THREADS),
+            "01JAAAAAAAAAAAAAAAAAAAAAAA: F5VV55NBKX1R5\n",
+        )
+        .unwrap();
+        std::fs::write(
+            root.join(LEGACY_HISTORY),
+            "{\"thread\":\"01JBBBBBBBBBBBBBBBBBBBBBBB\",\"workflow\":\"EYHPV6X8XHTCS\",\"head\":\"827F196W26J4M\",\"status\":\"done\",\"completedAt\":5}\n",
+        )
+        .unwrap();
+        // A reader migrates too: the old files must not be ignored.
+        let found = active(root).unwrap();
+        assert_eq!(found.len(), 1);
+        assert_eq!(archived(root).unwrap().len(), 1);
+        assert!(!root.join(LEGACY_THREADS).exists());
+        assert!(root.join("threads.yaml.migrated").exists());
+        // A leftover temp of a dead maker is removed by the next maker.
+        let stale = root.join(format!("{FILE}.tmp-999999999-x"));
+        std::fs::write(&stale, b"").unwrap();
+        let other = tempfile::tempdir().unwrap();
+        std::fs::copy(&stale, other.path().join(stale.file_name().unwrap())).unwrap();
+        make(other.path()).unwrap();
+        assert!(!other.path().join(stale.file_name().unwrap()).exists());
+    }
+}

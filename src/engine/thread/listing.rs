@@ -1,0 +1,289 @@
+//! Listing threads at team scale (SPEC §14): one pass over the index, newest first, a summary
+//! per thread made from its index row alone — no chain, workflow or run file is read for a
+//! thread whose row knows its steps and next role — handed to the caller as it is read.
+//!
+//! The directory store scans `index.db`; PostgreSQL answers one keyset-paged query per page
+//! (`threads` and `history` merged by id), so neither costs a round trip or a file per thread.
+//! Rows the index knows less about (threads migrated from the first layout, copied stores) are
+//! summarised the slow way, from their nodes, exactly as `thread show` does.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use crate::cas::{Hash, Store};
+use crate::engine::index_db;
+use crate::engine::storage;
+use crate::engine::workflow::END;
+
+use super::lifecycle::{self, Summary, ThreadError};
+use super::run_files::{Awaiting, RunFiles};
+
+/// What to list.
+#[derive(Debug, Clone, Default)]
+pub struct Query {
+    /// Archived (done and killed) threads too.
+    pub all: bool,
+    /// Only threads of the workflow of this name.
+    pub workflow: Option<String>,
+    /// Only threads in this status (`active`, `running`, `awaiting`, `failed`, `done`, `killed`).
+    pub status: Option<String>,
+    /// Only threads started at or after this time (ms since the epoch).
+    pub since_ms: Option<u64>,
+    /// Only threads older than this one (keyset paging: the last id of the previous page).
+    pub before: Option<String>,
+}
+
+/// The statuses a thread can be listed in.
+pub const STATUSES: [&str; 6] = ["active", "running", "awaiting", "failed", "done", "killed"];
+
+/// One listed thread.
+#[derive(Debug, Clone)]
+pub struct Listed {
+    pub summary: Summary,
+    /// When the thread last changed (its head moved, or it ended), ms since the epoch.
+    pub updated_ms: u64,
+}
+
+/// One row of either backend's index, as listing needs it.
+#[derive(Debug, Clone)]
+pub struct IndexRow {
+    pub id: String,
+    pub workflow: Hash,
+    pub head: Hash,
+    /// `active` (or PostgreSQL's `failed`/`awaiting`), `done` or `killed`.
+    pub status: String,
+    pub steps: Option<u64>,
+    pub next: Option<String>,
+    pub error: Option<String>,
+    /// The question waited on (JSON).
+    pub awaiting: Option<String>,
+    /// Whether a step holds it, when the index knows (PostgreSQL's leases).
+    pub running: Option<bool>,
+    pub updated_ms: u64,
+}
+
+impl From<index_db::Row> for IndexRow {
+    fn from(r: index_db::Row) -> IndexRow {
+        IndexRow {
+            id: r.id,
+            workflow: r.workflow,
+            head: r.head,
+            status: r.status,
+            steps: r.steps,
+            next: r.next,
+            error: r.error,
+            awaiting: r.awaiting,
+            running: None,
+            updated_ms: r.completed_ms.unwrap_or(r.updated_ms),
+        }
+    }
+}
+
+impl From<crate::pg::ListedRow> for IndexRow {
+    fn from(r: crate::pg::ListedRow) -> IndexRow {
+        let archived = matches!(r.status.as_str(), "done" | "killed");
+        IndexRow {
+            id: r.id,
+            workflow: r.workflow,
+            head: r.head,
+            // Failed and awaiting are told by the error and question columns.
+            status: if archived {
+                r.status
+            } else {
+                "active".to_owned()
+            },
+            steps: r.steps,
+            next: r.next,
+            error: r.error,
+            awaiting: r.awaiting,
+            running: Some(r.running),
+            updated_ms: u64::try_from(r.updated_ms).unwrap_or(0),
+        }
+    }
+}
+
+/// Lists the threads `query` selects, newest first, calling `each` with every one until it
+/// returns `false`. Returns how many threads matched in all (those `each` saw and those after
+/// it stopped), for "and N more".
+pub fn list(
+    store: &Store,
+    query: &Query,
+    mut each: impl FnMut(Listed) -> bool,
+) -> Result<u64, ThreadError> {
+    let root = store.root();
+    let mut names = Names::default();
+    let workflows = match &query.workflow {
+        Some(name) => Some(names.hashes_named(store, name, &workflow_versions(root)?)),
+        None => None,
+    };
+    let all = query.all || matches!(query.status.as_deref(), Some("done" | "killed"));
+    let mut matched = 0u64;
+    let mut wanted = true;
+    let mut failure = None;
+    let mut take = |row: IndexRow| -> bool {
+        match summarise(store, &mut names, row) {
+            Ok(listed) => {
+                if query
+                    .status
+                    .as_deref()
+                    .is_some_and(|s| s != listed.summary.status)
+                {
+                    return true;
+                }
+                matched += 1;
+                if wanted {
+                    wanted = each(listed);
+                }
+                true
+            }
+            Err(e) => {
+                failure = Some(e);
+                false
+            }
+        }
+    };
+    if let Some(pg) = storage::pg(root).map_err(crate::engine::index_files::IndexError::from)? {
+        let mut before = query.before.clone();
+        loop {
+            let page = pg
+                .list_page(&crate::pg::ListPage {
+                    all,
+                    workflows: workflows.clone(),
+                    since_id: query.since_ms.map(index_db::id_since),
+                    before_id: before.clone(),
+                    limit: PG_PAGE,
+                })
+                .map_err(crate::engine::index_files::IndexError::from)?;
+            let full = page.len() == PG_PAGE;
+            before = page.last().map(|r| r.id.clone());
+            let mut stopped = false;
+            for row in page {
+                if !take(row.into()) {
+                    stopped = true;
+                    break;
+                }
+            }
+            if !full || stopped {
+                break;
+            }
+        }
+    } else {
+        let scan = index_db::Scan {
+            all,
+            workflows,
+            since_id: query.since_ms.map(index_db::id_since),
+            before_id: query.before.clone(),
+        };
+        index_db::scan(root, &scan, |row| take(row.into()))?;
+    }
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(matched),
+    }
+}
+
+/// Rows per PostgreSQL page.
+const PG_PAGE: usize = 2000;
+
+/// Every workflow version threads were started on.
+fn workflow_versions(root: &Path) -> Result<Vec<Hash>, ThreadError> {
+    if let Some(pg) = storage::pg(root).map_err(crate::engine::index_files::IndexError::from)? {
+        return Ok(pg
+            .thread_workflows()
+            .map_err(crate::engine::index_files::IndexError::from)?);
+    }
+    Ok(index_db::workflows(root)?)
+}
+
+/// Workflow names by version, read once each.
+#[derive(Default)]
+struct Names(HashMap<Hash, Option<String>>);
+
+impl Names {
+    fn name(&mut self, store: &Store, hash: Hash) -> Option<String> {
+        self.0
+            .entry(hash)
+            .or_insert_with(|| {
+                let node = store.get(hash).ok()?;
+                node.payload
+                    .get("name")
+                    .and_then(serde_json::Value::as_str)
+                    .map(str::to_owned)
+            })
+            .clone()
+    }
+
+    fn hashes_named(&mut self, store: &Store, name: &str, versions: &[Hash]) -> Vec<Hash> {
+        versions
+            .iter()
+            .copied()
+            .filter(|h| self.name(store, *h).as_deref() == Some(name))
+            .collect()
+    }
+}
+
+/// A row's summary: from the row when it knows enough, else from the thread's nodes.
+fn summarise(store: &Store, names: &mut Names, row: IndexRow) -> Result<Listed, ThreadError> {
+    let archived = matches!(row.status.as_str(), "done" | "killed");
+    let known = row.steps.is_some() && (archived || row.next.is_some());
+    let name = names.name(store, row.workflow);
+    let updated_ms = row.updated_ms;
+    let (Some(steps), true, Some(name)) = (row.steps, known, name) else {
+        let status = archived.then(|| row.status.clone());
+        let summary = lifecycle::summary_at(store, &row.id, row.head, status)?;
+        return Ok(Listed {
+            summary,
+            updated_ms,
+        });
+    };
+    let mut summary = Summary {
+        id: row.id,
+        workflow: name,
+        workflow_hash: row.workflow,
+        head: row.head,
+        steps: steps as usize,
+        status: row.status.clone(),
+        next: row.next.clone(),
+        error: None,
+        running_role: None,
+        awaiting: None,
+    };
+    if archived {
+        summary.next = (row.status == "done").then(|| END.to_owned());
+        return Ok(Listed {
+            summary,
+            updated_ms,
+        });
+    }
+    let running = match row.running {
+        Some(running) => running,
+        None => {
+            let files = RunFiles::new(store.root(), &summary.id);
+            let running = files.is_running();
+            if running {
+                summary.running_role = files.run_info().and_then(|i| i.role);
+            }
+            running
+        }
+    };
+    let question = row
+        .awaiting
+        .as_deref()
+        .and_then(|q| serde_json::from_str::<Awaiting>(q).ok())
+        .filter(|q| q.head == summary.head);
+    summary.status = if running {
+        "running".to_owned()
+    } else if let Some(q) = question {
+        summary.awaiting = Some(q.role);
+        "awaiting".to_owned()
+    } else if let Some(error) = row.error {
+        summary.error = Some(error).filter(|e| !e.is_empty());
+        "failed".to_owned()
+    } else {
+        "active".to_owned()
+    };
+    Ok(Listed {
+        summary,
+        updated_ms,
+    })
+}
