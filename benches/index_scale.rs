@@ -279,6 +279,7 @@ fn ls_threads(b: &Backend, mnt: &Path) -> Option<f64> {
         .uwf()
         .args(["mount", "--background"])
         .arg(mnt)
+        .stdout(Stdio::null())
         .status()
         .ok()?
         .success();
@@ -297,7 +298,12 @@ fn ls_threads(b: &Backend, mnt: &Path) -> Option<f64> {
     };
     let (_, entries) = ls();
     let warm = median((0..LIST_RUNS).map(|_| ls().0).collect());
-    let _ = b.uwf().arg("umount").arg(mnt).status();
+    let _ = b
+        .uwf()
+        .arg("umount")
+        .arg(mnt)
+        .stdout(Stdio::null())
+        .status();
     if entries == 0 {
         return None;
     }

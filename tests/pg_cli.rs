@@ -385,3 +385,85 @@ fn a_second_put_through_a_warm_cache_still_marks_an_old_row_written_now() {
         .get(0);
     assert!(after > before + 86_400_000, "{before} → {after}");
 }
+
+#[test]
+fn lists_over_postgres_page_newest_first_across_active_and_archived() {
+    let name = "lists_over_postgres_page_newest_first";
+    let Some(server) = pg_server::shared(name) else {
+        return;
+    };
+    let url = server.fresh_db(name);
+    let (a, b) = (
+        Machine::new(Some(&url), None),
+        Machine::new(Some(&url), None),
+    );
+    a.ok(&["workflow", "put", &example()]);
+    let started: Vec<String> = (0..12)
+        .map(|i| {
+            a.ok(&[
+                "thread",
+                "start",
+                "solve-issue",
+                "-p",
+                &format!("task {i}"),
+                "-q",
+            ])
+        })
+        .collect();
+    for id in [&started[1], &started[4], &started[7]] {
+        a.ok(&["thread", "kill", id]);
+    }
+    a.ok(&["thread", "step", &started[11], "--agent", &a.script_agent()]);
+    let failed = a.run(&["thread", "step", &started[10], "--agent", "sh -c 'exit 3'"]);
+    assert_eq!(failed.status.code(), Some(1));
+
+    let ids = |args: &[&str]| -> Vec<String> {
+        let mut all = vec!["thread", "list", "--json"];
+        all.extend_from_slice(args);
+        b.ok(&all)
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<Value>(l).unwrap()["thread"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect()
+    };
+    let mut newest_first = started.clone();
+    newest_first.reverse();
+    assert_eq!(ids(&["--all"]), newest_first);
+    // Keyset pages over both tables, without gaps or repeats.
+    let mut paged = Vec::new();
+    let mut before: Option<String> = None;
+    loop {
+        let mut args = vec!["--all", "--limit", "5"];
+        if let Some(last) = &before {
+            args.extend(["--before", last.as_str()]);
+        }
+        let page = ids(&args);
+        if page.is_empty() {
+            break;
+        }
+        before = page.last().cloned();
+        paged.extend(page);
+    }
+    assert_eq!(paged, newest_first);
+    assert_eq!(ids(&["--status", "killed"]).len(), 3);
+    assert_eq!(ids(&["--status", "failed"]), [started[10].clone()]);
+    assert_eq!(ids(&[]).len(), 9);
+    let top: Value = serde_json::from_str(
+        b.ok(&["thread", "list", "--json", "--limit", "1"])
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(top["thread"], started[11].as_str());
+    assert_eq!(
+        (top["steps"].as_u64(), top["status"].as_str()),
+        (Some(1), Some("active")),
+        "{top}"
+    );
+    assert!(top["next"].is_string(), "{top}");
+}

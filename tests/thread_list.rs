@@ -1,0 +1,123 @@
+//! `uwf thread list` for people and programs (SPEC §13, §14): newest first, `--limit`,
+//! `--before` (keyset paging), `--since`, `--status`, `--workflow`; a terminal table shows the
+//! newest 50 and says how many more there are; JSON lines list everything.
+
+mod common;
+
+use common::{Env, json, put_example, start_thread};
+
+fn ids(env: &Env, args: &[&str]) -> Vec<String> {
+    let mut all = vec!["thread", "list", "--json"];
+    all.extend_from_slice(args);
+    env.ok(&all)
+        .lines()
+        .map(|l| json(l)["thread"].as_str().expect("thread").to_owned())
+        .collect()
+}
+
+#[test]
+fn lists_page_newest_first_and_filter() {
+    let env = Env::new();
+    put_example(&env, "solve-issue");
+    let started: Vec<String> = (0..60)
+        .map(|i| start_thread(&env, "solve-issue", &format!("task {i}")))
+        .collect();
+    for id in &started[..6] {
+        env.ok(&["thread", "kill", id]);
+    }
+    env.ok(&["thread", "step", &started[59], "--agent", "dry"]);
+
+    // Newest first: the reverse of the order they were started in (ULIDs sort by time).
+    let active = ids(&env, &[]);
+    let mut newest_first: Vec<String> = started[6..].to_vec();
+    newest_first.reverse();
+    assert_eq!(active, newest_first);
+    assert_eq!(ids(&env, &["--all"]).len(), 60);
+
+    // Pages: --limit, then --before the last id of a page gives the next, with no gaps.
+    let mut paged = Vec::new();
+    let mut before: Option<String> = None;
+    loop {
+        let mut args = vec!["--all", "--limit", "7"];
+        if let Some(b) = &before {
+            args.extend(["--before", b.as_str()]);
+        }
+        let page = ids(&env, &args);
+        assert!(page.len() <= 7);
+        if page.is_empty() {
+            break;
+        }
+        before = page.last().cloned();
+        paged.extend(page);
+    }
+    assert_eq!(paged, ids(&env, &["--all"]));
+
+    // Status: from the index (killed are archived; done and killed imply --all).
+    assert_eq!(ids(&env, &["--status", "killed"]).len(), 6);
+    assert_eq!(ids(&env, &["--status", "active"]).len(), 54);
+    let row = env.ok(&["thread", "list", "--json", "--limit", "1"]);
+    let row = json(&row);
+    assert_eq!(row["thread"], started[59].as_str());
+    assert_eq!(row["steps"], 1, "{row}");
+    assert_eq!(row["next"], "developer", "{row}");
+    assert!(row["updatedAt"].as_u64().is_some(), "{row}");
+    let err = env.fails(&["thread", "list", "--status", "sleeping"], 2);
+    assert!(err.contains("possible values"), "{err}");
+
+    // Since: a duration ago or a time.
+    assert_eq!(ids(&env, &["--since", "1h"]).len(), 54);
+    assert!(ids(&env, &["--all", "--since", "2999-01-01T00:00:00Z"]).is_empty());
+    let err = env.fails(&["thread", "list", "--since", "last tuesday"], 2);
+    assert!(err.contains("neither a duration"), "{err}");
+
+    // Workflow: by name.
+    assert_eq!(ids(&env, &["--workflow", "solve-issue"]).len(), 54);
+    assert!(ids(&env, &["--workflow", "nothing-like-it"]).is_empty());
+
+    // Ids only.
+    let quiet = env.ok(&["thread", "list", "-q", "--limit", "2"]);
+    assert_eq!(quiet.lines().collect::<Vec<_>>(), &newest_first[..2]);
+}
+
+#[test]
+fn a_terminal_table_shows_the_newest_fifty_and_how_many_more() {
+    let env = Env::new();
+    put_example(&env, "solve-issue");
+    let started: Vec<String> = (0..53)
+        .map(|i| start_thread(&env, "solve-issue", &format!("task {i}")))
+        .collect();
+    // `script` gives the command a terminal, as a person's shell would.
+    let uwf = assert_cmd::cargo::cargo_bin("uwf");
+    let out = std::process::Command::new("script")
+        .args([
+            "-qec",
+            &format!("{} thread list", uwf.display()),
+            "/dev/null",
+        ])
+        .env("UWF_STORAGE_ROOT", env.root())
+        .env("HOME", env.dir.path())
+        .env("NO_COLOR", "1")
+        .env("COLUMNS", "200")
+        .output();
+    let Ok(out) = out else {
+        eprintln!("SKIP a_terminal_table_shows_the_newest_fifty_and_how_many_more: no `script`");
+        return;
+    };
+    let text = String::from_utf8_lossy(&out.stdout).replace('\r', "");
+    assert!(out.status.success(), "{text}");
+    let rows: Vec<&str> = text
+        .lines()
+        .filter(|l| started.iter().any(|id| l.starts_with(id.as_str())))
+        .collect();
+    assert_eq!(rows.len(), 50, "{text}");
+    assert!(
+        rows[0].starts_with(started[52].as_str()),
+        "newest first: {text}"
+    );
+    assert!(text.contains("THREAD"), "{text}");
+    let more = format!(
+        "… and 3 more (--limit N shows more; --before {}",
+        &started[3]
+    );
+    assert!(text.contains(&more), "{text}");
+}
