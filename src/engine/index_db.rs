@@ -426,7 +426,7 @@ fn build(root: &Path, tmp: &Path) -> Result<(), IndexError> {
         let mut insert = tx
             .prepare(&format!(
                 "insert or replace into threads ({COLUMNS}) \
-                 values (?1, ?2, ?3, ?4, null, ?5, ?6, ?7, null, ?8, null, null)"
+                 values (?1, ?2, ?3, ?4, null, ?5, ?6, ?7, ?9, ?8, null, null)"
             ))
             .map_err(&err)?;
         // Archived first: an entry in both files (a crash between archiving's two writes) is
@@ -444,12 +444,14 @@ fn build(root: &Path, tmp: &Path) -> Result<(), IndexError> {
                     at,
                     at,
                     next,
+                    None::<i64>,
                 ])
                 .map_err(&err)?;
         }
         let store = crate::cas::Store::open(root).ok();
+        let mut known = std::collections::HashMap::new();
         for (id, head) in &legacy.active {
-            let facts = facts_of(store.as_ref(), id, *head);
+            let facts = facts_of(store.as_ref(), &mut known, *head);
             let created = created_of(id).unwrap_or(0);
             insert
                 .execute(params![
@@ -461,15 +463,9 @@ fn build(root: &Path, tmp: &Path) -> Result<(), IndexError> {
                     created,
                     None::<i64>,
                     None::<String>,
+                    facts.map(|f| ms(f.1)),
                 ])
                 .map_err(&err)?;
-            if let Some((_, steps)) = facts {
-                tx.execute(
-                    "update threads set steps = ?2 where id = ?1",
-                    params![id, ms(steps)],
-                )
-                .map_err(&err)?;
-            }
         }
     }
     tx.commit().map_err(&err)?;
@@ -493,10 +489,17 @@ struct Legacy {
 }
 
 /// The workflow and step count of an active thread of the first layout (which recorded only
-/// its head), from its nodes; `None` when they cannot be read (fsck reports such a thread).
-fn facts_of(store: Option<&crate::cas::Store>, id: &str, head: Hash) -> Option<(Hash, u64)> {
-    let view = crate::engine::thread::view::ThreadView::at(store?, id, head).ok()?;
-    Some((view.workflow_hash, view.chain.steps.len() as u64))
+/// its head), from the head's cached history (walked and cached if need be; forks share
+/// heads, so each is read once); `None` when its nodes cannot be read (fsck reports it).
+fn facts_of(
+    store: Option<&crate::cas::Store>,
+    known: &mut std::collections::HashMap<Hash, Option<(Hash, u64)>>,
+    head: Hash,
+) -> Option<(Hash, u64)> {
+    *known.entry(head).or_insert_with(|| {
+        let history = crate::engine::thread::chain::history(store?, head).ok()?;
+        Some((history.start().workflow, history.len() as u64))
+    })
 }
 
 fn read_legacy(root: &Path) -> Result<Legacy, IndexError> {
@@ -617,6 +620,34 @@ pub fn note_next(root: &Path, id: &str, head: Hash, next: Option<&str>) {
         "update threads set next = ?2 where id = ?1 and head = ?3 and status = 'active'",
         &[&id, &next, &head.to_string()],
     );
+}
+
+/// What a reader worked out the slow way for rows that did not know it (migrated or copied
+/// threads): `(id, head, steps, next)`, each kept only while the thread is still at `head`.
+/// One transaction, not synced (a cache).
+pub fn note_derived(root: &Path, facts: &[(String, Hash, u64, Option<String>)]) {
+    if facts.is_empty() {
+        return;
+    }
+    let _ = with(root, false, "noting what threads' rows did not know", |c| {
+        c.execute_batch("pragma synchronous = normal;")?;
+        let done = (|| {
+            let tx = c.transaction()?;
+            {
+                let mut update = tx.prepare_cached(
+                    "update threads set steps = ?3, \
+                     next = case when status = 'active' then ?4 else next end \
+                     where id = ?1 and head = ?2",
+                )?;
+                for (id, head, steps, next) in facts {
+                    update.execute(params![id, head.to_string(), ms(*steps), next])?;
+                }
+            }
+            tx.commit()
+        })();
+        c.execute_batch("pragma synchronous = full;")?;
+        done
+    });
 }
 
 /// The last step attempt's error, or `None` after a success.

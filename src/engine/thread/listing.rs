@@ -120,9 +120,23 @@ pub fn list(
     let mut matched = 0u64;
     let mut wanted = true;
     let mut failure = None;
+    // What rows did not know and was worked out from the nodes, kept for the next listing.
+    let mut learned = Vec::new();
+    let pg = storage::pg(root)
+        .map_err(crate::engine::index_files::IndexError::from)?
+        .is_some();
     let mut take = |row: IndexRow| -> bool {
+        let slow = row.steps.is_none() || (row.status == "active" && row.next.is_none());
+        let (id, head) = (row.id.clone(), row.head);
         match summarise(store, &mut names, row) {
             Ok(listed) => {
+                if slow && !pg {
+                    let s = &listed.summary;
+                    learned.push((id, head, s.steps as u64, s.next.clone()));
+                    if learned.len() >= LEARNED_BATCH {
+                        index_db::note_derived(root, &std::mem::take(&mut learned));
+                    }
+                }
                 if query
                     .status
                     .as_deref()
@@ -175,12 +189,16 @@ pub fn list(
             before_id: query.before.clone(),
         };
         index_db::scan(root, &scan, |row| take(row.into()))?;
+        index_db::note_derived(root, &learned);
     }
     match failure {
         Some(e) => Err(e),
         None => Ok(matched),
     }
 }
+
+/// Rows learned the slow way that are written back together.
+const LEARNED_BATCH: usize = 500;
 
 /// Rows per PostgreSQL page.
 const PG_PAGE: usize = 2000;
