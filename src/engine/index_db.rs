@@ -684,6 +684,36 @@ pub fn active(root: &Path) -> Result<BTreeMap<String, Hash>, IndexError> {
     Ok(out)
 }
 
+/// Every thread: `(id, workflow, head, archived status)`, by id (one statement; the mount's
+/// `threads/`).
+pub fn entries(root: &Path) -> Result<Vec<(String, Hash, Hash, Option<String>)>, IndexError> {
+    let rows = with(root, false, "listing threads", |c| {
+        let mut stmt =
+            c.prepare_cached("select id, workflow, head, status from threads order by id")?;
+        let rows = stmt.query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, String>(3)?,
+            ))
+        })?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+    })?
+    .unwrap_or_default();
+    rows.into_iter()
+        .map(|(id, workflow, head, status)| {
+            let archived = (status != "active").then_some(status);
+            Ok((
+                id,
+                parse_hash(root, &workflow)?,
+                parse_hash(root, &head)?,
+                archived,
+            ))
+        })
+        .collect()
+}
+
 /// Archived threads, in the order they ended.
 pub fn archived(root: &Path) -> Result<Vec<Archived>, IndexError> {
     Ok(with(root, false, "listing archived threads", |c| {

@@ -296,6 +296,48 @@ pub fn read_history(root: &Path) -> Result<Vec<Archived>, IndexError> {
     crate::engine::index_db::archived(root)
 }
 
+/// One thread of the index, active or archived.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub id: String,
+    pub workflow: Hash,
+    pub head: Hash,
+    /// `done` or `killed` once archived.
+    pub archived: Option<String>,
+}
+
+/// Every thread, active and archived, with its workflow: one read of either backend's index.
+pub fn read_entries(root: &Path) -> Result<Vec<Entry>, IndexError> {
+    if let Some(pg) = storage::pg(root)? {
+        let mut out: Vec<Entry> = pg
+            .archived_threads()?
+            .into_iter()
+            .map(|a| Entry {
+                id: a.thread,
+                workflow: a.workflow,
+                head: a.head,
+                archived: Some(a.status),
+            })
+            .collect();
+        out.extend(pg.active_threads(None)?.into_iter().map(|t| Entry {
+            id: t.id,
+            workflow: t.workflow,
+            head: t.head,
+            archived: None,
+        }));
+        return Ok(out);
+    }
+    Ok(crate::engine::index_db::entries(root)?
+        .into_iter()
+        .map(|(id, workflow, head, archived)| Entry {
+            id,
+            workflow,
+            head,
+            archived,
+        })
+        .collect())
+}
+
 /// Reads the first layout's `history.jsonl` under `root` (to migrate it).
 pub fn read_legacy_history(root: &Path) -> Result<Vec<Archived>, IndexError> {
     let path = root.join("history.jsonl");

@@ -52,7 +52,7 @@ pub struct ThreadRef {
     pub head: Hash,
     /// `done` or `killed` once archived; an archived thread never changes again.
     pub archived: Option<Arc<str>>,
-    /// The workflow, when the index names it (archived threads).
+    /// The workflow, when the index names it.
     workflow: Option<Hash>,
 }
 
@@ -282,25 +282,15 @@ impl Source {
     /// Reads the thread index through `index_files` (the files or the database).
     fn read_index(&self) -> Result<Index, FsError> {
         let mut map: HashMap<Arc<str>, ThreadRef> = HashMap::new();
-        // Later lines win, and an active entry wins over an archived one (a crash between the
-        // two writes of archiving leaves a thread in both: it is still active).
-        for a in index_files::read_history(&self.root).map_err(internal)? {
+        // Archived first, so that an active entry wins over an archived one (over PostgreSQL,
+        // a read between archiving's two tables' changes).
+        for e in index_files::read_entries(&self.root).map_err(internal)? {
             map.insert(
-                Arc::from(a.thread.as_str()),
+                Arc::from(e.id.as_str()),
                 ThreadRef {
-                    head: a.head,
-                    archived: Some(Arc::from(a.status.as_str())),
-                    workflow: Some(a.workflow),
-                },
-            );
-        }
-        for (id, head) in index_files::read_threads(&self.root).map_err(internal)? {
-            map.insert(
-                Arc::from(id.as_str()),
-                ThreadRef {
-                    head,
-                    archived: None,
-                    workflow: None,
+                    head: e.head,
+                    archived: e.archived.as_deref().map(Arc::from),
+                    workflow: Some(e.workflow),
                 },
             );
         }
