@@ -9,9 +9,10 @@
 //!
 //! Architecture Invariant: a file written by [`AtomicWrite`] is either its old content or its
 //! complete new content, for any reader and after any crash; what a crash can leave is a temp
-//! file named `.uwf-tmp-…` beside it. The first atomic write of a process into a directory
+//! file named `.uwf-tmp-<pid>-…` beside it. The first atomic write of a process into a directory
 //! removes such temp files older than [`STALE_TEMP_AGE`] (no writer takes that long), and
-//! `uwf cas gc` removes those in `cas/tmp/` older than its grace period.
+//! `uwf cas gc` removes those in `cas/tmp/` older than its grace period whose process is gone
+//! ([`temp_of_live_process`]).
 
 use std::collections::HashSet;
 use std::fs::{self, File, OpenOptions};
@@ -21,8 +22,34 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
-/// How the names of temp files start. Nothing else uses this prefix.
+/// How the names of temp files start. Nothing else uses this prefix. The writer's pid and a
+/// `-` follow (`.uwf-tmp-<pid>-<random>`), so that a collector can tell a live writer's file.
 pub const TEMP_PREFIX: &str = ".uwf-tmp-";
+
+/// This process's temp file prefix: [`TEMP_PREFIX`], its pid and a `-`.
+fn own_temp_prefix() -> &'static str {
+    static PREFIX: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PREFIX.get_or_init(|| format!("{TEMP_PREFIX}{}-", std::process::id()))
+}
+
+/// Whether the temp file named `name` belongs to a process that is still running (by the pid
+/// in its name; a name without one belongs to none). A recycled pid only keeps a file longer.
+pub fn temp_of_live_process(name: &str) -> bool {
+    let Some(pid) = name
+        .strip_prefix(TEMP_PREFIX)
+        .and_then(|rest| rest.split_once('-'))
+        .and_then(|(pid, _)| pid.parse::<i32>().ok())
+        .filter(|pid| *pid > 0)
+    else {
+        return false;
+    };
+    match nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None) {
+        Ok(()) => true,
+        // It exists, owned by someone else.
+        Err(nix::errno::Errno::EPERM) => true,
+        Err(_) => false,
+    }
+}
 
 /// Temp files older than this are abandoned: no write takes an hour between creating its temp
 /// file and renaming it.
@@ -282,7 +309,7 @@ impl<'a> AtomicWrite<'a> {
     fn create_temp(&self, dir: &Path) -> Result<tempfile::NamedTempFile, FileError> {
         sweep_once(dir);
         let mut builder = tempfile::Builder::new();
-        builder.prefix(TEMP_PREFIX);
+        builder.prefix(own_temp_prefix());
         if let Some(mode) = self.mode {
             builder.permissions(fs::Permissions::from_mode(mode));
         }
