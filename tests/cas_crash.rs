@@ -110,8 +110,9 @@ fn two_hundred_killed_runs_never_leave_a_corrupt_head() {
         moved > 50,
         "the head moved only {moved} times: the kills came too early"
     );
-    // No node is missing or damaged. A kill between a node's publication and its line in the
-    // type index leaves only that derived index behind, which `--repair` rebuilds.
+    // No node is missing or damaged. (Derived files that disagree would be rebuilt by
+    // `--repair`; the type index no longer can: its lines are written before the nodes, see
+    // `killed_node_writers_never_leave_the_type_index_short`.)
     let fsck = env.run(&["cas", "fsck"]);
     let report = String::from_utf8_lossy(&fsck.stdout);
     assert!(

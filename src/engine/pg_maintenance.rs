@@ -9,7 +9,9 @@
 //! the rest of the cache is swept as a directory store's files are.
 //!
 //! Architecture Invariant: a row younger than the grace period is never deleted, so a writer
-//! between its puts and the head that names them loses nothing. As a node file's mtime is, a
+//! between its puts and the head that names them loses nothing; nor, whatever the grace, a row
+//! written after the earliest pin of a writer on this machine (GC holds the local store lock
+//! and reads the pins as [`gc::gc`] does). Writers on other machines rely on the grace period. As a node file's mtime is, a
 //! row's `created_ms` is refreshed by a second put of the same node once the row is an hour old
 //! (only the time; the bytes are write-once), so a writer that re-puts old garbage it is about
 //! to refer to is spared by a GC that marked before its head moved.
