@@ -773,6 +773,40 @@ mod tests {
     }
 
     #[test]
+    fn temp_files_name_their_writer_and_tell_whether_it_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("t");
+        let temp = AtomicWrite::new(&target).stage(b"x").unwrap();
+        let name = temp
+            .temp
+            .path()
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_owned();
+        assert!(
+            name.starts_with(&format!("{TEMP_PREFIX}{}-", std::process::id())),
+            "{name}"
+        );
+        assert!(temp_of_live_process(&name));
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let gone = child.id();
+        child.wait().unwrap();
+        assert!(!temp_of_live_process(&format!(
+            "{TEMP_PREFIX}{gone}-AbC123"
+        )));
+        for other in [
+            ".uwf-tmp-AbC123",
+            ".uwf-tmp--1-x",
+            "config.yaml",
+            ".uwf-tmp-0-x",
+        ] {
+            assert!(!temp_of_live_process(other), "{other}");
+        }
+    }
+
+    #[test]
     fn replace_recycling_swaps_inodes_and_never_shows_a_torn_file() {
         let dir = tempfile::tempdir().unwrap();
         let (spare, target) = (dir.path().join("t.spare"), dir.path().join("t.json"));

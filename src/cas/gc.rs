@@ -71,7 +71,10 @@ pub struct Cutoff {
 impl Cutoff {
     /// The cutoff of a collection starting now, with the earliest live pin `pin` (ms).
     pub fn new(grace: Duration, pin: Option<u64>) -> Cutoff {
-        let pinned = pin.map(|ms| SystemTime::UNIX_EPOCH + Duration::from_millis(ms) - PIN_SLACK);
+        let pinned = pin.map(|ms| {
+            let at = SystemTime::UNIX_EPOCH + Duration::from_millis(ms);
+            at.checked_sub(PIN_SLACK).unwrap_or(SystemTime::UNIX_EPOCH)
+        });
         Cutoff {
             now: SystemTime::now(),
             grace,
@@ -217,4 +220,64 @@ pub fn sweep_locked(
 
 fn modified(path: &Path) -> Option<SystemTime> {
     fs::symlink_metadata(path).and_then(|m| m.modified()).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cas::builtin;
+    use serde_json::json;
+
+    fn no_grace() -> GcOptions {
+        GcOptions {
+            grace: Duration::ZERO,
+            dry_run: false,
+        }
+    }
+
+    fn collect(store: &Store) -> GcReport {
+        gc(store, || Ok::<_, StoreError>(Vec::new()), &no_grace()).unwrap()
+    }
+
+    #[test]
+    fn a_live_pin_keeps_what_was_written_after_it_whatever_the_grace() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let writer = Store::open(dir.path()).unwrap();
+        let text = builtin::hash_of("text");
+        let before = store.put(text, &json!("before the pin")).unwrap();
+        // Old enough to pass the pin's slack.
+        let old = SystemTime::now() - PIN_SLACK * 2;
+        fs::File::open(store.object_path(before))
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        let pin = writer.pin().unwrap();
+        let after = writer.put(text, &json!("after the pin")).unwrap();
+        let report = collect(&store);
+        assert_eq!(report.removed, vec![before]);
+        assert_eq!(report.young, 1);
+        assert!(store.has(after));
+        drop(pin);
+        assert_eq!(collect(&store).removed, vec![after]);
+    }
+
+    #[test]
+    fn temp_files_of_live_processes_are_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let ours = store.tmp_dir().join(format!(
+            "{}{}-busy",
+            file_util::TEMP_PREFIX,
+            std::process::id()
+        ));
+        let unnamed = store
+            .tmp_dir()
+            .join(format!("{}busy00", file_util::TEMP_PREFIX));
+        for path in [&ours, &unnamed] {
+            fs::write(path, "partial").unwrap();
+        }
+        assert_eq!(collect(&store).temp_files, 1);
+        assert!(ours.exists() && !unnamed.exists());
+    }
 }

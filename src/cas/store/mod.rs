@@ -256,9 +256,15 @@ impl Store {
     /// its content: for readers that rely on a cache and check only that the nodes it stands
     /// for are still there, whole.
     pub fn size_of(&self, hash: Hash) -> Result<u64, StoreError> {
-        if let Some(size) = self.recent_size(hash) {
-            return Ok(size);
+        match self.recent_size(hash) {
+            Some(size) => Ok(size),
+            None => self.file_len(hash),
         }
+    }
+
+    /// The length of node `hash`'s file as it is now (one `stat`; with a remote, a node with
+    /// no local file is fetched first), whatever this handle remembers writing.
+    pub fn file_len(&self, hash: Hash) -> Result<u64, StoreError> {
         let path = self.object_path(hash);
         match fs::metadata(&path) {
             Ok(meta) => Ok(meta.len()),

@@ -663,7 +663,7 @@ fn check_node(
         step: step.filter(|s| *s != hash),
         reason,
     };
-    let found = match store.size_of(hash) {
+    let found = match store.file_len(hash) {
         Ok(found) => found,
         Err(StoreError::NotFound(_)) => return Err(damaged("missing".into())),
         Err(e) => return Err(damaged(format!("unreadable: {e}"))),
