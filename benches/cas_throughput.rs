@@ -103,7 +103,7 @@ fn run(root: &std::path::Path, n: usize, durable: bool) -> Duration {
         dry_run: false,
     };
     let started = Instant::now();
-    let gc_report = gc(&store, &roots, &options).expect("gc");
+    let gc_report = gc(&store, || Ok::<_, uwf::cas::StoreError>(roots), &options).expect("gc");
     let gc_time = started.elapsed();
 
     let rate = |d: Duration| n as f64 / d.as_secs_f64();

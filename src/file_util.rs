@@ -9,9 +9,10 @@
 //!
 //! Architecture Invariant: a file written by [`AtomicWrite`] is either its old content or its
 //! complete new content, for any reader and after any crash; what a crash can leave is a temp
-//! file named `.uwf-tmp-…` beside it. The first atomic write of a process into a directory
+//! file named `.uwf-tmp-<pid>-…` beside it. The first atomic write of a process into a directory
 //! removes such temp files older than [`STALE_TEMP_AGE`] (no writer takes that long), and
-//! `uwf cas gc` removes those in `cas/tmp/` older than its grace period.
+//! `uwf cas gc` removes those in `cas/tmp/` older than its grace period whose process is gone
+//! ([`temp_of_live_process`]).
 
 use std::collections::HashSet;
 use std::fs::{self, File, OpenOptions};
@@ -21,8 +22,34 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
-/// How the names of temp files start. Nothing else uses this prefix.
+/// How the names of temp files start. Nothing else uses this prefix. The writer's pid and a
+/// `-` follow (`.uwf-tmp-<pid>-<random>`), so that a collector can tell a live writer's file.
 pub const TEMP_PREFIX: &str = ".uwf-tmp-";
+
+/// This process's temp file prefix: [`TEMP_PREFIX`], its pid and a `-`.
+fn own_temp_prefix() -> &'static str {
+    static PREFIX: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PREFIX.get_or_init(|| format!("{TEMP_PREFIX}{}-", std::process::id()))
+}
+
+/// Whether the temp file named `name` belongs to a process that is still running (by the pid
+/// in its name; a name without one belongs to none). A recycled pid only keeps a file longer.
+pub fn temp_of_live_process(name: &str) -> bool {
+    let Some(pid) = name
+        .strip_prefix(TEMP_PREFIX)
+        .and_then(|rest| rest.split_once('-'))
+        .and_then(|(pid, _)| pid.parse::<i32>().ok())
+        .filter(|pid| *pid > 0)
+    else {
+        return false;
+    };
+    match nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None) {
+        Ok(()) => true,
+        // It exists, owned by someone else.
+        Err(nix::errno::Errno::EPERM) => true,
+        Err(_) => false,
+    }
+}
 
 /// Temp files older than this are abandoned: no write takes an hour between creating its temp
 /// file and renaming it.
@@ -282,7 +309,7 @@ impl<'a> AtomicWrite<'a> {
     fn create_temp(&self, dir: &Path) -> Result<tempfile::NamedTempFile, FileError> {
         sweep_once(dir);
         let mut builder = tempfile::Builder::new();
-        builder.prefix(TEMP_PREFIX);
+        builder.prefix(own_temp_prefix());
         if let Some(mode) = self.mode {
             builder.permissions(fs::Permissions::from_mode(mode));
         }
@@ -743,6 +770,40 @@ mod tests {
         assert!(other.exists(), "other files are never touched");
         assert_eq!(remove_stale_temps(dir.path(), Duration::ZERO).unwrap(), 1);
         assert!(!young.exists());
+    }
+
+    #[test]
+    fn temp_files_name_their_writer_and_tell_whether_it_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("t");
+        let temp = AtomicWrite::new(&target).stage(b"x").unwrap();
+        let name = temp
+            .temp
+            .path()
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_owned();
+        assert!(
+            name.starts_with(&format!("{TEMP_PREFIX}{}-", std::process::id())),
+            "{name}"
+        );
+        assert!(temp_of_live_process(&name));
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let gone = child.id();
+        child.wait().unwrap();
+        assert!(!temp_of_live_process(&format!(
+            "{TEMP_PREFIX}{gone}-AbC123"
+        )));
+        for other in [
+            ".uwf-tmp-AbC123",
+            ".uwf-tmp--1-x",
+            "config.yaml",
+            ".uwf-tmp-0-x",
+        ] {
+            assert!(!temp_of_live_process(other), "{other}");
+        }
     }
 
     #[test]

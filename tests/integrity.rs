@@ -286,6 +286,89 @@ fn fsck_finds_every_damaged_node_and_a_step_refuses_to_build_on_damage() {
     assert_eq!(cases, 18, "every kind, deleted and truncated");
 }
 
+/// Issue #27 item 11: a middle step's step, output, detail or body node deleted or truncated,
+/// with the thread's history cached (warm) or not (cold): `thread read` and `thread steps`
+/// refuse (exit 1, nothing printed) and name the node by kind and hash, instead of rendering
+/// the history from the chain cache. (`thread steps` renders no body, so body damage is read's.)
+#[test]
+fn reads_refuse_to_render_a_history_whose_nodes_are_gone() {
+    let env = Env::new();
+    env.ok_stdin(&["workflow", "put", "-"], LOOP);
+    let id = start_thread(&env, "counter", "p");
+    let agent = common::script(
+        &env,
+        "submit.sh",
+        &format!(
+            "printf -- '---\\nn: %d\\n---\\nBody of %d.\\n' $$ $$ | '{}' agent submit \"$1\" \"$2\" --agent sh",
+            env!("CARGO_BIN_EXE_uwf")
+        ),
+    );
+    let agent = agent.to_str().unwrap().to_owned();
+    for _ in 0..3 {
+        env.ok(&["thread", "step", &id, "--agent", &agent]);
+    }
+    let steps: Vec<serde_json::Value> = env
+        .ok(&["thread", "steps", &id])
+        .lines()
+        .map(json)
+        .collect();
+    let middle = steps[1]["hash"].as_str().unwrap().to_owned();
+    let step = payload(&env, &middle);
+    let s = |v: &serde_json::Value| v.as_str().unwrap().to_owned();
+    let detail = payload(&env, &s(&step["detail"]));
+    let nodes = [
+        ("step", middle.clone()),
+        ("output", s(&step["output"])),
+        ("detail", s(&step["detail"])),
+        ("body", s(&detail["body"])),
+    ];
+    let chains = env.root().join("cache/chains");
+    let mut cases = 0;
+    for (kind, hash) in &nodes {
+        let path = env.object_path(hash);
+        let original = std::fs::read(&path).unwrap();
+        for delete in [true, false] {
+            for warm in [true, false] {
+                for command in ["read", "steps"] {
+                    if *kind == "body" && command == "steps" {
+                        continue;
+                    }
+                    // Warm: the history as the steps left it cached. Cold: no cache at all.
+                    env.ok(&["thread", "read", &id]);
+                    if !warm {
+                        std::fs::remove_dir_all(&chains).unwrap();
+                    }
+                    common::make_writable(&path);
+                    if delete {
+                        std::fs::remove_file(&path).unwrap();
+                    } else {
+                        std::fs::write(&path, &original[..original.len() / 2]).unwrap();
+                    }
+                    let case = format!(
+                        "{} {kind} {hash}, {} cache, thread {command}",
+                        if delete { "deleted" } else { "truncated" },
+                        if warm { "warm" } else { "cold" }
+                    );
+                    let out = env.run(&["thread", command, &id]);
+                    let stderr = String::from_utf8_lossy(&out.stderr);
+                    assert_eq!(out.status.code(), Some(1), "{case}: {stderr}");
+                    assert!(out.stdout.is_empty(), "{case}: printed anyway");
+                    assert!(
+                        stderr.contains(&format!("{kind} node {hash}")),
+                        "{case}: {stderr}"
+                    );
+                    // Put back as it was.
+                    std::fs::write(&path, &original).unwrap();
+                    cases += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(cases, 28);
+    env.ok(&["thread", "steps", &id]);
+    assert!(env.ok(&["cas", "fsck"]).starts_with("ok:"));
+}
+
 /// Item 1: derived files that disagree with the store are reported, and `--repair` rebuilds
 /// only them.
 #[test]

@@ -308,15 +308,16 @@ fn run_fsck(store: &Store, root: &Path, repair: bool, out: &mut Out) -> CliResul
 }
 
 fn run_gc(store: &Store, root: &Path, args: &GcArgs, out: &mut Out) -> CliResult<()> {
+    // Read by GC once it holds the store (see `cas::gc`).
     let roots =
-        index_files::gc_roots(root).context("cannot collect GC roots; nothing was removed")?;
+        || index_files::gc_roots(root).context("cannot collect GC roots; nothing was removed");
     let options = GcOptions {
         grace: args.grace,
         dry_run: args.dry_run,
     };
     let report = match storage::pg(root)? {
-        Some(pg) => pg_maintenance::gc(store, &pg, &roots, &options)?,
-        None => gc(store, &roots, &options)?,
+        Some(pg) => pg_maintenance::gc(store, &pg, roots, &options)?,
+        None => gc(store, roots, &options)?,
     };
     let verb = if args.dry_run {
         "would remove"

@@ -181,6 +181,8 @@ fn put(store: &Store, file: &str, check: bool, out: &mut Out) -> CliResult<()> {
         out.line(json!({"name": name, "valid": true, "warnings": checked.warnings.len()}))?;
         return Ok(());
     }
+    // From the first node until the registry names them: GC keeps them (see `cas::gc`).
+    let _pin = store.pin()?;
     let hash = checked.definition.store(store)?;
     // parse_bytes accepted the bytes as UTF-8 text: the source node keeps them as saved.
     let text = String::from_utf8_lossy(&bytes);

@@ -9,7 +9,9 @@
 //! the rest of the cache is swept as a directory store's files are.
 //!
 //! Architecture Invariant: a row younger than the grace period is never deleted, so a writer
-//! between its puts and the head that names them loses nothing. As a node file's mtime is, a
+//! between its puts and the head that names them loses nothing; nor, whatever the grace, a row
+//! written after the earliest pin of a writer on this machine (GC holds the local store lock
+//! and reads the pins as [`gc::gc`] does). Writers on other machines rely on the grace period. As a node file's mtime is, a
 //! row's `created_ms` is refreshed by a second put of the same node once the row is an hour old
 //! (only the time; the bytes are write-once), so a writer that re-puts old garbage it is about
 //! to refer to is spared by a GC that marked before its head moved.
@@ -57,17 +59,38 @@ impl Advice for MaintenanceError {
     }
 }
 
-/// Collects garbage in the nodes table of `pg` and in the cache under `store`'s root.
-pub fn gc(
+/// Collects garbage in the nodes table of `pg` and in the cache under `store`'s root. `roots`
+/// reads the roots once this machine's writers are held off (see [`gc::gc`]).
+///
+/// Writers on this machine are protected as in a directory store (the store lock, held
+/// exclusively here, and their pins); writers on other machines only by the grace period:
+/// their pins are locks on their own machine.
+pub fn gc<E: From<MaintenanceError>>(
+    store: &Store,
+    pg: &PgStore,
+    roots: impl FnOnce() -> Result<Vec<Hash>, E>,
+    options: &GcOptions,
+) -> Result<GcReport, E> {
+    let held = store
+        .lock_exclusive()
+        .and_then(|hold| Ok((hold, store.earliest_pin()?)));
+    let (_hold, pin) = held.map_err(MaintenanceError::from)?;
+    let cutoff = gc::Cutoff::new(options.grace, pin);
+    let roots = roots()?;
+    Ok(collect(store, pg, &roots, &cutoff, options)?)
+}
+
+fn collect(
     store: &Store,
     pg: &PgStore,
     roots: &[Hash],
+    cutoff: &gc::Cutoff,
     options: &GcOptions,
 ) -> Result<GcReport, MaintenanceError> {
     let mut report = GcReport::default();
     let marked = gc::mark(store, roots, &mut report)?;
-    let grace_ms = i64::try_from(options.grace.as_millis()).unwrap_or(i64::MAX);
-    let cutoff = (crate::cas::store::now_ms() as i64).saturating_sub(grace_ms);
+    let files_cutoff = cutoff;
+    let cutoff = cutoff.as_ms();
     let mut doomed = Vec::new();
     let mut after = None;
     loop {
@@ -94,7 +117,7 @@ pub fn gc(
     // The rest of the cache: files of nodes the table no longer has (another machine's GC),
     // and abandoned temp files. Young cache files are counted above, as rows.
     let young = report.young;
-    gc::sweep_files(store, &marked, options, &mut report)?;
+    gc::sweep_locked(store, &marked, files_cutoff, options, &mut report)?;
     report.young = young;
     report.removed.sort();
     Ok(report)

@@ -87,6 +87,8 @@ pub fn check(text: &[u8], target: &Target) -> Result<Checked, String> {
 pub fn register(source: &Source, text: &[u8], target: &Target) -> Result<Saved, FsError> {
     let checked = check(text, target).map_err(FsError::Refused)?;
     let name: Arc<str> = Arc::from(checked.definition.workflow.name.as_str());
+    // From the first node until the registry names them: GC keeps them (see `cas::gc`).
+    let _pin = source.store().pin().map_err(FsError::internal)?;
     let hash = checked
         .definition
         .store(source.store())

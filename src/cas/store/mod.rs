@@ -5,7 +5,9 @@
 //! cas/objects/<2 symbols>/<11 symbols>.json   one node per file, 0444, never rewritten
 //! cas/tmp/                                     temp files; renamed into objects/ when complete
 //! cas/index/types/<type hash>                  append-only list of node hashes of that type
-//! cas/index/lock                               flock: shared for appends, exclusive for rewrites
+//! cas/index/lock                               flock: shared for node writes, exclusive for GC
+//!                                              and index rewrites
+//! cas/index/pins                               byte-range locks: writers' pins (see `pins`)
 //! ```
 //!
 //! Architecture Invariant: a node file appears only by an atomic no-clobber link/rename of a
@@ -14,8 +16,15 @@
 //! (it refreshes the file's mtime so GC's grace period protects it again), different content
 //! under the same name is a collision.
 //!
-//! The type index is a cache: entries are appended after the node file exists, so it never names
-//! a node that was not written, and `reindex` rebuilds it from the objects.
+//! Architecture Invariant: every node write (finding the node, touching or writing its file,
+//! its type index line) happens under the shared hold of `cas/index/lock`; GC sweeps under the
+//! exclusive hold, so it never sees half of a write, never removes a temp file a put is about
+//! to link, and never removes a node between a put finding it and refreshing its mtime.
+//!
+//! The type index is a cache, written ahead: a node's line is appended before its file is
+//! linked into place, so a crash (or a failed link) can leave a line naming a node that never
+//! appeared — which readers skip (`list_type` checks the file) and GC prunes — but never a node
+//! that is not listed. `reindex` rebuilds it from the objects.
 
 use std::collections::{HashMap, VecDeque};
 use std::fs::{self, File};
@@ -34,7 +43,10 @@ use super::remote::RemoteNodes;
 use super::schema::CompiledSchema;
 use crate::file_util::{AtomicWrite, Created};
 
+mod pins;
 mod type_index;
+
+pub use pins::{PIN_SLACK, Pin};
 
 /// One node as stored.
 #[derive(Debug, Clone, PartialEq)]
@@ -96,16 +108,30 @@ pub struct Store {
     tmp: PathBuf,
     types: PathBuf,
     lock: PathBuf,
+    pins_path: PathBuf,
+    pins: Mutex<pins::Pins>,
     schemas: RwLock<HashMap<Hash, Arc<CompiledSchema>>>,
     /// The last nodes this handle wrote (or found already written by a put), newest last, each
     /// with when its file was last written or touched: what [`Store::get_written`] answers from
     /// memory, and what a put of the same node, or of a node referring to it, need not look for
     /// on disk while the file is young. Node files are immutable, so an entry never goes stale;
     /// the list is short, so memory stays bounded.
-    written: Mutex<VecDeque<(Node, Instant)>>,
+    written: Mutex<VecDeque<Written>>,
     durable: bool,
     /// The shared node table this directory caches, if the root is configured for one.
     remote: Option<Arc<dyn RemoteNodes>>,
+}
+
+/// A node this handle wrote or found written (see [`Store::get_written`]).
+#[derive(Debug)]
+struct Written {
+    node: Node,
+    /// When its file was last written or touched, by the monotonic clock and in ms since
+    /// the epoch (to compare with a pin's start).
+    at: Instant,
+    at_ms: u64,
+    /// The length of its file.
+    size: u64,
 }
 
 /// How many recently written nodes a [`Store`] keeps in memory (a step writes at most five).
@@ -115,6 +141,11 @@ const WRITTEN: usize = 16;
 /// looking. GC spares nodes younger than its grace period (a day by default), so a file this
 /// young is not swept by a GC that keeps the grace period above this.
 const TRUSTED: Duration = Duration::from_secs(10);
+
+/// A node this handle wrote or touched at most this long before the start of its latest pin is
+/// still protected by that pin (GC spares [`PIN_SLACK`] before the earliest pin, which is more);
+/// an older one is touched again before it is trusted (see [`Store::find`]).
+const TRUST_BEFORE_PIN_MS: u64 = 1000;
 
 impl Store {
     /// Opens (creating on first use) the store at `root` and registers the built-in schemas.
@@ -126,6 +157,8 @@ impl Store {
             tmp: cas.join("tmp"),
             types: cas.join("index").join("types"),
             lock: cas.join("index").join("lock"),
+            pins_path: cas.join("index").join("pins"),
+            pins: Mutex::new(pins::Pins::default()),
             schemas: RwLock::new(HashMap::new()),
             written: Mutex::new(VecDeque::with_capacity(WRITTEN)),
             durable: true,
@@ -196,6 +229,11 @@ impl Store {
 
     /// Reads a node, verifying that its content still hashes to its name.
     pub fn get(&self, hash: Hash) -> Result<Node, StoreError> {
+        self.get_sized(hash).map(|(node, _)| node)
+    }
+
+    /// [`Store::get`], with the length of the node's file.
+    pub fn get_sized(&self, hash: Hash) -> Result<(Node, u64), StoreError> {
         let path = self.object_path(hash);
         let bytes = match fs::read(&path) {
             Ok(bytes) => bytes,
@@ -209,12 +247,34 @@ impl Store {
                 let _ = fs::remove_file(&path);
                 self.fetch(hash)
             }
-            result => result,
+            result => result.map(|node| (node, bytes.len() as u64)),
+        }
+    }
+
+    /// The length of node `hash`'s file: from memory for a node this handle wrote, else one
+    /// `stat` (with a remote, a node with no local file is fetched first). Says nothing of
+    /// its content: for readers that rely on a cache and check only that the nodes it stands
+    /// for are still there, whole.
+    pub fn size_of(&self, hash: Hash) -> Result<u64, StoreError> {
+        match self.recent_size(hash) {
+            Some(size) => Ok(size),
+            None => self.file_len(hash),
+        }
+    }
+
+    /// The length of node `hash`'s file as it is now (one `stat`; with a remote, a node with
+    /// no local file is fetched first), whatever this handle remembers writing.
+    pub fn file_len(&self, hash: Hash) -> Result<u64, StoreError> {
+        let path = self.object_path(hash);
+        match fs::metadata(&path) {
+            Ok(meta) => Ok(meta.len()),
+            Err(e) if e.kind() == ErrorKind::NotFound => self.fetch(hash).map(|(_, size)| size),
+            Err(e) => Err(StoreError::io("cannot stat node file", path)(e)),
         }
     }
 
     /// A node with no local file: from the remote (verified there), leaving a file behind.
-    fn fetch(&self, hash: Hash) -> Result<Node, StoreError> {
+    fn fetch(&self, hash: Hash) -> Result<(Node, u64), StoreError> {
         let Some(remote) = &self.remote else {
             return Err(StoreError::NotFound(hash));
         };
@@ -224,38 +284,75 @@ impl Store {
             "timestamp": node.timestamp,
             "type": node.type_hash.to_string(),
         }));
-        // A cache file: no fsync (a torn one fails its hash check and is fetched again).
+        // A cache file: no fsync (a torn one fails its hash check and is fetched again). Only
+        // while no GC holds the store (GC itself fetches while it marks): it is only a cache.
         let path = self.object_path(hash);
-        let cached = AtomicWrite::new(&path)
-            .temp_in(&self.tmp)
-            .mode(0o444)
-            .without_fsync()
-            .create_new(&file_bytes);
-        if cached.is_ok() {
-            let _ = self.append_index(node.type_hash, hash);
+        if let Some(_hold) = self.try_lock_shared() {
+            let _ = self.place(&path, &file_bytes, (node.type_hash, hash), false);
         }
-        parse_node_file(hash, &path, &file_bytes)
+        let node = parse_node_file(hash, &path, &file_bytes)?;
+        Ok((node, file_bytes.len() as u64))
+    }
+
+    /// Links a new node file into place (the caller holds the store's shared lock): the temp
+    /// file is written (and synced, when `durable`), the node's type index line appended, and
+    /// only then the file linked, so a crash leaves at worst an index line for a node that
+    /// never appeared, never a node the index does not list.
+    fn place(
+        &self,
+        path: &Path,
+        file_bytes: &[u8],
+        (type_hash, hash): (Hash, Hash),
+        durable: bool,
+    ) -> Result<Created, StoreError> {
+        let mut write = AtomicWrite::new(path).temp_in(&self.tmp).mode(0o444);
+        if !durable {
+            write = write.without_fsync();
+        }
+        let mut staged = write.stage(file_bytes)?;
+        staged.sync()?;
+        self.write_index_lines(&[(type_hash, hash)])?;
+        Ok(staged.create_new()?)
     }
 
     /// A node this handle has just written (a step verifying and publishing what its own
     /// in-process agent wrote), from memory without reading and re-hashing its file; any other
     /// node as [`Store::get`] reads it.
     pub fn get_written(&self, hash: Hash) -> Result<Node, StoreError> {
-        match self.recent(hash, None) {
-            Some(node) => Ok(node),
-            None => self.get(hash),
+        self.get_written_sized(hash).map(|(node, _)| node)
+    }
+
+    /// [`Store::get_written`], with the length of the node's file.
+    pub fn get_written_sized(&self, hash: Hash) -> Result<(Node, u64), StoreError> {
+        let found = {
+            let written = self.written.lock().unwrap_or_else(|p| p.into_inner());
+            let found = written.iter().rev().find(|w| w.node.hash == hash);
+            found.map(|w| (w.node.clone(), w.size))
+        };
+        match found {
+            Some(found) => Ok(found),
+            None => self.get_sized(hash),
         }
     }
 
-    /// The node `hash` from the recently written list: any entry, or with `young`, only one
-    /// whose file was written or touched less than that long ago.
-    fn recent(&self, hash: Hash, young: Option<Duration>) -> Option<Node> {
+    /// The node `hash` from the recently written list, if its file was written or touched
+    /// less than `young` ago, with when that was (ms since the epoch).
+    fn recent(&self, hash: Hash, young: Duration) -> Option<(Node, u64)> {
         let written = self.written.lock().unwrap_or_else(|p| p.into_inner());
         written
             .iter()
             .rev()
-            .find(|(n, at)| n.hash == hash && young.is_none_or(|age| at.elapsed() < age))
-            .map(|(n, _)| n.clone())
+            .find(|w| w.node.hash == hash && w.at.elapsed() < young)
+            .map(|w| (w.node.clone(), w.at_ms))
+    }
+
+    fn recent_size(&self, hash: Hash) -> Option<u64> {
+        let written = self.written.lock().unwrap_or_else(|p| p.into_inner());
+        written
+            .iter()
+            .rev()
+            .find(|w| w.node.hash == hash)
+            .map(|w| w.size)
     }
 
     /// Whether node `hash` was written or touched by this handle moments ago.
@@ -263,15 +360,20 @@ impl Store {
         let written = self.written.lock().unwrap_or_else(|p| p.into_inner());
         written
             .iter()
-            .any(|(n, at)| n.hash == hash && at.elapsed() < TRUSTED)
+            .any(|w| w.node.hash == hash && w.at.elapsed() < TRUSTED)
     }
 
-    fn remember_written(&self, node: Node) {
+    fn remember_written(&self, node: Node, size: u64) {
         let mut written = self.written.lock().unwrap_or_else(|p| p.into_inner());
         if written.len() == WRITTEN {
             written.pop_front();
         }
-        written.push_back((node, Instant::now()));
+        written.push_back(Written {
+            node,
+            at: Instant::now(),
+            at_ms: now_ms(),
+            size,
+        });
     }
 
     /// Reads only a node's payload.
@@ -344,6 +446,8 @@ impl Store {
                 .map(|(i, (t, p))| self.put(*t, p).map_err(|e| (i, e)))
                 .collect();
         }
+        // Held until every node is in place: GC waits (see the module doc).
+        let _hold = self.lock_index(false).map_err(|e| (0, e))?;
         let mut hashes = Vec::with_capacity(nodes.len());
         let mut new = Vec::new();
         let mut failed = None;
@@ -375,15 +479,23 @@ impl Store {
         for ((i, ..), write) in new.iter().zip(&mut staged) {
             write.sync().map_err(|e| (*i, e.into()))?;
         }
-        // Then linked in order; the type index gets the nodes linked (even if one fails), in
-        // one append.
-        let mut linked = Vec::with_capacity(new.len());
+        // The type index lines of all of them in one append, before any is linked: a crash
+        // from here on leaves lines for nodes that may not be there (readers check), never a
+        // node that is not listed.
+        let lines: Vec<(Hash, Hash)> = new
+            .iter()
+            .map(|(i, hash, ..)| (nodes[*i].0, *hash))
+            .collect();
+        if let Err(e) = self.write_index_lines(&lines) {
+            let at = new.first().map_or(0, |(i, ..)| *i);
+            return Err((at, e));
+        }
+        // Then linked in order.
         for ((i, hash, path, bytes), write) in new.iter().zip(staged) {
             let (type_hash, payload) = nodes[*i];
             let done = match write.create_new() {
                 Ok(Created::New) => {
                     self.remember_file(*hash, path, bytes);
-                    linked.push((type_hash, *hash));
                     Ok(())
                 }
                 // Another writer won the race.
@@ -396,11 +508,6 @@ impl Store {
                 failed = Some((*i, e));
                 break;
             }
-        }
-        let indexed = self.append_index_all(&linked);
-        if let (Err(e), None) = (indexed, &failed) {
-            let at = new.last().map_or(0, |(i, ..)| *i);
-            failed = Some((at, e));
         }
         match failed {
             Some(failure) => Err(failure),
@@ -552,9 +659,22 @@ impl Store {
         let path = self.object_path(hash);
         // Written or touched by this handle moments ago (a step's raw output or output that
         // repeats the last one): its file is there and young; only the content is compared.
-        if let Some(existing) = self.recent(hash, Some(TRUSTED)) {
+        if let Some((existing, at_ms)) = self.recent(hash, TRUSTED) {
             same_content(&existing, type_hash, payload, &path)?;
-            return Ok(Found::Present(hash));
+            if at_ms + TRUST_BEFORE_PIN_MS >= self.latest_pin() {
+                return Ok(Found::Present(hash));
+            }
+            // Before the pin this writer holds now: unless it is reachable, a GC may have
+            // taken it since, or may take it before the head naming it is published. Touched
+            // (one call), it is young for the pin; gone, it is written again.
+            return match touch(&path) {
+                Ok(()) => {
+                    self.refreshed(hash);
+                    Ok(Found::Present(hash))
+                }
+                Err(e) if e.kind() == ErrorKind::NotFound => Ok(Found::Absent { hash, path }),
+                Err(e) => Err(StoreError::io("cannot touch node file", path)(e)),
+            };
         }
         Ok(
             match self.confirm_if_present(hash, type_hash, payload, &path)? {
@@ -564,17 +684,32 @@ impl Store {
         )
     }
 
-    /// After a node's file was created: its type index entry, and the node kept in memory.
-    fn placed(
-        &self,
-        hash: Hash,
-        type_hash: Hash,
-        path: &Path,
-        file_bytes: &[u8],
-    ) -> Result<(), StoreError> {
-        self.append_index(type_hash, hash)?;
-        self.remember_file(hash, path, file_bytes);
-        Ok(())
+    /// Makes node `hash`'s file young (touches it) under the store's shared lock, as a put of
+    /// it would: a writer holding a pin that is about to publish a head naming a node it did
+    /// not put (a fork of a step no head reaches) keeps it from GC this way. With a remote,
+    /// a node with no local file is in the table, whose GC this does not reach.
+    pub fn keep(&self, hash: Hash) -> Result<(), StoreError> {
+        let _hold = self.lock_index(false)?;
+        let path = self.object_path(hash);
+        match touch(&path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                if self.remote.is_some() && self.has(hash) {
+                    return Ok(());
+                }
+                Err(StoreError::NotFound(hash))
+            }
+            Err(e) => Err(StoreError::io("cannot touch node file", path)(e)),
+        }
+    }
+
+    /// Notes that the file of node `hash`, in the recently written list, was touched now.
+    fn refreshed(&self, hash: Hash) {
+        let mut written = self.written.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(w) = written.iter_mut().rev().find(|w| w.node.hash == hash) {
+            w.at = Instant::now();
+            w.at_ms = now_ms();
+        }
     }
 
     /// Keeps a node just written in memory, as a read of its file would return it (canonical
@@ -582,11 +717,13 @@ impl Store {
     /// made from.
     fn remember_file(&self, hash: Hash, path: &Path, file_bytes: &[u8]) {
         if let Ok(node) = parse_node_file(hash, path, file_bytes) {
-            self.remember_written(node);
+            self.remember_written(node, file_bytes.len() as u64);
         }
     }
 
     fn write_node(&self, type_hash: Hash, payload: &Value) -> Result<Hash, StoreError> {
+        // Held until the node is in place: GC waits (see the module doc).
+        let _hold = self.lock_index(false)?;
         let (hash, path) = match self.find(type_hash, payload)? {
             Found::Present(hash) => return Ok(hash),
             Found::Absent { hash, path } => (hash, path),
@@ -606,16 +743,13 @@ impl Store {
             })?;
         }
         let file_bytes = new_file_bytes(type_hash, payload);
-        let mut write = AtomicWrite::new(&path).temp_in(&self.tmp).mode(0o444);
         // With a remote the node is already durable there; the file is a cache (see `get`).
-        if !self.durable || self.remote.is_some() {
-            write = write.without_fsync();
-        }
-        if write.create_new(&file_bytes)? == Created::Existed {
+        let durable = self.durable && self.remote.is_none();
+        if self.place(&path, &file_bytes, (type_hash, hash), durable)? == Created::Existed {
             // Another writer won the race.
             return self.confirm_existing(hash, type_hash, payload, &path);
         }
-        self.placed(hash, type_hash, &path, &file_bytes)?;
+        self.remember_file(hash, &path, &file_bytes);
         Ok(hash)
     }
 
@@ -660,7 +794,8 @@ impl Store {
         // Refresh the mtime so a GC running now sees this node as young and keeps it.
         let _ = file.set_modified(SystemTime::now());
         drop(file);
-        self.confirmed(type_hash, payload, existing).map(Some)
+        let size = bytes.len() as u64;
+        self.confirmed(type_hash, payload, existing, size).map(Some)
     }
 
     /// A put found the file already there: same content is success, anything else a collision.
@@ -671,13 +806,13 @@ impl Store {
         payload: &Value,
         path: &Path,
     ) -> Result<Hash, StoreError> {
-        let existing = self.get(hash)?;
+        let (existing, size) = self.get_sized(hash)?;
         same_content(&existing, type_hash, payload, path)?;
         // Refresh the mtime so a GC running now sees this node as young and keeps it.
         if let Ok(file) = File::open(path) {
             let _ = file.set_modified(SystemTime::now());
         }
-        self.confirmed(type_hash, payload, existing)
+        self.confirmed(type_hash, payload, existing, size)
     }
 
     /// The end of a put that found its node already there, with the same content.
@@ -686,6 +821,7 @@ impl Store {
         type_hash: Hash,
         payload: &Value,
         existing: Node,
+        size: u64,
     ) -> Result<Hash, StoreError> {
         let hash = existing.hash;
         // With a remote, put it there as well (write-once: the same content is a no-op), so
@@ -694,7 +830,7 @@ impl Store {
         if let Some(remote) = &self.remote {
             remote.put(type_hash, payload)?;
         }
-        self.remember_written(existing);
+        self.remember_written(existing, size);
         Ok(hash)
     }
 
@@ -720,6 +856,7 @@ impl Store {
                 path,
             });
         }
+        let _hold = self.lock_index(false)?;
         if self
             .confirm_if_present(node.hash, node.type_hash, &node.payload, &path)?
             .is_some()
@@ -731,17 +868,32 @@ impl Store {
             "timestamp": node.timestamp,
             "type": node.type_hash.to_string(),
         }));
-        let mut write = AtomicWrite::new(&path).temp_in(&self.tmp).mode(0o444);
-        if !self.durable {
-            write = write.without_fsync();
-        }
-        if write.create_new(&file_bytes)? == Created::Existed {
+        let placed = self.place(
+            &path,
+            &file_bytes,
+            (node.type_hash, node.hash),
+            self.durable,
+        )?;
+        if placed == Created::Existed {
             self.confirm_existing(node.hash, node.type_hash, &node.payload, &path)?;
             return Ok(false);
         }
-        self.append_index(node.type_hash, node.hash)?;
         Ok(true)
     }
+}
+
+/// Sets a file's access and modification times to now, by path (one `utimensat`).
+fn touch(path: &Path) -> std::io::Result<()> {
+    use nix::sys::stat::{UtimensatFlags, utimensat};
+    use nix::sys::time::TimeSpec;
+    utimensat(
+        nix::fcntl::AT_FDCWD,
+        path,
+        &TimeSpec::UTIME_NOW,
+        &TimeSpec::UTIME_NOW,
+        UtimensatFlags::FollowSymlink,
+    )
+    .map_err(std::io::Error::from)
 }
 
 /// What [`Store::find`] found.

@@ -1,9 +1,14 @@
 //! The type index of a directory store: `cas/index/types/<type>`, the hashes of that type's
 //! nodes one per line, so "all nodes of type T" needs no scan of every node (SPEC §2.3).
 //!
-//! Appends are one short `O_APPEND` write under a shared lock, so concurrent writers' lines stay
-//! whole; rewrites (`reindex`, GC's pruning) hold the lock exclusively and replace each file
-//! atomically.
+//! Appends are one short `O_APPEND` write under the store's shared lock (which a put holds from
+//! finding its nodes until they are linked), so concurrent writers' lines stay whole; rewrites
+//! (`reindex`, GC's pruning) hold the lock exclusively and replace each file atomically.
+//!
+//! Architecture Invariant: every node file is listed under its type. Lines are written ahead
+//! of the node files they name (see `place` and `put_all`), so a line may name a node that
+//! never appeared (a writer killed between the two): [`Store::list_type`] checks the file,
+//! [`Store::check_index`] does not count such a line as a disagreement, and GC prunes it.
 
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
@@ -44,6 +49,13 @@ impl Store {
                 actual.entry(node.type_hash).or_default().insert(hash);
             }
         }
+        // Files present, whatever their state: a line naming no file is a write that never
+        // finished (see the module doc), not a disagreement.
+        let present: std::collections::HashSet<Hash> = self
+            .scan_objects()?
+            .into_iter()
+            .filter_map(|(_, hash)| hash)
+            .collect();
         let mut listed: HashMap<Hash, std::collections::BTreeSet<Hash>> = HashMap::new();
         for name in read_dir_names(&self.types)? {
             let Ok(type_hash) = Hash::parse(&name) else {
@@ -66,7 +78,10 @@ impl Store {
                 listed.get(&t).unwrap_or(&empty),
             );
             let unlisted = have.difference(named).count();
-            let extra = named.difference(have).count();
+            let extra = named
+                .difference(have)
+                .filter(|h| present.contains(h))
+                .count();
             if unlisted > 0 {
                 problems.push(format!(
                     "type index {t}: {unlisted} node(s) of that type are not listed"
@@ -74,17 +89,17 @@ impl Store {
             }
             if extra > 0 {
                 problems.push(format!(
-                    "type index {t}: lists {extra} node(s) that are missing, damaged or of another type"
+                    "type index {t}: lists {extra} node(s) that are damaged or of another type"
                 ));
             }
         }
         Ok(problems)
     }
 
-    /// Drops index entries whose node files are gone (after GC removed them). With a remote
-    /// the index lists only this cache's files, so only files are looked for.
-    pub(crate) fn prune_index(&self) -> Result<(), StoreError> {
-        let _guard = self.lock_index(true)?;
+    /// Drops index entries whose node files are gone (after GC removed them, or a writer died
+    /// before linking them). With a remote the index lists only this cache's files, so only
+    /// files are looked for. The caller holds the store's exclusive lock.
+    pub(crate) fn prune_index_locked(&self) -> Result<(), StoreError> {
         let mut by_type = HashMap::new();
         for name in read_dir_names(&self.types)? {
             if let Ok(t) = Hash::parse(&name) {
@@ -129,7 +144,27 @@ impl Store {
         Ok(())
     }
 
-    /// Takes the index lock, shared for appends or exclusive for rewrites.
+    /// Holds the store exclusively, as GC does while it marks and sweeps: no node is written,
+    /// touched or indexed meanwhile. Released when the returned file is dropped.
+    pub(crate) fn lock_exclusive(&self) -> Result<File, StoreError> {
+        self.lock_index(true)
+    }
+
+    /// The store's shared hold without waiting: `None` while someone holds it exclusively
+    /// (GC; and GC itself, fetching while it marks, must not wait for itself).
+    pub(super) fn try_lock_shared(&self) -> Option<File> {
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&self.lock)
+            .ok()?;
+        file.try_lock_shared().ok()?;
+        Some(file)
+    }
+
+    /// Takes the store lock (`cas/index/lock`), shared for node writes or exclusive for GC and
+    /// index rewrites.
     pub(super) fn lock_index(&self, exclusive: bool) -> Result<File, StoreError> {
         let file = OpenOptions::new()
             .create(true)
@@ -146,16 +181,12 @@ impl Store {
         Ok(file)
     }
 
-    pub(super) fn append_index(&self, type_hash: Hash, hash: Hash) -> Result<(), StoreError> {
-        self.append_index_all(&[(type_hash, hash)])
-    }
-
-    /// Appends `(type, node)` entries under one hold of the lock, with one write per type.
-    pub(super) fn append_index_all(&self, entries: &[(Hash, Hash)]) -> Result<(), StoreError> {
+    /// Appends `(type, node)` entries, with one write per type. The caller holds the store's
+    /// shared lock.
+    pub(super) fn write_index_lines(&self, entries: &[(Hash, Hash)]) -> Result<(), StoreError> {
         if entries.is_empty() {
             return Ok(());
         }
-        let _guard = self.lock_index(false)?;
         let mut types: Vec<Hash> = entries.iter().map(|(t, _)| *t).collect();
         types.sort();
         types.dedup();

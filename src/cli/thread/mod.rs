@@ -366,6 +366,11 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             let id = lifecycle::resolve_id(root, &thread)?;
             let summary = lifecycle::summary(&store, &id)?;
             let view = ThreadView::at(&store, &id, summary.head)?;
+            // Every step listed stands for nodes that are still there (a stat each).
+            chain::check_start(&store, &view.chain)?;
+            for entry in &view.chain.steps {
+                chain::check_entry(&store, entry)?;
+            }
             steps(&store, &view, out)?;
         }
         ThreadCommand::Read {
@@ -387,10 +392,23 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
                 }
                 None => view.chain.steps.len(),
             };
-            let body_of = |e: &Entry| crate::engine::thread::render::stored_body(&store, e.detail);
+            // Each step rendered stands for nodes that are still there (a stat each), and its
+            // detail and body are read: the first that is not is named, and nothing printed.
+            chain::check_start(&store, &view.chain)?;
+            let damage = std::cell::RefCell::new(None);
+            let body_of = |e: &Entry| match render::checked_body(&store, e) {
+                Ok(body) => body,
+                Err(error) => {
+                    damage.borrow_mut().get_or_insert(error);
+                    None
+                }
+            };
             let files = RunFiles::new(root, &id);
             let mut text =
                 render::transcript(&view, &summary.status_line(&files), upto, quota, &body_of);
+            if let Some(error) = damage.into_inner() {
+                return Err(error.into());
+            }
             let descendants = lifecycle::descendants(&store, &id);
             if !descendants.is_empty() {
                 text.push_str("\n## Sub-threads\n\n");

@@ -113,6 +113,8 @@ pub fn answer(
     let started = Instant::now();
     let files = RunFiles::new(store.root(), id);
     let lock = files.try_lock()?;
+    // Before the answer's nodes are written, until the head names them (see `cas::gc`).
+    let _pin = store.pin().map_err(ViewError::from)?;
     let view = Current::load(store, id)?;
     let Some(asked) = files.awaiting(view.head()) else {
         return Err(not_awaiting(store, id));

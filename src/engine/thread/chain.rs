@@ -6,10 +6,17 @@
 //! whose parent is cached costs one parent read plus one node pair, so a step's cost does not
 //! grow with the number of nodes walked. A damaged cache file is ignored and rebuilt.
 //!
-//! The cache file is text: a header line (JSON: start, head, length, position, visits per role),
-//! then one line per step, `<hash> <output hash> <timestamp> <context item JSON>`. A step reads
-//! only the header ([`History`]); the moderator context is the items joined, and the next
-//! head's file is this one with a new header and one more line, so neither parses the steps.
+//! The cache file is text: a header line (JSON: format version, start and its file's length,
+//! head, length, position, visits per role), then one line per step, `<hash> <output hash>
+//! <timestamp> <step>,<output>,<detail> <context item JSON>` where the middle field holds the
+//! lengths of those three node files. A step reads only the header ([`History`]); the moderator
+//! context is the items joined, and the next head's file is this one with a new header and one
+//! more line, so neither parses the steps.
+//!
+//! Architecture Invariant: a reader that renders steps from the cache ([`check_entry`],
+//! [`check_start`]) first checks that each node it stands for is still there with the length
+//! it had (a `stat` each), and names the one that is not; re-hashing every node is `uwf cas
+//! fsck`'s job.
 
 use crate::advice::Advice;
 use std::path::{Path, PathBuf};
@@ -29,12 +36,23 @@ pub enum ChainError {
     NotAStepOrStart { hash: Hash, kind: String },
     #[error("node {hash} is malformed: {reason}")]
     Malformed { hash: Hash, reason: String },
+    /// A node the cached history stands for is gone or not the file it was.
+    #[error("{kind} node {hash}{} is {reason}", step.map(|s| format!(" (reached from step {s})")).unwrap_or_default())]
+    Damaged {
+        kind: &'static str,
+        hash: Hash,
+        step: Option<Hash>,
+        reason: String,
+    },
 }
 
 impl Advice for ChainError {
     fn hints(&self) -> Vec<String> {
         match self {
             ChainError::Store(e) => e.hints(),
+            ChainError::Damaged { .. } => vec![
+                "`uwf cas fsck` lists the damage; restore the node from a backup, or fork the thread from an intact step (`uwf thread fork HASH`)".into(),
+            ],
             _ => Vec::new(),
         }
     }
@@ -80,6 +98,17 @@ pub struct Entry {
     raw_output: Box<RawValue>,
     pub detail: Hash,
     pub timestamp: u64,
+    /// The lengths of the step's node files when the entry was made.
+    #[serde(default)]
+    pub sizes: Sizes,
+}
+
+/// The lengths of a step's step, output and detail node files.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sizes {
+    pub step: u64,
+    pub output: u64,
+    pub detail: u64,
 }
 
 impl Entry {
@@ -130,6 +159,9 @@ pub struct Chain {
     pub start_hash: Hash,
     pub start: Start,
     pub start_timestamp: u64,
+    /// The length of the start node's file.
+    #[serde(default)]
+    pub start_size: u64,
     pub steps: Vec<Entry>,
 }
 
@@ -204,9 +236,17 @@ pub struct History {
     lines: String,
 }
 
+/// The version of the cache file's format: files of another are rebuilt.
+const FORMAT: u32 = 2;
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Header {
+    /// [`FORMAT`]; files from before it was written read as 0.
+    #[serde(default)]
+    version: u32,
     start_hash: Hash,
+    #[serde(default)]
+    start_size: u64,
     start: Start,
     start_timestamp: u64,
     head: Hash,
@@ -279,6 +319,7 @@ impl History {
             start_hash: self.header.start_hash,
             start: self.header.start.clone(),
             start_timestamp: self.header.start_timestamp,
+            start_size: self.header.start_size,
             steps,
         })
     }
@@ -298,7 +339,9 @@ impl History {
     fn of(chain: &Chain) -> History {
         let mut history = History {
             header: Header {
+                version: FORMAT,
                 start_hash: chain.start_hash,
+                start_size: chain.start_size,
                 start: chain.start.clone(),
                 start_timestamp: chain.start_timestamp,
                 head: chain.start_hash,
@@ -326,10 +369,11 @@ impl History {
         header.len += 1;
         header.position.clone_from(&entry.role);
         *header.visits.entry(entry.role.clone()).or_insert(0) += 1;
+        let sizes = entry.sizes;
         let _ = write!(
             self.lines,
-            "{} {} {} ",
-            entry.hash, entry.output_hash, entry.timestamp
+            "{} {} {} {},{},{} ",
+            entry.hash, entry.output_hash, entry.timestamp, sizes.step, sizes.output, sizes.detail
         );
         entry.write_context(&mut self.lines);
         self.lines.push('\n');
@@ -342,6 +386,9 @@ impl History {
     fn parse(mut text: String) -> Option<History> {
         let split = text.find('\n')?;
         let header: Header = serde_json::from_str(&text[..split]).ok()?;
+        if header.version != FORMAT {
+            return None;
+        }
         let lines = text.split_off(split + 1);
         (checksum(&lines) == header.lines_xxh64).then_some(History { header, lines })
     }
@@ -364,10 +411,16 @@ fn write_context_start(out: &mut String, start: &Start) {
     out.push_str("},\"steps\":[");
 }
 
-/// A cache line's fields: hash, output hash, timestamp, context item.
-fn line_fields(line: &str) -> Option<[&str; 4]> {
-    let mut parts = line.splitn(4, ' ');
-    Some([parts.next()?, parts.next()?, parts.next()?, parts.next()?])
+/// A cache line's fields: hash, output hash, timestamp, sizes, context item.
+fn line_fields(line: &str) -> Option<[&str; 5]> {
+    let mut parts = line.splitn(5, ' ');
+    Some([
+        parts.next()?,
+        parts.next()?,
+        parts.next()?,
+        parts.next()?,
+        parts.next()?,
+    ])
 }
 
 /// The context item of a cache line.
@@ -383,10 +436,16 @@ fn parse_line(line: &str) -> Option<Entry> {
         detail: Hash,
         agent: String,
     }
-    let [hash, output_hash, timestamp, item] = line_fields(line)?;
+    let [hash, output_hash, timestamp, sizes, item] = line_fields(line)?;
     let hash = Hash::parse(hash).ok()?;
     let output_hash = Hash::parse(output_hash).ok()?;
     let timestamp = timestamp.parse().ok()?;
+    let mut sizes = sizes.split(',').map(|n| n.parse::<u64>().ok());
+    let sizes = Sizes {
+        step: sizes.next()??,
+        output: sizes.next()??,
+        detail: sizes.next()??,
+    };
     let item: Item = serde_json::from_str(item).ok()?;
     Some(Entry {
         hash,
@@ -396,6 +455,7 @@ fn parse_line(line: &str) -> Option<Entry> {
         raw_output: item.output,
         detail: item.detail,
         timestamp,
+        sizes,
     })
 }
 
@@ -485,9 +545,9 @@ pub fn extend_in_memory(
     step: Hash,
 ) -> Result<(History, Entry), ChainError> {
     // Read moments ago by the step's verification, or written by this process.
-    let node = store.get_written(step)?;
+    let (node, size) = store.get_written_sized(step)?;
     let payload = read_step(&node)?;
-    let entry = entry_written(store, &node, payload)?;
+    let entry = entry_written(store, &node, size, payload)?;
     Ok((parent.with(&entry), entry))
 }
 
@@ -504,19 +564,56 @@ pub fn save_history(root: &Path, thread: &str, history: &History, retired: Hash)
     );
 }
 
-/// A chain entry for a step node, with its output read.
-fn entry(store: &Store, node: &Node, step: StepNode) -> Result<Entry, ChainError> {
-    let output = store.get_payload(step.output)?;
-    Ok(entry_with(node, step, output))
+/// A chain entry for a step node (whose file has `size` bytes), with its output and detail
+/// read (and so verified: the lengths recorded are those of intact files).
+fn entry(store: &Store, node: &Node, size: u64, step: StepNode) -> Result<Entry, ChainError> {
+    let read = |kind, hash| {
+        store
+            .get_sized(hash)
+            .map_err(|e| damaged_read(kind, hash, Some(node.hash), e))
+    };
+    let (output, output_size) = read("output", step.output)?;
+    let (_, detail) = read("detail", step.detail)?;
+    Ok(entry_with(
+        node,
+        step,
+        output.payload,
+        [size, output_size, detail],
+    ))
+}
+
+/// A node a chain needs could not be read: [`ChainError::Damaged`], naming it.
+fn damaged_read(kind: &'static str, hash: Hash, step: Option<Hash>, e: StoreError) -> ChainError {
+    let reason = match e {
+        StoreError::NotFound(_) => "missing".to_owned(),
+        other => format!("unreadable: {other}"),
+    };
+    ChainError::Damaged {
+        kind,
+        hash,
+        step,
+        reason,
+    }
 }
 
 /// [`entry`] for a step this process wrote or verified just now ([`Store::get_written`]).
-fn entry_written(store: &Store, node: &Node, step: StepNode) -> Result<Entry, ChainError> {
-    let output = store.get_written(step.output)?.payload;
-    Ok(entry_with(node, step, output))
+fn entry_written(
+    store: &Store,
+    node: &Node,
+    size: u64,
+    step: StepNode,
+) -> Result<Entry, ChainError> {
+    let (output, output_size) = store.get_written_sized(step.output)?;
+    let detail = store.size_of(step.detail)?;
+    Ok(entry_with(
+        node,
+        step,
+        output.payload,
+        [size, output_size, detail],
+    ))
 }
 
-fn entry_with(node: &Node, step: StepNode, output: Value) -> Entry {
+fn entry_with(node: &Node, step: StepNode, output: Value, [s, o, d]: [u64; 3]) -> Entry {
     Entry {
         hash: node.hash,
         role: step.role,
@@ -525,7 +622,62 @@ fn entry_with(node: &Node, step: StepNode, output: Value) -> Entry {
         raw_output: raw(&output),
         detail: step.detail,
         timestamp: node.timestamp,
+        sizes: Sizes {
+            step: s,
+            output: o,
+            detail: d,
+        },
     }
+}
+
+/// Checks that the nodes a cached step stands for — its step, output and detail nodes — are
+/// still there with the lengths recorded when it was cached (a `stat` each), naming the first
+/// that is not. Their content is not re-hashed: that is `uwf cas fsck`'s job.
+pub fn check_entry(store: &Store, entry: &Entry) -> Result<(), ChainError> {
+    let sizes = entry.sizes;
+    for (kind, hash, size) in [
+        ("step", entry.hash, sizes.step),
+        ("output", entry.output_hash, sizes.output),
+        ("detail", entry.detail, sizes.detail),
+    ] {
+        check_node(store, kind, hash, size, Some(entry.hash))?;
+    }
+    Ok(())
+}
+
+/// [`check_entry`] for a chain's start node.
+pub fn check_start(store: &Store, chain: &Chain) -> Result<(), ChainError> {
+    check_node(store, "start", chain.start_hash, chain.start_size, None)
+}
+
+fn check_node(
+    store: &Store,
+    kind: &'static str,
+    hash: Hash,
+    size: u64,
+    step: Option<Hash>,
+) -> Result<(), ChainError> {
+    let damaged = |reason: String| ChainError::Damaged {
+        kind,
+        hash,
+        step: step.filter(|s| *s != hash),
+        reason,
+    };
+    let found = match store.file_len(hash) {
+        Ok(found) => found,
+        Err(StoreError::NotFound(_)) => return Err(damaged("missing".into())),
+        Err(e) => return Err(damaged(format!("unreadable: {e}"))),
+    };
+    if found == size {
+        return Ok(());
+    }
+    // With a remote the file is a cache: the node is the table's, verified on the way in.
+    if store.remote().is_some() && store.get(hash).is_ok() {
+        return Ok(());
+    }
+    Err(damaged(format!(
+        "damaged: its file has {found} bytes, {size} when the history was cached"
+    )))
 }
 
 /// Loads the chain ending at `head` (a step or start node), from the cache where possible.
@@ -579,20 +731,25 @@ fn build_with(
 ) -> Result<Chain, ChainError> {
     let step_type = builtin::hash_of("step");
     // Walk back until a cached ancestor or the start node, then replay forwards.
-    let mut pending: Vec<(Node, StepNode)> = Vec::new();
+    let mut pending: Vec<(Node, u64, StepNode)> = Vec::new();
     let mut at = head;
+    // What `at` should be, for naming it if it cannot be read.
+    let (mut kind, mut after) = ("head", None);
     let mut chain = loop {
         if at != head
             && let Some(chain) = cached(at)
         {
             break chain;
         }
-        let node = store.get(at)?;
+        let (node, size) = store
+            .get_sized(at)
+            .map_err(|e| damaged_read(kind, at, after, e))?;
         if builtin::is_start(node.type_hash) {
             break Chain {
                 start_hash: at,
                 start: read_start(&node)?,
                 start_timestamp: node.timestamp,
+                start_size: size,
                 steps: Vec::new(),
             };
         }
@@ -606,11 +763,13 @@ fn build_with(
         }
         let step = read_step(&node)?;
         let prev = step.prev.unwrap_or(step.start);
-        pending.push((node, step));
+        kind = if step.prev.is_some() { "step" } else { "start" };
+        after = Some(at);
+        pending.push((node, size, step));
         at = prev;
     };
-    for (node, step) in pending.into_iter().rev() {
-        chain.steps.push(entry(store, &node, step)?);
+    for (node, size, step) in pending.into_iter().rev() {
+        chain.steps.push(entry(store, &node, size, step)?);
     }
     Ok(chain)
 }
@@ -631,6 +790,7 @@ mod tests {
                 parent: None,
             },
             start_timestamp: 1,
+            start_size: 90,
             steps: vec![Entry {
                 hash: hash("F5VV55NBKX1R5"),
                 role: "rev\"iewer".into(),
@@ -639,6 +799,7 @@ mod tests {
                 raw_output: raw(&json!({"approved": false, "notes": ["a", {"b": null}]})),
                 detail: hash("298FDNKR7P5MH"),
                 timestamp: 2,
+                sizes: Sizes::default(),
             }],
         };
         let expected = json!({
@@ -667,6 +828,11 @@ mod tests {
             raw_output: raw(&output),
             detail: hash(n + 2000),
             timestamp: 1_700_000_000_000 + n,
+            sizes: Sizes {
+                step: 200 + n,
+                output: 100 + n,
+                detail: 300 + n,
+            },
         }
     }
 
@@ -679,6 +845,7 @@ mod tests {
                 parent: None,
             },
             start_timestamp: 7,
+            start_size: 123,
             steps: vec![
                 entry_of(1, "planner", json!({"plan": "a b\nc", "n": [1, 2]})),
                 entry_of(2, "reviewer", json!({"ok": false, "note": " spaced  out "})),
@@ -705,14 +872,15 @@ mod tests {
         assert_eq!(
             back.steps
                 .iter()
-                .map(|s| (s.hash, s.output_hash, s.detail, s.timestamp))
+                .map(|s| (s.hash, s.output_hash, s.detail, s.timestamp, s.sizes))
                 .collect::<Vec<_>>(),
             chain
                 .steps
                 .iter()
-                .map(|s| (s.hash, s.output_hash, s.detail, s.timestamp))
+                .map(|s| (s.hash, s.output_hash, s.detail, s.timestamp, s.sizes))
                 .collect::<Vec<_>>()
         );
+        assert_eq!(back.start_size, chain.start_size);
         // An empty chain: the start node is the head.
         let empty = Chain {
             steps: Vec::new(),
@@ -743,5 +911,9 @@ mod tests {
         // The old format (one JSON document) is not a history either: it is rebuilt.
         let old = serde_json::to_string(&sample()).unwrap();
         assert!(History::parse(old).is_none());
+        // Nor is a file of the format before sizes were recorded.
+        let unversioned = text.replacen("\"version\":2,", "", 1);
+        assert_ne!(unversioned, text);
+        assert!(History::parse(unversioned).is_none());
     }
 }

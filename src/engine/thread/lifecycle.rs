@@ -122,6 +122,8 @@ pub fn start(store: &Store, workflow: &str, prompt: &str) -> Result<(String, Str
     if prompt.trim().is_empty() {
         return Err(ThreadError::EmptyPrompt);
     }
+    // From the start node until the index names it: GC keeps it (see `cas::gc`).
+    let _pin = store.pin()?;
     let (hash, w) = registry::load(store, workflow)?;
     let start = store.put(
         builtin::hash_of("start"),
@@ -144,6 +146,7 @@ pub fn start_child(
     if prompt.trim().is_empty() {
         return Err(ThreadError::EmptyPrompt);
     }
+    let _pin = store.pin()?;
     let (hash, w) = registry::load(store, workflow)?;
     let start = store.put(
         builtin::hash_of("start"),
@@ -174,9 +177,16 @@ pub fn fork_from(
     from: Hash,
     thread: Option<&str>,
 ) -> Result<(String, String, Hash), ThreadError> {
+    // `from` may be a step no head reaches (a step that was never published): pinned and
+    // touched with the nodes it names, GC keeps them until the new thread's head names them.
+    let _pin = store.pin()?;
     let node = store.get(from)?;
     if node.type_hash != builtin::hash_of("step") && !builtin::is_start(node.type_hash) {
         return Err(ThreadError::NotForkable { hash: from });
+    }
+    store.keep(from)?;
+    for named in store.node_refs(&node)? {
+        store.keep(named)?;
     }
     let id = index::new_id();
     let view = ThreadView::at(store, &id, from)?;

@@ -11,7 +11,7 @@ use crate::cas::canonical::sorted;
 use crate::cas::{Hash, Store, StoreError};
 use crate::engine::thread::view::ThreadView;
 
-use crate::engine::thread::chain::{Chain, Entry};
+use crate::engine::thread::chain::{self, Chain, ChainError, Entry};
 
 /// An output as YAML with keys sorted (stable for diffs).
 pub fn output_yaml(output: &Value) -> String {
@@ -152,6 +152,32 @@ pub fn body_of<V: Borrow<Value>>(
 /// The payload of the node a detail field (`raw`, `body`) names, if it is one.
 fn named_node<V>(detail: &Value, key: &str, payload: &impl Fn(Hash) -> Option<V>) -> Option<V> {
     payload(Hash::parse(detail.get(key)?.as_str()?).ok()?)
+}
+
+/// The text body of a cached step's detail, for a reader that must not render a step whose
+/// nodes are gone: its step, output and detail nodes are checked ([`chain::check_entry`]),
+/// and the detail and its body read; the first that fails is named.
+pub fn checked_body(store: &Store, entry: &Entry) -> Result<Option<String>, ChainError> {
+    chain::check_entry(store, entry)?;
+    let read = |kind: &'static str, hash: Hash| {
+        store.get_payload(hash).map_err(|e| ChainError::Damaged {
+            kind,
+            hash,
+            step: Some(entry.hash),
+            reason: match e {
+                StoreError::NotFound(_) => "missing".to_owned(),
+                other => format!("unreadable: {other}"),
+            },
+        })
+    };
+    let detail = read("detail", entry.detail)?;
+    let Some(body) = detail.get("body").and_then(Value::as_str) else {
+        return Ok(None);
+    };
+    let Ok(body) = Hash::parse(body) else {
+        return Ok(None);
+    };
+    Ok(read("body", body)?.as_str().map(str::to_owned))
 }
 
 /// The text body of a stored step's detail, if it has one (transcripts, prompts).

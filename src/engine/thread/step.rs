@@ -165,6 +165,9 @@ pub fn step_warm(
     let lock = files.try_lock()?;
     // A kill under way waits for this lock to archive the thread: start nothing.
     files.check_not_killing()?;
+    // Before the agent (here or in its own process) writes or touches the nodes the new head
+    // will name, until that head is published: GC keeps them (see `cas::gc`).
+    let pin = store.pin()?;
     crate::profile::mark("step: locked");
     let mut started = None;
     let context = (&files, &lock, &mut started);
@@ -189,6 +192,7 @@ pub fn step_warm(
             }
         }
     }
+    drop(pin);
     drop(lock);
     crate::profile::mark("step: recorded, unlocked");
     // The run file keeps the agent's last stderr lines with the error; a caller that passed
