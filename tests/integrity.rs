@@ -513,13 +513,40 @@ fn oversized_workflow_files_are_refused_with_the_limit() {
     assert!(err.contains("  - file: the file is"), "{err}");
     assert!(err.contains("at most 1048576"), "{err}");
     let err = env.fails(&["workflow", "put", "/dev/zero"], 1);
-    assert!(err.contains("  - file: the file is 1048577 bytes"), "{err}");
+    assert!(
+        err.contains("  - file: the input is more than 1048576 bytes"),
+        "{err}"
+    );
     // A name of 64 characters is fine, 65 is not.
     let ok = LOOP.replace("name: counter", &format!("name: {}", "n".repeat(64)));
     env.ok_stdin(&["workflow", "put", "-"], &ok);
     let long = LOOP.replace("name: counter", &format!("name: {}", "n".repeat(65)));
     let err = env.fails_stdin(&["workflow", "put", "-"], &long);
     assert!(err.contains("at most 64 characters"), "{err}");
+}
+
+/// Issue #27 item 14: an oversized workflow file is reported with its real size (from its
+/// metadata), not with the read cap plus one; stdin reports the limit it passed.
+#[test]
+fn oversized_workflow_file_reports_its_real_size() {
+    let env = Env::new();
+    let big = env.dir.path().join("big.yaml");
+    let mut text = LOOP.to_owned();
+    text.push_str(&"#".repeat(10_486_317 - LOOP.len() - 1));
+    text.push('\n');
+    assert_eq!(text.len(), 10_486_317);
+    std::fs::write(&big, &text).unwrap();
+    let err = env.fails(&["workflow", "put", big.to_str().unwrap()], 1);
+    assert!(
+        err.contains("the file is 10486317 bytes; a workflow file has at most 1048576 (1 MiB)"),
+        "{err}"
+    );
+    assert!(!err.contains("1048577"), "{err}");
+    let err = env.fails_stdin(&["workflow", "put", "-"], &text);
+    assert!(
+        err.contains("the input is more than 1048576 bytes; a workflow file has at most 1048576"),
+        "{err}"
+    );
 }
 
 /// Peak RSS in KiB and the output of `uwf args…` (run to completion, reaped with `wait4`).
