@@ -200,21 +200,37 @@ compare-and-set.\n\nExample:\n  uwf thread publish $(./my-agent.sh $T writer)"
     },
     /// Answer the question a thread awaits: extracted, verified and published like any step
     #[command(
-        after_help = "The answer is read from -f FILE, or from stdin (-f - or no -f). It must fit the role's \
+        after_help = "The answer is read from -f FILE, or from stdin (`-`, -f -, or neither). It must fit the role's \
 schema: YAML frontmatter (--- … ---) or a JSON object. A refused answer leaves the thread awaiting.\n\n\
-Examples:\n  echo '{\"approved\": true}' | uwf thread answer 01JD8X… --by alice\n  \
-uwf thread answer 01JD8X… -f answer.md"
+--by NAME is recorded as agent `human:NAME`: 1 to 64 printable characters on one line (no control \
+characters such as newlines or ANSI escapes).\n\n\
+Examples:\n  echo '{\"approved\": true}' | uwf thread answer 01JD8X… - --by alice\n  \
+uwf thread answer 01JD8X… -f answer.md --by \"Alice Smith\""
     )]
     Answer {
         /// Thread id (a unique prefix is enough)
         thread: String,
+        /// `-`: read the answer from stdin (the default)
+        #[arg(value_name = "-", value_parser = stdin_dash, conflicts_with = "file")]
+        stdin: Option<String>,
         /// Read the answer from FILE (`-`: stdin, the default)
         #[arg(short = 'f', long = "file", value_name = "FILE")]
         file: Option<String>,
-        /// Who answers; recorded as agent `human:NAME`
+        /// Who answers, recorded as agent `human:NAME` (at most 64 printable characters)
         #[arg(long, value_name = "NAME")]
         by: Option<String>,
     },
+}
+
+/// The only positional source `thread answer` takes: `-`, stdin (SPEC §10).
+fn stdin_dash(text: &str) -> Result<String, String> {
+    if text == "-" {
+        Ok(text.to_owned())
+    } else {
+        Err(format!(
+            "`{text}` is not `-`: the answer comes from stdin (`-`) or from a file (`-f {text}`)"
+        ))
+    }
 }
 
 #[derive(Debug, Args)]
@@ -493,7 +509,16 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             let id = lifecycle::resolve_id(root, &thread)?;
             out.text(&human::question(&store, &id)?.prompt)?;
         }
-        ThreadCommand::Answer { thread, file, by } => {
+        ThreadCommand::Answer {
+            thread,
+            stdin: _,
+            file,
+            by,
+        } => {
+            // The name is checked before any input is read (a bad one wastes no typing).
+            if let Some(by) = &by {
+                human::check_by(by)?;
+            }
             let id = lifecycle::resolve_id(root, &thread)?;
             let text = match file.as_deref() {
                 None | Some("-") => {
