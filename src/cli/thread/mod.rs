@@ -1,6 +1,5 @@
 //! `uwf thread …`: start, step, run and inspect threads.
 
-use std::io::Read;
 use std::path::Path;
 
 use clap::{Args, Subcommand};
@@ -9,9 +8,10 @@ use serde_json::json;
 use super::Out;
 use super::output::{Mode, ago, shorten};
 use crate::cas::{Hash, Store, builtin};
-use crate::cli::error::{CliResult, CommandError, Context, bail, user_error};
+use crate::cli::error::{CliResult, CommandError, bail, user_error};
 use crate::engine::agent::human;
 use crate::engine::config;
+use crate::engine::input::{self, Source};
 use crate::engine::thread::chain::{self, Entry};
 use crate::engine::thread::index;
 use crate::engine::thread::lifecycle;
@@ -30,8 +30,11 @@ use list::list;
 pub enum ThreadCommand {
     /// Start a thread of a workflow; prints {"workflow","thread"}
     #[command(
-        after_help = "Examples:\n  uwf thread start solve-issue -p 'Fix the login bug'\n  \
-echo 'Summarise RFC 9110' | uwf thread start analyze-topic -p -\n  uwf thread start develop --prompt-file task.md"
+        after_help = "A prompt read from stdin (-p -) or --prompt-file is limited to 16 MiB \
+(UWF_MAX_INPUT=64MiB or `maxInput: 64MiB` in config.yaml raise it).\n\n\
+Examples:\n  uwf thread start solve-issue -p 'Fix the login bug'\n  \
+echo 'Summarise RFC 9110' | uwf thread start analyze-topic -p -\n  uwf thread start develop --prompt-file task.md\n  \
+UWF_MAX_INPUT=64MiB uwf thread start analyze-topic --prompt-file big-log.txt"
     )]
     Start(StartArgs),
     /// Run one moderator → agent → extract cycle; prints {"workflow","thread","head","role","done"}
@@ -201,7 +204,9 @@ compare-and-set.\n\nExample:\n  uwf thread publish $(./my-agent.sh $T writer)"
     /// Answer the question a thread awaits: extracted, verified and published like any step
     #[command(
         after_help = "The answer is read from -f FILE, or from stdin (`-`, -f -, or neither). It must fit the role's \
-schema: YAML frontmatter (--- … ---) or a JSON object. A refused answer leaves the thread awaiting.\n\n\
+schema: YAML frontmatter (--- … ---) or a JSON object. A refused answer leaves the thread awaiting. \
+An answer is at most 16 MiB (UWF_MAX_INPUT=64MiB or `maxInput: 64MiB` in config.yaml raise it); a larger \
+one is refused and nothing is stored.\n\n\
 --by NAME is recorded as agent `human:NAME`: 1 to 64 printable characters on one line (no control \
 characters such as newlines or ANSI escapes).\n\n\
 Examples:\n  echo '{\"approved\": true}' | uwf thread answer 01JD8X… - --by alice\n  \
@@ -262,16 +267,10 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
         ThreadCommand::Live(_) => unreachable!("handled above"),
         ThreadCommand::Start(args) => {
             let prompt = match (args.prompt.as_deref(), args.prompt_file.as_deref()) {
-                (Some("-"), _) => {
-                    let mut text = String::new();
-                    std::io::stdin()
-                        .read_to_string(&mut text)
-                        .context("cannot read stdin")?;
-                    text
-                }
+                (Some("-"), _) => input::read_text(Source::Stdin, super::input_limit(root)?)?,
                 (Some(p), _) => p.to_owned(),
                 (None, Some(f)) => {
-                    std::fs::read_to_string(f).with_context(|| format!("cannot read {f}"))?
+                    input::read_text(Source::File(Path::new(f)), super::input_limit(root)?)?
                 }
                 (None, None) => {
                     return Err(CommandError::usage(
@@ -520,19 +519,10 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
                 human::check_by(by)?;
             }
             let id = lifecycle::resolve_id(root, &thread)?;
-            let text = match file.as_deref() {
-                None | Some("-") => {
-                    let mut text = String::new();
-                    std::io::stdin()
-                        .read_to_string(&mut text)
-                        .context("cannot read the answer from stdin")?;
-                    text
-                }
-                Some(f) => {
-                    std::fs::read_to_string(f).with_context(|| format!("cannot read {f}"))?
-                }
-            };
             let config = config::load(root)?;
+            let limit = input::max_input(&config.config)?;
+            // Too large an answer is refused before anything is stored (not even its text).
+            let text = input::read_text(Source::of(file.as_deref().unwrap_or("-")), limit)?;
             let stepped = human::answer(&store, &config.config, &id, &text, by.as_deref())?;
             out.line(stepped.to_json())?;
         }
