@@ -294,6 +294,7 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             let options = StepOptions {
                 agent,
                 passthrough: true,
+                from_queue: false,
             };
             let stepped = step::step(&store, &config, &id, &options)?;
             print_stepped(out, &stepped)?;
@@ -308,6 +309,7 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             let options = StepOptions {
                 agent,
                 passthrough: true,
+                from_queue: false,
             };
             let progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
             let started = std::time::Instant::now();

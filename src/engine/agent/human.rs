@@ -230,6 +230,14 @@ pub fn answer(
             crate::advice::with_hints(e)
         )),
     }
+    // A thread a worker took off the run queue when it asked goes back on it, for the next
+    // role (still under the step lock, so no worker claims it before the answer is recorded).
+    if let Ok(stepped) = &outcome
+        && asked.queued
+        && !stepped.done
+    {
+        index::queue(store.root(), id)?;
+    }
     outcome
 }
 
