@@ -188,7 +188,11 @@ compare-and-set.\n\nExample:\n  uwf thread publish $(./my-agent.sh $T writer)"
         max_memory: Option<usize>,
     },
     /// Show which transition the moderator would take now, and how each condition evaluated
-    #[command(after_help = "Example:\n  uwf thread why 01JD8X…")]
+    #[command(
+        after_help = "Exits 1 with the step's own error exactly when a step now would fail: a condition \
+tried before the first match fails to evaluate, or no transition matches.\n\n\
+Examples:\n  uwf thread why 01JD8X…\n  uwf thread why 01JD8X… || uwf thread show 01JD8X…"
+    )]
     Why {
         /// Thread id (a unique prefix is enough)
         thread: String,
@@ -480,7 +484,7 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             let context = view.chain.context();
             let position = crate::engine::workflow::moderator::position(&context).to_owned();
             let moderator = Moderator::new(view.workflow.clone())?;
-            let (trace, chosen) = moderator.explain(&context)?;
+            let (trace, decision) = moderator.explain(&context)?;
             out.line(format!(
                 "thread {id} is at `{position}` ({})",
                 lifecycle::plural(view.chain.steps.len(), "step")
@@ -501,9 +505,13 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
                 };
                 out.line(format!("  {}. → {:<12} {cond}: {verdict}", i + 1, t.target))?;
             }
-            match chosen {
-                Some(next) => out.line(format!("next: {next}"))?,
-                None => out.line("next: none — no transition matches (a step now would fail)")?,
+            // A step now would fail exactly when this does, with the same error (exit 1).
+            match decision {
+                Ok(next) => out.line(format!("next: {next}"))?,
+                Err(e) => {
+                    out.line("next: none — a step now would fail")?;
+                    return Err(e.into());
+                }
             }
         }
         ThreadCommand::Question { thread } => {

@@ -431,7 +431,16 @@ impl Validator {
                 "expression" => {
                     if let Some(text) = self.string(&at, v) {
                         match jsonata::compile(&text) {
-                            Ok(_) => expression = Some(text),
+                            Ok(expr) => {
+                                // It would compile, then fail when a step evaluates it.
+                                let unknown = expr.unknown_calls();
+                                for call in &unknown {
+                                    self.error(&at, call.to_string());
+                                }
+                                if unknown.is_empty() {
+                                    expression = Some(text);
+                                }
+                            }
                             Err(e) => self.error(&at, format!("does not compile: {e}")),
                         }
                     }

@@ -38,9 +38,12 @@
 //! Functions and regexes have no JSON form; they are converted as JavaScript's `JSON.stringify`
 //! converts them (left out of objects, `null` in arrays, `undefined` at the top).
 
+mod calls;
 mod convert;
 mod memory;
 mod worker;
+
+pub use calls::UnknownCall;
 
 use crate::advice::Advice;
 use convert::*;
