@@ -674,6 +674,53 @@ fn jsonata_evaluation_is_bounded_in_memory() {
     env.ok(&["thread", "step", &id, "--agent", "dry"]);
 }
 
+/// Issue #27 item 9: values built in one go (string concatenation, `$pad`, `$join`, `$replace`,
+/// `$string`, `$split`, a result repeating a large string, arrays flattened into one) are asked
+/// of the memory budget before they are made, so no expression's peak RSS passes 300 MB while
+/// the limit is 256 MiB; what fits is unchanged.
+#[test]
+fn jsonata_string_growth_is_bounded_in_memory() {
+    let env = Env::new();
+    for expression in [
+        "( $d := function($s,$n){ $n = 0 ? $s : $d($s & $s, $n-1) }; $length($d('x', 40)) )",
+        "$length($reduce([1..40], function($a,$b){ $a & $a }, 'x'))",
+        "$length($pad('x', 1000000000))",
+        "( $s := $pad('x', 100000000); $length($join([$s,$s,$s,$s], '')) )",
+        "$length($replace($pad('', 100000000, 'x'), 'x', 'yyyy'))",
+        "$length($replace($pad('', 100000000, 'x'), /x/, 'yyyy'))",
+        "( $s := $pad('x', 60000000); $length($string([$s,$s,$s,$s,$s])) )",
+        "( $s := $pad('x', 100000000); $length($uppercase($s) & '') )",
+        "( $s := $pad('x', 100000000); [$s,$s,$s] )",
+        "$count($split($pad('', 10000000, 'x'), ''))",
+        "( $a := [1..1000000]; $count([$a,$a,$a,$a,$a,$a,$a,$a,$a,$a,$a,$a,$a,$a,$a,$a,$a,$a,$a,$a]) )",
+    ] {
+        let (rss_kib, out) =
+            run_measured(&env, &["eval", expression, "--timeout-ms", "60000"], &[]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{expression}: {stderr}");
+        assert!(
+            stderr.contains("more than 256 MiB of memory"),
+            "{expression}: {stderr}"
+        );
+        assert!(
+            rss_kib < 300 * 1024,
+            "{expression}: peak RSS {} MB",
+            rss_kib / 1024
+        );
+    }
+    for (expression, result) in [
+        ("$length($pad('x', 1000000))", "1000000"),
+        ("$pad('x', -5, 'ab') & $pad('x', 5, 'ab')", "\"ababxxabab\""),
+        ("$replace('aXbXc', 'X', '--', 1)", "\"a--bXc\""),
+        (
+            "( $s := $pad('x', 2000000); $length($s & $s & $s) )",
+            "6000000",
+        ),
+    ] {
+        assert_eq!(env.ok(&["eval", expression]), result, "{expression}");
+    }
+}
+
 /// Item 9: an agent printing 100 MB on stdout and 100 MB on stderr: the step keeps only the tail
 /// of stdout it needs (the hash is the last line), its log keeps a head and a tail with the cut
 /// marked, and its memory stays small.
