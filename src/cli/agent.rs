@@ -41,7 +41,7 @@ moderator picks next (--force writes it anyway). Run by `uwf thread step`, the s
 node; run by hand, publish it with `uwf thread publish HASH`. The output (and --detail-json) \
 is limited to 16 MiB (UWF_MAX_INPUT=64MiB or `maxInput: 64MiB` in config.yaml raise it); a larger \
 one is refused and nothing is stored.\n\n\
-Examples:\n  UWF_MAX_INPUT=64MiB my-llm-cli < prompt.md | uwf agent submit \"$1\" \"$2\" --agent my-llm-cli\n  printf -- '---\\napproved: true\\n---\\n' |\n    uwf agent submit \"$1\" \"$2\" --agent reviewer-bot"
+Examples:\n  uwf agent prompt \"$1\" \"$2\" | my-llm-cli |\n    UWF_MAX_INPUT=64MiB uwf agent submit \"$1\" \"$2\" --agent my-llm-cli\n  printf -- '---\\napproved: true\\n---\\n' |\n    uwf agent submit \"$1\" \"$2\" --agent reviewer-bot"
     )]
     Submit {
         /// Thread id (a unique prefix is enough)
