@@ -32,8 +32,9 @@ root=$(mktemp -d); trap 'rm -rf "$root"' EXIT
   and `agentOverrides: { solve-issue: { developer: develop-flow } }`. Stepping the parent to
   `developer` starts a child thread of `develop` (its prompt is the developer's prompt: task and
   history), runs it to `$END` with the same agent resolution, and takes the child's last output
-  (`develop`'s committer reports the files, a summary and the test result that `developer` needs;
-  otherwise extraction reads the child's steps). `uwf thread show` gives `parent` and `children`,
+  (`develop` ends with its committer, or its reporter when it stops without a commit; either
+  reports the files, a summary and the test result that `developer` needs, so the example runs
+  offline with the dry agent too; otherwise extraction reads the child's steps). `uwf thread show` gives `parent` and `children`,
   `uwf thread list --tree` indents children, `uwf thread read` lists every descendant and how it
   ended. `maxDepth` (default 4) bounds the nesting; killing a parent kills its children.
 - **A person** (SPEC §10). `release-notes`' `approver` is `human`: stepping to it records a

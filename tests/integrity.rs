@@ -590,13 +590,40 @@ fn oversized_workflow_files_are_refused_with_the_limit() {
     assert!(err.contains("  - file: the file is"), "{err}");
     assert!(err.contains("at most 1048576"), "{err}");
     let err = env.fails(&["workflow", "put", "/dev/zero"], 1);
-    assert!(err.contains("  - file: the file is 1048577 bytes"), "{err}");
+    assert!(
+        err.contains("  - file: the input is more than 1048576 bytes"),
+        "{err}"
+    );
     // A name of 64 characters is fine, 65 is not.
     let ok = LOOP.replace("name: counter", &format!("name: {}", "n".repeat(64)));
     env.ok_stdin(&["workflow", "put", "-"], &ok);
     let long = LOOP.replace("name: counter", &format!("name: {}", "n".repeat(65)));
     let err = env.fails_stdin(&["workflow", "put", "-"], &long);
     assert!(err.contains("at most 64 characters"), "{err}");
+}
+
+/// Issue #27 item 14: an oversized workflow file is reported with its real size (from its
+/// metadata), not with the read cap plus one; stdin reports the limit it passed.
+#[test]
+fn oversized_workflow_file_reports_its_real_size() {
+    let env = Env::new();
+    let big = env.dir.path().join("big.yaml");
+    let mut text = LOOP.to_owned();
+    text.push_str(&"#".repeat(10_486_317 - LOOP.len() - 1));
+    text.push('\n');
+    assert_eq!(text.len(), 10_486_317);
+    std::fs::write(&big, &text).unwrap();
+    let err = env.fails(&["workflow", "put", big.to_str().unwrap()], 1);
+    assert!(
+        err.contains("the file is 10486317 bytes; a workflow file has at most 1048576 (1 MiB)"),
+        "{err}"
+    );
+    assert!(!err.contains("1048577"), "{err}");
+    let err = env.fails_stdin(&["workflow", "put", "-"], &text);
+    assert!(
+        err.contains("the input is more than 1048576 bytes; a workflow file has at most 1048576"),
+        "{err}"
+    );
 }
 
 /// Peak RSS in KiB and the output of `uwf args…` (run to completion, reaped with `wait4`).
@@ -722,6 +749,53 @@ fn jsonata_evaluation_is_bounded_in_memory() {
     assert!(stderr.contains("more than 4 MiB of memory"), "{stderr}");
     // With the default limit the same step works.
     env.ok(&["thread", "step", &id, "--agent", "dry"]);
+}
+
+/// Issue #27 item 9: values built in one go (string concatenation, `$pad`, `$join`, `$replace`,
+/// `$string`, `$split`, a result repeating a large string, arrays flattened into one) are asked
+/// of the memory budget before they are made, so no expression's peak RSS passes 300 MB while
+/// the limit is 256 MiB; what fits is unchanged.
+#[test]
+fn jsonata_string_growth_is_bounded_in_memory() {
+    let env = Env::new();
+    for expression in [
+        "( $d := function($s,$n){ $n = 0 ? $s : $d($s & $s, $n-1) }; $length($d('x', 40)) )",
+        "$length($reduce([1..40], function($a,$b){ $a & $a }, 'x'))",
+        "$length($pad('x', 1000000000))",
+        "( $s := $pad('x', 100000000); $length($join([$s,$s,$s,$s], '')) )",
+        "$length($replace($pad('', 100000000, 'x'), 'x', 'yyyy'))",
+        "$length($replace($pad('', 100000000, 'x'), /x/, 'yyyy'))",
+        "( $s := $pad('x', 60000000); $length($string([$s,$s,$s,$s,$s])) )",
+        "( $s := $pad('x', 100000000); $length($uppercase($s) & '') )",
+        "( $s := $pad('x', 100000000); [$s,$s,$s] )",
+        "$count($split($pad('', 10000000, 'x'), ''))",
+        "( $a := [1..1000000]; $count([$a,$a,$a,$a,$a,$a,$a,$a,$a,$a,$a,$a,$a,$a,$a,$a,$a,$a,$a,$a]) )",
+    ] {
+        let (rss_kib, out) =
+            run_measured(&env, &["eval", expression, "--timeout-ms", "60000"], &[]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{expression}: {stderr}");
+        assert!(
+            stderr.contains("more than 256 MiB of memory"),
+            "{expression}: {stderr}"
+        );
+        assert!(
+            rss_kib < 300 * 1024,
+            "{expression}: peak RSS {} MB",
+            rss_kib / 1024
+        );
+    }
+    for (expression, result) in [
+        ("$length($pad('x', 1000000))", "1000000"),
+        ("$pad('x', -5, 'ab') & $pad('x', 5, 'ab')", "\"ababxxabab\""),
+        ("$replace('aXbXc', 'X', '--', 1)", "\"a--bXc\""),
+        (
+            "( $s := $pad('x', 2000000); $length($s & $s & $s) )",
+            "6000000",
+        ),
+    ] {
+        assert_eq!(env.ok(&["eval", expression]), result, "{expression}");
+    }
 }
 
 /// Item 9: an agent printing 100 MB on stdout and 100 MB on stderr: the step keeps only the tail

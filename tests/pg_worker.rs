@@ -282,6 +282,72 @@ fn workers_share_a_directory_stores_queue() {
     assert_eq!(left["steps"], 0, "the dequeued thread was not stepped");
 }
 
+/// A workflow whose middle role a person plays: intake → approver (human) → closer.
+const GATE: &str = "name: gate\nroles:\n  intake:\n    meta: { type: object, properties: { text: { type: string } }, required: [text] }\n  approver:\n    meta: { type: object, properties: { approved: { type: boolean } }, required: [approved] }\n  closer:\n    meta: { type: object, properties: { text: { type: string } }, required: [text] }\ngraph:\n  $START: [ { role: intake, condition: null } ]\n  intake: [ { role: approver, condition: null } ]\n  approver: [ { role: closer, condition: null } ]\n  closer: [ { role: $END, condition: null } ]\n";
+
+/// Issue #27 item 7: a queued thread that waited on a person goes back on the queue when it
+/// is answered, so the next `worker --until-idle` finishes it.
+fn answered_gate_goes_back_on_the_queue(machine: &Machine) {
+    std::fs::write(machine.dir.path().join("gate.yaml"), GATE).unwrap();
+    machine.ok(&["workflow", "put", "gate.yaml"]);
+    std::fs::write(
+        machine.root().join("config.yaml"),
+        "agentOverrides:\n  gate: { approver: human }\n",
+    )
+    .unwrap();
+    let id = machine.ok(&["thread", "start", "gate", "-p", "Ship it", "--queue", "-q"]);
+    let worker = || {
+        machine
+            .uwf()
+            .args(["worker", "--until-idle"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn worker")
+    };
+    let (_, err) = finish(worker(), Duration::from_secs(60));
+    assert_eq!(steps_reported(&err), 1, "intake, then the question: {err}");
+    let show: Value = serde_json::from_str(&machine.ok(&["thread", "show", &id])).unwrap();
+    assert_eq!(show["status"], "awaiting", "{show}");
+    // While it awaits, a worker has nothing to do.
+    let (_, err) = finish(worker(), Duration::from_secs(60));
+    assert_eq!(steps_reported(&err), 0, "{err}");
+    std::fs::write(
+        machine.dir.path().join("answer.json"),
+        "{\"approved\": true}",
+    )
+    .unwrap();
+    machine.ok(&[
+        "thread",
+        "answer",
+        &id,
+        "-f",
+        "answer.json",
+        "--by",
+        "alice",
+    ]);
+    let (_, err) = finish(worker(), Duration::from_secs(60));
+    assert_eq!(steps_reported(&err), 1, "the closer: {err}");
+    let show: Value = serde_json::from_str(&machine.ok(&["thread", "show", &id])).unwrap();
+    assert_eq!(show["status"], "done", "{show}");
+    assert_eq!(show["steps"], 3, "{show}");
+}
+
+#[test]
+fn an_answered_thread_goes_back_on_a_directory_stores_queue() {
+    answered_gate_goes_back_on_the_queue(&Machine::new(None, None));
+}
+
+#[test]
+fn an_answered_thread_goes_back_on_the_postgres_queue() {
+    let name = "an_answered_thread_goes_back_on_the_postgres_queue";
+    let Some(server) = pg_server::shared(name) else {
+        return;
+    };
+    let url = server.fresh_db(name);
+    answered_gate_goes_back_on_the_queue(&Machine::new(Some(&url), None));
+}
+
 #[test]
 fn sigterm_lets_the_step_under_way_finish_then_the_worker_lets_its_thread_go() {
     let name = "sigterm_lets_the_step_under_way_finish";

@@ -234,6 +234,68 @@ fn human_round_trip_and_its_bad_inputs() {
     assert_eq!(done["done"], true);
 }
 
+/// Issue #27 item 8: `--by` is a name (no newlines, ANSI escapes or 100,000 characters that
+/// would forge headings in `thread read`), `-` reads the answer from stdin, and an answer to an
+/// idle thread names the next role instead of claiming a step is running.
+#[test]
+fn answer_checks_by_reads_dash_and_names_the_idle_role() {
+    let env = family_env("");
+    let id = start_thread(&env, "review", "Release notes");
+    env.ok(&["thread", "run", &id]);
+    let answer = "{\"approved\": false}";
+    let long = "a".repeat(100_000);
+    for (by, says) in [
+        (
+            "eve\n## writer · forged",
+            "character 4 is U+000A, a control character",
+        ),
+        (
+            "\u{1b}[31mred",
+            "character 1 is U+001B, a control character",
+        ),
+        (
+            "mal\u{202e}lory",
+            "character 4 is U+202E, an invisible formatting character",
+        ),
+        (long.as_str(), "the name has 100000 characters; at most 64"),
+        ("  ", "the name is empty"),
+    ] {
+        let err = env.fails_stdin(&["thread", "answer", &id, "--by", by], answer);
+        assert!(
+            err.contains(says),
+            "--by {:?}: {err}",
+            by.get(..20).unwrap_or(by)
+        );
+        assert!(
+            err.contains("hint: a name is 1 to 64 printable characters"),
+            "{err}"
+        );
+    }
+    assert_eq!(
+        show(&env, &id)["status"],
+        "awaiting",
+        "nothing was published"
+    );
+    // 64 characters with spaces and non-ASCII letters are a name; `-` is stdin.
+    let name = format!("Zoë {}", "x".repeat(60));
+    let stepped = json(&env.ok_stdin(&["thread", "answer", &id, "-", "--by", &name], answer));
+    assert_eq!(stepped["role"], "approver", "{stepped}");
+    let read = env.ok(&["thread", "read", &id]);
+    assert!(read.contains(&format!("human:{name}")), "{read}");
+    // Only `-` is a positional source.
+    let err = env.fails(&["thread", "answer", &id, "answer.md"], 2);
+    assert!(err.contains("`-f answer.md`"), "{err}");
+    // Idle: the writer's turn is next, and no step is running.
+    let err = env.fails_stdin(&["thread", "answer", &id, "-"], answer);
+    assert!(
+        err.contains(
+            "it is idle: its next role `writer` is not a person's (its agent is `canned`)"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("running a step"), "{err}");
+}
+
 /// Holds thread `id`'s step lock from another process (an OFD write lock, as a step takes it)
 /// until the returned child is killed.
 fn hold_lock(env: &Env, id: &str) -> std::process::Child {

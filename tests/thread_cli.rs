@@ -433,12 +433,20 @@ graph:
         err.contains("no transition out of `reviewer` matched (tried: approved, rejected)"),
         "{err}"
     );
-    let why = env.ok(&["thread", "why", &id]);
+    // `why` fails as the step does (exit 1, the same error), after showing each condition.
+    let out = env.run(&["thread", "why", &id]);
+    assert_eq!(out.status.code(), Some(1));
+    let why = String::from_utf8_lossy(&out.stdout);
     assert!(
         why.contains("approved `steps[-1].output.approved = true`: = false"),
         "{why}"
     );
     assert!(why.contains("next: none"), "{why}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no transition out of `reviewer` matched (tried: approved, rejected)"),
+        "{err}"
+    );
     assert_eq!(env.ok(&["thread", "eval", &id, "$count(steps)"]), "1");
 }
 

@@ -296,3 +296,56 @@ fn every_command_has_help_with_an_example() {
         );
     }
 }
+
+/// Issue #27 item 10: a call of a function that is neither built-in nor bound in the expression
+/// is refused at `put` with its location (it would compile, then fail a step later with T1006),
+/// and `thread why` fails exactly when a step would, with the step's error.
+#[test]
+fn undefined_functions_are_refused_and_why_fails_as_the_step_does() {
+    let env = Env::new();
+    let wf = |expression: &str| {
+        format!(
+            "name: counting\nroles:\n  tick:\n    meta: {{ type: object, properties: {{ n: {{ type: integer }} }}, required: [n] }}\n\
+conditions:\n  more: {{ expression: \"{expression}\" }}\n\
+graph:\n  $START: [ {{ role: tick, condition: null }} ]\n  tick: [ {{ role: tick, condition: more }}, {{ role: $END, condition: null }} ]\n"
+        )
+    };
+    let err = env.fails_stdin(&["workflow", "put", "-"], &wf("$cont(steps) < 3"));
+    assert!(
+        err.contains(
+            "  - conditions.more.expression: `$cont` is called but is neither a built-in function \
+             nor bound in the expression"
+        ) && err.contains("at character 1; did you mean `$count`?"),
+        "{err}"
+    );
+    assert_eq!(env.ok(&["workflow", "list"]), "", "nothing was registered");
+    // Functions the expression binds itself are fine.
+    env.ok_stdin(
+        &["workflow", "put", "-"],
+        &wf("($c := function($xs){ $count($xs) }; $c(steps) < 3)"),
+    );
+
+    // A condition that fails only on the thread's data: `why` exits 1 with the step's error.
+    env.ok_stdin(
+        &["workflow", "put", "-"],
+        &wf("steps[-1].output.n + 'x' > 0"),
+    );
+    let id = common::start_thread(&env, "counting", "go");
+    env.ok(&["thread", "step", &id]);
+    let step_err = env.fails(&["thread", "step", &id], 1);
+    assert!(step_err.contains("condition `more` failed"), "{step_err}");
+    let out = env.run(&["thread", "why", &id]);
+    assert_eq!(out.status.code(), Some(1), "why must fail as the step does");
+    let why = String::from_utf8_lossy(&out.stdout);
+    assert!(why.contains("next: none — a step now would fail"), "{why}");
+    assert!(!why.contains("next: $END"), "{why}");
+    let why_err = String::from_utf8_lossy(&out.stderr);
+    let first = |text: &str| {
+        text.lines()
+            .find(|l| l.starts_with("error: "))
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert!(!first(&why_err).is_empty(), "{why_err}");
+    assert_eq!(first(&why_err), first(&step_err), "the same error");
+}

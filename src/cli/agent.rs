@@ -1,6 +1,5 @@
 //! `uwf agent …`: the agent kit (prompt, submit) and the built-in agents.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use clap::Subcommand;
@@ -12,6 +11,7 @@ use crate::engine::agent::builtin;
 use crate::engine::agent::submit::{self, Submission};
 use crate::engine::agent::subworkflow;
 use crate::engine::config;
+use crate::engine::input::{self, Source};
 use crate::engine::llm::agents::{self, ReactOptions};
 use crate::engine::thread::chain::Entry;
 use crate::engine::thread::lifecycle;
@@ -38,8 +38,10 @@ uwf agent prompt \"$1\" \"$2\" | my-llm-cli | uwf agent submit \"$1\" \"$2\" --a
         after_help = "The output must start with YAML frontmatter (--- … ---) or be a JSON object \
 (optionally in a ```json fence) valid for the role's schema. The role must be the one the \
 moderator picks next (--force writes it anyway). Run by `uwf thread step`, the step publishes the \
-node; run by hand, publish it with `uwf thread publish HASH`.\n\n\
-Example:\n  printf -- '---\\napproved: true\\n---\\n' |\n    uwf agent submit \"$1\" \"$2\" --agent reviewer-bot"
+node; run by hand, publish it with `uwf thread publish HASH`. The output (and --detail-json) \
+is limited to 16 MiB (UWF_MAX_INPUT=64MiB or `maxInput: 64MiB` in config.yaml raise it); a larger \
+one is refused and nothing is stored.\n\n\
+Examples:\n  uwf agent prompt \"$1\" \"$2\" | my-llm-cli |\n    UWF_MAX_INPUT=64MiB uwf agent submit \"$1\" \"$2\" --agent my-llm-cli\n  printf -- '---\\napproved: true\\n---\\n' |\n    uwf agent submit \"$1\" \"$2\" --agent reviewer-bot"
     )]
     Submit {
         /// Thread id (a unique prefix is enough)
@@ -192,14 +194,11 @@ pub fn run(cmd: AgentCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             if !force {
                 check_next_role(&store, &id, &role)?;
             }
-            let mut raw = String::new();
-            std::io::stdin()
-                .read_to_string(&mut raw)
-                .context("cannot read the agent's output from stdin")?;
+            let limit = super::input_limit(root)?;
+            let raw = input::read_text(Source::Stdin, limit)?;
             let extra = match detail_json {
                 Some(path) => {
-                    let text = std::fs::read_to_string(&path)
-                        .with_context(|| format!("cannot read {}", path.display()))?;
+                    let text = input::read_text(Source::File(&path), limit)?;
                     submit::detail_from_json(&text)?
                 }
                 None => Default::default(),

@@ -1,6 +1,5 @@
 //! `uwf cas …`: inspect and maintain the content-addressed store.
 
-use std::io::Read;
 use std::path::Path;
 use std::time::Duration;
 
@@ -12,6 +11,7 @@ use crate::cas::gc::{GcOptions, gc};
 use crate::cas::{Hash, Store, StoreError, builtin, fsck};
 use crate::cli::error::{CliResult, CommandError, Context, bail, user_error};
 use crate::engine::fsck as engine_fsck;
+use crate::engine::input::{self, Source};
 use crate::engine::{index_files, pg_maintenance, storage};
 
 #[derive(Debug, Subcommand)]
@@ -28,8 +28,11 @@ pub enum CasCommand {
     },
     /// Validate and store a node; prints its hash
     #[command(after_help = "The type is a schema hash or a built-in schema name \
-(workflow, start, step, text, detail), or `meta` (F5VV55NBKX1R5) to store a schema.\n\n\
-Examples:\n  uwf cas put text '\"hello\"'\n  uwf cas put 827F196W26J4M - < payload.json")]
+(workflow, start, step, text, detail), or `meta` (F5VV55NBKX1R5) to store a schema. A payload read from stdin is limited to 16 MiB \
+(UWF_MAX_INPUT=64MiB or `maxInput: 64MiB` in config.yaml raise it); a larger one is refused and \
+nothing is stored.\n\n\
+Examples:\n  uwf cas put text '\"hello\"'\n  uwf cas put 827F196W26J4M - < payload.json\n  \
+UWF_MAX_INPUT=64MiB uwf cas put text - < big.json")]
     Put {
         /// Type: a schema node's hash or a built-in schema name
         #[arg(value_name = "TYPE")]
@@ -160,7 +163,7 @@ pub fn run(cmd: CasCommand, root: &Path, out: &mut Out) -> CliResult<()> {
         }
         CasCommand::Put { type_hash, json } => {
             let type_hash = parse_type(&type_hash)?;
-            let payload = read_json(&json)?;
+            let payload = read_json(&json, root)?;
             let hash = store.put(type_hash, &payload)?;
             out.line(hash)?;
         }
@@ -386,7 +389,7 @@ fn run_schema(store: &Store, cmd: SchemaCommand, out: &mut Out) -> CliResult<()>
             out.json_pretty(&node.payload)?;
         }
         SchemaCommand::Put { file } => {
-            let schema = read_json(&file)?;
+            let schema = read_json(&file, store.root())?;
             out.line(store.put(Hash::META, &schema)?)?;
         }
     }
@@ -417,16 +420,14 @@ fn parse_type(text: &str) -> CliResult<Hash> {
     })
 }
 
-/// Reads JSON from an argument that is inline JSON, `-` (stdin) or — for `schema put` — a file.
-fn read_json(arg: &str) -> CliResult<Value> {
+/// Reads JSON from an argument that is inline JSON, `-` (stdin) or — for `schema put` — a file;
+/// stdin and files within the input limit of the store at `root`.
+fn read_json(arg: &str, root: &Path) -> CliResult<Value> {
     let (text, source) = if arg == "-" {
-        let mut text = String::new();
-        std::io::stdin()
-            .read_to_string(&mut text)
-            .context("cannot read stdin")?;
+        let text = input::read_text(Source::Stdin, super::input_limit(root)?)?;
         (text, "stdin".to_owned())
     } else if Path::new(arg).is_file() {
-        let text = std::fs::read_to_string(arg).with_context(|| format!("cannot read {arg}"))?;
+        let text = input::read_text(Source::File(Path::new(arg)), super::input_limit(root)?)?;
         (text, arg.to_owned())
     } else {
         (arg.to_owned(), "the argument".to_owned())

@@ -1,19 +1,21 @@
 //! `uwf eval`: try a JSONata expression the way the moderator runs it.
 
-use std::io::Read;
+use std::path::Path;
 use std::time::Duration;
 
 use clap::Args;
 use serde_json::Value;
 
 use super::Out;
-use crate::cli::error::{CliResult, Context, user_error};
+use crate::cli::error::{CliResult, user_error};
+use crate::engine::input::{self, Source};
 use crate::engine::workflow::jsonata::{self, Limits};
 
 #[derive(Debug, Args)]
 #[command(
     after_help = "Prints the result as JSON, nothing for undefined. An error exits 1 with its \
-JSONata code (e.g. T2006).\n\n\
+JSONata code (e.g. T2006). --input is limited to 16 MiB (UWF_MAX_INPUT=64MiB or `maxInput: 64MiB` \
+in config.yaml raise it).\n\n\
 Examples:\n  uwf eval '1 + 2'\n  echo '{\"steps\":[{\"role\":\"reviewer\",\"output\":{\"approved\":false}}]}' \\\n    | uwf eval 'steps[-1].output.approved = false' --input -\n  uwf eval '$count(steps) < $max' --input ctx.json --bind max=3"
 )]
 pub struct EvalArgs {
@@ -44,20 +46,12 @@ pub fn parse_memory(text: &str) -> Result<usize, String> {
         .ok_or_else(|| format!("`{text}` is not a size (e.g. 64MiB, 1GiB, 1048576)"))
 }
 
-pub fn run(args: EvalArgs, out: &mut Out) -> CliResult<()> {
+pub fn run(args: EvalArgs, root: &Path, out: &mut Out) -> CliResult<()> {
     let input = match args.input.as_deref() {
         None => None,
-        Some("-") => {
-            let mut text = String::new();
-            std::io::stdin()
-                .read_to_string(&mut text)
-                .context("cannot read stdin")?;
-            Some(parse_json(&text, "stdin")?)
-        }
         Some(file) => {
-            let text =
-                std::fs::read_to_string(file).with_context(|| format!("cannot read {file}"))?;
-            Some(parse_json(&text, file)?)
+            let text = input::read_text(Source::of(file), super::input_limit(root)?)?;
+            Some(parse_json(&text, if file == "-" { "stdin" } else { file })?)
         }
     };
     let mut bindings = Vec::new();

@@ -170,7 +170,7 @@ fn run(cli: Cli, out: &mut Out) -> CliResult {
         Command::Cas(cmd) => cas::run(cmd, &root, out),
         Command::Store(cmd) => scale::store::run(cmd, out),
         Command::Workflow(cmd) => workflow::run(cmd, &root, out),
-        Command::Eval(args) => eval::run(args, out),
+        Command::Eval(args) => eval::run(args, &root, out),
         Command::Thread(cmd) => thread::run(cmd, &root, out),
         Command::Agent(cmd) => agent::run(cmd, &root, out),
         Command::Mount(args) => mount::run_mount(args, &root, out),
@@ -183,6 +183,13 @@ fn run(cli: Cli, out: &mut Out) -> CliResult {
         Command::Live(args) => live::run(args, &root, out),
         Command::Worker(args) => scale::worker::run(args, &root, out),
     }
+}
+
+/// The most bytes a command reads from stdin or an input file: `UWF_MAX_INPUT` → `maxInput`
+/// in `<root>/config.yaml` → 16 MiB (see [`crate::engine::input`]).
+pub(crate) fn input_limit(root: &std::path::Path) -> CliResult<u64> {
+    let config = crate::engine::config::load(root)?;
+    Ok(crate::engine::input::max_input(&config.config)?)
 }
 
 /// Whether a command needs a store that already exists (SPEC §13): the commands that only

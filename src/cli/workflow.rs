@@ -21,7 +21,8 @@ pub enum WorkflowCommand {
     /// Validate a YAML definition and register it under its `name`
     #[command(
         after_help = "Prints {\"name\",\"hash\",\"status\"} with status new, updated or unchanged. \
-Every problem is listed with its location and nothing is registered when any is found.\n\n\
+Every problem is listed with its location and nothing is registered when any is found. \
+A workflow file has at most 1 MiB (1048576 bytes); a larger one is refused with its size.\n\n\
 Examples:\n  uwf workflow put examples/solve-issue.yaml\n  uwf workflow put --check draft.yaml\n  cat wf.yaml | uwf workflow put -"
     )]
     Put {
@@ -158,18 +159,30 @@ pub fn run(cmd: WorkflowCommand, root: &Path, out: &mut Out) -> CliResult<()> {
 }
 
 fn put(store: &Store, file: &str, check: bool, out: &mut Out) -> CliResult<()> {
-    // One byte past the limit is enough to refuse a file as too large (`/dev/zero` included).
+    // One byte past the limit is enough to refuse a file as too large (`/dev/zero` included);
+    // the refusal then reports a regular file's real size from its metadata, never the cap.
     let limit = workflow::MAX_FILE_BYTES as u64 + 1;
     let mut bytes = Vec::new();
+    let mut size = None;
     if file == "-" {
         std::io::stdin()
             .take(limit)
             .read_to_end(&mut bytes)
             .context("cannot read stdin")?;
     } else {
-        std::fs::File::open(file)
-            .and_then(|f| f.take(limit).read_to_end(&mut bytes))
+        let f = std::fs::File::open(file).with_context(|| format!("cannot read {file}"))?;
+        (&f).take(limit)
+            .read_to_end(&mut bytes)
             .with_context(|| format!("cannot read {file}"))?;
+        size = f.metadata().ok().filter(|m| m.is_file()).map(|m| m.len());
+    }
+    if bytes.len() > workflow::MAX_FILE_BYTES {
+        // A file that grew while read reports at least what was read.
+        let size = size.map(|s| s.max(bytes.len() as u64));
+        return Err(WorkflowError::Invalid {
+            problems: vec![workflow::too_large(size)],
+        }
+        .into());
     }
     let checked =
         workflow::parse_bytes(&bytes).map_err(|problems| WorkflowError::Invalid { problems })?;

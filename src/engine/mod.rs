@@ -10,6 +10,7 @@
 //!   extraction and submit, the offline built-ins.
 //! - [`llm`]: the model client and the agents that use it.
 //! - [`config`]: `config.yaml`, `.env`, `uwf setup`, `uwf doctor`.
+//! - [`input`]: stdin and `-f FILE` inputs, read within one size limit.
 //! - [`index_files`]: formats, locks and atomic writes of the small mutable files.
 //! - [`session`]: what a process taking many steps keeps warm between them.
 //! - [`store_copy`]: `uwf store copy`, a whole store from one backend to another, verified.
@@ -18,6 +19,7 @@ pub mod config;
 pub mod fsck;
 pub mod index_db;
 pub mod index_files;
+pub mod input;
 pub mod llm;
 pub mod pg_maintenance;
 pub mod session;

@@ -251,6 +251,7 @@ tick: [ { role: tick, condition: more }, { role: $END, condition: null } ]\n";
         let options = StepOptions {
             agent: Some("uwf agent dry".into()),
             passthrough: false,
+            from_queue: false,
         };
         let prev = |stepped: &Stepped| {
             chain::read_step(&store.get(stepped.head).unwrap())
@@ -293,6 +294,7 @@ tick: [ { role: tick, condition: more }, { role: $END, condition: null } ]\n";
         let options = StepOptions {
             agent: Some("uwf agent dry".into()),
             passthrough: false,
+            from_queue: false,
         };
         let cached = |kind: &str| {
             let mut names: Vec<String> = std::fs::read_dir(dir.path().join("cache").join(kind))
@@ -341,6 +343,7 @@ tick: [ { role: tick, condition: more }, { role: $END, condition: null } ]\n";
         let options = StepOptions {
             agent: Some("uwf agent dry".into()),
             passthrough: false,
+            from_queue: false,
         };
         let chains = || {
             let mut names: Vec<String> = std::fs::read_dir(dir.path().join("cache/chains"))
@@ -378,6 +381,7 @@ tick: [ { role: tick, condition: more }, { role: $END, condition: null } ]\n";
         let options = StepOptions {
             agent: Some("uwf agent dry".into()),
             passthrough: false,
+            from_queue: false,
         };
         let mut watched = Warm::watched();
         for _ in 0..2 {
@@ -407,6 +411,7 @@ tick: [ { role: tick, condition: more }, { role: $END, condition: null } ]\n";
         let options = StepOptions {
             agent: Some("uwf agent dry".into()),
             passthrough: false,
+            from_queue: false,
         };
         let cached = |head: Hash| dir.path().join(format!("cache/chains/{head}.json"));
         let (a, b, c) = (

@@ -243,6 +243,7 @@ fn step_claimed(shared: &Shared<'_>, id: &str) -> Result<(), WorkerError> {
     let options = StepOptions {
         agent: shared.options.agent.clone(),
         passthrough: false,
+        from_queue: true,
     };
     let mut warm = Warm::default();
     for _ in 0..shared.options.max_steps {
@@ -258,7 +259,13 @@ fn step_claimed(shared: &Shared<'_>, id: &str) -> Result<(), WorkerError> {
                     shared.finished.fetch_add(1, Ordering::SeqCst);
                 }
                 (shared.on_event)(Event::Stepped(&stepped));
-                if stepped.done || stepped.awaiting {
+                // A question took the thread off the queue under its step lock (see
+                // `StepOptions::from_queue`): dequeuing it here, after the lock, could undo the
+                // requeue of an answer given meanwhile.
+                if stepped.awaiting {
+                    return Ok(());
+                }
+                if stepped.done {
                     index::dequeue(shared.store.root(), id)?;
                     return Ok(());
                 }

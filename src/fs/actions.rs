@@ -456,6 +456,7 @@ fn run_steps(store: &Store, id: &str, action: Action, cancel: &AtomicBool, chang
     let options = StepOptions {
         agent: None,
         passthrough: false,
+        from_queue: false,
     };
     let max = if action == Action::Run {
         RUN_MAX_STEPS

@@ -1,6 +1,5 @@
 //! `uwf thread …`: start, step, run and inspect threads.
 
-use std::io::Read;
 use std::path::Path;
 
 use clap::{Args, Subcommand};
@@ -9,9 +8,10 @@ use serde_json::json;
 use super::Out;
 use super::output::{Mode, ago, shorten};
 use crate::cas::{Hash, Store, builtin};
-use crate::cli::error::{CliResult, CommandError, Context, bail, user_error};
+use crate::cli::error::{CliResult, CommandError, bail, user_error};
 use crate::engine::agent::human;
 use crate::engine::config;
+use crate::engine::input::{self, Source};
 use crate::engine::thread::chain::{self, Entry};
 use crate::engine::thread::index;
 use crate::engine::thread::lifecycle;
@@ -30,8 +30,11 @@ use list::{list, parse_since};
 pub enum ThreadCommand {
     /// Start a thread of a workflow; prints {"workflow","thread"}
     #[command(
-        after_help = "Examples:\n  uwf thread start solve-issue -p 'Fix the login bug'\n  \
-echo 'Summarise RFC 9110' | uwf thread start analyze-topic -p -\n  uwf thread start develop --prompt-file task.md"
+        after_help = "A prompt read from stdin (-p -) or --prompt-file is limited to 16 MiB \
+(UWF_MAX_INPUT=64MiB or `maxInput: 64MiB` in config.yaml raise it).\n\n\
+Examples:\n  uwf thread start solve-issue -p 'Fix the login bug'\n  \
+echo 'Summarise RFC 9110' | uwf thread start analyze-topic -p -\n  uwf thread start develop --prompt-file task.md\n  \
+UWF_MAX_INPUT=64MiB uwf thread start analyze-topic --prompt-file big-log.txt"
     )]
     Start(StartArgs),
     /// Run one moderator → agent → extract cycle; prints {"workflow","thread","head","role","done"}
@@ -201,7 +204,11 @@ compare-and-set.\n\nExample:\n  uwf thread publish $(./my-agent.sh $T writer)"
         max_memory: Option<usize>,
     },
     /// Show which transition the moderator would take now, and how each condition evaluated
-    #[command(after_help = "Example:\n  uwf thread why 01JD8X…")]
+    #[command(
+        after_help = "Exits 1 with the step's own error exactly when a step now would fail: a condition \
+tried before the first match fails to evaluate, or no transition matches.\n\n\
+Examples:\n  uwf thread why 01JD8X…\n  uwf thread why 01JD8X… || uwf thread show 01JD8X…"
+    )]
     Why {
         /// Thread id (a unique prefix is enough)
         thread: String,
@@ -216,21 +223,39 @@ compare-and-set.\n\nExample:\n  uwf thread publish $(./my-agent.sh $T writer)"
     },
     /// Answer the question a thread awaits: extracted, verified and published like any step
     #[command(
-        after_help = "The answer is read from -f FILE, or from stdin (-f - or no -f). It must fit the role's \
-schema: YAML frontmatter (--- … ---) or a JSON object. A refused answer leaves the thread awaiting.\n\n\
-Examples:\n  echo '{\"approved\": true}' | uwf thread answer 01JD8X… --by alice\n  \
-uwf thread answer 01JD8X… -f answer.md"
+        after_help = "The answer is read from -f FILE, or from stdin (`-`, -f -, or neither). It must fit the role's \
+schema: YAML frontmatter (--- … ---) or a JSON object. A refused answer leaves the thread awaiting. \
+An answer is at most 16 MiB (UWF_MAX_INPUT=64MiB or `maxInput: 64MiB` in config.yaml raise it); a larger \
+one is refused and nothing is stored.\n\n\
+--by NAME is recorded as agent `human:NAME`: 1 to 64 printable characters on one line (no control \
+characters such as newlines or ANSI escapes).\n\n\
+Examples:\n  echo '{\"approved\": true}' | uwf thread answer 01JD8X… - --by alice\n  \
+uwf thread answer 01JD8X… -f answer.md --by \"Alice Smith\""
     )]
     Answer {
         /// Thread id (a unique prefix is enough)
         thread: String,
+        /// `-`: read the answer from stdin (the default)
+        #[arg(value_name = "-", value_parser = stdin_dash, conflicts_with = "file")]
+        stdin: Option<String>,
         /// Read the answer from FILE (`-`: stdin, the default)
         #[arg(short = 'f', long = "file", value_name = "FILE")]
         file: Option<String>,
-        /// Who answers; recorded as agent `human:NAME`
+        /// Who answers, recorded as agent `human:NAME` (at most 64 printable characters)
         #[arg(long, value_name = "NAME")]
         by: Option<String>,
     },
+}
+
+/// The only positional source `thread answer` takes: `-`, stdin (SPEC §10).
+fn stdin_dash(text: &str) -> Result<String, String> {
+    if text == "-" {
+        Ok(text.to_owned())
+    } else {
+        Err(format!(
+            "`{text}` is not `-`: the answer comes from stdin (`-`) or from a file (`-f {text}`)"
+        ))
+    }
 }
 
 #[derive(Debug, Args)]
@@ -262,16 +287,10 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
         ThreadCommand::Live(_) => unreachable!("handled above"),
         ThreadCommand::Start(args) => {
             let prompt = match (args.prompt.as_deref(), args.prompt_file.as_deref()) {
-                (Some("-"), _) => {
-                    let mut text = String::new();
-                    std::io::stdin()
-                        .read_to_string(&mut text)
-                        .context("cannot read stdin")?;
-                    text
-                }
+                (Some("-"), _) => input::read_text(Source::Stdin, super::input_limit(root)?)?,
                 (Some(p), _) => p.to_owned(),
                 (None, Some(f)) => {
-                    std::fs::read_to_string(f).with_context(|| format!("cannot read {f}"))?
+                    input::read_text(Source::File(Path::new(f)), super::input_limit(root)?)?
                 }
                 (None, None) => {
                     return Err(CommandError::usage(
@@ -295,6 +314,7 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             let options = StepOptions {
                 agent,
                 passthrough: true,
+                from_queue: false,
             };
             let stepped = step::step(&store, &config, &id, &options)?;
             print_stepped(out, &stepped)?;
@@ -309,6 +329,7 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             let options = StepOptions {
                 agent,
                 passthrough: true,
+                from_queue: false,
             };
             let progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
             let started = std::time::Instant::now();
@@ -510,7 +531,7 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             let context = view.chain.context();
             let position = crate::engine::workflow::moderator::position(&context).to_owned();
             let moderator = Moderator::new(view.workflow.clone())?;
-            let (trace, chosen) = moderator.explain(&context)?;
+            let (trace, decision) = moderator.explain(&context)?;
             out.line(format!(
                 "thread {id} is at `{position}` ({})",
                 lifecycle::plural(view.chain.steps.len(), "step")
@@ -531,30 +552,34 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
                 };
                 out.line(format!("  {}. → {:<12} {cond}: {verdict}", i + 1, t.target))?;
             }
-            match chosen {
-                Some(next) => out.line(format!("next: {next}"))?,
-                None => out.line("next: none — no transition matches (a step now would fail)")?,
+            // A step now would fail exactly when this does, with the same error (exit 1).
+            match decision {
+                Ok(next) => out.line(format!("next: {next}"))?,
+                Err(e) => {
+                    out.line("next: none — a step now would fail")?;
+                    return Err(e.into());
+                }
             }
         }
         ThreadCommand::Question { thread } => {
             let id = lifecycle::resolve_id(root, &thread)?;
             out.text(&human::question(&store, &id)?.prompt)?;
         }
-        ThreadCommand::Answer { thread, file, by } => {
+        ThreadCommand::Answer {
+            thread,
+            stdin: _,
+            file,
+            by,
+        } => {
+            // The name is checked before any input is read (a bad one wastes no typing).
+            if let Some(by) = &by {
+                human::check_by(by)?;
+            }
             let id = lifecycle::resolve_id(root, &thread)?;
-            let text = match file.as_deref() {
-                None | Some("-") => {
-                    let mut text = String::new();
-                    std::io::stdin()
-                        .read_to_string(&mut text)
-                        .context("cannot read the answer from stdin")?;
-                    text
-                }
-                Some(f) => {
-                    std::fs::read_to_string(f).with_context(|| format!("cannot read {f}"))?
-                }
-            };
             let config = config::load(root)?;
+            let limit = input::max_input(&config.config)?;
+            // Too large an answer is refused before anything is stored (not even its text).
+            let text = input::read_text(Source::of(file.as_deref().unwrap_or("-")), limit)?;
             let stepped = human::answer(&store, &config.config, &id, &text, by.as_deref())?;
             out.line(stepped.to_json())?;
         }

@@ -17,10 +17,12 @@ use crate::engine::agent::prompt::agent_prompt;
 use crate::engine::agent::submit::{self, Submission, SubmitError};
 use crate::engine::config::Config;
 use crate::engine::thread::index::{self, State, ThreadIndexError};
+use crate::engine::thread::lifecycle;
 use crate::engine::thread::render::stored_body;
 use crate::engine::thread::run_files::RunFiles;
 use crate::engine::thread::step::{self, Current, StepError, Stepped};
 use crate::engine::thread::view::{ThreadView, ViewError};
+use crate::engine::workflow::END;
 
 /// Errors of questions and answers.
 #[derive(Debug, thiserror::Error)]
@@ -29,6 +31,8 @@ pub enum HumanError {
     NotAwaiting { id: String, doing: String },
     #[error("the answer is empty")]
     Empty,
+    #[error("--by {shown}: {problem}")]
+    BadName { shown: String, problem: String },
     #[error(transparent)]
     Index(#[from] ThreadIndexError),
     #[error(transparent)]
@@ -48,6 +52,9 @@ impl Advice for HumanError {
             HumanError::Empty => vec![
                 "write the answer in the role's format: `uwf thread question <id>` shows it".into(),
             ],
+            HumanError::BadName { .. } => vec![format!(
+                "a name is 1 to {MAX_BY_CHARS} printable characters on one line, e.g. `--by alice` or `--by \"Alice Smith\"`"
+            )],
             HumanError::Index(e) => e.hints(),
             HumanError::View(e) => e.hints(),
             HumanError::Submit(e) => e.hints(),
@@ -64,6 +71,66 @@ impl Advice for HumanError {
             _ => false,
         }
     }
+}
+
+/// The longest name `--by` accepts.
+pub const MAX_BY_CHARS: usize = 64;
+
+/// Checks the name of the person answering (`--by NAME`, recorded as agent `human:NAME` and shown
+/// as a heading by `uwf thread read`): 1 to [`MAX_BY_CHARS`] characters after trimming, none of
+/// them a control character (newlines, tabs, ESC of ANSI escapes) or an invisible formatting
+/// character (bidirectional overrides, zero-width characters), so a name cannot forge headings,
+/// colours or reordered text. The error points at the first bad character.
+pub fn check_by(name: &str) -> Result<(), HumanError> {
+    let shown = |name: &str| {
+        let short: String = name.chars().take(MAX_BY_CHARS).collect();
+        let more = if short.len() < name.len() { "…" } else { "" };
+        format!("{:?}{more}", short)
+    };
+    let name = name.trim();
+    if name.is_empty() {
+        return Err(HumanError::BadName {
+            shown: "\"\"".to_owned(),
+            problem: "the name is empty".to_owned(),
+        });
+    }
+    for (i, c) in name.chars().enumerate() {
+        let kind = if c.is_control() {
+            "a control character"
+        } else if invisible(c) {
+            "an invisible formatting character"
+        } else {
+            continue;
+        };
+        return Err(HumanError::BadName {
+            shown: shown(name),
+            problem: format!(
+                "character {} is U+{:04X}, {kind}; a name is printable text on one line",
+                i + 1,
+                c as u32
+            ),
+        });
+    }
+    let count = name.chars().count();
+    if count > MAX_BY_CHARS {
+        return Err(HumanError::BadName {
+            shown: shown(name),
+            problem: format!("the name has {count} characters; at most {MAX_BY_CHARS}"),
+        });
+    }
+    Ok(())
+}
+
+/// Unicode format characters that change how text around them is shown without being seen:
+/// bidirectional marks, embeddings, overrides and isolates, zero-width characters, the BOM.
+fn invisible(c: char) -> bool {
+    matches!(c,
+        '\u{00AD}' | '\u{061C}' | '\u{180E}'
+        | '\u{200B}'..='\u{200F}'
+        | '\u{2028}'..='\u{202E}'
+        | '\u{2060}'..='\u{206F}'
+        | '\u{FEFF}'
+        | '\u{FFF9}'..='\u{FFFB}')
 }
 
 /// What a person waiting on thread `id` is asked.
@@ -110,6 +177,9 @@ pub fn answer(
     text: &str,
     by: Option<&str>,
 ) -> Result<Stepped, HumanError> {
+    if let Some(by) = by {
+        check_by(by)?;
+    }
     let started = Instant::now();
     let files = RunFiles::new(store.root(), id);
     let lock = files.try_lock()?;
@@ -117,12 +187,14 @@ pub fn answer(
     let _pin = store.pin().map_err(ViewError::from)?;
     let view = Current::load(store, id)?;
     let Some(asked) = files.awaiting(view.head()) else {
-        return Err(not_awaiting(store, id));
+        // The lock this answer holds is what `not_awaiting` would see as a running step.
+        drop(lock);
+        return Err(idle(store, config, id));
     };
     if text.trim().is_empty() {
         return Err(HumanError::Empty);
     }
-    let agent = match by.map(str::trim).filter(|b| !b.is_empty()) {
+    let agent = match by.map(str::trim) {
         Some(name) => format!("human:{name}"),
         None => "human".to_owned(),
     };
@@ -160,7 +232,46 @@ pub fn answer(
             crate::advice::with_hints(e)
         )),
     }
+    // A thread a worker took off the run queue when it asked goes back on it, for the next
+    // role (still under the step lock, so no worker claims it before the answer is recorded).
+    if let Ok(stepped) = &outcome
+        && asked.queued
+        && !stepped.done
+    {
+        index::queue(store.root(), id)?;
+    }
     outcome
+}
+
+/// The error for an answer to an active thread that asks nothing while no step runs (the answer
+/// holds the step lock): names the role the moderator picks next and why no person is asked.
+fn idle(store: &Store, config: &Config, id: &str) -> HumanError {
+    let summary = match lifecycle::summary(store, id) {
+        Ok(summary) => summary,
+        Err(_) => return not_awaiting(store, id),
+    };
+    if summary.done() {
+        return not_awaiting(store, id);
+    }
+    let doing = match summary.next.as_deref() {
+        None => "idle: no step has asked a person anything".to_owned(),
+        Some(END) => "idle: its next role is $END, nothing is left to answer".to_owned(),
+        Some(role) => match config.resolve_agent(None, &summary.workflow, role) {
+            Ok(agent) if agent.is_human() => format!(
+                "idle: its next role `{role}` is a person's, but no step has asked yet \
+                 (`uwf thread step {id}` asks)"
+            ),
+            Ok(agent) => format!(
+                "idle: its next role `{role}` is not a person's (its agent is `{}`)",
+                agent.name
+            ),
+            Err(_) => format!("idle: its next role `{role}` is not a person's"),
+        },
+    };
+    HumanError::NotAwaiting {
+        id: id.to_owned(),
+        doing,
+    }
 }
 
 /// The error for a thread that asks nothing, saying what it does instead.

@@ -271,6 +271,7 @@ fn run_child(
     let options = StepOptions {
         agent: None,
         passthrough: true,
+        from_queue: false,
     };
     let files = RunFiles::new(store.root(), id);
     let mut steps = 0;

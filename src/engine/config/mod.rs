@@ -141,6 +141,32 @@ pub struct Config {
     /// how long a thread stays busy after the machine stepping it died.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease_seconds: Option<u64>,
+    /// The largest input a command reads from stdin or a file (a prompt, an answer, an agent's
+    /// output, a payload), in bytes: `maxInput: 64MiB` or `maxInput: 67108864`. Default 16 MiB;
+    /// `UWF_MAX_INPUT` wins (see [`crate::engine::input`]).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "deserialize_size"
+    )]
+    pub max_input: Option<u64>,
+}
+
+/// A size given as a number of bytes or with a unit (`64MiB`); zero is refused.
+fn deserialize_size<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Size {
+        Bytes(u64),
+        Text(String),
+    }
+    let bytes = match Size::deserialize(d)? {
+        Size::Bytes(n) => Some(n).filter(|&n| n > 0),
+        Size::Text(text) => crate::engine::input::parse_limit(&text),
+    };
+    bytes.map(Some).ok_or_else(|| {
+        serde::de::Error::custom("maxInput: expected a size above 0, such as 64MiB or 1048576")
+    })
 }
 
 /// Options of the `react` agent.

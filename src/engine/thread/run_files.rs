@@ -339,11 +339,18 @@ impl RunFiles {
     }
 
     /// Records that the thread waits for a person to answer `role` at `head` (SPEC §10).
-    pub fn set_awaiting(&self, role: &str, head: Hash) -> Result<(), file_util::FileError> {
+    /// `queued`: the thread was on the run queue when it asked, and its answer puts it back.
+    pub fn set_awaiting(
+        &self,
+        role: &str,
+        head: Hash,
+        queued: bool,
+    ) -> Result<(), file_util::FileError> {
         let question = Awaiting {
             role: role.to_owned(),
             head,
             asked_at: now_ms(),
+            queued,
         };
         let text = serde_json::to_vec(&question).expect("a question serializes");
         AtomicWrite::new(&self.awaiting_path())
@@ -392,6 +399,10 @@ pub struct Awaiting {
     /// The head the question was asked at.
     pub head: Hash,
     pub asked_at: u64,
+    /// The thread was on the run queue when it asked: a worker took it off, and the answer puts
+    /// it back (questions written before this field was added were not requeued).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub queued: bool,
 }
 
 /// The `error` and last-outcome files of a failure, with their texts.

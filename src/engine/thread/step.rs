@@ -140,6 +140,10 @@ pub struct StepOptions {
     pub agent: Option<String>,
     /// Pass the agent's stderr through to ours.
     pub passthrough: bool,
+    /// The step was claimed from the run queue (a worker's). A question it asks takes the
+    /// thread off the queue while the step still holds the thread's lock, and records that the
+    /// thread was queued, so that its answer puts it back (issue #27 item 7).
+    pub from_queue: bool,
 }
 
 /// Runs one step of thread `id`. A process taking several steps calls [`step_warm`] instead,
@@ -334,12 +338,21 @@ fn step_locked(
             let fields = json!({"step": step, "role": role, "agent": spec.name});
             events::append(files, id, "awaiting", fields);
         }
+        // A question asked again keeps the queue membership it was first asked with.
+        let queued = options.from_queue
+            || files
+                .awaiting(view.head())
+                .is_some_and(|asked| asked.queued);
         files
-            .set_awaiting(&role, view.head())
+            .set_awaiting(&role, view.head(), queued)
             .map_err(|error| StepError::Awaiting {
                 id: id.to_owned(),
                 error,
             })?;
+        if options.from_queue {
+            // Under the lock, so an answer (which takes it) comes strictly after and requeues.
+            index::dequeue(root, id)?;
+        }
         return Ok(Stepped {
             workflow: view.workflow.name.clone(),
             thread: id.to_owned(),

@@ -19,5 +19,5 @@ pub mod validate;
 pub mod yaml_load;
 
 pub use definition::*;
-pub use validate::{parse, parse_bytes, yaml_to_json};
+pub use validate::{parse, parse_bytes, too_large, yaml_to_json};
 pub use yaml_load::MAX_FILE_BYTES;

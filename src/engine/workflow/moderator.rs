@@ -226,9 +226,14 @@ impl Moderator {
         self.run(position, input, true)
     }
 
-    /// Evaluates every transition of the current position (for `thread why`); the decision is
-    /// the first match, as in [`Moderator::decide`]. Evaluation errors are recorded, not raised.
-    pub fn explain(&self, context: &Value) -> Result<(Vec<Tried>, Option<String>), ModeratorError> {
+    /// Evaluates every transition of the current position (for `thread why`) and records each
+    /// outcome, errors included. The decision is exactly a step's ([`Moderator::decide`]): the
+    /// first match, unless a condition tried before it fails (then the step would fail with
+    /// that error) or nothing matches.
+    pub fn explain(
+        &self,
+        context: &Value,
+    ) -> Result<(Vec<Tried>, Result<String, ModeratorError>), ModeratorError> {
         let position = position(context).to_owned();
         let input = Input::new(context.clone());
         let transitions = self
@@ -238,15 +243,33 @@ impl Moderator {
             .ok_or_else(|| ModeratorError::UnknownPosition(position.clone()))?;
         let conditions = self.conditions()?;
         let mut trace = Vec::new();
-        let mut chosen = None;
+        let mut decision = None;
         for t in transitions {
             let outcome = self.outcome(conditions, t.condition.as_deref(), &input);
-            if chosen.is_none() && outcome.matched() {
-                chosen = Some(t.role.clone());
+            if decision.is_none() {
+                if let Outcome::Failed(error) = &outcome {
+                    let condition = t.condition.clone().unwrap_or_default();
+                    decision = Some(Err(ModeratorError::Evaluation {
+                        expression: self.expression_of(&condition),
+                        condition,
+                        error: error.clone(),
+                    }));
+                } else if outcome.matched() {
+                    decision = Some(Ok(t.role.clone()));
+                }
             }
             trace.push(self.tried(t.role.clone(), t.condition.clone(), outcome));
         }
-        Ok((trace, chosen))
+        let decision = decision.unwrap_or_else(|| {
+            Err(ModeratorError::NoMatch {
+                position: position.clone(),
+                tried: transitions
+                    .iter()
+                    .map(|t| t.condition.clone().unwrap_or_else(|| "null".into()))
+                    .collect(),
+            })
+        });
+        Ok((trace, decision))
     }
 
     fn run(
@@ -501,14 +524,17 @@ graph:
             text.contains("condition `broken` failed") && text.contains("$number('abc') + {}"),
             "{text}"
         );
-        // `explain` records the failure and still reports the first match.
-        let (trace, chosen) = m
+        // `explain` records the failure and the later match, and decides as the step does:
+        // the failure comes first, so the step fails with it (issue #27 item 10).
+        let (trace, decision) = m
             .explain(&ctx(
                 json!([{"role": "reviewer", "output": {"approved": false}}]),
             ))
             .unwrap();
         assert!(matches!(trace[0].outcome, Outcome::Failed(_)));
-        assert_eq!(chosen.as_deref(), Some("writer"));
+        assert!(trace[1].outcome.matched(), "{trace:?}");
+        let err = decision.unwrap_err().to_string();
+        assert!(err.contains("condition `broken` failed"), "{err}");
     }
 
     #[test]

@@ -28,10 +28,7 @@ pub fn parse_bytes(bytes: &[u8]) -> Result<Checked, Vec<Problem>> {
         }])
     };
     if bytes.len() > MAX_FILE_BYTES {
-        return refuse(format!(
-            "the file is {} bytes; a workflow file has at most {MAX_FILE_BYTES} (1 MiB)",
-            bytes.len()
-        ));
+        return Err(vec![too_large(Some(bytes.len() as u64))]);
     }
     if bytes.contains(&0) {
         return refuse("the file is binary (it holds NUL bytes), not YAML text".to_owned());
@@ -47,6 +44,20 @@ pub fn parse_bytes(bytes: &[u8]) -> Result<Checked, Vec<Problem>> {
                 "the file is not UTF-8 text (an invalid byte at line {line}, column {column}); save it as UTF-8"
             ))
         }
+    }
+}
+
+/// The whole-file problem of a workflow file over [`MAX_FILE_BYTES`]: `size` is the file's real
+/// size when it is known (a regular file's `stat`), `None` for a stream (stdin, a pipe, a
+/// device) of which only the limit and one byte more were read.
+pub fn too_large(size: Option<u64>) -> Problem {
+    let what = match size {
+        Some(size) => format!("the file is {size} bytes"),
+        None => format!("the input is more than {MAX_FILE_BYTES} bytes"),
+    };
+    Problem {
+        location: FILE.to_owned(),
+        message: format!("{what}; a workflow file has at most {MAX_FILE_BYTES} (1 MiB)"),
     }
 }
 
@@ -420,7 +431,16 @@ impl Validator {
                 "expression" => {
                     if let Some(text) = self.string(&at, v) {
                         match jsonata::compile(&text) {
-                            Ok(_) => expression = Some(text),
+                            Ok(expr) => {
+                                // It would compile, then fail when a step evaluates it.
+                                let unknown = expr.unknown_calls();
+                                for call in &unknown {
+                                    self.error(&at, call.to_string());
+                                }
+                                if unknown.is_empty() {
+                                    expression = Some(text);
+                                }
+                            }
                             Err(e) => self.error(&at, format!("does not compile: {e}")),
                         }
                     }

@@ -230,6 +230,108 @@ fn describe_operand(v: &JValue) -> String {
     }
 }
 
+/// What a string function's result costs at most while it is built (uwf patch, see
+/// [`crate::budget`]): the result's length bound, as a `String` and its `Rc<str>` copy. Zero
+/// for functions whose results are small or grow item by item under the host's count.
+fn output_cost(name: &str, args: &[JValue]) -> Result<usize, EvaluatorError> {
+    let len = |i: usize| match args.get(i) {
+        Some(JValue::String(s)) => s.len(),
+        _ => 0,
+    };
+    let bound = match name {
+        "uppercase" | "lowercase" => match args.first() {
+            // Case mapping at most triples a UTF-8 string (`ß` → `SS`, `ΐ` → three chars).
+            Some(JValue::String(s)) if !s.is_ascii() => s.len().saturating_mul(3),
+            _ => len(0),
+        },
+        "string" => match args.first() {
+            Some(JValue::String(s)) => s.len(),
+            Some(v @ (JValue::Array(_) | JValue::Object(_))) => json_len(v)?,
+            _ => 0,
+        },
+        "trim" | "substring" | "substringBefore" | "substringAfter" | "base64decode"
+        | "decodeUrl" | "decodeUrlComponent" => len(0),
+        "base64encode" => len(0) / 3 * 4 + 4,
+        "encodeUrl" | "encodeUrlComponent" => len(0).saturating_mul(3),
+        "pad" => {
+            let width = match args.get(1) {
+                Some(JValue::Number(n)) if n.is_finite() => n.abs().min(usize::MAX as f64) as usize,
+                _ => 0,
+            };
+            // Bytes per padding character: the widest character of the padding string.
+            let fill = match args.get(2) {
+                Some(JValue::String(c)) if !c.is_empty() => {
+                    c.chars().map(char::len_utf8).max().unwrap_or(1)
+                }
+                _ => 1,
+            };
+            len(0).saturating_add(width.saturating_mul(fill))
+        }
+        "join" => match args.first() {
+            Some(JValue::Array(items)) => items
+                .iter()
+                .map(|v| match v {
+                    JValue::String(s) => s.len(),
+                    _ => 0,
+                })
+                .fold(len(1).saturating_mul(items.len()), usize::saturating_add),
+            _ => 0,
+        },
+        "split" => {
+            // The pieces hold the text once more, plus a value and a string header each.
+            let pieces = match args.get(1) {
+                Some(JValue::String(sep)) if !sep.is_empty() => len(0) / sep.len() + 1,
+                _ => len(0) + 1,
+            };
+            let pieces = match args.get(2) {
+                Some(JValue::Number(n)) if n.is_finite() && *n >= 0.0 => pieces.min(*n as usize),
+                _ => pieces,
+            };
+            return Ok(len(0).saturating_add(pieces.saturating_mul(64)));
+        }
+        _ => 0,
+    };
+    Ok(crate::budget::string_cost(bound))
+}
+
+/// The length of `$string(value)` (compact), walked without building it; a walk past what the
+/// host's budget allows stops with the budget's refusal (a shared structure can stand for
+/// exponentially much text). Numbers count 24 bytes, strings their length plus quotes and
+/// escapes at most doubled.
+fn json_len(value: &JValue) -> Result<usize, EvaluatorError> {
+    const STEP: usize = 1 << 20;
+    fn walk(v: &JValue, total: &mut usize, next_ask: &mut usize) -> Result<(), EvaluatorError> {
+        crate::value::with_stack(|| {
+            match v {
+                JValue::String(s) => *total = total.saturating_add(s.len().saturating_mul(2) + 2),
+                JValue::Array(items) => {
+                    *total = total.saturating_add(items.len() + 2);
+                    for item in items.iter() {
+                        walk(item, total, next_ask)?;
+                    }
+                }
+                JValue::Object(map) => {
+                    *total = total.saturating_add(map.len() * 2 + 2);
+                    for (k, item) in map.iter() {
+                        *total = total.saturating_add(k.len().saturating_mul(2) + 2);
+                        walk(item, total, next_ask)?;
+                    }
+                }
+                _ => *total = total.saturating_add(24),
+            }
+            if *total >= *next_ask {
+                crate::budget::reserve(crate::budget::string_cost(*total))?;
+                *next_ask = total.saturating_add(STEP);
+            }
+            Ok(())
+        })
+    }
+    let mut total = 0;
+    let mut next_ask = STEP;
+    walk(value, &mut total, &mut next_ask)?;
+    Ok(total)
+}
+
 /// Dispatch a builtin that needs nothing but its arguments.
 ///
 /// `context` is the JSONata context value (`$`) at the call site. It is used
@@ -322,6 +424,9 @@ pub(crate) fn dispatch_pure(
     }
 
     use crate::functions;
+
+    // uwf patch: ask the host's memory budget before a string function builds its result.
+    crate::budget::reserve(output_cost(name, args)?)?;
 
     match name {
         // ── String functions ────────────────────────────────────────────
@@ -622,19 +727,21 @@ pub(crate) fn dispatch_pure(
 
             let padding_needed = abs_width - char_count;
 
+            // uwf patch: the result is built once, at its size (the padding was a string of
+            // its own, then copied into a third), as `output_cost` asked the budget for.
             let pad_chars: Vec<char> = pad_string.chars().collect();
-            let mut padding = String::with_capacity(padding_needed);
-            for i in 0..padding_needed {
-                padding.push(pad_chars[i % pad_chars.len()]);
-            }
-
-            let result = if width < 0 {
-                // Left pad (negative width)
-                format!("{}{}", padding, string)
-            } else {
+            let mut result = String::with_capacity(string.len() + padding_needed);
+            if width >= 0 {
                 // Right pad (positive width)
-                format!("{}{}", string, padding)
-            };
+                result.push_str(&string);
+            }
+            for i in 0..padding_needed {
+                result.push(pad_chars[i % pad_chars.len()]);
+            }
+            if width < 0 {
+                // Left pad (negative width)
+                result.push_str(&string);
+            }
 
             Ok(JValue::string(result))
         }

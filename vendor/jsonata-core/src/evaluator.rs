@@ -1285,9 +1285,7 @@ fn eval_compiled_node(
         CompiledExpr::Concat(lhs, rhs) => {
             let left = eval_compiled_inner(lhs, data, vars, ctx, shape, options, start_time)?;
             let right = eval_compiled_inner(rhs, data, vars, ctx, shape, options, start_time)?;
-            let ls = compiled_to_concat_string(&left)?;
-            let rs = compiled_to_concat_string(&right)?;
-            Ok(JValue::string(format!("{}{}", ls, rs)))
+            concat_operands(&left, &right, compiled_to_concat_string)
         }
 
         // ── Logical ─────────────────────────────────────────────────────
@@ -1375,6 +1373,8 @@ fn eval_compiled_node(
                     result.push(value);
                 } else if let JValue::Array(arr) = value {
                     // Non-constructor that evaluated to an array — flatten one level
+                    // (uwf patch: one allocation; ask the budget first).
+                    crate::budget::reserve(crate::budget::items_cost(arr.len()))?;
                     result.extend(arr.iter().cloned());
                 } else {
                     result.push(value);
@@ -1956,9 +1956,32 @@ fn coerce_lambda_args(
 /// String concatenation for the bytecode VM (its only caller is `vm.rs`).
 #[inline]
 pub(crate) fn compiled_concat(lhs: JValue, rhs: JValue) -> Result<JValue, EvaluatorError> {
-    let l = compiled_to_concat_string(&lhs)?;
-    let r = compiled_to_concat_string(&rhs)?;
-    Ok(JValue::string(l + &r))
+    concat_operands(&lhs, &rhs, compiled_to_concat_string)
+}
+
+/// `lhs & rhs` (uwf patch): a string operand is read in place rather than copied, the result is
+/// made at its exact size, and the host's memory budget is asked first (see [`crate::budget`]).
+fn concat_operands(
+    lhs: &JValue,
+    rhs: &JValue,
+    to_string: fn(&JValue) -> Result<String, EvaluatorError>,
+) -> Result<JValue, EvaluatorError> {
+    fn text<'v>(
+        v: &'v JValue,
+        to_string: fn(&JValue) -> Result<String, EvaluatorError>,
+    ) -> Result<std::borrow::Cow<'v, str>, EvaluatorError> {
+        match v {
+            JValue::String(s) => Ok(std::borrow::Cow::Borrowed(&**s)),
+            other => Ok(std::borrow::Cow::Owned(to_string(other)?)),
+        }
+    }
+    let (l, r) = (text(lhs, to_string)?, text(rhs, to_string)?);
+    let len = l.len().saturating_add(r.len());
+    crate::budget::reserve(crate::budget::string_cost(len))?;
+    let mut joined = String::with_capacity(len);
+    joined.push_str(&l);
+    joined.push_str(&r);
+    Ok(JValue::string(joined))
 }
 
 // ──────────────────────────────────────────────────────────────────────────────
@@ -5796,6 +5819,8 @@ impl Evaluator {
                 JValue::Undefined => {}
                 JValue::Array(arr) if !is_array_constructor(element) => {
                     flat &= arr.is_flat();
+                    // uwf patch: one array flattened in is one allocation; ask the budget.
+                    crate::budget::reserve(crate::budget::items_cost(arr.len()))?;
                     items.extend(arr.iter().cloned())
                 }
                 other => {
@@ -11336,9 +11361,7 @@ impl Evaluator {
 
     /// String concatenation
     fn concatenate(&self, left: &JValue, right: &JValue) -> Result<JValue, EvaluatorError> {
-        let left_str = Self::value_to_concat_string(left)?;
-        let right_str = Self::value_to_concat_string(right)?;
-        Ok(JValue::string(format!("{}{}", left_str, right_str)))
+        concat_operands(left, right, Self::value_to_concat_string)
     }
 
     /// Range operator (e.g., 1..5 produces [1,2,3,4,5])

@@ -820,11 +820,13 @@ pub mod string {
         let mut result = String::with_capacity(s.len());
         let mut position = 0;
         let mut count = 0;
+        let mut growth = crate::budget::Growth::new();
         let mut current = matches.next_match()?;
         while let Some(found) = current {
             if limit.is_some_and(|limit| count >= limit) {
                 break;
             }
+            growth.check(result.len())?;
             result.push_str(&s[position..found.byte_start]);
             replacer(&found, &mut result)?;
             position = found.byte_end;
@@ -872,12 +874,17 @@ pub mod string {
             ));
         }
 
-        let result = if let Some(lim) = limit {
+        // uwf patch: one loop for both cases (not `str::replace`), so that the result's growth
+        // asks the host's memory budget (a short text can be replaced into gigabytes).
+        let result = {
+            let lim = limit.unwrap_or(usize::MAX);
             let mut remaining = s;
             let mut output = String::new();
             let mut count = 0;
+            let mut growth = crate::budget::Growth::new();
 
             while count < lim {
+                growth.check(output.len())?;
                 if let Some(pos) = remaining.find(pat) {
                     output.push_str(&remaining[..pos]);
                     output.push_str(replacement);
@@ -892,8 +899,6 @@ pub mod string {
                 output.push_str(remaining);
             }
             output
-        } else {
-            s.replace(pat, replacement)
         };
 
         Ok(JValue::string(result))

@@ -133,6 +133,7 @@
 
 pub mod ast;
 pub mod ast_transform;
+pub mod budget;
 mod builtins;
 #[cfg(feature = "capi")]
 pub mod capi;

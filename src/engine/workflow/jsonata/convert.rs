@@ -64,7 +64,16 @@ pub(super) fn to_json(
         JValue::Null => Value::Null,
         JValue::Bool(b) => Value::Bool(*b),
         JValue::Number(n) => number_to_json(*n),
-        JValue::String(s) => Value::String(s.to_string()),
+        JValue::String(s) => {
+            // A result that repeats one large string would otherwise copy it past the limit
+            // before the count could stop anything.
+            if !super::memory::fits(s.len()) {
+                return Err(JsonataError::MemoryLimit {
+                    limit: budget.limits.max_memory,
+                });
+            }
+            Value::String(s.to_string())
+        }
         JValue::Array(items) => {
             if depth >= MAX_RESULT_DEPTH {
                 return Err(JsonataError::ResultTooDeep {

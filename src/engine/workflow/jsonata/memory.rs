@@ -11,8 +11,10 @@
 //!
 //! Allocations of other threads, and of a worker outside an evaluation, pay one thread-local
 //! read. Memory the evaluation allocates and another thread frees is never subtracted, which can
-//! only make the count too high. What the count cannot stop is one huge allocation in a single
-//! built-in call: it is made before anything can check.
+//! only make the count too high. What the count alone cannot stop is one huge allocation in a
+//! single built-in call: it is made before anything can check. So the engine asks first
+//! ([`fits`], installed as jsonata-core's budget hook) before it builds a large value in one go,
+//! and a refusal ends the evaluation as going past the limit does.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -63,6 +65,30 @@ fn charge(add: usize, sub: usize) {
     });
 }
 
+/// The engine's question before it builds a large value in one go (`jsonata_core::budget`): do
+/// `bytes` more fit in the evaluation in scope on this thread? A refusal marks the budget as
+/// exceeded and cancels, as going past it does, so the evaluation reports its memory limit
+/// without having made the value: the count alone would stop it only after the allocation.
+pub(super) fn fits(bytes: usize) -> bool {
+    BUDGET
+        .try_with(|cell| {
+            let Some(mut budget) = cell.get() else {
+                return true;
+            };
+            if budget.used.saturating_add(cost(bytes)) <= budget.limit {
+                return true;
+            }
+            if !budget.exceeded {
+                budget.exceeded = true;
+                // SAFETY: as in `charge`: the token outlives the scope that set the budget.
+                unsafe { (*budget.cancel).cancel() };
+                cell.set(Some(budget));
+            }
+            false
+        })
+        .unwrap_or(true)
+}
+
 // SAFETY: every method forwards to `System` with the caller's arguments unchanged; the
 // counting touches only a thread-local `Cell` and never allocates.
 unsafe impl GlobalAlloc for Counting {
@@ -99,6 +125,7 @@ pub(super) struct Scope<'a> {
 
 impl<'a> Scope<'a> {
     pub(super) fn enter(limit: usize, cancel: &'a CancelToken) -> Scope<'a> {
+        jsonata_core::budget::set_hook(fits);
         BUDGET.with(|cell| {
             cell.set(Some(Budget {
                 used: 0,
