@@ -27,7 +27,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 
 use crate::cas::Hash;
-use crate::engine::index_files::{Archived, IndexError};
+use crate::engine::index_files::{Archived, Entry, IndexError};
 
 /// The database's file name under the storage root.
 pub const FILE: &str = "index.db";
@@ -684,9 +684,8 @@ pub fn active(root: &Path) -> Result<BTreeMap<String, Hash>, IndexError> {
     Ok(out)
 }
 
-/// Every thread: `(id, workflow, head, archived status)`, by id (one statement; the mount's
-/// `threads/`).
-pub fn entries(root: &Path) -> Result<Vec<(String, Hash, Hash, Option<String>)>, IndexError> {
+/// Every thread, by id (one statement; the mount's `threads/`).
+pub fn entries(root: &Path) -> Result<Vec<Entry>, IndexError> {
     let rows = with(root, false, "listing threads", |c| {
         let mut stmt =
             c.prepare_cached("select id, workflow, head, status from threads order by id")?;
@@ -703,13 +702,12 @@ pub fn entries(root: &Path) -> Result<Vec<(String, Hash, Hash, Option<String>)>,
     .unwrap_or_default();
     rows.into_iter()
         .map(|(id, workflow, head, status)| {
-            let archived = (status != "active").then_some(status);
-            Ok((
+            Ok(Entry {
                 id,
-                parse_hash(root, &workflow)?,
-                parse_hash(root, &head)?,
-                archived,
-            ))
+                workflow: parse_hash(root, &workflow)?,
+                head: parse_hash(root, &head)?,
+                archived: (status != "active").then_some(status),
+            })
         })
         .collect()
 }

@@ -327,15 +327,7 @@ pub fn read_entries(root: &Path) -> Result<Vec<Entry>, IndexError> {
         }));
         return Ok(out);
     }
-    Ok(crate::engine::index_db::entries(root)?
-        .into_iter()
-        .map(|(id, workflow, head, archived)| Entry {
-            id,
-            workflow,
-            head,
-            archived,
-        })
-        .collect())
+    crate::engine::index_db::entries(root)
 }
 
 /// Reads the first layout's `history.jsonl` under `root` (to migrate it).
