@@ -148,7 +148,12 @@ pub fn main() -> ExitCode {
     crate::profile::mark("done");
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(err) => err.report(),
+        // A step stopped by a caught SIGINT/SIGTERM/SIGHUP failed because of it: the exit
+        // status says so, as if the signal had ended the process.
+        Err(err) => match crate::engine::agent::interrupt::caught() {
+            Some(signal) => err.interrupted_by(signal).report(),
+            None => err.report(),
+        },
     }
 }
 

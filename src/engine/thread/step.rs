@@ -65,6 +65,12 @@ pub enum StepError {
         hash: Hash,
         error: StoreError,
     },
+    /// A caught stop signal (SIGINT, SIGTERM, SIGHUP) ended the step before it published.
+    #[error(
+        "the step on thread {thread} was interrupted by {}; its head did not move",
+        crate::engine::agent::interrupt::name(*signal)
+    )]
+    Interrupted { thread: String, signal: i32 },
     #[error("agent `{agent}` returned {hash}, which is not a valid step for this thread: {reason}")]
     Rejected {
         agent: String,
@@ -467,6 +473,13 @@ pub(crate) fn publish(
     // before anything is published, as it would have before the agent ran.
     moderator.compiled()?;
     crate::profile::mark("publish: verified");
+    // Asked to stop (Ctrl-C, SIGTERM, SIGHUP): the head stays where the step found it.
+    if let Some(signal) = crate::engine::agent::interrupt::caught() {
+        return Err(StepError::Interrupted {
+            thread: id.to_owned(),
+            signal,
+        });
+    }
     index::compare_and_set(store.root(), id, view.head(), hash)?;
     crate::profile::mark("publish: head moved");
 
