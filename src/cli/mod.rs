@@ -1,7 +1,8 @@
 //! The command line: argument parsing, output, and turning errors into messages and exit codes.
 //!
 //! Only this layer prints. Exit codes: 0 ok, 1 error, 2 usage, 75 busy (a thread's step is held
-//! by another process).
+//! by another process), 128 + the signal's number when SIGINT, SIGTERM or SIGHUP stopped a step
+//! (130, 143, 129).
 
 mod agent;
 mod cas;

@@ -20,6 +20,7 @@ use crate::engine::session::{Kept, Saved};
 use crate::engine::thread::chain::{self, ChainError};
 use crate::engine::thread::events;
 use crate::engine::thread::index::{self, ThreadIndexError};
+use crate::engine::thread::lifecycle;
 use crate::engine::thread::log::StepLog;
 use crate::engine::thread::run_files::{self, RunFiles, RunInfo};
 use crate::engine::workflow::END;
@@ -171,10 +172,16 @@ pub fn step_warm(
     let lock = files.try_lock()?;
     // A kill under way waits for this lock to archive the thread: start nothing.
     files.check_not_killing()?;
+    // Children that an earlier step's sub-workflow left active (that step died) end now.
+    lifecycle::end_children(store, id);
     crate::profile::mark("step: locked");
     let mut started = None;
     let context = (&files, &lock, &mut started);
     let result = step_locked(store, config, id, options, context, warm);
+    if result.is_err() {
+        // However this step ended, a child its agent started ends with it (SPEC §9).
+        lifecycle::end_children(store, id);
+    }
     match &result {
         Ok(stepped) => lock.record_success(&stepped.to_json()),
         Err(e) => lock.record_failure(&crate::advice::with_hints(e), !e.lost_race()),
