@@ -70,7 +70,8 @@ trial() {
     local agent
     if [ "$WORKFLOW_AGENT" = 1 ]; then
         "$UWF" workflow put "$work/inner.yaml" >/dev/null
-        printf 'agentOverrides:\n  inner: { work: %s }\n' "$work/agent.sh" >"$root/config.yaml"
+        printf 'agents:\n  sleeper: { command: %s }\nagentOverrides:\n  inner: { work: sleeper }\n' \
+            "$work/agent.sh" >"$root/config.yaml"
         agent="uwf agent workflow --name inner"
     elif [ $((n % 2)) = 0 ]; then
         agent=$work/agent.sh
@@ -98,7 +99,7 @@ trial() {
         fi
         sleep 0.02
     done
-    kill -s "$sig" "$pid"
+    kill -s "$sig" "$pid" 2>/dev/null || echo "trial $n: the step ended before the signal" >&2
     wait "$pid" 2>/dev/null
     status=$?
     sleep 1

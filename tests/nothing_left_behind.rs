@@ -268,7 +268,7 @@ fn stopping_a_parent_mid_child_ends_the_child_and_its_processes() {
         );
         let child_show = json(&env.ok(&["thread", "show", &child]));
         assert_eq!(child_show["status"], "killed", "{what}: {child_show}");
-        assert_eq!(active_threads(&env), [parent.clone()], "{what}");
+        assert_eq!(active_threads(&env), [parent.as_str()], "{what}");
     }
 }
 
@@ -287,7 +287,7 @@ agentOverrides:\n  one: { work: self-flow }\n"
         assert!(err.contains("maxDepth 2"), "attempt {attempt}: {err}");
         assert_eq!(
             active_threads(&env),
-            [parent.clone()],
+            [parent.as_str()],
             "attempt {attempt}: children left active"
         );
     }
