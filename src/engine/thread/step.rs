@@ -468,6 +468,14 @@ pub(crate) fn publish(
         hash: hash.to_string(),
         reason,
     })?;
+    // Asked to stop (Ctrl-C, SIGTERM, SIGHUP): the head stays where the step found it
+    // (the last look before the compare-and-set below).
+    if let Some(signal) = crate::engine::agent::interrupt::caught() {
+        return Err(StepError::Interrupted {
+            thread: id.to_owned(),
+            signal,
+        });
+    }
     let (moderator, context) = match prepared {
         Some(p) => p,
         None => {
@@ -480,13 +488,6 @@ pub(crate) fn publish(
     // before anything is published, as it would have before the agent ran.
     moderator.compiled()?;
     crate::profile::mark("publish: verified");
-    // Asked to stop (Ctrl-C, SIGTERM, SIGHUP): the head stays where the step found it.
-    if let Some(signal) = crate::engine::agent::interrupt::caught() {
-        return Err(StepError::Interrupted {
-            thread: id.to_owned(),
-            signal,
-        });
-    }
     index::compare_and_set(store.root(), id, view.head(), hash)?;
     crate::profile::mark("publish: head moved");
 
