@@ -1,5 +1,6 @@
 //! Nothing of a step is left behind, however the step ends (issue #27): a stop signal to
-//! `thread step`/`thread run` stops the agent's whole process group and exits 128 + the signal;
+//! `thread step`/`thread run` stops the agent's whole process group and exits 128 + the signal
+//! (one the step was started ignoring, as under `nohup`, stays ignored);
 //! `kill -9` of the step leaves no process of the agent's group either; and a child thread that
 //! a sub-workflow started ends — archived as `killed`, its processes gone — with the parent's
 //! step, whether that step was stopped, killed or failed.
@@ -183,6 +184,35 @@ fn a_stop_signal_stops_the_agent_group_and_exits_128_plus_the_signal() {
             "{what}: {error}"
         );
     }
+}
+
+#[test]
+fn a_step_started_under_nohup_keeps_ignoring_sighup() {
+    let env = env_with(|_| String::new());
+    let id = start_thread(&env, "one", "p");
+    let mut step = Command::new("nohup")
+        .arg(env!("CARGO_BIN_EXE_uwf"))
+        .args([
+            "thread",
+            "step",
+            &id,
+            "--agent",
+            &agent_line(&env, Agent::Shell),
+        ])
+        .env("UWF_STORAGE_ROOT", env.root())
+        .current_dir(env.dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let group = running_agent(&env, &id);
+    send(&step, Signal::SIGHUP);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(step.try_wait().unwrap().is_none(), "SIGHUP ended the step");
+    assert_eq!(sleeps_in(group), 2, "SIGHUP stopped the agent");
+    send(&step, Signal::SIGTERM);
+    assert_eq!(step.wait().unwrap().code(), Some(128 + libc::SIGTERM));
+    assert_gone(&[group], Instant::now(), "SIGTERM after an ignored SIGHUP");
 }
 
 #[test]
