@@ -268,6 +268,9 @@ pub fn run(cmd: AgentCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             role,
         } => {
             let id = thread_id(&thread)?;
+            // Stopped by its step (or that step's death): stop the child's step and end it.
+            crate::engine::agent::interrupt::catch_stop_signals()
+                .context("cannot catch stop signals")?;
             let job = subworkflow::Delegation {
                 thread: &id,
                 role: &role,

@@ -4,7 +4,8 @@
 //! [`CommandError::report`] prints it and picks the exit code.
 //!
 //! Exit codes: 0 ok; 1 a user or internal error; 2 usage (clap's own errors, and missing or
-//! contradictory arguments clap cannot see); 75 busy (another process holds the thread).
+//! contradictory arguments clap cannot see); 75 busy (another process holds the thread); 128 +
+//! the signal's number when a caught SIGINT, SIGTERM or SIGHUP stopped a step (130, 143, 129).
 //! Printed as `error: <message>`, one `caused by: …` line per cause, then every hint as
 //! `hint: …`.
 
@@ -24,6 +25,8 @@ pub enum Kind {
     Usage,
     /// Something failed that the user did not ask for wrongly: I/O, a damaged store (exit 1).
     Internal,
+    /// A caught stop signal ended the command (exit 128 + the signal's number).
+    Interrupted(u8),
     /// The command has already said everything and only picks its exit status (`cas has`
     /// answering "no", `fsck` finding problems, a reader of stdout that went away).
     Silent(u8),
@@ -67,6 +70,12 @@ impl CommandError {
         CommandError::new(Kind::Silent(code), String::new())
     }
 
+    /// The same failure, put down to stop signal `signal` (which picks the exit code).
+    pub fn interrupted_by(mut self, signal: i32) -> CommandError {
+        self.kind = Kind::Interrupted(u8::try_from(signal).unwrap_or(u8::MAX - 128));
+        self
+    }
+
     /// Adds a hint (printed after the message and causes).
     pub fn hint(mut self, hint: impl Into<String>) -> CommandError {
         self.hints.push(hint.into());
@@ -85,6 +94,7 @@ impl CommandError {
             Kind::User | Kind::Internal => 1,
             Kind::Usage => 2,
             Kind::Busy => 75,
+            Kind::Interrupted(signal) => 128u8.saturating_add(signal),
             Kind::Silent(code) => code,
         }
     }

@@ -1,7 +1,8 @@
 //! The command line: argument parsing, output, and turning errors into messages and exit codes.
 //!
 //! Only this layer prints. Exit codes: 0 ok, 1 error, 2 usage, 75 busy (a thread's step is held
-//! by another process).
+//! by another process), 128 + the signal's number when SIGINT, SIGTERM or SIGHUP stopped a step
+//! (130, 143, 129).
 
 mod agent;
 mod cas;
@@ -148,7 +149,12 @@ pub fn main() -> ExitCode {
     crate::profile::mark("done");
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(err) => err.report(),
+        // A step stopped by a caught SIGINT/SIGTERM/SIGHUP failed because of it: the exit
+        // status says so, as if the signal had ended the process.
+        Err(err) => match crate::engine::agent::interrupt::caught() {
+            Some(signal) => err.interrupted_by(signal).report(),
+            None => err.report(),
+        },
     }
 }
 

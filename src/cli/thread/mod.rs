@@ -9,7 +9,7 @@ use super::Out;
 use super::output::{Mode, ago, shorten};
 use crate::cas::{Hash, Store, builtin};
 use crate::cli::error::{CliResult, CommandError, bail, user_error};
-use crate::engine::agent::human;
+use crate::engine::agent::{human, interrupt};
 use crate::engine::config;
 use crate::engine::input::{self, Source};
 use crate::engine::thread::chain::{self, Entry};
@@ -278,6 +278,8 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
     if matches!(cmd, ThreadCommand::Step { .. } | ThreadCommand::Run { .. }) {
         // Overlap the engine's one-time set-up with reading the store.
         jsonata::prewarm();
+        // Ctrl-C, SIGTERM or SIGHUP stop the agent's group and leave the head where it is.
+        interrupt::catch_stop_signals().context("cannot catch stop signals")?;
     }
     if let ThreadCommand::Live(args) = cmd {
         return super::live::run(args, root, out);
@@ -346,6 +348,14 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
                 out.flush()?;
                 if stepped.done || stepped.awaiting {
                     return Ok(());
+                }
+                if let Some(signal) = interrupt::caught() {
+                    return Err(CommandError::user(format!(
+                        "thread run was interrupted by {} after {n} steps; thread {id} is at {}",
+                        interrupt::name(signal),
+                        stepped.head
+                    ))
+                    .interrupted_by(signal));
                 }
             }
             eprintln!(

@@ -7,10 +7,12 @@
 //!
 //! Architecture Invariant: no process an agent started outlives its step. When the agent exits,
 //! what is left of its process group is killed before the agent is reaped (so the group id
-//! cannot have been reused). When the step process itself dies (`kill -9`), the kernel sends the
-//! agent SIGTERM (`PR_SET_PDEATHSIG`), but not the agent's children; the step recorded the
-//! group and the agent's start time in the run file, and whoever takes the thread's lock next
-//! kills the leftover group ([`kill_leftover_group`]) after checking it is that agent's.
+//! cannot have been reused). A stop signal the step catches ([`interrupt`]) stops the group as
+//! a timeout does. When the step process itself dies (`kill -9`), the kernel sends the agent
+//! SIGTERM (`PR_SET_PDEATHSIG`), but not the agent's children: the agent's [`Watchdog`] stops
+//! the whole group. Should even that fail (no fork), the step recorded the group and the
+//! agent's start time in the run file, and whoever takes the thread's lock next kills the
+//! leftover group ([`kill_leftover_group`]) after checking it is that agent's.
 
 use crate::advice::Advice;
 use std::collections::VecDeque;
@@ -21,7 +23,9 @@ use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use crate::engine::agent::interrupt;
 use crate::engine::agent::resolve::AgentSpec;
+use crate::engine::agent::watchdog::Watchdog;
 use crate::engine::thread::log::StepLog;
 
 /// How much of the agent's stderr is kept for messages and the detail node.
@@ -31,6 +35,8 @@ const STDERR_TAIL: usize = 4096;
 const STDOUT_TAIL: usize = 64 << 10;
 /// Time between SIGTERM and SIGKILL when stopping a process group.
 pub const KILL_GRACE: Duration = Duration::from_secs(3);
+/// How often a step waiting for its agent looks for a caught stop signal.
+const SIGNAL_POLL: Duration = Duration::from_millis(20);
 
 /// Errors starting or running an agent.
 #[derive(Debug, thiserror::Error)]
@@ -46,6 +52,16 @@ pub enum AgentError {
     Timeout {
         name: String,
         timeout: Duration,
+        stderr_tail: String,
+    },
+    #[error(
+        "agent `{name}` was stopped: the step was interrupted by {}{}",
+        interrupt::name(*signal),
+        tail_note(stderr_tail)
+    )]
+    Interrupted {
+        name: String,
+        signal: i32,
         stderr_tail: String,
     },
     #[error("agent `{name}` exited with {status}{}", tail_note(stderr_tail))]
@@ -81,6 +97,7 @@ impl AgentError {
     pub fn without_stderr_tail(mut self) -> AgentError {
         match &mut self {
             AgentError::Timeout { stderr_tail, .. }
+            | AgentError::Interrupted { stderr_tail, .. }
             | AgentError::Failed { stderr_tail, .. }
             | AgentError::NoHash { stderr_tail, .. } => stderr_tail.clear(),
             AgentError::Spawn { .. } => {}
@@ -141,8 +158,19 @@ pub fn own_exe() -> Option<&'static std::path::Path> {
 }
 
 /// Runs the agent to completion. `on_spawn` receives its pid (= process group id).
+///
+/// A stop signal caught before the spawn starts nothing; one caught while the agent runs stops
+/// its group (SIGTERM, then SIGKILL after [`KILL_GRACE`]), and the step fails as interrupted.
 pub fn run(inv: &Invocation<'_>, on_spawn: impl FnOnce(u32)) -> Result<Finished, AgentError> {
     let started = Instant::now();
+    let interrupted = |signal, stderr_tail| AgentError::Interrupted {
+        name: inv.spec.name.clone(),
+        signal,
+        stderr_tail,
+    };
+    if let Some(signal) = interrupt::caught() {
+        return Err(interrupted(signal, String::new()));
+    }
     let mut cmd = Command::new(program_path(&inv.spec.program));
     cmd.args(&inv.spec.args)
         .arg(inv.thread)
@@ -179,6 +207,9 @@ pub fn run(inv: &Invocation<'_>, on_spawn: impl FnOnce(u32)) -> Result<Finished,
 
     let (tx, rx) = mpsc::channel();
     let waiter = std::thread::spawn(move || {
+        // Forked here, off the step's own thread: it stops the agent's group if this process
+        // dies first, and is stopped itself before the agent is reaped.
+        let watchdog = Watchdog::start(pid);
         // Wait for the agent's exit without reaping it: while it is a zombie its pid, the group
         // id, cannot be reused, so killing what is left of the group hits only the agent's own
         // children (a `cmd &` it left running).
@@ -187,25 +218,36 @@ pub fn run(inv: &Invocation<'_>, on_spawn: impl FnOnce(u32)) -> Result<Finished,
             nix::sys::wait::WaitPidFlag::WEXITED | nix::sys::wait::WaitPidFlag::WNOWAIT,
         );
         signal_group(pid, nix::sys::signal::Signal::SIGKILL);
+        drop(watchdog);
         let status = child.wait();
         let _ = tx.send(());
         status
     });
-    let timed_out = rx.recv_timeout(inv.spec.timeout).is_err();
-    if timed_out {
-        stop_group(pid, KILL_GRACE);
+    let stopped = wait_or_stop(&rx, started.checked_add(inv.spec.timeout));
+    if stopped.is_some() {
+        // SIGTERM, and SIGKILL if the agent is still there after the grace. Once the agent
+        // exits, the waiter kills the rest of its group; their zombies may wait a while for
+        // init, so whether the group "exists" says nothing here.
+        signal_group(pid, nix::sys::signal::Signal::SIGTERM);
+        if rx.recv_timeout(KILL_GRACE).is_err() {
+            signal_group(pid, nix::sys::signal::Signal::SIGKILL);
+        }
     }
     let status = waiter.join().ok().and_then(|s| s.ok());
     // Grandchildren may still hold the pipes open; do not wait for them forever.
     let stdout = out_reader.finish(pid);
     let stderr_tail = err_reader.finish(pid);
     let duration = started.elapsed();
-    if timed_out {
-        return Err(AgentError::Timeout {
-            name: inv.spec.name.clone(),
-            timeout: inv.spec.timeout,
-            stderr_tail,
-        });
+    match stopped {
+        Some(Stop::Timeout) => {
+            return Err(AgentError::Timeout {
+                name: inv.spec.name.clone(),
+                timeout: inv.spec.timeout,
+                stderr_tail,
+            });
+        }
+        Some(Stop::Signal(signal)) => return Err(interrupted(signal, stderr_tail)),
+        None => {}
     }
     match status {
         Some(s) if s.success() => Ok(Finished {
@@ -220,6 +262,37 @@ pub fn run(inv: &Invocation<'_>, on_spawn: impl FnOnce(u32)) -> Result<Finished,
                 .unwrap_or_else(|| "an unknown status".into()),
             stderr_tail,
         }),
+    }
+}
+
+/// Why a step stopped its agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    Timeout,
+    Signal(i32),
+}
+
+/// Waits for the agent's waiter to report (`done`), until `deadline` (none: no timeout) or a
+/// caught stop signal, whichever comes first.
+fn wait_or_stop(done: &mpsc::Receiver<()>, deadline: Option<Instant>) -> Option<Stop> {
+    loop {
+        let slice = match deadline {
+            Some(deadline) => deadline
+                .saturating_duration_since(Instant::now())
+                .min(SIGNAL_POLL),
+            None => SIGNAL_POLL,
+        };
+        match done.recv_timeout(slice) {
+            Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => return None,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                if let Some(signal) = interrupt::caught() {
+                    return Some(Stop::Signal(signal));
+                }
+                if deadline.is_some_and(|d| Instant::now() >= d) {
+                    return Some(Stop::Timeout);
+                }
+            }
+        }
     }
 }
 

@@ -8,6 +8,12 @@
 //! `subthread` node naming the child and its terminal head (which keeps the child's whole chain
 //! reachable for GC). A child that fails or is killed fails this agent with the child's reason,
 //! so the parent's head does not move. A child waiting for a person is waited for.
+//!
+//! Architecture Invariant: a child ends with the parent's step that started it. When this agent
+//! fails (the child failed, ran out of steps, or a stop signal came: the parent's step was
+//! stopped or died), it kills the child before it exits — archived as `killed`, its agents'
+//! groups stopped. If this process is killed outright, the parent's step, or the next step or
+//! `thread show` of the parent, does it (`lifecycle::end_children`).
 
 use std::time::{Duration, Instant};
 
@@ -15,6 +21,7 @@ use serde_json::{Value, json};
 
 use crate::advice::Advice;
 use crate::cas::{Hash, Store, StoreError, builtin};
+use crate::engine::agent::interrupt;
 use crate::engine::agent::prompt::agent_prompt;
 use crate::engine::agent::submit::{SubmitError, extract_output};
 use crate::engine::config::{Config, DEFAULT_MAX_DEPTH, Loaded};
@@ -57,6 +64,15 @@ pub enum SubworkflowError {
     },
     #[error("child thread {child} ({workflow}) was killed")]
     ChildKilled { child: String, workflow: String },
+    #[error(
+        "child thread {child} ({workflow}) was stopped: this agent was interrupted by {}",
+        interrupt::name(*signal)
+    )]
+    Interrupted {
+        child: String,
+        workflow: String,
+        signal: i32,
+    },
     #[error("child thread {child} ({workflow}) did not finish within {steps} steps")]
     TooManySteps {
         child: String,
@@ -170,7 +186,16 @@ pub fn run(store: &Store, config: &Loaded, job: &Delegation<'_>) -> Result<Hash,
         role: job.role.to_owned(),
     };
     let (workflow, child) = lifecycle::start_child(store, job.workflow, &prompt, &link)?;
-    let head = run_child(store, config, &child, &workflow, job.max_steps)?;
+    let head = match run_child(store, config, &child, &workflow, job.max_steps) {
+        Ok(head) => head,
+        Err(e) => {
+            // The child does not outlive this attempt: a retry of the parent's step starts a
+            // child of its own. (Best effort: if it cannot be killed now, the parent's step
+            // ends it when this agent has exited.)
+            let _ = lifecycle::kill(store, &child);
+            return Err(e);
+        }
+    };
 
     // The parent's output: the child's last output if it already fits, else extraction over
     // the child's transcript (frontmatter/JSON in the last body, then the LLM fallback).
@@ -277,6 +302,13 @@ fn run_child(
     let mut steps = 0;
     let mut warm = step::Warm::default();
     loop {
+        if let Some(signal) = interrupt::caught() {
+            return Err(SubworkflowError::Interrupted {
+                child: id.to_owned(),
+                workflow: workflow.to_owned(),
+                signal,
+            });
+        }
         match index::state(store.root(), id)? {
             State::Archived(a) if a.status == "done" => return Ok(a.head),
             State::Archived(_) => {

@@ -462,6 +462,9 @@ pub fn summary_at(
             .and_then(|m| m.decide_chain(&view.chain).ok())
             .map(|d| d.next)
     });
+    // A parent whose step died mid-child (`kill -9`) left the child active: looking at the
+    // parent ends it.
+    end_orphaned_children(store, id, &files);
     summary.refresh(&files);
     Ok(summary)
 }
@@ -542,6 +545,41 @@ pub fn kill(store: &Store, id: &str) -> Result<Hash, ThreadError> {
     events::append(&files, id, "killed", json!({ "head": head_text }));
     drop(lock);
     Ok(archived.head)
+}
+
+/// Ends the children of thread `id` that are still active (SPEC §9): a child lives only as
+/// long as the parent's step that started it, so the caller, holding `id`'s step lock (no step
+/// of `id` runs), finds any active child orphaned — its step failed, was stopped, or died — and
+/// kills it like `thread kill`: its agents' groups are stopped and it is archived as `killed`,
+/// its own children first. Best effort: a child that cannot be killed now (busy with a kill of
+/// its own, or its step lock still held) is left for the next sweep. Returns the children
+/// killed. Costs one failed `open` for a thread that never had a child.
+pub fn end_children(store: &Store, id: &str) -> Vec<String> {
+    let root = store.root();
+    active_children(root, id)
+        .into_iter()
+        .filter(|child| kill(store, child).is_ok())
+        .collect()
+}
+
+/// The children of `id` that are active.
+fn active_children(root: &Path, id: &str) -> Vec<String> {
+    family::children(root, id)
+        .into_iter()
+        .filter(|child| matches!(index::state(root, child), Ok(State::Active { .. })))
+        .collect()
+}
+
+/// [`end_children`] for a reader (`thread show`): only when `id` has an active child while no
+/// step of `id` runs, under `id`'s step lock taken for that moment (a step starting then is
+/// told the thread is busy, as with any holder).
+fn end_orphaned_children(store: &Store, id: &str, files: &RunFiles) {
+    if active_children(store.root(), id).is_empty() || files.is_running() {
+        return;
+    }
+    if let Ok(_lock) = files.try_lock() {
+        end_children(store, id);
+    }
 }
 
 /// Every thread that sub-workflows started under thread `id`, depth-first in start order, with

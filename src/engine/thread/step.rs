@@ -20,6 +20,7 @@ use crate::engine::session::{Kept, Saved};
 use crate::engine::thread::chain::{self, ChainError};
 use crate::engine::thread::events;
 use crate::engine::thread::index::{self, ThreadIndexError};
+use crate::engine::thread::lifecycle;
 use crate::engine::thread::log::StepLog;
 use crate::engine::thread::run_files::{self, RunFiles, RunInfo};
 use crate::engine::workflow::END;
@@ -65,6 +66,12 @@ pub enum StepError {
         hash: Hash,
         error: StoreError,
     },
+    /// A caught stop signal (SIGINT, SIGTERM, SIGHUP) ended the step before it published.
+    #[error(
+        "the step on thread {thread} was interrupted by {}; its head did not move",
+        crate::engine::agent::interrupt::name(*signal)
+    )]
+    Interrupted { thread: String, signal: i32 },
     #[error("agent `{agent}` returned {hash}, which is not a valid step for this thread: {reason}")]
     Rejected {
         agent: String,
@@ -172,10 +179,16 @@ pub fn step_warm(
     // Before the agent (here or in its own process) writes or touches the nodes the new head
     // will name, until that head is published: GC keeps them (see `cas::gc`).
     let pin = store.pin()?;
+    // Children that an earlier step's sub-workflow left active (that step died) end now.
+    lifecycle::end_children(store, id);
     crate::profile::mark("step: locked");
     let mut started = None;
     let context = (&files, &lock, &mut started);
     let result = step_locked(store, config, id, options, context, warm);
+    if result.is_err() {
+        // However this step ended, a child its agent started ends with it (SPEC §9).
+        lifecycle::end_children(store, id);
+    }
     match &result {
         Ok(stepped) => lock.record_success(&stepped.to_json()),
         Err(e) => lock.record_failure(&crate::advice::with_hints(e), !e.lost_race()),
@@ -472,6 +485,14 @@ pub(crate) fn publish(
         hash: hash.to_string(),
         reason,
     })?;
+    // Asked to stop (Ctrl-C, SIGTERM, SIGHUP): the head stays where the step found it
+    // (the last look before the compare-and-set below).
+    if let Some(signal) = crate::engine::agent::interrupt::caught() {
+        return Err(StepError::Interrupted {
+            thread: id.to_owned(),
+            signal,
+        });
+    }
     let (moderator, context) = match prepared {
         Some(p) => p,
         None => {
