@@ -8,7 +8,7 @@ use serde_json::json;
 use super::Out;
 use super::output::{Mode, ago, shorten};
 use crate::cas::{Hash, Store, builtin};
-use crate::cli::error::{CliResult, CommandError, bail, user_error};
+use crate::cli::error::{CliResult, CommandError, Context, bail, user_error};
 use crate::engine::agent::{human, interrupt};
 use crate::engine::config;
 use crate::engine::input::{self, Source};
