@@ -358,6 +358,10 @@ fn main() {
         for &size in &sizes {
             grow(b, &templates, have, size - have.min(size));
             have = have.max(size);
+            // Let the bulk rows reach the disk first: the timed commands fsync, and would
+            // otherwise queue behind the write-back of tens of megabytes.
+            let _ = Command::new("sync").status();
+            std::thread::sleep(std::time::Duration::from_secs(2));
             let mnt = base.path().join(format!("mnt-{}-{size}", b.name));
             let costs = measure(b, size, mount_ok.is_ok().then_some(mnt.as_path()));
             eprintln!("{} {size}: done", b.name);

@@ -114,6 +114,10 @@ pub struct Tree {
     readme: Arc<[u8]>,
     actions: Actions,
     state: Mutex<State>,
+    /// The listing of `threads/` and the mtime it was built at. A readdir is answered a page
+    /// (~100 names) at a time, and every directory's mtime moves with its listing, so the pages
+    /// of one listing share one build instead of each making all 100,000 names again.
+    threads_listing: Mutex<Option<(std::time::SystemTime, Arc<crate::fs::views::Listing>)>>,
 }
 
 impl Tree {
@@ -143,6 +147,7 @@ impl Tree {
             warmer,
             opts,
             readme,
+            threads_listing: Mutex::new(None),
         }
     }
 

@@ -141,6 +141,9 @@ impl Tree {
 
     /// The entries of a directory, without `.` and `..`.
     pub(super) fn listing(&self, st: &State, dir: &Key) -> Result<Arc<Listing>, FsError> {
+        if let Key::Threads(ThreadKey::Root) = dir {
+            return self.threads_root_listing();
+        }
         let out = match dir {
             Key::Root => root_entries()
                 .into_iter()
@@ -153,6 +156,24 @@ impl Tree {
             Key::Readme | Key::Scratch(_) => return Err(FsError::NotDir),
         };
         Ok(Arc::new(representable(dir, out)))
+    }
+
+    /// The listing of `threads/`, built once per version of the thread index (its mtime).
+    fn threads_root_listing(&self) -> Result<Arc<Listing>, FsError> {
+        let mtime = self.source.threads_mtime()?;
+        let mut cached = self
+            .threads_listing
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some((at, listing)) = cached.as_ref()
+            && *at == mtime
+        {
+            return Ok(listing.clone());
+        }
+        let dir = Key::Threads(ThreadKey::Root);
+        let listing = Arc::new(representable(&dir, self.thread_listing(&ThreadKey::Root)?));
+        *cached = Some((mtime, listing.clone()));
+        Ok(listing)
     }
 
     /// The target of a symbolic link.
