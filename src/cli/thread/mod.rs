@@ -163,7 +163,7 @@ Examples:\n  uwf thread fork 4X5K4AE2AA5F2\n  uwf thread fork 01JD8X…:2"
     },
     /// Publish a step node written outside `uwf thread step` (by a hand-run agent)
     #[command(
-        after_help = "Verifies the node as a step does (SPEC §5.3: it continues the thread's head, \
+        after_help = "Verifies the node as a step does (it continues the thread's head, \
 its role is the one the moderator picks, its output fits the role's schema) and moves the head by \
 compare-and-set.\n\nExample:\n  uwf thread publish $(./my-agent.sh $T writer)"
     )]
@@ -247,7 +247,7 @@ uwf thread answer 01JD8X… -f answer.md --by \"Alice Smith\""
     },
 }
 
-/// The only positional source `thread answer` takes: `-`, stdin (SPEC §10).
+/// The only positional source `thread answer` takes: `-`, stdin.
 fn stdin_dash(text: &str) -> Result<String, String> {
     if text == "-" {
         Ok(text.to_owned())
