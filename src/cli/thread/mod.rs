@@ -215,7 +215,7 @@ Examples:\n  uwf thread why 01JD8X…\n  uwf thread why 01JD8X… || uwf thread 
     },
     /// Watch a thread: its agents' output as it arrives, a line per step, until it ends
     Live(super::live::LiveArgs),
-    /// Print what a person is asked when the thread awaits a human step (SPEC §10)
+    /// Print what a person is asked when the thread awaits a human step
     #[command(after_help = "Example:\n  uwf thread question 01JD8X…")]
     Question {
         /// Thread id (a unique prefix is enough)
