@@ -411,7 +411,6 @@ fn remove_abandoned_temps(root: &Path) {
 /// Writes a complete index at `tmp`: schema, then the first layout's entries.
 fn build(root: &Path, tmp: &Path) -> Result<(), IndexError> {
     let err = db_error(root, "creating");
-    let legacy = read_legacy(root)?;
     let mut conn = Connection::open(tmp).map_err(&err)?;
     conn.execute_batch("pragma journal_mode = wal; pragma synchronous = full;")
         .map_err(&err)?;
@@ -422,52 +421,9 @@ fn build(root: &Path, tmp: &Path) -> Result<(), IndexError> {
         params![SCHEMA],
     )
     .map_err(&err)?;
-    {
-        let mut insert = tx
-            .prepare(&format!(
-                "insert or replace into threads ({COLUMNS}) \
-                 values (?1, ?2, ?3, ?4, null, ?5, ?6, ?7, ?9, ?8, null, null)"
-            ))
-            .map_err(&err)?;
-        // Archived first: an entry in both files (a crash between archiving's two writes) is
-        // still active.
-        for a in &legacy.archived {
-            let at = ms(a.completed_at);
-            let next = (a.status == "done").then_some(crate::engine::workflow::END);
-            insert
-                .execute(params![
-                    a.thread,
-                    a.workflow.to_string(),
-                    a.head.to_string(),
-                    a.status,
-                    created_of(&a.thread).unwrap_or(at),
-                    at,
-                    at,
-                    next,
-                    None::<i64>,
-                ])
-                .map_err(&err)?;
-        }
-        let store = crate::cas::Store::open(root).ok();
-        let mut known = std::collections::HashMap::new();
-        for (id, head) in &legacy.active {
-            let facts = facts_of(store.as_ref(), &mut known, *head);
-            let created = created_of(id).unwrap_or(0);
-            insert
-                .execute(params![
-                    id,
-                    facts.map_or(*head, |f| f.0).to_string(),
-                    head.to_string(),
-                    "active",
-                    created,
-                    created,
-                    None::<i64>,
-                    None::<String>,
-                    facts.map(|f| ms(f.1)),
-                ])
-                .map_err(&err)?;
-        }
-    }
+    // Archived first: an entry in both files (a crash between archiving's two writes) is
+    // still active, the later row replacing the earlier.
+    insert_rows(&tx, &legacy_rows(root)?, None, true).map_err(&err)?;
     tx.commit().map_err(&err)?;
     // Closing checkpoints the log into the file and removes it: the file alone is the index.
     conn.close().map_err(|(_, e)| err(e))?;
@@ -480,12 +436,6 @@ fn build(root: &Path, tmp: &Path) -> Result<(), IndexError> {
         source,
     })?;
     Ok(())
-}
-
-/// The first layout's entries.
-struct Legacy {
-    active: BTreeMap<String, Hash>,
-    archived: Vec<Archived>,
 }
 
 /// The workflow and step count of an active thread of the first layout (which recorded only
@@ -502,11 +452,38 @@ fn facts_of(
     })
 }
 
-fn read_legacy(root: &Path) -> Result<Legacy, IndexError> {
-    Ok(Legacy {
-        active: crate::engine::index_files::read_legacy_threads(root)?,
-        archived: crate::engine::index_files::read_legacy_history(root)?,
-    })
+/// The first layout's entries as rows: archived threads, then active ones (whose workflow and
+/// step count come from their heads).
+fn legacy_rows(root: &Path) -> Result<Vec<Bulk>, IndexError> {
+    let archived = crate::engine::index_files::read_legacy_history(root)?;
+    let active = crate::engine::index_files::read_legacy_threads(root)?;
+    let store = crate::cas::Store::open(root).ok();
+    let mut known = std::collections::HashMap::new();
+    let mut rows: Vec<Bulk> = archived
+        .into_iter()
+        .map(|a| Bulk {
+            id: a.thread,
+            workflow: a.workflow,
+            head: a.head,
+            parent: None,
+            archived: Some((a.status, a.completed_at)),
+            steps: None,
+            next: None,
+        })
+        .collect();
+    rows.extend(active.into_iter().map(|(id, head)| {
+        let facts = facts_of(store.as_ref(), &mut known, head);
+        Bulk {
+            id,
+            workflow: facts.map_or(head, |f| f.0),
+            head,
+            parent: None,
+            archived: None,
+            steps: facts.map(|f| f.1),
+            next: None,
+        }
+    }));
+    Ok(rows)
 }
 
 fn ms(v: u64) -> i64 {
@@ -878,38 +855,49 @@ fn insert_bulk(
         if only_into_empty && active + archived > 0 {
             return Ok(Err((active as u64, archived as u64)));
         }
-        {
-            let mut insert = tx.prepare_cached(&format!(
-                "insert into threads ({COLUMNS}) \
-                 values (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, null, null)"
-            ))?;
-            for t in threads {
-                let created = created_of(&t.id).unwrap_or(now);
-                let (status, completed) = match &t.archived {
-                    Some((status, at)) => (status.as_str(), Some(ms(*at))),
-                    None => ("active", None),
-                };
-                let next = match &t.archived {
-                    Some(_) => (status == "done").then(|| crate::engine::workflow::END.to_owned()),
-                    None => t.next.clone(),
-                };
-                insert.execute(params![
-                    t.id,
-                    t.workflow.to_string(),
-                    t.head.to_string(),
-                    status,
-                    t.parent,
-                    created,
-                    completed.unwrap_or(now),
-                    completed,
-                    t.steps.map(ms),
-                    next,
-                ])?;
-            }
-        }
+        insert_rows(&tx, threads, Some(now), false)?;
         tx.commit()?;
         Ok(Ok(()))
     })
+}
+
+/// Inserts `threads` in `tx`. A row's last change is its end for an archived thread, else `now`
+/// (or, with none, its start); `replace` lets a later row of the same id win.
+fn insert_rows(
+    tx: &rusqlite::Transaction<'_>,
+    threads: &[Bulk],
+    now: Option<i64>,
+    replace: bool,
+) -> rusqlite::Result<()> {
+    let mut insert = tx.prepare_cached(&format!(
+        "insert {} into threads ({COLUMNS}) \
+         values (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, null, null)",
+        if replace { "or replace" } else { "" }
+    ))?;
+    for t in threads {
+        let (status, completed) = match &t.archived {
+            Some((status, at)) => (status.as_str(), Some(ms(*at))),
+            None => ("active", None),
+        };
+        let created = created_of(&t.id).unwrap_or(completed.or(now).unwrap_or(0));
+        let next = match &t.archived {
+            Some(_) => (status == "done").then(|| crate::engine::workflow::END.to_owned()),
+            None => t.next.clone(),
+        };
+        insert.execute(params![
+            t.id,
+            t.workflow.to_string(),
+            t.head.to_string(),
+            status,
+            t.parent,
+            created,
+            completed.or(now).unwrap_or(created),
+            completed,
+            t.steps.map(ms),
+            next,
+        ])?;
+    }
+    Ok(())
 }
 
 /// The files whose stamps change with every committed change (the mount watches them).

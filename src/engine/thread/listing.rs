@@ -8,7 +8,6 @@
 //! summarised the slow way, from their nodes, exactly as `thread show` does.
 
 use std::collections::HashMap;
-use std::path::Path;
 
 use crate::cas::{Hash, Store};
 use crate::engine::index_db;
@@ -111,9 +110,18 @@ pub fn list(
     mut each: impl FnMut(Listed) -> bool,
 ) -> Result<u64, ThreadError> {
     let root = store.root();
+    let backend = storage::pg(root).map_err(crate::engine::index_files::IndexError::from)?;
     let mut names = Names::default();
     let workflows = match &query.workflow {
-        Some(name) => Some(names.hashes_named(store, name, &workflow_versions(root)?)),
+        Some(name) => {
+            let versions = match &backend {
+                Some(pg) => pg
+                    .thread_workflows()
+                    .map_err(crate::engine::index_files::IndexError::from)?,
+                None => index_db::workflows(root)?,
+            };
+            Some(names.hashes_named(store, name, &versions))
+        }
         None => None,
     };
     let all = query.all || matches!(query.status.as_deref(), Some("done" | "killed"));
@@ -122,9 +130,7 @@ pub fn list(
     let mut failure = None;
     // What rows did not know and was worked out from the nodes, kept for the next listing.
     let mut learned = Vec::new();
-    let pg = storage::pg(root)
-        .map_err(crate::engine::index_files::IndexError::from)?
-        .is_some();
+    let pg = backend.is_some();
     let mut take = |row: IndexRow| -> bool {
         let slow = row.steps.is_none() || (row.status == "active" && row.next.is_none());
         let (id, head) = (row.id.clone(), row.head);
@@ -156,7 +162,7 @@ pub fn list(
             }
         }
     };
-    if let Some(pg) = storage::pg(root).map_err(crate::engine::index_files::IndexError::from)? {
+    if let Some(pg) = &backend {
         let mut before = query.before.clone();
         loop {
             let page = pg
@@ -202,16 +208,6 @@ const LEARNED_BATCH: usize = 500;
 
 /// Rows per PostgreSQL page.
 const PG_PAGE: usize = 2000;
-
-/// Every workflow version threads were started on.
-fn workflow_versions(root: &Path) -> Result<Vec<Hash>, ThreadError> {
-    if let Some(pg) = storage::pg(root).map_err(crate::engine::index_files::IndexError::from)? {
-        return Ok(pg
-            .thread_workflows()
-            .map_err(crate::engine::index_files::IndexError::from)?);
-    }
-    Ok(index_db::workflows(root)?)
-}
 
 /// Workflow names by version, read once each.
 #[derive(Default)]
