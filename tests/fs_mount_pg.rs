@@ -416,3 +416,166 @@ fn a_step_through_one_mount_and_one_through_the_other_root_exclude_each_other() 
     assert_eq!(steps(&a, &id), 3, "exactly one new step");
     assert_eq!(steps(&b, &id), 3);
 }
+
+/// One role, then the end: a thread of it takes one step.
+const ONE: &str = "name: one\nroles:\n  writer:\n    goal: write\n    meta:\n      type: object\n      \
+properties: { text: { type: string } }\n      required: [text]\n\
+graph:\n  $START: [ { role: writer, condition: null } ]\n  writer: [ { role: $END, condition: null } ]\n";
+
+/// An agent that prints `tick N <ms since the epoch>` every 200 ms, ten times, then writes its
+/// step with the dry agent.
+fn chatty_agent(machine: &Machine) -> PathBuf {
+    common::script(
+        &machine.env,
+        "chatty.sh",
+        &format!(
+            "for i in 1 2 3 4 5 6 7 8 9 10; do echo \"tick $i $(date +%s%3N)\" >&2; sleep 0.2; done\n\
+             exec '{UWF}' agent dry \"$1\" \"$2\""
+        ),
+    )
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis() as u64
+}
+
+/// SPEC §15, the acceptance of "see every machine's work": a worker on machine A runs a chatty
+/// agent; on machine B `uwf thread live` prints each line within a second of the agent printing
+/// it, `tail -f` of the mount's log shows it, `thread log` equals A's log file byte for byte,
+/// and the mount's `events` and `status` are A's; a fork made on A shows in B's `origin` and
+/// `forks/`.
+#[test]
+fn a_worker_on_one_machine_is_watched_live_from_the_other() {
+    let name = "a_worker_on_one_machine_is_watched_live_from_the_other";
+    let Some((a, b)) = two_machines(name, 0) else {
+        return;
+    };
+    let one = a.root().join("one.yaml");
+    std::fs::write(&one, ONE).expect("one.yaml");
+    a.ok(&["workflow", "put", one.to_str().expect("utf-8")]);
+    let agent = chatty_agent(&a);
+    let id = a.ok(&["thread", "start", "one", "-p", "tick tock", "--queue", "-q"]);
+    let id = id.trim().to_owned();
+    let mount = Mounted::start(&b, name);
+
+    // B watches before A's worker starts.
+    let mut live = b.spawn(&["thread", "live", &id]);
+    let live_out = live.stdout.take().expect("stdout");
+    let reader = std::thread::spawn(move || {
+        use std::io::BufRead;
+        let mut lines = Vec::new();
+        for line in std::io::BufReader::new(live_out).lines() {
+            let Ok(line) = line else { break };
+            lines.push((now_ms(), line));
+        }
+        lines
+    });
+    let tail = Command::new("timeout")
+        .args(["-s", "KILL", "20", "sh", "-c"])
+        .arg(format!(
+            "tail -n +1 -f threads/{id}/log | grep -m1 'tick 10'"
+        ))
+        .current_dir(&mount.dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("tail -f");
+
+    let worker = a.spawn(&[
+        "worker",
+        "--until-idle",
+        "--agent",
+        agent.to_str().expect("utf-8"),
+    ]);
+    let worker = worker.wait_with_output().expect("worker");
+    common::assert_succeeded("uwf worker", &worker);
+
+    let started = Instant::now();
+    while live.try_wait().expect("live").is_none() {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "`thread live` on B did not end with the thread"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let lines = reader.join().expect("reader");
+    let ticks: Vec<(u64, u64)> = lines
+        .iter()
+        .filter_map(|(seen, line)| {
+            let rest = line.strip_prefix("tick ")?;
+            let printed: u64 = rest.split(' ').nth(1)?.parse().ok()?;
+            Some((*seen, printed))
+        })
+        .collect();
+    assert_eq!(ticks.len(), 10, "B's `thread live` printed: {lines:#?}");
+    for (i, (seen, printed)) in ticks.iter().enumerate() {
+        let late = seen.saturating_sub(*printed);
+        assert!(
+            late <= 1000,
+            "tick {} reached B's `thread live` {late} ms after the agent printed it",
+            i + 1
+        );
+    }
+    eprintln!(
+        "B saw the ticks {:?} ms after A's agent printed them",
+        ticks
+            .iter()
+            .map(|(s, p)| s.saturating_sub(*p))
+            .collect::<Vec<_>>()
+    );
+    assert!(
+        lines.iter().any(|(_, l)| l.contains("is done")),
+        "{lines:#?}"
+    );
+
+    let tail = tail.wait_with_output().expect("tail");
+    let tail_text = String::from_utf8_lossy(&tail.stdout);
+    assert!(
+        tail_text.contains("tick 10"),
+        "`tail -f threads/{id}/log` on B's mount showed: {tail_text}"
+    );
+
+    // The log on B is A's log, byte for byte; the mount shows the same.
+    let a_log = std::fs::read(a.root().join("runs").join(format!("{id}.log"))).expect("A's log");
+    let b_log = b.run(&["thread", "log", &id]);
+    assert!(b_log.status.success(), "{b_log:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&b_log.stdout),
+        String::from_utf8_lossy(&a_log)
+    );
+    let mounted_log = mount.ok(&format!("cat threads/{id}/log"));
+    assert_eq!(mounted_log, String::from_utf8_lossy(&a_log));
+    let events = mount.ok(&format!("cat threads/{id}/events"));
+    let kinds: Vec<String> = events
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).expect("event JSON");
+            v["event"].as_str().expect("event").to_owned()
+        })
+        .collect();
+    assert!(
+        kinds.starts_with(&["started".to_owned(), "finished".to_owned()]),
+        "{events}"
+    );
+    let status = mount.ok(&format!("cat threads/{id}/status"));
+    assert!(status.starts_with("done"), "{status}");
+
+    // A fork made on A: its origin and the source's forks/ on B.
+    let fork = a.ok(&["thread", "fork", &format!("{id}:1"), "-q"]);
+    let fork = fork.trim().to_owned();
+    let (origin, took) = mount.until(
+        &format!("readlink threads/{fork}/origin 2>/dev/null; true"),
+        Duration::from_secs(5),
+        |out| out.contains(&id),
+    );
+    assert!(took.is_some(), "B's origin of fork {fork}: {origin:?}");
+    let (forks, took) = mount.until(
+        &format!("ls threads/{id}/forks"),
+        Duration::from_secs(5),
+        |out| out.contains(&fork),
+    );
+    assert!(took.is_some(), "B's forks/ of {id}: {forks:?}");
+}

@@ -2,10 +2,12 @@
 //!
 //! Follows the thread log (`runs/<id>.log`, see `engine::thread::log`) from the running step's
 //! header, printing agent output as it arrives, and one line per step as its head is published,
-//! until the thread is done, killed, failed or waiting for a person. It only reads files, so it
-//! works whoever steps the thread: `uwf thread step/run`, the mount, a worker.
+//! until the thread is done, killed, failed or waiting for a person. It only reads, so it works
+//! whoever steps the thread: `uwf thread step/run`, the mount, a worker. Over PostgreSQL it
+//! reads the log from the database and wakes on notifications, so it follows steps that any
+//! machine runs.
 
-use std::io::{IsTerminal, Read, Seek, SeekFrom, Write};
+use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -14,13 +16,16 @@ use clap::Args;
 use super::Out;
 use crate::cas::{Hash, Store};
 use crate::cli::error::CliResult;
+use crate::engine::storage::notify::ThreadWaker;
 use crate::engine::thread::index::{self, State};
 use crate::engine::thread::lifecycle;
 use crate::engine::thread::log;
 use crate::engine::thread::run_files::RunFiles;
 use crate::engine::thread::view::ThreadView;
+use crate::pg::RunFileKind;
 
-/// How often the log and the thread's state are looked at.
+/// How often the log and the thread's state are looked at in a directory store (over
+/// PostgreSQL, a notification wakes the reader).
 const POLL: Duration = Duration::from_millis(100);
 
 #[derive(Debug, Args)]
@@ -42,21 +47,22 @@ pub fn run(args: LiveArgs, root: &Path, out: &mut Out) -> CliResult {
     let store = crate::engine::storage::open_store(root)?;
     let id = lifecycle::resolve_id(root, &args.thread)?;
     let files = RunFiles::new(root, &id);
-    let log_path = log::path(root, &id);
+    let mut waker = ThreadWaker::new(root, &id, POLL);
+    let mut log = LogReader::default();
     let progress = std::io::stderr().is_terminal();
     let mut running = files.is_running();
     // From the running step's header, or from the end: what is already there is history
     // (`uwf thread log` prints it).
-    let mut offset = if running {
-        last_header(&log_path)
+    log.offset = if running {
+        last_header(&files)
     } else {
-        file_len(&log_path)
+        files.text_stat(RunFileKind::Log).0
     };
     let (mut head, mut steps) = position(&store, &id)?;
     let mut shown_progress = false;
     let mut quiet_since = Instant::now();
     loop {
-        let copied = copy_new(&log_path, &mut offset, out)?;
+        let copied = log.copy_new(&files, out)?;
         if copied > 0 {
             if shown_progress {
                 eprint!("\r\x1b[K");
@@ -68,7 +74,7 @@ pub fn run(args: LiveArgs, root: &Path, out: &mut Out) -> CliResult {
         let now_running = files.is_running();
         let (new_head, new_steps) = position(&store, &id)?;
         if new_head != head {
-            copy_new(&log_path, &mut offset, out)?;
+            log.copy_new(&files, out)?;
             print_steps(&store, &id, new_head, steps, out)?;
             out.flush()?;
             let stepped = new_steps > steps;
@@ -79,7 +85,7 @@ pub fn run(args: LiveArgs, root: &Path, out: &mut Out) -> CliResult {
             }
         }
         if !now_running {
-            copy_new(&log_path, &mut offset, out)?;
+            log.copy_new(&files, out)?;
             let summary = lifecycle::summary(&store, &id)?;
             let end = match summary.status.as_str() {
                 "done" | "killed" => Some(format!("thread {id} is {}", summary.status)),
@@ -109,7 +115,7 @@ pub fn run(args: LiveArgs, root: &Path, out: &mut Out) -> CliResult {
         if progress
             && running
             && quiet_since.elapsed() > Duration::from_secs(1)
-            && let Some(info) = files.run_info()
+            && let Some(info) = files.running_info()
         {
             let secs = crate::cas::store::now_ms().saturating_sub(info.started_at) / 1000;
             eprint!(
@@ -121,7 +127,7 @@ pub fn run(args: LiveArgs, root: &Path, out: &mut Out) -> CliResult {
             let _ = std::io::stderr().flush();
             shown_progress = true;
         }
-        std::thread::sleep(POLL);
+        waker.wait();
     }
 }
 
@@ -154,13 +160,9 @@ fn print_steps(store: &Store, id: &str, head: Hash, from: usize, out: &mut Out) 
     Ok(())
 }
 
-fn file_len(path: &Path) -> u64 {
-    std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
-}
-
 /// The offset of the last step header in the log (0 when there is none).
-fn last_header(path: &Path) -> u64 {
-    let Ok(bytes) = std::fs::read(path) else {
+fn last_header(files: &RunFiles) -> u64 {
+    let Ok(bytes) = files.read_text_all(RunFileKind::Log) else {
         return 0;
     };
     let needle = format!("\n{}", log::HEADER_PREFIX);
@@ -173,23 +175,33 @@ fn last_header(path: &Path) -> u64 {
     }
 }
 
-/// Copies what the log gained since `offset` to `out`; returns how many bytes.
-fn copy_new(path: &Path, offset: &mut u64, out: &mut Out) -> CliResult<u64> {
-    let Ok(mut file) = std::fs::File::open(path) else {
-        return Ok(0);
-    };
-    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-    if len < *offset {
-        // Only an archived and removed log shrinks; start over.
-        *offset = 0;
+/// Where the reader is in the log, and the start of a character cut at the last read's end.
+#[derive(Debug, Default)]
+struct LogReader {
+    offset: u64,
+    partial: Vec<u8>,
+}
+
+impl LogReader {
+    /// Copies what the log gained since the last read to `out`; returns how many bytes.
+    fn copy_new(&mut self, files: &RunFiles, out: &mut Out) -> CliResult<u64> {
+        let mut copied = 0;
+        loop {
+            let chunk = files.read_text(RunFileKind::Log, self.offset, 1 << 20)?;
+            if chunk.is_empty() {
+                return Ok(copied);
+            }
+            self.offset += chunk.len() as u64;
+            copied += chunk.len() as u64;
+            let mut bytes = std::mem::take(&mut self.partial);
+            bytes.extend_from_slice(&chunk);
+            // A character cut by the read's end waits for its other bytes.
+            let keep = match std::str::from_utf8(&bytes) {
+                Err(e) if e.error_len().is_none() => bytes.len() - e.valid_up_to(),
+                _ => 0,
+            };
+            self.partial = bytes.split_off(bytes.len() - keep);
+            out.text(&String::from_utf8_lossy(&bytes))?;
+        }
     }
-    if len == *offset {
-        return Ok(0);
-    }
-    file.seek(SeekFrom::Start(*offset))?;
-    let mut buf = Vec::new();
-    file.take(len - *offset).read_to_end(&mut buf)?;
-    *offset += buf.len() as u64;
-    out.text(&String::from_utf8_lossy(&buf))?;
-    Ok(buf.len() as u64)
 }

@@ -146,6 +146,9 @@ pub fn main() -> ExitCode {
     crate::profile::mark("parsed the command line");
     let mut out = Out::stdout(cli.json, cli.quiet);
     let result = run(cli, &mut out).and_then(|()| Ok(out.flush()?));
+    // Over PostgreSQL, what this process queued for the database (an event of a kill, a
+    // failure recorded outside a step) is sent before it exits.
+    crate::engine::storage::run_sink::flush_all(crate::engine::thread::run_files::SINK_FLUSH);
     crate::profile::mark("done");
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -25,6 +25,7 @@ use crate::advice::{Advice, with_hints};
 use crate::cas::{Hash, Store};
 use crate::engine::agent::human::{self, HumanError};
 use crate::engine::config;
+use crate::engine::storage::notify::ThreadWaker;
 use crate::engine::thread::index::ThreadIndexError;
 use crate::engine::thread::lifecycle::{self, ThreadError};
 use crate::engine::thread::run_files::RunFiles;
@@ -353,6 +354,9 @@ impl Actions {
         let files = self.files(id);
         let id = id.to_owned();
         move |interrupted| {
+            // Another process's step, over PostgreSQL maybe another machine's: woken by a
+            // notification when it ends (made before the first look, so none is missed).
+            let mut waker: Option<ThreadWaker> = None;
             while busy(&jobs, &files, &id) {
                 if interrupted() {
                     return Err(FsError::Interrupted);
@@ -363,7 +367,12 @@ impl Actions {
                     let _ = jobs.idle.wait_timeout(guard, WAIT_POLL);
                 } else {
                     drop(guard);
-                    std::thread::sleep(WAIT_POLL);
+                    match waker.as_mut() {
+                        Some(w) => w.wait(),
+                        None => {
+                            waker = Some(ThreadWaker::new(files.root(), &id, WAIT_POLL));
+                        }
+                    }
                 }
             }
             Ok(answer(&store, &files, &id))

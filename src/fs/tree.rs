@@ -74,7 +74,7 @@ mod workflows;
 mod tests;
 
 use state::{Ctl, CtlTarget, Handle, Open, State};
-use threads::read_at;
+use threads::{growing, read_at};
 
 /// How many directory entries one `readdir` call returns at most.
 const PAGE: usize = 1024;
@@ -337,7 +337,10 @@ impl Tree {
             }
             Key::Threads(ThreadKey::File(id, f @ (ThreadFile::Log | ThreadFile::Events))) => {
                 let caching = self.attr_of(st, ino, &key)?.caching;
-                (Open::Disk(self.growing(id, *f)), caching)
+                (
+                    Open::Growing(self.source.run_files(id), growing(*f)),
+                    caching,
+                )
             }
             k => {
                 let caching = self.attr_of(st, ino, k)?.caching;
@@ -364,16 +367,6 @@ impl Tree {
             caching,
             writable: write,
         })
-    }
-
-    /// The file under `runs/` behind a thread file that grows while steps run (`log`,
-    /// `events`), read where it lies at each offset.
-    fn growing(&self, id: &str, file: ThreadFile) -> std::path::PathBuf {
-        let files = self.source.run_files(id);
-        match file {
-            ThreadFile::Events => files.events(),
-            _ => files.log(),
-        }
     }
 
     /// The bytes to put into the kernel's page cache as `fh` (just opened) is answered: those
@@ -424,7 +417,10 @@ impl Tree {
             bytes[start..end].to_vec()
         };
         match st.handles.get(&fh).map(|h| h.open.clone()) {
-            Some(Open::Disk(path)) => return Ok(Reading::Data(read_at(&path, offset, size)?)),
+            Some(Open::Growing(files, kind)) => {
+                drop(st);
+                return Ok(Reading::Data(read_at(&files, kind, offset, size)?));
+            }
             Some(Open::Wait(id, answer)) => {
                 if let Some(bytes) = answer.get() {
                     return Ok(Reading::Data(slice(bytes)));
@@ -448,8 +444,9 @@ impl Tree {
                     f @ (ThreadFile::Log | ThreadFile::Events),
                 ))) = Self::key_of(&st, ino)
                 {
-                    let path = self.growing(&id, f);
-                    return Ok(Reading::Data(read_at(&path, offset, size)?));
+                    drop(st);
+                    let files = self.source.run_files(&id);
+                    return Ok(Reading::Data(read_at(&files, growing(f), offset, size)?));
                 }
             }
             _ => {}
@@ -465,7 +462,7 @@ impl Tree {
                     .as_slice(),
             ),
             Some(Open::Draft(n)) => self.yaml_text(&st, n)?.0,
-            Some(Open::Disk(_) | Open::Wait(..) | Open::Control(_)) => {
+            Some(Open::Growing(..) | Open::Wait(..) | Open::Control(_)) => {
                 return Err(FsError::BadHandle);
             }
             None => {

@@ -123,13 +123,17 @@ impl PgStore {
 
     /// Gives a lease up. Returns whether it was still held (false after a takeover).
     pub fn release(&self, lease: &Lease) -> Result<bool, PgError> {
-        let n = self.with_client("release lease", |c| {
-            c.execute(
-                "delete from leases where thread = $1 and holder = $2",
+        // Readers that watch the thread (`live`, `wait`) learn at once that its step ended.
+        let rows = self.with_client("release lease", |c| {
+            c.query(
+                "with gone as (
+                     delete from leases where thread = $1 and holder = $2 returning thread
+                 )
+                 select pg_notify('uwf_runs', thread)::text from gone",
                 &[&lease.thread, &lease.holder],
             )
         })?;
-        Ok(n == 1)
+        Ok(rows.len() == 1)
     }
 
     /// Claims one runnable thread — queued, active, of `workflow` if given, with no live lease —

@@ -3,7 +3,9 @@
 //! A [`Listener`] owns its own connection (a listening connection cannot run other queries
 //! between waits without risking missed notifications). The `threads` trigger sends the thread
 //! id on [`super::schema::CHANNEL`] for every start, head move, status or queue change and
-//! archive, so `wait`, `live` and the mount can block here instead of polling.
+//! archive, so `wait`, `live` and the mount can block here instead of polling. Appends to a
+//! thread's log or events, and the end of a step's lease, are sent on
+//! [`super::schema::RUNS_CHANNEL`].
 
 use std::time::Duration;
 
@@ -29,15 +31,20 @@ impl std::fmt::Debug for Listener {
 }
 
 impl Listener {
-    /// Connects and starts listening.
+    /// Connects and starts listening on the thread-change channel.
     pub fn open(config: &PgConfig) -> Result<Listener, PgError> {
+        Listener::open_on(config, &[CHANNEL])
+    }
+
+    /// Connects and starts listening on `channels` (e.g. [`CHANNEL`] and
+    /// [`super::schema::RUNS_CHANNEL`]).
+    pub fn open_on(config: &PgConfig, channels: &[&str]) -> Result<Listener, PgError> {
         let mut client = config.connect()?;
-        client
-            .batch_execute(&format!("listen {CHANNEL}"))
-            .map_err(|e| PgError::Query {
-                action: "listen",
-                reason: describe(&e),
-            })?;
+        let sql: String = channels.iter().map(|c| format!("listen {c};")).collect();
+        client.batch_execute(&sql).map_err(|e| PgError::Query {
+            action: "listen",
+            reason: describe(&e),
+        })?;
         Ok(Listener {
             client,
             target: config.target(),

@@ -14,7 +14,7 @@ use postgres::Client;
 use super::error::{PgError, describe};
 
 /// The schema version this binary writes and understands.
-pub const SCHEMA_VERSION: i32 = 3;
+pub const SCHEMA_VERSION: i32 = 4;
 
 /// The advisory lock key of migrations (`uwf` + `mig` in ASCII, any fixed number would do).
 const LOCK_KEY: i64 = 0x0075_7766_006d_6967;
@@ -22,6 +22,11 @@ const LOCK_KEY: i64 = 0x0075_7766_006d_6967;
 /// The channel on which head changes, archives and queue changes are notified (payload: the
 /// thread id).
 pub const CHANNEL: &str = "uwf_threads";
+
+/// The channel on which appends to a thread's log or event feed are notified (payload: the
+/// thread id). Apart from [`CHANNEL`], so that a chatty agent does not make every mount re-read
+/// the thread index.
+pub const RUNS_CHANNEL: &str = "uwf_runs";
 
 /// Migration `n` (1-based) brings the schema from version `n - 1` to `n`.
 const MIGRATIONS: &[&str] = &[
@@ -109,6 +114,45 @@ alter table threads add column next text;
 alter table history add column steps bigint;
 create index threads_by_workflow on threads (workflow, id);
 create index history_by_workflow on history (workflow, thread);
+"#,
+    // What a step leaves besides nodes, shared by every machine (SPEC §15): the thread log and
+    // event feed as byte ranges (`pos` is the byte offset of `bytes` in the file, so a file
+    // is the rows in `pos` order and has no gaps), the last outcome and the running step's
+    // record, and where forks and child threads come from.
+    r#"
+create table run_text (
+    thread text not null,
+    file   text not null check (file in ('log', 'events')),
+    pos    bigint not null,
+    at_ms  bigint not null,
+    bytes  bytea not null,
+    primary key (thread, file, pos)
+);
+
+create table run_state (
+    thread     text primary key,
+    last       text,
+    info       text,
+    updated_ms bigint not null
+);
+
+create table lineage (
+    thread text primary key,
+    kind   text not null check (kind in ('fork', 'child')),
+    source text,
+    step   text not null,
+    role   text,
+    at_ms  bigint not null
+);
+create index lineage_by_source on lineage (source, thread);
+
+create function uwf_notify_run() returns trigger language plpgsql as $$
+begin
+    perform pg_notify('uwf_runs', new.thread);
+    return null;
+end $$;
+create trigger run_text_notify after insert on run_text
+    for each row execute function uwf_notify_run();
 "#,
 ];
 

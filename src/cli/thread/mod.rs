@@ -488,17 +488,16 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
         }
         ThreadCommand::Log { thread } => {
             let id = lifecycle::resolve_id(root, &thread)?;
-            let path = crate::engine::thread::log::path(root, &id);
-            match std::fs::read(&path) {
-                Ok(bytes) => out.text(&String::from_utf8_lossy(&bytes))?,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    eprintln!("uwf: thread {id} has no log yet (no step has run an agent)");
-                }
-                Err(e) => {
-                    return Err(
-                        CommandError::from(e).context(format!("cannot read {}", path.display()))
-                    );
-                }
+            let files = crate::engine::thread::run_files::RunFiles::new(root, &id);
+            let bytes = files
+                .read_text_all(crate::pg::RunFileKind::Log)
+                .map_err(|e| {
+                    CommandError::from(e).context(format!("cannot read the log of thread {id}"))
+                })?;
+            if bytes.is_empty() {
+                eprintln!("uwf: thread {id} has no log yet (no step has run an agent)");
+            } else {
+                out.text(&String::from_utf8_lossy(&bytes))?;
             }
         }
         ThreadCommand::Publish { step } => {

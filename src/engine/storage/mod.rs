@@ -26,6 +26,8 @@ use crate::pg::{PgConfig, PgError, PgStore};
 use super::config::{self, ConfigError};
 
 pub mod lease;
+pub mod notify;
+pub mod run_sink;
 
 /// The variable naming a PostgreSQL store; it wins over `storage:` in `config.yaml`.
 pub const URL_VAR: &str = "UWF_STORAGE_URL";

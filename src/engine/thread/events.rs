@@ -8,6 +8,8 @@
 //! null when the thread was already at its end), `failed` (`step`, `role`, `error`), `killed`
 //! (`head`).
 //!
+//! Over PostgreSQL every line also goes to the database (SPEC §15), for every machine to read.
+//!
 //! Architecture Invariant: the feed only grows; each line is appended with one `write` on an
 //! `O_APPEND` descriptor, so concurrent writers never interleave inside a line. Writing it is
 //! best effort: a step never fails because its event could not be written.
@@ -32,6 +34,9 @@ pub fn append(files: &RunFiles, id: &str, kind: &str, fields: Value) {
     options.create(true).append(true);
     if let Ok(mut file) = crate::file_util::open_in_dir(&options, &path) {
         let _ = file.write_all(text.as_bytes());
+    }
+    if let Some(sink) = crate::engine::storage::run_sink::of(files.root()) {
+        sink.append(id, crate::pg::RunFileKind::Events, text.as_bytes());
     }
 }
 

@@ -7,6 +7,10 @@
 //! id per line, appended). They are informational: losing them loses the links shown by
 //! `thread show` and the mount, never a node.
 //!
+//! Over PostgreSQL the link is a row of the `lineage` table instead (SPEC §15), so a parent's
+//! children are found from any machine (a `kill` on one machine ends children started on
+//! another).
+//!
 //! Architecture Invariant: a child is linked before its first step runs, so `thread kill` of
 //! the parent always finds a running child.
 
@@ -40,6 +44,17 @@ fn children_file(root: &Path, parent: &str) -> PathBuf {
 
 /// Records that `child` was started by `link.thread`.
 pub fn link(root: &Path, child: &str, link: &ParentLink) -> Result<(), IndexError> {
+    if let Some(pg) = crate::engine::storage::pg(root)? {
+        pg.add_lineage(&crate::pg::LineageRow {
+            thread: child.to_owned(),
+            kind: "child".to_owned(),
+            source: Some(link.thread.clone()),
+            step: link.head.to_string(),
+            role: Some(link.role.clone()),
+            at_ms: crate::cas::store::now_ms(),
+        })?;
+        return Ok(());
+    }
     let dir = root.join("runs");
     let io = |path: &Path, source: std::io::Error| IndexError::Append {
         path: path.to_path_buf(),
@@ -61,12 +76,31 @@ pub fn link(root: &Path, child: &str, link: &ParentLink) -> Result<(), IndexErro
 
 /// The parent of thread `child`, if a sub-workflow started it.
 pub fn parent(root: &Path, child: &str) -> Option<ParentLink> {
+    if let Ok(Some(pg)) = crate::engine::storage::pg(root) {
+        let row = pg.lineage_of(child).ok()??;
+        return (row.kind == "child").then_some(ParentLink {
+            thread: row.source?,
+            head: row.step.parse().ok()?,
+            role: row.role.unwrap_or_default(),
+        });
+    }
+    parent_file_link(root, child)
+}
+
+/// The parent link in `runs/<child>.parent.json` under `root`, whatever the backend.
+pub fn parent_file_link(root: &Path, child: &str) -> Option<ParentLink> {
     let bytes = std::fs::read(parent_file(root, child)).ok()?;
     serde_json::from_slice(&bytes).ok()
 }
 
 /// The threads that sub-workflows of thread `parent` started, oldest first.
 pub fn children(root: &Path, parent: &str) -> Vec<String> {
+    if let Ok(Some(pg)) = crate::engine::storage::pg(root) {
+        return pg
+            .lineage_from(parent, "child")
+            .map(|rows| rows.into_iter().map(|r| r.thread).collect())
+            .unwrap_or_default();
+    }
     std::fs::read_to_string(children_file(root, parent))
         .map(|text| {
             text.lines()

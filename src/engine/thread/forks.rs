@@ -6,6 +6,9 @@
 //! when it is made. The mount shows these lines as `threads/<fork>/origin` and
 //! `threads/<id>/forks/`.
 //!
+//! Over PostgreSQL the record is a row of the `lineage` table instead (SPEC §15), read by every
+//! machine; the file is not written.
+//!
 //! Architecture Invariant: a fork's line is written before the fork enters the thread index, so
 //! whoever sees the thread can see where it came from; lines are only appended (one `write` on an
 //! `O_APPEND` descriptor each), never rewritten.
@@ -47,6 +50,17 @@ pub fn record(root: &Path, thread: &str, from: Option<&str>, step: Hash) -> Resu
         step,
         at: now_ms(),
     };
+    if let Some(pg) = crate::engine::storage::pg(root)? {
+        pg.add_lineage(&crate::pg::LineageRow {
+            thread: fork.thread,
+            kind: "fork".to_owned(),
+            source: fork.from,
+            step: fork.step.to_string(),
+            role: None,
+            at_ms: fork.at,
+        })?;
+        return Ok(());
+    }
     let mut line = serde_json::to_string(&fork).expect("a fork serializes");
     line.push('\n');
     let path = path(root);
@@ -64,6 +78,26 @@ pub fn record(root: &Path, thread: &str, from: Option<&str>, step: Hash) -> Resu
 
 /// Every fork, oldest first. Lines that do not parse (a torn last line) are skipped.
 pub fn read(root: &Path) -> Result<Vec<Fork>, IndexError> {
+    if let Some(pg) = crate::engine::storage::pg(root)? {
+        return Ok(pg
+            .lineage_all("fork")?
+            .into_iter()
+            .filter_map(|row| {
+                Some(Fork {
+                    step: row.step.parse().ok()?,
+                    thread: row.thread,
+                    from: row.source,
+                    at: row.at_ms,
+                })
+            })
+            .collect());
+    }
+    read_file(root)
+}
+
+/// Every fork recorded in `forks.jsonl` under `root`, whatever the backend (a store copy
+/// reads a directory store's file).
+pub fn read_file(root: &Path) -> Result<Vec<Fork>, IndexError> {
     let path = path(root);
     let text = match std::fs::read_to_string(&path) {
         Ok(text) => text,

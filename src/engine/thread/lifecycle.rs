@@ -367,7 +367,7 @@ impl Summary {
         files.reap_abandoned();
         if files.is_running() {
             self.status = "running".into();
-            self.running_role = files.run_info().and_then(|i| i.role);
+            self.running_role = files.running_info().and_then(|i| i.role);
         } else if let Some(question) = files.awaiting(self.head) {
             self.status = "awaiting".into();
             self.awaiting = Some(question.role);
@@ -383,7 +383,7 @@ impl Summary {
     pub fn status_line(&self, files: &RunFiles) -> String {
         match self.status.as_str() {
             "running" => {
-                let info = files.run_info();
+                let info = files.running_info();
                 let role = self.running_role.clone().unwrap_or_else(|| "?".into());
                 let pid = info
                     .and_then(|i| i.agent_pid.or(Some(i.pid)))

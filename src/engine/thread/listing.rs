@@ -275,7 +275,7 @@ fn summarise(store: &Store, names: &mut Names, row: IndexRow) -> Result<Listed, 
             let files = RunFiles::new(store.root(), &summary.id);
             let running = files.is_running();
             if running {
-                summary.running_role = files.run_info().and_then(|i| i.role);
+                summary.running_role = files.running_info().and_then(|i| i.role);
             }
             running
         }

@@ -5,6 +5,9 @@
 //! lives, so `tail -f` (and `uwf thread live`) follow a whole run without ever seeing a
 //! truncation.
 //!
+//! Over PostgreSQL the same bytes also go to the database through the store's run sink
+//! ([`crate::engine::storage::run_sink`]), so every machine reads the same log (SPEC §15).
+//!
 //! Architecture Invariant: one step adds at most [`HEAD`] + [`TAIL`] bytes of agent output plus
 //! a marker line, whatever the agent prints: the first [`HEAD`] bytes are written as they arrive,
 //! the last [`TAIL`] are kept in memory and written when the step ends, after a line saying how
@@ -17,6 +20,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
 use crate::cas::store::now_ms;
+use crate::engine::storage::run_sink::{self, RunSink};
+use crate::pg::RunFileKind;
 
 /// Agent output a step writes to the log as it arrives.
 pub const HEAD: usize = 512 << 10;
@@ -35,6 +40,8 @@ pub fn path(root: &Path, id: &str) -> PathBuf {
 #[derive(Debug)]
 pub struct StepLog {
     state: Mutex<State>,
+    /// The thread, and its store's run sink over PostgreSQL.
+    shared: Option<(String, std::sync::Arc<RunSink>)>,
 }
 
 #[derive(Debug)]
@@ -62,17 +69,26 @@ impl StepLog {
                 seen: 0,
                 tail: VecDeque::new(),
             }),
+            shared: run_sink::of(root).map(|sink| (id.to_owned(), sink)),
         };
         log.line(&header(index, role, agent, now_ms()));
         log
     }
 
+    /// Writes bytes to the log file and, over PostgreSQL, to the database.
+    fn emit(&self, file: &mut Option<File>, bytes: &[u8]) {
+        if let Some(f) = file.as_mut() {
+            let _ = f.write_all(bytes);
+        }
+        if let Some((id, sink)) = &self.shared {
+            sink.append(id, RunFileKind::Log, bytes);
+        }
+    }
+
     /// Appends a line of uwf's own (not agent output, not capped).
     pub fn line(&self, text: &str) {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(f) = state.file.as_mut() {
-            let _ = f.write_all(format!("{text}\n").as_bytes());
-        }
+        self.emit(&mut state.file, format!("{text}\n").as_bytes());
     }
 
     /// Appends agent output: written at once up to [`HEAD`] bytes per step, kept for the end
@@ -82,10 +98,8 @@ impl StepLog {
         let room = HEAD.saturating_sub(state.seen);
         let (now, later) = chunk.split_at(room.min(chunk.len()));
         state.seen += chunk.len();
-        if !now.is_empty()
-            && let Some(f) = state.file.as_mut()
-        {
-            let _ = f.write_all(now);
+        if !now.is_empty() {
+            self.emit(&mut state.file, now);
         }
         for &b in later {
             if state.tail.len() == TAIL {
@@ -100,22 +114,25 @@ impl StepLog {
     pub fn finish(&self) {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         let State { file, seen, tail } = &mut *state;
-        let Some(f) = file.as_mut() else { return };
+        let mut end = Vec::new();
         let cut = seen.saturating_sub(HEAD + tail.len());
         if cut > 0 {
-            let _ = writeln!(f, "\n[… {cut} bytes of agent output cut here …]");
+            end.extend_from_slice(
+                format!("\n[… {cut} bytes of agent output cut here …]\n").as_bytes(),
+            );
         }
-        let (a, b) = tail.as_slices();
-        let _ = f.write_all(a);
-        let _ = f.write_all(b);
+        end.extend(tail.iter());
         let ended_with_newline = match tail.back() {
             Some(&b) => b == b'\n',
             None => *seen == 0 || *seen <= HEAD,
         };
         if !ended_with_newline && *seen > 0 {
-            let _ = f.write_all(b"\n");
+            end.push(b'\n');
         }
         tail.clear();
+        if !end.is_empty() {
+            self.emit(file, &end);
+        }
     }
 }
 

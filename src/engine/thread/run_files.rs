@@ -24,7 +24,12 @@ use crate::file_util::{self, AtomicWrite};
 
 use crate::engine::index_files::IndexError;
 use crate::engine::storage::lease::{self, LeaseGuard, TakeError};
+use crate::engine::storage::run_sink::{self, RunSink};
 use crate::engine::thread::index::ThreadIndexError;
+use crate::pg::RunFileKind;
+
+/// How long the end of a step waits for its log and events to reach the database.
+pub const SINK_FLUSH: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The run files of one thread under `<root>/runs/`.
 #[derive(Debug, Clone)]
@@ -60,6 +65,21 @@ impl RunFiles {
             dir: root.join("runs"),
             id: id.to_owned(),
         }
+    }
+
+    /// The thread these files are of.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The storage root these files are under.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Over PostgreSQL, the store's run sink (the database copy of logs, events and state).
+    fn sink(&self) -> Option<std::sync::Arc<RunSink>> {
+        run_sink::of(&self.root)
     }
 
     fn path(&self, suffix: &str) -> PathBuf {
@@ -288,6 +308,22 @@ impl RunFiles {
         serde_json::from_slice(&bytes).ok()
     }
 
+    /// The record of the step running now, wherever it runs: this machine's run file while a
+    /// process here holds the step lock, else over PostgreSQL the record the running step's
+    /// machine shared.
+    pub fn running_info(&self) -> Option<RunInfo> {
+        if matches!(self.held(&self.lock_path()), Ok(true)) {
+            return self.run_info();
+        }
+        match crate::engine::storage::pg(&self.root) {
+            Ok(Some(pg)) => {
+                let (_, info) = pg.run_state(&self.id).ok()?;
+                serde_json::from_str(&info?).ok()
+            }
+            _ => self.run_info(),
+        }
+    }
+
     fn describe_holder(&self) -> String {
         match self.run_info() {
             Some(info) => {
@@ -315,15 +351,91 @@ impl RunFiles {
                 .without_fsync()
                 .replace(text.as_bytes());
         }
-        if let Ok(None) = crate::engine::storage::pg(&self.root) {
-            crate::engine::index_db::note_error(&self.root, &self.id, Some(message));
+        match self.sink() {
+            Some(sink) => {
+                let last = serde_json::json!({"ok": false, "error": message}).to_string();
+                sink.set_state(&self.id, Some(&last), None);
+            }
+            None => crate::engine::index_db::note_error(&self.root, &self.id, Some(message)),
         }
     }
 
-    /// The last recorded outcome, if any.
+    /// The last recorded outcome, if any: over PostgreSQL the one any machine shared last.
     pub fn last_outcome(&self) -> Option<serde_json::Value> {
+        if let Ok(Some(pg)) = crate::engine::storage::pg(&self.root) {
+            let (last, _) = pg.run_state(&self.id).ok()?;
+            return serde_json::from_str(&last?).ok();
+        }
         let bytes = std::fs::read(self.last()).ok()?;
         serde_json::from_slice(&bytes).ok()
+    }
+
+    /// Up to `max` bytes of the thread's log or event feed from `offset` on: over PostgreSQL
+    /// from the database (every machine's steps), else from the file under `runs/`.
+    pub fn read_text(
+        &self,
+        file: RunFileKind,
+        offset: u64,
+        max: usize,
+    ) -> std::io::Result<Vec<u8>> {
+        if let Ok(Some(pg)) = crate::engine::storage::pg(&self.root) {
+            return pg
+                .read_run_text(&self.id, file, offset, max)
+                .map_err(std::io::Error::other);
+        }
+        let path = self.text_path(file);
+        let mut f = match File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        use std::io::{Read, Seek, SeekFrom};
+        f.seek(SeekFrom::Start(offset))?;
+        let mut out = Vec::new();
+        f.take(max as u64).read_to_end(&mut out)?;
+        Ok(out)
+    }
+
+    /// The whole log or event feed (see [`RunFiles::read_text`]).
+    pub fn read_text_all(&self, file: RunFileKind) -> std::io::Result<Vec<u8>> {
+        self.read_text(file, 0, usize::MAX >> 1)
+    }
+
+    /// The size of the log or event feed and when it last grew (`0, None` before anything
+    /// was written to it).
+    pub fn text_stat(&self, file: RunFileKind) -> (u64, Option<std::time::SystemTime>) {
+        if let Ok(Some(pg)) = crate::engine::storage::pg(&self.root) {
+            return match pg.run_text_size(&self.id, file) {
+                Ok(Some((size, at))) => (
+                    size,
+                    Some(std::time::UNIX_EPOCH + std::time::Duration::from_millis(at)),
+                ),
+                _ => (0, None),
+            };
+        }
+        match std::fs::metadata(self.text_path(file)) {
+            Ok(m) => (m.len(), m.modified().ok()),
+            Err(_) => (0, None),
+        }
+    }
+
+    /// The text of the mount's `error` file: over PostgreSQL the thread's last failure as any
+    /// machine recorded it, else the `error` file here (which also keeps refused answers).
+    pub fn error_text(&self) -> Vec<u8> {
+        if let Ok(Some(pg)) = crate::engine::storage::pg(&self.root) {
+            return match pg.failure_of(&self.id) {
+                Ok(Some(e)) if !e.is_empty() => format!("{}\n", e.trim_end()).into_bytes(),
+                _ => Vec::new(),
+            };
+        }
+        std::fs::read(self.error()).unwrap_or_default()
+    }
+
+    fn text_path(&self, file: RunFileKind) -> PathBuf {
+        match file {
+            RunFileKind::Log => self.log(),
+            RunFileKind::Events => self.events(),
+        }
     }
 
     /// Writes `message` to the `error` file only, leaving the last outcome as it is (a refused
@@ -442,6 +554,10 @@ impl StepLock {
         let text = serde_json::to_vec(info).expect("run info serializes");
         self.replace(&self.files.run(), &text);
         self.recorded.set(true);
+        if let Some(sink) = self.files.sink() {
+            let json = String::from_utf8(text).expect("JSON is UTF-8");
+            sink.set_state(&self.files.id, None, Some(&json));
+        }
     }
 
     /// Records a failure (`error` file) and the last outcome; with `shared`, over PostgreSQL
@@ -453,6 +569,10 @@ impl StepLock {
         }
         if shared {
             self.files.share_outcome(Some(message));
+            if let Some(sink) = self.files.sink() {
+                let last = serde_json::json!({"ok": false, "error": message}).to_string();
+                sink.set_state(&self.files.id, Some(&last), None);
+            }
         }
     }
 
@@ -466,6 +586,9 @@ impl StepLock {
     pub fn record_success(&self, result: &serde_json::Value) {
         self.replace(&self.files.last(), format!("{result}\n").as_bytes());
         self.files.share_outcome(None);
+        if let Some(sink) = self.files.sink() {
+            sink.set_state(&self.files.id, Some(&result.to_string()), None);
+        }
     }
 
     /// Just locked: if the run record still names an agent, the previous holder died mid-step
@@ -502,9 +625,21 @@ impl Drop for StepLock {
     /// its exec closes them, `O_CLOEXEC` or not; closing ours in that window left the lock
     /// held by the child, and the thread's next step was refused as busy. `F_UNLCK` on any
     /// descriptor of the description frees it whoever else still has it open.
+    ///
+    /// Over PostgreSQL, what the step queued for the database (its log, events and state) is
+    /// sent before the lock and lease are let go, waiting at most [`SINK_FLUSH`]: whoever sees
+    /// the thread idle sees the step's whole log, and a one-shot process does not exit with it
+    /// unsent.
     fn drop(&mut self) {
+        let sink = self.files.sink();
         if self.recorded.get() {
             self.replace(&self.files.run(), b"{}");
+            if let Some(sink) = &sink {
+                sink.set_state(&self.files.id, None, Some("{}"));
+            }
+        }
+        if let Some(sink) = &sink {
+            sink.flush(SINK_FLUSH);
         }
         let unlock = whole_file(libc::F_UNLCK);
         let _ = nix::fcntl::fcntl(&self.file, nix::fcntl::FcntlArg::F_OFD_SETLK(&unlock));

@@ -6,7 +6,6 @@
 //! still leaves a usable state.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 use std::time::SystemTime;
 
@@ -72,8 +71,12 @@ pub(super) enum Open {
     Immutable(Key),
     Scratch(u64),
     Draft(Arc<str>),
-    /// A file under `runs/` read where it lies (a log grows while its step runs).
-    Disk(PathBuf),
+    /// A thread's log or event feed, read where it lies at each offset (it grows while steps
+    /// run): under `runs/`, or over PostgreSQL in the database.
+    Growing(
+        crate::engine::thread::run_files::RunFiles,
+        crate::pg::RunFileKind,
+    ),
     /// `wait` of a thread: the answer is fixed by the first read that finds no step running.
     Wait(Arc<str>, Arc<OnceLock<Arc<[u8]>>>),
     /// A write handle on a control file.

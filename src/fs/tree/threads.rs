@@ -11,7 +11,8 @@
 //! [`Tree::thread_child`] finds it, and [`Tree::thread_attr`]'s size is the length of
 //! [`Tree::thread_content`] (`wait` aside while a step runs: see [`WAIT_PLACEHOLDER`]).
 
-use std::io::{Read, Seek, SeekFrom};
+use crate::engine::thread::run_files::RunFiles;
+use crate::pg::RunFileKind;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -252,9 +253,13 @@ impl Tree {
                     ThreadFile::Status => text(format!("{}\n", self.status_line(id, &t)?)),
                     ThreadFile::Step | ThreadFile::Run | ThreadFile::Kill => Arc::from(Vec::new()),
                     ThreadFile::Wait => self.actions.answer(id),
-                    ThreadFile::Log => read_optional(&files.log())?,
-                    ThreadFile::Events => read_optional(&files.events())?,
-                    ThreadFile::Error => read_optional(&files.error())?,
+                    ThreadFile::Log | ThreadFile::Events => {
+                        let kind = growing(*f);
+                        Arc::from(files.read_text_all(kind).map_err(|e| {
+                            FsError::internal(format!("thread {id} {}: {e}", kind.as_str()))
+                        })?)
+                    }
+                    ThreadFile::Error => Arc::from(files.error_text()),
                     ThreadFile::Transcript => {
                         let status = self.status_line(id, &t)?;
                         self.source.transcript(id, &t, &status)?.bytes
@@ -397,16 +402,14 @@ impl Tree {
                         };
                         file(len, 0o444, time, caching)
                     }
-                    ThreadFile::Log => {
-                        let (size, time) = on_disk(&files.log());
-                        file(size, 0o444, time, live(&t, Caching::Volatile))
-                    }
-                    ThreadFile::Events => {
-                        let (size, time) = on_disk(&files.events());
+                    ThreadFile::Log | ThreadFile::Events => {
+                        let (size, time) = files.text_stat(growing(*f));
+                        let time = time.unwrap_or(head_time);
                         file(size, 0o444, time, live(&t, Caching::Volatile))
                     }
                     ThreadFile::Error => {
-                        let (size, time) = on_disk(&files.error());
+                        let (_, time) = on_disk(&files.error());
+                        let size = files.error_text().len() as u64;
                         file(size, 0o444, time, Caching::Stamped)
                     }
                     ThreadFile::Transcript => {
@@ -458,27 +461,23 @@ impl Tree {
 }
 
 /// A file under `runs/`, empty when it does not exist.
-fn read_optional(path: &Path) -> Result<Arc<[u8]>, FsError> {
-    match std::fs::read(path) {
-        Ok(bytes) => Ok(Arc::from(bytes)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Arc::from(Vec::new())),
-        Err(e) => Err(FsError::internal(format!("{}: {e}", path.display()))),
+/// The run file behind a thread file that grows while steps run (`log`, `events`).
+pub(super) fn growing(file: ThreadFile) -> RunFileKind {
+    match file {
+        ThreadFile::Events => RunFileKind::Events,
+        _ => RunFileKind::Log,
     }
 }
 
-/// Reads `size` bytes at `offset` of a file under `runs/` (empty when it does not exist): a
-/// thread's `log`, read where it lies because it grows while its step runs.
-pub(super) fn read_at(path: &Path, offset: u64, size: u32) -> Result<Vec<u8>, FsError> {
-    let io = |e: std::io::Error| FsError::internal(format!("{}: {e}", path.display()));
-    let mut file = match std::fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(io(e)),
-    };
-    file.seek(SeekFrom::Start(offset)).map_err(io)?;
-    let mut out = Vec::new();
-    file.take(u64::from(size))
-        .read_to_end(&mut out)
-        .map_err(io)?;
-    Ok(out)
+/// Reads `size` bytes at `offset` of a thread's log or event feed (empty when there is none),
+/// read where it lies because it grows while its step runs.
+pub(super) fn read_at(
+    files: &RunFiles,
+    file: RunFileKind,
+    offset: u64,
+    size: u32,
+) -> Result<Vec<u8>, FsError> {
+    files
+        .read_text(file, offset, size as usize)
+        .map_err(|e| FsError::internal(format!("thread {} {}: {e}", files.id(), file.as_str())))
 }

@@ -123,7 +123,7 @@ pub(super) struct Threads {
     /// The index over PostgreSQL (see `views/watch.rs`).
     pg_index: Mutex<Option<PgRead<Index>>>,
     /// Bumped by every change made through the mount (see [`Source::index_changed`]).
-    generation: Arc<AtomicU64>,
+    pub(super) generation: Arc<AtomicU64>,
     chains: Mutex<Bounded<Hash, Arc<Chain>>>,
     summaries: Mutex<Bounded<SummaryKey, Summary>>,
     /// Thread → its workflow (never changes; bounded by the number of threads).
