@@ -40,7 +40,11 @@ impl Listener {
     /// [`super::schema::RUNS_CHANNEL`]).
     pub fn open_on(config: &PgConfig, channels: &[&str]) -> Result<Listener, PgError> {
         let mut client = config.connect()?;
-        let sql: String = channels.iter().map(|c| format!("listen {c};")).collect();
+        let sql = channels
+            .iter()
+            .map(|c| format!("listen {c}"))
+            .collect::<Vec<_>>()
+            .join("; ");
         client.batch_execute(&sql).map_err(|e| PgError::Query {
             action: "listen",
             reason: describe(&e),

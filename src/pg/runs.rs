@@ -209,15 +209,21 @@ impl PgStore {
         Ok(out)
     }
 
-    /// The last step attempt's outcome and the running step's record of a thread, as JSON.
-    pub fn run_state(&self, thread: &str) -> Result<(Option<String>, Option<String>), PgError> {
+    /// The last step attempt's outcome and the running step's record of a thread, as JSON,
+    /// and when either last changed (ms; 0 when never).
+    pub fn run_state(
+        &self,
+        thread: &str,
+    ) -> Result<(Option<String>, Option<String>, u64), PgError> {
         let row = self.with_client("read run state", |c| {
             c.query_opt(
-                "select last, info from run_state where thread = $1",
+                "select last, info, updated_ms from run_state where thread = $1",
                 &[&thread],
             )
         })?;
-        Ok(row.map_or((None, None), |r| (r.get(0), r.get(1))))
+        Ok(row.map_or((None, None, 0), |r| {
+            (r.get(0), r.get(1), r.get::<_, i64>(2) as u64)
+        }))
     }
 
     /// Records where a thread comes from (once: a second record of the same thread is kept

@@ -317,7 +317,7 @@ impl RunFiles {
         }
         match crate::engine::storage::pg(&self.root) {
             Ok(Some(pg)) => {
-                let (_, info) = pg.run_state(&self.id).ok()?;
+                let (_, info, _) = pg.run_state(&self.id).ok()?;
                 serde_json::from_str(&info?).ok()
             }
             _ => self.run_info(),
@@ -363,7 +363,7 @@ impl RunFiles {
     /// The last recorded outcome, if any: over PostgreSQL the one any machine shared last.
     pub fn last_outcome(&self) -> Option<serde_json::Value> {
         if let Ok(Some(pg)) = crate::engine::storage::pg(&self.root) {
-            let (last, _) = pg.run_state(&self.id).ok()?;
+            let (last, _, _) = pg.run_state(&self.id).ok()?;
             return serde_json::from_str(&last?).ok();
         }
         let bytes = std::fs::read(self.last()).ok()?;
@@ -419,16 +419,28 @@ impl RunFiles {
         }
     }
 
-    /// The text of the mount's `error` file: over PostgreSQL the thread's last failure as any
-    /// machine recorded it, else the `error` file here (which also keeps refused answers).
+    /// The text of the mount's `error` file: the `error` file here (which also keeps what
+    /// this machine refused, e.g. a step while another runs); over PostgreSQL the thread's last
+    /// failure as any machine recorded it instead, when a step ran anywhere since this
+    /// machine's file was written.
     pub fn error_text(&self) -> Vec<u8> {
-        if let Ok(Some(pg)) = crate::engine::storage::pg(&self.root) {
-            return match pg.failure_of(&self.id) {
-                Ok(Some(e)) if !e.is_empty() => format!("{}\n", e.trim_end()).into_bytes(),
-                _ => Vec::new(),
-            };
+        let local = || std::fs::read(self.error()).unwrap_or_default();
+        let Ok(Some(pg)) = crate::engine::storage::pg(&self.root) else {
+            return local();
+        };
+        let written = std::fs::metadata(self.error())
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| d.as_millis() as u64);
+        let shared_at = pg.run_state(&self.id).map(|(_, _, at)| at).unwrap_or(0);
+        if written.is_some_and(|w| w >= shared_at) {
+            return local();
         }
-        std::fs::read(self.error()).unwrap_or_default()
+        match pg.failure_of(&self.id) {
+            Ok(Some(e)) if !e.is_empty() => format!("{}\n", e.trim_end()).into_bytes(),
+            _ => Vec::new(),
+        }
     }
 
     fn text_path(&self, file: RunFileKind) -> PathBuf {
