@@ -522,3 +522,44 @@ fn help_has_examples_for_every_cas_command() {
         );
     }
 }
+
+/// Retention (SPEC §15): `cas gc` removes the logs and event feeds of threads archived longer
+/// ago than `--keep-logs`, and keeps those of younger and living threads.
+#[test]
+fn gc_removes_the_logs_of_threads_archived_long_ago() {
+    let env = Env::new();
+    let example =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/solve-issue.yaml");
+    env.ok(&["workflow", "put", example.to_str().unwrap()]);
+    let done = env.ok(&["thread", "start", "solve-issue", "-p", "finished", "-q"]);
+    env.ok(&[
+        "thread",
+        "run",
+        &done,
+        "--agent",
+        "dry",
+        "--max-steps",
+        "500",
+    ]);
+    let living = env.ok(&["thread", "start", "solve-issue", "-p", "living", "-q"]);
+    env.ok(&["thread", "step", &living, "--agent", "dry"]);
+    let log = |id: &str| env.root().join("runs").join(format!("{id}.log"));
+    assert!(log(&done).exists() && log(&living).exists());
+
+    let kept = env.ok(&["cas", "gc"]);
+    assert!(!kept.contains("logs of"), "{kept}");
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let dry = env.ok(&["cas", "gc", "--keep-logs", "0s", "--dry-run"]);
+    assert!(dry.contains("would remove the logs of 1 thread "), "{dry}");
+    assert!(log(&done).exists());
+    let out = env.ok(&["cas", "gc", "--keep-logs", "0s"]);
+    assert!(
+        out.contains("removed the logs of 1 thread archived more than 0 seconds ago"),
+        "{out}"
+    );
+    assert!(!log(&done).exists());
+    assert!(log(&living).exists());
+    // The thread itself is untouched.
+    let shown = env.ok(&["thread", "show", &done]);
+    assert!(shown.contains("\"done\""), "{shown}");
+}

@@ -622,3 +622,141 @@ fn a_server_restart_mid_operation_is_a_clear_error_then_reconnects() {
     server.start().expect("start");
     assert_eq!(store.head("R1").expect("reconnected"), a);
 }
+
+/// Run text (SPEC §15): appends land at the end of their file whatever the batch, a read at any
+/// offset returns exactly the bytes there, writers racing on one file lose nothing (the loser
+/// sends again), every append notifies the runs channel, and pruning removes only the run text
+/// of threads archived before the cut.
+#[test]
+fn run_text_appends_race_free_and_reads_at_any_offset() {
+    use uwf::pg::{RunAppend, RunFileKind, RunStateChange};
+    let Some((_server, url, store)) = fresh("run_text_appends_race_free_and_reads_at_any_offset")
+    else {
+        return;
+    };
+    let config = PgConfig::parse(&url).expect("url");
+    let mut listener = Listener::open_on(&config, &[uwf::pg::RUNS_CHANNEL]).expect("listen");
+    let append = |thread: &str, file, text: &str| RunAppend {
+        thread: thread.to_owned(),
+        file,
+        at_ms: 1,
+        bytes: text.as_bytes().to_vec(),
+    };
+    let not_made = store
+        .write_runs(
+            &[
+                append("T", RunFileKind::Log, "hello "),
+                append("T", RunFileKind::Events, "{\"event\":\"started\"}\n"),
+            ],
+            &[RunStateChange {
+                thread: "T".into(),
+                last: None,
+                info: Some("{\"pid\":7,\"startedAt\":1}".into()),
+            }],
+        )
+        .expect("write");
+    assert!(not_made.is_empty());
+    store
+        .write_runs(&[append("T", RunFileKind::Log, "world\n")], &[])
+        .expect("write");
+    assert_eq!(
+        listener.wait(Duration::from_secs(5)).expect("notified"),
+        Some("T".to_owned())
+    );
+    let whole = b"hello world\n";
+    assert_eq!(
+        store
+            .run_text_size("T", RunFileKind::Log)
+            .expect("size")
+            .map(|s| s.0),
+        Some(whole.len() as u64)
+    );
+    for offset in 0..=whole.len() {
+        for max in [1, 3, 100] {
+            let got = store
+                .read_run_text("T", RunFileKind::Log, offset as u64, max)
+                .expect("read");
+            let end = (offset + max).min(whole.len());
+            assert_eq!(got, &whole[offset..end], "offset {offset} max {max}");
+        }
+    }
+    assert_eq!(
+        store.run_text_size("U", RunFileKind::Log).expect("size"),
+        None
+    );
+    let (last, info, at) = store.run_state("T").expect("state");
+    assert_eq!(last, None);
+    assert!(info.expect("info").contains("\"pid\":7"));
+    assert!(at > 0);
+
+    // Four writers append 50 numbered lines each to one file: every line exactly once, whole.
+    let writers: Vec<_> = (0..4)
+        .map(|w| {
+            let url = url.clone();
+            std::thread::spawn(move || {
+                let store = open(&url);
+                for i in 0..50 {
+                    let mut pending = vec![RunAppend {
+                        thread: "R".into(),
+                        file: RunFileKind::Events,
+                        at_ms: 1,
+                        bytes: format!("w{w} line {i}\n").into_bytes(),
+                    }];
+                    while !pending.is_empty() {
+                        let again = store.write_runs(&pending, &[]).expect("write");
+                        pending = again.into_iter().map(|j| pending[j].clone()).collect();
+                    }
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().expect("writer");
+    }
+    let text = String::from_utf8(
+        store
+            .read_run_text("R", RunFileKind::Events, 0, 1 << 20)
+            .expect("read"),
+    )
+    .expect("utf-8");
+    let mut lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 200, "{text}");
+    lines.sort();
+    lines.dedup();
+    assert_eq!(lines.len(), 200);
+
+    // Pruning: only threads archived before the cut lose their run text.
+    let head = text_node(&store, "start");
+    store.add_thread(&thread("T", head)).expect("thread T");
+    store.add_thread(&thread("R", head)).expect("thread R");
+    store.archive("T", "done").expect("archive");
+    let (threads, bytes) = store.prune_runs(0, false).expect("prune nothing");
+    assert_eq!((threads, bytes), (0, 0));
+    let later = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+        + 1000;
+    let counted = store.prune_runs(later, true).expect("count");
+    assert!(
+        store
+            .run_text_size("T", RunFileKind::Log)
+            .expect("size")
+            .is_some()
+    );
+    let (threads, bytes) = store.prune_runs(later, false).expect("prune");
+    assert_eq!((threads, bytes), counted);
+    assert_eq!(threads, 1);
+    assert!(bytes > 0);
+    assert_eq!(
+        store.run_text_size("T", RunFileKind::Log).expect("size"),
+        None
+    );
+    assert_eq!(store.run_state("T").expect("state").2, 0);
+    assert!(
+        store
+            .run_text_size("R", RunFileKind::Events)
+            .expect("size")
+            .is_some()
+    );
+}

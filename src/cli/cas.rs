@@ -12,6 +12,7 @@ use crate::cas::{Hash, Store, StoreError, builtin, fsck};
 use crate::cli::error::{CliResult, CommandError, Context, bail, user_error};
 use crate::engine::fsck as engine_fsck;
 use crate::engine::input::{self, Source};
+use crate::engine::thread::retention;
 use crate::engine::{index_files, pg_maintenance, storage};
 
 #[derive(Debug, Subcommand)]
@@ -69,7 +70,9 @@ the heads of every thread in the thread index (index.db), active and archived. A
 an error and nothing is removed. Unreachable nodes younger than the grace period are kept. \
 Over PostgreSQL the roots and nodes are the database's: unreachable rows older than the grace \
 period are deleted (in batches), with this machine's cache files of them.\n\n\
-Examples:\n  uwf cas gc --dry-run\n  uwf cas gc --grace 1h"
+Logs and event feeds of threads archived more than --keep-logs ago (30 days unless given) are \
+removed too; a living thread's log grows by at most about 1 MiB a step.\n\n\
+Examples:\n  uwf cas gc --dry-run\n  uwf cas gc --grace 1h\n  uwf cas gc --keep-logs 7d"
     )]
     Gc(GcArgs),
     /// Check every node, every thread and workflow from its roots, and the derived files
@@ -101,6 +104,10 @@ pub struct GcArgs {
     /// Report what would be removed; remove nothing
     #[arg(long)]
     dry_run: bool,
+    /// Keep the logs and event feeds of threads archived less than this long ago (e.g. 30d,
+    /// 12h, 0s); older ones are removed (over PostgreSQL from the database, else from runs/)
+    #[arg(long, default_value = "30d", value_parser = parse_duration)]
+    keep_logs: Duration,
 }
 
 #[derive(Debug, Subcommand)]
@@ -327,6 +334,7 @@ fn run_gc(store: &Store, root: &Path, args: &GcArgs, out: &mut Out) -> CliResult
     } else {
         "removed"
     };
+    let pruned = retention::prune_logs(root, args.keep_logs, args.dry_run)?;
     for h in &report.removed {
         out.line(format!("{verb} {h}"))?;
     }
@@ -345,6 +353,15 @@ fn run_gc(store: &Store, root: &Path, args: &GcArgs, out: &mut Out) -> CliResult
             String::new()
         }
     ))?;
+    if pruned.threads > 0 {
+        out.line(format!(
+            "{verb} the logs of {} thread{} archived more than {} ago ({} bytes)",
+            pruned.threads,
+            if pruned.threads == 1 { "" } else { "s" },
+            spoken_duration(args.keep_logs),
+            pruned.bytes
+        ))?;
+    }
     Ok(())
 }
 

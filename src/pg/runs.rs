@@ -283,25 +283,29 @@ impl PgStore {
     }
 
     /// Removes the log, event feed and run state of threads archived before `before_ms`
-    /// (lineage stays: it is small and says where kept threads come from). Returns the number
-    /// of threads whose run text was removed and the bytes it held.
-    pub fn prune_runs(&self, before_ms: u64) -> Result<(u64, u64), PgError> {
+    /// (lineage stays: it is small and says where kept threads come from); with `dry_run`,
+    /// only counts them. Returns the number of threads whose run text goes and its bytes.
+    pub fn prune_runs(&self, before_ms: u64, dry_run: bool) -> Result<(u64, u64), PgError> {
         let before = before_ms as i64;
-        let row = self.with_client("remove old logs", |c| {
-            c.query_one(
-                "with old as (
-                     select thread from history
-                     where completed_at < to_timestamp($1::bigint / 1000.0)
-                 ), texts as (
-                     delete from run_text where thread in (select thread from old)
+        let old = "select thread from history
+                   where completed_at < to_timestamp($1::bigint / 1000.0)";
+        let sql = if dry_run {
+            format!(
+                "select count(distinct thread), coalesce(sum(octet_length(bytes)), 0)::bigint
+                 from run_text where thread in ({old})"
+            )
+        } else {
+            format!(
+                "with texts as (
+                     delete from run_text where thread in ({old})
                      returning thread, octet_length(bytes) as n
                  ), states as (
-                     delete from run_state where thread in (select thread from old)
+                     delete from run_state where thread in ({old})
                  )
-                 select count(distinct thread), coalesce(sum(n), 0)::bigint from texts",
-                &[&before],
+                 select count(distinct thread), coalesce(sum(n), 0)::bigint from texts"
             )
-        })?;
+        };
+        let row = self.with_client("remove old logs", |c| c.query_one(&sql, &[&before]))?;
         Ok((row.get::<_, i64>(0) as u64, row.get::<_, i64>(1) as u64))
     }
 }

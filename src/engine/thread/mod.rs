@@ -22,6 +22,7 @@ pub mod lifecycle;
 pub mod listing;
 pub mod log;
 pub mod render;
+pub mod retention;
 pub mod run_files;
 pub mod step;
 pub mod view;
