@@ -8,6 +8,11 @@
 //! PostgreSQL server is a private one started here (Debian's `postgresql`, as the tests do),
 //! with `fsync` on: a commit is as durable as a directory store's step.
 //!
+//! A second table (SPEC §15) runs the agent as a program of its own, quiet and chatty (2,000
+//! lines, ~110 KB, on stderr every step, all of which reach the thread log and, over
+//! PostgreSQL, the database): the chatty column should stay within noise of the quiet one, and
+//! the rows of `run_text` per step show how the lines were batched.
+//!
 //! Run: `cargo bench --bench workers` (env `WORKER_BENCH_THREADS`, default 200). Prints
 //! numbers, asserts nothing. On a machine with fewer cores than workers the extra workers
 //! mostly wait for a core: compare the columns, not the rows, across machines.
@@ -55,9 +60,22 @@ fn fresh_root(base: &Path, name: &str) -> PathBuf {
     root
 }
 
-/// Queues `threads` solve-issue threads, then runs `workers` workers until the queue is
-/// empty; returns the steps per second.
-fn run(base: &Path, tag: &str, url: Option<&str>, workers: usize, threads: usize) -> f64 {
+/// The script agent as `uwf agent script` in the worker's process.
+const IN_PROCESS: &str = "in process";
+/// The script agent as a program of its own.
+const QUIET: &str = "quiet";
+/// The script agent as a program of its own that first prints 2,000 lines to stderr.
+const CHATTY: &str = "chatty";
+
+/// Queues `threads` solve-issue threads, then runs `workers` workers with the script agent
+/// (`IN_PROCESS`, `QUIET` or `CHATTY`) until the queue is empty; returns the steps per second.
+fn run(
+    base: &Path,
+    tag: &str,
+    url: Option<&str>,
+    (workers, threads): (usize, usize),
+    kind: &str,
+) -> f64 {
     let setup = fresh_root(base, &format!("{tag}-setup"));
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/solve-issue.yaml");
     ok(
@@ -75,7 +93,19 @@ fn run(base: &Path, tag: &str, url: Option<&str>, workers: usize, threads: usize
     }
     let script = base.join("solve.yaml");
     std::fs::write(&script, SCRIPT).expect("script");
-    let agent = format!("uwf agent script --file {}", script.display());
+    let bin = env!("CARGO_BIN_EXE_uwf");
+    let agent = match kind {
+        IN_PROCESS => format!("uwf agent script --file {}", script.display()),
+        QUIET => format!(
+            "sh -c 'exec {bin} agent script --file {} \"$@\"' agent",
+            script.display()
+        ),
+        _ => format!(
+            "sh -c 'i=0; while [ $i -lt 2000 ]; do echo \"line $i of a chatty agent, as fast as it \
+             can print\"; i=$((i+1)); done >&2; exec {bin} agent script --file {} \"$@\"' agent",
+            script.display()
+        ),
+    };
     let started = Instant::now();
     let children: Vec<Child> = (0..workers)
         .map(|w| {
@@ -120,21 +150,72 @@ fn main() {
     for workers in [1, 2, 4] {
         let url = server.fresh_db(&format!("bench_{workers}"));
         // Interleaved: the directory store, then PostgreSQL, at each size.
+        let size = (workers, threads);
         let dir = run(
             base.path(),
             &format!("dir{workers}"),
             None,
-            workers,
-            threads,
+            size,
+            IN_PROCESS,
         );
         let pg = run(
             base.path(),
             &format!("pg{workers}"),
             Some(&url),
-            workers,
-            threads,
+            size,
+            IN_PROCESS,
         );
         println!("{workers:>8}  {dir:>16.0}  {pg:>16.0}  {:>7.2}×", pg / dir);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    // Spawned agents, quiet and chatty, side by side at each size.
+    let threads = (threads / 2).max(1);
+    println!();
+    println!(
+        "agent as its own program: {threads} threads × 5 steps; chatty prints 2,000 lines a step"
+    );
+    println!(
+        "{:>8}  {:>10}  {:>10}  {:>8}  {:>10}  {:>10}  {:>8}  {:>14}",
+        "workers",
+        "dir quiet",
+        "dir chatty",
+        "chatty/q",
+        "pg quiet",
+        "pg chatty",
+        "chatty/q",
+        "log rows/step"
+    );
+    for workers in [1, 2, 4] {
+        let size = (workers, threads);
+        let quiet_url = server.fresh_db(&format!("quiet_{workers}"));
+        let chatty_url = server.fresh_db(&format!("chatty_{workers}"));
+        let dir_q = run(base.path(), &format!("dq{workers}"), None, size, QUIET);
+        let pg_q = run(
+            base.path(),
+            &format!("pq{workers}"),
+            Some(&quiet_url),
+            size,
+            QUIET,
+        );
+        let dir_c = run(base.path(), &format!("dc{workers}"), None, size, CHATTY);
+        let pg_c = run(
+            base.path(),
+            &format!("pc{workers}"),
+            Some(&chatty_url),
+            size,
+            CHATTY,
+        );
+        let rows: i64 = pg_server::PgServer::raw(&chatty_url)
+            .query_one("select count(*) from run_text where file = 'log'", &[])
+            .expect("count run text")
+            .get(0);
+        println!(
+            "{workers:>8}  {dir_q:>10.0}  {dir_c:>10.0}  {:>7.2}×  {pg_q:>10.0}  {pg_c:>10.0}  {:>7.2}×  {:>14.2}",
+            dir_c / dir_q,
+            pg_c / pg_q,
+            rows as f64 / (threads * 5) as f64
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
 }
