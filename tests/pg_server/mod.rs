@@ -268,6 +268,38 @@ impl PgServer {
         )
     }
 
+    /// The server's processes: the postmaster and its children (backends, writers), for tests
+    /// that freeze the whole server with SIGSTOP.
+    pub fn pids(&self) -> Vec<u32> {
+        let Ok(text) = std::fs::read_to_string(self.data().join("postmaster.pid")) else {
+            return Vec::new();
+        };
+        let Some(main) = text
+            .lines()
+            .next()
+            .and_then(|l| l.trim().parse::<u32>().ok())
+        else {
+            return Vec::new();
+        };
+        let mut pids = vec![main];
+        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+                continue;
+            };
+            // `pid (comm) state ppid …`: the fields after the last `)`.
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                .and_then(|p| p.parse::<u32>().ok());
+            if ppid == Some(main)
+                && let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>()
+            {
+                pids.push(pid);
+            }
+        }
+        pids
+    }
+
     /// The directory of the server's Unix socket.
     pub fn socket_dir(&self) -> &Path {
         &self.dir

@@ -25,6 +25,7 @@ use crate::engine::agent::interrupt;
 use crate::engine::agent::prompt::agent_prompt;
 use crate::engine::agent::submit::{SubmitError, extract_output};
 use crate::engine::config::{Config, DEFAULT_MAX_DEPTH, Loaded};
+use crate::engine::storage::notify::ThreadWaker;
 use crate::engine::thread::chain::{ChainError, Entry};
 use crate::engine::thread::family::{self, ParentLink};
 use crate::engine::thread::index::{self, State, ThreadIndexError};
@@ -301,6 +302,13 @@ fn run_child(
     let files = RunFiles::new(store.root(), id);
     let mut steps = 0;
     let mut warm = step::Warm::default();
+    // Waiting for a person or another stepper: over PostgreSQL woken by the thread's change.
+    let mut waker: Option<ThreadWaker> = None;
+    let mut wait = || {
+        waker
+            .get_or_insert_with(|| ThreadWaker::new(store.root(), id, POLL))
+            .wait()
+    };
     loop {
         if let Some(signal) = interrupt::caught() {
             return Err(SubworkflowError::Interrupted {
@@ -319,7 +327,7 @@ fn run_child(
             }
             State::Active { head } if files.awaiting(head).is_some() => {
                 // A person answers; `uwf thread answer` publishes and the loop goes on.
-                std::thread::sleep(POLL);
+                wait();
                 continue;
             }
             State::Active { .. } => {}
@@ -335,7 +343,7 @@ fn run_child(
             Ok(s) if s.awaiting => {}
             Ok(_) => steps += 1,
             // Someone else (the mount, a person's `thread step`) is stepping it: wait.
-            Err(e) if e.is_busy() => std::thread::sleep(POLL),
+            Err(e) if e.is_busy() => wait(),
             // Archived under us (killed): the next look says so.
             Err(StepError::Thread(ThreadIndexError::Archived { .. })) => {}
             Err(e) => {
