@@ -464,11 +464,15 @@ fn a_worker_on_one_machine_is_watched_live_from_the_other() {
     // B watches before A's worker starts.
     let mut live = b.spawn(&["thread", "live", &id]);
     let live_out = live.stdout.take().expect("stdout");
+    let (first_tick, ticked) = std::sync::mpsc::channel();
     let reader = std::thread::spawn(move || {
         use std::io::BufRead;
         let mut lines = Vec::new();
         for line in std::io::BufReader::new(live_out).lines() {
             let Ok(line) = line else { break };
+            if line.starts_with("tick ") {
+                let _ = first_tick.send(());
+            }
             lines.push((now_ms(), line));
         }
         lines
@@ -490,6 +494,23 @@ fn a_worker_on_one_machine_is_watched_live_from_the_other() {
         "--agent",
         agent.to_str().expect("utf-8"),
     ]);
+    // While A's step runs, B's `cat wait` blocks until it ends (woken by the lease's release),
+    // then shows the outcome A recorded.
+    ticked
+        .recv_timeout(Duration::from_secs(20))
+        .expect("a first tick on B");
+    let wait = Command::new("timeout")
+        .args(["-s", "KILL", "20", "cat"])
+        .arg(format!("threads/{id}/wait"))
+        .current_dir(&mount.dir)
+        .output()
+        .expect("cat wait");
+    let waited_until = now_ms();
+    common::assert_succeeded("cat wait on B", &wait);
+    let outcome: serde_json::Value =
+        serde_json::from_slice(&wait.stdout).expect("wait prints JSON");
+    assert_eq!(outcome["thread"], id.as_str(), "{outcome}");
+
     let worker = worker.wait_with_output().expect("worker");
     common::assert_succeeded("uwf worker", &worker);
 
@@ -519,6 +540,11 @@ fn a_worker_on_one_machine_is_watched_live_from_the_other() {
             i + 1
         );
     }
+    let last_tick = ticks.last().expect("ticks").1;
+    assert!(
+        waited_until >= last_tick,
+        "B's `cat wait` returned before A's step ended"
+    );
     eprintln!(
         "B saw the ticks {:?} ms after A's agent printed them",
         ticks
