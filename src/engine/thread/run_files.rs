@@ -2,6 +2,12 @@
 //! (`<id>.kill`), the running step's record (`<id>.run.json`), the agent's log, the change feed
 //! (`<id>.events`), the last outcome and the last error.
 //!
+//! Over PostgreSQL the log, the events, the last outcome and the running step's record also go
+//! to the database through the store's run sink ([`crate::engine::storage::run_sink`]), and the
+//! readers here ([`RunFiles::read_text`], [`RunFiles::text_stat`], [`RunFiles::last_outcome`],
+//! [`RunFiles::running_info`], [`RunFiles::error_text`]) read them from there, so every machine
+//! sees every machine's steps (SPEC §15). The locks stay local (with a lease in the database).
+//!
 //! Architecture Invariant: the step lock is an open-file-description lock held for a whole step
 //! and released by the OS when the holder dies; probes test it with `F_OFD_GETLK` and never take
 //! it, so looking at a thread never makes a step fail as busy. The kill lock is the same kind of
@@ -371,7 +377,8 @@ impl RunFiles {
     }
 
     /// Up to `max` bytes of the thread's log or event feed from `offset` on: over PostgreSQL
-    /// from the database (every machine's steps), else from the file under `runs/`.
+    /// from the database (every machine's steps), else from the file under `runs/`; also over
+    /// PostgreSQL when the database has nothing of that file (steps run before it kept logs).
     pub fn read_text(
         &self,
         file: RunFileKind,
@@ -379,9 +386,18 @@ impl RunFiles {
         max: usize,
     ) -> std::io::Result<Vec<u8>> {
         if let Ok(Some(pg)) = crate::engine::storage::pg(&self.root) {
-            return pg
+            let bytes = pg
                 .read_run_text(&self.id, file, offset, max)
-                .map_err(std::io::Error::other);
+                .map_err(std::io::Error::other)?;
+            // A thread whose steps ran before the database kept logs has only its local file.
+            let local_only = bytes.is_empty()
+                && pg
+                    .run_text_size(&self.id, file)
+                    .map_err(std::io::Error::other)?
+                    .is_none();
+            if !local_only {
+                return Ok(bytes);
+            }
         }
         let path = self.text_path(file);
         let mut f = match File::open(&path) {
@@ -405,13 +421,15 @@ impl RunFiles {
     /// was written to it).
     pub fn text_stat(&self, file: RunFileKind) -> (u64, Option<std::time::SystemTime>) {
         if let Ok(Some(pg)) = crate::engine::storage::pg(&self.root) {
-            return match pg.run_text_size(&self.id, file) {
-                Ok(Some((size, at))) => (
-                    size,
-                    Some(std::time::UNIX_EPOCH + std::time::Duration::from_millis(at)),
-                ),
-                _ => (0, None),
-            };
+            match pg.run_text_size(&self.id, file) {
+                Ok(Some((size, at))) => {
+                    let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(at);
+                    return (size, Some(at));
+                }
+                // Nothing in the database: the local file, if any (see `read_text`).
+                Ok(None) => {}
+                Err(_) => return (0, None),
+            }
         }
         match std::fs::metadata(self.text_path(file)) {
             Ok(m) => (m.len(), m.modified().ok()),
