@@ -13,6 +13,9 @@
 //! PostgreSQL, the database): the chatty column should stay within noise of the quiet one, and
 //! the rows of `run_text` per step show how the lines were batched.
 //!
+//! With `UWF_BENCH_BASELINE=/path/to/an/older/uwf`, the chatty agent over PostgreSQL also runs
+//! with that binary's workers (e.g. one from before logs went to the database), side by side.
+//!
 //! Run: `cargo bench --bench workers` (env `WORKER_BENCH_THREADS`, default 200). Prints
 //! numbers, asserts nothing. On a machine with fewer cores than workers the extra workers
 //! mostly wait for a core: compare the columns, not the rows, across machines.
@@ -35,8 +38,9 @@ reviewer:
   - { approved: true, replan: false, comments: [] }
 "#;
 
-fn uwf(root: &Path, url: Option<&str>) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_uwf"));
+/// A command of binary `bin` (this build's, or for the baseline column another one).
+fn uwf_of(bin: &str, root: &Path, url: Option<&str>) -> Command {
+    let mut cmd = Command::new(bin);
     cmd.env("UWF_STORAGE_ROOT", root).stdin(Stdio::null());
     match url {
         Some(url) => cmd.env("UWF_STORAGE_URL", url),
@@ -45,8 +49,8 @@ fn uwf(root: &Path, url: Option<&str>) -> Command {
     cmd
 }
 
-fn ok(root: &Path, url: Option<&str>, args: &[&str]) {
-    let out = uwf(root, url).args(args).output().expect("run uwf");
+fn ok(bin: &str, root: &Path, url: Option<&str>, args: &[&str]) {
+    let out = uwf_of(bin, root, url).args(args).output().expect("run uwf");
     assert!(
         out.status.success(),
         "uwf {args:?}: {}",
@@ -76,9 +80,29 @@ fn run(
     (workers, threads): (usize, usize),
     kind: &str,
 ) -> f64 {
+    run_with(
+        env!("CARGO_BIN_EXE_uwf"),
+        base,
+        tag,
+        url,
+        (workers, threads),
+        kind,
+    )
+}
+
+/// [`run`] with binary `bin` (for the setup too: an older binary refuses a newer schema).
+fn run_with(
+    bin: &str,
+    base: &Path,
+    tag: &str,
+    url: Option<&str>,
+    (workers, threads): (usize, usize),
+    kind: &str,
+) -> f64 {
     let setup = fresh_root(base, &format!("{tag}-setup"));
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/solve-issue.yaml");
     ok(
+        bin,
         &setup,
         url,
         &["workflow", "put", &example.to_string_lossy()],
@@ -86,6 +110,7 @@ fn run(
     for i in 0..threads {
         let prompt = format!("issue {i}");
         ok(
+            bin,
             &setup,
             url,
             &["thread", "start", "solve-issue", "-p", &prompt, "--queue"],
@@ -93,7 +118,6 @@ fn run(
     }
     let script = base.join("solve.yaml");
     std::fs::write(&script, SCRIPT).expect("script");
-    let bin = env!("CARGO_BIN_EXE_uwf");
     let agent = match kind {
         IN_PROCESS => format!("uwf agent script --file {}", script.display()),
         QUIET => format!(
@@ -114,7 +138,7 @@ fn run(
                 Some(_) => fresh_root(base, &format!("{tag}-w{w}")),
                 None => setup.clone(),
             };
-            uwf(&root, url)
+            uwf_of(bin, &root, url)
                 .args(["worker", "--until-idle", "--agent", &agent])
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
@@ -175,8 +199,16 @@ fn main() {
     println!(
         "agent as its own program: {threads} threads × 5 steps; chatty prints 2,000 lines a step"
     );
+    let baseline = std::env::var("UWF_BENCH_BASELINE")
+        .ok()
+        .filter(|b| !b.is_empty());
+    if let Some(b) = &baseline {
+        println!(
+            "baseline: the workers of {b} (a database that predates this build's is migrated first)"
+        );
+    }
     println!(
-        "{:>8}  {:>10}  {:>10}  {:>8}  {:>10}  {:>10}  {:>8}  {:>14}",
+        "{:>8}  {:>10}  {:>10}  {:>8}  {:>10}  {:>10}  {:>8}  {:>13}  {:>9}  {:>14}",
         "workers",
         "dir quiet",
         "dir chatty",
@@ -184,6 +216,8 @@ fn main() {
         "pg quiet",
         "pg chatty",
         "chatty/q",
+        "chatty before",
+        "now/bef.",
         "log rows/step"
     );
     for workers in [1, 2, 4] {
@@ -206,12 +240,27 @@ fn main() {
             size,
             CHATTY,
         );
+        let before = baseline.as_deref().map(|bin| {
+            let url = server.fresh_db(&format!("before_{workers}"));
+            run_with(
+                bin,
+                base.path(),
+                &format!("pb{workers}"),
+                Some(&url),
+                size,
+                CHATTY,
+            )
+        });
         let rows: i64 = pg_server::PgServer::raw(&chatty_url)
             .query_one("select count(*) from run_text where file = 'log'", &[])
             .expect("count run text")
             .get(0);
+        let (before_text, ratio) = match before {
+            Some(b) => (format!("{b:.0}"), format!("{:.2}×", pg_c / b)),
+            None => ("-".to_owned(), "-".to_owned()),
+        };
         println!(
-            "{workers:>8}  {dir_q:>10.0}  {dir_c:>10.0}  {:>7.2}×  {pg_q:>10.0}  {pg_c:>10.0}  {:>7.2}×  {:>14.2}",
+            "{workers:>8}  {dir_q:>10.0}  {dir_c:>10.0}  {:>7.2}×  {pg_q:>10.0}  {pg_c:>10.0}  {:>7.2}×  {before_text:>13}  {ratio:>9}  {:>14.2}",
             dir_c / dir_q,
             pg_c / pg_q,
             rows as f64 / (threads * 5) as f64
