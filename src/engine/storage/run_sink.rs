@@ -458,7 +458,7 @@ mod tests {
         assert_eq!(p.appends[0].bytes, b"0ab");
         p.put_back(append("V", RunFileKind::Log, "v"));
         assert_eq!(p.appends[0].thread, "V");
-        assert_eq!(p.bytes, 7);
+        assert_eq!(p.bytes, 6);
     }
 
     #[test]
