@@ -203,9 +203,7 @@ fn main() {
         .ok()
         .filter(|b| !b.is_empty());
     if let Some(b) = &baseline {
-        println!(
-            "baseline: the workers of {b} (a database that predates this build's is migrated first)"
-        );
+        println!("chatty before: the same chatty runs with {b}");
     }
     println!(
         "{:>8}  {:>10}  {:>10}  {:>8}  {:>10}  {:>10}  {:>8}  {:>13}  {:>9}  {:>14}",

@@ -12,7 +12,8 @@
 //! answer, the batch grows up to [`PENDING_CAP`] bytes and what comes after is dropped and
 //! counted; the next batch that reaches the database starts that file with a marker saying how
 //! much was lost. The step's nodes and head never go this way: they are written by the step
-//! itself, and the local run files keep everything.
+//! itself, and the local run files keep everything. For the same reason the sink's commits do
+//! not wait for the server's disk (`synchronous_commit = off` on its connection).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -374,6 +375,10 @@ impl Shared {
 
     fn connect(&self) -> Option<(postgres::Client, postgres::Statement)> {
         let mut client = self.config.connect().ok()?;
+        // Run text is for watching, and the local files keep it all: its commits need not
+        // wait for the server's disk (a server crash may lose the last moments of a log,
+        // never a node or a head, which the step writes on its own connection).
+        client.batch_execute("set synchronous_commit = off").ok()?;
         let statement = runs::prepare_batch(&mut client).ok()?;
         Some((client, statement))
     }
