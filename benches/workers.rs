@@ -11,7 +11,8 @@
 //! A second table (SPEC §15) runs the agent as a program of its own, quiet and chatty (2,000
 //! lines, ~110 KB, on stderr every step, all of which reach the thread log and, over
 //! PostgreSQL, the database): the chatty column should stay within noise of the quiet one, and
-//! the rows of `run_text` per step show how the lines were batched.
+//! the rows of `run_text` per step show how the lines were batched, and the server's CPU time per
+//! chatty step (`db ms/step`, from `/proc`) what storing them costs the database.
 //!
 //! With `UWF_BENCH_BASELINE=/path/to/an/older/uwf`, the chatty agent over PostgreSQL also runs
 //! with that binary's workers (e.g. one from before logs went to the database), side by side.
@@ -56,6 +57,34 @@ fn ok(bin: &str, root: &Path, url: Option<&str>, args: &[&str]) {
         "uwf {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// CPU time the server has used so far, in ms: the postmaster, the backends it reaped and the
+/// ones still running (from `/proc`).
+fn server_cpu_ms(server: &pg_server::PgServer) -> f64 {
+    let ticks = |pid: u32, children: bool| -> u64 {
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            return 0;
+        };
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map(|(_, rest)| rest.split_whitespace().collect())
+            .unwrap_or_default();
+        // After the command: state is field 0, utime 11, stime 12, cutime 13, cstime 14.
+        let take = if children { 11..15 } else { 11..13 };
+        fields
+            .get(take)
+            .map(|f| f.iter().filter_map(|v| v.parse::<u64>().ok()).sum())
+            .unwrap_or(0)
+    };
+    let total: u64 = server
+        .pids()
+        .iter()
+        .enumerate()
+        .map(|(i, &pid)| ticks(pid, i == 0))
+        .sum();
+    // Clock ticks are 1/100 s on Linux.
+    total as f64 * 10.0
 }
 
 fn fresh_root(base: &Path, name: &str) -> PathBuf {
@@ -206,7 +235,7 @@ fn main() {
         println!("chatty before: the same chatty runs with {b}");
     }
     println!(
-        "{:>8}  {:>10}  {:>10}  {:>8}  {:>10}  {:>10}  {:>8}  {:>13}  {:>9}  {:>14}",
+        "{:>8}  {:>10}  {:>10}  {:>8}  {:>10}  {:>10}  {:>8}  {:>13}  {:>9}  {:>14}  {:>12}  {:>12}",
         "workers",
         "dir quiet",
         "dir chatty",
@@ -216,7 +245,9 @@ fn main() {
         "chatty/q",
         "chatty before",
         "now/bef.",
-        "log rows/step"
+        "log rows/step",
+        "db ms/step",
+        "db ms before"
     );
     for workers in [1, 2, 4] {
         let size = (workers, threads);
@@ -231,6 +262,7 @@ fn main() {
             QUIET,
         );
         let dir_c = run(base.path(), &format!("dc{workers}"), None, size, CHATTY);
+        let cpu = server_cpu_ms(&server);
         let pg_c = run(
             base.path(),
             &format!("pc{workers}"),
@@ -238,30 +270,32 @@ fn main() {
             size,
             CHATTY,
         );
+        let steps = (threads * 5) as f64;
+        let db_now = (server_cpu_ms(&server) - cpu) / steps;
         let before = baseline.as_deref().map(|bin| {
             let url = server.fresh_db(&format!("before_{workers}"));
-            run_with(
-                bin,
-                base.path(),
-                &format!("pb{workers}"),
-                Some(&url),
-                size,
-                CHATTY,
-            )
+            let cpu = server_cpu_ms(&server);
+            let tag = format!("pb{workers}");
+            let rate = run_with(bin, base.path(), &tag, Some(&url), size, CHATTY);
+            (rate, (server_cpu_ms(&server) - cpu) / steps)
         });
         let rows: i64 = pg_server::PgServer::raw(&chatty_url)
             .query_one("select count(*) from run_text where file = 'log'", &[])
             .expect("count run text")
             .get(0);
-        let (before_text, ratio) = match before {
-            Some(b) => (format!("{b:.0}"), format!("{:.2}×", pg_c / b)),
-            None => ("-".to_owned(), "-".to_owned()),
+        let (before_text, ratio, db_before) = match before {
+            Some((b, cpu)) => (
+                format!("{b:.0}"),
+                format!("{:.2}×", pg_c / b),
+                format!("{cpu:.2}"),
+            ),
+            None => ("-".to_owned(), "-".to_owned(), "-".to_owned()),
         };
         println!(
-            "{workers:>8}  {dir_q:>10.0}  {dir_c:>10.0}  {:>7.2}×  {pg_q:>10.0}  {pg_c:>10.0}  {:>7.2}×  {before_text:>13}  {ratio:>9}  {:>14.2}",
+            "{workers:>8}  {dir_q:>10.0}  {dir_c:>10.0}  {:>7.2}×  {pg_q:>10.0}  {pg_c:>10.0}  {:>7.2}×  {before_text:>13}  {ratio:>9}  {:>14.2}  {db_now:>12.2}  {db_before:>12}",
             dir_c / dir_q,
             pg_c / pg_q,
-            rows as f64 / (threads * 5) as f64
+            rows as f64 / steps
         );
         std::thread::sleep(Duration::from_millis(200));
     }

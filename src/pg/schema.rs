@@ -128,6 +128,8 @@ create table run_text (
     bytes  bytea not null,
     primary key (thread, file, pos)
 );
+-- Stored as sent: compressing agent output costs the server CPU that the steps need.
+alter table run_text alter column bytes set storage external;
 
 create table run_state (
     thread     text primary key,
