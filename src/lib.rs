@@ -11,3 +11,4 @@ pub mod fs;
 pub mod malloc_tuning;
 pub mod pg;
 pub mod profile;
+pub mod serve;

@@ -13,6 +13,7 @@ mod live;
 mod mount;
 mod output;
 mod scale;
+mod serve;
 mod setup;
 mod skill;
 mod thread;
@@ -135,6 +136,8 @@ Examples:\n  uwf worker --concurrency 4\n  uwf worker --workflow solve-issue --u
 uwf worker list"
     )]
     Worker(scale::worker::WorkerArgs),
+    /// The web dashboard: threads, steps, live logs, answers, diffs and workflows in a browser
+    Serve(serve::ServeArgs),
 }
 
 /// Runs the CLI and returns the process exit code.
@@ -191,6 +194,7 @@ fn run(cli: Cli, out: &mut Out) -> CliResult {
         Command::Export(args) => export::run(args, &root, out),
         Command::Live(args) => live::run(args, &root, out),
         Command::Worker(args) => scale::worker::run(args, &root, out),
+        Command::Serve(args) => serve::run(args, &root, out),
     }
 }
 
@@ -214,6 +218,7 @@ fn needs_a_store(command: &Command) -> bool {
         | Command::Agent(_)
         | Command::Export(_)
         | Command::Live(_)
+        | Command::Serve(_)
         | Command::Worker(_) => true,
         Command::Eval(_)
         | Command::Mount(_)

@@ -726,6 +726,29 @@ pub fn counts(root: &Path) -> Result<(u64, u64), IndexError> {
     .unwrap_or((0, 0)))
 }
 
+/// The threads that changed (started, stepped, noted or ended) at or after `since_ms`, with the
+/// latest change time among them; for watchers that patch what they show.
+pub fn changed_since(root: &Path, since_ms: u64) -> Result<(Vec<String>, u64), IndexError> {
+    Ok(with(root, false, "listing changed threads", |c| {
+        let mut stmt = c.prepare_cached(
+            "select id, max(updated_ms, coalesce(completed_ms, 0)) as at from threads \
+             where updated_ms >= ?1 or completed_ms >= ?1 order by at",
+        )?;
+        let rows = stmt.query_map([ms(since_ms)], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
+        })?;
+        let mut ids = Vec::new();
+        let mut latest = since_ms;
+        for row in rows {
+            let (id, at) = row?;
+            latest = latest.max(at as u64);
+            ids.push(id);
+        }
+        Ok((ids, latest))
+    })?
+    .unwrap_or_default())
+}
+
 /// Ids starting with `prefix` (at most `limit`).
 pub fn with_prefix(root: &Path, prefix: &str, limit: usize) -> Result<Vec<String>, IndexError> {
     Ok(with(root, false, "finding a thread", |c| {

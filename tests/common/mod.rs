@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod machine;
+pub mod serve;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;

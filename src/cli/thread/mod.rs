@@ -7,7 +7,7 @@ use serde_json::json;
 
 use super::Out;
 use super::output::{Mode, ago, shorten};
-use crate::cas::{Hash, Store, builtin};
+use crate::cas::{Store, builtin};
 use crate::cli::error::{CliResult, CommandError, Context, bail, user_error};
 use crate::engine::agent::{human, interrupt};
 use crate::engine::config;
@@ -478,13 +478,7 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
         ThreadCommand::Diff { a, b } => {
             let a = lifecycle::resolve_step(&store, &a)?;
             let b = lifecycle::resolve_step(&store, &b)?;
-            let (ta, tb) = (step_text(&store, a)?, step_text(&store, b)?);
-            out.text(&render::unified_diff(
-                &format!("a/{a}"),
-                &ta,
-                &format!("b/{b}"),
-                &tb,
-            ))?;
+            out.text(&render::step_diff(&store, a, b)?)?;
         }
         ThreadCommand::Log { thread } => {
             let id = lifecycle::resolve_id(root, &thread)?;
@@ -687,23 +681,4 @@ fn summarize(output: &serde_json::Value) -> String {
     } else {
         text
     }
-}
-
-/// A step's output as YAML followed by its body, for diffs.
-fn step_text(store: &Store, hash: Hash) -> CliResult<String> {
-    let node = store.get(hash)?;
-    if node.type_hash != builtin::hash_of("step") {
-        bail!("{hash} is not a step node");
-    }
-    let step = chain::read_step(&node)?;
-    let mut text = format!("# role: {}\n", step.role);
-    text.push_str(&render::output_yaml(&store.get_payload(step.output)?));
-    if let Some(body) = crate::engine::thread::render::stored_body(store, step.detail) {
-        text.push_str("---\n");
-        text.push_str(&body);
-        if !body.ends_with('\n') {
-            text.push('\n');
-        }
-    }
-    Ok(text)
 }

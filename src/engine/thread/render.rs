@@ -184,3 +184,32 @@ pub fn checked_body(store: &Store, entry: &Entry) -> Result<Option<String>, Chai
 pub fn stored_body(store: &Store, detail: Hash) -> Option<String> {
     body_of(detail, |h| store.get_payload(h).ok())
 }
+
+/// A step as `uwf thread diff` compares it: its role, its output as YAML, and the body of its
+/// detail (what the agent wrote) after a `---` line.
+pub fn step_text(store: &Store, hash: Hash) -> Result<String, ChainError> {
+    let node = store.get(hash)?;
+    if node.type_hash != crate::cas::builtin::hash_of("step") {
+        let kind = crate::cas::builtin::name_of(node.type_hash)
+            .unwrap_or("other")
+            .to_owned();
+        return Err(ChainError::NotAStepOrStart { hash, kind });
+    }
+    let step = super::chain::read_step(&node)?;
+    let mut text = format!("# role: {}\n", step.role);
+    text.push_str(&output_yaml(&store.get_payload(step.output)?));
+    if let Some(body) = stored_body(store, step.detail) {
+        text.push_str("---\n");
+        text.push_str(&body);
+        if !body.ends_with('\n') {
+            text.push('\n');
+        }
+    }
+    Ok(text)
+}
+
+/// The unified diff of two steps (any threads, any forks), as `uwf thread diff` prints it.
+pub fn step_diff(store: &Store, a: Hash, b: Hash) -> Result<String, ChainError> {
+    let (ta, tb) = (step_text(store, a)?, step_text(store, b)?);
+    Ok(unified_diff(&format!("a/{a}"), &ta, &format!("b/{b}"), &tb))
+}

@@ -1,0 +1,57 @@
+//! `uwf serve`: the web dashboard (see `crate::serve`).
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+use clap::Args;
+use serde_json::json;
+
+use super::Out;
+use crate::cli::error::CliResult;
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Security: bound to 127.0.0.1 by default (only this machine's browsers \
+reach it, and the Host header is checked against DNS rebinding). Bound to any other address it \
+needs a token: it is kept in <root>/serve.token (mode 0600) and printed once as a login URL; \
+requests without it get 401. Writes from another site's pages are refused (Origin), \
+--read-only refuses every write (405), and agent output is shown as text only.\n\n\
+Examples:\n  uwf serve                          # http://127.0.0.1:7420/\n  \
+uwf serve --bind 127.0.0.1:0       # a free port, printed\n  \
+uwf serve --bind 0.0.0.0:7420      # the team's network: open the printed login URL\n  \
+uwf serve --read-only"
+)]
+pub struct ServeArgs {
+    /// Address and port to listen on (port 0 picks a free one)
+    #[arg(long, default_value = "127.0.0.1:7420")]
+    bind: SocketAddr,
+    /// Refuse every write (start, step, answer, fork…) and hide their buttons
+    #[arg(long)]
+    read_only: bool,
+}
+
+pub fn run(args: ServeArgs, root: &Path, out: &mut Out) -> CliResult {
+    let store = crate::engine::storage::open_store(root)?;
+    let options = crate::serve::Options {
+        root: root.to_path_buf(),
+        bind: args.bind,
+        read_only: args.read_only,
+    };
+    let mut printed = Ok(());
+    crate::serve::serve(options, store, |started| {
+        printed = out
+            .line(
+                json!({"url": started.url, "login": started.login_url, "pid": std::process::id()}),
+            )
+            .and_then(|()| out.flush());
+        match &started.login_url {
+            Some(login) => eprintln!(
+                "uwf: serving {} for any host that can reach it; log in once with {login} (Ctrl-C stops)",
+                started.url
+            ),
+            None => eprintln!("uwf: serving {} (Ctrl-C stops)", started.url),
+        }
+    })?;
+    printed?;
+    Ok(())
+}

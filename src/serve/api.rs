@@ -1,0 +1,594 @@
+//! The JSON API (SPEC §16) and the node permalink page: each handler is a thin wrapper around
+//! the engine function the CLI uses for the same thing.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::error::ApiError;
+use super::{App, blocking};
+use crate::cas::{Hash, Store, builtin};
+use crate::engine::agent::human;
+use crate::engine::config;
+use crate::engine::thread::chain;
+use crate::engine::thread::index;
+use crate::engine::thread::lifecycle;
+use crate::engine::thread::listing::{self, STATUSES};
+use crate::engine::thread::render;
+use crate::engine::thread::step::{self, StepOptions};
+use crate::engine::thread::view::ThreadView;
+use crate::engine::workflow::moderator::{Moderator, Outcome};
+use crate::engine::workflow::registry::{self, Registered};
+use crate::engine::workflow::{self, Definition, Workflow};
+
+type Answer = Result<Json<Value>, ApiError>;
+
+/// Rows a list scans for a text search before it answers with what it found and a cursor.
+const SEARCH_SCAN: usize = 20_000;
+
+/// Query of `GET /api/threads`.
+#[derive(Debug, Deserialize)]
+pub struct ListParams {
+    status: Option<String>,
+    workflow: Option<String>,
+    q: Option<String>,
+    cursor: Option<String>,
+    limit: Option<usize>,
+}
+
+fn filled(text: Option<String>) -> Option<String> {
+    text.map(|t| t.trim().to_owned()).filter(|t| !t.is_empty())
+}
+
+/// The start prompt of the thread at `head`, cut to `max` characters.
+fn prompt_of(store: &Store, head: Hash, max: usize) -> String {
+    let prompt = chain::load(store, head)
+        .map(|c| c.start.prompt.clone())
+        .unwrap_or_default();
+    if prompt.chars().count() > max {
+        let cut: String = prompt.chars().take(max).collect();
+        format!("{cut}…")
+    } else {
+        prompt
+    }
+}
+
+fn listing_query(
+    status: Option<String>,
+    workflow: Option<String>,
+) -> Result<listing::Query, ApiError> {
+    if let Some(s) = &status
+        && !STATUSES.contains(&s.as_str())
+    {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("unknown status `{s}`: one of {}", STATUSES.join(", ")),
+        ));
+    }
+    Ok(listing::Query {
+        all: true,
+        workflow,
+        status,
+        since_ms: None,
+        before: None,
+    })
+}
+
+/// `GET /api/threads`: a page of threads, newest first → `{items, next}`.
+pub async fn threads(State(app): State<Arc<App>>, Query(p): Query<ListParams>) -> Answer {
+    blocking(&app, move |app| {
+        let limit = p.limit.unwrap_or(50).clamp(1, 200);
+        let mut query = listing_query(filled(p.status), filled(p.workflow))?;
+        query.before = filled(p.cursor).map(|c| c.to_ascii_uppercase());
+        let q = filled(p.q).map(|q| q.to_lowercase());
+        let mut items = Vec::new();
+        let (mut scanned, mut last, mut more) = (0usize, None::<String>, false);
+        listing::list(&app.store, &query, |listed| {
+            if items.len() >= limit || scanned >= SEARCH_SCAN {
+                more = true;
+                return false;
+            }
+            scanned += 1;
+            let s = &listed.summary;
+            last = Some(s.id.clone());
+            let prompt = prompt_of(&app.store, s.head, 200);
+            if let Some(q) = &q {
+                let hit = s.id.to_lowercase().contains(q)
+                    || s.workflow.to_lowercase().contains(q)
+                    || prompt.to_lowercase().contains(q);
+                if !hit {
+                    return true;
+                }
+            }
+            let mut row = s.to_json();
+            row["updatedAt"] = listed.updated_ms.into();
+            row["prompt"] = prompt.into();
+            if let Some(role) = &s.running_role {
+                row["runningRole"] = role.clone().into();
+            }
+            items.push(row);
+            true
+        })
+        .map_err(|e| ApiError::internal(&e))?;
+        Ok(Json(
+            json!({"items": items, "next": if more { last } else { None }}),
+        ))
+    })
+    .await
+}
+
+/// Query of `GET /api/threads/count`.
+#[derive(Debug, Deserialize)]
+pub struct CountParams {
+    status: Option<String>,
+    workflow: Option<String>,
+}
+
+/// `GET /api/threads/count?status=awaiting`: how many threads match.
+pub async fn count(State(app): State<Arc<App>>, Query(p): Query<CountParams>) -> Answer {
+    blocking(&app, move |app| {
+        let query = listing_query(filled(p.status), filled(p.workflow))?;
+        let n = listing::list(&app.store, &query, |_| false).map_err(|e| ApiError::internal(&e))?;
+        Ok(Json(json!({"count": n})))
+    })
+    .await
+}
+
+fn resolve(app: &App, id: &str) -> Result<String, ApiError> {
+    lifecycle::resolve_id(&app.root, id).map_err(|e| ApiError::not_found(&e))
+}
+
+/// The roles and transitions of a workflow, for drawing its graph.
+fn graph_json(w: &Workflow) -> Value {
+    let edges: Vec<Value> = w
+        .graph
+        .iter()
+        .flat_map(|(from, ts)| {
+            ts.iter()
+                .map(move |t| json!({"from": from, "to": t.role, "condition": t.condition}))
+        })
+        .collect();
+    json!({"roles": w.roles.keys().collect::<Vec<_>>(), "edges": edges})
+}
+
+/// `GET /api/threads/<id>`: the thread as `thread show` reports it, with its prompt, lineage,
+/// the roles its steps took, and its workflow's graph.
+pub async fn thread(State(app): State<Arc<App>>, Path(id): Path<String>) -> Answer {
+    blocking(&app, move |app| {
+        let id = resolve(app, &id)?;
+        let summary = lifecycle::summary(&app.store, &id).map_err(|e| ApiError::internal(&e))?;
+        let view =
+            ThreadView::at(&app.store, &id, summary.head).map_err(|e| ApiError::internal(&e))?;
+        let mut json = summary.to_json();
+        let (parent, children) = lifecycle::family_json(&app.root, &id);
+        json["parent"] = parent;
+        json["children"] = children;
+        json["prompt"] = view.chain.start.prompt.clone().into();
+        json["workflowHash"] = view.workflow_hash.to_string().into();
+        json["path"] = view
+            .chain
+            .steps
+            .iter()
+            .map(|s| s.role.clone())
+            .collect::<Vec<_>>()
+            .into();
+        json["graph"] = graph_json(&view.workflow);
+        if let Some(role) = &summary.running_role {
+            json["runningRole"] = role.clone().into();
+        }
+        let origin = crate::engine::thread::forks::read(&app.root)
+            .unwrap_or_default()
+            .into_iter()
+            .find(|f| f.thread == id);
+        json["origin"] = origin.map_or(
+            Value::Null,
+            |f| json!({"thread": f.from, "step": f.step.to_string()}),
+        );
+        Ok(Json(json))
+    })
+    .await
+}
+
+/// `GET /api/threads/<id>/steps`: every step with its agent, time, duration and output.
+pub async fn steps(State(app): State<Arc<App>>, Path(id): Path<String>) -> Answer {
+    blocking(&app, move |app| {
+        let id = resolve(app, &id)?;
+        let view = ThreadView::load(&app.store, &id).map_err(|e| ApiError::internal(&e))?;
+        let mut before = view.chain.start_timestamp;
+        let steps: Vec<Value> = view
+            .chain
+            .steps
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let took = s.timestamp.saturating_sub(before);
+                before = s.timestamp;
+                json!({
+                    "index": i + 1,
+                    "hash": s.hash.to_string(),
+                    "role": s.role,
+                    "agent": s.agent,
+                    "at": s.timestamp,
+                    "durationMs": took,
+                    "output": s.output(),
+                })
+            })
+            .collect();
+        Ok(Json(json!({"thread": id, "steps": steps})))
+    })
+    .await
+}
+
+/// `GET /api/threads/<id>/why`: the moderator's trace for the next transition, as `thread why`.
+pub async fn why(State(app): State<Arc<App>>, Path(id): Path<String>) -> Answer {
+    blocking(&app, move |app| {
+        let id = resolve(app, &id)?;
+        let view = ThreadView::load(&app.store, &id).map_err(|e| ApiError::internal(&e))?;
+        let context = view.chain.context();
+        let position = crate::engine::workflow::moderator::position(&context).to_owned();
+        let moderator =
+            Moderator::new(view.workflow.clone()).map_err(|e| ApiError::internal(&e))?;
+        let (trace, decision) = moderator
+            .explain(&context)
+            .map_err(|e| ApiError::internal(&e))?;
+        let tried: Vec<Value> = trace
+            .iter()
+            .map(|t| {
+                let verdict = match &t.outcome {
+                    Outcome::Always => "always matches".to_owned(),
+                    Outcome::Evaluated(Some(v)) => format!("= {v}"),
+                    Outcome::Evaluated(None) => "= undefined".to_owned(),
+                    Outcome::Failed(e) => format!("error: {e}"),
+                    Outcome::NotTried => "not tried".to_owned(),
+                };
+                json!({"to": t.target, "condition": t.condition, "expression": t.expression,
+                       "verdict": verdict, "matched": t.outcome.matched()})
+            })
+            .collect();
+        let (next, error) = match decision {
+            Ok(next) => (Some(next), None),
+            Err(e) => (None, Some(crate::advice::with_hints(&e))),
+        };
+        Ok(Json(
+            json!({"position": position, "trace": tried, "next": next, "error": error}),
+        ))
+    })
+    .await
+}
+
+/// `GET /api/threads/<id>/question`: what an awaiting thread asks, and the JSON Schema of the
+/// answer.
+pub async fn question(State(app): State<Arc<App>>, Path(id): Path<String>) -> Answer {
+    blocking(&app, move |app| {
+        let id = resolve(app, &id)?;
+        let q = human::question(&app.store, &id).map_err(|e| ApiError::refused(&e))?;
+        let view = ThreadView::load(&app.store, &id).map_err(|e| ApiError::internal(&e))?;
+        let schema = view
+            .role_schema(&q.role)
+            .ok()
+            .and_then(|h| app.store.get_payload(h).ok())
+            .unwrap_or(Value::Null);
+        Ok(Json(
+            json!({"thread": id, "role": q.role, "prompt": q.prompt, "schema": schema}),
+        ))
+    })
+    .await
+}
+
+/// `POST /api/threads`: starts a thread → `{"thread", "workflow"}`.
+pub async fn start(State(app): State<Arc<App>>, Json(body): Json<Value>) -> Response {
+    let result = blocking(&app, move |app| {
+        let workflow = body["workflow"].as_str().unwrap_or_default().to_owned();
+        let prompt = body["prompt"].as_str().unwrap_or_default().to_owned();
+        if workflow.is_empty() || prompt.trim().is_empty() {
+            return Err(ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "a thread needs a workflow and a prompt",
+            ));
+        }
+        let (workflow, id) =
+            lifecycle::start(&app.store, &workflow, &prompt).map_err(|e| ApiError::refused(&e))?;
+        if body["queue"].as_bool() == Some(true) {
+            index::queue(&app.root, &id).map_err(|e| ApiError::internal(&e))?;
+        }
+        Ok(json!({"thread": id, "workflow": workflow}))
+    })
+    .await;
+    match result {
+        Ok(v) => (StatusCode::CREATED, Json(v)).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+fn step_options() -> StepOptions {
+    StepOptions {
+        agent: None,
+        passthrough: false,
+        from_queue: false,
+    }
+}
+
+/// `POST /api/threads/<id>/{step,run,queue,kill,answer}`.
+pub async fn act(
+    State(app): State<Arc<App>>,
+    Path((id, action)): Path<(String, String)>,
+    body: String,
+) -> Answer {
+    blocking(&app, move |app| {
+        let id = resolve(app, &id)?;
+        let loaded = || config::load(&app.root).map_err(|e| ApiError::refused(&e));
+        let value = match action.as_str() {
+            "step" => step::step(&app.store, &loaded()?, &id, &step_options())
+                .map_err(|e| ApiError::refused(&e))?
+                .to_json(),
+            "run" => {
+                let config = loaded()?;
+                let store = app.store.clone();
+                let thread = id.clone();
+                // A run may take long: it goes on after the answer, one warm step after another;
+                // the page follows it live.
+                std::thread::Builder::new()
+                    .name("uwf-serve-run".into())
+                    .spawn(move || {
+                        let mut warm = step::Warm::default();
+                        for _ in 0..100 {
+                            match step::step_warm(
+                                &store,
+                                &config,
+                                &thread,
+                                &step_options(),
+                                &mut warm,
+                            ) {
+                                Ok(s) if !s.done && !s.awaiting => {}
+                                _ => break,
+                            }
+                        }
+                    })
+                    .map_err(|e| ApiError::internal(&e))?;
+                json!({"thread": id, "running": true})
+            }
+            "queue" => {
+                index::queue(&app.root, &id).map_err(|e| ApiError::refused(&e))?;
+                json!({"thread": id, "queued": true})
+            }
+            "kill" => {
+                let head = lifecycle::kill(&app.store, &id).map_err(|e| ApiError::refused(&e))?;
+                json!({"thread": id, "head": head.to_string(), "status": "killed"})
+            }
+            "answer" => {
+                let config = loaded()?;
+                human::answer(&app.store, &config.config, &id, &body, None)
+                    .map_err(|e| ApiError::refused(&e))?
+                    .to_json()
+            }
+            other => {
+                return Err(ApiError::new(
+                    StatusCode::NOT_FOUND,
+                    format!("no action `{other}`: step, run, queue, kill or answer"),
+                ));
+            }
+        };
+        Ok(Json(value))
+    })
+    .await
+}
+
+/// `POST /api/steps/<ref>/fork`: a new thread from a step → `{"thread", "workflow", "head"}`.
+pub async fn fork(State(app): State<Arc<App>>, Path(step): Path<String>) -> Answer {
+    blocking(&app, move |app| {
+        let from =
+            lifecycle::resolve_step(&app.store, &step).map_err(|e| ApiError::not_found(&e))?;
+        let (workflow, id, head) =
+            lifecycle::fork(&app.store, from).map_err(|e| ApiError::refused(&e))?;
+        Ok(Json(
+            json!({"thread": id, "workflow": workflow, "head": head.to_string()}),
+        ))
+    })
+    .await
+}
+
+fn parse_hash(text: &str) -> Result<Hash, ApiError> {
+    text.parse::<Hash>()
+        .map_err(|e| ApiError::new(StatusCode::NOT_FOUND, e.to_string()))
+}
+
+/// Immutable content: cached by browsers for good, named by its hash.
+fn immutable(hash: Hash, mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("public, max-age=31536000, immutable"),
+    );
+    if let Ok(tag) = HeaderValue::from_str(&format!("\"{hash}\"")) {
+        headers.insert(header::ETAG, tag);
+    }
+    response
+}
+
+fn not_modified(headers: &HeaderMap, hash: Hash) -> bool {
+    headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains(&hash.to_string()))
+}
+
+fn node_json(store: &Store, hash: Hash) -> Result<Value, ApiError> {
+    let node = store.get(hash).map_err(|e| ApiError::not_found(&e))?;
+    Ok(json!({
+        "hash": hash.to_string(),
+        "type": node.type_hash.to_string(),
+        "typeName": builtin::name_of(node.type_hash),
+        "payload": node.payload,
+    }))
+}
+
+/// `GET /api/nodes/<hash>`: a node, immutable.
+pub async fn node(
+    State(app): State<Arc<App>>,
+    Path(hash): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let hash = match parse_hash(&hash) {
+        Ok(h) => h,
+        Err(e) => return e.into_response(),
+    };
+    if not_modified(&headers, hash) {
+        return immutable(hash, StatusCode::NOT_MODIFIED.into_response());
+    }
+    match blocking(&app, move |app| node_json(&app.store, hash)).await {
+        Ok(v) => immutable(hash, Json(v).into_response()),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// `GET /n/<hash>`: a node's permalink page, immutable (`Cache-Control: immutable`, the hash as
+/// its ETag). The page is made here, the node as escaped text.
+pub async fn node_page(
+    State(app): State<Arc<App>>,
+    Path(hash): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let hash = match parse_hash(&hash) {
+        Ok(h) => h,
+        Err(e) => return e.into_response(),
+    };
+    if not_modified(&headers, hash) {
+        return immutable(hash, StatusCode::NOT_MODIFIED.into_response());
+    }
+    match blocking(&app, move |app| node_json(&app.store, hash)).await {
+        Ok(v) => {
+            let kind = v["typeName"].as_str().unwrap_or("node").to_owned();
+            let text = serde_json::to_string_pretty(&v["payload"]).unwrap_or_default();
+            let body = super::assets::page(
+                &format!("{kind} {hash}"),
+                &format!(
+                    "<h1>{kind} <code>{hash}</code></h1><p>type <code>{}</code></p><pre id=\"node\">{}</pre>",
+                    super::assets::escape(v["type"].as_str().unwrap_or("")),
+                    super::assets::escape(&text)
+                ),
+            );
+            immutable(hash, body.into_response())
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
+/// Query of `GET /api/diff`.
+#[derive(Debug, Deserialize)]
+pub struct DiffParams {
+    a: String,
+    b: String,
+}
+
+/// `GET /api/diff?a=<ref>&b=<ref>`: the unified diff of two steps, as `uwf thread diff`.
+pub async fn diff(State(app): State<Arc<App>>, Query(p): Query<DiffParams>) -> Answer {
+    blocking(&app, move |app| {
+        let a = lifecycle::resolve_step(&app.store, &p.a).map_err(|e| ApiError::not_found(&e))?;
+        let b = lifecycle::resolve_step(&app.store, &p.b).map_err(|e| ApiError::not_found(&e))?;
+        let diff = render::step_diff(&app.store, a, b).map_err(|e| ApiError::refused(&e))?;
+        Ok(Json(
+            json!({"a": a.to_string(), "b": b.to_string(), "diff": diff}),
+        ))
+    })
+    .await
+}
+
+/// `GET /api/workflows`: every registered workflow.
+pub async fn workflows(State(app): State<Arc<App>>) -> Answer {
+    blocking(&app, move |app| {
+        let list = registry::list(&app.root).map_err(|e| ApiError::internal(&e))?;
+        let items: Vec<Value> = list
+            .iter()
+            .map(|(name, e)| {
+                json!({"name": name, "hash": e.hash.to_string(), "registeredAt": e.registered_at,
+                       "versions": e.history.len() + 1})
+            })
+            .collect();
+        Ok(Json(json!({"items": items})))
+    })
+    .await
+}
+
+/// `GET /api/workflows/<name>`: its YAML as saved, graph and versions.
+pub async fn workflow(State(app): State<Arc<App>>, Path(name): Path<String>) -> Answer {
+    blocking(&app, move |app| {
+        let entry = registry::entry(&app.root, &name).map_err(|e| ApiError::not_found(&e))?;
+        let yaml = match registry::source_text(&app.store, entry.hash) {
+            Some(text) => text,
+            None => Definition::load(&app.store, entry.hash)
+                .map_err(|e| ApiError::internal(&e))?
+                .to_yaml(),
+        };
+        let w = Workflow::load(&app.store, entry.hash).map_err(|e| ApiError::internal(&e))?;
+        let mut versions =
+            vec![json!({"hash": entry.hash.to_string(), "registeredAt": entry.registered_at})];
+        versions.extend(
+            entry
+                .history
+                .iter()
+                .rev()
+                .map(|v| json!({"hash": v.hash.to_string(), "registeredAt": v.registered_at})),
+        );
+        Ok(Json(
+            json!({"name": name, "hash": entry.hash.to_string(), "yaml": yaml,
+                       "graph": graph_json(&w), "versions": versions}),
+        ))
+    })
+    .await
+}
+
+/// `PUT /api/workflows/<name>` with the YAML as the body: checks and registers it, as
+/// `uwf workflow put`.
+pub async fn put_workflow(
+    State(app): State<Arc<App>>,
+    Path(name): Path<String>,
+    body: String,
+) -> Answer {
+    blocking(&app, move |app| {
+        if body.len() > workflow::MAX_FILE_BYTES {
+            return Err(ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                workflow::too_large(Some(body.len() as u64)).to_string(),
+            ));
+        }
+        let checked = workflow::parse_bytes(body.as_bytes()).map_err(|problems| {
+            ApiError::refused(&workflow::WorkflowError::Invalid { problems })
+        })?;
+        let found = checked.definition.workflow.name.clone();
+        if found != name {
+            return Err(ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                format!("the YAML names workflow `{found}`, not `{name}`"),
+            ));
+        }
+        let _pin = app.store.pin().map_err(|e| ApiError::internal(&e))?;
+        let hash = checked
+            .definition
+            .store(&app.store)
+            .map_err(|e| ApiError::refused(&e))?;
+        let source =
+            registry::store_source(&app.store, &body).map_err(|e| ApiError::internal(&e))?;
+        let status = registry::register_source(
+            &app.root,
+            &name,
+            hash,
+            Some(source),
+            crate::cas::store::now_ms(),
+        )
+        .map_err(|e| ApiError::internal(&e))?;
+        let status = match status {
+            Registered::New => "new",
+            Registered::Updated { .. } => "updated",
+            Registered::Unchanged => "unchanged",
+        };
+        Ok(Json(
+            json!({"name": name, "hash": hash.to_string(), "status": status}),
+        ))
+    })
+    .await
+}

@@ -1,0 +1,224 @@
+//! Live streams as server-sent events (SPEC §16): a thread's log and events as they arrive
+//! (`/api/threads/<id>/live`, resumable with `Last-Event-ID`, the log offset), and the changes
+//! of the thread index (`/api/events`: the ids of threads that changed).
+//!
+//! Each stream is fed by a thread of its own that reads through the engine (blocking) and
+//! waits between looks the way `uwf thread live` does: on PostgreSQL notifications, else a
+//! short poll. It ends as soon as the browser goes away.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures_util::stream::Stream;
+use serde_json::json;
+use tokio::sync::mpsc;
+
+use super::App;
+use super::error::ApiError;
+use crate::engine::storage::notify::ThreadWaker;
+use crate::engine::thread::lifecycle;
+use crate::engine::thread::run_files::RunFiles;
+use crate::pg::RunFileKind;
+
+/// How often a directory store's files are looked at.
+const POLL: Duration = Duration::from_millis(150);
+
+/// The most log a stream sends at its start: the end of a long log.
+const BACKLOG: u64 = 256 << 10;
+
+fn stream_of(rx: mpsc::Receiver<Event>) -> impl Stream<Item = Result<Event, Infallible>> {
+    futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|event| (Ok(event), rx))
+    })
+}
+
+fn sse(rx: mpsc::Receiver<Event>) -> Response {
+    Sse::new(stream_of(rx))
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+        .into_response()
+}
+
+/// `GET /api/threads/<id>/live`: `log` events (text, id = the log offset after them), `event`
+/// events (a line of the change feed), `thread` events (the summary after a change) and `end`
+/// when the thread is done or killed.
+pub async fn thread_live(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let id = match lifecycle::resolve_id(&app.root, &id) {
+        Ok(id) => id,
+        Err(e) => return ApiError::not_found(&e).into_response(),
+    };
+    let resume: Option<u64> = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok());
+    let (tx, rx) = mpsc::channel(64);
+    let spawned = std::thread::Builder::new()
+        .name("uwf-serve-live".into())
+        .spawn(move || follow_thread(&app, &id, resume, &tx));
+    if let Err(e) = spawned {
+        return ApiError::internal(&e).into_response();
+    }
+    sse(rx)
+}
+
+fn follow_thread(app: &App, id: &str, resume: Option<u64>, tx: &mpsc::Sender<Event>) {
+    let files = RunFiles::new(&app.root, id);
+    let mut waker = ThreadWaker::new(&app.root, id, POLL);
+    let size = files.text_stat(RunFileKind::Log).0;
+    let mut offset = resume.unwrap_or(size.saturating_sub(BACKLOG));
+    let mut events_at = files.text_stat(RunFileKind::Events).0;
+    let mut partial: Vec<u8> = Vec::new();
+    let mut last_summary = None;
+    loop {
+        if tx.is_closed() {
+            return;
+        }
+        // The log since the last look, whole characters only.
+        while let Ok(chunk) = files.read_text(RunFileKind::Log, offset, 64 << 10) {
+            if chunk.is_empty() {
+                break;
+            }
+            offset += chunk.len() as u64;
+            partial.extend_from_slice(&chunk);
+            let keep = match std::str::from_utf8(&partial) {
+                Err(e) if e.error_len().is_none() => partial.len() - e.valid_up_to(),
+                _ => 0,
+            };
+            let rest = partial.split_off(partial.len() - keep);
+            let text = String::from_utf8_lossy(&partial).into_owned();
+            partial = rest;
+            let event = Event::default()
+                .event("log")
+                .id((offset - keep as u64).to_string())
+                .data(text);
+            if tx.blocking_send(event).is_err() {
+                return;
+            }
+        }
+        if let Ok(chunk) = files.read_text(RunFileKind::Events, events_at, 1 << 20) {
+            // Whole lines only.
+            let end = chunk.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+            events_at += end as u64;
+            for line in String::from_utf8_lossy(&chunk[..end]).lines() {
+                if tx
+                    .blocking_send(Event::default().event("event").data(line))
+                    .is_err()
+                {
+                    return;
+                }
+            }
+        }
+        let summary = lifecycle::summary(&app.store, id).ok();
+        if let Some(s) = &summary {
+            let mut json = s.to_json();
+            if let Some(role) = &s.running_role {
+                json["runningRole"] = role.clone().into();
+            }
+            if last_summary.as_ref() != Some(&json) {
+                let event = Event::default().event("thread").data(json.to_string());
+                if tx.blocking_send(event).is_err() {
+                    return;
+                }
+                last_summary = Some(json);
+            }
+            if s.done() {
+                let _ = tx.blocking_send(Event::default().event("end").data(s.status.clone()));
+                return;
+            }
+        }
+        waker.wait();
+    }
+}
+
+/// `GET /api/events`: `changed` events whose data is `{"threads": [ids…]}`, for the threads
+/// list to patch its rows.
+pub async fn events(State(app): State<Arc<App>>) -> Response {
+    let (tx, rx) = mpsc::channel(64);
+    let spawned = std::thread::Builder::new()
+        .name("uwf-serve-events".into())
+        .spawn(move || follow_index(&app, &tx));
+    if let Err(e) = spawned {
+        return ApiError::internal(&e).into_response();
+    }
+    sse(rx)
+}
+
+fn follow_index(app: &App, tx: &mpsc::Sender<Event>) {
+    let send = |ids: Vec<String>| -> bool {
+        if ids.is_empty() {
+            return true;
+        }
+        let event = Event::default()
+            .event("changed")
+            .data(json!({"threads": ids}).to_string());
+        tx.blocking_send(event).is_ok()
+    };
+    match crate::engine::storage::pg(&app.root) {
+        Ok(Some(pg)) => {
+            // Every start, head move, status change and archive names its thread.
+            let mut listener = None;
+            loop {
+                if tx.is_closed() {
+                    return;
+                }
+                if listener.is_none() {
+                    listener = crate::pg::Listener::open_on(
+                        pg.config(),
+                        &[crate::pg::CHANNEL, crate::pg::RUNS_CHANNEL],
+                    )
+                    .ok();
+                }
+                let Some(l) = listener.as_mut() else {
+                    std::thread::sleep(Duration::from_secs(1));
+                    continue;
+                };
+                match l.wait(Duration::from_secs(1)) {
+                    Ok(Some(id)) => {
+                        if !send(vec![id]) {
+                            return;
+                        }
+                    }
+                    Ok(None) => {}
+                    Err(_) => listener = None,
+                }
+            }
+        }
+        _ => {
+            let mut since = crate::cas::store::now_ms();
+            let mut stamps = None;
+            loop {
+                if tx.is_closed() {
+                    return;
+                }
+                let now: Vec<_> = crate::engine::index_db::watched_files(&app.root)
+                    .iter()
+                    .map(|p| {
+                        std::fs::metadata(p)
+                            .ok()
+                            .map(|m| (m.len(), m.modified().ok()))
+                    })
+                    .collect();
+                if stamps.as_ref() != Some(&now) {
+                    stamps = Some(now);
+                    if let Ok((ids, latest)) =
+                        crate::engine::index_db::changed_since(&app.root, since)
+                    {
+                        since = latest;
+                        if !send(ids) {
+                            return;
+                        }
+                    }
+                }
+                std::thread::sleep(POLL);
+            }
+        }
+    }
+}

@@ -1,0 +1,142 @@
+//! A running `uwf serve` for the dashboard tests: a store with a `review` workflow whose
+//! `approver` is a person (everything else the offline dry agent), the server on a free port,
+//! and HTTP helpers. The server is killed when the guard drops, also when a test panics.
+
+use std::io::BufRead;
+use std::process::{Child, Stdio};
+
+use super::Env;
+
+/// A workflow that writes, then asks a person to approve (again until approved).
+pub const REVIEW: &str = "name: review\nroles:\n  writer:\n    goal: write the text\n    meta:\n      type: object\n      \
+properties: { text: { type: string } }\n      required: [text]\n  approver:\n    goal: approve the text\n    \
+meta:\n      type: object\n      properties:\n        approved: { type: boolean }\n        note: { type: string }\n      \
+required: [approved]\nconditions:\n  approved:\n    expression: \"steps[-1].output.approved = true\"\n\
+graph:\n  $START: [ { role: writer, condition: null } ]\n  writer: [ { role: approver, condition: null } ]\n  \
+approver: [ { role: $END, condition: approved }, { role: writer, condition: null } ]\n";
+
+/// A store with `review` and `solve-issue` registered.
+pub fn store() -> Env {
+    let env = Env::new();
+    let review = env.dir.path().join("review.yaml");
+    std::fs::write(&review, REVIEW).expect("review.yaml");
+    env.ok(&["workflow", "put", review.to_str().expect("utf-8")]);
+    let example =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/solve-issue.yaml");
+    env.ok(&["workflow", "put", example.to_str().expect("utf-8")]);
+    std::fs::write(
+        env.root().join("config.yaml"),
+        "defaultAgent: dry\nagentOverrides:\n  review: { approver: human }\n",
+    )
+    .expect("config.yaml");
+    env
+}
+
+/// A running server.
+pub struct Server {
+    child: Child,
+    /// `http://127.0.0.1:PORT/`
+    pub url: String,
+    pub login: Option<String>,
+    agent: ureq::Agent,
+}
+
+impl Server {
+    /// `uwf serve --bind BIND extra…` on `env`'s root.
+    pub fn start(env: &Env, bind: &str, extra: &[&str]) -> Server {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_uwf"))
+            .env_remove("WORKFLOW_STORAGE_ROOT")
+            .env_remove("UWF_STORAGE_URL")
+            .env("UWF_STORAGE_ROOT", env.root())
+            .env("HOME", env.dir.path())
+            .env("NO_COLOR", "1")
+            .current_dir(env.dir.path())
+            .args(["serve", "--bind", bind])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("uwf serve");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("the server's first line");
+        let report: serde_json::Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("uwf serve printed {line:?}: {e}"));
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .build()
+            .into();
+        Server {
+            child,
+            url: report["url"].as_str().expect("url").to_owned(),
+            login: report["login"].as_str().map(str::to_owned),
+            agent,
+        }
+    }
+
+    /// A request: method, path (after the host), headers, body → (status, headers, body).
+    pub fn request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&str>,
+    ) -> (u16, Vec<(String, String)>, String) {
+        let url = format!("{}{}", self.url, path.trim_start_matches('/'));
+        let builder = ureq::http::Request::builder().method(method).uri(&url);
+        let builder = headers.iter().fold(builder, |b, (k, v)| b.header(*k, *v));
+        let request = builder
+            .body(body.unwrap_or("").to_owned())
+            .expect("request");
+        let mut response = self.agent.run(request).expect("the server answers");
+        let status = response.status().as_u16();
+        let heads = response
+            .headers()
+            .iter()
+            .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
+            .collect();
+        let text = response.body_mut().read_to_string().unwrap_or_default();
+        (status, heads, text)
+    }
+
+    /// `GET path` → (status, body as JSON or `null`).
+    pub fn get_json(&self, path: &str) -> (u16, serde_json::Value) {
+        let (status, _, body) = self.request("GET", path, &[], None);
+        (
+            status,
+            serde_json::from_str(&body).unwrap_or(serde_json::Value::Null),
+        )
+    }
+
+    /// A write from the dashboard's own pages (its Origin).
+    pub fn post_json(&self, path: &str, body: &str) -> (u16, serde_json::Value) {
+        let origin = self.url.trim_end_matches('/').to_owned();
+        let (status, _, text) = self.request(
+            "POST",
+            path,
+            &[("origin", &origin), ("content-type", "application/json")],
+            Some(body),
+        );
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(serde_json::Value::Null),
+        )
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The value of header `name` (lower case) in `headers`.
+pub fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    headers
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+}

@@ -1,0 +1,217 @@
+//! `uwf serve`'s API and security through the real binary (SPEC §16): the statuses the CLI's
+//! exit codes map to, the security model (loopback host check, foreign origins, the token,
+//! read-only), immutable node permalinks, and answers, diffs, starts and forks that give what
+//! the CLI gives.
+
+mod common;
+
+use common::serve::{Server, header, store};
+
+fn steps_of(env: &common::Env, id: &str) -> serde_json::Value {
+    common::json(&env.ok(&["thread", "show", id]))["steps"].clone()
+}
+
+#[test]
+fn the_api_answers_as_the_cli_does() {
+    let env = store();
+    let id = env.ok(&[
+        "thread",
+        "start",
+        "review",
+        "-p",
+        "Fix <b>login</b> & <script>x()</script>",
+        "-q",
+    ]);
+    env.ok(&["thread", "run", &id]);
+    let server = Server::start(&env, "127.0.0.1:0", &[]);
+
+    // Pages: every path gets the shell with a strict CSP.
+    for path in [
+        "/",
+        &format!("/threads/{id}"),
+        "/workflows",
+        "/workflows/review",
+        "/diff?a=x&b=y",
+    ] {
+        let (status, headers, body) = server.request("GET", path, &[], None);
+        assert_eq!(status, 200, "{path}");
+        let csp = header(&headers, "content-security-policy").expect("CSP");
+        assert!(
+            csp.contains("default-src 'none'") && csp.contains("script-src 'self'"),
+            "{csp}"
+        );
+        assert!(body.contains("/assets/app.js"), "{path}: {body}");
+    }
+
+    // The list, the thread, its steps and its question.
+    let (status, list) = server.get_json("/api/threads?limit=10");
+    assert_eq!(status, 200);
+    assert_eq!(list["items"][0]["thread"], id.as_str());
+    assert_eq!(list["items"][0]["status"], "awaiting");
+    let (_, count) = server.get_json("/api/threads/count?status=awaiting");
+    assert_eq!(count["count"], 1);
+    let (_, found) = server.get_json("/api/threads?q=LOGIN");
+    assert_eq!(found["items"].as_array().map(Vec::len), Some(1));
+    let (_, none) = server.get_json("/api/threads?q=nothing-like-it");
+    assert_eq!(none["items"].as_array().map(Vec::len), Some(0));
+    let (status, bad) = server.get_json("/api/threads?status=sleeping");
+    assert_eq!(status, 422, "{bad}");
+    let (status, thread) = server.get_json(&format!("/api/threads/{id}"));
+    assert_eq!(status, 200);
+    assert_eq!(thread["awaiting"], "approver");
+    assert_eq!(thread["path"], serde_json::json!(["writer"]));
+    let (_, question) = server.get_json(&format!("/api/threads/{id}/question"));
+    assert_eq!(question["role"], "approver");
+    assert_eq!(
+        question["schema"]["properties"]["approved"]["type"],
+        "boolean"
+    );
+    let (status, missing) = server.get_json("/api/threads/01ZZZZZZZZZZZZZZZZZZZZZZZZ");
+    assert_eq!(status, 404, "{missing}");
+    assert!(missing["error"].as_str().is_some());
+
+    // An invalid answer is refused with the schema's message; a valid one publishes the step.
+    let (status, refused) = server.post_json(
+        &format!("/api/threads/{id}/answer"),
+        "{\"approved\": \"yes\"}",
+    );
+    assert_eq!(status, 422, "{refused}");
+    let message = refused["error"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("/approved") && message.contains("boolean"),
+        "{message}"
+    );
+    assert_eq!(steps_of(&env, &id), 1);
+    let (status, answered) =
+        server.post_json(&format!("/api/threads/{id}/answer"), "{\"approved\": true}");
+    assert_eq!(status, 200, "{answered}");
+    assert_eq!(steps_of(&env, &id), 2);
+
+    // A diff is `uwf thread diff`'s.
+    let other = env.ok(&["thread", "start", "solve-issue", "-p", "other", "-q"]);
+    env.ok(&["thread", "step", &other]);
+    let a = format!("{id}:1");
+    let b = format!("{other}:1");
+    let (status, diff) = server.get_json(&format!("/api/diff?a={a}&b={b}"));
+    assert_eq!(status, 200, "{diff}");
+    assert_eq!(
+        diff["diff"].as_str().expect("diff"),
+        env.ok(&["thread", "diff", &a, &b]) + "\n"
+    );
+
+    // Start and fork.
+    let (status, started) = server.post_json(
+        "/api/threads",
+        "{\"workflow\": \"review\", \"prompt\": \"from the API\"}",
+    );
+    assert_eq!(status, 201, "{started}");
+    let new = started["thread"].as_str().expect("thread").to_owned();
+    assert_eq!(
+        common::json(&env.ok(&["thread", "show", &new]))["status"],
+        "active"
+    );
+    let (status, forked) = server.post_json(&format!("/api/steps/{a}/fork"), "");
+    assert_eq!(status, 200, "{forked}");
+    let fork = forked["thread"].as_str().expect("fork");
+    assert_eq!(steps_of(&env, fork), 1);
+    let (status, unknown) = server.post_json("/api/steps/ZZZZZZZZZZZZZ/fork", "");
+    assert_eq!(status, 404, "{unknown}");
+
+    // A node permalink: immutable, its hash as ETag, the same bytes never sent twice, and the
+    // prompt shown as text.
+    let start_hash = env.ok(&["thread", "show", &id]);
+    let head = common::json(&start_hash)["head"]
+        .as_str()
+        .expect("head")
+        .to_owned();
+    let (status, headers, body) = server.request("GET", &format!("/n/{head}"), &[], None);
+    assert_eq!(status, 200);
+    assert!(header(&headers, "cache-control").is_some_and(|c| c.contains("immutable")));
+    assert_eq!(
+        header(&headers, "etag"),
+        Some(format!("\"{head}\"").as_str())
+    );
+    assert!(body.contains(&head));
+    let etag = format!("\"{head}\"");
+    let (status, _, body) = server.request(
+        "GET",
+        &format!("/n/{head}"),
+        &[("if-none-match", &etag)],
+        None,
+    );
+    assert_eq!((status, body.as_str()), (304, ""));
+    let (_, _, page) = server.request(
+        "GET",
+        &format!("/n/{}", thread["head"].as_str().unwrap()),
+        &[],
+        None,
+    );
+    assert!(!page.contains("<script>x()"), "{page}");
+}
+
+#[test]
+fn the_security_model_holds() {
+    let env = store();
+    let id = env.ok(&["thread", "start", "review", "-p", "guarded", "-q"]);
+    let server = Server::start(&env, "127.0.0.1:0", &[]);
+    // DNS rebinding: another host name is refused.
+    let (status, _, _) =
+        server.request("GET", "/api/threads", &[("host", "evil.example:80")], None);
+    assert_eq!(status, 403);
+    // A write from another site is refused, and nothing happens.
+    let (status, _, body) = server.request(
+        "POST",
+        &format!("/api/threads/{id}/step"),
+        &[("origin", "http://evil.example")],
+        None,
+    );
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(steps_of(&env, &id), 0);
+    // The page's own origin may.
+    let (status, stepped) = server.post_json(&format!("/api/threads/{id}/step"), "");
+    assert_eq!(status, 200, "{stepped}");
+    assert_eq!(steps_of(&env, &id), 1);
+    drop(server);
+
+    // Read-only: every write is 405.
+    let server = Server::start(&env, "127.0.0.1:0", &["--read-only"]);
+    let (status, _) = server.post_json(&format!("/api/threads/{id}/step"), "");
+    assert_eq!(status, 405);
+    let (status, _, body) = server.request("GET", "/", &[], None);
+    assert_eq!(status, 200);
+    assert!(body.contains("data-mode=\"read-only\""), "{body}");
+    assert_eq!(steps_of(&env, &id), 1);
+    drop(server);
+
+    // Beyond loopback: 401 without the token; the bearer token or the login's cookie pass.
+    let server = Server::start(&env, "0.0.0.0:0", &[]);
+    let login = server.login.clone().expect("a login URL");
+    let token = std::fs::read_to_string(env.root().join("serve.token")).expect("token file");
+    let token = token.trim();
+    assert!(login.ends_with(&format!("?token={token}")), "{login}");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(env.root().join("serve.token"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let (status, _, _) = server.request("GET", "/api/threads", &[], None);
+    assert_eq!(status, 401);
+    let (status, _, _) = server.request("GET", "/", &[], None);
+    assert_eq!(status, 401);
+    let bearer = format!("Bearer {token}");
+    let (status, _, _) = server.request("GET", "/api/threads", &[("authorization", &bearer)], None);
+    assert_eq!(status, 200);
+    let (status, headers, _) = server.request("GET", &format!("/login?token={token}"), &[], None);
+    assert_eq!(status, 303);
+    let cookie = header(&headers, "set-cookie").expect("a cookie").to_owned();
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+    let pair = cookie.split(';').next().unwrap();
+    let (status, _, _) = server.request("GET", "/api/threads", &[("cookie", pair)], None);
+    assert_eq!(status, 200);
+    let (status, _, _) = server.request("GET", "/login?token=wrong", &[], None);
+    assert_eq!(status, 401);
+}
