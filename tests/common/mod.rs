@@ -1,6 +1,7 @@
 //! Shared helpers for integration tests: a sealed environment around the real `uwf` binary.
 #![allow(dead_code)]
 
+pub mod browser;
 pub mod machine;
 
 use std::path::{Path, PathBuf};
