@@ -1,6 +1,7 @@
 //! Shared helpers for integration tests: a sealed environment around the real `uwf` binary.
 #![allow(dead_code)]
 
+pub mod browser;
 pub mod machine;
 pub mod serve;
 
@@ -176,13 +177,19 @@ pub fn missing(needs: &[Need]) -> Vec<String> {
 
 /// Whether an executable `name` is on PATH.
 pub fn on_path(name: &str) -> bool {
+    which(name).is_some()
+}
+
+/// The first executable `name` on PATH.
+pub fn which(name: &str) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
-    std::env::var_os("PATH").is_some_and(|path| {
-        std::env::split_paths(&path).any(|dir| {
-            std::fs::metadata(dir.join(name))
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|file| {
+            std::fs::metadata(file)
                 .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
         })
-    })
 }
 
 /// Whether the machine has everything `test` needs; call first and return when false.
@@ -191,8 +198,14 @@ pub fn on_path(name: &str) -> bool {
 /// found`, written past the test harness's capture so that `cargo test` shows it), unless
 /// `UWF_REQUIRE_ALL_TESTS=1` (CI) makes it panic: a skip there would hide a missing install.
 pub fn has(test: &str, needs: &[Need]) -> bool {
+    runs(test, &missing(needs))
+}
+
+/// [`has`] for a test that works out what it lacks itself (one phrase each, as [`missing`]
+/// words them): whether it runs, after printing the `SKIP …` line or panicking as `has` does.
+pub fn runs(test: &str, missing: &[String]) -> bool {
     let require_all = std::env::var("UWF_REQUIRE_ALL_TESTS").is_ok_and(|v| v == "1");
-    match skip_line(test, &missing(needs), require_all) {
+    match skip_line(test, missing, require_all) {
         None => true,
         Some(line) => {
             use std::io::Write;
