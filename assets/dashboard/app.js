@@ -307,7 +307,7 @@ async function threadPage(id) {
     whyBox.replaceChildren(
       why.error ? el('div', { class: 'error', text: why.error }) : '',
       el('ol', {}, (why.trace || []).map((x) => el('li', { class: x.matched ? '' : 'muted' },
-        `→ ${x.to} `, el('code', { text: x.condition ? `${x.condition} ${x.expression || ''}` : 'always' }), ` ${x.verdict}`))),
+        `→ ${x.to} `, x.condition ? el('code', { text: `${x.condition} ${x.expression || ''}` }) : '', ` ${x.verdict}`))),
       why.next ? el('p', {}, 'next: ', el('strong', { text: why.next })) : '');
     timeline.replaceChildren(...steps.steps.slice().reverse().map((s) => {
       const prev = s.index > 1 ? `${id}:${s.index - 1}` : null;

@@ -88,7 +88,7 @@ pub async fn threads(State(app): State<Arc<App>>, Query(p): Query<ListParams>) -
         let q = filled(p.q).map(|q| q.to_lowercase());
         let mut items = Vec::new();
         let (mut scanned, mut last, mut more) = (0usize, None::<String>, false);
-        listing::list(&app.store, &query, |listed| {
+        listing::list_page(&app.store, &query, |listed| {
             if items.len() >= limit || scanned >= SEARCH_SCAN {
                 more = true;
                 return false;
@@ -141,6 +141,12 @@ pub async fn count(State(app): State<Arc<App>>, Query(p): Query<CountParams>) ->
 
 fn resolve(app: &App, id: &str) -> Result<String, ApiError> {
     lifecycle::resolve_id(&app.root, id).map_err(|e| ApiError::not_found(&e))
+}
+
+/// The thread at its head, active or archived.
+fn view_of(app: &App, id: &str) -> Result<ThreadView, ApiError> {
+    let summary = lifecycle::summary(&app.store, id).map_err(|e| ApiError::internal(&e))?;
+    ThreadView::at(&app.store, id, summary.head).map_err(|e| ApiError::internal(&e))
 }
 
 /// The roles and transitions of a workflow, for drawing its graph.
@@ -198,7 +204,7 @@ pub async fn thread(State(app): State<Arc<App>>, Path(id): Path<String>) -> Answ
 pub async fn steps(State(app): State<Arc<App>>, Path(id): Path<String>) -> Answer {
     blocking(&app, move |app| {
         let id = resolve(app, &id)?;
-        let view = ThreadView::load(&app.store, &id).map_err(|e| ApiError::internal(&e))?;
+        let view = view_of(app, &id)?;
         let mut before = view.chain.start_timestamp;
         let steps: Vec<Value> = view
             .chain
@@ -228,7 +234,7 @@ pub async fn steps(State(app): State<Arc<App>>, Path(id): Path<String>) -> Answe
 pub async fn why(State(app): State<Arc<App>>, Path(id): Path<String>) -> Answer {
     blocking(&app, move |app| {
         let id = resolve(app, &id)?;
-        let view = ThreadView::load(&app.store, &id).map_err(|e| ApiError::internal(&e))?;
+        let view = view_of(app, &id)?;
         let context = view.chain.context();
         let position = crate::engine::workflow::moderator::position(&context).to_owned();
         let moderator =

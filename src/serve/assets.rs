@@ -35,7 +35,7 @@ pub fn escape(text: &str) -> String {
 pub fn page(title: &str, body: &str) -> Html<String> {
     Html(format!(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{} · uwf</title>\
-         <link rel=\"stylesheet\" href=\"/assets/style.css\"></head><body><nav><a href=\"/\">Threads</a> \
+         <link rel=\"icon\" href=\"data:,\"><link rel=\"stylesheet\" href=\"/assets/style.css\"></head><body><nav><a href=\"/\">Threads</a> \
          <a href=\"/workflows\">Workflows</a> <a href=\"/diff\">Diff</a></nav><main>{body}</main></body></html>",
         escape(title)
     ))

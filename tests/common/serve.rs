@@ -10,7 +10,7 @@ use super::Env;
 /// A workflow that writes, then asks a person to approve (again until approved).
 pub const REVIEW: &str = "name: review\nroles:\n  writer:\n    goal: write the text\n    meta:\n      type: object\n      \
 properties: { text: { type: string } }\n      required: [text]\n  approver:\n    goal: approve the text\n    \
-meta:\n      type: object\n      properties:\n        approved: { type: boolean }\n        note: { type: string }\n      \
+meta:\n      type: object\n      properties:\n        approved: { type: boolean }\n        note: { type: string, minLength: 3 }\n      \
 required: [approved]\nconditions:\n  approved:\n    expression: \"steps[-1].output.approved = true\"\n\
 graph:\n  $START: [ { role: writer, condition: null } ]\n  writer: [ { role: approver, condition: null } ]\n  \
 approver: [ { role: $END, condition: approved }, { role: writer, condition: null } ]\n";

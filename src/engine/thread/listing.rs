@@ -107,6 +107,25 @@ impl From<crate::pg::ListedRow> for IndexRow {
 pub fn list(
     store: &Store,
     query: &Query,
+    each: impl FnMut(Listed) -> bool,
+) -> Result<u64, ThreadError> {
+    list_counting(store, query, true, each)
+}
+
+/// [`list`] that stops reading the index as soon as `each` returns `false` (a page of a
+/// longer list: nothing is counted past it). Returns how many threads `each` saw.
+pub fn list_page(
+    store: &Store,
+    query: &Query,
+    each: impl FnMut(Listed) -> bool,
+) -> Result<u64, ThreadError> {
+    list_counting(store, query, false, each)
+}
+
+fn list_counting(
+    store: &Store,
+    query: &Query,
+    count_all: bool,
     mut each: impl FnMut(Listed) -> bool,
 ) -> Result<u64, ThreadError> {
     let root = store.root();
@@ -150,11 +169,14 @@ pub fn list(
                 {
                     return true;
                 }
-                matched += 1;
                 if wanted {
+                    matched += 1;
                     wanted = each(listed);
+                    wanted || count_all
+                } else {
+                    matched += 1;
+                    true
                 }
-                true
             }
             Err(e) => {
                 failure = Some(e);
