@@ -96,6 +96,15 @@ fn every_page_loads_clean_and_acts_through_the_engine() {
         browser.goto(&format!("{base}{path}"));
         let route = path.split('?').next().unwrap();
         drawn(&browser, route);
+        if *name == "thread" {
+            // The live log's first lines, for the screenshot.
+            browser.wait_until(Duration::from_secs(3), || {
+                browser
+                    .execute("return document.getElementById('log').textContent", vec![])
+                    .as_str()
+                    .is_some_and(|t| !t.is_empty())
+            });
+        }
         browser.screenshot(&format!("dashboard-{name}"));
         assert_eq!(browser.console_errors(), Vec::<String>::new(), "{path}");
         assert_eq!(
