@@ -176,6 +176,51 @@ fn every_page_loads_clean_and_acts_through_the_engine() {
     );
     assert_eq!(browser.console_errors(), Vec::<String>::new());
 
+    // The threads list patches the row of a thread another process steps.
+    browser.goto(&format!("{base}/"));
+    drawn(&browser, "/");
+    let steps_cell = |b: &Browser| {
+        b.execute(
+            "const r = document.querySelector(`#threads tr[data-id='${arguments[0]}']`); \
+             return r ? r.children[4].textContent : null",
+            vec![json!(solve)],
+        )
+    };
+    let before = show(&env, &solve)["steps"].clone();
+    assert_eq!(steps_cell(&browser), json!(before.to_string()));
+    env.ok(&["thread", "step", &solve]);
+    let stepped_at = Instant::now();
+    let after = show(&env, &solve)["steps"].to_string();
+    let patched = browser.wait_until(Duration::from_secs(5), || {
+        steps_cell(&browser) == json!(after)
+    });
+    let late = stepped_at.elapsed();
+    assert!(patched, "the row was not patched: {}", page_text(&browser));
+    assert!(
+        late <= Duration::from_secs(1),
+        "the row followed {late:?} after the step"
+    );
+    eprintln!("the threads list patched a row {late:?} after a CLI step");
+
+    // The start dialog of a workflow opens the new thread.
+    browser.goto(&format!("{base}/workflows/review"));
+    drawn(&browser, "/workflows/review");
+    browser.type_text(&browser.find("#prompt").unwrap(), "started in the browser");
+    browser.click(&browser.find("#start").unwrap());
+    let opened = browser.wait_until(Duration::from_secs(5), || {
+        browser
+            .execute("return document.body.dataset.ready || ''", vec![])
+            .as_str()
+            .is_some_and(|p| p.starts_with("/threads/"))
+    });
+    assert!(
+        opened,
+        "the start did not open the thread: {}",
+        browser.url()
+    );
+    let started_id = browser.url().rsplit('/').next().unwrap().to_owned();
+    assert_eq!(show(&env, &started_id)["workflow"], "review");
+
     // The answer form: refused with the schema's message, then accepted.
     browser.goto(&format!("{base}/threads/{review}/answer"));
     drawn(&browser, &format!("/threads/{review}/answer"));

@@ -4,6 +4,7 @@
 //! the CLI gives.
 
 mod common;
+mod pg_server;
 
 use common::serve::{Server, header, store};
 
@@ -117,6 +118,40 @@ fn the_api_answers_as_the_cli_does() {
     let (status, unknown) = server.post_json("/api/steps/ZZZZZZZZZZZZZ/fork", "");
     assert_eq!(status, 404, "{unknown}");
 
+    // A workflow saved from the page: checked and registered as `workflow put` does.
+    let origin = server.url.trim_end_matches('/').to_owned();
+    let changed =
+        common::serve::REVIEW.replace("goal: write the text", "goal: write the text well");
+    let put = |name: &str, body: &str| {
+        let (status, _, text) = server.request(
+            "PUT",
+            &format!("/api/workflows/{name}"),
+            &[("origin", &origin)],
+            Some(body),
+        );
+        (
+            status,
+            serde_json::from_str::<serde_json::Value>(&text).unwrap_or_default(),
+        )
+    };
+    let (status, saved) = put("review", &changed);
+    assert_eq!(
+        (status, saved["status"].as_str()),
+        (200, Some("updated")),
+        "{saved}"
+    );
+    let (_, listed) = server.get_json("/api/workflows/review");
+    assert_eq!(listed["versions"].as_array().map(Vec::len), Some(2));
+    assert!(
+        env.ok(&["workflow", "show", "review"])
+            .contains("write the text well")
+    );
+    let (status, wrong) = put("other", &changed);
+    assert_eq!(status, 422, "{wrong}");
+    let (status, invalid) = put("review", "name: review\nroles: {}\n");
+    assert_eq!(status, 422, "{invalid}");
+    assert!(invalid["error"].as_str().is_some());
+
     // A node permalink: immutable, its hash as ETag, the same bytes never sent twice, and the
     // prompt shown as text.
     let start_hash = env.ok(&["thread", "show", &id]);
@@ -214,4 +249,48 @@ fn the_security_model_holds() {
     assert_eq!(status, 200);
     let (status, _, _) = server.request("GET", "/login?token=wrong", &[], None);
     assert_eq!(status, 401);
+}
+
+/// A thread's live stream starts with its log and resumes where `Last-Event-ID` says.
+#[test]
+fn the_live_stream_resumes_at_the_log_offset() {
+    let env = store();
+    let id = env.ok(&["thread", "start", "solve-issue", "-p", "stream me", "-q"]);
+    env.ok(&["thread", "step", &id]);
+    env.ok(&["thread", "step", &id]);
+    let log = std::fs::read_to_string(env.root().join("runs").join(format!("{id}.log"))).unwrap();
+    let server = Server::start(&env, "127.0.0.1:0", &[]);
+    let (end, whole) = server.first_log_event(&id, None);
+    assert_eq!(end as usize, log.len());
+    assert_eq!(whole, log);
+    let second = log.find("── step 2").expect("a second header");
+    let (_, rest) = server.first_log_event(&id, Some(second as u64));
+    assert!(rest.starts_with("── step 2"), "{rest}");
+}
+
+/// Over PostgreSQL the dashboard of one machine shows another machine's threads and their logs.
+#[test]
+fn over_postgres_one_machines_dashboard_shows_anothers_work() {
+    let name = "over_postgres_one_machines_dashboard_shows_anothers_work";
+    let Some(server) = pg_server::shared(name) else {
+        return;
+    };
+    let url = server.fresh_db(name);
+    let a = common::machine::Machine::new(Some(&url), None);
+    let b = common::machine::Machine::new(Some(&url), None);
+    let example =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/solve-issue.yaml");
+    a.ok(&["workflow", "put", example.to_str().unwrap()]);
+    let id = a.ok(&["thread", "start", "solve-issue", "-p", "on machine A", "-q"]);
+    a.ok(&["thread", "step", &id, "--agent", "dry"]);
+    let dashboard = Server::start_with(b.uwf(), "127.0.0.1:0", &[]);
+    let (status, list) = dashboard.get_json("/api/threads");
+    assert_eq!(status, 200);
+    assert_eq!(list["items"][0]["thread"], id.as_str());
+    assert_eq!(list["items"][0]["prompt"], "on machine A");
+    let (_, text) = dashboard.first_log_event(&id, Some(0));
+    assert!(
+        text.starts_with("── step 1 · planner · agent dry"),
+        "{text}"
+    );
 }

@@ -51,9 +51,14 @@ pub async fn thread_live(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    let id = match lifecycle::resolve_id(&app.root, &id) {
+    // The engine blocks (files, the PostgreSQL client): never on the runtime's own threads.
+    let resolved = super::blocking(&app, move |app| {
+        lifecycle::resolve_id(&app.root, &id).map_err(|e| ApiError::not_found(&e))
+    })
+    .await;
+    let id = match resolved {
         Ok(id) => id,
-        Err(e) => return ApiError::not_found(&e).into_response(),
+        Err(e) => return e.into_response(),
     };
     let resume: Option<u64> = headers
         .get("last-event-id")

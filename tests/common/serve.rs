@@ -44,13 +44,20 @@ pub struct Server {
 impl Server {
     /// `uwf serve --bind BIND extra…` on `env`'s root.
     pub fn start(env: &Env, bind: &str, extra: &[&str]) -> Server {
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_uwf"))
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_uwf"));
+        command
             .env_remove("WORKFLOW_STORAGE_ROOT")
             .env_remove("UWF_STORAGE_URL")
             .env("UWF_STORAGE_ROOT", env.root())
             .env("HOME", env.dir.path())
             .env("NO_COLOR", "1")
-            .current_dir(env.dir.path())
+            .current_dir(env.dir.path());
+        Server::start_with(command, bind, extra)
+    }
+
+    /// `uwf serve --bind BIND extra…` run by `command` (a `uwf` with its environment set).
+    pub fn start_with(mut command: std::process::Command, bind: &str, extra: &[&str]) -> Server {
+        let mut child = command
             .args(["serve", "--bind", bind])
             .args(extra)
             .stdout(Stdio::piped())
@@ -99,6 +106,38 @@ impl Server {
             .collect();
         let text = response.body_mut().read_to_string().unwrap_or_default();
         (status, heads, text)
+    }
+
+    /// The first `log` event of a live stream (`/api/threads/<id>/live`), asked to resume after
+    /// `last_event_id`: (its id, its text).
+    pub fn first_log_event(&self, id: &str, last_event_id: Option<u64>) -> (u64, String) {
+        use std::io::BufRead as _;
+        let url = format!("{}api/threads/{id}/live", self.url);
+        let mut builder = ureq::http::Request::builder().method("GET").uri(&url);
+        if let Some(n) = last_event_id {
+            builder = builder.header("last-event-id", n.to_string());
+        }
+        let request = builder.body(String::new()).expect("request");
+        let mut response = self.agent.run(request).expect("the stream");
+        assert_eq!(response.status().as_u16(), 200);
+        let reader = std::io::BufReader::new(response.body_mut().as_reader());
+        let (mut event, mut event_id, mut data) = (String::new(), 0u64, Vec::new());
+        for line in reader.lines() {
+            let line = line.expect("a line of the stream");
+            if let Some(v) = line.strip_prefix("event:") {
+                event = v.trim().to_owned();
+            } else if let Some(v) = line.strip_prefix("id:") {
+                event_id = v.trim().parse().expect("a numeric id");
+            } else if let Some(v) = line.strip_prefix("data:") {
+                data.push(v.strip_prefix(' ').unwrap_or(v).to_owned());
+            } else if line.is_empty() {
+                if event == "log" {
+                    return (event_id, data.join("\n"));
+                }
+                (event, data) = (String::new(), Vec::new());
+            }
+        }
+        panic!("the stream ended without a log event");
     }
 
     /// `GET path` → (status, body as JSON or `null`).
