@@ -115,6 +115,14 @@ fn the_api_answers_as_the_cli_does() {
     assert_eq!(status, 200, "{forked}");
     let fork = forked["thread"].as_str().expect("fork");
     assert_eq!(steps_of(&env, fork), 1);
+    let (_, children) = server.get_json(&format!("/api/threads?parent={id}"));
+    let ids: Vec<&str> = children["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter_map(|t| t["thread"].as_str())
+        .collect();
+    assert_eq!(ids, vec![fork], "{children}");
     let (status, unknown) = server.post_json("/api/steps/ZZZZZZZZZZZZZ/fork", "");
     assert_eq!(status, 404, "{unknown}");
 

@@ -128,6 +128,7 @@ async function threadsPage() {
     el('select', { name: 'status', 'aria-label': 'status' },
       STATUSES.map((s) => el('option', { value: s, selected: params.get('status') === s && s !== '', text: s || 'any status' }))),
     el('input', { name: 'workflow', placeholder: 'workflow', value: params.get('workflow') || '' }),
+    el('input', { name: 'parent', placeholder: 'parent thread', value: params.get('parent') || '', size: 14 }),
     el('input', { name: 'q', placeholder: 'search id, workflow, prompt', value: params.get('q') || '', size: 30 }),
     el('button', { type: 'submit', text: 'Filter' }));
   filters.addEventListener('submit', (e) => {
@@ -291,6 +292,7 @@ async function threadPage(id) {
     if (t.parent) lineage.push(el('span', {}, 'parent ', el('a', { href: `/threads/${t.parent.thread || t.parent}`, text: t.parent.thread || t.parent })));
     if (t.origin && t.origin.thread) lineage.push(el('span', {}, 'forked from ', el('a', { href: `/threads/${t.origin.thread}`, text: t.origin.thread })));
     for (const c of t.children || []) lineage.push(el('span', {}, 'child ', el('a', { href: `/threads/${c}`, text: c })));
+    lineage.push(el('a', { href: `/?parent=${id}`, text: 'threads from this one' }));
     const current = t.runningRole || (t.done ? null : t.next);
     head.replaceChildren(
       el('p', {}, statusSpan(t.status), ' · workflow ', el('a', { href: `/workflows/${t.workflow}`, text: t.workflow }),

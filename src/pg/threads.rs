@@ -54,6 +54,8 @@ pub struct ListedRow {
     /// A step holds the thread's lease.
     pub running: bool,
     pub updated_ms: i64,
+    /// The thread it was forked or spawned from, when known.
+    pub parent: Option<String>,
 }
 
 /// An active thread's row.
@@ -207,7 +209,7 @@ impl PgStore {
         let sql = "
             (select t.id, t.workflow, t.head, t.status, t.steps, t.next, t.error, t.awaiting,
                     (l.thread is not null and l.expires_at > now()),
-                    (extract(epoch from t.updated_at) * 1000)::bigint
+                    (extract(epoch from t.updated_at) * 1000)::bigint, t.parent
              from threads t left join leases l on l.thread = t.id
              where ($1::text[] is null or t.workflow = any($1))
                and ($2::text is null or t.id >= $2) and ($3::text is null or t.id < $3)
@@ -215,7 +217,7 @@ impl PgStore {
             union all
             (select h.thread, h.workflow, h.head, h.status, h.steps,
                     case when h.status = 'done' then '$END' end, null, null, false,
-                    (extract(epoch from h.completed_at) * 1000)::bigint
+                    (extract(epoch from h.completed_at) * 1000)::bigint, h.parent
              from history h
              where $5 and ($1::text[] is null or h.workflow = any($1))
                and ($2::text is null or h.thread >= $2) and ($3::text is null or h.thread < $3)
@@ -246,6 +248,7 @@ impl PgStore {
                     awaiting: row.get(7),
                     running: row.get(8),
                     updated_ms: row.get(9),
+                    parent: row.get(10),
                 })
             })
             .collect()

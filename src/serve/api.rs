@@ -35,6 +35,7 @@ const SEARCH_SCAN: usize = 20_000;
 #[derive(Debug, Deserialize)]
 pub struct ListParams {
     status: Option<String>,
+    parent: Option<String>,
     workflow: Option<String>,
     q: Option<String>,
     cursor: Option<String>,
@@ -76,6 +77,7 @@ fn listing_query(
         status,
         since_ms: None,
         before: None,
+        parent: None,
     })
 }
 
@@ -85,6 +87,10 @@ pub async fn threads(State(app): State<Arc<App>>, Query(p): Query<ListParams>) -
         let limit = p.limit.unwrap_or(50).clamp(1, 200);
         let mut query = listing_query(filled(p.status), filled(p.workflow))?;
         query.before = filled(p.cursor).map(|c| c.to_ascii_uppercase());
+        query.parent = match filled(p.parent) {
+            Some(parent) => Some(resolve(app, &parent)?),
+            None => None,
+        };
         let q = filled(p.q).map(|q| q.to_lowercase());
         let mut items = Vec::new();
         let (mut scanned, mut last, mut more) = (0usize, None::<String>, false);

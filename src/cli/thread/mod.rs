@@ -390,6 +390,7 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
                 status,
                 since_ms: since,
                 before: before.map(|b| b.trim().to_ascii_uppercase()),
+                parent: None,
             };
             list(&store, &query, limit, tree, out)?
         }

@@ -30,6 +30,8 @@ pub struct Query {
     pub since_ms: Option<u64>,
     /// Only threads older than this one (keyset paging: the last id of the previous page).
     pub before: Option<String>,
+    /// Only threads forked or spawned from this one.
+    pub parent: Option<String>,
 }
 
 /// The statuses a thread can be listed in.
@@ -59,6 +61,7 @@ pub struct IndexRow {
     /// Whether a step holds it, when the index knows (PostgreSQL's leases).
     pub running: Option<bool>,
     pub updated_ms: u64,
+    pub parent: Option<String>,
 }
 
 impl From<index_db::Row> for IndexRow {
@@ -74,6 +77,7 @@ impl From<index_db::Row> for IndexRow {
             awaiting: r.awaiting,
             running: None,
             updated_ms: r.completed_ms.unwrap_or(r.updated_ms),
+            parent: r.parent,
         }
     }
 }
@@ -97,6 +101,7 @@ impl From<crate::pg::ListedRow> for IndexRow {
             awaiting: r.awaiting,
             running: Some(r.running),
             updated_ms: u64::try_from(r.updated_ms).unwrap_or(0),
+            parent: r.parent,
         }
     }
 }
@@ -151,6 +156,9 @@ fn list_counting(
     let mut learned = Vec::new();
     let pg = backend.is_some();
     let mut take = |row: IndexRow| -> bool {
+        if query.parent.is_some() && row.parent != query.parent {
+            return true;
+        }
         let slow = row.steps.is_none() || (row.status == "active" && row.next.is_none());
         let (id, head) = (row.id.clone(), row.head);
         match summarise(store, &mut names, row) {
