@@ -28,8 +28,9 @@ use crate::engine::workflow::{self, Definition, Workflow};
 
 type Answer = Result<Json<Value>, ApiError>;
 
-/// Rows a list scans for a text search before it answers with what it found and a cursor.
-const SEARCH_SCAN: usize = 20_000;
+/// Rows a list scans for a text search before it answers with what it found and a cursor (a
+/// prompt is read from the thread's start: a search costs a read per thread it looks at).
+const SEARCH_SCAN: usize = 2_000;
 
 /// Query of `GET /api/threads`.
 #[derive(Debug, Deserialize)]
@@ -102,15 +103,17 @@ pub async fn threads(State(app): State<Arc<App>>, Query(p): Query<ListParams>) -
             scanned += 1;
             let s = &listed.summary;
             last = Some(s.id.clone());
-            let prompt = prompt_of(&app.store, s.head, 200);
             if let Some(q) = &q {
                 let hit = s.id.to_lowercase().contains(q)
                     || s.workflow.to_lowercase().contains(q)
-                    || prompt.to_lowercase().contains(q);
+                    || prompt_of(&app.store, s.head, usize::MAX)
+                        .to_lowercase()
+                        .contains(q);
                 if !hit {
                     return true;
                 }
             }
+            let prompt = prompt_of(&app.store, s.head, 200);
             let mut row = s.to_json();
             row["updatedAt"] = listed.updated_ms.into();
             row["prompt"] = prompt.into();
