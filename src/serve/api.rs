@@ -442,23 +442,34 @@ fn node_json(store: &Store, hash: Hash) -> Result<Value, ApiError> {
     }))
 }
 
+/// Answers a request for node `hash`: 304 when the browser has it, else `render` of the node,
+/// marked immutable either way.
+async fn immutable_node(
+    app: Arc<App>,
+    hash: &str,
+    headers: &HeaderMap,
+    render: impl FnOnce(Hash, Value) -> Response,
+) -> Response {
+    let hash = match parse_hash(hash) {
+        Ok(h) => h,
+        Err(e) => return e.into_response(),
+    };
+    if not_modified(headers, hash) {
+        return immutable(hash, StatusCode::NOT_MODIFIED.into_response());
+    }
+    match blocking(&app, move |app| node_json(&app.store, hash)).await {
+        Ok(v) => immutable(hash, render(hash, v)),
+        Err(e) => e.into_response(),
+    }
+}
+
 /// `GET /api/nodes/<hash>`: a node, immutable.
 pub async fn node(
     State(app): State<Arc<App>>,
     Path(hash): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    let hash = match parse_hash(&hash) {
-        Ok(h) => h,
-        Err(e) => return e.into_response(),
-    };
-    if not_modified(&headers, hash) {
-        return immutable(hash, StatusCode::NOT_MODIFIED.into_response());
-    }
-    match blocking(&app, move |app| node_json(&app.store, hash)).await {
-        Ok(v) => immutable(hash, Json(v).into_response()),
-        Err(e) => e.into_response(),
-    }
+    immutable_node(app, &hash, &headers, |_, v| Json(v).into_response()).await
 }
 
 /// `GET /n/<hash>`: a node's permalink page, immutable (`Cache-Control: immutable`, the hash as
@@ -468,29 +479,20 @@ pub async fn node_page(
     Path(hash): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    let hash = match parse_hash(&hash) {
-        Ok(h) => h,
-        Err(e) => return e.into_response(),
-    };
-    if not_modified(&headers, hash) {
-        return immutable(hash, StatusCode::NOT_MODIFIED.into_response());
-    }
-    match blocking(&app, move |app| node_json(&app.store, hash)).await {
-        Ok(v) => {
-            let kind = v["typeName"].as_str().unwrap_or("node").to_owned();
-            let text = serde_json::to_string_pretty(&v["payload"]).unwrap_or_default();
-            let body = super::assets::page(
-                &format!("{kind} {hash}"),
-                &format!(
-                    "<h1>{kind} <code>{hash}</code></h1><p>type <code>{}</code></p><pre id=\"node\">{}</pre>",
-                    super::assets::escape(v["type"].as_str().unwrap_or("")),
-                    super::assets::escape(&text)
-                ),
-            );
-            immutable(hash, body.into_response())
-        }
-        Err(e) => e.into_response(),
-    }
+    immutable_node(app, &hash, &headers, |hash, v| {
+        let kind = v["typeName"].as_str().unwrap_or("node").to_owned();
+        let text = serde_json::to_string_pretty(&v["payload"]).unwrap_or_default();
+        super::assets::page(
+            &format!("{kind} {hash}"),
+            &format!(
+                "<h1>{kind} <code>{hash}</code></h1><p>type <code>{}</code></p><pre id=\"node\">{}</pre>",
+                super::assets::escape(v["type"].as_str().unwrap_or("")),
+                super::assets::escape(&text)
+            ),
+        )
+        .into_response()
+    })
+    .await
 }
 
 /// Query of `GET /api/diff`.
