@@ -100,27 +100,13 @@ const QUIET: &str = "quiet";
 /// The script agent as a program of its own that first prints 2,000 lines to stderr.
 const CHATTY: &str = "chatty";
 
+/// This build's binary.
+const THIS: &str = env!("CARGO_BIN_EXE_uwf");
+
 /// Queues `threads` solve-issue threads, then runs `workers` workers with the script agent
 /// (`IN_PROCESS`, `QUIET` or `CHATTY`) until the queue is empty; returns the steps per second.
+/// Binary `bin` does all of it, the setup too (an older binary refuses a newer schema).
 fn run(
-    base: &Path,
-    tag: &str,
-    url: Option<&str>,
-    (workers, threads): (usize, usize),
-    kind: &str,
-) -> f64 {
-    run_with(
-        env!("CARGO_BIN_EXE_uwf"),
-        base,
-        tag,
-        url,
-        (workers, threads),
-        kind,
-    )
-}
-
-/// [`run`] with binary `bin` (for the setup too: an older binary refuses a newer schema).
-fn run_with(
     bin: &str,
     base: &Path,
     tag: &str,
@@ -205,6 +191,7 @@ fn main() {
         // Interleaved: the directory store, then PostgreSQL, at each size.
         let size = (workers, threads);
         let dir = run(
+            THIS,
             base.path(),
             &format!("dir{workers}"),
             None,
@@ -212,6 +199,7 @@ fn main() {
             IN_PROCESS,
         );
         let pg = run(
+            THIS,
             base.path(),
             &format!("pg{workers}"),
             Some(&url),
@@ -253,17 +241,33 @@ fn main() {
         let size = (workers, threads);
         let quiet_url = server.fresh_db(&format!("quiet_{workers}"));
         let chatty_url = server.fresh_db(&format!("chatty_{workers}"));
-        let dir_q = run(base.path(), &format!("dq{workers}"), None, size, QUIET);
+        let dir_q = run(
+            THIS,
+            base.path(),
+            &format!("dq{workers}"),
+            None,
+            size,
+            QUIET,
+        );
         let pg_q = run(
+            THIS,
             base.path(),
             &format!("pq{workers}"),
             Some(&quiet_url),
             size,
             QUIET,
         );
-        let dir_c = run(base.path(), &format!("dc{workers}"), None, size, CHATTY);
+        let dir_c = run(
+            THIS,
+            base.path(),
+            &format!("dc{workers}"),
+            None,
+            size,
+            CHATTY,
+        );
         let cpu = server_cpu_ms(&server);
         let pg_c = run(
+            THIS,
             base.path(),
             &format!("pc{workers}"),
             Some(&chatty_url),
@@ -276,7 +280,7 @@ fn main() {
             let url = server.fresh_db(&format!("before_{workers}"));
             let cpu = server_cpu_ms(&server);
             let tag = format!("pb{workers}");
-            let rate = run_with(bin, base.path(), &tag, Some(&url), size, CHATTY);
+            let rate = run(bin, base.path(), &tag, Some(&url), size, CHATTY);
             (rate, (server_cpu_ms(&server) - cpu) / steps)
         });
         let rows: i64 = pg_server::PgServer::raw(&chatty_url)
