@@ -77,11 +77,7 @@ impl Pending {
 
     fn add(&mut self, append: RunAppend) {
         self.bytes += append.bytes.len();
-        match self
-            .appends
-            .iter_mut()
-            .find(|a| a.thread == append.thread && a.file == append.file)
-        {
+        match slot(&mut self.appends, &append.thread, append.file) {
             Some(a) => a.bytes.extend_from_slice(&append.bytes),
             None => self.appends.push(append),
         }
@@ -90,18 +86,7 @@ impl Pending {
     /// Puts appends that were not made back in front of what came since.
     fn put_back(&mut self, append: RunAppend) {
         self.bytes += append.bytes.len();
-        match self
-            .appends
-            .iter_mut()
-            .find(|a| a.thread == append.thread && a.file == append.file)
-        {
-            Some(a) => {
-                let mut bytes = append.bytes;
-                bytes.extend_from_slice(&a.bytes);
-                a.bytes = bytes;
-            }
-            None => self.appends.insert(0, append),
-        }
+        prepend(&mut self.appends, append);
     }
 
     fn change(&mut self, change: RunStateChange) {
@@ -297,7 +282,9 @@ impl Shared {
                             // Its marker goes with the next try.
                             *pending.dropped.entry(key.clone()).or_default() += n;
                         }
-                        if let Some(a) = appends.iter().find(|b| (b.thread.clone(), b.file) == key)
+                        if let Some(a) = appends
+                            .iter()
+                            .find(|b| b.thread == key.0 && b.file == key.1)
                         {
                             pending.put_back(a.clone());
                         }
@@ -401,25 +388,37 @@ fn with_markers(
 ) -> Vec<RunAppend> {
     let mut out = appends.to_vec();
     for ((thread, file), n) in lost {
-        let marker = marker(thread, *file, *n);
-        match out
-            .iter_mut()
-            .find(|a| a.thread == *thread && a.file == *file)
-        {
-            Some(a) => {
-                let mut bytes = marker;
-                bytes.extend_from_slice(&a.bytes);
-                a.bytes = bytes;
-            }
-            None => out.push(RunAppend {
-                thread: thread.clone(),
-                file: *file,
-                at_ms: now_ms(),
-                bytes: marker,
-            }),
-        }
+        let marker = RunAppend {
+            thread: thread.clone(),
+            file: *file,
+            at_ms: now_ms(),
+            bytes: marker(thread, *file, *n),
+        };
+        prepend(&mut out, marker);
     }
     out
+}
+
+/// The pending bytes of `file` of `thread` in `appends`, if any.
+fn slot<'a>(
+    appends: &'a mut [RunAppend],
+    thread: &str,
+    file: RunFileKind,
+) -> Option<&'a mut RunAppend> {
+    appends
+        .iter_mut()
+        .find(|a| a.thread == thread && a.file == file)
+}
+
+/// Puts `append`'s bytes before those `appends` holds for the same file (or adds them).
+fn prepend(appends: &mut Vec<RunAppend>, mut append: RunAppend) {
+    match slot(appends, &append.thread, append.file) {
+        Some(a) => {
+            append.bytes.extend_from_slice(&a.bytes);
+            a.bytes = append.bytes;
+        }
+        None => appends.insert(0, append),
+    }
 }
 
 /// The line that stands where `lost` bytes of `file` could not reach the database.
