@@ -193,15 +193,8 @@ impl LogReader {
             }
             self.offset += chunk.len() as u64;
             copied += chunk.len() as u64;
-            let mut bytes = std::mem::take(&mut self.partial);
-            bytes.extend_from_slice(&chunk);
-            // A character cut by the read's end waits for its other bytes.
-            let keep = match std::str::from_utf8(&bytes) {
-                Err(e) if e.error_len().is_none() => bytes.len() - e.valid_up_to(),
-                _ => 0,
-            };
-            self.partial = bytes.split_off(bytes.len() - keep);
-            out.text(&String::from_utf8_lossy(&bytes))?;
+            self.partial.extend_from_slice(&chunk);
+            out.text(&log::whole_chars(&mut self.partial))?;
         }
     }
 }

@@ -93,16 +93,10 @@ fn follow_thread(app: &App, id: &str, resume: Option<u64>, tx: &mpsc::Sender<Eve
             }
             offset += chunk.len() as u64;
             partial.extend_from_slice(&chunk);
-            let keep = match std::str::from_utf8(&partial) {
-                Err(e) if e.error_len().is_none() => partial.len() - e.valid_up_to(),
-                _ => 0,
-            };
-            let rest = partial.split_off(partial.len() - keep);
-            let text = String::from_utf8_lossy(&partial).into_owned();
-            partial = rest;
+            let text = crate::engine::thread::log::whole_chars(&mut partial);
             let event = Event::default()
                 .event("log")
-                .id((offset - keep as u64).to_string())
+                .id((offset - partial.len() as u64).to_string())
                 .data(text);
             if tx.blocking_send(event).is_err() {
                 return;

@@ -136,6 +136,20 @@ impl StepLog {
     }
 }
 
+/// The text of `pending` up to its last whole character, leaving in `pending` the first bytes
+/// of a character that a read cut (they wait for the rest). Followers of a growing log read it
+/// in chunks that may end inside a character.
+pub fn whole_chars(pending: &mut Vec<u8>) -> String {
+    let keep = match std::str::from_utf8(pending) {
+        Err(e) if e.error_len().is_none() => pending.len() - e.valid_up_to(),
+        _ => 0,
+    };
+    let rest = pending.split_off(pending.len() - keep);
+    let text = String::from_utf8_lossy(pending).into_owned();
+    *pending = rest;
+    text
+}
+
 /// A step's header line.
 fn header(index: usize, role: &str, agent: &str, ms: u64) -> String {
     let secs = ms / 1000;
@@ -174,6 +188,17 @@ mod tests {
             header(4, "r", "a", 12 * 3_600_000 + 3 * 60_000 + 7_000),
             "── step 4 · r · agent a · 12:03:07"
         );
+    }
+
+    #[test]
+    fn a_cut_character_waits_for_its_other_bytes() {
+        let mut pending = "ab·".as_bytes().to_vec();
+        let last = pending.pop().unwrap();
+        assert_eq!(whole_chars(&mut pending), "ab");
+        assert_eq!(pending.len(), 1);
+        pending.push(last);
+        assert_eq!(whole_chars(&mut pending), "·");
+        assert!(pending.is_empty());
     }
 
     #[test]
