@@ -359,8 +359,7 @@ impl RunFiles {
         }
         match self.sink() {
             Some(sink) => {
-                let last = serde_json::json!({"ok": false, "error": message}).to_string();
-                sink.set_state(&self.id, Some(&last), None);
+                sink.set_state(&self.id, Some(&failed(message).to_string()), None);
             }
             None => crate::engine::index_db::note_error(&self.root, &self.id, Some(message)),
         }
@@ -547,9 +546,14 @@ pub struct Awaiting {
     pub queued: bool,
 }
 
+/// The last outcome of a failed step attempt.
+fn failed(message: &str) -> serde_json::Value {
+    serde_json::json!({"ok": false, "error": message})
+}
+
 /// The `error` and last-outcome files of a failure, with their texts.
 fn failure_texts(files: &RunFiles, message: &str) -> [(PathBuf, String); 2] {
-    let last = serde_json::json!({"ok": false, "error": message});
+    let last = failed(message);
     [
         (files.error(), format!("{message}\n")),
         (files.last(), format!("{last}\n")),
@@ -600,8 +604,7 @@ impl StepLock {
         if shared {
             self.files.share_outcome(Some(message));
             if let Some(sink) = self.files.sink() {
-                let last = serde_json::json!({"ok": false, "error": message}).to_string();
-                sink.set_state(&self.files.id, Some(&last), None);
+                sink.set_state(&self.files.id, Some(&failed(message).to_string()), None);
             }
         }
     }
