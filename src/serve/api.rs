@@ -196,10 +196,9 @@ pub async fn thread(State(app): State<Arc<App>>, Path(id): Path<String>) -> Answ
         if let Some(role) = &summary.running_role {
             json["runningRole"] = role.clone().into();
         }
-        let origin = crate::engine::thread::forks::read(&app.root)
-            .unwrap_or_default()
-            .into_iter()
-            .find(|f| f.thread == id);
+        let origin = crate::engine::thread::forks::origin_of(&app.root, &id)
+            .ok()
+            .flatten();
         json["origin"] = origin.map_or(
             Value::Null,
             |f| json!({"thread": f.from, "step": f.step.to_string()}),

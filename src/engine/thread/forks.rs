@@ -82,17 +82,31 @@ pub fn read(root: &Path) -> Result<Vec<Fork>, IndexError> {
         return Ok(pg
             .lineage_all("fork")?
             .into_iter()
-            .filter_map(|row| {
-                Some(Fork {
-                    step: row.step.parse().ok()?,
-                    thread: row.thread,
-                    from: row.source,
-                    at: row.at_ms,
-                })
-            })
+            .filter_map(fork_of_row)
             .collect());
     }
     read_file(root)
+}
+
+/// A fork's `lineage` row as a record (`None` for a row whose step is not a hash).
+fn fork_of_row(row: crate::pg::LineageRow) -> Option<Fork> {
+    Some(Fork {
+        step: row.step.parse().ok()?,
+        thread: row.thread,
+        from: row.source,
+        at: row.at_ms,
+    })
+}
+
+/// The fork record of thread `id`, if it is a fork (over PostgreSQL one row, not every fork).
+pub fn origin_of(root: &Path, id: &str) -> Result<Option<Fork>, IndexError> {
+    if let Some(pg) = crate::engine::storage::pg(root)? {
+        return Ok(pg
+            .lineage_of(id)?
+            .filter(|row| row.kind == "fork")
+            .and_then(fork_of_row));
+    }
+    Ok(read_file(root)?.into_iter().find(|f| f.thread == id))
 }
 
 /// Every fork recorded in `forks.jsonl` under `root`, whatever the backend (a store copy
