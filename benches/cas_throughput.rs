@@ -97,7 +97,7 @@ fn run(root: &std::path::Path, n: usize, durable: bool) -> Duration {
 
     let head = head.expect("n > 0");
     std::fs::write(root.join("threads.yaml"), format!("bench: {head}\n")).expect("threads.yaml");
-    let roots = uwf::engine::index_files::gc_roots(root).expect("roots");
+    let roots = uwf::engine::storage::threads::gc_roots(root).expect("roots");
     let options = GcOptions {
         grace: Duration::ZERO,
         dry_run: false,

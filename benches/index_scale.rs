@@ -21,7 +21,7 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use uwf::cas::Hash;
-use uwf::engine::index_db::{self, Bulk};
+use uwf::engine::storage::index_db::{self, Bulk};
 
 const SCRIPT: &str = r#"
 planner:

@@ -322,8 +322,8 @@ fn ten_thousand_threads_show_their_first_rows_within_a_second() {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_millis() as u64;
-    let rows: Vec<uwf::engine::index_db::Bulk> = (1..10_000u64)
-        .map(|i| uwf::engine::index_db::Bulk {
+    let rows: Vec<uwf::engine::storage::index_db::Bulk> = (1..10_000u64)
+        .map(|i| uwf::engine::storage::index_db::Bulk {
             id: ulid::Ulid::from_parts(now - 3_600_000 - i * 1000, u128::from(i)).to_string(),
             workflow,
             head,
@@ -333,7 +333,7 @@ fn ten_thousand_threads_show_their_first_rows_within_a_second() {
             next: Some("planner".to_owned()),
         })
         .collect();
-    uwf::engine::index_db::insert_many(&env.root(), &rows).unwrap();
+    uwf::engine::storage::index_db::insert_many(&env.root(), &rows).unwrap();
     let server = Server::start(&env, "127.0.0.1:0", &[]);
     let base = origin(&server);
     for path in [

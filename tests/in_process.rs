@@ -79,7 +79,7 @@ fn in_process_built_ins_write_the_same_nodes_as_spawned_ones() {
 /// process moved the head in between, the next step notices and starts from the new head.
 #[test]
 fn a_warm_run_starts_from_a_head_another_process_moved() {
-    use uwf::engine::thread::step::{self, StepOptions, Warm};
+    use uwf::engine::cycle::step::{self, StepOptions, Warm};
     let env = Env::new();
     put_example(&env, "solve-issue");
     let id = common::start_thread(&env, "solve-issue", "Fix the login bug");

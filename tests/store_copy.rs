@@ -20,7 +20,7 @@ use common::{Env, json};
 use serde_json::Value;
 use uwf::cas::{Hash, Store, builtin};
 use uwf::engine::thread::{forks, index};
-use uwf::engine::{index_db, index_files};
+use uwf::engine::storage::{index_db, index_files};
 
 /// Threads in the big store. Through the CLI: run to the end (archived `done`), run two steps
 /// (active) and started then killed (archived `killed`). Written with the library, as `thread
@@ -140,7 +140,7 @@ fn make_threads(env: &Env) {
     let mut store = Store::open(&root).expect("store");
     store.set_durable(false);
     let workflow = index_files::read_registry(&root).expect("registry")["solve-issue"].hash;
-    let partial: Vec<(String, Hash)> = index_files::read_threads(&root)
+    let partial: Vec<(String, Hash)> = uwf::engine::storage::threads::read_threads(&root)
         .expect("threads")
         .into_iter()
         .collect();
@@ -223,7 +223,7 @@ fn content(bytes: &[u8]) -> (Value, Value) {
 
 /// Active threads and their heads, from the thread index.
 fn threads_yaml(root: &Path) -> BTreeMap<String, String> {
-    index_files::read_threads(root)
+    uwf::engine::storage::threads::read_threads(root)
         .expect("thread index")
         .into_iter()
         .map(|(id, head)| (id, head.to_string()))
@@ -237,7 +237,7 @@ fn registry_yaml(root: &Path) -> serde_yaml::Value {
 
 /// Archived threads, from the thread index.
 fn history(root: &Path) -> BTreeSet<String> {
-    index_files::read_history(root)
+    uwf::engine::storage::threads::read_history(root)
         .expect("thread index")
         .into_iter()
         .map(|a| {

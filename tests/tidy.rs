@@ -1,12 +1,21 @@
 //! House rules checked on every test run, as rust-analyzer's `tidy` test does, so they hold
-//! without anyone remembering them: every source file says what it is for in a `//!` line at
-//! its top, and no file grows past [`LIMIT`] lines of code.
+//! without anyone remembering them:
+//! - every source file says what it is for in a `//!` line at its top;
+//! - no file grows past [`LIMIT`] lines of code, and no folder past [`FOLDER_LIMIT`] entries;
+//! - arrows between rooms point one way: inside every folder of `src/`, the rooms (its files
+//!   and sub-folders) import each other without a cycle, so each folder's rooms can be drawn
+//!   as layers.
 //!
 //! Lines of code: the lines before a file's `#[cfg(test)]` module, without blank lines and
 //! `//` comment lines. The files in [`OVER_LIMIT`] were past the limit when this test was
 //! written; each may not grow, and its entry must go once it is under the limit (the test says
 //! so), so the list only shrinks.
+//!
+//! Imports: `use` trees and inline paths from `crate::` or `super::` in a file's code before
+//! its tests, each resolved to the deepest module it names. An import between a module and
+//! its own parts (a `mod.rs` and its files) is how Rust modules are built, not an arrow.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The most lines of code a source file may have.
@@ -14,8 +23,7 @@ const LIMIT: usize = 700;
 
 /// Files past [`LIMIT`] today, with the size they may not exceed.
 const OVER_LIMIT: &[(&str, usize)] = &[
-    ("src/engine/index_db.rs", 759),
-    ("src/cas/store/mod.rs", 747),
+    ("src/engine/storage/index_db.rs", 759),
 ];
 
 fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -43,6 +51,32 @@ fn code_lines(text: &str) -> usize {
         .count()
 }
 
+/// What is wrong with one source file named `name` (relative to the manifest dir): a missing
+/// `//!` line, or too many lines of code for the limit (or the ceiling `over_limit` gives it).
+fn file_problems(name: &str, text: &str, over_limit: &[(&str, usize)]) -> Vec<String> {
+    let mut problems = Vec::new();
+    if !text.starts_with("//!") {
+        problems.push(format!(
+            "{name}: does not start with a `//!` line saying what it is for"
+        ));
+    }
+    let lines = code_lines(text);
+    match over_limit.iter().find(|(f, _)| *f == name) {
+        Some((_, ceiling)) if lines > *ceiling => problems.push(format!(
+            "{name}: {lines} lines of code, more than the {ceiling} it had (split it instead)"
+        )),
+        Some(_) if lines <= LIMIT => problems.push(format!(
+            "{name}: {lines} lines of code, under the limit now: remove it from OVER_LIMIT"
+        )),
+        Some(_) => {}
+        None if lines > LIMIT => problems.push(format!(
+            "{name}: {lines} lines of code, more than {LIMIT}: split it into modules"
+        )),
+        None => {}
+    }
+    problems
+}
+
 #[test]
 fn every_source_file_says_what_it_is_for_and_stays_small() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -57,25 +91,7 @@ fn every_source_file_says_what_it_is_for_and_stays_small() {
             .to_string_lossy()
             .into_owned();
         let text = std::fs::read_to_string(path).expect("read source");
-        if !text.starts_with("//!") {
-            problems.push(format!(
-                "{name}: does not start with a `//!` line saying what it is for"
-            ));
-        }
-        let lines = code_lines(&text);
-        match OVER_LIMIT.iter().find(|(f, _)| *f == name) {
-            Some((_, ceiling)) if lines > *ceiling => problems.push(format!(
-                "{name}: {lines} lines of code, more than the {ceiling} it had (split it instead)"
-            )),
-            Some(_) if lines <= LIMIT => problems.push(format!(
-                "{name}: {lines} lines of code, under the limit now: remove it from OVER_LIMIT"
-            )),
-            Some(_) => {}
-            None if lines > LIMIT => problems.push(format!(
-                "{name}: {lines} lines of code, more than {LIMIT}: split it into modules"
-            )),
-            None => {}
-        }
+        problems.extend(file_problems(&name, &text, OVER_LIMIT));
     }
     for (listed, _) in OVER_LIMIT {
         assert!(
@@ -87,8 +103,431 @@ fn every_source_file_says_what_it_is_for_and_stays_small() {
 }
 
 #[test]
+fn an_oversized_file_is_named() {
+    let body = "fn f() {}\n".repeat(LIMIT);
+    let small = format!("//! doc\n{body}");
+    assert!(file_problems("src/a.rs", &small, &[]).is_empty());
+    let big = format!("{small}fn g() {{}}\n");
+    let problems = file_problems("src/a.rs", &big, &[]);
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(problems[0].contains("701 lines of code"), "{problems:?}");
+    // A file on the list may not grow past its ceiling, and leaves the list once under.
+    assert!(file_problems("src/a.rs", &big, &[("src/a.rs", 701)]).is_empty());
+    assert_eq!(
+        file_problems("src/a.rs", &big, &[("src/a.rs", 700)]).len(),
+        1
+    );
+    assert_eq!(
+        file_problems("src/a.rs", &small, &[("src/a.rs", 710)]).len(),
+        1
+    );
+    assert_eq!(file_problems("src/a.rs", "fn f() {}\n", &[]).len(), 1);
+}
+
+#[test]
 fn lines_of_code_leave_out_blanks_comments_and_tests() {
     let text =
         "//! doc\n\nuse a;\n    // comment\nfn f() {}\n#[cfg(test)]\nmod tests {\n fn g() {}\n}\n";
     assert_eq!(code_lines(text), 2);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rooms: folders, and the arrows between them.
+// ---------------------------------------------------------------------------------------------
+
+/// The most entries (files and sub-folders) a folder of `src/` may hold before it is crowded.
+const FOLDER_LIMIT: usize = 16;
+
+/// A module path below the crate root, as its segments (`["engine", "thread", "chain"]`).
+type ModPath = Vec<String>;
+
+/// One source file's module and the text the checks read (the part before its tests).
+struct Module {
+    path: ModPath,
+    file: String,
+    text: String,
+}
+
+/// The module a source file defines, or `None` for files that are not part of the library's
+/// module tree as built (the binary's `main.rs`, test-only files).
+fn module_of(relative: &Path) -> Option<ModPath> {
+    let mut parts: Vec<String> = relative
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    if parts.first().map(String::as_str) != Some("src") {
+        return None;
+    }
+    parts.remove(0);
+    let last = parts.pop()?;
+    if parts.iter().any(|p| p == "tests") || last == "tests.rs" || last == "main.rs" {
+        return None;
+    }
+    let stem = last.strip_suffix(".rs")?;
+    if stem != "mod" && stem != "lib" {
+        parts.push(stem.to_owned());
+    }
+    Some(parts)
+}
+
+/// The text of `text` a reader of imports looks at: the code before `#[cfg(test)]`, without
+/// `//` comments (doc comments name modules without depending on them).
+fn code_without_comments(text: &str) -> String {
+    let mut out = String::new();
+    for line in text.lines().take_while(|l| !l.starts_with("#[cfg(test)]")) {
+        let code = match line.find("//") {
+            Some(at) if !line[..at].contains('"') => &line[..at],
+            _ => line,
+        };
+        out.push_str(code);
+        out.push('\n');
+    }
+    out
+}
+
+/// Expands a `use` tree (`crate::a::{b, c::{d, e}}`) into its paths.
+fn expand_use_tree(tree: &str) -> Vec<String> {
+    let tree: String = tree.chars().filter(|c| !c.is_whitespace()).collect();
+    let Some(open) = tree.find('{') else {
+        let path = tree.split(" as ").next().unwrap_or("");
+        return vec![path.split("as").next().unwrap_or(path).to_owned()];
+    };
+    let prefix = &tree[..open];
+    let inner = tree[open + 1..]
+        .strip_suffix('}')
+        .unwrap_or(&tree[open + 1..]);
+    let mut items = Vec::new();
+    let (mut depth, mut start) = (0usize, 0usize);
+    for (i, c) in inner.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => {
+                items.push(&inner[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    items.push(&inner[start..]);
+    items
+        .into_iter()
+        .filter(|item| !item.is_empty())
+        .flat_map(|item| {
+            if item == "self" {
+                vec![prefix.trim_end_matches("::").to_owned()]
+            } else {
+                expand_use_tree(item)
+                    .into_iter()
+                    .map(|rest| format!("{prefix}{rest}"))
+                    .collect()
+            }
+        })
+        .collect()
+}
+
+/// Every path a module's code names: `use` trees and paths written inline, starting at
+/// `crate::` or `super::`, each with the line it is on.
+fn named_paths(code: &str) -> Vec<(String, usize)> {
+    let mut found = Vec::new();
+    let line_of = |at: usize| code[..at].matches('\n').count() + 1;
+    let bytes = code.as_bytes();
+    let mut at = 0;
+    while let Some(offset) = code[at..].find("use ") {
+        let start = at + offset;
+        at = start + 4;
+        let word_start =
+            start == 0 || !(bytes[start - 1].is_ascii_alphanumeric() || bytes[start - 1] == b'_');
+        if !word_start {
+            continue;
+        }
+        let Some(end) = code[at..].find(';') else {
+            break;
+        };
+        let tree = &code[at..at + end];
+        if tree.starts_with("crate::") || tree.starts_with("super::") {
+            for path in expand_use_tree(tree) {
+                found.push((path, line_of(start)));
+            }
+        }
+        at += end;
+    }
+    for root in ["crate::", "super::"] {
+        let mut at = 0;
+        while let Some(offset) = code[at..].find(root) {
+            let start = at + offset;
+            at = start + root.len();
+            if start > 0
+                && (bytes[start - 1].is_ascii_alphanumeric()
+                    || bytes[start - 1] == b'_'
+                    || bytes[start - 1] == b':')
+            {
+                continue;
+            }
+            let path: String = code[start..]
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
+                .collect();
+            found.push((path, line_of(start)));
+        }
+    }
+    found
+}
+
+/// The module a written path leads to: the longest known module its segments start with.
+fn resolve(from: &ModPath, written: &str, known: &BTreeSet<ModPath>) -> Option<ModPath> {
+    let mut segments = written.split("::").filter(|s| !s.is_empty());
+    let mut path: ModPath = match segments.next()? {
+        "crate" => Vec::new(),
+        "super" => from[..from.len().saturating_sub(1)].to_vec(),
+        _ => return None,
+    };
+    let mut rest: Vec<&str> = segments.collect();
+    while rest.first() == Some(&"super") {
+        path.pop();
+        rest.remove(0);
+    }
+    let mut best = path.clone();
+    for segment in rest {
+        path.push(segment.to_owned());
+        if known.contains(&path) {
+            best = path.clone();
+        } else {
+            break;
+        }
+    }
+    Some(best)
+}
+
+/// One arrow between two rooms of the same folder, with where it was seen.
+#[derive(Debug)]
+struct Arrow {
+    folder: ModPath,
+    from: String,
+    to: String,
+    seen_at: String,
+}
+
+/// The arrows between sibling rooms: an import from `a::x::…` to `a::y::…` is an arrow from
+/// room `x` to room `y` inside folder `a`. Imports between a module and its own parts (a
+/// `mod.rs` and its files) are how Rust modules are made, not arrows.
+fn arrows(modules: &[Module]) -> Vec<Arrow> {
+    let known: BTreeSet<ModPath> = modules.iter().map(|m| m.path.clone()).collect();
+    let mut out = Vec::new();
+    for module in modules {
+        for (written, line) in named_paths(&module.text) {
+            let Some(target) = resolve(&module.path, &written, &known) else {
+                continue;
+            };
+            let common = module
+                .path
+                .iter()
+                .zip(&target)
+                .take_while(|(a, b)| a == b)
+                .count();
+            if common == module.path.len() || common == target.len() {
+                continue;
+            }
+            out.push(Arrow {
+                folder: module.path[..common].to_vec(),
+                from: module.path[common].clone(),
+                to: target[common].clone(),
+                seen_at: format!("{}:{line} ({written})", module.file),
+            });
+        }
+    }
+    out
+}
+
+/// The groups of rooms of one folder that reach each other (strongly connected components
+/// with more than one room), each with the arrows inside it.
+fn cycles(arrows: &[Arrow]) -> Vec<(ModPath, Vec<String>, Vec<&Arrow>)> {
+    let mut by_folder: BTreeMap<&ModPath, Vec<&Arrow>> = BTreeMap::new();
+    for arrow in arrows {
+        by_folder.entry(&arrow.folder).or_default().push(arrow);
+    }
+    let mut found = Vec::new();
+    for (folder, arrows) in by_folder {
+        let mut next: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+        for a in &arrows {
+            next.entry(a.from.as_str())
+                .or_default()
+                .insert(a.to.as_str());
+        }
+        let reach = |start: &str| {
+            let mut seen = BTreeSet::new();
+            let mut todo = vec![start];
+            while let Some(room) = todo.pop() {
+                for n in next.get(room).into_iter().flatten() {
+                    if seen.insert(*n) {
+                        todo.push(n);
+                    }
+                }
+            }
+            seen
+        };
+        let rooms: BTreeSet<&str> = arrows
+            .iter()
+            .flat_map(|a| [a.from.as_str(), a.to.as_str()])
+            .collect();
+        let reaches: BTreeMap<&str, BTreeSet<&str>> =
+            rooms.iter().map(|r| (*r, reach(r))).collect();
+        let mut placed = BTreeSet::new();
+        for room in &rooms {
+            if placed.contains(room) || !reaches[room].contains(room) {
+                continue;
+            }
+            let group: Vec<&str> = rooms
+                .iter()
+                .filter(|other| reaches[room].contains(*other) && reaches[*other].contains(room))
+                .copied()
+                .collect();
+            placed.extend(group.iter().copied());
+            let inside: Vec<&Arrow> = arrows
+                .iter()
+                .filter(|a| group.contains(&a.from.as_str()) && group.contains(&a.to.as_str()))
+                .copied()
+                .collect();
+            found.push((
+                folder.clone(),
+                group.iter().map(|s| s.to_string()).collect(),
+                inside,
+            ));
+        }
+    }
+    found
+}
+
+fn library_modules(root: &Path) -> Vec<Module> {
+    let mut files = Vec::new();
+    sources(&root.join("src"), &mut files);
+    files
+        .iter()
+        .filter_map(|path| {
+            let relative = path.strip_prefix(root).expect("under the manifest dir");
+            let module = module_of(relative)?;
+            let text = std::fs::read_to_string(path).expect("read source");
+            Some(Module {
+                path: module,
+                file: relative.to_string_lossy().into_owned(),
+                text: code_without_comments(&text),
+            })
+        })
+        .collect()
+}
+
+/// The folders under `dir` (itself included) with more than [`FOLDER_LIMIT`] entries.
+fn crowded_folders(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("read folder")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    if entries.len() > FOLDER_LIMIT {
+        out.push(format!(
+            "{}: {} entries, more than {FOLDER_LIMIT}: give related files a room of their own",
+            dir.display(),
+            entries.len()
+        ));
+    }
+    for path in entries.iter().filter(|p| p.is_dir()) {
+        out.extend(crowded_folders(path));
+    }
+    out
+}
+
+#[test]
+fn no_folder_is_crowded() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let problems = crowded_folders(&src);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn a_crowded_folder_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let inner = dir.path().join("room");
+    std::fs::create_dir(&inner).unwrap();
+    for i in 0..FOLDER_LIMIT {
+        std::fs::write(inner.join(format!("f{i}.rs")), "").unwrap();
+    }
+    assert!(crowded_folders(dir.path()).is_empty());
+    std::fs::write(inner.join("one_more.rs"), "").unwrap();
+    let problems = crowded_folders(dir.path());
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(problems[0].contains("room: 17 entries"), "{problems:?}");
+}
+
+/// Each group of rooms that import each other, worded with an example import per arrow.
+fn cycle_problems(modules: &[Module]) -> Vec<String> {
+    let arrows = arrows(modules);
+    let mut problems = Vec::new();
+    for (folder, group, inside) in cycles(&arrows) {
+        let folder = if folder.is_empty() {
+            "src".to_owned()
+        } else {
+            format!("src/{}", folder.join("/"))
+        };
+        let mut text = format!("{folder}: rooms {} import each other:", group.join(", "));
+        let mut pairs: BTreeMap<(&str, &str), Vec<&str>> = BTreeMap::new();
+        for a in inside {
+            pairs.entry((&a.from, &a.to)).or_default().push(&a.seen_at);
+        }
+        for ((from, to), seen) in pairs {
+            text.push_str(&format!(
+                "\n    {from} -> {to} ({} imports), e.g. {}",
+                seen.len(),
+                seen[0]
+            ));
+        }
+        problems.push(text);
+    }
+    problems
+}
+
+#[test]
+fn arrows_between_rooms_point_one_way() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let modules = library_modules(root);
+    let count = arrows(&modules).len();
+    assert!(count > 100, "found only {count} arrows");
+    let problems = cycle_problems(&modules);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn an_import_cycle_between_rooms_is_named() {
+    let module = |path: &str, text: &str| Module {
+        path: path.split("::").map(str::to_owned).collect(),
+        file: format!("src/{}.rs", path.replace("::", "/")),
+        text: code_without_comments(text),
+    };
+    let rooms = |extra: &str| {
+        vec![
+            module("engine", "pub mod low; pub mod high;"),
+            module("engine::low", "use super::Shared;\n"),
+            module("engine::low::part", "use crate::engine::low::Thing;\n"),
+            module(
+                "engine::high",
+                "use crate::engine::{low::{self, part::X}, Shared};\n",
+            ),
+            module("engine::high::part", extra),
+        ]
+    };
+    // Down only, and parts using their room: no problem.
+    assert!(cycle_problems(&rooms("")).is_empty());
+    // A comment naming a room above is not an import.
+    assert!(cycle_problems(&rooms("// see crate::engine::high\n")).is_empty());
+    let mut up = rooms("");
+    up[2] = module(
+        "engine::low::part",
+        "fn f() { crate::engine::high::part::g() }\n",
+    );
+    let problems = cycle_problems(&up);
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(
+        problems[0].starts_with("src/engine: rooms high, low import each other")
+            && problems[0].contains("low -> high (1 imports), e.g. src/engine/low/part.rs:1"),
+        "{problems:?}"
+    );
 }

@@ -8,13 +8,13 @@ use super::Out;
 use crate::cas::Store;
 use crate::cli::error::{CliResult, Context, user_error};
 use crate::engine::agent::builtin;
+use crate::engine::agent::llm::{self, ReactOptions};
 use crate::engine::agent::submit::{self, Submission};
-use crate::engine::agent::subworkflow;
+use crate::engine::chain::Entry;
 use crate::engine::config;
+use crate::engine::cycle::lifecycle;
+use crate::engine::cycle::subworkflow;
 use crate::engine::input::{self, Source};
-use crate::engine::llm::agents::{self, ReactOptions};
-use crate::engine::thread::chain::Entry;
-use crate::engine::thread::lifecycle;
 use crate::engine::thread::run_files::RunFiles;
 use crate::engine::thread::view::ThreadView;
 
@@ -161,7 +161,7 @@ agentOverrides: { solve-issue: { developer: develop-flow } }"
 
 pub fn run(cmd: AgentCommand, root: &Path, out: &mut Out) -> CliResult<()> {
     let store = crate::engine::storage::open_store(root)?;
-    let thread_id = |t: &str| crate::engine::thread::lifecycle::resolve_id(root, t);
+    let thread_id = |t: &str| crate::engine::cycle::lifecycle::resolve_id(root, t);
     let config = || config::load(root).map(|l| l.config);
     match cmd {
         AgentCommand::Prompt {
@@ -241,7 +241,7 @@ pub fn run(cmd: AgentCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             role,
         } => {
             let id = thread_id(&thread)?;
-            let hash = agents::llm(&store, &config()?, &id, &role, model.as_deref())?;
+            let hash = llm::llm(&store, &config()?, &id, &role, model.as_deref())?;
             out.line(hash)?;
             note_unpublished(root, &id, hash);
         }
@@ -257,7 +257,7 @@ pub fn run(cmd: AgentCommand, root: &Path, out: &mut Out) -> CliResult<()> {
                 max_rounds: max_rounds.map(|n| n as usize),
             };
             let id = thread_id(&thread)?;
-            let hash = agents::react(&store, &config()?, &id, &role, &workdir, &options)?;
+            let hash = llm::react(&store, &config()?, &id, &role, &workdir, &options)?;
             out.line(hash)?;
             note_unpublished(root, &id, hash);
         }

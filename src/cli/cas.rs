@@ -10,10 +10,11 @@ use super::Out;
 use crate::cas::gc::{GcOptions, gc};
 use crate::cas::{Hash, Store, StoreError, builtin, fsck};
 use crate::cli::error::{CliResult, CommandError, Context, bail, user_error};
-use crate::engine::fsck as engine_fsck;
 use crate::engine::input::{self, Source};
-use crate::engine::thread::retention;
-use crate::engine::{index_files, pg_maintenance, storage};
+use crate::engine::storage;
+use crate::engine::upkeep::fsck as engine_fsck;
+use crate::engine::upkeep::pg_maintenance;
+use crate::engine::upkeep::retention;
 
 #[derive(Debug, Subcommand)]
 #[command(defer = true)]
@@ -319,8 +320,10 @@ fn run_fsck(store: &Store, root: &Path, repair: bool, out: &mut Out) -> CliResul
 
 fn run_gc(store: &Store, root: &Path, args: &GcArgs, out: &mut Out) -> CliResult<()> {
     // Read by GC once it holds the store (see `cas::gc`).
-    let roots =
-        || index_files::gc_roots(root).context("cannot collect GC roots; nothing was removed");
+    let roots = || {
+        crate::engine::storage::threads::gc_roots(root)
+            .context("cannot collect GC roots; nothing was removed")
+    };
     let options = GcOptions {
         grace: args.grace,
         dry_run: args.dry_run,

@@ -7,7 +7,7 @@ use serde_json::json;
 
 use super::Out;
 use crate::cli::error::{CliResult, CommandError};
-use crate::engine::thread::lifecycle;
+use crate::engine::cycle::lifecycle;
 use crate::fs::export::{self, Selection};
 use crate::fs::views::Source;
 

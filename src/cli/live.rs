@@ -16,9 +16,9 @@ use clap::Args;
 use super::Out;
 use crate::cas::{Hash, Store};
 use crate::cli::error::CliResult;
+use crate::engine::cycle::lifecycle;
 use crate::engine::storage::notify::ThreadWaker;
 use crate::engine::thread::index::{self, State};
-use crate::engine::thread::lifecycle;
 use crate::engine::thread::log;
 use crate::engine::thread::run_files::RunFiles;
 use crate::engine::thread::view::ThreadView;
@@ -137,7 +137,7 @@ fn position(store: &Store, id: &str) -> CliResult<(Hash, usize)> {
         State::Active { head } => head,
         State::Archived(a) => a.head,
     };
-    let steps = crate::engine::thread::chain::history(store, head)?.len();
+    let steps = crate::engine::chain::history(store, head)?.len();
     Ok((head, steps))
 }
 

@@ -9,7 +9,7 @@ use clap::Args;
 use super::Out;
 use crate::cli::error::{CliResult, CommandError, Context, bail, user_error};
 use crate::engine::config::{self, PRESETS, Setup};
-use crate::engine::{config::doctor, config::dotenv};
+use crate::engine::{config::dotenv, upkeep::doctor};
 
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  \

@@ -23,13 +23,13 @@ use std::time::Duration;
 
 use crate::advice::{Advice, with_hints};
 use crate::cas::{Hash, Store};
-use crate::engine::agent::human::{self, HumanError};
 use crate::engine::config;
+use crate::engine::cycle::human::{self, HumanError};
+use crate::engine::cycle::lifecycle::{self, ThreadError};
+use crate::engine::cycle::step::{self, StepOptions};
 use crate::engine::storage::notify::ThreadWaker;
 use crate::engine::thread::index::ThreadIndexError;
-use crate::engine::thread::lifecycle::{self, ThreadError};
 use crate::engine::thread::run_files::RunFiles;
-use crate::engine::thread::step::{self, StepOptions};
 
 use super::attr::{Finish, Interrupted};
 use super::error::FsError;

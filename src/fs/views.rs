@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::cas::{Hash, Store, StoreError};
-use crate::engine::index_files::{self, Registry, RegistryEntry};
+use crate::engine::storage::index_files::{self, Registry, RegistryEntry};
 use crate::engine::workflow::graph;
 use crate::engine::workflow::{Definition, Workflow};
 

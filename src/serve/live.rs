@@ -20,8 +20,8 @@ use tokio::sync::mpsc;
 
 use super::App;
 use super::error::ApiError;
+use crate::engine::cycle::lifecycle;
 use crate::engine::storage::notify::ThreadWaker;
-use crate::engine::thread::lifecycle;
 use crate::engine::thread::run_files::RunFiles;
 use crate::pg::RunFileKind;
 
@@ -197,7 +197,7 @@ fn follow_index(app: &App, tx: &mpsc::Sender<Event>) {
                 if tx.is_closed() {
                     return;
                 }
-                let now: Vec<_> = crate::engine::index_db::watched_files(&app.root)
+                let now: Vec<_> = crate::engine::storage::index_db::watched_files(&app.root)
                     .iter()
                     .map(|p| {
                         std::fs::metadata(p)
@@ -208,7 +208,7 @@ fn follow_index(app: &App, tx: &mpsc::Sender<Event>) {
                 if stamps.as_ref() != Some(&now) {
                     stamps = Some(now);
                     if let Ok((ids, latest)) =
-                        crate::engine::index_db::changed_since(&app.root, since)
+                        crate::engine::storage::index_db::changed_since(&app.root, since)
                     {
                         since = latest;
                         if !send(ids) {

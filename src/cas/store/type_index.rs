@@ -14,7 +14,8 @@ use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 
-use super::{Store, parse_node_file, read_dir_names};
+use super::listing::read_dir_names;
+use super::{Store, parse_node_file};
 use crate::cas::error::StoreError;
 use crate::cas::id::Hash;
 use crate::file_util::AtomicWrite;

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use crate::cli::Out;
 use crate::cli::error::CliResult;
-use crate::engine::store_copy::{self, Endpoint, Progress};
+use crate::engine::upkeep::store_copy::{self, Endpoint, Progress};
 
 #[derive(Debug, Subcommand)]
 #[command(defer = true)]

@@ -13,8 +13,8 @@ use crate::cli::Out;
 use crate::cli::error::{CliResult, Context};
 use crate::cli::output::{Mode, ago};
 use crate::engine::config;
+use crate::engine::cycle::worker::{self, Event, WorkerOptions};
 use crate::engine::storage;
-use crate::engine::worker::{self, Event, WorkerOptions};
 
 /// `uwf worker [OPTIONS]` or `uwf worker list`.
 #[derive(Debug, Args)]

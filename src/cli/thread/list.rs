@@ -6,7 +6,7 @@ use crate::cas::Store;
 use crate::cli::Out;
 use crate::cli::error::CliResult;
 use crate::cli::output::{Mode, ago};
-use crate::engine::thread::lifecycle;
+use crate::engine::cycle::lifecycle;
 use crate::engine::thread::listing::{self, Listed, Query};
 
 /// How many threads a terminal table shows unless `--limit` says otherwise.

@@ -11,7 +11,7 @@ use std::time::Instant;
 use serde_json::Value;
 
 use crate::cas::{Hash, Store};
-use crate::engine::thread::chain::History;
+use crate::engine::chain::History;
 use crate::engine::thread::view::{self, ThreadView};
 use crate::engine::workflow::Workflow;
 
@@ -215,7 +215,7 @@ pub fn exec(
     let schema = store
         .get_payload(view.role_schema(role)?)
         .map_err(SubmitError::from)?;
-    let body_of = |e: &crate::engine::thread::chain::Entry| {
+    let body_of = |e: &crate::engine::chain::Entry| {
         crate::engine::thread::render::stored_body(store, e.detail)
     };
     let prompt = crate::engine::agent::prompt::agent_prompt(

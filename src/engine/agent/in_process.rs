@@ -13,8 +13,8 @@ use crate::cas::{Hash, Store};
 use crate::engine::agent::builtin::{self, BuiltinError};
 use crate::engine::agent::resolve::AgentSpec;
 use crate::engine::agent::spawn::{is_own_binary, own_exe, program_path};
+use crate::engine::chain::History;
 use crate::engine::config::Config;
-use crate::engine::thread::chain::History;
 use crate::engine::workflow::Workflow;
 
 /// A built-in agent the step can run itself.

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::cas::canonical::sorted;
 use crate::engine::agent::minimal::minimal;
-use crate::engine::thread::chain::{Chain, Entry};
+use crate::engine::chain::{Chain, Entry};
 use crate::engine::thread::render::{history, output_yaml};
 use crate::engine::workflow::Workflow;
 

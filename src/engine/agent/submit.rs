@@ -9,9 +9,9 @@ use crate::cas::canonical::node_hash;
 use crate::cas::{Hash, Store, StoreError, builtin};
 
 use crate::engine::agent::extract::{ExtractError, extract};
+use crate::engine::agent::json_extract::extract_with_llm;
 use crate::engine::config::Config;
 use crate::engine::llm::client::{Client, Endpoint};
-use crate::engine::llm::json_extract::extract_with_llm;
 use crate::engine::thread::index::ThreadIndexError;
 use crate::engine::thread::view::{StepTarget, ThreadView};
 use crate::engine::workflow::WorkflowError;
@@ -26,7 +26,7 @@ pub enum SubmitError {
     #[error(transparent)]
     Workflow(#[from] WorkflowError),
     #[error(transparent)]
-    Chain(#[from] crate::engine::thread::chain::ChainError),
+    Chain(#[from] crate::engine::chain::ChainError),
     #[error(transparent)]
     View(#[from] crate::engine::thread::view::ViewError),
     #[error(

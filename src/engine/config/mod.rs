@@ -9,10 +9,9 @@
 //! default model and agent, the overrides). Secrets never live here: a provider names the
 //! environment variable that holds its key (`apiKeyEnv`), which `<root>/.env` may set.
 //!
-//! Beside it: [`dotenv`] (the secrets file), [`setup`] (`uwf setup`'s writer) and [`doctor`]
-//! (`uwf doctor`'s checks). Which agent runs a role is [`crate::engine::agent::resolve`].
+//! Beside it: [`dotenv`] (the secrets file) and [`setup`] (`uwf setup`'s writer); `uwf doctor`'s
+//! checks are [`crate::engine::upkeep::doctor`]. Which agent runs a role is [`crate::engine::agent::resolve`].
 
-pub mod doctor;
 pub mod dotenv;
 pub mod setup;
 
@@ -162,7 +161,9 @@ fn deserialize_size<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64
     }
     let bytes = match Size::deserialize(d)? {
         Size::Bytes(n) => Some(n).filter(|&n| n > 0),
-        Size::Text(text) => crate::engine::input::parse_limit(&text),
+        Size::Text(text) => crate::byte_size::parse_size(&text)
+            .filter(|&n| n > 0)
+            .map(|n| n as u64),
     };
     bytes.map(Some).ok_or_else(|| {
         serde::de::Error::custom("maxInput: expected a size above 0, such as 64MiB or 1048576")

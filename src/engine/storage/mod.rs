@@ -7,7 +7,7 @@
 //! derived caches (chains, decisions) and this machine's run files (logs, outcomes).
 //!
 //! The engine's index functions ([`crate::engine::thread::index`],
-//! [`crate::engine::index_files`], the registry) ask [`backend`] and take one of two paths; the
+//! [`crate::engine::storage::index_files`], the registry) ask [`backend`] and take one of two paths; the
 //! node store gets the database as its remote ([`open_store`]).
 //!
 //! Architecture Invariant: one process opens one connection per root (cached here), so every
@@ -25,9 +25,12 @@ use crate::pg::{PgConfig, PgError, PgStore};
 
 use super::config::{self, ConfigError};
 
+pub mod index_db;
+pub mod index_files;
 pub mod lease;
 pub mod notify;
 pub mod run_sink;
+pub mod threads;
 
 /// The variable naming a PostgreSQL store; it wins over `storage:` in `config.yaml`.
 pub const URL_VAR: &str = "UWF_STORAGE_URL";

@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::cas::{Hash, Store, builtin};
-use crate::engine::index_files::{self, IndexError};
-use crate::engine::thread::chain::{self, ChainError};
+use crate::engine::chain::{self, ChainError};
+use crate::engine::storage::index_files::{self, IndexError};
 
 /// Where a child thread came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

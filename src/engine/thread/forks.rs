@@ -20,8 +20,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::cas::store::now_ms;
 use crate::cas::{Hash, Store};
-use crate::engine::index_files::{self, IndexError};
-use crate::engine::thread::chain;
+use crate::engine::chain;
+use crate::engine::storage::index_files::IndexError;
 
 const FILE: &str = "forks.jsonl";
 
@@ -127,8 +127,8 @@ pub fn read_file(root: &Path) -> Result<Vec<Fork>, IndexError> {
 /// The oldest thread whose history holds `step` (for a fork made by hash alone).
 pub fn source_of(store: &Store, step: Hash) -> Option<String> {
     let root = store.root();
-    let active = index_files::read_threads(root).ok()?;
-    let archived = index_files::read_history(root).unwrap_or_default();
+    let active = crate::engine::storage::threads::read_threads(root).ok()?;
+    let archived = crate::engine::storage::threads::read_history(root).unwrap_or_default();
     let mut candidates: Vec<(String, Hash)> = active.into_iter().collect();
     candidates.extend(archived.into_iter().map(|a| (a.thread, a.head)));
     // Thread ids are ULIDs: sorting them sorts by creation.

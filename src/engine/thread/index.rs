@@ -1,5 +1,5 @@
 //! The thread index: where each thread stands (active at a head, or archived), over either
-//! backend — the directory store's `index.db` ([`crate::engine::index_db`]) or PostgreSQL's
+//! backend — the directory store's `index.db` ([`crate::engine::storage::index_db`]) or PostgreSQL's
 //! `threads` table. The per-thread run files and step lock are [`super::run_files`].
 //!
 //! Architecture Invariant: the head of a thread only moves by compare-and-set (one synced
@@ -11,8 +11,8 @@ use std::path::Path;
 
 use crate::cas::Hash;
 
-use crate::engine::index_db;
-use crate::engine::index_files::{self, Archived, IndexError};
+use crate::engine::storage::index_db;
+use crate::engine::storage::index_files::{self, Archived, IndexError};
 use crate::engine::storage::{self, StorageError};
 use crate::pg::{NewThread, PgError, ThreadState};
 
@@ -115,7 +115,7 @@ pub fn with_prefix(
 /// Active threads whose head is `head` (forks share heads).
 pub fn active_at(root: &Path, head: Hash) -> Result<Vec<String>, ThreadIndexError> {
     if storage::pg(root).map_err(IndexError::from)?.is_some() {
-        return Ok(index_files::read_threads(root)?
+        return Ok(crate::engine::storage::threads::read_threads(root)?
             .into_iter()
             .filter(|(_, h)| *h == head)
             .map(|(id, _)| id)

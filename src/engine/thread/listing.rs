@@ -10,12 +10,12 @@
 use std::collections::HashMap;
 
 use crate::cas::{Hash, Store};
-use crate::engine::index_db;
 use crate::engine::storage;
+use crate::engine::storage::index_db;
 use crate::engine::workflow::END;
 
-use super::lifecycle::{self, Summary, ThreadError};
 use super::run_files::{Awaiting, RunFiles};
+use super::summary::{self, Summary, ThreadError};
 
 /// What to list.
 #[derive(Debug, Clone, Default)]
@@ -134,14 +134,15 @@ fn list_counting(
     mut each: impl FnMut(Listed) -> bool,
 ) -> Result<u64, ThreadError> {
     let root = store.root();
-    let backend = storage::pg(root).map_err(crate::engine::index_files::IndexError::from)?;
+    let backend =
+        storage::pg(root).map_err(crate::engine::storage::index_files::IndexError::from)?;
     let mut names = Names::default();
     let workflows = match &query.workflow {
         Some(name) => {
             let versions = match &backend {
                 Some(pg) => pg
                     .thread_workflows()
-                    .map_err(crate::engine::index_files::IndexError::from)?,
+                    .map_err(crate::engine::storage::index_files::IndexError::from)?,
                 None => index_db::workflows(root)?,
             };
             Some(names.hashes_named(store, name, &versions))
@@ -203,7 +204,7 @@ fn list_counting(
                     before_id: before.clone(),
                     limit: PG_PAGE,
                 })
-                .map_err(crate::engine::index_files::IndexError::from)?;
+                .map_err(crate::engine::storage::index_files::IndexError::from)?;
             let full = page.len() == PG_PAGE;
             before = page.last().map(|r| r.id.clone());
             let mut stopped = false;
@@ -274,7 +275,7 @@ fn summarise(store: &Store, names: &mut Names, row: IndexRow) -> Result<Listed, 
     let updated_ms = row.updated_ms;
     let (Some(steps), true, Some(name)) = (row.steps, known, name) else {
         let status = archived.then(|| row.status.clone());
-        let summary = lifecycle::summary_at(store, &row.id, row.head, status)?;
+        let summary = summary::summary_at(store, &row.id, row.head, status)?;
         return Ok(Listed {
             summary,
             updated_ms,

@@ -11,7 +11,7 @@ use crate::cas::canonical::sorted;
 use crate::cas::{Hash, Store, StoreError};
 use crate::engine::thread::view::ThreadView;
 
-use crate::engine::thread::chain::{self, Chain, ChainError, Entry};
+use crate::engine::chain::{self, Chain, ChainError, Entry};
 
 /// An output as YAML with keys sorted (stable for diffs).
 pub fn output_yaml(output: &Value) -> String {
@@ -195,7 +195,7 @@ pub fn step_text(store: &Store, hash: Hash) -> Result<String, ChainError> {
             .to_owned();
         return Err(ChainError::NotAStepOrStart { hash, kind });
     }
-    let step = super::chain::read_step(&node)?;
+    let step = crate::engine::chain::read_step(&node)?;
     let mut text = format!("# role: {}\n", step.role);
     text.push_str(&output_yaml(&store.get_payload(step.output)?));
     if let Some(body) = stored_body(store, step.detail) {

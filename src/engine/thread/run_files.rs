@@ -28,7 +28,7 @@ use crate::cas::Hash;
 use crate::cas::store::now_ms;
 use crate::file_util::{self, AtomicWrite};
 
-use crate::engine::index_files::IndexError;
+use crate::engine::storage::index_files::IndexError;
 use crate::engine::storage::lease::{self, LeaseGuard, TakeError};
 use crate::engine::storage::run_sink::{self, RunSink};
 use crate::engine::thread::index::ThreadIndexError;
@@ -273,7 +273,7 @@ impl RunFiles {
         match crate::engine::storage::pg(&self.root) {
             Ok(Some(pg)) => drop(pg.set_outcome(&self.id, error)),
             // The directory store's index keeps it for listings (best effort too).
-            Ok(None) => crate::engine::index_db::note_error(&self.root, &self.id, error),
+            Ok(None) => crate::engine::storage::index_db::note_error(&self.root, &self.id, error),
             Err(_) => {}
         }
     }
@@ -361,7 +361,9 @@ impl RunFiles {
             Some(sink) => {
                 sink.set_state(&self.id, Some(&failed(message).to_string()), None);
             }
-            None => crate::engine::index_db::note_error(&self.root, &self.id, Some(message)),
+            None => {
+                crate::engine::storage::index_db::note_error(&self.root, &self.id, Some(message))
+            }
         }
     }
 
@@ -502,7 +504,9 @@ impl RunFiles {
         let json = String::from_utf8(text).expect("JSON is UTF-8");
         match crate::engine::storage::pg(&self.root) {
             Ok(Some(pg)) => drop(pg.set_awaiting(&self.id, Some(&json))),
-            Ok(None) => crate::engine::index_db::note_awaiting(&self.root, &self.id, Some(&json)),
+            Ok(None) => {
+                crate::engine::storage::index_db::note_awaiting(&self.root, &self.id, Some(&json))
+            }
             Err(_) => {}
         }
         Ok(())
@@ -525,7 +529,7 @@ impl RunFiles {
         let _ = std::fs::remove_file(self.awaiting_path());
         match crate::engine::storage::pg(&self.root) {
             Ok(Some(pg)) => drop(pg.set_awaiting(&self.id, None)),
-            Ok(None) => crate::engine::index_db::note_awaiting(&self.root, &self.id, None),
+            Ok(None) => crate::engine::storage::index_db::note_awaiting(&self.root, &self.id, None),
             Err(_) => {}
         }
     }
@@ -635,7 +639,7 @@ impl StepLock {
             return;
         };
         if let Some(start) = info.agent_start {
-            crate::engine::agent::spawn::kill_leftover_group(pgid, start);
+            crate::process_group::kill_leftover_group(pgid, start);
         }
         self.replace(&self.files.run(), b"{}");
     }

@@ -4,7 +4,7 @@
 use crate::advice::Advice;
 use crate::cas::{Hash, Store, StoreError, builtin};
 
-use crate::engine::thread::chain::{self, Chain, ChainError, History};
+use crate::engine::chain::{self, Chain, ChainError, History};
 use crate::engine::thread::index::{self, ThreadIndexError};
 use crate::engine::workflow::{Workflow, WorkflowError};
 

@@ -25,7 +25,7 @@ struct Cached {
 }
 
 fn path(store: &Store, head: Hash) -> PathBuf {
-    crate::engine::thread::chain::cache_file(store, "decisions", &format!("{head}.json"))
+    crate::engine::chain::cache_file(store, "decisions", &format!("{head}.json"))
 }
 
 /// Whether decisions of this workflow may be cached (no clock or randomness in its conditions).
@@ -83,7 +83,7 @@ pub fn write(
     }) else {
         return;
     };
-    let file = |name: String| crate::engine::thread::chain::cache_file_in(root, "decisions", &name);
+    let file = |name: String| crate::engine::chain::cache_file_in(root, "decisions", &name);
     let _ = crate::file_util::write_recycling(
         &file(format!("{thread}.spare")),
         &file(format!("{head}.json")),
@@ -94,7 +94,7 @@ pub fn write(
 
 /// The file whose inode a thread's next step reuses for its decision.
 fn spare_path(store: &Store, thread: &str) -> PathBuf {
-    crate::engine::thread::chain::cache_file(store, "decisions", &format!("{thread}.spare"))
+    crate::engine::chain::cache_file(store, "decisions", &format!("{thread}.spare"))
 }
 
 /// Removes `thread`'s spare decision file (an archived thread takes no more steps).
@@ -111,7 +111,7 @@ pub(crate) fn check_file(store: &Store, head: Hash, bytes: &[u8]) -> Result<(), 
     }
     let workflow = Workflow::load(store, cached.workflow)
         .map_err(|e| format!("its workflow cannot be read: {e}"))?;
-    let chain = crate::engine::thread::chain::load_from_nodes(store, head)
+    let chain = crate::engine::chain::load_from_nodes(store, head)
         .map_err(|e| format!("the store cannot rebuild its chain: {e}"))?;
     let moderator = crate::engine::workflow::moderator::Moderator::new(workflow)
         .map_err(|e| format!("its workflow's moderator: {e}"))?;
@@ -132,8 +132,7 @@ pub fn forget(store: &Store, head: Hash) {
 
 /// [`forget`] under the storage root `root`.
 pub fn forget_in(root: &std::path::Path, head: Hash) {
-    let file =
-        crate::engine::thread::chain::cache_file_in(root, "decisions", &format!("{head}.json"));
+    let file = crate::engine::chain::cache_file_in(root, "decisions", &format!("{head}.json"));
     let _ = std::fs::remove_file(file);
 }
 

@@ -15,10 +15,9 @@ use serde_yaml::Value as Yaml;
 
 use crate::cas::{Hash, Store, StoreError, builtin};
 
-/// The reserved position before the first step.
-pub const START: &str = "$START";
-/// The reserved position after the last step.
-pub const END: &str = "$END";
+/// The reserved positions before the first step and after the last (defined with the engine's
+/// shared vocabulary, below every room that names them).
+pub use crate::engine::{END, START};
 
 /// One problem found in a definition, with where it is.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -211,7 +211,7 @@ impl Moderator {
     /// Picks the next role for a thread's chain (the context is handed to the engine as text).
     pub fn decide_chain(
         &self,
-        chain: &crate::engine::thread::chain::Chain,
+        chain: &crate::engine::chain::Chain,
     ) -> Result<Decision, ModeratorError> {
         let input = Input::from_json_text(chain.context_json());
         self.run(chain.position(), &input, true)

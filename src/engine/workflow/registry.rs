@@ -9,7 +9,7 @@ use std::path::Path;
 
 use crate::cas::{Hash, Store, builtin};
 
-use crate::engine::index_files::{self, IndexError, Registry, RegistryEntry, Version};
+use crate::engine::storage::index_files::{self, IndexError, Registry, RegistryEntry, Version};
 use crate::engine::workflow::{Workflow, WorkflowError};
 
 /// Errors of registry operations.

@@ -15,7 +15,7 @@ use std::time::SystemTime;
 
 use super::Tree;
 use super::state::{Ctl, CtlTarget, Open, State};
-use crate::engine::thread::lifecycle::ThreadError;
+use crate::engine::cycle::lifecycle::ThreadError;
 use crate::fs::attr::{Inval, SetAttr};
 use crate::fs::error::FsError;
 use crate::fs::inode::{Key, StepFile, ThreadFile, ThreadKey, WfKey};

@@ -19,8 +19,8 @@ use std::time::SystemTime;
 
 use super::Tree;
 use crate::cas::Hash;
-use crate::engine::agent::human;
-use crate::engine::thread::chain::Chain;
+use crate::engine::chain::Chain;
+use crate::engine::cycle::human;
 use crate::engine::thread::family;
 use crate::fs::actions::Action;
 use crate::fs::attr::{Attr, Caching};
@@ -435,7 +435,7 @@ impl Tree {
 
     /// The child thread that played a step, when a sub-workflow took it (its detail is a
     /// `subthread` node).
-    fn child_of(&self, step: &crate::engine::thread::chain::Entry) -> Option<String> {
+    fn child_of(&self, step: &crate::engine::chain::Entry) -> Option<String> {
         if !step.agent.starts_with("workflow:") {
             return None;
         }

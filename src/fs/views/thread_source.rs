@@ -18,9 +18,8 @@ use std::time::{Duration, Instant, SystemTime};
 use serde_json::Value;
 
 use crate::cas::Hash;
-use crate::engine::index_files;
-use crate::engine::thread::chain::{self, Chain};
-use crate::engine::thread::lifecycle::{self, Summary};
+use crate::engine::chain::{self, Chain};
+use crate::engine::cycle::lifecycle::{self, Summary};
 use crate::engine::thread::render;
 use crate::engine::thread::run_files::RunFiles;
 use crate::engine::thread::view::ThreadView;
@@ -232,7 +231,7 @@ impl Source {
             return Ok((c.index.clone(), c.version));
         }
         let read_at = SystemTime::now();
-        let [db, log] = crate::engine::index_db::watched_files(&self.root);
+        let [db, log] = crate::engine::storage::index_db::watched_files(&self.root);
         let stamps = (stamp(&db), stamp(&log));
         let version = Version::of(
             [stamps.0.map(|s| s.mtime), stamps.1.map(|s| s.mtime)],
@@ -284,7 +283,7 @@ impl Source {
         let mut map: HashMap<Arc<str>, ThreadRef> = HashMap::new();
         // Archived first, so that an active entry wins over an archived one (over PostgreSQL,
         // a read between archiving's two tables' changes).
-        for e in index_files::read_entries(&self.root).map_err(internal)? {
+        for e in crate::engine::storage::threads::read_entries(&self.root).map_err(internal)? {
             map.insert(
                 Arc::from(e.id.as_str()),
                 ThreadRef {

@@ -132,34 +132,7 @@ pub const DEFAULT_MAX_MEMORY: usize = 256 << 20;
 /// too), e.g. `UWF_JSONATA_MAX_MEMORY=1GiB`.
 pub const MAX_MEMORY_ENV: &str = "UWF_JSONATA_MAX_MEMORY";
 
-/// A size as `1048576`, `512KiB`, `256MiB`, `1GiB` (also `K`, `M`, `G`, `KB`, `MB`, `GB`, all
-/// powers of 1024).
-pub fn parse_size(text: &str) -> Option<usize> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let number: usize = number.parse().ok()?;
-    let shift = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 0,
-        "k" | "kb" | "kib" => 10,
-        "m" | "mb" | "mib" => 20,
-        "g" | "gb" | "gib" => 30,
-        _ => return None,
-    };
-    number.checked_mul(1 << shift)
-}
-
-/// A size in the largest binary unit that divides it (`256 MiB`).
-pub fn show_size(bytes: usize) -> String {
-    for (shift, unit) in [(30, "GiB"), (20, "MiB"), (10, "KiB")] {
-        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
-            return format!("{} {unit}", bytes >> shift);
-        }
-    }
-    format!("{bytes} bytes")
-}
+pub use crate::byte_size::{parse_size, show_size};
 
 impl Default for Limits {
     /// One second, depth 200, a million items. Ample for routing conditions: measured over a

@@ -16,7 +16,8 @@ use crate::cas::store::now_ms;
 use crate::engine::agent::submit::{self, Submission};
 use crate::engine::thread::render;
 use crate::engine::thread::view::ThreadView;
-use crate::engine::thread::{index, lifecycle};
+use crate::engine::cycle::lifecycle;
+use crate::engine::thread::index;
 use crate::engine::workflow::{self, registry};
 use crate::fs::attr::{Kind, Lookup, SetAttr, TimeSet};
 use crate::fs::error::FsError;
@@ -165,7 +166,7 @@ fn a_thread_reads_like_the_cli_renders_it() {
     assert!(detail.contains("bodyText: Plan B."), "{detail}");
     // The transcript is `thread read`'s.
     let view = ThreadView::load(&store, &id).unwrap();
-    let body_of = |e: &crate::engine::thread::chain::Entry| {
+    let body_of = |e: &crate::engine::chain::Entry| {
         crate::engine::thread::render::stored_body(&store, e.detail)
     };
     let expected = render::transcript(&view, "active next=reviewer", 3, None, &body_of);

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::cas::store::now_ms;
-use crate::engine::index_files::{self, IndexError};
+use crate::engine::storage::index_files::IndexError;
 
 /// What a prune removed (or, dry, would remove).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -29,11 +29,11 @@ pub fn prune_logs(root: &Path, keep: Duration, dry_run: bool) -> Result<Pruned, 
         return Ok(Pruned { threads, bytes });
     }
     let mut pruned = Pruned::default();
-    for archived in index_files::read_history(root)? {
+    for archived in crate::engine::storage::threads::read_history(root)? {
         if archived.completed_at >= cut {
             continue;
         }
-        let files = super::run_files::RunFiles::new(root, &archived.thread);
+        let files = crate::engine::thread::run_files::RunFiles::new(root, &archived.thread);
         let mut any = false;
         for path in [files.log(), files.events()] {
             let Ok(meta) = std::fs::metadata(&path) else {
@@ -67,19 +67,19 @@ mod tests {
             .unwrap();
         let workflow = start;
         for id in ["OLD", "NEW", "LIVE"] {
-            let row = crate::engine::index_db::NewRow {
+            let row = crate::engine::storage::index_db::NewRow {
                 id,
                 workflow,
                 head: start,
                 parent: None,
                 steps: Some(0),
             };
-            crate::engine::index_db::insert(root, &row).unwrap();
+            crate::engine::storage::index_db::insert(root, &row).unwrap();
             std::fs::write(root.join(format!("runs/{id}.log")), "12345").unwrap();
             std::fs::write(root.join(format!("runs/{id}.events")), "{}\n").unwrap();
         }
-        crate::engine::index_db::archive(root, "OLD", "done").unwrap();
-        crate::engine::index_db::archive(root, "NEW", "done").unwrap();
+        crate::engine::storage::index_db::archive(root, "OLD", "done").unwrap();
+        crate::engine::storage::index_db::archive(root, "NEW", "done").unwrap();
         // Nothing was archived an hour ago.
         let kept = prune_logs(root, Duration::from_secs(3600), false).unwrap();
         assert_eq!(kept, Pruned::default());

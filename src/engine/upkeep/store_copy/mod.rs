@@ -28,8 +28,8 @@ use std::path::PathBuf;
 
 use crate::advice::Advice;
 use crate::cas::{Hash, Node, Store, StoreError, builtin};
-use crate::engine::index_db;
-use crate::engine::index_files::{self, IndexError, Registry};
+use crate::engine::storage::index_db;
+use crate::engine::storage::index_files::{self, IndexError, Registry};
 use crate::pg::{
     ArchivedThread, CopiedThread, Occupancy, PgConfig, PgError, PgStore, RegistryName,
 };
@@ -643,7 +643,7 @@ impl Side {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::index_files::{RegistryEntry, Version};
+    use crate::engine::storage::index_files::{RegistryEntry, Version};
 
     #[test]
     fn endpoints_are_directories_or_postgres_urls() {

@@ -27,7 +27,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 
 use crate::cas::Hash;
-use crate::engine::index_files::{Archived, Entry, IndexError};
+use crate::engine::storage::index_files::{Archived, Entry, IndexError};
 
 /// The database's file name under the storage root.
 pub const FILE: &str = "index.db";
@@ -447,7 +447,7 @@ fn facts_of(
     head: Hash,
 ) -> Option<(Hash, u64)> {
     *known.entry(head).or_insert_with(|| {
-        let history = crate::engine::thread::chain::history(store?, head).ok()?;
+        let history = crate::engine::chain::history(store?, head).ok()?;
         Some((history.start().workflow, history.len() as u64))
     })
 }
@@ -455,8 +455,8 @@ fn facts_of(
 /// The first layout's entries as rows: archived threads, then active ones (whose workflow and
 /// step count come from their heads).
 fn legacy_rows(root: &Path) -> Result<Vec<Bulk>, IndexError> {
-    let archived = crate::engine::index_files::read_legacy_history(root)?;
-    let active = crate::engine::index_files::read_legacy_threads(root)?;
+    let archived = crate::engine::storage::index_files::read_legacy_history(root)?;
+    let active = crate::engine::storage::index_files::read_legacy_threads(root)?;
     let store = crate::cas::Store::open(root).ok();
     let mut known = std::collections::HashMap::new();
     let mut rows: Vec<Bulk> = archived
@@ -568,7 +568,7 @@ pub fn compare_and_set(
 /// thread `id` (look it up to say why).
 pub fn archive(root: &Path, id: &str, status: &str) -> Result<Option<Archived>, IndexError> {
     let now = ms(crate::cas::store::now_ms());
-    let next = (status == "done").then_some(crate::engine::workflow::END);
+    let next = (status == "done").then_some(crate::engine::END);
     let row = write(root, "archiving a thread", |c| {
         c.prepare_cached(&format!(
             "update threads set status = ?2, completed_ms = ?3, updated_ms = ?3, next = ?4, \
@@ -904,7 +904,7 @@ fn insert_rows(
         };
         let created = created_of(&t.id).unwrap_or(completed.or(now).unwrap_or(0));
         let next = match &t.archived {
-            Some(_) => (status == "done").then(|| crate::engine::workflow::END.to_owned()),
+            Some(_) => (status == "done").then(|| crate::engine::END.to_owned()),
             None => t.next.clone(),
         };
         insert.execute(params![

@@ -16,11 +16,11 @@ use crate::cas::store::now_ms;
 use crate::engine::agent::prompt::agent_prompt;
 use crate::engine::agent::submit::{self, Submission, SubmitError};
 use crate::engine::config::Config;
+use crate::engine::cycle::lifecycle;
+use crate::engine::cycle::step::{self, Current, StepError, Stepped};
 use crate::engine::thread::index::{self, State, ThreadIndexError};
-use crate::engine::thread::lifecycle;
 use crate::engine::thread::render::stored_body;
 use crate::engine::thread::run_files::RunFiles;
-use crate::engine::thread::step::{self, Current, StepError, Stepped};
 use crate::engine::thread::view::{ThreadView, ViewError};
 use crate::engine::workflow::END;
 
@@ -151,7 +151,7 @@ pub fn question(store: &Store, id: &str) -> Result<Question, HumanError> {
     let schema = store
         .get_payload(view.role_schema(&asked.role)?)
         .map_err(SubmitError::from)?;
-    let body_of = |e: &crate::engine::thread::chain::Entry| stored_body(store, e.detail);
+    let body_of = |e: &crate::engine::chain::Entry| stored_body(store, e.detail);
     let prompt = agent_prompt(
         id,
         &view.workflow,

@@ -202,7 +202,7 @@ impl Chain {
         self.steps
             .last()
             .map(|s| s.role.as_str())
-            .unwrap_or(crate::engine::workflow::START)
+            .unwrap_or(crate::engine::START)
     }
 
     /// How many steps of `role` the chain has.
@@ -346,7 +346,7 @@ impl History {
                 start_timestamp: chain.start_timestamp,
                 head: chain.start_hash,
                 len: 0,
-                position: crate::engine::workflow::START.to_owned(),
+                position: crate::engine::START.to_owned(),
                 visits: std::collections::BTreeMap::new(),
                 lines_xxh64: 0,
             },
@@ -888,7 +888,7 @@ mod tests {
         };
         let history = History::parse(History::of(&empty).to_text()).expect("parses");
         assert_eq!(history.head(), empty.start_hash);
-        assert_eq!(history.position(), crate::engine::workflow::START);
+        assert_eq!(history.position(), crate::engine::START);
         assert!(history.is_empty());
         assert_eq!(history.context_json(), empty.context_json());
     }

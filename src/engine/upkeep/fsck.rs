@@ -15,8 +15,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use crate::cas::{Hash, Store, StoreError};
-use crate::engine::index_files::{self, IndexError};
-use crate::engine::thread::chain;
+use crate::engine::chain;
+use crate::engine::storage::index_files::{self, IndexError};
 use crate::engine::workflow::decisions;
 
 /// Errors that stop the check itself (damage is reported, not returned).
@@ -112,10 +112,10 @@ pub fn check_with(store: &Store, table: Option<&dyn NodeTable>) -> Result<Report
             roots.push((format!("workflow {name}"), version, "workflow"));
         }
     }
-    for (id, head) in index_files::read_threads(root)? {
+    for (id, head) in crate::engine::storage::threads::read_threads(root)? {
         roots.push((format!("thread {id}"), head, "head"));
     }
-    for archived in index_files::read_history(root)? {
+    for archived in crate::engine::storage::threads::read_history(root)? {
         roots.push((format!("thread {}", archived.thread), archived.head, "head"));
     }
 

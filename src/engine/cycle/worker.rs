@@ -28,10 +28,10 @@ use crate::advice::Advice;
 use crate::cas::store::now_ms;
 use crate::cas::{Hash, Store, builtin};
 use crate::engine::config::Loaded;
+use crate::engine::cycle::step::{self, StepError, StepOptions, Stepped, Warm};
 use crate::engine::storage::{self, lease};
 use crate::engine::thread::index::{self, ThreadIndexError};
 use crate::engine::thread::run_files::RunFiles;
-use crate::engine::thread::step::{self, StepError, StepOptions, Stepped, Warm};
 use crate::engine::workflow::registry::{self, RegistryError};
 use crate::pg::{Holder, WorkerRow};
 

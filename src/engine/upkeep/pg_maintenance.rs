@@ -18,7 +18,7 @@
 //!
 //! fsck re-hashes every row (page by page; only the set of hashes and the references stay in
 //! memory), checks every data node against its schema and every reference against the table,
-//! and gives [`crate::engine::fsck`]'s walk from the roots the table's verdicts, so damage is
+//! and gives [`crate::engine::upkeep::fsck`]'s walk from the roots the table's verdicts, so damage is
 //! reported with the threads and workflows it reaches as in a directory store. Cache files that
 //! do not hold their node, or hold one the table no longer has, are reported as derived files:
 //! `--repair` removes them (they are fetched again when needed).
@@ -31,7 +31,7 @@ use crate::cas::fsck::{self as node_fsck, FsckReport, Problem};
 use crate::cas::gc::{self, GcOptions, GcReport};
 use crate::cas::store::parse_node_file;
 use crate::cas::{Hash, Node, Store, StoreError};
-use crate::engine::fsck::{Condition, Derived, NodeTable};
+use crate::engine::upkeep::fsck::{Condition, Derived, NodeTable};
 use crate::pg::maintenance::BATCH;
 use crate::pg::{PgError, PgStore};
 
@@ -209,7 +209,7 @@ pub fn check_rows(store: &Store, pg: &PgStore) -> Result<(FsckReport, Rows), Mai
     Ok((report, rows))
 }
 
-/// The table's verdicts for [`crate::engine::fsck::check_with`]'s walk.
+/// The table's verdicts for [`crate::engine::upkeep::fsck::check_with`]'s walk.
 pub struct Table<'a> {
     pub store: &'a Store,
     pub pg: &'a PgStore,

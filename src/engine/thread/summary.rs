@@ -1,26 +1,22 @@
-//! Thread operations beyond the step: start, fork, kill, status, and id lookup (SPEC §5.2).
+//! What a thread is and where it stands, for a reader: a thread or step found by a prefix, a
+//! thread's summary (`thread show`, `thread list`, the mount's `status`), its family; and
+//! [`ThreadError`], which these and the lifecycle's operations share.
 
 use crate::advice::Advice;
 use std::path::Path;
-use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use crate::cas::{Hash, Store, builtin};
-use crate::engine::thread::view::{ThreadView, ViewError};
-
-use crate::engine::agent::spawn;
-use crate::engine::index_files;
-use crate::engine::thread::chain;
-use crate::engine::thread::events;
-use crate::engine::thread::family::{self, ParentLink};
-use crate::engine::thread::forks;
+use crate::engine::chain;
+use crate::engine::storage::index_files;
+use crate::engine::thread::family;
 use crate::engine::thread::index::{self, State, ThreadIndexError};
 use crate::engine::thread::run_files::RunFiles;
-use crate::engine::thread::step::StepError;
+use crate::engine::thread::view::{ThreadView, ViewError};
 use crate::engine::workflow::END;
 use crate::engine::workflow::moderator::Moderator;
-use crate::engine::workflow::registry::{self, RegistryError};
+use crate::engine::workflow::registry::RegistryError;
 
 /// Errors of thread operations.
 #[derive(Debug, thiserror::Error)]
@@ -68,8 +64,6 @@ pub enum ThreadError {
     #[error(transparent)]
     Chain(#[from] chain::ChainError),
     #[error(transparent)]
-    Step(#[from] StepError),
-    #[error(transparent)]
     Files(#[from] index_files::IndexError),
 }
 
@@ -81,7 +75,6 @@ impl Advice for ThreadError {
             ThreadError::View(e) => e.hints(),
             ThreadError::Store(e) => e.hints(),
             ThreadError::Chain(e) => e.hints(),
-            ThreadError::Step(e) => e.hints(),
             ThreadError::Files(e) => e.hints(),
             ThreadError::Ambiguous { .. } => vec!["give more of the id".to_owned()],
             ThreadError::ShortThreadPrefix(_) => vec![
@@ -110,100 +103,10 @@ impl Advice for ThreadError {
             ThreadError::View(e) => e.is_busy(),
             ThreadError::Store(e) => e.is_busy(),
             ThreadError::Chain(e) => e.is_busy(),
-            ThreadError::Step(e) => e.is_busy(),
             ThreadError::Files(e) => e.is_busy(),
             _ => false,
         }
     }
-}
-
-/// Starts a thread of `workflow` (a name or hash) with `prompt`. Returns `(workflow name, id)`.
-pub fn start(store: &Store, workflow: &str, prompt: &str) -> Result<(String, String), ThreadError> {
-    if prompt.trim().is_empty() {
-        return Err(ThreadError::EmptyPrompt);
-    }
-    // From the start node until the index names it: GC keeps it (see `cas::gc`).
-    let _pin = store.pin()?;
-    let (hash, w) = registry::load(store, workflow)?;
-    let start = store.put(
-        builtin::hash_of("start"),
-        &json!({"workflow": hash.to_string(), "prompt": prompt}),
-    )?;
-    let id = index::new_id();
-    index::add_at(store.root(), &id, start, hash, None, Some(0))?;
-    Ok((w.name, id))
-}
-
-/// Starts a child thread of `workflow` for a sub-workflow (SPEC §9): its start node names the
-/// parent's head, and the link to the parent thread is recorded before the child's first step.
-/// Returns `(workflow name, id)`.
-pub fn start_child(
-    store: &Store,
-    workflow: &str,
-    prompt: &str,
-    parent: &ParentLink,
-) -> Result<(String, String), ThreadError> {
-    if prompt.trim().is_empty() {
-        return Err(ThreadError::EmptyPrompt);
-    }
-    let _pin = store.pin()?;
-    let (hash, w) = registry::load(store, workflow)?;
-    let start = store.put(
-        builtin::hash_of("start"),
-        &json!({"workflow": hash.to_string(), "prompt": prompt, "parent": parent.head.to_string()}),
-    )?;
-    let id = index::new_id();
-    family::link(store.root(), &id, parent)?;
-    index::add_at(
-        store.root(),
-        &id,
-        start,
-        hash,
-        Some(&parent.thread),
-        Some(0),
-    )?;
-    Ok((w.name, id))
-}
-
-/// Starts a new thread whose head is `from` (a step or start node). Returns `(workflow name, id, head)`.
-pub fn fork(store: &Store, from: Hash) -> Result<(String, String, Hash), ThreadError> {
-    fork_from(store, from, None)
-}
-
-/// [`fork`], naming the thread `from` belongs to (found in the index when not given); the
-/// lineage is recorded in `forks.jsonl` before the new thread enters the index.
-pub fn fork_from(
-    store: &Store,
-    from: Hash,
-    thread: Option<&str>,
-) -> Result<(String, String, Hash), ThreadError> {
-    // `from` may be a step no head reaches (a step that was never published): pinned and
-    // touched with the nodes it names, GC keeps them until the new thread's head names them.
-    let _pin = store.pin()?;
-    let node = store.get(from)?;
-    if node.type_hash != builtin::hash_of("step") && !builtin::is_start(node.type_hash) {
-        return Err(ThreadError::NotForkable { hash: from });
-    }
-    store.keep(from)?;
-    for named in store.node_refs(&node)? {
-        store.keep(named)?;
-    }
-    let id = index::new_id();
-    let view = ThreadView::at(store, &id, from)?;
-    let source = match thread {
-        Some(t) => Some(t.to_owned()),
-        None => forks::source_of(store, from),
-    };
-    forks::record(store.root(), &id, source.as_deref(), from)?;
-    index::add_at(
-        store.root(),
-        &id,
-        from,
-        view.workflow_hash,
-        source.as_deref(),
-        Some(view.chain.steps.len() as u64),
-    )?;
-    Ok((view.workflow.name, id, from))
 }
 
 /// Finds a thread by its id or a unique prefix of it (case-insensitive).
@@ -462,124 +365,8 @@ pub fn summary_at(
             .and_then(|m| m.decide_chain(&view.chain).ok())
             .map(|d| d.next)
     });
-    // A parent whose step died mid-child (`kill -9`) left the child active: looking at the
-    // parent ends it.
-    end_orphaned_children(store, id, &files);
     summary.refresh(&files);
     Ok(summary)
-}
-
-/// Stops a running step's agent (SIGTERM, then SIGKILL) and archives the thread as `killed`.
-///
-/// Synchronous: returns once the agent's process group is gone and the thread is archived, its
-/// last outcome (what `wait` shows) and its change feed saying `killed`. The kill lock is taken
-/// first and held to the end, so no step can start between the one stopped here and the
-/// archive (a step that takes the step lock meanwhile gives up at once, see `step::step`).
-/// Threads that sub-workflows of this one started and that are still active are killed first
-/// (SPEC §9), children before parents.
-pub fn kill(store: &Store, id: &str) -> Result<Hash, ThreadError> {
-    let root = store.root();
-    index::active_head(root, id)?;
-    for child in family::children(root, id) {
-        if let Ok(State::Active { .. }) = index::state(root, &child) {
-            match kill(store, &child) {
-                // Ended meanwhile (done, or killed by someone else): nothing left to stop.
-                Ok(_) | Err(ThreadError::Index(ThreadIndexError::Archived { .. })) => {}
-                Err(e) => return Err(e),
-            }
-        }
-    }
-    let files = RunFiles::new(root, id);
-    let _killing = files.try_kill_lock()?;
-    // Another kill may have archived it between the check above and the lock.
-    let head = index::active_head(root, id)?;
-    // A step may be anywhere in its cycle: poll until its agent is known (then stop it) and the
-    // step process, which fails once its agent is gone, releases the lock.
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let mut stopped = None;
-    let lock = loop {
-        match files.try_lock() {
-            Ok(lock) => break Some(lock),
-            // Over PostgreSQL, a step on another machine: its agent is out of reach, but the
-            // archive (one statement, which also drops the lease) makes its publication fail,
-            // so nothing more lands on the thread. No lock, so no outcome recorded here.
-            Err(ThreadIndexError::Busy { .. }) if files.stepped_elsewhere() => break None,
-            Err(ThreadIndexError::Busy { .. }) if Instant::now() < deadline => {
-                if let Some(pgid) = files.run_info().and_then(|i| i.agent_pid)
-                    && stopped != Some(pgid)
-                {
-                    spawn::stop_group(pgid, spawn::KILL_GRACE);
-                    stopped = Some(pgid);
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            Err(ThreadIndexError::Busy { .. }) => {
-                return Err(ThreadError::KillTimeout(id.to_owned()));
-            }
-            Err(e) => return Err(e.into()),
-        }
-    };
-    // The step has let go; what is left of the agent's group (SIGKILLed, or children that
-    // outlived it) is gone before this returns.
-    if let Some(pgid) = stopped {
-        let gone_by = Instant::now() + Duration::from_secs(2);
-        while spawn::group_alive(pgid) && Instant::now() < gone_by {
-            spawn::signal_group(pgid, nix::sys::signal::Signal::SIGKILL);
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-    let view = ThreadView::at(store, id, head)?;
-    let archived = crate::engine::thread::step::archive(store, id, view.workflow_hash, "killed")?;
-    files.clear_awaiting();
-    let outcome = json!({
-        "workflow": view.workflow.name,
-        "thread": id,
-        "head": archived.head.to_string(),
-        "status": "killed",
-        "done": true,
-    });
-    if let Some(lock) = &lock {
-        lock.record_success(&outcome);
-    }
-    let head_text = archived.head.to_string();
-    events::append(&files, id, "killed", json!({ "head": head_text }));
-    drop(lock);
-    Ok(archived.head)
-}
-
-/// Ends the children of thread `id` that are still active (SPEC §9): a child lives only as
-/// long as the parent's step that started it, so the caller, holding `id`'s step lock (no step
-/// of `id` runs), finds any active child orphaned — its step failed, was stopped, or died — and
-/// kills it like `thread kill`: its agents' groups are stopped and it is archived as `killed`,
-/// its own children first. Best effort: a child that cannot be killed now (busy with a kill of
-/// its own, or its step lock still held) is left for the next sweep. Returns the children
-/// killed. Costs one failed `open` for a thread that never had a child.
-pub fn end_children(store: &Store, id: &str) -> Vec<String> {
-    let root = store.root();
-    active_children(root, id)
-        .into_iter()
-        .filter(|child| kill(store, child).is_ok())
-        .collect()
-}
-
-/// The children of `id` that are active.
-fn active_children(root: &Path, id: &str) -> Vec<String> {
-    family::children(root, id)
-        .into_iter()
-        .filter(|child| matches!(index::state(root, child), Ok(State::Active { .. })))
-        .collect()
-}
-
-/// [`end_children`] for a reader (`thread show`): only when `id` has an active child while no
-/// step of `id` runs, under `id`'s step lock taken for that moment (a step starting then is
-/// told the thread is busy, as with any holder).
-fn end_orphaned_children(store: &Store, id: &str, files: &RunFiles) {
-    if active_children(store.root(), id).is_empty() || files.is_running() {
-        return;
-    }
-    if let Ok(_lock) = files.try_lock() {
-        end_children(store, id);
-    }
 }
 
 /// Every thread that sub-workflows started under thread `id`, depth-first in start order, with

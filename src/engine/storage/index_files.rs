@@ -230,18 +230,6 @@ fn registry_to_rows(registry: Registry) -> Vec<RegistryName> {
         .collect()
 }
 
-/// Every active thread and its head (the thread index of either backend).
-pub fn read_threads(root: &Path) -> Result<Threads, IndexError> {
-    if let Some(pg) = storage::pg(root)? {
-        return Ok(pg
-            .active_threads(None)?
-            .into_iter()
-            .map(|t| (t.id, t.head))
-            .collect());
-    }
-    crate::engine::index_db::active(root)
-}
-
 /// Reads the first layout's `threads.yaml` under `root` (to migrate it).
 ///
 /// The form this program wrote (`ID: HEAD` lines) is read directly; anything else — hand
@@ -284,18 +272,6 @@ fn parse_threads_plain(text: &str) -> Option<Threads> {
     Some(threads)
 }
 
-/// Every archived thread, in the order they ended (the thread index of either backend).
-pub fn read_history(root: &Path) -> Result<Vec<Archived>, IndexError> {
-    if let Some(pg) = storage::pg(root)? {
-        return Ok(pg
-            .archived_threads()?
-            .into_iter()
-            .map(archived_of)
-            .collect());
-    }
-    crate::engine::index_db::archived(root)
-}
-
 /// One thread of the index, active or archived.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
@@ -304,30 +280,6 @@ pub struct Entry {
     pub head: Hash,
     /// `done` or `killed` once archived.
     pub archived: Option<String>,
-}
-
-/// Every thread, active and archived, with its workflow: one read of either backend's index.
-pub fn read_entries(root: &Path) -> Result<Vec<Entry>, IndexError> {
-    if let Some(pg) = storage::pg(root)? {
-        let mut out: Vec<Entry> = pg
-            .archived_threads()?
-            .into_iter()
-            .map(|a| Entry {
-                id: a.thread,
-                workflow: a.workflow,
-                head: a.head,
-                archived: Some(a.status),
-            })
-            .collect();
-        out.extend(pg.active_threads(None)?.into_iter().map(|t| Entry {
-            id: t.id,
-            workflow: t.workflow,
-            head: t.head,
-            archived: None,
-        }));
-        return Ok(out);
-    }
-    crate::engine::index_db::entries(root)
 }
 
 /// Reads the first layout's `history.jsonl` under `root` (to migrate it).
@@ -422,24 +374,10 @@ pub fn write_file(root: &Path, path: &Path, bytes: &[u8]) -> Result<(), IndexErr
     Ok(())
 }
 
-/// Every hash the index files keep alive: registry versions (current and history), active
-/// thread heads and archived thread heads.
-pub fn gc_roots(root: &Path) -> Result<Vec<Hash>, IndexError> {
-    let mut roots = Vec::new();
-    for entry in read_registry(root)?.values() {
-        roots.push(entry.hash);
-        roots.extend(entry.source);
-        roots.extend(entry.history.iter().map(|v| v.hash));
-        roots.extend(entry.history.iter().filter_map(|v| v.source));
-    }
-    roots.extend(read_threads(root)?.into_values());
-    roots.extend(read_history(root)?.into_iter().map(|a| a.head));
-    Ok(roots)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::storage::threads::gc_roots;
 
     #[test]
     fn the_plain_reader_agrees_with_the_yaml_parser() {

@@ -14,13 +14,13 @@ pub(crate) use crate::engine::thread::view::Current;
 use crate::engine::thread::view::{ViewError, role_schema, verify};
 
 use crate::engine::agent::spawn::{self, AgentError, Invocation};
+use crate::engine::chain::{self, ChainError};
 use crate::engine::config::{ConfigError, Loaded};
-pub use crate::engine::session::Warm;
-use crate::engine::session::{Kept, Saved};
-use crate::engine::thread::chain::{self, ChainError};
+use crate::engine::cycle::lifecycle;
+pub use crate::engine::cycle::session::Warm;
+use crate::engine::cycle::session::{Kept, Saved};
 use crate::engine::thread::events;
 use crate::engine::thread::index::{self, ThreadIndexError};
-use crate::engine::thread::lifecycle;
 use crate::engine::thread::log::StepLog;
 use crate::engine::thread::run_files::{self, RunFiles, RunInfo};
 use crate::engine::workflow::END;
@@ -321,7 +321,7 @@ fn step_locked(
     if next == END {
         // The archive drops the thread's spare cache files: the pending ones are written first.
         warm.flush();
-        archive(store, id, view.workflow_hash(), "done")?;
+        lifecycle::archive(store, id, view.workflow_hash(), "done")?;
         return Ok(Stepped {
             workflow: view.workflow.name.clone(),
             thread: id.to_owned(),
@@ -434,7 +434,7 @@ fn step_locked(
     };
     let finished = spawn::run(&invocation, |pid| {
         info.agent_pid = Some(pid);
-        info.agent_start = spawn::proc_stat(pid).map(|p| p.start);
+        info.agent_start = crate::process_group::proc_stat(pid).map(|p| p.start);
         lock.set_info(&info);
         prepared.get_or_insert_with(prepare);
     });
@@ -543,7 +543,7 @@ pub(crate) fn publish(
         None => saved.write(store.root()),
     }
     if done {
-        archive(store, id, view.workflow_hash(), "done")?;
+        lifecycle::archive(store, id, view.workflow_hash(), "done")?;
     }
     let stepped = Stepped {
         workflow: view.workflow.name.clone(),
@@ -650,19 +650,6 @@ pub fn publish_node(store: &Store, hash: Hash) -> Result<Stepped, StepError> {
         Err(e) => lock.record_failure(&crate::advice::with_hints(e), !e.lost_race()),
     }
     published
-}
-
-/// Archives thread `id` at its head with `status` and drops its spare cache files.
-pub(crate) fn archive(
-    store: &Store,
-    id: &str,
-    workflow: Hash,
-    status: &str,
-) -> Result<crate::engine::index_files::Archived, index::ThreadIndexError> {
-    let archived = index::archive(store.root(), id, workflow, status)?;
-    chain::drop_spare(store, id);
-    decisions::drop_spare(store, id);
-    Ok(archived)
 }
 
 fn truncate(text: &str, max: usize) -> String {

@@ -24,15 +24,15 @@ use crate::cas::{Hash, Store, StoreError, builtin};
 use crate::engine::agent::interrupt;
 use crate::engine::agent::prompt::agent_prompt;
 use crate::engine::agent::submit::{SubmitError, extract_output};
+use crate::engine::chain::{ChainError, Entry};
 use crate::engine::config::{Config, DEFAULT_MAX_DEPTH, Loaded};
+use crate::engine::cycle::lifecycle::{self, ThreadError};
+use crate::engine::cycle::step::{self, StepError, StepOptions};
 use crate::engine::storage::notify::ThreadWaker;
-use crate::engine::thread::chain::{ChainError, Entry};
 use crate::engine::thread::family::{self, ParentLink};
 use crate::engine::thread::index::{self, State, ThreadIndexError};
-use crate::engine::thread::lifecycle::{self, ThreadError};
 use crate::engine::thread::render::{history, stored_body, transcript};
 use crate::engine::thread::run_files::RunFiles;
-use crate::engine::thread::step::{self, StepError, StepOptions};
 use crate::engine::thread::view::{ThreadView, ViewError};
 use crate::engine::workflow::registry;
 

@@ -1,5 +1,5 @@
 //! What a process that takes many steps keeps warm between them (issue #17): `uwf thread run`,
-//! a sub-workflow's child steps, the mount's runs — any caller of [`crate::engine::thread::step::step_warm`].
+//! a sub-workflow's child steps, the mount's runs — any caller of [`crate::engine::cycle::step::step_warm`].
 //!
 //! A one-shot `uwf thread step` reads the thread's head, its cached history and its workflow,
 //! re-reads and re-hashes the nodes the step builds on, compiles the moderator and converts the
@@ -21,17 +21,17 @@ use std::path::{Path, PathBuf};
 use crate::cas::{Hash, Store};
 use crate::engine::agent::in_process::InProcess;
 use crate::engine::agent::resolve::AgentSpec;
-use crate::engine::thread::chain::{self, History};
+use crate::engine::chain::{self, History};
 use crate::engine::thread::index;
 use crate::engine::thread::run_files::RunFiles;
-use crate::engine::thread::step::Current;
+use crate::engine::thread::view::Current;
 use crate::engine::workflow::decisions;
 use crate::engine::workflow::jsonata::Input;
 use crate::engine::workflow::moderator::Moderator;
 
 /// What the steps of one process keep between them (see the module doc): a caller taking many
 /// steps makes one (`Warm::default()`) and hands it to every
-/// [`crate::engine::thread::step::step_warm`]; dropping it writes the cache files it still owes.
+/// [`crate::engine::cycle::step::step_warm`]; dropping it writes the cache files it still owes.
 #[derive(Default)]
 pub struct Warm {
     /// Cache files are written as each step publishes, under its lock (a lone step, or a run
@@ -225,8 +225,9 @@ mod tests {
     use super::*;
     use crate::cas::store::now_ms;
     use crate::engine::config::Loaded;
-    use crate::engine::thread::step::{self, StepOptions, Stepped};
-    use crate::engine::thread::{chain, lifecycle};
+    use crate::engine::cycle::step::{self, StepOptions, Stepped};
+    use crate::engine::chain;
+    use crate::engine::cycle::lifecycle;
     use crate::engine::workflow::{self, registry};
 
     const COUNTER: &str = "name: c\nroles:\n  tick:\n    goal: count\n    \

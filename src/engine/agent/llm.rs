@@ -21,12 +21,12 @@ use crate::engine::thread::view::ThreadView;
 
 use crate::engine::agent::prompt::PromptParts;
 use crate::engine::agent::submit::{self, Submission, SubmitError};
+use crate::engine::agent::workdir::{ToolError, Workdir};
+use crate::engine::chain::Entry;
 use crate::engine::config::Config;
 use crate::engine::llm::client::{
     self, ChatRequest, ChatResponse, Client, Endpoint, LlmError, Message,
 };
-use crate::engine::llm::workdir::{ToolError, Workdir};
-use crate::engine::thread::chain::Entry;
 
 /// The default number of rounds of `react`.
 pub const DEFAULT_MAX_ROUNDS: usize = 20;

@@ -8,7 +8,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::cas::{Hash, Node};
-use crate::engine::index_files::{self, RegistryEntry, Version};
+use crate::engine::storage::index_files::{self, RegistryEntry, Version};
 use crate::engine::thread::{family, forks};
 use crate::pg::{ArchivedThread, CopiedThread, RegistryName, RegistryVersion};
 
@@ -31,7 +31,7 @@ pub(super) fn read_dir_indexes(
             .or_else(|| forked_from.get(id).cloned())
     };
     let mut active = Vec::new();
-    for (id, head) in index_files::read_threads(root)? {
+    for (id, head) in crate::engine::storage::threads::read_threads(root)? {
         let (workflow, started) = side.start_of(head).map_err(|reason| CopyError::BadThread {
             endpoint: endpoint.to_string(),
             thread: id.clone(),
@@ -45,7 +45,7 @@ pub(super) fn read_dir_indexes(
             started_ms: Some(started),
         });
     }
-    let archived = index_files::read_history(root)?
+    let archived = crate::engine::storage::threads::read_history(root)?
         .into_iter()
         .map(|a| ArchivedThread {
             parent: parent(&a.thread),

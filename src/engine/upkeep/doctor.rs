@@ -243,8 +243,9 @@ fn kind_check(
                 .iter()
                 .position(|a| a == "--name")
                 .and_then(|i| agent.args.get(i + 1));
-            let depth = config.max_depth.unwrap_or(super::DEFAULT_MAX_DEPTH);
-            let registered = crate::engine::index_files::read_registry(root).unwrap_or_default();
+            let depth = config.max_depth.unwrap_or(config::DEFAULT_MAX_DEPTH);
+            let registered =
+                crate::engine::storage::index_files::read_registry(root).unwrap_or_default();
             Some(match name {
                 Some(name) if registered.contains_key(name) => Check::ok(
                     label,

@@ -1,0 +1,16 @@
+//! The step cycle (SPEC §5): everything that moves a thread. It stands on [`super::thread`]
+//! (state) and [`super::agent`] (running agents), and nothing below imports it.
+//!
+//! - [`step`]: **one step** — moderator → agent → verify → publish (the head's
+//!   compare-and-set is the commit point).
+//! - [`lifecycle`]: start, fork, kill, archive; summaries that end orphaned children.
+//! - [`session`]: what a process taking many steps keeps warm between them.
+//! - [`human`]: a person's answer to an awaiting thread, published as its step.
+//! - [`subworkflow`]: a workflow run as an agent — a child thread stepped to its end.
+//! - [`worker`]: `uwf worker`, steps of any thread, leased one at a time.
+pub mod human;
+pub mod lifecycle;
+pub mod session;
+pub mod step;
+pub mod subworkflow;
+pub mod worker;
