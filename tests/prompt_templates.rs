@@ -179,3 +179,18 @@ fn a_template_that_fails_at_the_step_fails_it_by_name() {
         assert_eq!(show["next"], "second", "{agent}");
     }
 }
+
+#[test]
+fn the_authoring_skill_teaches_templates() {
+    let env = Env::new();
+    let skill = env.ok(&["skill", "author"]);
+    for needle in [
+        "{{ steps[-1].output.text }}",
+        "`{{ \"{{\" }}`",
+        "compact JSON",
+    ] {
+        assert!(skill.contains(needle), "no {needle:?} in:\n{skill}");
+    }
+    let help = env.ok(&["workflow", "put", "--help"]);
+    assert!(help.contains("`{{ expr }}`"), "{help}");
+}
