@@ -381,7 +381,8 @@ pub struct TemplateError {
     pub role: String,
     /// `goal`, `procedure` or `output`.
     pub field: &'static str,
-    pub fault: TemplateFault,
+    /// Boxed: this error travels inside the agents' error enums, which stay small.
+    pub fault: Box<TemplateFault>,
 }
 
 impl Advice for TemplateError {
@@ -435,7 +436,7 @@ pub fn render_role(
         let text = render(text, input, &limits).map_err(|fault| TemplateError {
             role: name.to_owned(),
             field,
-            fault,
+            fault: Box::new(fault),
         })?;
         *slot = Some(text);
     }
