@@ -181,7 +181,7 @@ pub fn run(cmd: AgentCommand, root: &Path, out: &mut Out) -> CliResult<()> {
                 &view.chain,
                 quota,
                 &body_of,
-            ))?;
+            )?)?;
         }
         AgentCommand::Submit {
             thread,

@@ -13,7 +13,7 @@ use serde_json::Value;
 use crate::cas::{Hash, Store};
 use crate::engine::chain::History;
 use crate::engine::thread::view::{self, ThreadView};
-use crate::engine::workflow::Workflow;
+use crate::engine::workflow::{Workflow, template};
 
 use crate::engine::config::Config;
 
@@ -100,6 +100,7 @@ pub fn dry_at(
     let t = Instant::now();
     let target = history.target(workflow);
     let schema_hash = target.role_schema(role)?;
+    check_templates(history, workflow, role)?;
     let schema = store.schema(schema_hash).map_err(SubmitError::from)?;
     let output = minimal(schema.schema());
     if let Err(violations) = schema.validate(&output) {
@@ -123,6 +124,16 @@ pub fn dry_at(
     Ok(submit::write_step_to(
         store, &target, role, &output, None, submission,
     )?)
+}
+
+/// Renders `role`'s `{{ }}` templates, which `dry` and `script` do not read: a template that
+/// cannot be evaluated fails every agent that reads its prompt, so an offline run finds it too.
+/// Costs nothing for a role without templates (no context is made).
+fn check_templates(history: &History, workflow: &Workflow, role: &str) -> Result<(), BuiltinError> {
+    if let Some(r) = workflow.roles.get(role) {
+        template::render_role(role, r, || history.context_json()).map_err(SubmitError::from)?;
+    }
+    Ok(())
 }
 
 /// `uwf agent script --file F`: the n-th visit of a role takes the n-th entry (the last repeats).
@@ -169,6 +180,7 @@ pub fn script_at(
                 role: role.to_owned(),
             })?;
     let target = history.target(workflow);
+    check_templates(history, workflow, role)?;
     let visit = history.visits(role);
     let entry = &entries[visit.min(entries.len() - 1)];
     let mut submission = Submission {
@@ -226,7 +238,8 @@ pub fn exec(
         &view.chain,
         None,
         &body_of,
-    );
+    )
+    .map_err(SubmitError::from)?;
     let mut prompt_file = tempfile::Builder::new()
         .prefix("uwf-prompt-")
         .suffix(".md")

@@ -106,7 +106,7 @@ fn prompt(
         &view.chain,
         None,
         &body_of,
-    );
+    )?;
     Ok((parts, schema_hash))
 }
 

@@ -1,6 +1,10 @@
 //! The prompt an agent gets for a role (`uwf agent prompt`, SPEC §6.1): the output-format
 //! instruction derived from the role's schema, a scope line, the role's own text, the task and
 //! the history of prior steps (newest kept within a quota).
+//!
+//! The role's `goal`, `procedure` and `output` may hold `{{ expr }}` templates (SPEC §17,
+//! [`crate::engine::workflow::template`]); they are rendered here against the thread's
+//! moderator context, so a prompt that cannot be made fails with the role, field and template.
 
 use std::fmt::Write;
 
@@ -11,6 +15,7 @@ use crate::engine::agent::minimal::minimal;
 use crate::engine::chain::{Chain, Entry};
 use crate::engine::thread::render::{history, output_yaml};
 use crate::engine::workflow::Workflow;
+use crate::engine::workflow::template::{self, TemplateError};
 
 /// The instruction that tells an agent how to format its answer for `role`'s schema.
 pub fn format_instruction(schema: &Value) -> String {
@@ -45,7 +50,7 @@ impl PromptParts {
 }
 
 /// The prompt for an agent playing `role`; `quota` bounds the whole prompt's length by leaving
-/// out the oldest history.
+/// out the oldest history. Fails when one of the role's templates cannot be rendered.
 pub fn prompt_parts(
     id: &str,
     workflow: &Workflow,
@@ -54,7 +59,7 @@ pub fn prompt_parts(
     chain: &Chain,
     quota: Option<usize>,
     body_of: &dyn Fn(&Entry) -> Option<String>,
-) -> PromptParts {
+) -> Result<PromptParts, TemplateError> {
     let format = format_instruction(schema);
     let mut out = String::new();
     let _ = writeln!(
@@ -64,6 +69,7 @@ pub fn prompt_parts(
         chain.steps.len() + 1
     );
     if let Some(r) = workflow.roles.get(role) {
+        let text = template::render_role(role, r, || chain.context_json())?;
         let _ = writeln!(out, "## Role: {role}\n");
         let mut line = |label: &str, text: &Option<String>| {
             if let Some(t) = text.as_deref().filter(|t| !t.trim().is_empty()) {
@@ -71,24 +77,24 @@ pub fn prompt_parts(
             }
         };
         line("Description", &r.description);
-        line("Goal", &r.goal);
+        line("Goal", &text.goal);
         line(
             "Capabilities",
             &r.capabilities.as_ref().map(|c| c.join(", ")),
         );
-        line("Procedure", &r.procedure);
-        line("Output", &r.output);
+        line("Procedure", &text.procedure);
+        line("Output", &text.output);
     }
     let mut task = String::new();
     let _ = writeln!(task, "## Task\n\n{}\n", chain.start.prompt.trim_end());
     let _ = writeln!(task, "## History\n");
     let budget = quota.map(|q| q.saturating_sub(format.len() + out.len() + task.len()));
     task.push_str(&history(chain, chain.steps.len(), budget, body_of));
-    PromptParts {
+    Ok(PromptParts {
         format,
         role: out,
         task,
-    }
+    })
 }
 
 /// The full prompt for an agent playing `role` (`uwf agent prompt`).
@@ -100,6 +106,6 @@ pub fn agent_prompt(
     chain: &Chain,
     quota: Option<usize>,
     body_of: &dyn Fn(&Entry) -> Option<String>,
-) -> String {
-    prompt_parts(id, workflow, role, schema, chain, quota, body_of).joined()
+) -> Result<String, TemplateError> {
+    prompt_parts(id, workflow, role, schema, chain, quota, body_of).map(|p| p.joined())
 }

@@ -29,6 +29,9 @@ pub enum SubmitError {
     Chain(#[from] crate::engine::chain::ChainError),
     #[error(transparent)]
     View(#[from] crate::engine::thread::view::ViewError),
+    /// The role's prompt cannot be made: one of its `{{ }}` templates failed.
+    #[error(transparent)]
+    Prompt(#[from] crate::engine::workflow::template::TemplateError),
     #[error(
         "cannot extract the structured output for role `{role}`: {error}{}",
         llm.as_ref().map(|l| format!("\nthe LLM fallback failed too: {l}")).unwrap_or_default()
@@ -60,6 +63,7 @@ impl Advice for SubmitError {
             SubmitError::Workflow(e) => e.hints(),
             SubmitError::Chain(e) => e.hints(),
             SubmitError::View(e) => e.hints(),
+            SubmitError::Prompt(e) => e.hints(),
             SubmitError::Extract { raw, .. } => vec![format!(
                 "the raw output is kept as text node {raw}: `uwf cas get {raw} --payload`"
             )],

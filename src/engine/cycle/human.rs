@@ -160,7 +160,8 @@ pub fn question(store: &Store, id: &str) -> Result<Question, HumanError> {
         &view.chain,
         None,
         &body_of,
-    );
+    )
+    .map_err(SubmitError::from)?;
     Ok(Question {
         role: asked.role,
         prompt,

@@ -180,7 +180,8 @@ pub fn run(store: &Store, config: &Loaded, job: &Delegation<'_>) -> Result<Hash,
         &view.chain,
         None,
         &body_of,
-    );
+    )
+    .map_err(SubmitError::from)?;
     let link = ParentLink {
         thread: job.thread.to_owned(),
         head: view.head,

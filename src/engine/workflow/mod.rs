@@ -7,6 +7,8 @@
 //! - [`graph`]: Mermaid and Graphviz renderings.
 //! - [`moderator`]: **where the next role is decided** — the JSONata conditions over a
 //!   thread's context, first matching transition wins.
+//! - [`template`]: `{{ expr }}` templates in role text, checked at registration and rendered
+//!   against the same context when a prompt is made.
 //! - [`decisions`]: the cache of the moderator's picks by head (derived data).
 //! - [`jsonata`]: the only code that names the JSONata engine (limits, worker, conversion).
 pub mod decisions;
@@ -15,6 +17,7 @@ pub mod graph;
 pub mod jsonata;
 pub mod moderator;
 pub mod registry;
+pub mod template;
 pub mod validate;
 pub mod yaml_load;
 

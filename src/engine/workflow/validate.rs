@@ -1,8 +1,8 @@
 //! Validation of workflow YAML (SPEC §3.2): `parse` turns text into a [`Definition`] after
 //! checking every rule. It never stops at the first problem: it walks the whole document and
 //! reports each problem with its location (`line L, column C` for YAML syntax, a path like
-//! `graph.reviewer[0].condition` for the rest). Unreachable roles and unused conditions are
-//! warnings, not errors.
+//! `graph.reviewer[0].condition` for the rest; a role text's `{{ }}` templates add the line and
+//! column inside that text). Unreachable roles and unused conditions are warnings, not errors.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -15,8 +15,8 @@ use crate::cas::schema::CompiledSchema;
 use crate::engine::workflow::definition::{
     Checked, Condition, Definition, END, Problem, Role, START, Transition, Workflow,
 };
-use crate::engine::workflow::jsonata;
 use crate::engine::workflow::yaml_load::{self, FILE, MAX_FILE_BYTES, MAX_NAME_CHARS};
+use crate::engine::workflow::{jsonata, template};
 
 /// Parses and validates a workflow file's bytes: the file-level checks (size, UTF-8 text, not
 /// binary), then [`parse`].
@@ -353,9 +353,15 @@ impl Validator {
             };
             match key.as_str() {
                 "description" => role.description = text(self),
-                "goal" => role.goal = text(self),
-                "procedure" => role.procedure = text(self),
-                "output" => role.output = text(self),
+                field @ ("goal" | "procedure" | "output") => {
+                    let value = text(self);
+                    let value = self.templated(&at, field, value);
+                    match field {
+                        "goal" => role.goal = value,
+                        "procedure" => role.procedure = value,
+                        _ => role.output = value,
+                    }
+                }
                 "capabilities" => match v {
                     Yaml::Sequence(items) => {
                         let mut caps = Vec::new();
@@ -383,6 +389,15 @@ impl Validator {
             (true, Some(schema)) => Some((role, schema)),
             _ => None,
         }
+    }
+
+    /// Reports every template problem of a role's text `field` at `path` (the text is kept:
+    /// a refused definition is never stored, and the other checks go on).
+    fn templated(&mut self, path: &str, field: &str, text: Option<String>) -> Option<String> {
+        for fault in template::check(text.as_deref().unwrap_or_default()) {
+            self.error(path, fault.describe(field));
+        }
+        text
     }
 
     fn meta(&mut self, path: &str, value: &Yaml) -> Option<Json> {
