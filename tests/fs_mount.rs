@@ -2095,3 +2095,79 @@ agentOverrides:\n  wrap: {{ approval: review-flow }}\n  review: {{ approver: hum
     assert!(!m.ok(&format!("ls {p}/steps/001-draft")).contains("child"));
     assert!(!m.ok(&format!("ls {p}")).contains("parent"));
 }
+
+/// The agent context through the mount: a thread started by writing a prompt runs its agents
+/// in the mount's `--workdir` with the agents `config.yaml` named when it started (an edit
+/// reaches threads started after it, not this one), and a paused thread refuses `touch step`
+/// until it is resumed.
+#[test]
+fn the_mount_runs_agents_in_its_workdir_keeps_bindings_and_honours_pause() {
+    if !common::has(
+        "the_mount_runs_agents_in_its_workdir_keeps_bindings_and_honours_pause",
+        &[Need::Fuse],
+    ) {
+        return;
+    }
+    let seen = std::env::temp_dir().join(format!("uwf-ctx-mount-{}", std::process::id()));
+    let _ = std::fs::remove_file(&seen);
+    let env = loop_env(&format!("echo \"$(pwd) $TAG\" >> {}", seen.display()));
+    let agent = env.dir.path().join("agent.sh");
+    let config = |tag: &str| {
+        std::fs::write(
+            env.root().join("config.yaml"),
+            format!(
+                "agents:\n  scripted:\n    command: {}\n    env:\n      TAG: {tag}\ndefaultAgent: scripted\n",
+                agent.display()
+            ),
+        )
+        .unwrap();
+    };
+    config("first");
+    let work = env.dir.path().join("project");
+    std::fs::create_dir(&work).unwrap();
+    let work = work.canonicalize().unwrap();
+    let m = Mounted::start(&env, "ctx-mount", &["--workdir", work.to_str().unwrap()]);
+    m.ok("echo 'one' > workflows/loop/prompt");
+    let first = m.ok("ls threads").trim().to_owned();
+    config("second");
+    m.ok("echo 'two' > workflows/loop/prompt");
+    let second = m
+        .ok("ls threads")
+        .lines()
+        .find(|t| *t != first)
+        .expect("a second thread")
+        .to_owned();
+    for id in [&first, &second] {
+        m.ok(&format!(
+            "touch threads/{id}/step && cat threads/{id}/wait > /dev/null"
+        ));
+    }
+    let lines = std::fs::read_to_string(&seen).unwrap_or_default();
+    let _ = std::fs::remove_file(&seen);
+    assert_eq!(
+        lines,
+        format!("{0} first\n{0} second\n", work.display()),
+        "the first thread keeps the agent it started with; both run in --workdir"
+    );
+
+    // Paused: `touch step` is refused and says why; resumed, it steps again.
+    env.ok(&["thread", "pause", &first]);
+    let status = m.ok(&format!("cat threads/{first}/status"));
+    assert!(status.starts_with("paused"), "{status}");
+    let out = m.sh(&format!("touch threads/{first}/step"));
+    assert!(!out.status.success(), "a paused thread refuses a step");
+    let error = m.ok(&format!("cat threads/{first}/error"));
+    assert!(error.contains("is paused"), "{error}");
+    assert_eq!(
+        m.ok(&format!("ls threads/{first}/steps")),
+        "001-planner\nlatest\n"
+    );
+    env.ok(&["thread", "resume", &first]);
+    m.ok(&format!(
+        "touch threads/{first}/step && cat threads/{first}/wait > /dev/null"
+    ));
+    assert_eq!(
+        m.ok(&format!("ls threads/{first}/steps")),
+        "001-planner\n002-reviewer\nlatest\n"
+    );
+}

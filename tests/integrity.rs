@@ -121,15 +121,16 @@ fn a_full_disk_leaves_whole_run_files_and_says_write() {
         );
     }
 
-    // An index write says what failed, once, and changes nothing (starting the same thread
-    // again writes no node — its start node exists — only the thread index).
+    // A start says what failed, once, and changes nothing (starting the same thread again
+    // writes no node — its start node exists — only its agent context, then the thread index;
+    // the context comes first, so no thread is indexed without it).
     let before = env.ok(&["thread", "list", "--all", "-q"]);
     let filler = disk.fill();
     let err = env.fails(&["thread", "start", "counter", "-p", "p"], 1);
-    assert!(err.contains("index.db"), "{err}");
+    assert!(err.contains(".context.json"), "{err}");
     assert!(!err.contains("cannot read"), "{err}");
     assert_eq!(
-        err.matches("disk is full").count(),
+        err.matches("No space left on device").count(),
         1,
         "the cause is said once: {err}"
     );
@@ -262,9 +263,7 @@ fn fsck_finds_every_damaged_node_and_a_step_refuses_to_build_on_damage() {
             }
 
             let head_of = |id: &str| {
-                uwf::engine::storage::threads::read_threads(&env.root())
-                    .unwrap()[id]
-                    .to_string()
+                uwf::engine::storage::threads::read_threads(&env.root()).unwrap()[id].to_string()
             };
             let before = head_of(&id);
             let step = env.run(&["thread", "step", &id, "--agent", "dry"]);

@@ -126,6 +126,33 @@ fn the_api_answers_as_the_cli_does() {
     let (status, unknown) = server.post_json("/api/steps/ZZZZZZZZZZZZZ/fork", "");
     assert_eq!(status, 404, "{unknown}");
 
+    // Pause and resume: the thread says so, and a step is refused while it is paused. A thread
+    // started here runs in the server's working directory.
+    let (status, paused) = server.post_json(&format!("/api/threads/{new}/pause"), "");
+    assert_eq!(
+        (status, &paused["paused"]),
+        (200, &serde_json::json!(true)),
+        "{paused}"
+    );
+    let (_, thread) = server.get_json(&format!("/api/threads/{new}"));
+    assert_eq!(thread["paused"], true, "{thread}");
+    assert!(
+        thread["workdir"].as_str().is_some_and(|d| !d.is_empty()),
+        "{thread}"
+    );
+    let (status, refused) = server.post_json(&format!("/api/threads/{new}/step"), "");
+    assert_eq!(status, 422, "{refused}");
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("paused"),
+        "{refused}"
+    );
+    server.post_json(&format!("/api/threads/{new}/resume"), "");
+    let (_, thread) = server.get_json(&format!("/api/threads/{new}"));
+    assert!(thread.get("paused").is_none(), "{thread}");
+
     // A workflow saved from the page: checked and registered as `workflow put` does.
     let origin = server.url.trim_end_matches('/').to_owned();
     let changed =

@@ -295,15 +295,19 @@ async function threadPage(id) {
     lineage.push(el('a', { href: `/?parent=${id}`, text: 'threads from this one' }));
     const current = t.runningRole || (t.done ? null : t.next);
     head.replaceChildren(
-      el('p', {}, statusSpan(t.status), ' · workflow ', el('a', { href: `/workflows/${t.workflow}`, text: t.workflow }),
+      el('p', {}, statusSpan(t.status), t.paused ? el('span', { class: 'status status-paused', id: 'paused', text: 'paused' }) : '', ' · workflow ', el('a', { href: `/workflows/${t.workflow}`, text: t.workflow }),
         ' · next ', el('strong', { id: 'next', text: t.next || '—' }), ` · ${t.steps} step(s)`,
         t.awaiting ? el('span', {}, ' · ', el('a', { href: `/threads/${id}/answer`, id: 'answer-link', text: `answer as ${t.awaiting}` })) : ''),
       lineage.length ? el('p', { class: 'muted' }, ...lineage.flatMap((x, i) => (i ? [' · ', x] : [x]))) : '',
+      t.workdir || t.agents ? el('p', { class: 'muted', id: 'context' },
+        t.workdir ? `runs in ${t.workdir}` : '',
+        t.workdir && t.agents ? ' · ' : '',
+        t.agents ? `agents: ${Object.entries(t.agents).map(([r, a]) => `${r}=${a}`).join(', ')}` : '') : '',
       t.error ? el('div', { class: 'error', id: 'thread-error', text: t.error }) : '',
       el('details', {}, el('summary', { text: 'Prompt' }), el('pre', { id: 'prompt', text: t.prompt })));
     actions.replaceChildren();
     if (!readOnly && !t.done) {
-      for (const a of ['step', 'run', 'queue', 'kill']) actions.append(el('button', { id: `do-${a}`, text: a, onclick: () => act(a) }));
+      for (const a of ['step', 'run', 'queue', t.paused ? 'resume' : 'pause', 'kill']) actions.append(el('button', { id: `do-${a}`, text: a, onclick: () => act(a) }));
     }
     graphBox.replaceChildren(graphSvg(t.graph, t.path, current));
     whyBox.replaceChildren(
@@ -344,7 +348,7 @@ async function threadPage(id) {
     },
     thread: async (e) => {
       const t = JSON.parse(e.data);
-      if (t.head !== lastHead || !thread || t.status !== thread.status || t.runningRole !== thread.runningRole) {
+      if (t.head !== lastHead || !thread || t.status !== thread.status || t.runningRole !== thread.runningRole || !!t.paused !== !!thread.paused) {
         lastHead = t.head;
         await refresh();
       }

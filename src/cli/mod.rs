@@ -125,6 +125,15 @@ uwf store copy postgres://uwf@db/uwf ~/uwf-backup"
     Export(export::ExportArgs),
     /// Watch a thread: its agents' output as it arrives, a line per step (= `uwf thread live`)
     Live(live::LiveArgs),
+    /// Start a thread and run it to its end: `thread start` then `thread run`
+    #[command(
+        after_help = "Prints one JSON line per step ({\"workflow\",\"thread\",\"head\",\"role\",\"done\"}), \
+or its head with -q; stops at the end, when a person is asked, or after --max-steps.\n\n\
+Examples:\n  uwf run solve-issue -p 'Fix the login bug'\n  \
+uwf run develop --prompt-file task.md --workdir ~/src/app --agent claude\n  \
+uwf run analyze-topic -p 'Summarise RFC 9110' --agent dry --max-steps 5"
+    )]
+    Run(thread::RunArgs),
     /// Step queued threads until stopped; `uwf worker list` shows the workers at work
     #[command(
         after_help = "A thread is queued by `uwf thread start … --queue` or `uwf thread queue ID`, \
@@ -184,6 +193,7 @@ fn run(cli: Cli, out: &mut Out) -> CliResult {
         Command::Workflow(cmd) => workflow::run(cmd, &root, out),
         Command::Eval(args) => eval::run(args, &root, out),
         Command::Thread(cmd) => thread::run(cmd, &root, out),
+        Command::Run(args) => thread::start_and_run(args, &root, out),
         Command::Agent(cmd) => agent::run(cmd, &root, out),
         Command::Mount(args) => mount::run_mount(args, &root, out),
         Command::Umount(args) => mount::run_umount(args, out),
@@ -215,6 +225,7 @@ fn needs_a_store(command: &Command) -> bool {
         Command::Workflow(cmd) => cmd.only_reads(),
         Command::Cas(cmd) => cmd.only_reads(),
         Command::Thread(_)
+        | Command::Run(_)
         | Command::Agent(_)
         | Command::Export(_)
         | Command::Live(_)

@@ -44,6 +44,10 @@ pub struct MountArgs {
     /// Let other users see the mount (default: only the mounting user)
     #[arg(long)]
     allow_other: bool,
+    /// Where the agents of threads started through the mount run (default: this directory);
+    /// threads started elsewhere keep their own
+    #[arg(long, value_name = "DIR")]
+    workdir: Option<PathBuf>,
     /// Internal: this process is the daemon started by --background
     #[arg(long, hide = true)]
     daemon: bool,
@@ -78,14 +82,22 @@ pub fn run_mount(args: MountArgs, root: &Path, out: &mut Out) -> CliResult<()> {
         return Err(user_error!("{} is not a directory", dir.display())
             .hint(format!("mkdir -p {}", dir.display())));
     }
+    // Resolved before a daemon is started in `/`, so "this directory" is the caller's.
+    let workdir = super::thread::workdir(args.workdir.as_deref())?;
     if args.background && !args.daemon {
-        return spawn_daemon(&args, root, &dir, out);
+        return spawn_daemon(&args, root, &dir, &workdir, out);
     }
-    serve(&args, root, &dir)
+    serve(&args, root, &dir, workdir)
 }
 
 /// Starts `uwf mount --daemon` detached and waits for it to say the mount is ready.
-fn spawn_daemon(args: &MountArgs, root: &Path, dir: &Path, out: &mut Out) -> CliResult<()> {
+fn spawn_daemon(
+    args: &MountArgs,
+    root: &Path,
+    dir: &Path,
+    workdir: &Path,
+    out: &mut Out,
+) -> CliResult<()> {
     let exe = std::env::current_exe().context("cannot find the uwf executable")?;
     let root = std::path::absolute(root)
         .with_context(|| format!("bad storage root {}", root.display()))?;
@@ -94,6 +106,8 @@ fn spawn_daemon(args: &MountArgs, root: &Path, dir: &Path, out: &mut Out) -> Cli
         .arg(&root)
         .arg("mount")
         .arg(dir)
+        .arg("--workdir")
+        .arg(workdir)
         .arg("--daemon");
     // A daemon must not keep the caller's working directory (maybe another mount) busy.
     cmd.current_dir("/");
@@ -140,7 +154,7 @@ fn spawn_daemon(args: &MountArgs, root: &Path, dir: &Path, out: &mut Out) -> Cli
 }
 
 /// Mounts and serves until unmounted.
-fn serve(args: &MountArgs, root: &Path, dir: &Path) -> CliResult<()> {
+fn serve(args: &MountArgs, root: &Path, dir: &Path, workdir: PathBuf) -> CliResult<()> {
     // Block the stop signals before any thread starts, so every thread inherits the mask and
     // only the waiting thread below receives them.
     let mut signals = SigSet::empty();
@@ -159,6 +173,7 @@ fn serve(args: &MountArgs, root: &Path, dir: &Path) -> CliResult<()> {
             uid: nix::unistd::geteuid().as_raw(),
             gid: nix::unistd::getegid().as_raw(),
             limits: Limits::default(),
+            workdir,
         },
     );
     let config = MountConfig {

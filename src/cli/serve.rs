@@ -28,6 +28,10 @@ pub struct ServeArgs {
     /// Refuse every write (start, step, answer, fork…) and hide their buttons
     #[arg(long)]
     read_only: bool,
+    /// Where the agents of threads started from the dashboard run (default: this directory);
+    /// other threads keep their own
+    #[arg(long, value_name = "DIR")]
+    workdir: Option<std::path::PathBuf>,
 }
 
 pub fn run(args: ServeArgs, root: &Path, out: &mut Out) -> CliResult {
@@ -36,6 +40,7 @@ pub fn run(args: ServeArgs, root: &Path, out: &mut Out) -> CliResult {
         root: root.to_path_buf(),
         bind: args.bind,
         read_only: args.read_only,
+        workdir: super::thread::workdir(args.workdir.as_deref())?,
     };
     let mut printed = Ok(());
     crate::serve::serve(options, store, |started| {

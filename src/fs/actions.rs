@@ -28,6 +28,7 @@ use crate::engine::cycle::human::{self, HumanError};
 use crate::engine::cycle::lifecycle::{self, ThreadError};
 use crate::engine::cycle::step::{self, StepOptions};
 use crate::engine::storage::notify::ThreadWaker;
+use crate::engine::thread::context;
 use crate::engine::thread::index::ThreadIndexError;
 use crate::engine::thread::run_files::RunFiles;
 
@@ -120,6 +121,8 @@ pub struct Actions {
     jobs: Arc<Jobs>,
     /// Bumped after every change of the thread index, so the views look at it again at once.
     changed: Arc<AtomicU64>,
+    /// Where the agents of threads started here run.
+    workdir: std::path::PathBuf,
 }
 
 fn record(files: &RunFiles, message: &str) {
@@ -131,11 +134,12 @@ fn record(files: &RunFiles, message: &str) {
 }
 
 impl Actions {
-    pub fn new(store: Arc<Store>, changed: Arc<AtomicU64>) -> Actions {
+    pub fn new(store: Arc<Store>, changed: Arc<AtomicU64>, workdir: std::path::PathBuf) -> Actions {
         Actions {
             store,
             jobs: Arc::new(Jobs::default()),
             changed,
+            workdir,
         }
     }
 
@@ -204,11 +208,17 @@ impl Actions {
         let Ok(summary) = lifecycle::summary(&self.store, id) else {
             return Ok(());
         };
+        if summary.paused {
+            return Err(format!(
+                "thread {id} is paused; `uwf thread resume {id}` lets it go on"
+            ));
+        }
+        let recorded = context::read(self.store.root(), id).unwrap_or_default();
         match summary.next.as_deref() {
             None | Some(crate::engine::workflow::END) => Ok(()),
             Some(role) => loaded
                 .config
-                .resolve_agent(None, &summary.workflow, role)
+                .resolve_bound(None, recorded.bindings.get(role), &summary.workflow, role)
                 .map(drop)
                 .map_err(|e| with_hints(&e)),
         }
@@ -294,8 +304,12 @@ impl Actions {
     }
 
     /// `workflows/<name>/prompt`: starts a thread. Returns its id; the caller reports errors.
+    /// Its agents run in the mount's working directory, bound as `config.yaml` says now.
     pub fn start(&self, workflow: &str, prompt: &str) -> Result<String, FsError> {
-        match lifecycle::start(&self.store, workflow, prompt) {
+        // A broken config.yaml: the thread keeps no agents of its own (its steps say why).
+        let loaded = config::load(self.store.root()).ok();
+        let config = loaded.as_ref().map(|l| &l.config);
+        match lifecycle::start_in(&self.store, workflow, prompt, &self.workdir, config) {
             Ok((_, id)) => {
                 self.changed.fetch_add(1, Ordering::SeqCst);
                 Ok(id)

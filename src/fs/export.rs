@@ -66,6 +66,8 @@ pub fn export(source: Source, what: &Selection, dir: &Path) -> Result<Exported, 
             uid: nix::unistd::geteuid().as_raw(),
             gid: nix::unistd::getegid().as_raw(),
             limits: Limits::default(),
+            // An export only reads: no thread is started through it.
+            workdir: std::path::PathBuf::from("/"),
         },
     );
     let mut walk = Walk {

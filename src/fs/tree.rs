@@ -91,6 +91,8 @@ pub struct Options {
     pub uid: u32,
     pub gid: u32,
     pub limits: Limits,
+    /// Where the agents of threads started through the mount run (`uwf mount --workdir`).
+    pub workdir: std::path::PathBuf,
 }
 
 /// Directory, symbolic link or file, as `readdir` reports it.
@@ -126,7 +128,11 @@ impl Tree {
         let warmer = Warmer::start(source.clone());
         let readme = Arc::from(readme::text(source.root(), opts.read_only).into_bytes());
         let now = SystemTime::now();
-        let actions = Actions::new(source.shared_store(), source.index_generation());
+        let actions = Actions::new(
+            source.shared_store(),
+            source.index_generation(),
+            opts.workdir.clone(),
+        );
         Tree {
             actions,
             state: Mutex::new(State {

@@ -158,6 +158,8 @@ impl PgStore {
                          select t.id from threads t
                          left join leases l on l.thread = t.id
                          where t.queued and t.status = 'active'
+                           and not exists (select 1 from thread_context c
+                                           where c.thread = t.id and c.paused)
                            and ($1::text is null or t.workflow = $1)
                            and (l.thread is null or l.expires_at <= now())
                          order by (l.thread is not null) desc, t.updated_at, t.id
@@ -185,6 +187,8 @@ impl PgStore {
                 c.query_one(
                     "select exists (select 1 from threads t
                          where t.queued and t.status = 'active'
+                           and not exists (select 1 from thread_context c
+                                           where c.thread = t.id and c.paused)
                            and ($1::text is null or t.workflow = $1)
                            and not exists (select 1 from leases l
                                            where l.thread = t.id and l.expires_at > now()))",

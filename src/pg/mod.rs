@@ -9,6 +9,7 @@
 //! in the directory store; rows are write-once and verified on read; heads move only by
 //! compare-and-set; a step lease is taken in one race-safe statement.
 pub mod config;
+pub mod context;
 pub mod copy;
 pub mod error;
 pub mod leases;

@@ -14,7 +14,7 @@ use postgres::Client;
 use super::error::{PgError, describe};
 
 /// The schema version this binary writes and understands.
-pub const SCHEMA_VERSION: i32 = 4;
+pub const SCHEMA_VERSION: i32 = 5;
 
 /// The advisory lock key of migrations (`uwf` + `mig` in ASCII, any fixed number would do).
 const LOCK_KEY: i64 = 0x0075_7766_006d_6967;
@@ -155,6 +155,16 @@ begin
 end $$;
 create trigger run_text_notify after insert on run_text
     for each row execute function uwf_notify_run();
+"#,
+    // A thread's agent context (SPEC §17): its working directory and agent bindings, recorded
+    // when it starts (JSON), and whether it is paused (a column, so claims can skip it).
+    r#"
+create table thread_context (
+    thread     text primary key,
+    body       text not null,
+    paused     boolean not null default false,
+    updated_ms bigint not null
+);
 "#,
 ];
 

@@ -105,7 +105,9 @@ impl PgStore {
         let row = self.with_client("read queue", |c| {
             c.query_one(
                 "select exists (select 1 from threads
-                     where queued and status = 'active' and ($1::text is null or workflow = $1))",
+                     where queued and status = 'active' and ($1::text is null or workflow = $1)
+                       and not exists (select 1 from thread_context c
+                                       where c.thread = threads.id and c.paused))",
                 &[&workflow],
             )
         })?;

@@ -15,6 +15,7 @@ use super::{App, blocking};
 use crate::cas::{Hash, Store, builtin};
 use crate::engine::chain;
 use crate::engine::config;
+use crate::engine::cycle::controls;
 use crate::engine::cycle::human;
 use crate::engine::cycle::lifecycle;
 use crate::engine::cycle::step::{self, StepOptions};
@@ -305,8 +306,11 @@ pub async fn start(State(app): State<Arc<App>>, Json(body): Json<Value>) -> Resp
                 "a thread needs a workflow and a prompt",
             ));
         }
+        let loaded = config::load(&app.root).ok();
+        let config = loaded.as_ref().map(|l| &l.config);
         let (workflow, id) =
-            lifecycle::start(&app.store, &workflow, &prompt).map_err(|e| ApiError::refused(&e))?;
+            lifecycle::start_in(&app.store, &workflow, &prompt, &app.workdir, config)
+                .map_err(|e| ApiError::refused(&e))?;
         if body["queue"].as_bool() == Some(true) {
             index::queue(&app.root, &id).map_err(|e| ApiError::internal(&e))?;
         }
@@ -374,6 +378,11 @@ pub async fn act(
                 let head = lifecycle::kill(&app.store, &id).map_err(|e| ApiError::refused(&e))?;
                 json!({"thread": id, "head": head.to_string(), "status": "killed"})
             }
+            "pause" | "resume" => {
+                let paused = action == "pause";
+                controls::set_paused(&app.store, &id, paused).map_err(|e| ApiError::refused(&e))?;
+                json!({"thread": id, "paused": paused})
+            }
             "answer" => {
                 let config = loaded()?;
                 human::answer(&app.store, &config.config, &id, &body, None)
@@ -383,7 +392,7 @@ pub async fn act(
             other => {
                 return Err(ApiError::new(
                     StatusCode::NOT_FOUND,
-                    format!("no action `{other}`: step, run, queue, kill or answer"),
+                    format!("no action `{other}`: step, run, queue, kill, pause, resume or answer"),
                 ));
             }
         };

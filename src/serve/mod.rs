@@ -33,6 +33,8 @@ pub struct Options {
     pub root: PathBuf,
     pub bind: SocketAddr,
     pub read_only: bool,
+    /// Where the agents of threads started from the dashboard run.
+    pub workdir: PathBuf,
 }
 
 /// What the handlers share.
@@ -41,6 +43,8 @@ pub struct App {
     pub root: PathBuf,
     pub store: Arc<Store>,
     pub read_only: bool,
+    /// Where the agents of threads started from the dashboard run.
+    pub workdir: PathBuf,
     /// The token every request must carry (`None` on a loopback bind).
     pub token: Option<String>,
     /// The address actually bound (its port, when 0 was asked for).
@@ -125,6 +129,7 @@ pub fn serve(
         root: options.root,
         store: Arc::new(store),
         read_only: options.read_only,
+        workdir: options.workdir,
         token,
         bind,
     });

@@ -138,6 +138,20 @@ pub fn json(text: &str) -> serde_json::Value {
     serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
 }
 
+/// Writes an executable shell script at `path` and returns the path.
+pub fn write_script(path: &Path, body: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, format!("#!/bin/sh\n{body}\n")).expect("write script");
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    path.to_path_buf()
+}
+
+/// Makes `path` readable by its owner only (as `.env` must be).
+pub fn chmod_600(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+}
+
 /// Writes an executable shell script and returns its path.
 pub fn script(env: &Env, name: &str, body: &str) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;

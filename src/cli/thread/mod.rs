@@ -23,6 +23,8 @@ use crate::engine::thread::view::ThreadView;
 use crate::engine::workflow::jsonata;
 use crate::engine::workflow::moderator::{Moderator, Outcome};
 
+mod controls;
+pub use controls::workdir;
 mod list;
 use list::{list, parse_since};
 
@@ -33,7 +35,10 @@ pub enum ThreadCommand {
     #[command(
         after_help = "A prompt read from stdin (-p -) or --prompt-file is limited to 16 MiB \
 (UWF_MAX_INPUT=64MiB or `maxInput: 64MiB` in config.yaml raise it).\n\n\
+Its agents run in --workdir (default: this directory) whoever steps it, with the agents \
+config.yaml names now (`uwf thread rebind` changes them later).\n\n\
 Examples:\n  uwf thread start solve-issue -p 'Fix the login bug'\n  \
+uwf thread start develop -p 'Add a --json flag' --workdir ~/src/app\n  \
 echo 'Summarise RFC 9110' | uwf thread start analyze-topic -p -\n  uwf thread start develop --prompt-file task.md\n  \
 UWF_MAX_INPUT=64MiB uwf thread start analyze-topic --prompt-file big-log.txt"
     )]
@@ -184,6 +189,37 @@ compare-and-set.\n\nExample:\n  uwf thread publish $(./my-agent.sh $T writer)"
         #[arg(long)]
         off: bool,
     },
+    /// Let a running step finish, then take no more steps until `thread resume`
+    #[command(
+        after_help = "Steps, `touch step` in the mount, `thread run` and workers all stop at a \
+paused thread (a step says so and exits 1).\n\nExample:\n  uwf thread pause 01JD8X…"
+    )]
+    Pause {
+        /// Thread id (a unique prefix is enough)
+        thread: String,
+    },
+    /// Let a paused thread take steps again
+    #[command(after_help = "Example:\n  uwf thread resume 01JD8X…")]
+    Resume {
+        /// Thread id (a unique prefix is enough)
+        thread: String,
+    },
+    /// Bind a thread's roles to other agents (a thread keeps the agents it started with)
+    #[command(
+        after_help = "A thread keeps the agents config.yaml named when it started; editing the \
+file changes the agents of threads started after the edit. Rebind changes a thread's on purpose: \
+ROLE=AGENT pairs (a configured agent's name or a command line), or no pairs for every role as \
+config.yaml names it now.\n\nExamples:\n  uwf thread rebind 01JD8X… coder=claude\n  \
+uwf thread rebind 01JD8X… 'review=uwf agent script --file review.yaml'\n  \
+uwf thread rebind 01JD8X…   # every role from config.yaml as it is now"
+    )]
+    Rebind {
+        /// Thread id (a unique prefix is enough)
+        thread: String,
+        /// ROLE=AGENT pairs
+        #[arg(value_name = "ROLE=AGENT")]
+        bindings: Vec<String>,
+    },
     /// Stop a running step's agent and archive the thread as killed
     #[command(after_help = "Example:\n  uwf thread kill 01JD8X…")]
     Kill {
@@ -273,6 +309,50 @@ pub struct StartArgs {
     /// Queue it for `uwf worker` at once (as `uwf thread queue` does)
     #[arg(long)]
     queue: bool,
+    /// Where the thread's agents run, whoever steps it (default: this directory)
+    #[arg(long, value_name = "DIR")]
+    pub workdir: Option<std::path::PathBuf>,
+}
+
+impl StartArgs {
+    /// The prompt, from `-p TEXT`, `-p -` (stdin) or `--prompt-file`.
+    pub fn prompt(&self, root: &Path) -> CliResult<String> {
+        Ok(
+            match (self.prompt.as_deref(), self.prompt_file.as_deref()) {
+                (Some("-"), _) => input::read_text(Source::Stdin, super::input_limit(root)?)?,
+                (Some(p), _) => p.to_owned(),
+                (None, Some(f)) => {
+                    input::read_text(Source::File(Path::new(f)), super::input_limit(root)?)?
+                }
+                (None, None) => {
+                    return Err(CommandError::usage(
+                        "no prompt: give -p TEXT, -p - (stdin) or --prompt-file FILE",
+                    ));
+                }
+            },
+        )
+    }
+
+    /// Starts the thread with its agent context: returns `(workflow name, id)`.
+    pub fn start(&self, store: &Store, root: &Path) -> CliResult<(String, String)> {
+        let prompt = self.prompt(root)?;
+        let workdir = controls::workdir(self.workdir.as_deref())?;
+        // A broken config.yaml does not stop a start (its steps say what is wrong, where); the
+        // thread then keeps no agents of its own.
+        let loaded = config::load(root);
+        if let Err(e) = &loaded {
+            eprintln!(
+                "uwf: warning: {}; the thread's steps take the agents config.yaml names when they run",
+                e.to_string().lines().next().unwrap_or_default()
+            );
+        }
+        let config = loaded.as_ref().ok().map(|l| &l.config);
+        let started = lifecycle::start_in(store, &self.workflow, &prompt, &workdir, config)?;
+        if self.queue {
+            index::queue(root, &started.1)?;
+        }
+        Ok(started)
+    }
 }
 
 pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
@@ -289,22 +369,7 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
     match cmd {
         ThreadCommand::Live(_) => unreachable!("handled above"),
         ThreadCommand::Start(args) => {
-            let prompt = match (args.prompt.as_deref(), args.prompt_file.as_deref()) {
-                (Some("-"), _) => input::read_text(Source::Stdin, super::input_limit(root)?)?,
-                (Some(p), _) => p.to_owned(),
-                (None, Some(f)) => {
-                    input::read_text(Source::File(Path::new(f)), super::input_limit(root)?)?
-                }
-                (None, None) => {
-                    return Err(CommandError::usage(
-                        "no prompt: give -p TEXT, -p - (stdin) or --prompt-file FILE",
-                    ));
-                }
-            };
-            let (workflow, id) = lifecycle::start(&store, &args.workflow, &prompt)?;
-            if args.queue {
-                index::queue(root, &id)?;
-            }
+            let (workflow, id) = args.start(&store, root)?;
             if out.quiet() {
                 out.line(id)?;
             } else {
@@ -328,40 +393,7 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             agent,
         } => {
             let id = lifecycle::resolve_id(root, &thread)?;
-            let config = load_config(root, agent.as_deref())?;
-            let options = StepOptions {
-                agent,
-                passthrough: true,
-                from_queue: false,
-            };
-            let progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
-            let started = std::time::Instant::now();
-            let mut warm = step::Warm::default();
-            for n in 1..=max_steps {
-                if progress {
-                    eprintln!(
-                        "uwf: step {n} of thread {id} ({:.1?} elapsed)",
-                        started.elapsed()
-                    );
-                }
-                let stepped = step::step_warm(&store, &config, &id, &options, &mut warm)?;
-                print_stepped(out, &stepped)?;
-                out.flush()?;
-                if stepped.done || stepped.awaiting {
-                    return Ok(());
-                }
-                if let Some(signal) = interrupt::caught() {
-                    return Err(CommandError::user(format!(
-                        "thread run was interrupted by {} after {n} steps; thread {id} is at {}",
-                        interrupt::name(signal),
-                        stepped.head
-                    ))
-                    .interrupted_by(signal));
-                }
-            }
-            eprintln!(
-                "uwf: stopped after {max_steps} steps (--max-steps); the thread is still active"
-            );
+            run_steps(&store, &id, max_steps, agent, out)?;
         }
         ThreadCommand::Show { thread } => {
             let id = lifecycle::resolve_id(root, &thread)?;
@@ -507,6 +539,11 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             change(root, &id)?;
             out.line(json!({"thread": id, "queued": !off}))?;
         }
+        ThreadCommand::Pause { thread } => controls::pause(&store, &thread, true, out)?,
+        ThreadCommand::Resume { thread } => controls::pause(&store, &thread, false, out)?,
+        ThreadCommand::Rebind { thread, bindings } => {
+            controls::rebind(&store, &thread, &bindings, out)?
+        }
         ThreadCommand::Kill { thread } => {
             let id = lifecycle::resolve_id(root, &thread)?;
             let head = lifecycle::kill(&store, &id)?;
@@ -603,6 +640,79 @@ fn load_config(root: &Path, agent: Option<&str>) -> CliResult<config::Loaded> {
         );
     }
     Ok(loaded)
+}
+
+/// Steps thread `id` until it is done, awaits a person or took `max_steps` steps, printing a
+/// line per step (`thread run`, `uwf run`).
+fn run_steps(
+    store: &Store,
+    id: &str,
+    max_steps: usize,
+    agent: Option<String>,
+    out: &mut Out,
+) -> CliResult<()> {
+    let config = load_config(store.root(), agent.as_deref())?;
+    let options = StepOptions {
+        agent,
+        passthrough: true,
+        from_queue: false,
+    };
+    let progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let started = std::time::Instant::now();
+    let mut warm = step::Warm::default();
+    for n in 1..=max_steps {
+        if progress {
+            eprintln!(
+                "uwf: step {n} of thread {id} ({:.1?} elapsed)",
+                started.elapsed()
+            );
+        }
+        let stepped = step::step_warm(store, &config, id, &options, &mut warm)?;
+        print_stepped(out, &stepped)?;
+        out.flush()?;
+        if stepped.done || stepped.awaiting {
+            return Ok(());
+        }
+        if let Some(signal) = interrupt::caught() {
+            return Err(CommandError::user(format!(
+                "thread run was interrupted by {} after {n} steps; thread {id} is at {}",
+                interrupt::name(signal),
+                stepped.head
+            ))
+            .interrupted_by(signal));
+        }
+    }
+    eprintln!("uwf: stopped after {max_steps} steps (--max-steps); the thread is still active");
+    Ok(())
+}
+
+/// `uwf run`: start a thread and run it to its end.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    start: StartArgs,
+    /// Stop after this many steps even if the thread is not done
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    max_steps: usize,
+    /// The agent for every step: a configured agent name or a command line (default: the
+    /// agents config.yaml names for the workflow's roles)
+    #[arg(long)]
+    agent: Option<String>,
+}
+
+/// `uwf run W -p PROMPT`: `thread start` then `thread run`, one line per step.
+pub fn start_and_run(args: RunArgs, root: &Path, out: &mut Out) -> CliResult<()> {
+    if args.start.queue {
+        return Err(CommandError::usage(
+            "--queue leaves the thread to workers; `uwf run` runs it here (use `uwf thread start --queue`)",
+        ));
+    }
+    jsonata::prewarm();
+    interrupt::catch_stop_signals().context("cannot catch stop signals")?;
+    let store = crate::engine::storage::open_store(root)?;
+    let (workflow, id) = args.start.start(&store, root)?;
+    eprintln!("uwf: started thread {id} of {workflow}");
+    run_steps(&store, &id, args.max_steps, args.agent, out)
 }
 
 /// A step's result: its JSON, or with `-q` the head.

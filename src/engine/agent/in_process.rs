@@ -48,6 +48,17 @@ impl InProcess {
         }
     }
 
+    /// The same agent run as if in `dir` (a thread's working directory): a relative script
+    /// file is taken under it.
+    pub fn in_dir(self, dir: Option<&Path>) -> InProcess {
+        match (self, dir) {
+            (InProcess::Script { file }, Some(dir)) if file.is_relative() => InProcess::Script {
+                file: dir.join(file),
+            },
+            (other, _) => other,
+        }
+    }
+
     /// Plays `role` of thread `thread`; returns the step hash, as `uwf agent <kind>` prints it.
     /// Plays `role` on `thread`, whose history and workflow the step has loaded.
     pub fn run(
@@ -88,6 +99,7 @@ mod tests {
             program: program.into(),
             args: args.iter().map(|s| s.to_string()).collect(),
             timeout: Duration::from_secs(1),
+            env: Default::default(),
         }
     }
 

@@ -7,6 +7,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::engine::config::{AgentConfig, Config, ConfigError, DEFAULT_TIMEOUT};
+use crate::engine::thread::context::Binding;
+use crate::engine::workflow::Workflow;
 
 /// A resolved agent: what to run.
 #[derive(Debug, Clone, PartialEq)]
@@ -17,6 +19,32 @@ pub struct AgentSpec {
     pub program: String,
     pub args: Vec<String>,
     pub timeout: Duration,
+    /// Added to the agent's environment, `${NAME}` unexpanded ([`expand_env`]).
+    pub env: BTreeMap<String, String>,
+}
+
+impl From<&Binding> for AgentSpec {
+    fn from(b: &Binding) -> AgentSpec {
+        AgentSpec {
+            name: b.name.clone(),
+            program: b.command.clone(),
+            args: b.args.clone(),
+            timeout: Duration::from_secs(b.timeout),
+            env: b.env.clone(),
+        }
+    }
+}
+
+impl From<&AgentSpec> for Binding {
+    fn from(s: &AgentSpec) -> Binding {
+        Binding {
+            name: s.name.clone(),
+            command: s.program.clone(),
+            args: s.args.clone(),
+            timeout: s.timeout.as_secs(),
+            env: s.env.clone(),
+        }
+    }
 }
 
 impl AgentSpec {
@@ -36,6 +64,7 @@ fn builtin_agents() -> BTreeMap<String, AgentConfig> {
         command: "uwf".into(),
         args: args.iter().map(|s| s.to_string()).collect(),
         timeout: Some(timeout),
+        env: BTreeMap::new(),
     };
     BTreeMap::from([
         ("dry".to_owned(), builtin(&["agent", "dry"], 60)),
@@ -79,6 +108,7 @@ impl Config {
                 program: first.clone(),
                 args: rest.to_vec(),
                 timeout: DEFAULT_TIMEOUT,
+                env: BTreeMap::new(),
             });
         }
         let name = self
@@ -98,6 +128,80 @@ impl Config {
     }
 }
 
+impl Config {
+    /// The agent of every role of `workflow` as this configuration binds them now (what a new
+    /// thread records). A role whose agent does not resolve is left out: its step resolves it
+    /// then, and says what is wrong.
+    pub fn bindings(&self, workflow: &Workflow) -> BTreeMap<String, Binding> {
+        workflow
+            .roles
+            .keys()
+            .filter_map(|role| {
+                let spec = self.resolve_agent(None, &workflow.name, role).ok()?;
+                Some((role.clone(), Binding::from(&spec)))
+            })
+            .collect()
+    }
+
+    /// The agent for a role of a thread: `override_cmd` (`--agent`), else the thread's
+    /// binding for the role, else what the configuration names now.
+    pub fn resolve_bound(
+        &self,
+        override_cmd: Option<&str>,
+        bound: Option<&Binding>,
+        workflow: &str,
+        role: &str,
+    ) -> Result<AgentSpec, ConfigError> {
+        match (override_cmd, bound) {
+            (None, Some(binding)) => Ok(AgentSpec::from(binding)),
+            _ => self.resolve_agent(override_cmd, workflow, role),
+        }
+    }
+}
+
+/// The first `${NAME}` of `value` that names no variable of this process's environment
+/// (which holds the root's `.env`), or the value with every `${NAME}` replaced.
+pub fn expand(
+    value: &str,
+    mut lookup: impl FnMut(&str) -> Option<String>,
+) -> Result<String, String> {
+    let mut out = String::new();
+    let mut rest = value;
+    while let Some(at) = rest.find("${") {
+        let Some(len) = rest[at + 2..].find('}') else {
+            break;
+        };
+        let name = &rest[at + 2..at + 2 + len];
+        out.push_str(&rest[..at]);
+        out.push_str(&lookup(name).ok_or_else(|| name.to_owned())?);
+        rest = &rest[at + 3 + len..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// An agent's `env` with its secrets filled in from this process's environment; `Err` names
+/// the first secret that is not set.
+pub fn expand_env(env: &BTreeMap<String, String>) -> Result<Vec<(String, String)>, String> {
+    env.iter()
+        .map(|(key, value)| Ok((key.clone(), expand(value, |n| std::env::var(n).ok())?)))
+        .collect()
+}
+
+/// The secrets (`${NAME}`) an agent's `env` names.
+pub fn secrets_named(env: &BTreeMap<String, String>) -> Vec<String> {
+    let mut names = Vec::new();
+    for value in env.values() {
+        let _ = expand(value, |name| {
+            names.push(name.to_owned());
+            Some(String::new())
+        });
+    }
+    names.sort();
+    names.dedup();
+    names
+}
+
 fn spec(name: &str, agent: &AgentConfig) -> AgentSpec {
     AgentSpec {
         name: name.to_owned(),
@@ -107,6 +211,7 @@ fn spec(name: &str, agent: &AgentConfig) -> AgentSpec {
             .timeout
             .map(Duration::from_secs)
             .unwrap_or(DEFAULT_TIMEOUT),
+        env: agent.env.clone(),
     }
 }
 
@@ -124,4 +229,26 @@ fn agent_name(words: &[String]) -> String {
         return kind.clone();
     }
     program
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_filled_in_and_a_missing_one_is_named() {
+        let lookup = |n: &str| (n == "KEY").then(|| "s3cret".to_owned());
+        assert_eq!(expand("Bearer ${KEY}!", lookup).unwrap(), "Bearer s3cret!");
+        assert_eq!(
+            expand("plain $HOME {x}", lookup).unwrap(),
+            "plain $HOME {x}"
+        );
+        assert_eq!(expand("${KEY}${NOPE}", lookup).unwrap_err(), "NOPE");
+        assert_eq!(expand("unclosed ${KEY", lookup).unwrap(), "unclosed ${KEY");
+        let env = BTreeMap::from([
+            ("A".to_owned(), "${KEY}-${OTHER}".to_owned()),
+            ("B".to_owned(), "${KEY}".to_owned()),
+        ]);
+        assert_eq!(secrets_named(&env), ["KEY", "OTHER"]);
+    }
 }

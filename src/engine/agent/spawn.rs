@@ -71,6 +71,15 @@ pub enum AgentError {
         status: String,
         stderr_tail: String,
     },
+    #[error("agent `{name}`: its env names the secret `{secret}`, which is not set")]
+    MissingSecret { name: String, secret: String },
+    #[error("agent `{name}`: cannot run in the thread's working directory {}: {source}", dir.display())]
+    Workdir {
+        name: String,
+        dir: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error(
         "agent `{name}` printed no step hash on its last non-empty stdout line (got: {got}){}",
         tail_note(stderr_tail)
@@ -88,6 +97,12 @@ impl Advice for AgentError {
             AgentError::Spawn { .. } => {
                 vec!["check the command, or configure the agent in config.yaml".to_owned()]
             }
+            AgentError::MissingSecret { secret, .. } => vec![format!(
+                "set it in the store's .env (`uwf setup` writes it) or in the environment: {secret}=…"
+            )],
+            AgentError::Workdir { .. } => vec![
+                "create the directory, or start the thread elsewhere (`uwf thread start --workdir DIR`)".to_owned(),
+            ],
             _ => Vec::new(),
         }
     }
@@ -101,7 +116,9 @@ impl AgentError {
             | AgentError::Interrupted { stderr_tail, .. }
             | AgentError::Failed { stderr_tail, .. }
             | AgentError::NoHash { stderr_tail, .. } => stderr_tail.clear(),
-            AgentError::Spawn { .. } => {}
+            AgentError::Spawn { .. }
+            | AgentError::MissingSecret { .. }
+            | AgentError::Workdir { .. } => {}
         }
         self
     }
@@ -139,6 +156,8 @@ pub struct Invocation<'a> {
     pub log: Option<Arc<StepLog>>,
     /// Pass the agent's stderr through to ours.
     pub passthrough: bool,
+    /// Where the agent runs (the thread's working directory); `None`: where this process runs.
+    pub workdir: Option<&'a std::path::Path>,
 }
 
 /// The program to run: `uwf` means this very binary (so built-in agents need no PATH entry).
@@ -172,8 +191,25 @@ pub fn run(inv: &Invocation<'_>, on_spawn: impl FnOnce(u32)) -> Result<Finished,
     if let Some(signal) = interrupt::caught() {
         return Err(interrupted(signal, String::new()));
     }
+    let secrets = crate::engine::agent::resolve::expand_env(&inv.spec.env).map_err(|secret| {
+        AgentError::MissingSecret {
+            name: inv.spec.name.clone(),
+            secret,
+        }
+    })?;
     let mut cmd = Command::new(program_path(&inv.spec.program));
-    cmd.args(&inv.spec.args)
+    if let Some(dir) = inv.workdir {
+        // Checked here, so a missing directory is named as one (a spawn would only say
+        // "No such file or directory", as if the program were missing).
+        std::fs::read_dir(dir).map_err(|source| AgentError::Workdir {
+            name: inv.spec.name.clone(),
+            dir: dir.to_path_buf(),
+            source,
+        })?;
+        cmd.current_dir(dir);
+    }
+    cmd.envs(secrets)
+        .args(&inv.spec.args)
         .arg(inv.thread)
         .arg(inv.role)
         .envs(inv.env.iter().map(|(k, v)| (k, v)))
@@ -431,8 +467,8 @@ pub fn die_with_parent(cmd: &mut Command) {
 
 #[cfg(test)]
 mod tests {
-    use crate::process_group::{kill_leftover_group, proc_stat};
     use super::*;
+    use crate::process_group::{kill_leftover_group, proc_stat};
 
     #[test]
     fn a_leftover_group_is_killed_only_when_its_start_time_matches() {

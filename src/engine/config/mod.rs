@@ -103,6 +103,9 @@ pub struct AgentConfig {
     pub args: Vec<String>,
     #[serde(default)]
     pub timeout: Option<u64>,
+    /// Added to the agent's environment; a value may name a `.env` secret as `${NAME}`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
 }
 
 /// The whole file.
@@ -347,6 +350,14 @@ impl Config {
             if p.timeout == Some(0) {
                 problems.push(format!(
                     "providers.{name}.timeout: must be at least 1 second"
+                ));
+            }
+        }
+        for (name, agent) in &self.agents {
+            for key in agent.env.keys().filter(|k| !is_env_name(k)) {
+                problems.push(format!(
+                    "agents.{name}.env.{key}: expected the name of an environment variable \
+                     (letters, digits and _, not starting with a digit)"
                 ));
             }
         }

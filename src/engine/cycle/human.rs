@@ -257,7 +257,15 @@ fn idle(store: &Store, config: &Config, id: &str) -> HumanError {
     let doing = match summary.next.as_deref() {
         None => "idle: no step has asked a person anything".to_owned(),
         Some(END) => "idle: its next role is $END, nothing is left to answer".to_owned(),
-        Some(role) => match config.resolve_agent(None, &summary.workflow, role) {
+        Some(role) => match config.resolve_bound(
+            None,
+            crate::engine::thread::context::read(store.root(), id)
+                .unwrap_or_default()
+                .bindings
+                .get(role),
+            &summary.workflow,
+            role,
+        ) {
             Ok(agent) if agent.is_human() => format!(
                 "idle: its next role `{role}` is a person's, but no step has asked yet \
                  (`uwf thread step {id}` asks)"

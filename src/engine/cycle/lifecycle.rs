@@ -10,6 +10,8 @@ use crate::engine::thread::view::ThreadView;
 
 use crate::engine::agent::spawn;
 use crate::engine::chain;
+use crate::engine::config::Config;
+use crate::engine::thread::context::{self, ThreadContext};
 use crate::engine::thread::events;
 use crate::engine::thread::family::{self, ParentLink};
 use crate::engine::thread::forks;
@@ -21,7 +23,31 @@ pub use crate::engine::thread::summary::{
 use crate::engine::workflow::registry;
 
 /// Starts a thread of `workflow` (a name or hash) with `prompt`. Returns `(workflow name, id)`.
+/// Records no agent context: its steps run where they are taken, with the agents the
+/// configuration names then (see [`start_in`]).
 pub fn start(store: &Store, workflow: &str, prompt: &str) -> Result<(String, String), ThreadError> {
+    start_with(store, workflow, prompt, None)
+}
+
+/// Starts a thread as [`start`] does, recording its agent context: it runs in `workdir` and
+/// keeps the agents `config` binds its roles to now (with no configuration — it does not
+/// load — each step takes the agent the configuration names then).
+pub fn start_in(
+    store: &Store,
+    workflow: &str,
+    prompt: &str,
+    workdir: &Path,
+    config: Option<&Config>,
+) -> Result<(String, String), ThreadError> {
+    start_with(store, workflow, prompt, Some((workdir, config)))
+}
+
+fn start_with(
+    store: &Store,
+    workflow: &str,
+    prompt: &str,
+    setting: Option<(&Path, Option<&Config>)>,
+) -> Result<(String, String), ThreadError> {
     if prompt.trim().is_empty() {
         return Err(ThreadError::EmptyPrompt);
     }
@@ -33,6 +59,15 @@ pub fn start(store: &Store, workflow: &str, prompt: &str) -> Result<(String, Str
         &json!({"workflow": hash.to_string(), "prompt": prompt}),
     )?;
     let id = index::new_id();
+    if let Some((workdir, config)) = setting {
+        // Before the index names the thread, so no step of it runs without its context.
+        let recorded = ThreadContext {
+            workdir: Some(workdir.to_path_buf()),
+            bindings: config.map(|c| c.bindings(&w)).unwrap_or_default(),
+            paused: false,
+        };
+        context::write(store.root(), &id, &recorded)?;
+    }
     index::add_at(store.root(), &id, start, hash, None, Some(0))?;
     Ok((w.name, id))
 }
@@ -45,6 +80,7 @@ pub fn start_child(
     workflow: &str,
     prompt: &str,
     parent: &ParentLink,
+    config: &Config,
 ) -> Result<(String, String), ThreadError> {
     if prompt.trim().is_empty() {
         return Err(ThreadError::EmptyPrompt);
@@ -56,6 +92,14 @@ pub fn start_child(
         &json!({"workflow": hash.to_string(), "prompt": prompt, "parent": parent.head.to_string()}),
     )?;
     let id = index::new_id();
+    // A child works where its parent does, with the agents the configuration binds its own
+    // workflow's roles to.
+    let recorded = ThreadContext {
+        workdir: context::read(store.root(), &parent.thread)?.workdir,
+        bindings: config.bindings(&w),
+        paused: false,
+    };
+    context::write(store.root(), &id, &recorded)?;
     family::link(store.root(), &id, parent)?;
     index::add_at(
         store.root(),
@@ -98,6 +142,12 @@ pub fn fork_from(
         None => forks::source_of(store, from),
     };
     forks::record(store.root(), &id, source.as_deref(), from)?;
+    if let Some(source) = &source {
+        let inherited = context::read(store.root(), source)?;
+        if inherited != ThreadContext::default() {
+            context::write(store.root(), &id, &inherited.for_fork())?;
+        }
+    }
     index::add_at(
         store.root(),
         &id,

@@ -5,9 +5,11 @@
 //!   compare-and-set is the commit point).
 //! - [`lifecycle`]: start, fork, kill, archive; summaries that end orphaned children.
 //! - [`session`]: what a process taking many steps keeps warm between them.
+//! - [`controls`]: pause, resume and rebind a thread without stepping it.
 //! - [`human`]: a person's answer to an awaiting thread, published as its step.
 //! - [`subworkflow`]: a workflow run as an agent — a child thread stepped to its end.
 //! - [`worker`]: `uwf worker`, steps of any thread, leased one at a time.
+pub mod controls;
 pub mod human;
 pub mod lifecycle;
 pub mod session;

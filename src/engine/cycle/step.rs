@@ -19,6 +19,7 @@ use crate::engine::config::{ConfigError, Loaded};
 use crate::engine::cycle::lifecycle;
 pub use crate::engine::cycle::session::Warm;
 use crate::engine::cycle::session::{Kept, Saved};
+use crate::engine::thread::context::{self, ThreadContext};
 use crate::engine::thread::events;
 use crate::engine::thread::index::{self, ThreadIndexError};
 use crate::engine::thread::log::StepLog;
@@ -72,6 +73,9 @@ pub enum StepError {
         crate::engine::agent::interrupt::name(*signal)
     )]
     Interrupted { thread: String, signal: i32 },
+    /// `thread pause`: no step starts until `thread resume`.
+    #[error("thread {thread} is paused; no step starts until it is resumed")]
+    Paused { thread: String },
     #[error("agent `{agent}` returned {hash}, which is not a valid step for this thread: {reason}")]
     Rejected {
         agent: String,
@@ -91,6 +95,7 @@ impl Advice for StepError {
             StepError::Agent(e) => e.hints(),
             StepError::Store(e) => e.hints(),
             StepError::Chain(e) => e.hints(),
+            StepError::Paused { thread } => vec![format!("`uwf thread resume {thread}` lets it go on")],
             StepError::Damaged { .. } => vec![
                 "`uwf cas fsck` lists the damage; restore the node from a backup, or fork the thread from an intact step (`uwf thread fork HASH`)".into(),
             ],
@@ -176,6 +181,14 @@ pub fn step_warm(
     let lock = files.try_lock()?;
     // A kill under way waits for this lock to archive the thread: start nothing.
     files.check_not_killing()?;
+    // Read under the lock: a pause lets the step that holds it finish and stops the next one.
+    // A refusal here is not a failure of the thread, so nothing is recorded.
+    let thread_context = context::read(store.root(), id).map_err(ThreadIndexError::from)?;
+    if thread_context.paused {
+        return Err(StepError::Paused {
+            thread: id.to_owned(),
+        });
+    }
     // Before the agent (here or in its own process) writes or touches the nodes the new head
     // will name, until that head is published: GC keeps them (see `cas::gc`).
     let pin = store.pin()?;
@@ -183,8 +196,8 @@ pub fn step_warm(
     lifecycle::end_children(store, id);
     crate::profile::mark("step: locked");
     let mut started = None;
-    let context = (&files, &lock, &mut started);
-    let result = step_locked(store, config, id, options, context, warm);
+    let run = (&files, &lock, &mut started);
+    let result = step_locked(store, config, (id, &thread_context), options, run, warm);
     if result.is_err() {
         // However this step ended, a child its agent started ends with it (SPEC §9).
         lifecycle::end_children(store, id);
@@ -258,7 +271,7 @@ struct Started {
 fn step_locked(
     store: &Store,
     config: &Loaded,
-    id: &str,
+    (id, context): (&str, &ThreadContext),
     options: &StepOptions,
     (files, lock, started): (&RunFiles, &run_files::StepLock, &mut Option<Started>),
     warm: &mut Warm,
@@ -334,9 +347,12 @@ fn step_locked(
     let role = next;
     view.verify_schema(store, id, &role, warm)?;
     crate::profile::mark("step: role decided, schema verified");
-    let spec = config
-        .config
-        .resolve_agent(options.agent.as_deref(), &view.workflow.name, &role)?;
+    let spec = config.config.resolve_bound(
+        options.agent.as_deref(),
+        context.bindings.get(&role),
+        &view.workflow.name,
+        &role,
+    )?;
     info.role = Some(role.clone());
     info.agent = Some(spec.name.clone());
     let step = view.history.len() + 1;
@@ -392,6 +408,9 @@ fn step_locked(
         &spec.name,
     ));
     if let Some(builtin) = warm.in_process(&spec) {
+        // A relative path it is given (`script --file demo.yaml`) is the thread's, as for a
+        // spawned agent.
+        let builtin = builtin.in_dir(context.workdir.as_deref());
         // This binary's own `agent dry`/`agent script`: the same function, without a process.
         let prepared = prepared.unwrap_or_else(prepare)?;
         crate::profile::mark("step: moderator prepared");
@@ -431,6 +450,7 @@ fn step_locked(
         ],
         log: Some(Arc::clone(&log)),
         passthrough: options.passthrough,
+        workdir: context.workdir.as_deref(),
     };
     let finished = spawn::run(&invocation, |pid| {
         info.agent_pid = Some(pid);

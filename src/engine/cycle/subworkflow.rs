@@ -187,7 +187,8 @@ pub fn run(store: &Store, config: &Loaded, job: &Delegation<'_>) -> Result<Hash,
         head: view.head,
         role: job.role.to_owned(),
     };
-    let (workflow, child) = lifecycle::start_child(store, job.workflow, &prompt, &link)?;
+    let (workflow, child) =
+        lifecycle::start_child(store, job.workflow, &prompt, &link, &config.config)?;
     let head = match run_child(store, config, &child, &workflow, job.max_steps) {
         Ok(head) => head,
         Err(e) => {

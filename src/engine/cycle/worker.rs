@@ -18,8 +18,8 @@
 //! claim mistake can publish a step twice or lose one.
 
 use std::collections::HashSet;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -30,6 +30,7 @@ use crate::cas::{Hash, Store, builtin};
 use crate::engine::config::Loaded;
 use crate::engine::cycle::step::{self, StepError, StepOptions, Stepped, Warm};
 use crate::engine::storage::{self, lease};
+use crate::engine::thread::context;
 use crate::engine::thread::index::{self, ThreadIndexError};
 use crate::engine::thread::run_files::RunFiles;
 use crate::engine::workflow::registry::{self, RegistryError};
@@ -118,7 +119,7 @@ pub enum Event<'a> {
 /// The state shared by a worker's slots.
 struct Shared<'a> {
     store: &'a Store,
-    config: &'a Loaded,
+    config: LiveConfig,
     options: &'a WorkerOptions,
     workflow: Option<Hash>,
     stop: &'a AtomicBool,
@@ -150,7 +151,7 @@ pub fn run(
     };
     let shared = Shared {
         store,
-        config,
+        config: LiveConfig::new(store.root(), config),
         options,
         workflow,
         stop,
@@ -246,11 +247,13 @@ fn step_claimed(shared: &Shared<'_>, id: &str) -> Result<(), WorkerError> {
         from_queue: true,
     };
     let mut warm = Warm::default();
+    // As `config.yaml` is now: an edit reaches the next thread a slot claims, no restart needed.
+    let config = shared.config.current();
     for _ in 0..shared.options.max_steps {
         if shared.stop.load(Ordering::SeqCst) {
             return Ok(());
         }
-        match step::step_warm(shared.store, shared.config, id, &options, &mut warm) {
+        match step::step_warm(shared.store, &config, id, &options, &mut warm) {
             Ok(stepped) => {
                 if stepped.role.is_some() && !stepped.awaiting {
                     shared.steps.fetch_add(1, Ordering::SeqCst);
@@ -273,6 +276,9 @@ fn step_claimed(shared: &Shared<'_>, id: &str) -> Result<(), WorkerError> {
             // Another process stepped it meanwhile (a `thread step` by hand, a worker whose
             // claim raced ours): theirs to finish; ours is simply over.
             Err(e) if e.is_busy() || e.lost_race() => return Ok(()),
+            // Paused (since it was claimed): it keeps its place in the queue, and claims skip
+            // it until it is resumed.
+            Err(step::StepError::Paused { .. }) => return Ok(()),
             // The database went away mid-step: the thread keeps its place in the queue.
             Err(e) if !store_answers(shared) => {
                 (shared.on_event)(Event::Interrupted {
@@ -314,7 +320,7 @@ fn claim(shared: &Shared<'_>) -> Result<Option<(String, Option<lease::LeaseGuard
             .insert(id.clone());
         return Ok(Some((id, Some(lease::hold_claim(root, pg, claimed)))));
     }
-    for id in index::queued(root)? {
+    for id in runnable(root)? {
         if let Some(wanted) = shared.workflow
             && workflow_of(shared.store, &id) != Some(wanted)
         {
@@ -329,6 +335,52 @@ fn claim(shared: &Shared<'_>) -> Result<Option<(String, Option<lease::LeaseGuard
         }
     }
     Ok(None)
+}
+
+/// A directory store's queued threads that are not paused, longest waiting first.
+fn runnable(root: &std::path::Path) -> Result<Vec<String>, WorkerError> {
+    let mut queued = index::queued(root)?;
+    queued.retain(|id| !context::is_paused(root, id).unwrap_or(false));
+    Ok(queued)
+}
+
+/// A worker's configuration, read again when `config.yaml` changes (its modification time
+/// or size); a file that no longer loads leaves the last good one in force.
+struct LiveConfig {
+    path: std::path::PathBuf,
+    state: Mutex<(Option<Stamp>, Arc<Loaded>)>,
+}
+
+/// A file's modification time and size.
+type Stamp = (std::time::SystemTime, u64);
+
+impl LiveConfig {
+    fn new(root: &std::path::Path, loaded: &Loaded) -> LiveConfig {
+        let path = root.join("config.yaml");
+        let stamp = Self::stamp(&path);
+        LiveConfig {
+            path,
+            state: Mutex::new((stamp, Arc::new(loaded.clone()))),
+        }
+    }
+
+    fn stamp(path: &std::path::Path) -> Option<Stamp> {
+        let meta = std::fs::metadata(path).ok()?;
+        Some((meta.modified().ok()?, meta.len()))
+    }
+
+    fn current(&self) -> Arc<Loaded> {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let stamp = Self::stamp(&self.path);
+        if stamp != state.0 {
+            state.0 = stamp;
+            let root = self.path.parent().unwrap_or(std::path::Path::new("."));
+            if let Ok(loaded) = crate::engine::config::load(root) {
+                state.1 = Arc::new(loaded);
+            }
+        }
+        state.1.clone()
+    }
 }
 
 /// The workflow of an active thread (from its start node), if it can be read.
@@ -352,7 +404,7 @@ fn idle(shared: &Shared<'_>) -> Result<bool, WorkerError> {
     if let Some(pg) = storage::pg(root)? {
         return Ok(!pg.any_queued(shared.workflow)?);
     }
-    let queued = index::queued(root)?;
+    let queued = runnable(root)?;
     Ok(match shared.workflow {
         None => queued.is_empty(),
         Some(w) => !queued

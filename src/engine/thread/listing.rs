@@ -292,6 +292,10 @@ fn summarise(store: &Store, names: &mut Names, row: IndexRow) -> Result<Listed, 
         error: None,
         running_role: None,
         awaiting: None,
+        // A listing reads rows alone; `thread show` reads the context.
+        paused: false,
+        workdir: None,
+        agents: Default::default(),
     };
     if archived {
         summary.next = (row.status == "done").then(|| END.to_owned());

@@ -7,11 +7,13 @@
 //! - [`run_files`]: the per-thread step and kill locks and run files under `runs/`.
 //! - [`events`]: the per-thread change feed (`runs/<id>.events`), one JSON line per event.
 //! - [`view`]: a thread as a step or an agent sees it (head, chain, workflow).
+//! - [`context`]: its working directory, agent bindings and pause, recorded at start.
 //! - [`family`], [`forks`]: where child threads and forks come from.
 //! - [`log`]: a step's captured agent output.
 //! - [`forks`]: `forks.jsonl`, where each fork came from.
 //! - [`summary`]: a thread or step found by prefix, a thread's summary and family.
 //! - [`render`]: transcripts, outputs as YAML/JSON, details and diffs for people.
+pub mod context;
 pub mod events;
 pub mod family;
 pub mod forks;

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use crate::cas::{Hash, Store, builtin};
 use crate::engine::chain;
 use crate::engine::storage::index_files;
+use crate::engine::thread::context;
 use crate::engine::thread::family;
 use crate::engine::thread::index::{self, State, ThreadIndexError};
 use crate::engine::thread::run_files::RunFiles;
@@ -226,6 +227,12 @@ pub struct Summary {
     pub running_role: Option<String>,
     /// The role a person is asked to answer, when `status` is `awaiting`.
     pub awaiting: Option<String>,
+    /// `thread pause`: no step starts until `thread resume` (a running one finishes).
+    pub paused: bool,
+    /// Where its agents run, when recorded.
+    pub workdir: Option<std::path::PathBuf>,
+    /// Role → the agent it is bound to, when recorded.
+    pub agents: std::collections::BTreeMap<String, String>,
 }
 
 impl Summary {
@@ -249,6 +256,15 @@ impl Summary {
         if let Some(error) = &self.error {
             json["error"] = Value::String(error.clone());
         }
+        if self.paused {
+            json["paused"] = Value::Bool(true);
+        }
+        if let Some(dir) = &self.workdir {
+            json["workdir"] = Value::String(dir.display().to_string());
+        }
+        if !self.agents.is_empty() {
+            json["agents"] = json!(self.agents);
+        }
         json
     }
 
@@ -265,6 +281,16 @@ impl Summary {
         self.error = None;
         self.running_role = None;
         self.awaiting = None;
+        // Paused and resumed without the head moving: read with the rest of the live part.
+        if let Ok(recorded) = context::read(files.root(), files.id()) {
+            self.paused = recorded.paused;
+            self.workdir = recorded.workdir;
+            self.agents = recorded
+                .bindings
+                .into_iter()
+                .map(|(role, binding)| (role, binding.name))
+                .collect();
+        }
         // A step that died mid-way may have left its agent's children running: looking at the
         // thread is one of the moments they are cleaned up (see `RunFiles::reap_abandoned`).
         files.reap_abandoned();
@@ -284,6 +310,18 @@ impl Summary {
 
     /// The one-line status of the mount's `status` file.
     pub fn status_line(&self, files: &RunFiles) -> String {
+        let line = self.live_line(files);
+        match (self.paused, self.status.as_str()) {
+            (true, "running") => format!("{line} (paused: no step after this one)"),
+            (true, _) => format!(
+                "paused ({line}); `uwf thread resume {}` lets it go on",
+                self.id
+            ),
+            (false, _) => line,
+        }
+    }
+
+    fn live_line(&self, files: &RunFiles) -> String {
         match self.status.as_str() {
             "running" => {
                 let info = files.running_info();
@@ -347,6 +385,9 @@ pub fn summary_at(
         error: None,
         running_role: None,
         awaiting: None,
+        paused: false,
+        workdir: None,
+        agents: Default::default(),
     };
     if let Some(status) = archived {
         summary.next = (status == "done").then(|| END.to_owned());

@@ -175,6 +175,9 @@ fn agents(root: &Path, config: &Config) -> Vec<Check> {
         .into_iter()
         .map(|(name, agent)| {
             let label = format!("agent {name}");
+            if let Some(check) = missing_secret(root, &name, &label, &agent) {
+                return check;
+            }
             if let Some(check) = kind_check(root, config, &name, &label, &agent) {
                 return check;
             }
@@ -193,6 +196,38 @@ fn agents(root: &Path, config: &Config) -> Vec<Check> {
             }
         })
         .collect()
+}
+
+/// A failed check when the agent's `env` names a `${SECRET}` that neither the root's `.env`
+/// nor this process's environment sets.
+fn missing_secret(root: &Path, name: &str, label: &str, agent: &AgentConfig) -> Option<Check> {
+    let in_file: Vec<String> = dotenv::read(root)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(key, _)| key)
+        .collect();
+    let missing: Vec<String> = crate::engine::agent::resolve::secrets_named(&agent.env)
+        .into_iter()
+        .filter(|s| !in_file.contains(s) && std::env::var_os(s).is_none())
+        .collect();
+    let first = missing.first()?;
+    Some(Check::fail(
+        label,
+        format!(
+            "its env names the secret{} {}, which neither {} nor the environment sets",
+            if missing.len() == 1 { "" } else { "s" },
+            missing
+                .iter()
+                .map(|s| format!("`{s}`"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            dotenv::path(root).display()
+        ),
+        format!(
+            "add {first}=… to {} (mode 0600), or fix agents.{name}.env in config.yaml",
+            dotenv::path(root).display()
+        ),
+    ))
 }
 
 /// The checks of the two agent kinds no program plays alone: `human` (a person answers) and

@@ -56,6 +56,7 @@ impl Fx {
                 uid: 0,
                 gid: 0,
                 limits,
+                workdir: dir.path().to_path_buf(),
             },
         );
         Fx { _dir: dir, tree }

@@ -1,0 +1,57 @@
+//! `uwf thread pause`, `resume` and `rebind`, and the working directory a new thread records.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+
+use super::super::Out;
+use crate::cas::Store;
+use crate::cli::error::{CliResult, bail};
+use crate::engine::config;
+use crate::engine::cycle::{controls, lifecycle};
+
+/// The working directory a thread started now records: `given`, or this process's directory,
+/// made absolute (it is used from other directories and machines later).
+pub fn workdir(given: Option<&Path>) -> CliResult<PathBuf> {
+    let dir = match given {
+        Some(dir) => dir.to_path_buf(),
+        None => std::env::current_dir().map_err(|e| {
+            crate::cli::error::user_error!("cannot read the current directory: {e}")
+        })?,
+    };
+    match std::fs::canonicalize(&dir) {
+        Ok(dir) if dir.is_dir() => Ok(dir),
+        Ok(_) => bail!("--workdir {}: not a directory", dir.display()),
+        Err(e) => bail!("--workdir {}: {e}", dir.display()),
+    }
+}
+
+/// `thread pause` (`paused`) and `thread resume`.
+pub fn pause(store: &Store, thread: &str, paused: bool, out: &mut Out) -> CliResult<()> {
+    let id = lifecycle::resolve_id(store.root(), thread)?;
+    let was = controls::set_paused(store, &id, paused)?;
+    if was == paused {
+        let state = if paused { "paused" } else { "not paused" };
+        eprintln!("uwf: thread {id} was {state} already");
+    } else if paused
+        && crate::engine::thread::run_files::RunFiles::new(store.root(), &id).is_running()
+    {
+        eprintln!("uwf: thread {id} is paused; the step it runs now finishes first");
+    }
+    out.line(json!({"thread": id, "paused": paused}))?;
+    Ok(())
+}
+
+/// `thread rebind`: prints the thread's bindings after the change.
+pub fn rebind(store: &Store, thread: &str, changes: &[String], out: &mut Out) -> CliResult<()> {
+    let root = store.root();
+    let id = lifecycle::resolve_id(root, thread)?;
+    let config = config::load(root)?;
+    let bindings = controls::rebind(store, &config.config, &id, changes)?;
+    let agents: serde_json::Map<String, serde_json::Value> = bindings
+        .into_iter()
+        .map(|(role, b)| (role, json!(b.name)))
+        .collect();
+    out.line(json!({"thread": id, "agents": agents}))?;
+    Ok(())
+}
