@@ -14,7 +14,7 @@ use postgres::Client;
 use super::error::{PgError, describe};
 
 /// The schema version this binary writes and understands.
-pub const SCHEMA_VERSION: i32 = 4;
+pub const SCHEMA_VERSION: i32 = 5;
 
 /// The advisory lock key of migrations (`uwf` + `mig` in ASCII, any fixed number would do).
 const LOCK_KEY: i64 = 0x0075_7766_006d_6967;
@@ -155,6 +155,14 @@ begin
 end $$;
 create trigger run_text_notify after insert on run_text
     for each row execute function uwf_notify_run();
+"#,
+    // `uwf thread rebase` (SPEC §17): a thread archived as `rebased`, and the thread it goes on
+    // as. (`history_status_check` is the name PostgreSQL gave the column's check.)
+    r#"
+alter table history drop constraint history_status_check;
+alter table history add constraint history_status_check
+    check (status in ('done', 'killed', 'rebased'));
+alter table history add column successor text;
 "#,
 ];
 
