@@ -217,7 +217,7 @@ pub struct Summary {
     pub workflow_hash: Hash,
     pub head: Hash,
     pub steps: usize,
-    /// `active`, `running`, `awaiting`, `failed`, `done` or `killed`.
+    /// `active`, `running`, `awaiting`, `failed`, `done`, `killed` or `rebased`.
     pub status: String,
     /// The role the moderator picks now (`$END` when finished); `None` if it cannot decide.
     pub next: Option<String>,
@@ -229,8 +229,9 @@ pub struct Summary {
 }
 
 impl Summary {
+    /// Whether the thread is archived (`done`, `killed` or `rebased`): it takes no more steps.
     pub fn done(&self) -> bool {
-        self.status == "done" || self.status == "killed"
+        index::is_archived_status(&self.status)
     }
 
     pub fn to_json(&self) -> Value {
@@ -254,7 +255,7 @@ impl Summary {
 
     /// Recomputes the live part of an active thread's status from its run files: `running`
     /// while a step holds the lock, `failed` when the last attempt failed, else `active`.
-    /// Archived threads (`done`, `killed`) never change and are left alone.
+    /// Archived threads (`done`, `killed`, `rebased`) never change and are left alone.
     ///
     /// The rest of a summary is a function of the head, so a caller that keeps summaries by head
     /// (the mount) refreshes only this part.
@@ -311,6 +312,10 @@ impl Summary {
                 "active next={}",
                 self.next.clone().unwrap_or_else(|| "?".into())
             ),
+            index::REBASED => match index::successor(files.root(), files.id()) {
+                Ok(Some(new)) => format!("rebased onto {new}"),
+                _ => index::REBASED.to_owned(),
+            },
             other => other.to_owned(),
         }
     }
@@ -326,7 +331,7 @@ pub fn summary(store: &Store, id: &str) -> Result<Summary, ThreadError> {
 }
 
 /// Summarises a thread whose place in the index is already known: its head, and its archived
-/// status (`done`, `killed`) if it is archived. The mount keeps the index in memory.
+/// status (`done`, `killed`, `rebased`) if it is archived. The mount keeps the index in memory.
 pub fn summary_at(
     store: &Store,
     id: &str,
