@@ -6,10 +6,12 @@
 //! - [`lifecycle`]: start, fork, kill, archive; summaries that end orphaned children.
 //! - [`session`]: what a process taking many steps keeps warm between them.
 //! - [`human`]: a person's answer to an awaiting thread, published as its step.
+//! - [`rebase`]: a thread's history written again onto another version of its workflow.
 //! - [`subworkflow`]: a workflow run as an agent — a child thread stepped to its end.
 //! - [`worker`]: `uwf worker`, steps of any thread, leased one at a time.
 pub mod human;
 pub mod lifecycle;
+pub mod rebase;
 pub mod session;
 pub mod step;
 pub mod subworkflow;
