@@ -15,6 +15,7 @@ use serde_json::Value;
 
 use common::json;
 use common::machine::Machine;
+use common::serve::Server;
 
 /// The writer's schema of the first versions.
 const WRITER: &str = "{ type: object, properties: { text: { type: string }, n: { type: integer } }, required: [text] }";
@@ -196,6 +197,26 @@ fn a_stuck_thread_goes_on_after_a_rebase(m: &Machine) {
     );
     let err = m.fails(&["thread", "rebase", &id]);
     assert!(err.contains("archived (rebased"), "{err}");
+
+    // The dashboard's API says the same.
+    let server = Server::start_with(m.uwf(), "127.0.0.1:0", &[]);
+    let (code, old_api) = server.get_json(&format!("/api/threads/{id}"));
+    assert_eq!(code, 200, "{old_api}");
+    assert_eq!(
+        (old_api["status"].as_str(), old_api["rebasedOnto"].as_str()),
+        (Some("rebased"), Some(new.as_str())),
+        "{old_api}"
+    );
+    let (_, new_api) = server.get_json(&format!("/api/threads/{new}"));
+    assert_eq!(new_api["rebasedFrom"], id.as_str(), "{new_api}");
+    let (_, listed) = server.get_json("/api/threads?status=rebased");
+    let items: Vec<&str> = listed["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter_map(|t| t["thread"].as_str())
+        .collect();
+    assert_eq!(items, [id.as_str()], "{listed}");
 }
 
 #[test]
