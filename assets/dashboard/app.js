@@ -120,7 +120,7 @@ async function refreshAwaiting() {
 
 // ---- Threads -----------------------------------------------------------------------------
 
-const STATUSES = ['', 'active', 'running', 'awaiting', 'failed', 'done', 'killed'];
+const STATUSES = ['', 'active', 'running', 'awaiting', 'failed', 'done', 'killed', 'rebased'];
 
 async function threadsPage() {
   const params = new URLSearchParams(location.search);
@@ -291,6 +291,8 @@ async function threadPage(id) {
     const lineage = [];
     if (t.parent) lineage.push(el('span', {}, 'parent ', el('a', { href: `/threads/${t.parent.thread || t.parent}`, text: t.parent.thread || t.parent })));
     if (t.origin && t.origin.thread) lineage.push(el('span', {}, 'forked from ', el('a', { href: `/threads/${t.origin.thread}`, text: t.origin.thread })));
+    if (t.rebasedFrom) lineage.push(el('span', {}, 'rebased from ', el('a', { href: `/threads/${t.rebasedFrom}`, text: t.rebasedFrom })));
+    if (t.rebasedOnto) lineage.push(el('span', {}, 'rebased onto ', el('a', { id: 'rebased-onto', href: `/threads/${t.rebasedOnto}`, text: t.rebasedOnto })));
     for (const c of t.children || []) lineage.push(el('span', {}, 'child ', el('a', { href: `/threads/${c}`, text: c })));
     lineage.push(el('a', { href: `/?parent=${id}`, text: 'threads from this one' }));
     const current = t.runningRole || (t.done ? null : t.next);

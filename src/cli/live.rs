@@ -2,10 +2,10 @@
 //!
 //! Follows the thread log (`runs/<id>.log`, see `engine::thread::log`) from the running step's
 //! header, printing agent output as it arrives, and one line per step as its head is published,
-//! until the thread is done, killed, failed or waiting for a person. It only reads, so it works
-//! whoever steps the thread: `uwf thread step/run`, the mount, a worker. Over PostgreSQL it
-//! reads the log from the database and wakes on notifications, so it follows steps that any
-//! machine runs.
+//! until the thread is done, killed, rebased, failed or waiting for a person. It only reads, so
+//! it works whoever steps the thread: `uwf thread step/run`, the mount, a worker. Over
+//! PostgreSQL it reads the log from the database and wakes on notifications, so it follows
+//! steps that any machine runs.
 
 use std::io::{IsTerminal, Write};
 use std::path::Path;
@@ -30,7 +30,7 @@ const POLL: Duration = Duration::from_millis(100);
 
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Ends when the thread is done, killed, failed or waiting for a person \
+    after_help = "Ends when the thread is done, killed, rebased, failed or waiting for a person \
 (exit 0). On a terminal a progress line shows the running role, agent and time.\n\n\
 Examples:\n  uwf thread live 01JD8X…            # in one terminal\n  \
 uwf thread run 01JD8X…             # in another\n  uwf live 01JD8X… --once"
@@ -88,7 +88,9 @@ pub fn run(args: LiveArgs, root: &Path, out: &mut Out) -> CliResult {
             log.copy_new(&files, out)?;
             let summary = lifecycle::summary(&store, &id)?;
             let end = match summary.status.as_str() {
-                "done" | "killed" => Some(format!("thread {id} is {}", summary.status)),
+                _ if summary.done() => {
+                    Some(format!("thread {id} is {}", summary.status_line(&files)))
+                }
                 "awaiting" => Some(format!(
                     "thread {id} is waiting for a person (role {}): `uwf thread question {id}`, then `uwf thread answer {id}`",
                     summary.awaiting.as_deref().unwrap_or("?")

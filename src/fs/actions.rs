@@ -427,6 +427,7 @@ impl std::fmt::Display for ArchivedHere {
         let e = ThreadIndexError::Archived {
             id: self.id.clone(),
             status: self.status.clone(),
+            onto: None,
         };
         write!(f, "{e}")
     }

@@ -14,7 +14,7 @@ use postgres::Client;
 use super::error::{PgError, describe};
 
 /// The schema version this binary writes and understands.
-pub const SCHEMA_VERSION: i32 = 5;
+pub const SCHEMA_VERSION: i32 = 6;
 
 /// The advisory lock key of migrations (`uwf` + `mig` in ASCII, any fixed number would do).
 const LOCK_KEY: i64 = 0x0075_7766_006d_6967;
@@ -165,6 +165,14 @@ create table thread_context (
     paused     boolean not null default false,
     updated_ms bigint not null
 );
+"#,
+    // `uwf thread rebase` (SPEC §17): a thread archived as `rebased`, and the thread it goes on
+    // as. (`history_status_check` is the name PostgreSQL gave the column's check.)
+    r#"
+alter table history drop constraint history_status_check;
+alter table history add constraint history_status_check
+    check (status in ('done', 'killed', 'rebased'));
+alter table history add column successor text;
 "#,
 ];
 

@@ -45,7 +45,7 @@ pub struct ListedRow {
     pub id: String,
     pub workflow: Hash,
     pub head: Hash,
-    /// `active`, `failed`, `awaiting`, `done` or `killed`.
+    /// `active`, `failed`, `awaiting`, `done`, `killed` or `rebased`.
     pub status: String,
     pub steps: Option<u64>,
     pub next: Option<String>,
@@ -75,7 +75,7 @@ pub struct ArchivedThread {
     pub thread: String,
     pub workflow: Hash,
     pub head: Hash,
-    /// `done` or `killed`.
+    /// `done`, `killed` or `rebased`.
     pub status: String,
     pub parent: Option<String>,
     /// Milliseconds since the epoch.
@@ -278,8 +278,8 @@ impl PgStore {
         rows.iter().map(|r| hash_column(r, 0)).collect()
     }
 
-    /// Archives an active thread at its current head with `status` (`done` or `killed`); its
-    /// lease goes with it.
+    /// Archives an active thread at its current head with `status` (`done` or `killed`; a
+    /// rebase is [`PgStore::rebase`]); its lease goes with it.
     pub fn archive(&self, id: &str, status: &str) -> Result<ArchivedThread, PgError> {
         if status != "done" && status != "killed" {
             return Err(PgError::BadStatus(status.to_owned()));
@@ -305,6 +305,51 @@ impl PgStore {
                 ThreadState::Active(_) => Err(PgError::UnknownThread(id.to_owned())),
             },
         }
+    }
+
+    /// Archives active thread `id`, still at `head`, as `rebased` onto `new`, which enters
+    /// `threads` in the same statement (both or neither; `id`'s lease goes too). `None` when
+    /// `id` is not active at `head`.
+    pub fn rebase(
+        &self,
+        id: &str,
+        head: Hash,
+        new: &NewThread<'_>,
+    ) -> Result<Option<ArchivedThread>, PgError> {
+        let (workflow, new_head) = (new.workflow.to_string(), new.head.to_string());
+        let steps = new.steps.map(|s| s as i64);
+        let row = self.with_client("rebase thread", |c| {
+            c.query_opt(
+                "with moved as (delete from threads where id = $1 and head = $2 returning *),
+                      gone as (delete from leases where thread = $1
+                               and exists (select 1 from moved)),
+                      added as (insert into threads (id, workflow, head, parent, queued, steps)
+                                select $3, $4, $5, $6, $7, $8 from moved)
+                 insert into history (thread, workflow, head, status, parent, steps, successor)
+                 select id, workflow, head, 'rebased', parent, steps, $3 from moved
+                 returning thread, workflow, head, status, parent,
+                           (extract(epoch from completed_at) * 1000)::bigint",
+                &[
+                    &id,
+                    &head.to_string(),
+                    &new.id,
+                    &workflow,
+                    &new_head,
+                    &new.parent,
+                    &new.queued,
+                    &steps,
+                ],
+            )
+        })?;
+        row.as_ref().map(archived_row).transpose()
+    }
+
+    /// The thread that archived thread `id` was rebased onto, if it was.
+    pub fn successor_of(&self, id: &str) -> Result<Option<String>, PgError> {
+        let row = self.with_client("read thread", |c| {
+            c.query_opt("select successor from history where thread = $1", &[&id])
+        })?;
+        Ok(row.and_then(|r| r.get::<_, Option<String>>(0)))
     }
 
     /// Sets an active thread's status (`active`, `failed`, `awaiting`, …).

@@ -184,6 +184,7 @@ pub async fn thread(State(app): State<Arc<App>>, Path(id): Path<String>) -> Answ
         let (parent, children) = lifecycle::family_json(&app.root, &id);
         json["parent"] = parent;
         json["children"] = children;
+        crate::engine::cycle::rebase::show(&app.root, &summary, &mut json);
         json["prompt"] = view.chain.start.prompt.clone().into();
         json["workflowHash"] = view.workflow_hash.to_string().into();
         json["path"] = view

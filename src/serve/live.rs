@@ -45,7 +45,7 @@ fn sse(rx: mpsc::Receiver<Event>) -> Response {
 
 /// `GET /api/threads/<id>/live`: `log` events (text, id = the log offset after them), `event`
 /// events (a line of the change feed), `thread` events (the summary after a change) and `end`
-/// when the thread is done or killed.
+/// when the thread is done, killed or rebased.
 pub async fn thread_live(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,

@@ -26,6 +26,7 @@ use crate::engine::workflow::moderator::{Moderator, Outcome};
 mod controls;
 pub use controls::workdir;
 mod list;
+mod rebase;
 use list::{list, parse_since};
 
 #[derive(Debug, Subcommand)]
@@ -83,13 +84,13 @@ uwf thread list --status failed --since 2h\n  uwf thread list -q   # ids only\n 
 uwf thread list --all --json --limit 1000 --before 01JD8X…   # the page after 01JD8X…"
     )]
     List {
-        /// Include archived (done and killed) threads
+        /// Include archived (done, killed and rebased) threads
         #[arg(long)]
         all: bool,
         /// Only threads of this workflow (name)
         #[arg(long)]
         workflow: Option<String>,
-        /// Only threads in this status (done and killed look at archived threads)
+        /// Only threads in this status (done, killed and rebased look at archived threads)
         #[arg(long, value_parser = crate::engine::thread::listing::STATUSES)]
         status: Option<String>,
         /// Only threads started since WHEN: a duration ago (30m, 2h, 7days) or a time
@@ -226,6 +227,10 @@ uwf thread rebind 01JD8X…   # every role from config.yaml as it is now"
         /// Thread id (a unique prefix is enough)
         thread: String,
     },
+    /// Move a thread onto another version of its workflow (a fixed one): a new thread with the
+    /// same steps, outputs re-validated; the old one is archived as rebased
+    #[command(after_help = rebase::AFTER_HELP)]
+    Rebase(rebase::RebaseArgs),
     /// Evaluate a JSONata expression against the thread's moderator context
     #[command(
         after_help = "Example:\n  uwf thread eval 01JD8X… '$count(steps[role=\"reviewer\"])'"
@@ -406,6 +411,7 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             let (parent, children) = lifecycle::family_json(root, &id);
             json["parent"] = parent;
             json["children"] = children;
+            crate::engine::cycle::rebase::show(root, &summary, &mut json);
             out.line(json)?;
         }
         ThreadCommand::List {
@@ -549,6 +555,7 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             let head = lifecycle::kill(&store, &id)?;
             out.line(json!({"thread": id, "head": head.to_string(), "status": "killed"}))?;
         }
+        ThreadCommand::Rebase(args) => rebase::run(&store, args, out)?,
         ThreadCommand::Eval {
             thread,
             expression,

@@ -7,11 +7,13 @@
 //! - [`session`]: what a process taking many steps keeps warm between them.
 //! - [`controls`]: pause, resume and rebind a thread without stepping it.
 //! - [`human`]: a person's answer to an awaiting thread, published as its step.
+//! - [`rebase`]: a thread's history written again onto another version of its workflow.
 //! - [`subworkflow`]: a workflow run as an agent — a child thread stepped to its end.
 //! - [`worker`]: `uwf worker`, steps of any thread, leased one at a time.
 pub mod controls;
 pub mod human;
 pub mod lifecycle;
+pub mod rebase;
 pub mod session;
 pub mod step;
 pub mod subworkflow;

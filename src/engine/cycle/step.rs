@@ -84,13 +84,21 @@ pub enum StepError {
     },
 }
 
+/// What a thread stuck on a broken workflow version can do once the workflow is fixed.
+const REBASE_HINT: &str = "if the workflow has been fixed since (`uwf workflow put`), \
+                           `uwf thread rebase <thread>` moves the thread onto the new version";
+
 impl Advice for StepError {
     fn hints(&self) -> Vec<String> {
         match self {
             StepError::Builtin { source, .. } => source.hints(),
             StepError::Thread(e) => e.hints(),
             StepError::View(e) => e.hints(),
-            StepError::Moderator(e) => e.hints(),
+            StepError::Moderator(e) => {
+                let mut hints = e.hints();
+                hints.push(REBASE_HINT.to_owned());
+                hints
+            }
             StepError::Config(e) => e.hints(),
             StepError::Agent(e) => e.hints(),
             StepError::Store(e) => e.hints(),

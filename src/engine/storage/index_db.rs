@@ -28,36 +28,13 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 
 use crate::cas::Hash;
 use crate::engine::storage::index_files::{Archived, Entry, IndexError};
+use crate::engine::storage::index_schema::{self, SCHEMA};
 
 /// The database's file name under the storage root.
 pub const FILE: &str = "index.db";
 
-/// The schema version this binary writes and understands (`meta.schema`).
-const SCHEMA: i64 = 1;
-
 /// How long a statement waits for another process's write transaction before failing.
 const BUSY_WAIT: Duration = Duration::from_secs(30);
-
-const CREATE: &str = "
-create table meta (key text primary key not null, value integer not null) without rowid;
-create table threads (
-    id text primary key not null,
-    workflow text not null,
-    head text not null,
-    status text not null check (status in ('active', 'done', 'killed')),
-    parent text,
-    created_ms integer not null,
-    updated_ms integer not null,
-    completed_ms integer,
-    steps integer,
-    next text,
-    error text,
-    awaiting text
-) without rowid;
-create index threads_by_status on threads (status, id);
-create index threads_by_workflow on threads (workflow, id);
-create index threads_by_head on threads (head) where status = 'active';
-";
 
 /// Every column of a row, in [`Row::read`]'s order.
 const COLUMNS: &str = "id, workflow, head, status, parent, created_ms, updated_ms, completed_ms, \
@@ -69,7 +46,7 @@ pub struct Row {
     pub id: String,
     pub workflow: Hash,
     pub head: Hash,
-    /// `active`, `done` or `killed`.
+    /// `active`, `done`, `killed` or `rebased`.
     pub status: String,
     /// The thread it was forked or spawned from, when known.
     pub parent: Option<String>,
@@ -274,32 +251,18 @@ fn connection(root: &Path, create: bool) -> Result<Option<Arc<Mutex<Connection>>
 fn open_existing(root: &Path) -> Result<Connection, IndexError> {
     let path = path_of(root);
     let err = db_error(root, "opening");
-    let conn = Connection::open_with_flags(
+    let mut conn = Connection::open_with_flags(
         &path,
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )
     .map_err(&err)?;
     conn.busy_timeout(BUSY_WAIT).map_err(&err)?;
-    // WAL is recorded in the file (set when it was made); FULL syncs the log at every commit.
-    // The log may keep 4 MiB between checkpoints (a bulk insert's log is cut back to that).
-    conn.execute_batch("pragma synchronous = full; pragma journal_size_limit = 4194304;")
-        .map_err(&err)?;
-    keep_log_files(&conn);
-    let version: Option<i64> = conn
-        .query_row("select value from meta where key = 'schema'", [], |r| {
-            r.get(0)
-        })
-        .optional()
-        .or_else(|e| match &e {
-            // No `meta` table: not an index (an empty or overwritten file).
-            rusqlite::Error::SqliteFailure(_, Some(msg)) if msg.contains("no such table") => {
-                Ok(None)
-            }
-            _ => Err(e),
-        })
-        .map_err(&err)?;
+    index_schema::set_up(&conn).map_err(&err)?;
+    let version = index_schema::version(&conn).map_err(&err)?;
     match version {
         Some(SCHEMA) => Ok(conn),
+        // An index of the first version: upgraded in place (`index_schema`).
+        Some(1) => index_schema::upgrade(&mut conn).map(|()| conn).map_err(err),
         Some(v) if v > SCHEMA => Err(IndexError::Damaged {
             path,
             reason: format!(
@@ -315,25 +278,6 @@ fn open_existing(root: &Path) -> Result<Connection, IndexError> {
             path,
             reason: "it has no thread index schema (an empty or overwritten file)".to_owned(),
         }),
-    }
-}
-
-/// Keeps `index.db-wal` and `index.db-shm` when the last connection closes, instead of
-/// deleting them: the next process (every `uwf` command is one) reuses their blocks rather than
-/// making, syncing and removing two files, and a store on a full disk can still be read and
-/// take small changes. Best effort: without it the files are only remade.
-fn keep_log_files(conn: &Connection) {
-    let mut on: std::ffi::c_int = 1;
-    // SAFETY: `handle` is this open connection's own `sqlite3*`, used only for this call while
-    // `conn` is borrowed; SQLITE_FCNTL_PERSIST_WAL reads and writes one `int` through the
-    // pointer, which points at `on`, alive for the call.
-    unsafe {
-        rusqlite::ffi::sqlite3_file_control(
-            conn.handle(),
-            c"main".as_ptr(),
-            rusqlite::ffi::SQLITE_FCNTL_PERSIST_WAL,
-            (&raw mut on).cast(),
-        );
     }
 }
 
@@ -415,7 +359,7 @@ fn build(root: &Path, tmp: &Path) -> Result<(), IndexError> {
     conn.execute_batch("pragma journal_mode = wal; pragma synchronous = full;")
         .map_err(&err)?;
     let tx = conn.transaction().map_err(&err)?;
-    tx.execute_batch(CREATE).map_err(&err)?;
+    index_schema::create(&tx).map_err(&err)?;
     tx.execute(
         "insert into meta (key, value) values ('schema', ?1)",
         params![SCHEMA],
@@ -515,21 +459,60 @@ pub fn get(root: &Path, id: &str) -> Result<Option<Row>, IndexError> {
 /// Adds an active thread (an id that exists is an error).
 pub fn insert(root: &Path, row: &NewRow<'_>) -> Result<(), IndexError> {
     let now = ms(crate::cas::store::now_ms());
-    write(root, "adding a thread", |c| {
-        c.prepare_cached(&format!(
-            "insert into threads ({COLUMNS}) \
-             values (?1, ?2, ?3, 'active', ?4, ?5, ?5, null, ?6, null, null, null)"
-        ))?
-        .execute(params![
-            row.id,
-            row.workflow.to_string(),
-            row.head.to_string(),
-            row.parent,
-            now,
-            row.steps.map(ms),
-        ])
-        .map(drop)
+    write(root, "adding a thread", |c| insert_row(c, row, now))
+}
+
+fn insert_row(c: &Connection, row: &NewRow<'_>, now: i64) -> rusqlite::Result<()> {
+    c.prepare_cached(&format!(
+        "insert into threads ({COLUMNS}) \
+         values (?1, ?2, ?3, 'active', ?4, ?5, ?5, null, ?6, null, null, null)"
+    ))?
+    .execute(params![
+        row.id,
+        row.workflow.to_string(),
+        row.head.to_string(),
+        row.parent,
+        now,
+        row.steps.map(ms),
+    ])
+    .map(drop)
+}
+
+/// Archives active thread `id`, still at `head`, as `rebased` onto the new thread `new` and
+/// adds `new`, in one transaction: both or neither. `None` when `id` is not active at `head`.
+pub fn rebase(
+    root: &Path,
+    id: &str,
+    head: Hash,
+    new: &NewRow<'_>,
+) -> Result<Option<Archived>, IndexError> {
+    let now = ms(crate::cas::store::now_ms());
+    write(root, "rebasing a thread", |c| {
+        let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let old = tx
+            .prepare_cached(&format!(
+                "update threads set status = 'rebased', successor = ?3, completed_ms = ?4, \
+                 updated_ms = ?4, next = null, awaiting = null \
+                 where id = ?1 and head = ?2 and status = 'active' returning {COLUMNS}"
+            ))?
+            .query_row(params![id, head.to_string(), new.id, now], Row::read)
+            .optional()?;
+        let Some(old) = old else { return Ok(None) };
+        insert_row(&tx, new, now)?;
+        tx.commit()?;
+        Ok(Some(old.archived()))
     })
+}
+
+/// The thread that thread `id` was rebased onto, if it was.
+pub fn successor(root: &Path, id: &str) -> Result<Option<String>, IndexError> {
+    Ok(with(root, false, "reading a thread", |c| {
+        c.prepare_cached("select successor from threads where id = ?1")?
+            .query_row(params![id], |r| r.get::<_, Option<String>>(0))
+            .optional()
+    })?
+    .flatten()
+    .flatten())
 }
 
 /// Moves an active thread's head from `expected` to `new` (a step continuing `expected`, so
@@ -564,8 +547,8 @@ pub fn compare_and_set(
     })
 }
 
-/// Archives an active thread with `status` (`done` or `killed`); `None` if there is no active
-/// thread `id` (look it up to say why).
+/// Archives an active thread with `status` (`done` or `killed`; `rebased` is [`rebase`]);
+/// `None` if there is no active thread `id` (look it up to say why).
 pub fn archive(root: &Path, id: &str, status: &str) -> Result<Option<Archived>, IndexError> {
     let now = ms(crate::cas::store::now_ms());
     let next = (status == "done").then_some(crate::engine::END);

@@ -278,7 +278,7 @@ pub struct Entry {
     pub id: String,
     pub workflow: Hash,
     pub head: Hash,
-    /// `done` or `killed` once archived.
+    /// `done`, `killed` or `rebased` once archived.
     pub archived: Option<String>,
 }
 

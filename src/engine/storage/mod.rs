@@ -27,6 +27,7 @@ use super::config::{self, ConfigError};
 
 pub mod index_db;
 pub mod index_files;
+mod index_schema;
 pub mod lease;
 pub mod notify;
 pub mod run_sink;

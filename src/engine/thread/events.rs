@@ -1,12 +1,13 @@
 //! A thread's change feed (`runs/<id>.events`): one JSON line per thing that happened to it —
-//! a step `started`, `finished` or `failed`, the thread `killed` — appended by the code that
-//! did it, so a reader can follow a thread by reading on at its last offset (`tail -f`), which
-//! works where file-change notifications do not (a FUSE mount reports only its own changes).
+//! a step `started`, `finished` or `failed`, the thread `killed` or `rebased` — appended by the
+//! code that did it, so a reader can follow a thread by reading on at its last offset
+//! (`tail -f`), which works where file-change notifications do not (a FUSE mount reports only
+//! its own changes).
 //!
 //! Every line is `{"at": <ms>, "thread": <id>, "event": <kind>, …}` with the kind's fields:
 //! `started` (`step`, `role`, `agent`), `finished` (`step`, `role`, `head`, `done`; `role`
 //! null when the thread was already at its end), `failed` (`step`, `role`, `error`), `killed`
-//! (`head`).
+//! (`head`), `rebased` (`head`, and `onto`: the thread it goes on as).
 //!
 //! Over PostgreSQL every line also goes to the database (SPEC §15), for every machine to read.
 //!

@@ -21,8 +21,16 @@ use crate::pg::{NewThread, PgError, ThreadState};
 pub enum ThreadIndexError {
     #[error("no thread `{0}`")]
     Unknown(String),
-    #[error("thread {id} is archived ({status}); it cannot change any more")]
-    Archived { id: String, status: String },
+    #[error(
+        "thread {id} is archived ({status}{}); it cannot change any more",
+        onto.as_ref().map(|o| format!(" onto {o}")).unwrap_or_default()
+    )]
+    Archived {
+        id: String,
+        status: String,
+        /// The thread it continues as, when it was rebased.
+        onto: Option<String>,
+    },
     #[error(
         "the head of thread {id} moved from {expected} to {actual} while this step ran; nothing was published"
     )]
@@ -43,6 +51,13 @@ impl Advice for ThreadIndexError {
             ThreadIndexError::Unknown(_) => {
                 vec!["`uwf thread list --all` shows every thread".to_owned()]
             }
+            ThreadIndexError::Archived {
+                onto: Some(new), ..
+            } => {
+                vec![format!(
+                    "it goes on as thread {new}: `uwf thread run {new}`"
+                )]
+            }
             ThreadIndexError::Archived { .. } => {
                 vec!["`uwf thread fork <step>` continues from any of its steps".to_owned()]
             }
@@ -61,6 +76,14 @@ impl Advice for ThreadIndexError {
             _ => false,
         }
     }
+}
+
+/// The status of a thread archived by `uwf thread rebase` (SPEC §17).
+pub const REBASED: &str = "rebased";
+
+/// Whether `status` is an archived thread's: `done`, `killed` or [`REBASED`].
+pub fn is_archived_status(status: &str) -> bool {
+    matches!(status, "done" | "killed" | REBASED)
 }
 
 /// Where a thread stands in the index.
@@ -130,6 +153,9 @@ pub fn active_head(root: &Path, id: &str) -> Result<Hash, ThreadIndexError> {
         State::Active { head } => Ok(head),
         State::Archived(a) => Err(ThreadIndexError::Archived {
             id: id.to_owned(),
+            onto: (a.status == REBASED)
+                .then(|| successor(root, id).ok().flatten())
+                .flatten(),
             status: a.status,
         }),
     }
@@ -222,6 +248,7 @@ pub fn compare_and_set_next(
             State::Archived(a) => ThreadIndexError::Archived {
                 id: id.to_owned(),
                 status: a.status,
+                onto: None,
             },
         });
     }
@@ -235,12 +262,14 @@ pub fn compare_and_set_next(
         index_db::Cas::Refused(row) => Err(ThreadIndexError::Archived {
             id: id.to_owned(),
             status: row.status,
+            onto: None,
         }),
         index_db::Cas::Unknown => Err(ThreadIndexError::Unknown(id.to_owned())),
     }
 }
 
-/// Archives an active thread at its current head with `status` (`done` or `killed`).
+/// Archives an active thread at its current head with `status` (`done` or `killed`; a rebase
+/// is [`rebase`]).
 pub fn archive(
     root: &Path,
     id: &str,
@@ -251,7 +280,11 @@ pub fn archive(
         return match pg.archive(id, status).map_err(IndexError::from) {
             Ok(a) => Ok(index_files::archived_of(a)),
             Err(IndexError::Storage(StorageError::Pg(PgError::Archived { id, status }))) => {
-                Err(ThreadIndexError::Archived { id, status })
+                Err(ThreadIndexError::Archived {
+                    id,
+                    status,
+                    onto: None,
+                })
             }
             Err(IndexError::Storage(StorageError::Pg(PgError::UnknownThread(id)))) => {
                 Err(ThreadIndexError::Unknown(id))
@@ -269,10 +302,94 @@ pub fn archive(
             State::Archived(a) => ThreadIndexError::Archived {
                 id: id.to_owned(),
                 status: a.status,
+                onto: None,
             },
             State::Active { .. } => ThreadIndexError::Unknown(id.to_owned()),
         }),
     }
+}
+
+/// A thread that takes the place of a rebased one (SPEC §17): its id, workflow version, head
+/// and number of steps.
+#[derive(Debug, Clone, Copy)]
+pub struct Successor<'a> {
+    pub id: &'a str,
+    pub workflow: Hash,
+    pub head: Hash,
+    pub steps: u64,
+}
+
+/// Archives active thread `id`, still at `head`, as [`REBASED`] onto `new`, which enters the
+/// index with `id` as its parent in the same transaction (one statement over PostgreSQL): both
+/// happen or neither, so a crash leaves the old thread active and no new one.
+pub fn rebase(
+    root: &Path,
+    id: &str,
+    head: Hash,
+    new: &Successor<'_>,
+) -> Result<Archived, ThreadIndexError> {
+    let done = if let Some(pg) = storage::pg(root).map_err(IndexError::from)? {
+        let thread = NewThread {
+            id: new.id,
+            workflow: new.workflow,
+            head: new.head,
+            parent: Some(id),
+            queued: false,
+            steps: Some(new.steps),
+        };
+        pg.rebase(id, head, &thread)
+            .map_err(|e| pg_thread_error(id, e))?
+            .map(index_files::archived_of)
+    } else {
+        let row = index_db::NewRow {
+            id: new.id,
+            workflow: new.workflow,
+            head: new.head,
+            parent: Some(id),
+            steps: Some(new.steps),
+        };
+        let done = index_db::rebase(root, id, head, &row)?;
+        if done.is_some() {
+            let _ = std::fs::remove_file(queue_dir(root).join(id));
+        }
+        done
+    };
+    match done {
+        Some(archived) => Ok(archived),
+        None => Err(match state(root, id)? {
+            State::Active { head: actual } => ThreadIndexError::HeadMoved {
+                id: id.to_owned(),
+                expected: head,
+                actual,
+            },
+            State::Archived(a) => ThreadIndexError::Archived {
+                id: id.to_owned(),
+                status: a.status,
+                onto: None,
+            },
+        }),
+    }
+}
+
+/// The thread that thread `id` was rebased onto, if it was.
+pub fn successor(root: &Path, id: &str) -> Result<Option<String>, ThreadIndexError> {
+    if let Some(pg) = storage::pg(root).map_err(IndexError::from)? {
+        return pg.successor_of(id).map_err(|e| IndexError::from(e).into());
+    }
+    Ok(index_db::successor(root, id)?)
+}
+
+/// The thread that thread `id` took the place of by a rebase, if it did: its parent in the
+/// index, when that one was rebased onto `id`.
+pub fn rebased_from(root: &Path, id: &str) -> Option<String> {
+    let parent = match storage::pg(root).ok()? {
+        Some(pg) => match pg.thread(id).ok()? {
+            ThreadState::Active(t) => t.parent,
+            ThreadState::Archived(a) => a.parent,
+        },
+        None => index_db::get(root, id).ok()??.parent,
+    }?;
+    (successor(root, &parent).ok()?? == id).then_some(parent)
 }
 
 /// Where a directory store marks runnable threads: one empty file per queued thread.
@@ -346,6 +463,7 @@ fn pg_thread_error(id: &str, e: PgError) -> ThreadIndexError {
         PgError::Archived { status, .. } => ThreadIndexError::Archived {
             id: id.to_owned(),
             status,
+            onto: None,
         },
         PgError::UnknownThread(_) => ThreadIndexError::Unknown(id.to_owned()),
         e => IndexError::from(e).into(),

@@ -14,17 +14,19 @@ use crate::engine::storage;
 use crate::engine::storage::index_db;
 use crate::engine::workflow::END;
 
+use super::index;
 use super::run_files::{Awaiting, RunFiles};
 use super::summary::{self, Summary, ThreadError};
 
 /// What to list.
 #[derive(Debug, Clone, Default)]
 pub struct Query {
-    /// Archived (done and killed) threads too.
+    /// Archived (done, killed and rebased) threads too.
     pub all: bool,
     /// Only threads of the workflow of this name.
     pub workflow: Option<String>,
-    /// Only threads in this status (`active`, `running`, `awaiting`, `failed`, `done`, `killed`).
+    /// Only threads in this status (`active`, `running`, `awaiting`, `failed`, `done`, `killed`,
+    /// `rebased`).
     pub status: Option<String>,
     /// Only threads started at or after this time (ms since the epoch).
     pub since_ms: Option<u64>,
@@ -35,7 +37,9 @@ pub struct Query {
 }
 
 /// The statuses a thread can be listed in.
-pub const STATUSES: [&str; 6] = ["active", "running", "awaiting", "failed", "done", "killed"];
+pub const STATUSES: [&str; 7] = [
+    "active", "running", "awaiting", "failed", "done", "killed", "rebased",
+];
 
 /// One listed thread.
 #[derive(Debug, Clone)]
@@ -51,7 +55,7 @@ pub struct IndexRow {
     pub id: String,
     pub workflow: Hash,
     pub head: Hash,
-    /// `active` (or PostgreSQL's `failed`/`awaiting`), `done` or `killed`.
+    /// `active` (or PostgreSQL's `failed`/`awaiting`), `done`, `killed` or `rebased`.
     pub status: String,
     pub steps: Option<u64>,
     pub next: Option<String>,
@@ -84,7 +88,7 @@ impl From<index_db::Row> for IndexRow {
 
 impl From<crate::pg::ListedRow> for IndexRow {
     fn from(r: crate::pg::ListedRow) -> IndexRow {
-        let archived = matches!(r.status.as_str(), "done" | "killed");
+        let archived = index::is_archived_status(&r.status);
         IndexRow {
             id: r.id,
             workflow: r.workflow,
@@ -149,7 +153,11 @@ fn list_counting(
         }
         None => None,
     };
-    let all = query.all || matches!(query.status.as_deref(), Some("done" | "killed"));
+    let all = query.all
+        || query
+            .status
+            .as_deref()
+            .is_some_and(index::is_archived_status);
     let mut matched = 0u64;
     let mut wanted = true;
     let mut failure = None;
@@ -269,7 +277,7 @@ impl Names {
 
 /// A row's summary: from the row when it knows enough, else from the thread's nodes.
 fn summarise(store: &Store, names: &mut Names, row: IndexRow) -> Result<Listed, ThreadError> {
-    let archived = matches!(row.status.as_str(), "done" | "killed");
+    let archived = index::is_archived_status(&row.status);
     let known = row.steps.is_some() && (archived || row.next.is_some());
     let name = names.name(store, row.workflow);
     let updated_ms = row.updated_ms;

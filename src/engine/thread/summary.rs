@@ -218,7 +218,7 @@ pub struct Summary {
     pub workflow_hash: Hash,
     pub head: Hash,
     pub steps: usize,
-    /// `active`, `running`, `awaiting`, `failed`, `done` or `killed`.
+    /// `active`, `running`, `awaiting`, `failed`, `done`, `killed` or `rebased`.
     pub status: String,
     /// The role the moderator picks now (`$END` when finished); `None` if it cannot decide.
     pub next: Option<String>,
@@ -236,8 +236,9 @@ pub struct Summary {
 }
 
 impl Summary {
+    /// Whether the thread is archived (`done`, `killed` or `rebased`): it takes no more steps.
     pub fn done(&self) -> bool {
-        self.status == "done" || self.status == "killed"
+        index::is_archived_status(&self.status)
     }
 
     pub fn to_json(&self) -> Value {
@@ -270,7 +271,7 @@ impl Summary {
 
     /// Recomputes the live part of an active thread's status from its run files: `running`
     /// while a step holds the lock, `failed` when the last attempt failed, else `active`.
-    /// Archived threads (`done`, `killed`) never change and are left alone.
+    /// Archived threads (`done`, `killed`, `rebased`) never change and are left alone.
     ///
     /// The rest of a summary is a function of the head, so a caller that keeps summaries by head
     /// (the mount) refreshes only this part.
@@ -282,15 +283,7 @@ impl Summary {
         self.running_role = None;
         self.awaiting = None;
         // Paused and resumed without the head moving: read with the rest of the live part.
-        if let Ok(recorded) = context::read(files.root(), files.id()) {
-            self.paused = recorded.paused;
-            self.workdir = recorded.workdir;
-            self.agents = recorded
-                .bindings
-                .into_iter()
-                .map(|(role, binding)| (role, binding.name))
-                .collect();
-        }
+        self.read_context(files);
         // A step that died mid-way may have left its agent's children running: looking at the
         // thread is one of the moments they are cleaned up (see `RunFiles::reap_abandoned`).
         files.reap_abandoned();
@@ -305,6 +298,19 @@ impl Summary {
             self.error = Some(error).filter(|e| !e.is_empty());
         } else {
             self.status = "active".into();
+        }
+    }
+
+    /// The thread's recorded working directory, agents and pause.
+    fn read_context(&mut self, files: &RunFiles) {
+        if let Ok(recorded) = context::read(files.root(), files.id()) {
+            self.paused = recorded.paused;
+            self.workdir = recorded.workdir;
+            self.agents = recorded
+                .bindings
+                .into_iter()
+                .map(|(role, binding)| (role, binding.name))
+                .collect();
         }
     }
 
@@ -349,6 +355,10 @@ impl Summary {
                 "active next={}",
                 self.next.clone().unwrap_or_else(|| "?".into())
             ),
+            index::REBASED => match index::successor(files.root(), files.id()) {
+                Ok(Some(new)) => format!("rebased onto {new}"),
+                _ => index::REBASED.to_owned(),
+            },
             other => other.to_owned(),
         }
     }
@@ -364,7 +374,7 @@ pub fn summary(store: &Store, id: &str) -> Result<Summary, ThreadError> {
 }
 
 /// Summarises a thread whose place in the index is already known: its head, and its archived
-/// status (`done`, `killed`) if it is archived. The mount keeps the index in memory.
+/// status (`done`, `killed`, `rebased`) if it is archived. The mount keeps the index in memory.
 pub fn summary_at(
     store: &Store,
     id: &str,
@@ -392,6 +402,8 @@ pub fn summary_at(
     if let Some(status) = archived {
         summary.next = (status == "done").then(|| END.to_owned());
         summary.status = status;
+        summary.read_context(&files);
+        summary.paused = false;
         return Ok(summary);
     }
     summary.next = crate::engine::workflow::decisions::cached_next(

@@ -39,7 +39,7 @@ workflows/
 threads/
   <thread-id>/                     active and archived threads
     prompt  head  status           status: `active next=<role>`, `running role=<role> pid=<pid>`,
-                                   `failed: <why>`, `done`, `killed`
+                                   `failed: <why>`, `done`, `killed`, `rebased onto <id>`
     workflow -> ../../workflows/<name>
     origin -> ../<id>/steps/NNN-role   the step a fork was made from (forks only)
     forks/<id> -> ../../<id>       the threads forked from this one
@@ -49,7 +49,7 @@ threads/
                                    last step's JSON (the thread's state before any step)
     kill                           write to it: returns once the agent is gone and the thread killed
     log                            the running or last step's agent stderr, growing while it runs
-    events                         one JSON line per step started/finished/failed, and killed
+    events                         one JSON line per step started/finished/failed, killed, rebased
     error                          the last failure on this thread, as text
     transcript.md                  the thread as Markdown (`uwf thread read`)
     steps/

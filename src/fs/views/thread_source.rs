@@ -49,7 +49,7 @@ const PAYLOAD_BUDGET: usize = 8 << 20;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ThreadRef {
     pub head: Hash,
-    /// `done` or `killed` once archived; an archived thread never changes again.
+    /// `done`, `killed` or `rebased` once archived; an archived thread never changes again.
     pub archived: Option<Arc<str>>,
     /// The workflow, when the index names it.
     workflow: Option<Hash>,
