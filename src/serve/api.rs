@@ -259,6 +259,7 @@ pub async fn why(State(app): State<Arc<App>>, Path(id): Path<String>) -> Answer 
                     Outcome::Evaluated(None) => "= undefined".to_owned(),
                     Outcome::Failed(e) => format!("error: {e}"),
                     Outcome::NotTried => "not tried".to_owned(),
+                    Outcome::OnFailure => "the step failed: onFailure".to_owned(),
                 };
                 json!({"to": t.target, "condition": t.condition, "expression": t.expression,
                        "verdict": verdict, "matched": t.outcome.matched()})

@@ -550,9 +550,11 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
                     Outcome::Evaluated(None) => "= undefined".to_owned(),
                     Outcome::Failed(e) => format!("error: {e}"),
                     Outcome::NotTried => "not tried".to_owned(),
+                    Outcome::OnFailure => "the step failed, taken first".to_owned(),
                 };
                 let cond = match (&t.condition, &t.expression) {
                     (Some(c), Some(e)) => format!("{c} `{e}`"),
+                    _ if t.outcome == Outcome::OnFailure => "onFailure".to_owned(),
                     _ => "null".to_owned(),
                 };
                 out.line(format!("  {}. → {:<12} {cond}: {verdict}", i + 1, t.target))?;

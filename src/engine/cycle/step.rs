@@ -311,9 +311,7 @@ fn step_locked(
                 Some(p) => p?,
                 None => prepare()?,
             };
-            let next = moderator
-                .decide_prepared(view.history.position(), &context)?
-                .next;
+            let next = moderator.decide_prepared(view.history.at(), &context)?.next;
             prepared = Some(Ok((moderator, context)));
             next
         }
@@ -513,7 +511,7 @@ pub(crate) fn publish(
     let (history, added) = chain::extend_in_memory(store, &view.history, hash)?;
     context.append("steps", added.context_json());
     crate::profile::mark("publish: chain extended");
-    let next = moderator.decide_prepared(&added.role, &context).ok();
+    let next = moderator.decide_prepared(added.at(), &context).ok();
     let next = next.map(|d| d.next);
     let done = next.as_deref() == Some(END);
     crate::profile::mark("publish: next decided");
@@ -618,9 +616,7 @@ pub fn publish_node(store: &Store, hash: Hash) -> Result<Stepped, StepError> {
     let view = Current::load(store, &id)?;
     let moderator = Moderator::new(view.workflow.clone())?;
     let context = Input::from_json_text(view.history.context_json());
-    let next = moderator
-        .decide_prepared(view.history.position(), &context)?
-        .next;
+    let next = moderator.decide_prepared(view.history.at(), &context)?.next;
     let step_number = view.history.len() + 1;
     let published = publish(
         store,
