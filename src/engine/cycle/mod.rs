@@ -3,11 +3,14 @@
 //!
 //! - [`step`]: **one step** — moderator → agent → verify → publish (the head's
 //!   compare-and-set is the commit point).
+//! - [`failure`]: when a role fails — its agent run again (`retry`), then a step recording
+//!   the failure that moves the thread on (`onFailure`).
 //! - [`lifecycle`]: start, fork, kill, archive; summaries that end orphaned children.
 //! - [`session`]: what a process taking many steps keeps warm between them.
 //! - [`human`]: a person's answer to an awaiting thread, published as its step.
 //! - [`subworkflow`]: a workflow run as an agent — a child thread stepped to its end.
 //! - [`worker`]: `uwf worker`, steps of any thread, leased one at a time.
+pub mod failure;
 pub mod human;
 pub mod lifecycle;
 pub mod session;

@@ -13,9 +13,11 @@ use crate::cas::{Hash, Store, StoreError, builtin};
 pub(crate) use crate::engine::thread::view::Current;
 use crate::engine::thread::view::{ViewError, role_schema, verify};
 
+use crate::engine::agent::resolve::AgentSpec;
 use crate::engine::agent::spawn::{self, AgentError, Invocation};
 use crate::engine::chain::{self, ChainError};
 use crate::engine::config::{ConfigError, Loaded};
+use crate::engine::cycle::failure::{self, After};
 use crate::engine::cycle::lifecycle;
 pub use crate::engine::cycle::session::Warm;
 use crate::engine::cycle::session::{Kept, Saved};
@@ -78,6 +80,9 @@ pub enum StepError {
         hash: String,
         reason: String,
     },
+    /// Every attempt of a role with `retry` failed, and it has no `onFailure` (SPEC §17).
+    #[error("after {attempts} attempts: {last}")]
+    Attempts { attempts: u32, last: Box<StepError> },
 }
 
 impl Advice for StepError {
@@ -91,6 +96,7 @@ impl Advice for StepError {
             StepError::Agent(e) => e.hints(),
             StepError::Store(e) => e.hints(),
             StepError::Chain(e) => e.hints(),
+            StepError::Attempts { last, .. } => last.hints(),
             StepError::Damaged { .. } => vec![
                 "`uwf cas fsck` lists the damage; restore the node from a backup, or fork the thread from an intact step (`uwf thread fork HASH`)".into(),
             ],
@@ -243,7 +249,22 @@ impl StepError {
     pub fn without_stderr_tail(self) -> StepError {
         match self {
             StepError::Agent(e) => StepError::Agent(e.without_stderr_tail()),
+            StepError::Attempts { attempts, last } => {
+                let last = Box::new(last.without_stderr_tail());
+                StepError::Attempts { attempts, last }
+            }
             other => other,
+        }
+    }
+
+    /// Whether this is the role's agent failing at its task (what `retry` and `onFailure`
+    /// handle; see [`failure`]); then the tail of its stderr.
+    fn role_failure(&self) -> Option<&str> {
+        match self {
+            StepError::Agent(e) => failure::agent_failed(e),
+            StepError::Builtin { source, .. } => failure::builtin_failed(source),
+            StepError::Rejected { .. } => Some(""),
+            _ => None,
         }
     }
 }
@@ -381,20 +402,71 @@ fn step_locked(
     });
     crate::profile::mark("step: agent resolved, started event");
 
+    let mut attempts = failure::Attempts::of(&view.workflow, &role);
+    let hash = loop {
+        let agent = (&view, role.as_str(), &spec, step);
+        let run = (lock, &mut info, &mut prepared);
+        let error = match run_agent(
+            store, config, id, options, agent, run, &prepare, warm, &attempts,
+        ) {
+            Ok(hash) => break hash,
+            Err(error) => error,
+        };
+        let Some(stderr_tail) = error.role_failure() else {
+            return Err(error);
+        };
+        if let Some(signal) = crate::engine::agent::interrupt::caught() {
+            let thread = id.to_owned();
+            return Err(StepError::Interrupted { thread, signal });
+        }
+        match attempts.failed(&error.to_string(), stderr_tail) {
+            After::Retry => attempts.retrying(files, id, step, &role),
+            After::GiveUp if attempts.number() == 1 => return Err(error),
+            After::GiveUp => {
+                let (attempts, last) = (attempts.number(), Box::new(error));
+                return Err(StepError::Attempts { attempts, last });
+            }
+            After::Route(failure) => {
+                let target = view.history.target(&view.workflow);
+                let hash = failure.write_step(store, &target, id, &role, &spec.name)?;
+                let prepared = Some(prepared.take().unwrap_or_else(prepare)?);
+                let stepped = publish_checked(store, id, view, &role, hash, prepared, Some(warm))?;
+                failure.routed(id, &role);
+                return Ok(stepped);
+            }
+        }
+    };
+    let prepared = prepared.take().unwrap_or_else(prepare)?;
+    publish_checked(store, id, view, &role, hash, Some(prepared), Some(warm))
+}
+
+/// Runs `spec`, the agent of `role`, once (one of the step's [`failure::Attempts`]) and checks
+/// the step node it returns. `prepared` gets the moderator and context at `view` meanwhile.
+#[allow(clippy::too_many_arguments)]
+fn run_agent(
+    store: &Store,
+    config: &Loaded,
+    id: &str,
+    options: &StepOptions,
+    (view, role, spec, step): (&Current, &str, &AgentSpec, usize),
+    (lock, info, prepared): (&run_files::StepLock, &mut RunInfo, &mut Option<Prepared>),
+    prepare: &dyn Fn() -> Prepared,
+    warm: &mut Warm,
+    attempts: &failure::Attempts,
+) -> Result<Hash, StepError> {
+    let root = store.root();
     // The thread log only grows: a header, then the agent's output as it arrives.
-    let log = Arc::new(StepLog::begin(
-        root,
-        id,
-        view.history.len() + 1,
-        &role,
-        &spec.name,
-    ));
-    if let Some(builtin) = warm.in_process(&spec) {
+    let label = attempts.agent_label(&spec.name);
+    let log = Arc::new(StepLog::begin(root, id, step, role, &label));
+    if let Some(line) = attempts.log_line() {
+        log.line(&line);
+    }
+    if let Some(builtin) = warm.in_process(spec) {
         // This binary's own `agent dry`/`agent script`: the same function, without a process.
-        let prepared = prepared.unwrap_or_else(prepare)?;
+        prepared.get_or_insert_with(prepare);
         crate::profile::mark("step: moderator prepared");
         let (history, workflow) = (&view.history, &view.workflow);
-        let hash = builtin.run(store, &config.config, (id, &role), history, workflow);
+        let hash = builtin.run(store, &config.config, (id, role), history, workflow);
         crate::profile::mark("step: built-in agent ran");
         if let Err(e) = &hash {
             log.line(&format!("error: {}", crate::advice::with_hints(e)));
@@ -404,25 +476,16 @@ fn step_locked(
             agent: spec.name.clone(),
             source: Box::new(source),
         })?;
-        return publish(
-            store,
-            id,
-            view,
-            &role,
-            &spec.name,
-            hash,
-            Some(prepared),
-            Some(warm),
-        );
+        return check(store, view, role, &spec.name, hash);
     }
-    let invocation = Invocation {
-        spec: &spec,
+    let mut invocation = Invocation {
+        spec,
         thread: id,
-        role: &role,
+        role,
         env: vec![
             ("UWF_STORAGE_ROOT".into(), root.display().to_string()),
             ("UWF_THREAD".into(), id.to_owned()),
-            ("UWF_ROLE".into(), role.clone()),
+            ("UWF_ROLE".into(), role.to_owned()),
             ("UWF_WORKFLOW".into(), view.workflow.name.clone()),
             ("UWF_WORKFLOW_HASH".into(), view.workflow_hash().to_string()),
             ("UWF_STEP_STARTED_MS".into(), info.started_at.to_string()),
@@ -430,15 +493,15 @@ fn step_locked(
         log: Some(Arc::clone(&log)),
         passthrough: options.passthrough,
     };
+    invocation.env.extend(attempts.env());
     let finished = spawn::run(&invocation, |pid| {
         info.agent_pid = Some(pid);
         info.agent_start = crate::process_group::proc_stat(pid).map(|p| p.start);
-        lock.set_info(&info);
+        lock.set_info(info);
         prepared.get_or_insert_with(prepare);
     });
     log.finish();
     let finished = finished?;
-    let (moderator, context) = prepared.unwrap_or_else(prepare)?;
     let line = spawn::last_line(&finished.stdout).unwrap_or("").to_owned();
     let hash = Hash::parse(&line).map_err(|_| AgentError::NoHash {
         name: spec.name.clone(),
@@ -449,16 +512,26 @@ fn step_locked(
         },
         stderr_tail: finished.stderr_tail.clone(),
     })?;
-    publish(
-        store,
-        id,
-        view,
-        &role,
-        &spec.name,
-        hash,
-        Some((moderator, context)),
-        Some(warm),
-    )
+    check(store, view, role, &spec.name, hash)
+}
+
+/// The moderator and its context at a step's head, or why the conditions do not compile.
+type Prepared = Result<(Moderator, Input), ModeratorError>;
+
+/// Checks the step node `hash` that `agent` returned for `role` (SPEC §5.3 step 5).
+fn check(
+    store: &Store,
+    view: &Current,
+    role: &str,
+    agent: &str,
+    hash: Hash,
+) -> Result<Hash, StepError> {
+    verify(store, view, role, hash).map_err(|reason| StepError::Rejected {
+        agent: agent.to_owned(),
+        hash: hash.to_string(),
+        reason,
+    })?;
+    Ok(hash)
 }
 
 /// Publishes step node `hash` as the next step of thread `id` after `view`, whose role the
@@ -478,11 +551,20 @@ pub(crate) fn publish(
     prepared: Option<(Moderator, Input)>,
     warm: Option<&mut Warm>,
 ) -> Result<Stepped, StepError> {
-    verify(store, &view, role, hash).map_err(|reason| StepError::Rejected {
-        agent: agent.to_owned(),
-        hash: hash.to_string(),
-        reason,
-    })?;
+    check(store, &view, role, agent, hash)?;
+    publish_checked(store, id, view, role, hash, prepared, warm)
+}
+
+/// [`publish`] of a step node already checked ([`check`]), or written by the step itself.
+fn publish_checked(
+    store: &Store,
+    id: &str,
+    view: Current,
+    role: &str,
+    hash: Hash,
+    prepared: Option<(Moderator, Input)>,
+    warm: Option<&mut Warm>,
+) -> Result<Stepped, StepError> {
     // Asked to stop (Ctrl-C, SIGTERM, SIGHUP): the head stays where the step found it
     // (the last look before the compare-and-set below).
     if let Some(signal) = crate::engine::agent::interrupt::caught() {
