@@ -498,7 +498,7 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
         }
         ThreadCommand::Publish { step } => {
             let hash = lifecycle::resolve_step(&store, &step)?;
-            let stepped = step::publish_node(&store, hash)?;
+            let stepped = crate::engine::cycle::publish::publish_node(&store, hash)?;
             print_stepped(out, &stepped)?;
         }
         ThreadCommand::Queue { thread, off } => {

@@ -6,6 +6,7 @@
 //! - [`failure`]: when a role fails — its agent run again (`retry`), then a step recording
 //!   the failure that moves the thread on (`onFailure`).
 //! - [`lifecycle`]: start, fork, kill, archive; summaries that end orphaned children.
+//! - [`publish`]: a step node written outside a step, published as a step would.
 //! - [`session`]: what a process taking many steps keeps warm between them.
 //! - [`human`]: a person's answer to an awaiting thread, published as its step.
 //! - [`subworkflow`]: a workflow run as an agent — a child thread stepped to its end.
@@ -13,6 +14,7 @@
 pub mod failure;
 pub mod human;
 pub mod lifecycle;
+pub mod publish;
 pub mod session;
 pub mod step;
 pub mod subworkflow;
