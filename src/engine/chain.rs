@@ -133,6 +133,20 @@ impl Entry {
         serde_json::from_str(raw.get()).ok()
     }
 
+    /// The failure this step records, in one line for people: `failed (3 attempts): <the
+    /// error's first line>`.
+    pub fn failure_line(&self) -> Option<String> {
+        let error = self.error()?;
+        let attempts = error["attempts"].as_u64().unwrap_or(1);
+        let message = error["message"].as_str().unwrap_or_default();
+        let first = message.lines().find(|l| !l.trim().is_empty());
+        let plural = if attempts == 1 { "" } else { "s" };
+        Some(format!(
+            "failed ({attempts} attempt{plural}): {}",
+            first.unwrap_or_default().trim_end()
+        ))
+    }
+
     /// This step as an item of the moderator context's `steps`, as JSON text.
     pub fn context_json(&self) -> String {
         let mut out = String::with_capacity(self.output_json().len() + 80);
@@ -224,6 +238,19 @@ impl Chain {
     pub fn visits(&self, role: &str) -> usize {
         self.steps.iter().filter(|s| s.role == role).count()
     }
+}
+
+/// The failure that step `hash` records (SPEC §17): its role, and its `{"message",
+/// "attempts"}`; `None` for a start node or a step with an output of its role.
+pub fn recorded_failure(store: &Store, hash: Hash) -> Result<Option<(String, Value)>, ChainError> {
+    let node = store.get(hash)?;
+    if node.type_hash != builtin::hash_of("step") {
+        return Ok(None);
+    }
+    let step = read_step(&node)?;
+    let output = store.get(step.output)?;
+    let failed = output.type_hash == builtin::hash_of("failure");
+    Ok(failed.then_some((step.role, output.payload)))
 }
 
 /// Reads a start node.

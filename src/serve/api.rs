@@ -230,6 +230,7 @@ pub async fn steps(State(app): State<Arc<App>>, Path(id): Path<String>) -> Answe
                     "at": s.timestamp,
                     "durationMs": took,
                     "output": s.output(),
+                    "error": s.error(),
                 })
             })
             .collect();

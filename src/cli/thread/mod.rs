@@ -12,6 +12,7 @@ use crate::cli::error::{CliResult, CommandError, Context, bail, user_error};
 use crate::engine::agent::interrupt;
 use crate::engine::chain::{self, Entry};
 use crate::engine::config;
+use crate::engine::cycle::failure;
 use crate::engine::cycle::human;
 use crate::engine::cycle::lifecycle;
 use crate::engine::cycle::step::{self, StepOptions};
@@ -281,6 +282,7 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
         jsonata::prewarm();
         // Ctrl-C, SIGTERM or SIGHUP stop the agent's group and leave the head where it is.
         interrupt::catch_stop_signals().context("cannot catch stop signals")?;
+        failure::report_to(print_notice);
     }
     if let ThreadCommand::Live(args) = cmd {
         return super::live::run(args, root, out);
@@ -371,6 +373,11 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
                 return Ok(());
             }
             let mut json = summary.to_json();
+            // The head records its role's failure: the thread went on by its `onFailure`.
+            if let Some((role, mut error)) = chain::recorded_failure(&store, summary.head)? {
+                error["role"] = role.into();
+                json["failure"] = error;
+            }
             let (parent, children) = lifecycle::family_json(root, &id);
             json["parent"] = parent;
             json["children"] = children;
@@ -607,6 +614,34 @@ fn load_config(root: &Path, agent: Option<&str>) -> CliResult<config::Loaded> {
     Ok(loaded)
 }
 
+/// Says on stderr when a role's agent runs again after a failed attempt, or when its failure
+/// moved the thread on (its `onFailure`).
+fn print_notice(notice: &failure::Notice<'_>) {
+    match *notice {
+        failure::Notice::Retrying {
+            thread,
+            role,
+            failed,
+            most,
+            error,
+        } => eprintln!(
+            "uwf: role `{role}` of thread {thread} failed (attempt {failed} of {most}), running its agent again: {}",
+            failure::first_line(error)
+        ),
+        failure::Notice::Routed {
+            thread,
+            role,
+            attempts,
+            to,
+            error,
+        } => eprintln!(
+            "uwf: role `{role}` of thread {thread} failed ({}); onFailure moves the thread to `{to}`: {}",
+            lifecycle::plural(attempts as usize, "attempt"),
+            failure::first_line(error)
+        ),
+    }
+}
+
 /// A step's result: its JSON, or with `-q` the head.
 fn print_stepped(out: &mut Out, stepped: &step::Stepped) -> CliResult<()> {
     if out.quiet() {
@@ -640,11 +675,14 @@ fn steps(store: &Store, view: &ThreadView, out: &mut Out) -> CliResult<()> {
                     "role": s.role,
                     "agent": s.agent,
                     "timestamp": s.timestamp,
-                    "summary": summarize(&output),
+                    "summary": s.failure_line().unwrap_or_else(|| summarize(&output)),
                     "output": output,
                 });
                 if let Some(child) = child {
                     line["child"] = child;
+                }
+                if let Some(error) = s.error() {
+                    line["error"] = error;
                 }
                 out.line(line)?;
             }
@@ -654,7 +692,10 @@ fn steps(store: &Store, view: &ThreadView, out: &mut Out) -> CliResult<()> {
                 s.role.clone(),
                 s.agent.clone(),
                 ago(s.timestamp, now),
-                shorten(&output_line(&output), 60),
+                shorten(
+                    &s.failure_line().unwrap_or_else(|| output_line(&output)),
+                    60,
+                ),
             ]),
         }
     }
