@@ -214,6 +214,42 @@ fn a_failing_agent_runs_again_with_the_failure_in_its_prompt_then_on_failure_rou
 }
 
 #[test]
+fn thread_run_routes_a_failure_and_runs_on_to_the_end_with_configured_agents() {
+    let env = Env::new();
+    let (agent, dir) = failing_agent(&env);
+    std::fs::write(
+        env.root().join("config.yaml"),
+        format!(
+            "agents:\n  failing: {{ command: '{}' }}\ndefaultAgent: dry\n\
+agentOverrides:\n  flaky: {{ work: failing }}\n",
+            agent.display()
+        ),
+    )
+    .unwrap();
+    let id = start(&env, &workflow("    retry: 1\n    onFailure: fallback\n"));
+    let out = env.run(&["thread", "run", &id]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(runs(&dir), 2);
+    assert!(
+        stderr.contains("onFailure moves the thread to `fallback`"),
+        "{stderr}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<Value> = stdout.lines().map(json).collect();
+    let roles: Vec<&str> = lines.iter().map(|l| l["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["work", "fallback", "report"], "{stdout}");
+    assert_eq!(lines[2]["done"], true);
+    let steps = env.ok(&["thread", "steps", &id, "--json"]);
+    let agents: Vec<Value> = steps.lines().map(|l| json(l)["agent"].clone()).collect();
+    assert_eq!(
+        agents,
+        [json("\"failing\""), json("\"dry\""), json("\"dry\"")]
+    );
+    assert_eq!(json(&env.ok(&["thread", "show", &id]))["status"], "done");
+}
+
+#[test]
 fn without_on_failure_the_thread_is_left_failed_after_the_retries() {
     let env = Env::new();
     let id = start(&env, &workflow("    retry: 1\n"));
@@ -329,6 +365,55 @@ fn an_agent_that_cannot_start_is_no_role_failure_and_runs_once() {
         "{err}"
     );
     assert_eq!(json(&env.ok(&["thread", "show", &id]))["status"], "failed");
+}
+
+#[test]
+fn a_kill_or_a_stop_signal_during_an_attempt_ends_the_step_without_another() {
+    let env = Env::new();
+    let (agent, dir) = counting_agent(&env, "slow", "sleep 30\nexit 4");
+    let slow = agent.to_str().unwrap();
+    for stop in ["kill", "SIGINT"] {
+        std::fs::remove_file(dir.join("count")).ok();
+        let id = start(&env, &workflow("    retry: 5\n    onFailure: fallback\n"));
+        let child = std::process::Command::new(UWF)
+            .args(["thread", "step", &id, "--agent", slow])
+            .env("UWF_STORAGE_ROOT", env.root())
+            .env("HOME", env.dir.path())
+            .current_dir(env.dir.path())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while runs(&dir) == 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        match stop {
+            "kill" => {
+                env.ok(&["thread", "kill", &id]);
+            }
+            _ => nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(child.id() as i32),
+                nix::sys::signal::Signal::SIGINT,
+            )
+            .unwrap(),
+        }
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let (code, said) = match stop {
+            "kill" => (1, "exited with signal 15"),
+            _ => (130, "interrupted by SIGINT"),
+        };
+        assert_eq!(out.status.code(), Some(code), "{stop}: {stderr}");
+        assert!(stderr.contains(said), "{stop}: {stderr}");
+        assert!(
+            !stderr.contains("running its agent again"),
+            "{stop}: {stderr}"
+        );
+        assert_eq!(runs(&dir), 1, "{stop}: another attempt ran");
+        let show = json(&env.ok(&["thread", "show", &id]));
+        assert_eq!(show["steps"], 0, "{stop}: {show}");
+    }
 }
 
 #[test]

@@ -8,7 +8,8 @@
 //! that does not fit the role's schema: extraction happens inside the agent, so there it shows
 //! as a non-zero exit). Not a role failure, and never retried: an agent that cannot start (a
 //! configuration to fix), the store or the thread index failing, the step being interrupted
-//! (SIGINT, SIGTERM, SIGHUP), another step holding the thread, a person's step.
+//! (SIGINT, SIGTERM, SIGHUP), another step holding the thread, a person's step. An agent that
+//! `uwf thread kill` stopped fails the step as it always did: no attempt follows a kill.
 //!
 //! Architecture Invariant: every attempt runs inside the one step, under its lock and pin: a
 //! new header in the thread log, the run record's agent pid, a watchdog per agent process; the

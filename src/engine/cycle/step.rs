@@ -419,6 +419,10 @@ fn step_locked(
             let thread = id.to_owned();
             return Err(StepError::Interrupted { thread, signal });
         }
+        // A kill stopped the agent (and waits for this lock): the step ends as without retry.
+        if files.check_not_killing().is_err() {
+            return Err(error);
+        }
         match attempts.failed(&error.to_string(), stderr_tail) {
             After::Retry => attempts.retrying(files, id, step, &role),
             After::GiveUp if attempts.number() == 1 => return Err(error),
