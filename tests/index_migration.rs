@@ -78,15 +78,12 @@ fn listed(env: &Env) -> BTreeMap<String, (String, Option<String>)> {
 /// What the thread index says (through the library: listing 20,000 migrated threads through
 /// the CLI would work out each one's next role from its nodes, which is not what is tested).
 fn indexed(root: &Path) -> BTreeMap<String, (String, Option<String>)> {
-    let mut out: BTreeMap<_, _> =
-        uwf::engine::storage::threads::read_history(root)
-            .expect("archived threads")
-            .into_iter()
-            .map(|a| (a.thread, (a.head.to_string(), Some(a.status))))
-            .collect();
-    for (id, head) in uwf::engine::storage::threads::read_threads(root)
-        .expect("active threads")
-    {
+    let mut out: BTreeMap<_, _> = uwf::engine::storage::threads::read_history(root)
+        .expect("archived threads")
+        .into_iter()
+        .map(|a| (a.thread, (a.head.to_string(), Some(a.status))))
+        .collect();
+    for (id, head) in uwf::engine::storage::threads::read_threads(root).expect("active threads") {
         out.insert(id, (head.to_string(), None));
     }
     out

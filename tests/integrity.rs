@@ -262,9 +262,7 @@ fn fsck_finds_every_damaged_node_and_a_step_refuses_to_build_on_damage() {
             }
 
             let head_of = |id: &str| {
-                uwf::engine::storage::threads::read_threads(&env.root())
-                    .unwrap()[id]
-                    .to_string()
+                uwf::engine::storage::threads::read_threads(&env.root()).unwrap()[id].to_string()
             };
             let before = head_of(&id);
             let step = env.run(&["thread", "step", &id, "--agent", "dry"]);

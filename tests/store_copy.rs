@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 use common::{Env, json};
 use serde_json::Value;
 use uwf::cas::{Hash, Store, builtin};
-use uwf::engine::thread::{forks, index};
 use uwf::engine::storage::{index_db, index_files};
+use uwf::engine::thread::{forks, index};
 
 /// Threads in the big store. Through the CLI: run to the end (archived `done`), run two steps
 /// (active) and started then killed (archived `killed`). Written with the library, as `thread

@@ -431,8 +431,8 @@ pub fn die_with_parent(cmd: &mut Command) {
 
 #[cfg(test)]
 mod tests {
-    use crate::process_group::{kill_leftover_group, proc_stat};
     use super::*;
+    use crate::process_group::{kill_leftover_group, proc_stat};
 
     #[test]
     fn a_leftover_group_is_killed_only_when_its_start_time_matches() {

@@ -224,10 +224,10 @@ impl Warm {
 mod tests {
     use super::*;
     use crate::cas::store::now_ms;
-    use crate::engine::config::Loaded;
-    use crate::engine::cycle::step::{self, StepOptions, Stepped};
     use crate::engine::chain;
+    use crate::engine::config::Loaded;
     use crate::engine::cycle::lifecycle;
+    use crate::engine::cycle::step::{self, StepOptions, Stepped};
     use crate::engine::workflow::{self, registry};
 
     const COUNTER: &str = "name: c\nroles:\n  tick:\n    goal: count\n    \
