@@ -1,5 +1,5 @@
-//! The built-in schemas every store holds: `workflow`, `start`, `step`, `text`, `detail` and
-//! `subthread`.
+//! The built-in schemas every store holds: `workflow` (and `workflow-v2`), `start`, `step`,
+//! `text`, `detail`, `subthread` and `failure`.
 //!
 //! Their hashes are stable because their payloads are fixed here; changing a payload changes the
 //! hash of every node of that type, so treat these definitions as part of the on-disk format.
@@ -44,13 +44,15 @@ impl Builtin {
 /// All built-in schemas, in a fixed order. The hashes are written out (a test recomputes them
 /// from the payloads): a command that only needs to know them, like opening a store, builds and
 /// hashes no schema document.
-static ALL: [Builtin; 6] = [
+static ALL: [Builtin; 8] = [
     Builtin::new("workflow", 0x4820_ce14_dcc5_4ef0, workflow),
     Builtin::new("start", 0x7c66_81d4_9e5e_ecda, start),
     Builtin::new("step", 0xe718_2f91_68e6_9363, step),
     Builtin::new("text", 0xfc71_8460_acd4_13a7, text),
     Builtin::new("detail", 0x5e10_b36b_67a7_88c4, detail),
     Builtin::new("subthread", 0x3312_952a_ec5d_864b, subthread),
+    Builtin::new("workflow-v2", 0x0b6e_b766_77c0_37f9, workflow_v2),
+    Builtin::new("failure", 0x619e_2ccf_a673_4b97, failure),
 ];
 
 /// All built-in schemas, in a fixed order.
@@ -211,6 +213,31 @@ fn workflow() -> Value {
     })
 }
 
+/// The `workflow` schema with the role fields of failure handling (SPEC §17): `retry` and
+/// `onFailure`. Only a workflow that uses one of them is stored with this type, so a workflow
+/// that uses none keeps the hash it always had.
+fn workflow_v2() -> Value {
+    let mut schema = workflow();
+    let role = &mut schema["properties"]["roles"]["additionalProperties"]["properties"];
+    role["retry"] = json!({"type": "integer", "minimum": 0, "maximum": 10});
+    role["onFailure"] = json!({"type": "string"});
+    schema
+}
+
+/// The output of a step that records its role's failure (SPEC §17): what the last attempt's
+/// error said and how many times the agent ran. A step of this output has no output of the
+/// role's schema; the moderator context shows it as `output: null` and `error: {…}`.
+fn failure() -> Value {
+    json!({
+        "type": "object",
+        "required": ["message", "attempts"],
+        "properties": {
+            "message": {"description": "why the last attempt failed", "type": "string"},
+            "attempts": {"description": "how many times the agent ran", "type": "integer", "minimum": 1}
+        }
+    })
+}
+
 fn start() -> Value {
     let mut schema = legacy_start();
     schema["properties"]["parent"] = json!({
@@ -238,6 +265,12 @@ fn legacy_start() -> Value {
 /// The hash of [`legacy_start`] (recomputed by a test).
 pub const fn legacy_start_hash() -> Hash {
     Hash::from_u64(0x0a8b_d040_3ca8_5277)
+}
+
+/// Whether `type_hash` is the type of a workflow node: `workflow`, or `workflow-v2` for a
+/// workflow whose roles use the fields added since (`retry`, `onFailure`).
+pub fn is_workflow(type_hash: Hash) -> bool {
+    type_hash == hash_of("workflow") || type_hash == hash_of("workflow-v2")
 }
 
 /// Whether `type_hash` is the type of a start node (today's or the legacy one).
@@ -306,6 +339,15 @@ mod tests {
         assert_ne!(hash_of("start"), legacy_start_hash());
         assert_eq!(name_of(legacy_start_hash()), Some("start"));
         assert!(!is_start(hash_of("step")));
+    }
+
+    #[test]
+    fn both_workflow_schemas_type_workflow_nodes_and_the_first_keeps_its_hash() {
+        // Every workflow stored before `workflow-v2` existed has this type, and a workflow
+        // that uses none of the v2 fields is stored with it still.
+        assert_eq!(hash_of("workflow").to_string(), "4G86E2KECAKQG");
+        assert!(is_workflow(hash_of("workflow")) && is_workflow(hash_of("workflow-v2")));
+        assert!(!is_workflow(hash_of("step")) && !is_workflow(hash_of("failure")));
     }
 
     #[test]

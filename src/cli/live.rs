@@ -147,7 +147,9 @@ fn position(store: &Store, id: &str) -> CliResult<(Hash, usize)> {
 fn print_steps(store: &Store, id: &str, head: Hash, from: usize, out: &mut Out) -> CliResult {
     let view = ThreadView::at(store, id, head)?;
     for (i, step) in view.chain.steps.iter().enumerate().skip(from) {
-        let mut summary = step.output().to_string();
+        let mut summary = step
+            .failure_line()
+            .unwrap_or_else(|| step.output().to_string());
         if summary.chars().count() > 80 {
             summary = format!("{}…", summary.chars().take(79).collect::<String>());
         }

@@ -23,7 +23,9 @@ pub enum WorkflowCommand {
         after_help = "Prints {\"name\",\"hash\",\"status\"} with status new, updated or unchanged. \
 Every problem is listed with its location and nothing is registered when any is found. \
 Role `goal`, `procedure` and `output` texts may hold `{{ expr }}` JSONata templates, checked here \
-and rendered into agents' prompts (`uwf skill author` explains them). \
+and rendered into agents' prompts (`uwf skill author` explains them). A role may declare \
+`retry: N` (0 to 10: its agent runs again after a failure) and `onFailure: ROLE` (or `$END`: \
+after the last attempt a step recording the failure moves the thread there). \
 A workflow file has at most 1 MiB (1048576 bytes); a larger one is refused with its size.\n\n\
 Examples:\n  uwf workflow put examples/solve-issue.yaml\n  uwf workflow put --check draft.yaml\n  cat wf.yaml | uwf workflow put -"
     )]

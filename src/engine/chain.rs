@@ -96,6 +96,10 @@ pub struct Entry {
     pub agent: String,
     pub output_hash: Hash,
     raw_output: Box<RawValue>,
+    /// The failure the step records instead of an output (its output node is a `failure`
+    /// node; SPEC §17), as JSON text `{"message", "attempts"}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    raw_error: Option<Box<RawValue>>,
     pub detail: Hash,
     pub timestamp: u64,
     /// The lengths of the step's node files when the entry was made.
@@ -122,6 +126,27 @@ impl Entry {
         self.raw_output.get()
     }
 
+    /// The failure this step records instead of an output (`{"message", "attempts"}`): its
+    /// role's agent failed every attempt and the role's `onFailure` moved the thread on.
+    pub fn error(&self) -> Option<Value> {
+        let raw = self.raw_error.as_ref()?;
+        serde_json::from_str(raw.get()).ok()
+    }
+
+    /// The failure this step records, in one line for people: `failed (3 attempts): <the
+    /// error's first line>`.
+    pub fn failure_line(&self) -> Option<String> {
+        let error = self.error()?;
+        let attempts = error["attempts"].as_u64().unwrap_or(1);
+        let message = error["message"].as_str().unwrap_or_default();
+        let first = message.lines().find(|l| !l.trim().is_empty());
+        let plural = if attempts == 1 { "" } else { "s" };
+        Some(format!(
+            "failed ({attempts} attempt{plural}): {}",
+            first.unwrap_or_default().trim_end()
+        ))
+    }
+
     /// This step as an item of the moderator context's `steps`, as JSON text.
     pub fn context_json(&self) -> String {
         let mut out = String::with_capacity(self.output_json().len() + 80);
@@ -139,6 +164,10 @@ impl Entry {
         out.push_str(&self.detail.to_string());
         out.push_str("\",\"agent\":");
         out.push_str(&text(&self.agent));
+        if let Some(error) = &self.raw_error {
+            out.push_str(",\"error\":");
+            out.push_str(error.get());
+        }
         out.push('}');
     }
 }
@@ -211,6 +240,19 @@ impl Chain {
     }
 }
 
+/// The failure that step `hash` records (SPEC §17): its role, and its `{"message",
+/// "attempts"}`; `None` for a start node or a step with an output of its role.
+pub fn recorded_failure(store: &Store, hash: Hash) -> Result<Option<(String, Value)>, ChainError> {
+    let node = store.get(hash)?;
+    if node.type_hash != builtin::hash_of("step") {
+        return Ok(None);
+    }
+    let step = read_step(&node)?;
+    let output = store.get(step.output)?;
+    let failed = output.type_hash == builtin::hash_of("failure");
+    Ok(failed.then_some((step.role, output.payload)))
+}
+
 /// Reads a start node.
 pub fn read_start(node: &Node) -> Result<Start, ChainError> {
     serde_json::from_value(node.payload.clone()).map_err(|e| ChainError::Malformed {
@@ -253,6 +295,9 @@ struct Header {
     len: usize,
     position: String,
     visits: std::collections::BTreeMap<String, usize>,
+    /// The last step records its role's failure (left out when not, as in files from before).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    failed: bool,
     /// XXH64 of the step lines: a damaged file is noticed without parsing them.
     lines_xxh64: u64,
 }
@@ -292,6 +337,11 @@ impl History {
     /// How many steps of `role` the chain has.
     pub fn visits(&self, role: &str) -> usize {
         self.header.visits.get(role).copied().unwrap_or(0)
+    }
+
+    /// Whether the last step records its role's failure ([`Entry::error`]).
+    pub fn failed(&self) -> bool {
+        self.header.failed
     }
 
     /// The moderator context as JSON text (as [`Chain::context_json`]), joined from the lines.
@@ -348,6 +398,7 @@ impl History {
                 len: 0,
                 position: crate::engine::START.to_owned(),
                 visits: std::collections::BTreeMap::new(),
+                failed: false,
                 lines_xxh64: 0,
             },
             lines: String::new(),
@@ -368,6 +419,7 @@ impl History {
         header.head = entry.hash;
         header.len += 1;
         header.position.clone_from(&entry.role);
+        header.failed = entry.raw_error.is_some();
         *header.visits.entry(entry.role.clone()).or_insert(0) += 1;
         let sizes = entry.sizes;
         let _ = write!(
@@ -435,6 +487,8 @@ fn parse_line(line: &str) -> Option<Entry> {
         output: Box<RawValue>,
         detail: Hash,
         agent: String,
+        #[serde(default)]
+        error: Option<Box<RawValue>>,
     }
     let [hash, output_hash, timestamp, sizes, item] = line_fields(line)?;
     let hash = Hash::parse(hash).ok()?;
@@ -453,6 +507,7 @@ fn parse_line(line: &str) -> Option<Entry> {
         agent: item.agent,
         output_hash,
         raw_output: item.output,
+        raw_error: item.error,
         detail: item.detail,
         timestamp,
         sizes,
@@ -574,12 +629,7 @@ fn entry(store: &Store, node: &Node, size: u64, step: StepNode) -> Result<Entry,
     };
     let (output, output_size) = read("output", step.output)?;
     let (_, detail) = read("detail", step.detail)?;
-    Ok(entry_with(
-        node,
-        step,
-        output.payload,
-        [size, output_size, detail],
-    ))
+    Ok(entry_with(node, step, output, [size, output_size, detail]))
 }
 
 /// A node a chain needs could not be read: [`ChainError::Damaged`], naming it.
@@ -605,21 +655,24 @@ fn entry_written(
 ) -> Result<Entry, ChainError> {
     let (output, output_size) = store.get_written_sized(step.output)?;
     let detail = store.size_of(step.detail)?;
-    Ok(entry_with(
-        node,
-        step,
-        output.payload,
-        [size, output_size, detail],
-    ))
+    Ok(entry_with(node, step, output, [size, output_size, detail]))
 }
 
-fn entry_with(node: &Node, step: StepNode, output: Value, [s, o, d]: [u64; 3]) -> Entry {
+/// The entry of step `node` whose output node is `output`: a `failure` node is the step's
+/// error, and its output is `null`.
+fn entry_with(node: &Node, step: StepNode, output: Node, [s, o, d]: [u64; 3]) -> Entry {
+    let (raw_output, raw_error) = if output.type_hash == builtin::hash_of("failure") {
+        (raw(&Value::Null), Some(raw(&output.payload)))
+    } else {
+        (raw(&output.payload), None)
+    };
     Entry {
         hash: node.hash,
         role: step.role,
         agent: step.agent,
         output_hash: step.output,
-        raw_output: raw(&output),
+        raw_output,
+        raw_error,
         detail: step.detail,
         timestamp: node.timestamp,
         sizes: Sizes {
@@ -797,6 +850,7 @@ mod tests {
                 agent: "dry".into(),
                 output_hash: hash("827F196W26J4M"),
                 raw_output: raw(&json!({"approved": false, "notes": ["a", {"b": null}]})),
+                raw_error: None,
                 detail: hash("298FDNKR7P5MH"),
                 timestamp: 2,
                 sizes: Sizes::default(),
@@ -826,6 +880,7 @@ mod tests {
             agent: "script \"x\"".into(),
             output_hash: hash(n + 1000),
             raw_output: raw(&output),
+            raw_error: None,
             detail: hash(n + 2000),
             timestamp: 1_700_000_000_000 + n,
             sizes: Sizes {
@@ -900,6 +955,31 @@ mod tests {
         let extended = History::of(&chain).with(&next);
         chain.steps.push(next);
         assert_eq!(extended.to_text(), History::of(&chain).to_text());
+    }
+
+    #[test]
+    fn a_failure_step_reads_as_a_null_output_with_an_error_and_the_history_knows_it() {
+        let mut chain = sample();
+        let mut failed = entry_of(4, "reviewer", Value::Null);
+        failed.raw_error = Some(raw(&json!({"message": "agent `x` exited", "attempts": 3})));
+        assert!(!History::of(&chain).failed());
+        let extended = History::of(&chain).with(&failed);
+        chain.steps.push(failed);
+        let history = History::parse(History::of(&chain).to_text()).expect("parses");
+        assert_eq!(extended.to_text(), history.to_text());
+        assert!(history.failed());
+        let context: Value = serde_json::from_str(&history.context_json()).unwrap();
+        assert_eq!(
+            context["steps"][3],
+            json!({"role": "reviewer", "output": null, "detail": chain.steps[3].detail.to_string(),
+                   "agent": "script \"x\"", "error": {"message": "agent `x` exited", "attempts": 3}})
+        );
+        let back = history.to_chain().expect("steps parse");
+        assert_eq!(back.steps[3].error(), chain.steps[3].error());
+        assert_eq!(back.steps[2].error(), None);
+        // A step after it did not fail.
+        let after = history.with(&entry_of(5, "planner", json!({})));
+        assert!(!after.failed());
     }
 
     #[test]

@@ -232,6 +232,7 @@ pub async fn steps(State(app): State<Arc<App>>, Path(id): Path<String>) -> Answe
                     "at": s.timestamp,
                     "durationMs": took,
                     "output": s.output(),
+                    "error": s.error(),
                 })
             })
             .collect();
@@ -261,6 +262,7 @@ pub async fn why(State(app): State<Arc<App>>, Path(id): Path<String>) -> Answer 
                     Outcome::Evaluated(None) => "= undefined".to_owned(),
                     Outcome::Failed(e) => format!("error: {e}"),
                     Outcome::NotTried => "not tried".to_owned(),
+                    Outcome::OnFailure => "the step failed: onFailure".to_owned(),
                 };
                 json!({"to": t.target, "condition": t.condition, "expression": t.expression,
                        "verdict": verdict, "matched": t.outcome.matched()})

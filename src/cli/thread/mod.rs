@@ -12,6 +12,7 @@ use crate::cli::error::{CliResult, CommandError, Context, bail, user_error};
 use crate::engine::agent::interrupt;
 use crate::engine::chain::{self, Entry};
 use crate::engine::config;
+use crate::engine::cycle::failure;
 use crate::engine::cycle::human;
 use crate::engine::cycle::lifecycle;
 use crate::engine::cycle::step::{self, StepOptions};
@@ -24,7 +25,10 @@ use crate::engine::workflow::jsonata;
 use crate::engine::workflow::moderator::{Moderator, Outcome};
 
 mod controls;
+mod run;
 pub use controls::workdir;
+pub use run::{RunArgs, start_and_run};
+use run::{print_notice, run_steps};
 mod list;
 mod rebase;
 use list::{list, parse_since};
@@ -366,6 +370,7 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
         jsonata::prewarm();
         // Ctrl-C, SIGTERM or SIGHUP stop the agent's group and leave the head where it is.
         interrupt::catch_stop_signals().context("cannot catch stop signals")?;
+        failure::report_to(print_notice);
     }
     if let ThreadCommand::Live(args) = cmd {
         return super::live::run(args, root, out);
@@ -408,6 +413,11 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
                 return Ok(());
             }
             let mut json = summary.to_json();
+            // The head records its role's failure: the thread went on by its `onFailure`.
+            if let Some((role, mut error)) = chain::recorded_failure(&store, summary.head)? {
+                error["role"] = role.into();
+                json["failure"] = error;
+            }
             let (parent, children) = lifecycle::family_json(root, &id);
             json["parent"] = parent;
             json["children"] = children;
@@ -536,7 +546,7 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
         }
         ThreadCommand::Publish { step } => {
             let hash = lifecycle::resolve_step(&store, &step)?;
-            let stepped = step::publish_node(&store, hash)?;
+            let stepped = crate::engine::cycle::publish::publish_node(&store, hash)?;
             print_stepped(out, &stepped)?;
         }
         ThreadCommand::Queue { thread, off } => {
@@ -594,9 +604,11 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
                     Outcome::Evaluated(None) => "= undefined".to_owned(),
                     Outcome::Failed(e) => format!("error: {e}"),
                     Outcome::NotTried => "not tried".to_owned(),
+                    Outcome::OnFailure => "the step failed, taken first".to_owned(),
                 };
                 let cond = match (&t.condition, &t.expression) {
                     (Some(c), Some(e)) => format!("{c} `{e}`"),
+                    _ if t.outcome == Outcome::OnFailure => "onFailure".to_owned(),
                     _ => "null".to_owned(),
                 };
                 out.line(format!("  {}. → {:<12} {cond}: {verdict}", i + 1, t.target))?;
@@ -649,79 +661,6 @@ fn load_config(root: &Path, agent: Option<&str>) -> CliResult<config::Loaded> {
     Ok(loaded)
 }
 
-/// Steps thread `id` until it is done, awaits a person or took `max_steps` steps, printing a
-/// line per step (`thread run`, `uwf run`).
-fn run_steps(
-    store: &Store,
-    id: &str,
-    max_steps: usize,
-    agent: Option<String>,
-    out: &mut Out,
-) -> CliResult<()> {
-    let config = load_config(store.root(), agent.as_deref())?;
-    let options = StepOptions {
-        agent,
-        passthrough: true,
-        from_queue: false,
-    };
-    let progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let started = std::time::Instant::now();
-    let mut warm = step::Warm::default();
-    for n in 1..=max_steps {
-        if progress {
-            eprintln!(
-                "uwf: step {n} of thread {id} ({:.1?} elapsed)",
-                started.elapsed()
-            );
-        }
-        let stepped = step::step_warm(store, &config, id, &options, &mut warm)?;
-        print_stepped(out, &stepped)?;
-        out.flush()?;
-        if stepped.done || stepped.awaiting {
-            return Ok(());
-        }
-        if let Some(signal) = interrupt::caught() {
-            return Err(CommandError::user(format!(
-                "thread run was interrupted by {} after {n} steps; thread {id} is at {}",
-                interrupt::name(signal),
-                stepped.head
-            ))
-            .interrupted_by(signal));
-        }
-    }
-    eprintln!("uwf: stopped after {max_steps} steps (--max-steps); the thread is still active");
-    Ok(())
-}
-
-/// `uwf run`: start a thread and run it to its end.
-#[derive(Debug, Args)]
-pub struct RunArgs {
-    #[command(flatten)]
-    start: StartArgs,
-    /// Stop after this many steps even if the thread is not done
-    #[arg(long, default_value_t = 100, value_name = "N")]
-    max_steps: usize,
-    /// The agent for every step: a configured agent name or a command line (default: the
-    /// agents config.yaml names for the workflow's roles)
-    #[arg(long)]
-    agent: Option<String>,
-}
-
-/// `uwf run W -p PROMPT`: `thread start` then `thread run`, one line per step.
-pub fn start_and_run(args: RunArgs, root: &Path, out: &mut Out) -> CliResult<()> {
-    if args.start.queue {
-        return Err(CommandError::usage(
-            "--queue leaves the thread to workers; `uwf run` runs it here (use `uwf thread start --queue`)",
-        ));
-    }
-    jsonata::prewarm();
-    interrupt::catch_stop_signals().context("cannot catch stop signals")?;
-    let store = crate::engine::storage::open_store(root)?;
-    let (workflow, id) = args.start.start(&store, root)?;
-    eprintln!("uwf: started thread {id} of {workflow}");
-    run_steps(&store, &id, args.max_steps, args.agent, out)
-}
-
 /// A step's result: its JSON, or with `-q` the head.
 fn print_stepped(out: &mut Out, stepped: &step::Stepped) -> CliResult<()> {
     if out.quiet() {
@@ -755,11 +694,14 @@ fn steps(store: &Store, view: &ThreadView, out: &mut Out) -> CliResult<()> {
                     "role": s.role,
                     "agent": s.agent,
                     "timestamp": s.timestamp,
-                    "summary": summarize(&output),
+                    "summary": s.failure_line().unwrap_or_else(|| summarize(&output)),
                     "output": output,
                 });
                 if let Some(child) = child {
                     line["child"] = child;
+                }
+                if let Some(error) = s.error() {
+                    line["error"] = error;
                 }
                 out.line(line)?;
             }
@@ -769,7 +711,10 @@ fn steps(store: &Store, view: &ThreadView, out: &mut Out) -> CliResult<()> {
                 s.role.clone(),
                 s.agent.clone(),
                 ago(s.timestamp, now),
-                shorten(&output_line(&output), 60),
+                shorten(
+                    &s.failure_line().unwrap_or_else(|| output_line(&output)),
+                    60,
+                ),
             ]),
         }
     }

@@ -5,6 +5,13 @@
 //! The role's `goal`, `procedure` and `output` may hold `{{ expr }}` templates (SPEC §17,
 //! [`crate::engine::workflow::template`]); they are rendered here against the thread's
 //! moderator context, so a prompt that cannot be made fails with the role, field and template.
+//!
+//! When a step runs a role's agent again after a failed attempt (the role's `retry`, SPEC §17),
+//! the prompt ends with `## Previous attempt failed` and that attempt's error. The step tells
+//! its agent through the environment ([`PREVIOUS_FAILURE_ENV`] with the thread and role it runs
+//! for), so an agent program that calls `uwf agent prompt "$1" "$2"` and the built-in agents
+//! that build their prompt in the agent's process get it alike; a prompt for another thread or
+//! role (a sub-workflow's child, a person's question) does not.
 
 use std::fmt::Write;
 
@@ -16,6 +23,57 @@ use crate::engine::chain::{Chain, Entry};
 use crate::engine::thread::render::{history, output_yaml};
 use crate::engine::workflow::Workflow;
 use crate::engine::workflow::template::{self, TemplateError};
+
+/// The attempt a step's agent runs as, 1 for the first (set for every agent a step spawns).
+pub const ATTEMPT_ENV: &str = "UWF_ATTEMPT";
+/// How many attempts the role allows in all (1 + its `retry`).
+pub const MAX_ATTEMPTS_ENV: &str = "UWF_MAX_ATTEMPTS";
+/// The error of the previous attempt (empty on the first).
+pub const PREVIOUS_FAILURE_ENV: &str = "UWF_PREVIOUS_FAILURE";
+
+/// The previous attempt of a step that runs its agent again, as the environment says.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Retried {
+    /// The attempt running now (2 or more).
+    pub attempt: u32,
+    pub most: u32,
+    /// What made the previous attempt fail.
+    pub error: String,
+}
+
+impl Retried {
+    /// The retry the step that spawned this process is on, when it runs thread `id`'s role
+    /// `role` again after a failure.
+    pub fn from_env(id: &str, role: &str) -> Option<Retried> {
+        let var = |name| std::env::var(name).ok();
+        if var("UWF_THREAD")? != id || var("UWF_ROLE")? != role {
+            return None;
+        }
+        let error = var(PREVIOUS_FAILURE_ENV).filter(|e| !e.trim().is_empty())?;
+        let number = |name| var(name).and_then(|n| n.parse().ok());
+        let attempt = number(ATTEMPT_ENV).unwrap_or(2);
+        Some(Retried {
+            attempt,
+            most: number(MAX_ATTEMPTS_ENV).unwrap_or(attempt).max(attempt),
+            error,
+        })
+    }
+
+    /// The prompt's section about it.
+    pub fn section(&self) -> String {
+        let fence = if self.error.contains("```") {
+            "~~~~"
+        } else {
+            "```"
+        };
+        format!(
+            "\n## Previous attempt failed\n\nThis is attempt {} of {} at this step. The previous attempt failed:\n\n{fence}text\n{}\n{fence}\n\nAvoid what made it fail, and answer in the output format above.\n",
+            self.attempt,
+            self.most,
+            self.error.trim_end()
+        )
+    }
+}
 
 /// The instruction that tells an agent how to format its answer for `role`'s schema.
 pub fn format_instruction(schema: &Value) -> String {
@@ -88,8 +146,12 @@ pub fn prompt_parts(
     let mut task = String::new();
     let _ = writeln!(task, "## Task\n\n{}\n", chain.start.prompt.trim_end());
     let _ = writeln!(task, "## History\n");
-    let budget = quota.map(|q| q.saturating_sub(format.len() + out.len() + task.len()));
+    let retried = Retried::from_env(id, role).map(|r| r.section());
+    let retried = retried.unwrap_or_default();
+    let used = format.len() + out.len() + task.len() + retried.len();
+    let budget = quota.map(|q| q.saturating_sub(used));
     task.push_str(&history(chain, chain.steps.len(), budget, body_of));
+    task.push_str(&retried);
     Ok(PromptParts {
         format,
         role: out,

@@ -3,7 +3,10 @@
 //!
 //! - [`step`]: **one step** — moderator → agent → verify → publish (the head's
 //!   compare-and-set is the commit point).
+//! - [`failure`]: when a role fails — its agent run again (`retry`), then a step recording
+//!   the failure that moves the thread on (`onFailure`).
 //! - [`lifecycle`]: start, fork, kill, archive; summaries that end orphaned children.
+//! - [`publish`]: a step node written outside a step, published as a step would.
 //! - [`session`]: what a process taking many steps keeps warm between them.
 //! - [`controls`]: pause, resume and rebind a thread without stepping it.
 //! - [`human`]: a person's answer to an awaiting thread, published as its step.
@@ -11,8 +14,10 @@
 //! - [`subworkflow`]: a workflow run as an agent — a child thread stepped to its end.
 //! - [`worker`]: `uwf worker`, steps of any thread, leased one at a time.
 pub mod controls;
+pub mod failure;
 pub mod human;
 pub mod lifecycle;
+pub mod publish;
 pub mod rebase;
 pub mod session;
 pub mod step;

@@ -342,6 +342,12 @@ fn fit(
             continue;
         };
         let output = step.output();
+        // A step recording the role's failure (`onFailure`) keeps its failure node as it is.
+        let failure = crate::cas::builtin::hash_of("failure");
+        if node_hash(failure, &output) == step.output_hash {
+            fits.push((failure, true));
+            continue;
+        }
         // The same node: validated against this very schema when it was put.
         if node_hash(role.meta, &output) == step.output_hash {
             fits.push((role.meta, true));

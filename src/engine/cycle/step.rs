@@ -9,13 +9,15 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 
 use crate::cas::store::now_ms;
-use crate::cas::{Hash, Store, StoreError, builtin};
+use crate::cas::{Hash, Store, StoreError};
 pub(crate) use crate::engine::thread::view::Current;
 use crate::engine::thread::view::{ViewError, role_schema, verify};
 
+use crate::engine::agent::resolve::AgentSpec;
 use crate::engine::agent::spawn::{self, AgentError, Invocation};
 use crate::engine::chain::{self, ChainError};
 use crate::engine::config::{ConfigError, Loaded};
+use crate::engine::cycle::failure::{self, After};
 use crate::engine::cycle::lifecycle;
 pub use crate::engine::cycle::session::Warm;
 use crate::engine::cycle::session::{Kept, Saved};
@@ -82,6 +84,9 @@ pub enum StepError {
         hash: String,
         reason: String,
     },
+    /// Every attempt of a role with `retry` failed, and it has no `onFailure` (SPEC §17).
+    #[error("after {attempts} attempts: {last}")]
+    Attempts { attempts: u32, last: Box<StepError> },
 }
 
 /// What a thread stuck on a broken workflow version can do once the workflow is fixed.
@@ -104,6 +109,7 @@ impl Advice for StepError {
             StepError::Store(e) => e.hints(),
             StepError::Chain(e) => e.hints(),
             StepError::Paused { thread } => vec![format!("`uwf thread resume {thread}` lets it go on")],
+            StepError::Attempts { last, .. } => last.hints(),
             StepError::Damaged { .. } => vec![
                 "`uwf cas fsck` lists the damage; restore the node from a backup, or fork the thread from an intact step (`uwf thread fork HASH`)".into(),
             ],
@@ -264,7 +270,22 @@ impl StepError {
     pub fn without_stderr_tail(self) -> StepError {
         match self {
             StepError::Agent(e) => StepError::Agent(e.without_stderr_tail()),
+            StepError::Attempts { attempts, last } => {
+                let last = Box::new(last.without_stderr_tail());
+                StepError::Attempts { attempts, last }
+            }
             other => other,
+        }
+    }
+
+    /// Whether this is the role's agent failing at its task (what `retry` and `onFailure`
+    /// handle; see [`failure`]); then the tail of its stderr.
+    fn role_failure(&self) -> Option<&str> {
+        match self {
+            StepError::Agent(e) => failure::agent_failed(e),
+            StepError::Builtin { source, .. } => failure::builtin_failed(source),
+            StepError::Rejected { .. } => Some(""),
+            _ => None,
         }
     }
 }
@@ -332,9 +353,7 @@ fn step_locked(
                 Some(p) => p?,
                 None => prepare()?,
             };
-            let next = moderator
-                .decide_prepared(view.history.position(), &context)?
-                .next;
+            let next = moderator.decide_prepared(view.history.at(), &context)?.next;
             prepared = Some(Ok((moderator, context)));
             next
         }
@@ -407,23 +426,88 @@ fn step_locked(
     });
     crate::profile::mark("step: agent resolved, started event");
 
+    let mut attempts = failure::Attempts::of(&view.workflow, &role);
+    let hash = loop {
+        let agent = (&view, role.as_str(), &spec, step);
+        let run = (lock, &mut info, &mut prepared);
+        let error = match run_agent(
+            store,
+            config,
+            id,
+            options,
+            agent,
+            run,
+            &prepare,
+            warm,
+            &attempts,
+            context.workdir.as_deref(),
+        ) {
+            Ok(hash) => break hash,
+            Err(error) => error,
+        };
+        let Some(stderr_tail) = error.role_failure() else {
+            return Err(error);
+        };
+        if let Some(signal) = crate::engine::agent::interrupt::caught() {
+            let thread = id.to_owned();
+            return Err(StepError::Interrupted { thread, signal });
+        }
+        // A kill stopped the agent (and waits for this lock): the step ends as without retry.
+        if files.check_not_killing().is_err() {
+            return Err(error);
+        }
+        match attempts.failed(&error.to_string(), stderr_tail) {
+            After::Retry => attempts.retrying(files, id, step, &role),
+            After::GiveUp if attempts.number() == 1 => return Err(error),
+            After::GiveUp => {
+                let (attempts, last) = (attempts.number(), Box::new(error));
+                return Err(StepError::Attempts { attempts, last });
+            }
+            After::Route(failure) => {
+                let target = view.history.target(&view.workflow);
+                let hash = failure.write_step(store, &target, id, &role, &spec.name)?;
+                let prepared = Some(prepared.take().unwrap_or_else(prepare)?);
+                let stepped = publish_checked(store, id, view, &role, hash, prepared, Some(warm))?;
+                failure.routed(id, &role);
+                return Ok(stepped);
+            }
+        }
+    };
+    let prepared = prepared.take().unwrap_or_else(prepare)?;
+    publish_checked(store, id, view, &role, hash, Some(prepared), Some(warm))
+}
+
+/// Runs `spec`, the agent of `role`, once (one of the step's [`failure::Attempts`]) and checks
+/// the step node it returns. `prepared` gets the moderator and context at `view` meanwhile.
+#[allow(clippy::too_many_arguments)]
+fn run_agent(
+    store: &Store,
+    config: &Loaded,
+    id: &str,
+    options: &StepOptions,
+    (view, role, spec, step): (&Current, &str, &AgentSpec, usize),
+    (lock, info, prepared): (&run_files::StepLock, &mut RunInfo, &mut Option<Prepared>),
+    prepare: &dyn Fn() -> Prepared,
+    warm: &mut Warm,
+    attempts: &failure::Attempts,
+    workdir: Option<&std::path::Path>,
+) -> Result<Hash, StepError> {
+    let root = store.root();
     // The thread log only grows: a header, then the agent's output as it arrives.
-    let log = Arc::new(StepLog::begin(
-        root,
-        id,
-        view.history.len() + 1,
-        &role,
-        &spec.name,
-    ));
-    if let Some(builtin) = warm.in_process(&spec) {
+    let label = attempts.agent_label(&spec.name);
+    let log = Arc::new(StepLog::begin(root, id, step, role, &label));
+    if let Some(line) = attempts.log_line() {
+        log.line(&line);
+    }
+    if let Some(builtin) = warm.in_process(spec) {
         // A relative path it is given (`script --file demo.yaml`) is the thread's, as for a
         // spawned agent.
-        let builtin = builtin.in_dir(context.workdir.as_deref());
+        let builtin = builtin.in_dir(workdir);
         // This binary's own `agent dry`/`agent script`: the same function, without a process.
-        let prepared = prepared.unwrap_or_else(prepare)?;
+        prepared.get_or_insert_with(prepare);
         crate::profile::mark("step: moderator prepared");
         let (history, workflow) = (&view.history, &view.workflow);
-        let hash = builtin.run(store, &config.config, (id, &role), history, workflow);
+        let hash = builtin.run(store, &config.config, (id, role), history, workflow);
         crate::profile::mark("step: built-in agent ran");
         if let Err(e) = &hash {
             log.line(&format!("error: {}", crate::advice::with_hints(e)));
@@ -433,42 +517,33 @@ fn step_locked(
             agent: spec.name.clone(),
             source: Box::new(source),
         })?;
-        return publish(
-            store,
-            id,
-            view,
-            &role,
-            &spec.name,
-            hash,
-            Some(prepared),
-            Some(warm),
-        );
+        return check(store, view, role, &spec.name, hash);
     }
-    let invocation = Invocation {
-        spec: &spec,
+    let mut invocation = Invocation {
+        spec,
         thread: id,
-        role: &role,
+        role,
         env: vec![
             ("UWF_STORAGE_ROOT".into(), root.display().to_string()),
             ("UWF_THREAD".into(), id.to_owned()),
-            ("UWF_ROLE".into(), role.clone()),
+            ("UWF_ROLE".into(), role.to_owned()),
             ("UWF_WORKFLOW".into(), view.workflow.name.clone()),
             ("UWF_WORKFLOW_HASH".into(), view.workflow_hash().to_string()),
             ("UWF_STEP_STARTED_MS".into(), info.started_at.to_string()),
         ],
         log: Some(Arc::clone(&log)),
         passthrough: options.passthrough,
-        workdir: context.workdir.as_deref(),
+        workdir,
     };
+    invocation.env.extend(attempts.env());
     let finished = spawn::run(&invocation, |pid| {
         info.agent_pid = Some(pid);
         info.agent_start = crate::process_group::proc_stat(pid).map(|p| p.start);
-        lock.set_info(&info);
+        lock.set_info(info);
         prepared.get_or_insert_with(prepare);
     });
     log.finish();
     let finished = finished?;
-    let (moderator, context) = prepared.unwrap_or_else(prepare)?;
     let line = spawn::last_line(&finished.stdout).unwrap_or("").to_owned();
     let hash = Hash::parse(&line).map_err(|_| AgentError::NoHash {
         name: spec.name.clone(),
@@ -479,16 +554,26 @@ fn step_locked(
         },
         stderr_tail: finished.stderr_tail.clone(),
     })?;
-    publish(
-        store,
-        id,
-        view,
-        &role,
-        &spec.name,
-        hash,
-        Some((moderator, context)),
-        Some(warm),
-    )
+    check(store, view, role, &spec.name, hash)
+}
+
+/// The moderator and its context at a step's head, or why the conditions do not compile.
+type Prepared = Result<(Moderator, Input), ModeratorError>;
+
+/// Checks the step node `hash` that `agent` returned for `role` (SPEC §5.3 step 5).
+fn check(
+    store: &Store,
+    view: &Current,
+    role: &str,
+    agent: &str,
+    hash: Hash,
+) -> Result<Hash, StepError> {
+    verify(store, view, role, hash).map_err(|reason| StepError::Rejected {
+        agent: agent.to_owned(),
+        hash: hash.to_string(),
+        reason,
+    })?;
+    Ok(hash)
 }
 
 /// Publishes step node `hash` as the next step of thread `id` after `view`, whose role the
@@ -508,11 +593,20 @@ pub(crate) fn publish(
     prepared: Option<(Moderator, Input)>,
     warm: Option<&mut Warm>,
 ) -> Result<Stepped, StepError> {
-    verify(store, &view, role, hash).map_err(|reason| StepError::Rejected {
-        agent: agent.to_owned(),
-        hash: hash.to_string(),
-        reason,
-    })?;
+    check(store, &view, role, agent, hash)?;
+    publish_checked(store, id, view, role, hash, prepared, warm)
+}
+
+/// [`publish`] of a step node already checked ([`check`]), or written by the step itself.
+fn publish_checked(
+    store: &Store,
+    id: &str,
+    view: Current,
+    role: &str,
+    hash: Hash,
+    prepared: Option<(Moderator, Input)>,
+    warm: Option<&mut Warm>,
+) -> Result<Stepped, StepError> {
     // Asked to stop (Ctrl-C, SIGTERM, SIGHUP): the head stays where the step found it
     // (the last look before the compare-and-set below).
     if let Some(signal) = crate::engine::agent::interrupt::caught() {
@@ -541,7 +635,7 @@ pub(crate) fn publish(
     let (history, added) = chain::extend_in_memory(store, &view.history, hash)?;
     context.append("steps", added.context_json());
     crate::profile::mark("publish: chain extended");
-    let next = moderator.decide_prepared(&added.role, &context).ok();
+    let next = moderator.decide_prepared(added.at(), &context).ok();
     let next = next.map(|d| d.next);
     let done = next.as_deref() == Some(END);
     crate::profile::mark("publish: next decided");
@@ -597,87 +691,6 @@ pub(crate) fn publish(
         });
     }
     Ok(stepped)
-}
-
-/// Publishes step node `hash` written outside a step (a hand-run agent, `uwf thread publish`):
-/// finds the active thread whose head the node continues, takes its step lock, asks the
-/// moderator for the role, and then verifies and publishes exactly as a step does ([`publish`]).
-pub fn publish_node(store: &Store, hash: Hash) -> Result<Stepped, StepError> {
-    let node = store.get(hash)?;
-    if node.type_hash != builtin::hash_of("step") {
-        let kind = builtin::name_of(node.type_hash).unwrap_or("data");
-        return Err(StepError::NotPublishable {
-            hash,
-            reason: format!("it is a {kind} node, not a step node"),
-        });
-    }
-    let step = chain::read_step(&node)?;
-    let continues = step.prev.unwrap_or(step.start);
-    // Forks share heads: the thread must also have started where the node did.
-    let mut found = Vec::new();
-    for id in index::active_at(store.root(), continues)? {
-        if Current::load(store, &id)?.history.start_hash() == step.start {
-            found.push(id);
-        }
-    }
-    let id = match found.len() {
-        1 => found.remove(0),
-        0 => {
-            return Err(StepError::NotPublishable {
-                hash,
-                reason: format!(
-                    "no active thread has {continues} as its head (the step continues it)"
-                ),
-            });
-        }
-        _ => {
-            return Err(StepError::NotPublishable {
-                hash,
-                reason: format!(
-                    "several threads continue from {continues}: {}",
-                    found.join(", ")
-                ),
-            });
-        }
-    };
-    let files = RunFiles::new(store.root(), &id);
-    let lock = files.try_lock()?;
-    files.check_not_killing()?;
-    let view = Current::load(store, &id)?;
-    let moderator = Moderator::new(view.workflow.clone())?;
-    let context = Input::from_json_text(view.history.context_json());
-    let next = moderator
-        .decide_prepared(view.history.position(), &context)?
-        .next;
-    let step_number = view.history.len() + 1;
-    let published = publish(
-        store,
-        &id,
-        view,
-        &next,
-        &step.agent,
-        hash,
-        Some((moderator, context)),
-        None,
-    )
-    .map_err(|e| match e {
-        // Said of a node the user names, not of an agent's answer.
-        StepError::Rejected { reason, .. } => StepError::NotPublishable {
-            hash,
-            reason: format!("{reason} (thread {id})"),
-        },
-        other => other,
-    });
-    match &published {
-        Ok(stepped) => {
-            lock.record_success(&stepped.to_json());
-            let fields = json!({"step": step_number, "role": stepped.role,
-                "head": stepped.head.to_string(), "done": stepped.done});
-            events::append(&files, &id, "finished", fields);
-        }
-        Err(e) => lock.record_failure(&crate::advice::with_hints(e), !e.lost_race()),
-    }
-    published
 }
 
 fn truncate(text: &str, max: usize) -> String {

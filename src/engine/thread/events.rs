@@ -6,8 +6,10 @@
 //!
 //! Every line is `{"at": <ms>, "thread": <id>, "event": <kind>, …}` with the kind's fields:
 //! `started` (`step`, `role`, `agent`), `finished` (`step`, `role`, `head`, `done`; `role`
-//! null when the thread was already at its end), `failed` (`step`, `role`, `error`), `killed`
-//! (`head`), `rebased` (`head`, and `onto`: the thread it goes on as).
+//! null when the thread was already at its end), `failed` (`step`, `role`, `error`),
+//! `retrying` (`step`, `role`, `attempt` that failed, `attempts` in all, `error`: the role's
+//! agent runs again), `killed` (`head`), `rebased` (`head`, and `onto`: the thread it goes on
+//! as), `paused`, `resumed`, `rebound` (`agents`: role → agent).
 //!
 //! Over PostgreSQL every line also goes to the database (SPEC §15), for every machine to read.
 //!

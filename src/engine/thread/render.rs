@@ -26,8 +26,24 @@ pub fn output_json(output: &Value) -> String {
     text
 }
 
-/// One step as a Markdown section.
+/// One step as a Markdown section; a step recording its role's failure shows the error.
 fn step_section(index: usize, step: &Entry, body: Option<&str>) -> String {
+    if let Some(error) = step.error() {
+        let message = error["message"].as_str().unwrap_or_default().trim_end();
+        let attempts = error["attempts"].as_u64().unwrap_or(1);
+        let fence = if message.contains("```") {
+            "~~~~"
+        } else {
+            "```"
+        };
+        return format!(
+            "### {}. {} ({}) — failed\n\nThe agent failed {attempts} time{}; the thread went on by the role's `onFailure`. The last error:\n\n{fence}text\n{message}\n{fence}\n",
+            index + 1,
+            step.role,
+            step.agent,
+            if attempts == 1 { "" } else { "s" },
+        );
+    }
     let mut out = format!(
         "### {}. {} ({})\n\n```yaml\n{}```\n",
         index + 1,
@@ -185,8 +201,9 @@ pub fn stored_body(store: &Store, detail: Hash) -> Option<String> {
     body_of(detail, |h| store.get_payload(h).ok())
 }
 
-/// A step as `uwf thread diff` compares it: its role, its output as YAML, and the body of its
-/// detail (what the agent wrote) after a `---` line.
+/// A step as `uwf thread diff` compares it: its role, its output as YAML (or `error:` for a step
+/// recording its role's failure), and the body of its detail (what the agent wrote) after a
+/// `---` line.
 pub fn step_text(store: &Store, hash: Hash) -> Result<String, ChainError> {
     let node = store.get(hash)?;
     if node.type_hash != crate::cas::builtin::hash_of("step") {
@@ -197,7 +214,15 @@ pub fn step_text(store: &Store, hash: Hash) -> Result<String, ChainError> {
     }
     let step = crate::engine::chain::read_step(&node)?;
     let mut text = format!("# role: {}\n", step.role);
-    text.push_str(&output_yaml(&store.get_payload(step.output)?));
+    let output = store.get(step.output)?;
+    if output.type_hash == crate::cas::builtin::hash_of("failure") {
+        // A step recording its role's failure has no output: its error is what it says.
+        text.push_str(&output_yaml(
+            &serde_json::json!({ "error": output.payload }),
+        ));
+    } else {
+        text.push_str(&output_yaml(&output.payload));
+    }
     if let Some(body) = stored_body(store, step.detail) {
         text.push_str("---\n");
         text.push_str(&body);

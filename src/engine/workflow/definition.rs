@@ -68,7 +68,12 @@ fn list(problems: &[Problem]) -> String {
         .join("\n")
 }
 
-/// A role as stored: prompt parts and the hash of its output schema.
+/// The most times a role may declare its agent re-run after a failure (`retry`).
+pub const MAX_RETRY: u32 = 10;
+
+/// A role as stored: prompt parts, the hash of its output schema, and what happens when its
+/// agent fails (SPEC §17; absent fields are left out, so a workflow that uses neither keeps the
+/// payload and the hash it had before they existed).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Role {
@@ -83,6 +88,22 @@ pub struct Role {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<String>,
     pub meta: Hash,
+    /// How many times the agent runs again after a failed attempt (at most [`MAX_RETRY`]);
+    /// absent, or 0, is none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<u32>,
+    /// Where the thread goes when the role failed every attempt: a role or `$END`. A step
+    /// recording the failure is published first. Absent: the step fails, the thread stays.
+    #[serde(default, rename = "onFailure", skip_serializing_if = "Option::is_none")]
+    pub on_failure: Option<String>,
+}
+
+impl Role {
+    /// Whether the role uses a field the first `workflow` schema does not have (its workflow is
+    /// then stored as `workflow-v2`).
+    fn uses_v2(&self) -> bool {
+        self.retry.is_some() || self.on_failure.is_some()
+    }
 }
 
 /// A named JSONata condition.
@@ -119,7 +140,7 @@ impl Workflow {
     /// Reads a stored workflow.
     pub fn load(store: &Store, hash: Hash) -> Result<Workflow, WorkflowError> {
         let node = store.get(hash)?;
-        if node.type_hash != builtin::hash_of("workflow") {
+        if !builtin::is_workflow(node.type_hash) {
             return Err(WorkflowError::NotAWorkflow(hash));
         }
         serde_json::from_value(node.payload).map_err(|e| WorkflowError::Damaged {
@@ -128,17 +149,19 @@ impl Workflow {
         })
     }
 
-    /// Roles in the order a reader meets them: breadth first from `$START` along the graph,
-    /// then any unreachable ones by name.
+    /// Roles in the order a reader meets them: breadth first from `$START` along the graph
+    /// (a role's `onFailure` target after its transitions), then any unreachable ones by name.
     pub fn role_order(&self) -> Vec<&str> {
         let mut order: Vec<&str> = Vec::new();
         let mut queue = VecDeque::from([START]);
         let mut seen = BTreeSet::from([START]);
         while let Some(at) = queue.pop_front() {
-            for t in self.graph.get(at).into_iter().flatten() {
-                if self.roles.contains_key(&t.role) && seen.insert(t.role.as_str()) {
-                    order.push(t.role.as_str());
-                    queue.push_back(t.role.as_str());
+            let targets = self.graph.get(at).into_iter().flatten().map(|t| &t.role);
+            let on_failure = self.roles.get(at).and_then(|r| r.on_failure.as_ref());
+            for role in targets.chain(on_failure) {
+                if self.roles.contains_key(role) && seen.insert(role.as_str()) {
+                    order.push(role.as_str());
+                    queue.push_back(role.as_str());
                 }
             }
         }
@@ -177,7 +200,12 @@ impl Definition {
             }
         }
         let payload = serde_json::to_value(&workflow).expect("a workflow serializes to JSON");
-        Ok(store.put(builtin::hash_of("workflow"), &payload)?)
+        let schema = if workflow.roles.values().any(Role::uses_v2) {
+            "workflow-v2"
+        } else {
+            "workflow"
+        };
+        Ok(store.put(builtin::hash_of(schema), &payload)?)
     }
 
     /// Reads a stored workflow with its schemas inline.
@@ -224,6 +252,12 @@ impl Definition {
             };
             text("procedure", &role.procedure);
             text("output", &role.output);
+            if let Some(retry) = role.retry {
+                r.insert("retry".into(), retry.into());
+            }
+            if let Some(target) = &role.on_failure {
+                r.insert("onFailure".into(), target.clone().into());
+            }
             let schema = self.schemas.get(*name).cloned().unwrap_or(Json::Null);
             r.insert(
                 "meta".into(),
@@ -256,5 +290,61 @@ impl Definition {
         }
         top.insert("graph".into(), Yaml::Mapping(graph));
         serde_yaml::to_string(&Yaml::Mapping(top)).expect("YAML renders")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PLAIN: &str = "name: w\nroles:\n  a: { meta: { type: object } }\n  b: { meta: { type: object } }\n\
+graph:\n  $START: [ { role: a, condition: null } ]\n  a: [ { role: $END, condition: null } ]\n  \
+b: [ { role: $END, condition: null } ]\n";
+
+    /// Stores `yaml`'s workflow in a new store under `dir`.
+    fn stored_in(dir: &tempfile::TempDir, yaml: &str) -> (Store, Hash, Definition) {
+        let store = Store::open(&dir.path().join(yaml.len().to_string())).unwrap();
+        let definition = crate::engine::workflow::parse(yaml)
+            .unwrap_or_else(|p| panic!("{p:?}"))
+            .definition;
+        let hash = definition.store(&store).unwrap();
+        (store, hash, definition)
+    }
+
+    #[test]
+    fn only_a_workflow_that_handles_failures_is_stored_as_workflow_v2() {
+        let dir = tempfile::tempdir().unwrap();
+        let stored = |yaml: &str| stored_in(&dir, yaml);
+        let (store, plain, definition) = stored(PLAIN);
+        assert_eq!(
+            store.get(plain).unwrap().type_hash,
+            builtin::hash_of("workflow")
+        );
+        let payload = store.get_payload(plain).unwrap();
+        assert!(
+            !payload.to_string().contains("retry") && !payload.to_string().contains("onFailure")
+        );
+        assert!(!definition.to_yaml().contains("retry"));
+        // `retry: 0` is no retry: the same workflow, the same hash.
+        let zero = PLAIN.replace("a: { meta", "a: { retry: 0, meta");
+        assert_eq!(stored(&zero).1, plain);
+
+        let handled = PLAIN.replace("a: { meta", "a: { retry: 2, onFailure: b, meta");
+        let (store, hash, definition) = stored(&handled);
+        assert_eq!(
+            store.get(hash).unwrap().type_hash,
+            builtin::hash_of("workflow-v2")
+        );
+        let workflow = Workflow::load(&store, hash).unwrap();
+        assert_eq!(workflow.roles["a"].retry, Some(2));
+        assert_eq!(workflow.roles["a"].on_failure.as_deref(), Some("b"));
+        // `b` is reached through `a`'s onFailure alone: it is read in that order.
+        assert_eq!(workflow.role_order(), ["a", "b"]);
+        let yaml = definition.to_yaml();
+        assert!(
+            yaml.contains("retry: 2") && yaml.contains("onFailure: b"),
+            "{yaml}"
+        );
+        assert_eq!(stored(&yaml).1, hash);
     }
 }

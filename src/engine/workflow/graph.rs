@@ -1,5 +1,6 @@
 //! Renders a workflow graph as a Mermaid flowchart or Graphviz DOT, edges labelled with their
-//! condition names (and their order when a position has several).
+//! condition names (and their order when a position has several); a role's `onFailure` is a
+//! dashed edge labelled `onFailure`.
 
 use std::fmt::Write;
 
@@ -34,6 +35,9 @@ pub fn mermaid(w: &Workflow) -> String {
             }
         }
     }
+    for (from, to) in failure_edges(w) {
+        let _ = writeln!(out, "    {} -.->|\"onFailure\"| {}", id(from), id(to));
+    }
     out
 }
 
@@ -53,6 +57,14 @@ pub fn dot(w: &Workflow) -> String {
                 .unwrap_or_default();
             let _ = writeln!(out, "    {} -> {}{label};", quote(from), quote(&t.role));
         }
+    }
+    for (from, to) in failure_edges(w) {
+        let _ = writeln!(
+            out,
+            "    {} -> {} [label=\"onFailure\", style=dashed];",
+            quote(from),
+            quote(to)
+        );
     }
     out.push_str("}\n");
     out
@@ -74,6 +86,14 @@ fn ordered_graph(w: &Workflow) -> Vec<(&str, &Vec<crate::engine::workflow::Trans
     std::iter::once(START)
         .chain(w.role_order())
         .filter_map(|k| w.graph.get_key_value(k).map(|(k, v)| (k.as_str(), v)))
+        .collect()
+}
+
+/// Each role's `onFailure` edge, roles in reading order.
+fn failure_edges(w: &Workflow) -> Vec<(&str, &str)> {
+    w.role_order()
+        .into_iter()
+        .filter_map(|role| Some((role, w.roles.get(role)?.on_failure.as_deref()?)))
         .collect()
 }
 

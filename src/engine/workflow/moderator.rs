@@ -2,9 +2,12 @@
 //! against the thread's context (SPEC §4).
 //!
 //! Context shape: `{"start": {"workflow", "prompt"}, "steps": [{"role", "output", "detail",
-//! "agent"}, …]}`, oldest first. The position is the last step's role, or `$START`. The
-//! transitions of that position are tried in order; `condition: null` always matches; a named
-//! condition matches only when its result is boolean `true`. The first match wins.
+//! "agent"}, …]}`, oldest first; a step that records its role's failure (SPEC §17) has
+//! `"output": null` and `"error": {"message", "attempts"}`. The position is the last step's
+//! role, or `$START`. When that step failed and its role declares `onFailure`, that target is
+//! next before any transition is tried. Otherwise the transitions of the position are tried in
+//! order; `condition: null` always matches; a named condition matches only when its result is
+//! boolean `true`. The first match wins.
 //!
 //! Architecture Invariant: the context is converted for the engine once per decision (an
 //! [`Input`]), not once per condition, and every evaluation is bounded by [`Limits`]. No I/O.
@@ -15,6 +18,7 @@ use std::sync::{Mutex, OnceLock};
 
 use serde_json::Value;
 
+use crate::engine::chain::{Entry, History};
 use crate::engine::workflow::jsonata::{self, Compiling, Expr, Input, JsonataError, Limits};
 use crate::engine::workflow::{END, START, Workflow};
 
@@ -64,14 +68,68 @@ pub enum Outcome {
     Failed(JsonataError),
     /// Not evaluated because an earlier transition matched.
     NotTried,
+    /// The role's `onFailure`, taken first because the step at the position failed.
+    OnFailure,
 }
 
 impl Outcome {
     pub fn matched(&self) -> bool {
         matches!(
             self,
-            Outcome::Always | Outcome::Evaluated(Some(Value::Bool(true)))
+            Outcome::Always | Outcome::Evaluated(Some(Value::Bool(true))) | Outcome::OnFailure
         )
+    }
+}
+
+/// Where a thread stands for routing: its position (the last step's role, or `$START`) and
+/// whether the step there recorded its role's failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct At<'a> {
+    pub position: &'a str,
+    pub failed: bool,
+}
+
+impl<'a> At<'a> {
+    /// At `position`, whose step (if any) did not fail.
+    pub fn ok(position: &'a str) -> At<'a> {
+        At {
+            position,
+            failed: false,
+        }
+    }
+
+    /// Where `context` stands: its last step's role, and whether that step has an `error`.
+    pub fn of(context: &'a Value) -> At<'a> {
+        let last = context
+            .get("steps")
+            .and_then(Value::as_array)
+            .and_then(|steps| steps.last());
+        At {
+            position: position(context),
+            failed: last
+                .and_then(|step| step.get("error"))
+                .is_some_and(|e| !e.is_null()),
+        }
+    }
+}
+
+impl History {
+    /// Where the thread whose history this is stands.
+    pub fn at(&self) -> At<'_> {
+        At {
+            position: self.position(),
+            failed: self.failed(),
+        }
+    }
+}
+
+impl Entry {
+    /// Where a thread whose last step is this one stands.
+    pub fn at(&self) -> At<'_> {
+        At {
+            position: &self.role,
+            failed: self.error().is_some(),
+        }
     }
 }
 
@@ -203,9 +261,8 @@ impl Moderator {
 
     /// Picks the next role for `context`, stopping at the first match.
     pub fn decide(&self, context: &Value) -> Result<Decision, ModeratorError> {
-        let position = position(context).to_owned();
         let input = Input::new(context.clone());
-        self.run(&position, &input, true)
+        self.run(At::of(context), &input, true)
     }
 
     /// Picks the next role for a thread's chain (the context is handed to the engine as text).
@@ -214,16 +271,30 @@ impl Moderator {
         chain: &crate::engine::chain::Chain,
     ) -> Result<Decision, ModeratorError> {
         let input = Input::from_json_text(chain.context_json());
-        self.run(chain.position(), &input, true)
+        let failed = chain.steps.last().is_some_and(|s| s.error().is_some());
+        let at = At {
+            position: chain.position(),
+            failed,
+        };
+        self.run(at, &input, true)
     }
 
-    /// Picks the next role from an already prepared input at `position`.
-    pub fn decide_prepared(
-        &self,
-        position: &str,
-        input: &Input,
-    ) -> Result<Decision, ModeratorError> {
-        self.run(position, input, true)
+    /// Picks the next role from an already prepared input of a thread standing `at`.
+    pub fn decide_prepared(&self, at: At<'_>, input: &Input) -> Result<Decision, ModeratorError> {
+        self.run(at, input, true)
+    }
+
+    /// The `onFailure` target taken first at `at`: its step failed and its role declares one.
+    fn on_failure(&self, at: At<'_>) -> Option<&str> {
+        if !at.failed {
+            return None;
+        }
+        let role = self.workflow.roles.get(at.position)?;
+        role.on_failure.as_deref()
+    }
+
+    fn on_failure_tried(&self, target: &str) -> Tried {
+        self.tried(target.to_owned(), None, Outcome::OnFailure)
     }
 
     /// Evaluates every transition of the current position (for `thread why`) and records each
@@ -234,7 +305,8 @@ impl Moderator {
         &self,
         context: &Value,
     ) -> Result<(Vec<Tried>, Result<String, ModeratorError>), ModeratorError> {
-        let position = position(context).to_owned();
+        let at = At::of(context);
+        let position = at.position.to_owned();
         let input = Input::new(context.clone());
         let transitions = self
             .workflow
@@ -244,6 +316,10 @@ impl Moderator {
         let conditions = self.conditions()?;
         let mut trace = Vec::new();
         let mut decision = None;
+        if let Some(target) = self.on_failure(at) {
+            trace.push(self.on_failure_tried(target));
+            decision = Some(Ok(target.to_owned()));
+        }
         for t in transitions {
             let outcome = self.outcome(conditions, t.condition.as_deref(), &input);
             if decision.is_none() {
@@ -274,10 +350,11 @@ impl Moderator {
 
     fn run(
         &self,
-        position: &str,
+        at: At<'_>,
         input: &Input,
         stop_at_match: bool,
     ) -> Result<Decision, ModeratorError> {
+        let position = at.position;
         let transitions = self
             .workflow
             .graph
@@ -286,6 +363,10 @@ impl Moderator {
         let conditions = self.conditions()?;
         let mut trace: Vec<Tried> = Vec::new();
         let mut next = None;
+        if let Some(target) = self.on_failure(at) {
+            trace.push(self.on_failure_tried(target));
+            next = Some(target.to_owned());
+        }
         for t in transitions {
             if next.is_some() && stop_at_match {
                 trace.push(self.tried(t.role.clone(), t.condition.clone(), Outcome::NotTried));
@@ -467,7 +548,7 @@ graph:
             let input = Input::new(context.clone());
             let lazy = Moderator::new_on(wf.clone(), &input);
             assert_eq!(
-                format!("{:?}", lazy.decide_prepared(position(&context), &input)),
+                format!("{:?}", lazy.decide_prepared(At::of(&context), &input)),
                 format!("{:?}", eager.decide(&context)),
                 "{context}"
             );
@@ -488,9 +569,45 @@ graph:
         let lazy = Moderator::new_on(wf, &input);
         assert_eq!(lazy.compiled().unwrap_err().to_string(), eager);
         for _ in 0..2 {
-            let err = lazy.decide_prepared(START, &input).unwrap_err();
+            let err = lazy.decide_prepared(At::ok(START), &input).unwrap_err();
             assert_eq!(err.to_string(), eager);
         }
+    }
+
+    #[test]
+    fn a_failed_step_takes_its_roles_on_failure_first() {
+        let yaml = YAML.replace(
+            "  reviewer: { meta:",
+            "  fallback: { meta: { type: object } }\n  reviewer: { onFailure: fallback, retry: 2, meta:",
+        ) + "  fallback: [ { role: $END, condition: null } ]\n";
+        let m = moderator(&yaml);
+        let error = json!({"message": "agent `x` exited with exit code 3", "attempts": 3});
+        let failed = ctx(json!([{"role": "reviewer", "output": null, "error": error}]));
+        let d = m.decide(&failed).unwrap();
+        assert_eq!(d.next, "fallback");
+        assert_eq!(d.trace[0].outcome, Outcome::OnFailure);
+        assert!(d.trace[1..].iter().all(|t| t.outcome == Outcome::NotTried));
+        let input = Input::new(failed.clone());
+        let at = At::of(&failed);
+        assert_eq!(
+            at,
+            At {
+                position: "reviewer",
+                failed: true
+            }
+        );
+        assert_eq!(m.decide_prepared(at, &input).unwrap().next, "fallback");
+        let (trace, decision) = m.explain(&failed).unwrap();
+        assert_eq!(
+            (trace[0].outcome.clone(), decision.unwrap()),
+            (Outcome::OnFailure, "fallback".into())
+        );
+        // The same position without a failure routes by the graph; so does a failure at a
+        // role without `onFailure` (a thread rebased onto a workflow that dropped it).
+        let approved = ctx(json!([{"role": "reviewer", "output": {"approved": true}}]));
+        assert_eq!(m.decide(&approved).unwrap().next, "$END");
+        let writer = ctx(json!([{"role": "writer", "output": null, "error": error}]));
+        assert_eq!(m.decide(&writer).unwrap().next, "reviewer");
     }
 
     #[test]

@@ -222,7 +222,7 @@ pub fn resolve(store: &Store, name_or_hash: &str) -> Result<Hash, RegistryError>
     }
     if let Ok(hash) = Hash::parse(name_or_hash) {
         match store.get(hash) {
-            Ok(node) if node.type_hash == builtin::hash_of("workflow") => return Ok(hash),
+            Ok(node) if builtin::is_workflow(node.type_hash) => return Ok(hash),
             Ok(_) => return Err(WorkflowError::NotAWorkflow(hash).into()),
             Err(crate::cas::StoreError::NotFound(_)) => {}
             Err(e) => return Err(WorkflowError::from(e).into()),

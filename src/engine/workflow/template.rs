@@ -662,6 +662,8 @@ mod tests {
             procedure: Some("plain".into()),
             output: None,
             meta: Hash::META,
+            retry: None,
+            on_failure: None,
         }
     }
 

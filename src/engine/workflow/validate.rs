@@ -13,7 +13,7 @@ use crate::cas::Hash;
 use crate::cas::schema::CompiledSchema;
 
 use crate::engine::workflow::definition::{
-    Checked, Condition, Definition, END, Problem, Role, START, Transition, Workflow,
+    Checked, Condition, Definition, END, MAX_RETRY, Problem, Role, START, Transition, Workflow,
 };
 use crate::engine::workflow::yaml_load::{self, FILE, MAX_FILE_BYTES, MAX_NAME_CHARS};
 use crate::engine::workflow::{jsonata, template};
@@ -308,6 +308,7 @@ impl Validator {
         if roles.is_empty() && fields.iter().any(|(k, _)| k == "roles") {
             self.error("roles", "a workflow needs at least one role");
         }
+        self.failure_targets(&roles);
         let graph = match graph_value {
             Some(g) => self.graph(g, &roles, &conditions),
             None => BTreeMap::new(),
@@ -338,6 +339,8 @@ impl Validator {
                 "procedure",
                 "output",
                 "meta",
+                "retry",
+                "onFailure",
             ],
             &["meta"],
         )?;
@@ -382,12 +385,40 @@ impl Validator {
                     }
                 },
                 "meta" => schema = self.meta(&at, v),
+                "retry" => match v.as_i64().and_then(|n| u32::try_from(n).ok()) {
+                    Some(n) if n <= MAX_RETRY => role.retry = (n > 0).then_some(n),
+                    _ => {
+                        let found = match v {
+                            Yaml::Number(n) => n.to_string(),
+                            other => type_name(other).to_owned(),
+                        };
+                        self.error(&at, format!("must be a whole number from 0 to {MAX_RETRY} (how many times the agent runs again after a failure), found {found}"));
+                        ok = false;
+                    }
+                },
+                "onFailure" => role.on_failure = text(self),
                 _ => unreachable!("fields() only returns allowed keys"),
             }
         }
         match (ok, schema) {
             (true, Some(schema)) => Some((role, schema)),
             _ => None,
+        }
+    }
+
+    /// Each role's `onFailure` names a role or `$END` (known once every role is read).
+    fn failure_targets(&mut self, roles: &BTreeMap<String, Role>) {
+        for (name, role) in roles {
+            let Some(target) = role.on_failure.as_deref() else {
+                continue;
+            };
+            if target != END && !roles.contains_key(target) {
+                let guess = did_you_mean(target, roles.keys());
+                self.error(
+                    format!("roles.{}.onFailure", shown(name)),
+                    format!("`{target}` is neither a role nor `$END`{guess}"),
+                );
+            }
         }
     }
 
@@ -605,9 +636,11 @@ impl Validator {
         let mut seen = BTreeSet::from([START.to_owned()]);
         let mut queue = VecDeque::from([START.to_owned()]);
         while let Some(at) = queue.pop_front() {
-            for t in graph.get(&at).into_iter().flatten() {
-                if seen.insert(t.role.clone()) && t.role != END {
-                    queue.push_back(t.role.clone());
+            let targets = graph.get(&at).into_iter().flatten().map(|t| &t.role);
+            let on_failure = roles.get(&at).and_then(|r| r.on_failure.as_ref());
+            for target in targets.chain(on_failure) {
+                if seen.insert(target.clone()) && target != END {
+                    queue.push_back(target.clone());
                 }
             }
         }
@@ -656,6 +689,8 @@ fn placeholder_role() -> Role {
         procedure: None,
         output: None,
         meta: Hash::META,
+        retry: None,
+        on_failure: None,
     }
 }
 

@@ -1,0 +1,117 @@
+//! `thread run` and `uwf run`: stepping a thread to its end in one process, a line per step, and
+//! what a role's retries and failures say on the way.
+
+use std::path::Path;
+
+use clap::Args;
+
+use super::super::Out;
+use super::{StartArgs, load_config, print_stepped};
+use crate::cas::Store;
+use crate::cli::error::{CliResult, CommandError, Context};
+use crate::engine::agent::interrupt;
+use crate::engine::cycle::step::{self, StepOptions};
+use crate::engine::cycle::{failure, lifecycle};
+use crate::engine::workflow::jsonata;
+
+/// Steps thread `id` until it is done, awaits a person or took `max_steps` steps, printing a
+/// line per step (`thread run`, `uwf run`).
+pub(super) fn run_steps(
+    store: &Store,
+    id: &str,
+    max_steps: usize,
+    agent: Option<String>,
+    out: &mut Out,
+) -> CliResult<()> {
+    let config = load_config(store.root(), agent.as_deref())?;
+    let options = StepOptions {
+        agent,
+        passthrough: true,
+        from_queue: false,
+    };
+    let progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let started = std::time::Instant::now();
+    let mut warm = step::Warm::default();
+    for n in 1..=max_steps {
+        if progress {
+            eprintln!(
+                "uwf: step {n} of thread {id} ({:.1?} elapsed)",
+                started.elapsed()
+            );
+        }
+        let stepped = step::step_warm(store, &config, id, &options, &mut warm)?;
+        print_stepped(out, &stepped)?;
+        out.flush()?;
+        if stepped.done || stepped.awaiting {
+            return Ok(());
+        }
+        if let Some(signal) = interrupt::caught() {
+            return Err(CommandError::user(format!(
+                "thread run was interrupted by {} after {n} steps; thread {id} is at {}",
+                interrupt::name(signal),
+                stepped.head
+            ))
+            .interrupted_by(signal));
+        }
+    }
+    eprintln!("uwf: stopped after {max_steps} steps (--max-steps); the thread is still active");
+    Ok(())
+}
+
+/// `uwf run`: start a thread and run it to its end.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    start: StartArgs,
+    /// Stop after this many steps even if the thread is not done
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    max_steps: usize,
+    /// The agent for every step: a configured agent name or a command line (default: the
+    /// agents config.yaml names for the workflow's roles)
+    #[arg(long)]
+    agent: Option<String>,
+}
+
+/// `uwf run W -p PROMPT`: `thread start` then `thread run`, one line per step.
+pub fn start_and_run(args: RunArgs, root: &Path, out: &mut Out) -> CliResult<()> {
+    if args.start.queue {
+        return Err(CommandError::usage(
+            "--queue leaves the thread to workers; `uwf run` runs it here (use `uwf thread start --queue`)",
+        ));
+    }
+    jsonata::prewarm();
+    interrupt::catch_stop_signals().context("cannot catch stop signals")?;
+    failure::report_to(print_notice);
+    let store = crate::engine::storage::open_store(root)?;
+    let (workflow, id) = args.start.start(&store, root)?;
+    eprintln!("uwf: started thread {id} of {workflow}");
+    run_steps(&store, &id, args.max_steps, args.agent, out)
+}
+
+/// Says on stderr when a role's agent runs again after a failed attempt, or when its failure
+/// moved the thread on (its `onFailure`).
+pub(super) fn print_notice(notice: &failure::Notice<'_>) {
+    match *notice {
+        failure::Notice::Retrying {
+            thread,
+            role,
+            failed,
+            most,
+            error,
+        } => eprintln!(
+            "uwf: role `{role}` of thread {thread} failed (attempt {failed} of {most}), running its agent again: {}",
+            failure::first_line(error)
+        ),
+        failure::Notice::Routed {
+            thread,
+            role,
+            attempts,
+            to,
+            error,
+        } => eprintln!(
+            "uwf: role `{role}` of thread {thread} failed ({}); onFailure moves the thread to `{to}`: {}",
+            lifecycle::plural(attempts as usize, "attempt"),
+            failure::first_line(error)
+        ),
+    }
+}
