@@ -76,6 +76,15 @@ uwf thread steps $T\n  uwf thread diff $T:1 $T:-1\n  uwf thread show $T   # \"er
 uwf thread log $T"
     )]
     Thread(thread::ThreadCommand),
+    /// Start a thread and run it to its end: `thread start` then `thread run`
+    #[command(
+        after_help = "Prints one JSON line per step ({\"workflow\",\"thread\",\"head\",\"role\",\"done\"}), \
+or its head with -q; stops at the end, when a person is asked, or after --max-steps.\n\n\
+Examples:\n  uwf run solve-issue -p 'Fix the login bug'\n  \
+uwf run develop --prompt-file task.md --workdir ~/src/app --agent claude\n  \
+uwf run analyze-topic -p 'Summarise RFC 9110' --agent dry --max-steps 5"
+    )]
+    Run(thread::RunArgs),
     /// The agent kit (prompt, submit) and the built-in agents (dry, script, exec, llm, react)
     #[command(
         subcommand,
@@ -125,15 +134,6 @@ uwf store copy postgres://uwf@db/uwf ~/uwf-backup"
     Export(export::ExportArgs),
     /// Watch a thread: its agents' output as it arrives, a line per step (= `uwf thread live`)
     Live(live::LiveArgs),
-    /// Start a thread and run it to its end: `thread start` then `thread run`
-    #[command(
-        after_help = "Prints one JSON line per step ({\"workflow\",\"thread\",\"head\",\"role\",\"done\"}), \
-or its head with -q; stops at the end, when a person is asked, or after --max-steps.\n\n\
-Examples:\n  uwf run solve-issue -p 'Fix the login bug'\n  \
-uwf run develop --prompt-file task.md --workdir ~/src/app --agent claude\n  \
-uwf run analyze-topic -p 'Summarise RFC 9110' --agent dry --max-steps 5"
-    )]
-    Run(thread::RunArgs),
     /// Step queued threads until stopped; `uwf worker list` shows the workers at work
     #[command(
         after_help = "A thread is queued by `uwf thread start … --queue` or `uwf thread queue ID`, \
