@@ -13,7 +13,12 @@ cd "$(dirname "$0")/.."
 if [ -n "${UWF_BIN:-}" ]; then
   bin_dir=$(cd "$(dirname "$UWF_BIN")" && pwd)
 else
-  cargo build --quiet --bin uwf
+  # Cargo's own progress (a bar on a terminal, a line per crate otherwise), so a first build
+  # is never silent; then how long it took.
+  echo "building uwf (a first debug build takes 3-9 minutes on 2 cores; later ones seconds)" >&2
+  build_start=$SECONDS
+  cargo build --bin uwf
+  echo "built in $((SECONDS - build_start))s; the demo itself takes a few seconds" >&2
   bin_dir=$PWD/${CARGO_TARGET_DIR:-target}/debug
   case "${CARGO_TARGET_DIR:-}" in /*) bin_dir=$CARGO_TARGET_DIR/debug ;; esac
 fi
