@@ -103,7 +103,7 @@ fn live_shows_the_running_agent_output_before_the_agent_ends() {
     );
     assert!(
         rest.iter()
-            .any(|l| l.starts_with("✓ step 1 · planner · agent dry → ")),
+            .any(|l| l.starts_with("✓ step 1 · planner · agent slow.sh → ")),
         "{rest:?}"
     );
 }
@@ -126,6 +126,29 @@ fn live_follows_a_whole_run_to_its_end_and_the_log_only_grows() {
     assert_eq!(
         all.last().unwrap(),
         &format!("thread {id} is done"),
+        "{all:#?}"
+    );
+    // One order: each step's line before the next step's header, with the header's agent;
+    // no bare hash lines (the agent's printed step hash is in the step's line).
+    let at = |prefix: &str| all.iter().position(|l| l.starts_with(prefix));
+    for k in 1..7 {
+        let done = at(&format!("✓ step {k} · ")).expect("a line per step");
+        let next = at(&format!("── step {} · ", k + 1)).expect("a header per step");
+        assert!(
+            done < next,
+            "step {k}'s line after step {}'s header: {all:#?}",
+            k + 1
+        );
+    }
+    assert!(
+        all.iter()
+            .filter(|l| l.starts_with("✓ step "))
+            .all(|l| l.contains(" · agent slow.sh → ")),
+        "{all:#?}"
+    );
+    assert!(
+        !all.iter()
+            .any(|l| l.len() == 13 && uwf::cas::Hash::parse(l).is_ok()),
         "{all:#?}"
     );
     // The log holds every step, in order, each under its header.

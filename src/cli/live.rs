@@ -7,6 +7,7 @@
 //! PostgreSQL it reads the log from the database and wakes on notifications, so it follows
 //! steps that any machine runs.
 
+use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -58,11 +59,26 @@ pub fn run(args: LiveArgs, root: &Path, out: &mut Out) -> CliResult {
     } else {
         files.text_stat(RunFileKind::Log).0
     };
-    let (mut head, mut steps) = position(&store, &id)?;
+    let (mut head, steps) = position(&store, &id)?;
+    // Steps shown so far (the history counts as shown): a step's line comes before the next
+    // step's header, however fast the steps go.
+    let shown = std::cell::Cell::new(steps);
+    let mut before_header = |index: usize, agents: &HashMap<usize, String>, out: &mut Out| {
+        if index > shown.get() + 1 {
+            let (now, published) = position(&store, &id)?;
+            let upto = published.min(index - 1);
+            if upto > shown.get() {
+                print_steps(&store, &id, now, (shown.get(), upto), agents, out)?;
+                shown.set(upto);
+            }
+        }
+        CliResult::Ok(())
+    };
+    let mut at_head = steps;
     let mut shown_progress = false;
     let mut quiet_since = Instant::now();
     loop {
-        let copied = log.copy_new(&files, out)?;
+        let copied = log.copy_new(&files, out, &mut before_header)?;
         if copied > 0 {
             if shown_progress {
                 eprint!("\r\x1b[K");
@@ -74,18 +90,30 @@ pub fn run(args: LiveArgs, root: &Path, out: &mut Out) -> CliResult {
         let now_running = files.is_running();
         let (new_head, new_steps) = position(&store, &id)?;
         if new_head != head {
-            log.copy_new(&files, out)?;
-            print_steps(&store, &id, new_head, steps, out)?;
+            log.copy_new(&files, out, &mut before_header)?;
+            log.finish(out)?;
+            if new_steps > shown.get() {
+                print_steps(
+                    &store,
+                    &id,
+                    new_head,
+                    (shown.get(), new_steps),
+                    &log.agents,
+                    out,
+                )?;
+            }
             out.flush()?;
-            let stepped = new_steps > steps;
+            let stepped = new_steps > at_head;
+            at_head = new_steps;
             head = new_head;
-            steps = new_steps;
+            shown.set(new_steps.max(shown.get()));
             if args.once && stepped {
                 return Ok(());
             }
         }
         if !now_running {
-            log.copy_new(&files, out)?;
+            log.copy_new(&files, out, &mut before_header)?;
+            log.finish(out)?;
             let summary = lifecycle::summary(&store, &id)?;
             let end = match summary.status.as_str() {
                 _ if summary.done() => {
@@ -122,7 +150,7 @@ pub fn run(args: LiveArgs, root: &Path, out: &mut Out) -> CliResult {
             let secs = crate::cas::store::now_ms().saturating_sub(info.started_at) / 1000;
             eprint!(
                 "\r\x1b[K⏵ step {} · {} · agent {} · {secs}s",
-                steps + 1,
+                shown.get() + 1,
                 info.role.as_deref().unwrap_or("?"),
                 info.agent.as_deref().unwrap_or("?")
             );
@@ -143,10 +171,18 @@ fn position(store: &Store, id: &str) -> CliResult<(Hash, usize)> {
     Ok((head, steps))
 }
 
-/// One line per step published after the first `from` steps, up to `head`.
-fn print_steps(store: &Store, id: &str, head: Hash, from: usize, out: &mut Out) -> CliResult {
+/// One line per step `from + 1 ..= upto` of the chain at `head`, naming the agent its log
+/// header named (`agents`, by step), as the header did.
+fn print_steps(
+    store: &Store,
+    id: &str,
+    head: Hash,
+    (from, upto): (usize, usize),
+    agents: &HashMap<usize, String>,
+    out: &mut Out,
+) -> CliResult {
     let view = ThreadView::at(store, id, head)?;
-    for (i, step) in view.chain.steps.iter().enumerate().skip(from) {
+    for (i, step) in view.chain.steps.iter().enumerate().take(upto).skip(from) {
         let mut summary = step
             .failure_line()
             .unwrap_or_else(|| step.output().to_string());
@@ -157,7 +193,7 @@ fn print_steps(store: &Store, id: &str, head: Hash, from: usize, out: &mut Out) 
             "✓ step {} · {} · agent {} → {}  {summary}",
             i + 1,
             step.role,
-            step.agent,
+            agents.get(&(i + 1)).unwrap_or(&step.agent),
             step.hash
         ))?;
     }
@@ -179,16 +215,39 @@ fn last_header(files: &RunFiles) -> u64 {
     }
 }
 
-/// Where the reader is in the log, and the start of a character cut at the last read's end.
+/// Where the reader is in the log, the start of a line the last read cut, and the agent each
+/// step's header named.
 #[derive(Debug, Default)]
 struct LogReader {
     offset: u64,
     partial: Vec<u8>,
+    agents: std::collections::HashMap<usize, String>,
+}
+
+/// What runs before a step's header is printed: given the step and the agents the headers so
+/// far named, it prints the steps published before it.
+type BeforeHeader<'a> = dyn FnMut(usize, &HashMap<usize, String>, &mut Out) -> CliResult + 'a;
+
+/// A step header's step number and agent (`── step 3 · role · agent NAME · 12:00:01`).
+fn parse_header(line: &str) -> Option<(usize, String)> {
+    let rest = line.strip_prefix(log::HEADER_PREFIX)?;
+    let mut parts = rest.split(" · ");
+    let index = parts.next()?.parse().ok()?;
+    let agent = parts.nth(1)?.strip_prefix("agent ")?.to_owned();
+    Some((index, agent))
 }
 
 impl LogReader {
-    /// Copies what the log gained since the last read to `out`; returns how many bytes.
-    fn copy_new(&mut self, files: &RunFiles, out: &mut Out) -> CliResult<u64> {
+    /// Copies the whole lines the log gained since the last read to `out`; returns how many
+    /// bytes were read. Before a step's header, `before_header(step)` prints what must come
+    /// first (the steps published before it). A line that is only a hash (an agent's printed
+    /// step hash) is left out: the step's line names it.
+    fn copy_new(
+        &mut self,
+        files: &RunFiles,
+        out: &mut Out,
+        before_header: &mut BeforeHeader<'_>,
+    ) -> CliResult<u64> {
         let mut copied = 0;
         loop {
             let chunk = files.read_text(RunFileKind::Log, self.offset, 1 << 20)?;
@@ -198,7 +257,40 @@ impl LogReader {
             self.offset += chunk.len() as u64;
             copied += chunk.len() as u64;
             self.partial.extend_from_slice(&chunk);
-            out.text(&log::whole_chars(&mut self.partial))?;
+            let Some(end) = self.partial.iter().rposition(|&b| b == b'\n') else {
+                continue;
+            };
+            let lines: Vec<u8> = self.partial.drain(..=end).collect();
+            for line in String::from_utf8_lossy(&lines).lines() {
+                self.line(line, out, before_header)?;
+            }
         }
+    }
+
+    fn line(
+        &mut self,
+        line: &str,
+        out: &mut Out,
+        before_header: &mut BeforeHeader<'_>,
+    ) -> CliResult {
+        if Hash::parse(line.trim()).is_ok() {
+            return Ok(());
+        }
+        if let Some((index, agent)) = parse_header(line) {
+            before_header(index, &self.agents, out)?;
+            self.agents.insert(index, agent);
+        }
+        out.line(line)?;
+        Ok(())
+    }
+
+    /// The rest of a line the log ends in without a newline (the step is over).
+    fn finish(&mut self, out: &mut Out) -> CliResult {
+        let rest = std::mem::take(&mut self.partial);
+        let rest = String::from_utf8_lossy(&rest);
+        if !rest.trim().is_empty() && Hash::parse(rest.trim()).is_err() {
+            out.line(rest.as_ref())?;
+        }
+        Ok(())
     }
 }
