@@ -114,9 +114,30 @@ impl CommandError {
         text
     }
 
-    /// Prints the error on stderr and returns the process exit code.
+    /// Prints the error on stderr (coloured on a terminal) and returns the process exit code.
     pub fn report(&self) -> ExitCode {
-        eprint!("{}", self.render());
+        let text = self.render();
+        if super::style::stderr_color() {
+            use super::style::Paint;
+            let painted: String = text
+                .lines()
+                .map(|line| {
+                    let (paint, label) = if line.starts_with("error:") {
+                        (Paint::Red, "error:")
+                    } else if line.starts_with("hint:") {
+                        (Paint::Cyan, "hint:")
+                    } else if line.starts_with("caused by:") {
+                        (Paint::Yellow, "caused by:")
+                    } else {
+                        return format!("{line}\n");
+                    };
+                    format!("{}{}\n", paint.on(label, true), &line[label.len()..])
+                })
+                .collect();
+            eprint!("{painted}");
+        } else {
+            eprint!("{text}");
+        }
         ExitCode::from(self.exit_code())
     }
 }

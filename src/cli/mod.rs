@@ -16,6 +16,7 @@ mod scale;
 mod serve;
 mod setup;
 mod skill;
+mod style;
 mod thread;
 mod workflow;
 
@@ -56,6 +57,20 @@ pub struct Cli {
     /// Print only ids or hashes
     #[arg(short, long, global = true, display_order = 902)]
     quiet: bool,
+
+    /// Colour on a terminal (auto: unless NO_COLOR is set), always, or never
+    #[arg(
+        long,
+        global = true,
+        value_name = "WHEN",
+        default_value = "auto",
+        display_order = 903
+    )]
+    color: style::When,
+
+    /// Print long output (thread read, log, diff) straight, not through $PAGER (less -FRX)
+    #[arg(long, global = true, display_order = 904)]
+    no_pager: bool,
 
     #[command(subcommand)]
     command: Command,
@@ -156,6 +171,7 @@ pub fn main() -> ExitCode {
     crate::engine::agent::spawn::arm_parent_death();
     let cli = Cli::parse();
     crate::profile::mark("parsed the command line");
+    style::init(cli.color, cli.no_pager);
     let mut out = Out::stdout(cli.json, cli.quiet);
     let result = run(cli, &mut out).and_then(|()| Ok(out.flush()?));
     // Over PostgreSQL, what this process queued for the database (an event of a kill, a

@@ -19,6 +19,8 @@ pub enum Mode {
 /// The command's standard output.
 pub struct Out {
     inner: Box<dyn Write>,
+    /// The pager `inner` writes to, once [`Out::page`] started one.
+    pager: Option<std::process::Child>,
     pub mode: Mode,
     /// `--json` was given (not only implied by a pipe).
     pub json_asked: bool,
@@ -36,6 +38,7 @@ impl Out {
         };
         Out {
             inner: Box::new(io::BufWriter::new(io::stdout().lock())),
+            pager: None,
             mode,
             json_asked: json,
         }
@@ -70,11 +73,45 @@ impl Out {
     pub fn flush(&mut self) -> io::Result<()> {
         self.inner.flush()
     }
+
+    /// Sends the rest of the output through the pager, when a person reads it at a terminal
+    /// (see [`super::style::pager`]); a pager that cannot start leaves the output as it was.
+    pub fn page(&mut self) {
+        let Some(command) = super::style::pager() else {
+            return;
+        };
+        let _ = self.inner.flush();
+        let child = std::process::Command::new("sh")
+            .args(["-c", &command])
+            .env(
+                "LESS",
+                std::env::var("LESS").unwrap_or_else(|_| "FRX".into()),
+            )
+            .stdin(std::process::Stdio::piped())
+            .spawn();
+        if let Ok(mut child) = child
+            && let Some(stdin) = child.stdin.take()
+        {
+            self.inner = Box::new(io::BufWriter::new(stdin));
+            self.pager = Some(child);
+        }
+    }
+
+    /// Whether what is written here is coloured (stdout is a terminal, or a pager reads it
+    /// for one, and colour is on).
+    pub fn color(&self) -> bool {
+        super::style::stdout_color()
+    }
 }
 
 impl Drop for Out {
     fn drop(&mut self) {
         let _ = self.inner.flush();
+        if let Some(mut pager) = self.pager.take() {
+            // Closing its input lets the pager end once the reader is done.
+            self.inner = Box::new(io::sink());
+            let _ = pager.wait();
+        }
     }
 }
 

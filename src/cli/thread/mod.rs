@@ -505,6 +505,7 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
                     ));
                 }
             }
+            out.page();
             out.text(&text)?;
         }
         ThreadCommand::Fork { step } => {
@@ -528,7 +529,13 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
         ThreadCommand::Diff { a, b } => {
             let a = lifecycle::resolve_step(&store, &a)?;
             let b = lifecycle::resolve_step(&store, &b)?;
-            out.text(&render::step_diff(&store, a, b)?)?;
+            let diff = render::step_diff(&store, a, b)?;
+            out.page();
+            if out.color() {
+                out.text(&super::style::diff(&diff))?;
+            } else {
+                out.text(&diff)?;
+            }
         }
         ThreadCommand::Log { thread } => {
             let id = lifecycle::resolve_id(root, &thread)?;
@@ -541,6 +548,7 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             if bytes.is_empty() {
                 eprintln!("uwf: thread {id} has no log yet (no step has run an agent)");
             } else {
+                out.page();
                 out.text(&String::from_utf8_lossy(&bytes))?;
             }
         }

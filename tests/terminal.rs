@@ -1,0 +1,118 @@
+//! What a person at a terminal sees, under a pseudo-terminal (`script` from util-linux):
+//! coloured errors and diffs (never with `NO_COLOR` or `--color=never`, always with
+//! `--color=always`), and long output through `$PAGER` (not with `--no-pager`, nor into a
+//! pipe).
+
+mod common;
+
+use std::process::Command;
+
+use common::{Env, Need, put_example, start_thread};
+
+const UWF: &str = env!("CARGO_BIN_EXE_uwf");
+const RED_ERROR: &str = "\x1b[1;31merror:\x1b[0m";
+
+/// Runs `uwf args…` on a pseudo-terminal with `extra_env`; returns everything it printed.
+fn on_terminal(env: &Env, args: &[&str], extra_env: &[(&str, &str)]) -> String {
+    let mut line = format!("'{UWF}'");
+    for arg in args {
+        line.push_str(&format!(" '{}'", arg.replace('\'', "'\\''")));
+    }
+    let mut cmd = Command::new("script");
+    cmd.args(["-qec", &line, "/dev/null"])
+        .env("UWF_STORAGE_ROOT", env.root())
+        .env("HOME", env.dir.path())
+        .env_remove("NO_COLOR")
+        .env("TERM", "xterm")
+        .env("PAGER", "sed s/^/PAGED:/");
+    for (k, v) in extra_env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run script");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn errors_and_diffs_are_coloured_on_a_terminal_unless_told_not_to() {
+    if !common::has(
+        "errors_and_diffs_are_coloured_on_a_terminal_unless_told_not_to",
+        &[Need::Tool("script")],
+    ) {
+        return;
+    }
+    let env = Env::new();
+    put_example(&env, "solve-issue");
+    let missing = ["thread", "show", "01ZZZZZZZZZZZZZZZZZZZZZZZZ"];
+    let coloured = on_terminal(&env, &missing, &[]);
+    assert!(coloured.contains(RED_ERROR), "{coloured:?}");
+    let plain = on_terminal(&env, &missing, &[("NO_COLOR", "1")]);
+    assert!(
+        plain.contains("error:") && !plain.contains('\x1b'),
+        "{plain:?}"
+    );
+    let never = on_terminal(&env, &["--color", "never", "thread", "show", "nope"], &[]);
+    assert!(
+        never.contains("error:") && !never.contains('\x1b'),
+        "{never:?}"
+    );
+    // Into a pipe: plain, unless asked.
+    let piped = env.run(&missing);
+    assert!(!String::from_utf8_lossy(&piped.stderr).contains('\x1b'));
+    let always = env.run(&[
+        "--color=always",
+        "thread",
+        "show",
+        "01ZZZZZZZZZZZZZZZZZZZZZZZZ",
+    ]);
+    assert!(String::from_utf8_lossy(&always.stderr).contains(RED_ERROR));
+
+    // A diff: added lines green, removed lines red.
+    let id = start_thread(&env, "solve-issue", "p");
+    env.ok(&["thread", "run", &id, "--agent", "dry", "--max-steps", "2"]);
+    let diff = on_terminal(
+        &env,
+        &["thread", "diff", &format!("{id}:1"), &format!("{id}:2")],
+        &[("PAGER", "cat")],
+    );
+    assert!(diff.contains("\x1b[32m+"), "{diff:?}");
+    assert!(diff.contains("\x1b[1;31m-"), "{diff:?}");
+    let piped = env.ok(&["thread", "diff", &format!("{id}:1"), &format!("{id}:2")]);
+    assert!(
+        !piped.contains('\x1b') && piped.contains("\n+"),
+        "{piped:?}"
+    );
+}
+
+#[test]
+fn long_output_goes_through_the_pager_on_a_terminal_only() {
+    if !common::has(
+        "long_output_goes_through_the_pager_on_a_terminal_only",
+        &[Need::Tool("script")],
+    ) {
+        return;
+    }
+    let env = Env::new();
+    put_example(&env, "solve-issue");
+    let id = start_thread(&env, "solve-issue", "p");
+    env.ok(&["thread", "step", &id, "--agent", "dry"]);
+    for command in [["thread", "read"], ["thread", "log"]] {
+        let args = [command[0], command[1], id.as_str()];
+        let paged = on_terminal(&env, &args, &[]);
+        let lines: Vec<&str> = paged.lines().filter(|l| !l.trim().is_empty()).collect();
+        assert!(
+            !lines.is_empty() && lines.iter().all(|l| l.starts_with("PAGED:")),
+            "{command:?}: {paged:?}"
+        );
+        let straight = on_terminal(
+            &env,
+            &[command[0], command[1], id.as_str(), "--no-pager"],
+            &[],
+        );
+        assert!(
+            !straight.contains("PAGED:") && !straight.trim().is_empty(),
+            "{straight:?}"
+        );
+        let piped = env.ok(&args);
+        assert!(!piped.contains("PAGED:"), "{piped:?}");
+    }
+}
