@@ -116,3 +116,28 @@ fn long_output_goes_through_the_pager_on_a_terminal_only() {
         assert!(!piped.contains("PAGED:"), "{piped:?}");
     }
 }
+
+#[test]
+fn an_empty_table_says_so_under_its_header() {
+    if !common::has(
+        "an_empty_table_says_so_under_its_header",
+        &[Need::Tool("script")],
+    ) {
+        return;
+    }
+    let env = Env::new();
+    put_example(&env, "solve-issue");
+    let workers = on_terminal(&env, &["worker", "list"], &[]);
+    assert!(
+        workers.contains("WORKER") && workers.contains("(none)"),
+        "{workers:?}"
+    );
+    let steps_of_new = start_thread(&env, "solve-issue", "p");
+    let steps = on_terminal(&env, &["thread", "steps", &steps_of_new], &[]);
+    assert!(
+        steps.contains("STEP") && steps.contains("(none)"),
+        "{steps:?}"
+    );
+    // In a pipe: nothing at all (JSON lines of no items).
+    assert_eq!(env.ok(&["worker", "list"]), "");
+}

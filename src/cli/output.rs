@@ -65,8 +65,13 @@ impl Out {
         writeln!(self.inner)
     }
 
-    /// Writes rows under `header` as aligned columns ([`format_table`]).
+    /// Writes rows under `header` as aligned columns ([`format_table`]); for a person at a
+    /// terminal, no rows is the header and `(none)`, so an empty list still says what it is.
     pub fn table(&mut self, header: &[&str], rows: &[Vec<String>]) -> io::Result<()> {
+        if rows.is_empty() && self.mode == Mode::Table {
+            let header = header.join("  ");
+            return writeln!(self.inner, "{}\n(none)", header.trim_end());
+        }
         self.inner.write_all(format_table(header, rows).as_bytes())
     }
 
