@@ -66,6 +66,24 @@ fn errors_and_diffs_are_coloured_on_a_terminal_unless_told_not_to() {
     ]);
     assert!(String::from_utf8_lossy(&always.stderr).contains(RED_ERROR));
 
+    // doctor: a failed check in red, a passed one in green.
+    std::fs::write(
+        env.root().join("config.yaml"),
+        "agents: { broken: { command: /no/such } }\n",
+    )
+    .unwrap();
+    let doctor = on_terminal(
+        &env,
+        &["doctor", "--skip", "fuse", "--skip", "storage"],
+        &[],
+    );
+    assert!(
+        doctor.contains("\x1b[1;31mFAIL\x1b[0m agent broken"),
+        "{doctor:?}"
+    );
+    assert!(doctor.contains("\x1b[32mok  \x1b[0m"), "{doctor:?}");
+    std::fs::remove_file(env.root().join("config.yaml")).unwrap();
+
     // A diff: added lines green, removed lines red.
     let id = start_thread(&env, "solve-issue", "p");
     env.ok(&["thread", "run", &id, "--agent", "dry", "--max-steps", "2"]);

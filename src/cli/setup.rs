@@ -243,11 +243,13 @@ fn read_hidden(input: &mut dyn BufRead) -> std::io::Result<String> {
 pub fn doctor(args: DoctorArgs, root: &Path, out: &mut Out) -> CliResult<()> {
     let checks = doctor::run(root, &args.skip);
     let failed = checks.iter().filter(|c| !c.ok).count();
+    let color = out.color();
     for check in &checks {
+        use super::style::Paint;
         let verdict = match (check.ok, check.off) {
-            (true, false) => "ok  ",
-            (true, true) => "off ",
-            (false, _) => "FAIL",
+            (true, false) => Paint::Green.on("ok  ", color),
+            (true, true) => "off ".to_owned(),
+            (false, _) => Paint::Red.on("FAIL", color),
         };
         out.line(format!("{verdict} {}: {}", check.name, check.detail))?;
         if let Some(hint) = check.hint.as_deref().filter(|h| !h.is_empty()) {
