@@ -40,8 +40,12 @@ threads/
   <thread-id>/                     active and archived threads
     prompt  head  status           status: `active next=<role>`, `running role=<role> pid=<pid>`,
                                    `failed: <why>`, `done`, `killed`, `rebased onto <id>`
+                                   (`paused (…)` while `uwf thread pause` holds it)
     workflow -> ../../workflows/<name>
     origin -> ../<id>/steps/NNN-role   the step a fork was made from (forks only)
+    parent -> ../<id>              the thread whose step started this one (child threads only)
+    question                       while a person is asked: what to answer (`uwf thread question`)
+    answer                         write the answer (YAML or JSON) and close: it becomes the step
     forks/<id> -> ../../<id>       the threads forked from this one
     step                           touch it (or write to it): one step starts in the background
     run                            write to it: steps run until the thread is done (100 at most)
@@ -60,6 +64,7 @@ threads/
         hash  role  agent          one line each
         diff                       unified diff of output.yaml against the previous step of this role
         fork                       write to it: a new thread continues from this step
+        child -> ../../../<id>     the thread a sub-workflow started in this step
       latest -> NNN-role
 cas/
   <hash>                           any node by hash, case-insensitive, as pretty JSON
@@ -80,9 +85,10 @@ prompt, and read on the same descriptor: the read starts the thread and returns 
 a read after writing `fork`). Each write handle of `step`, `run`, `kill` or `fork` acts once, so
 `touch step` and `echo > step` each start exactly one step. `step` while a step runs fails with
 EBUSY, on a finished thread with EINVAL, and so does a step whose agent cannot start (a broken
-`config.yaml`); the thread's `error` file says why. An empty prompt fails the write itself. Steps
-use the agents of `config.yaml` (`defaultAgent`, `agentOverrides`), like `uwf thread step`
-without `--agent`. `echo > kill` returns once the agent's processes are gone and the thread is
+`config.yaml`) or a paused thread; the thread's `error` file says why. An empty prompt fails the
+write itself. A thread started here runs its agents in the mount's `--workdir` (default: where
+`uwf mount` ran), with the agents `config.yaml` named when it started (`uwf thread rebind`
+changes them), like `uwf thread step` without `--agent`. `echo > kill` returns once the agent's processes are gone and the thread is
 archived as `killed`: no step can start in between.
 
 ## Walking, waiting and watching
