@@ -524,3 +524,29 @@ mod toml_like {
         }
     }
 }
+
+// Issue #32: the first hour, round two.
+
+#[test]
+fn thread_run_numbers_its_steps_as_the_thread_log_does() {
+    let env = Env::new();
+    put_example(&env, "solve-issue");
+    let id = start_thread(&env, "solve-issue", "Users are logged out after one minute");
+    env.ok(&["thread", "step", &id, "--agent", "dry"]);
+    let shown = on_terminal(&env, &["thread", "run", &id, "--agent", "dry"]);
+    assert!(
+        shown.contains(&format!("uwf: step 2 of thread {id} (")),
+        "{shown}"
+    );
+    assert!(
+        !shown.contains(&format!("step 1 of thread {id}")),
+        "{shown}"
+    );
+    assert!(shown.contains("s elapsed)"), "{shown}");
+    assert!(
+        !shown.contains("ns elapsed") && !shown.contains("µs elapsed"),
+        "{shown}"
+    );
+    let log = env.ok(&["thread", "log", &id]);
+    assert!(log.contains("step 2 ·"), "{log}");
+}
