@@ -524,3 +524,81 @@ mod toml_like {
         }
     }
 }
+
+// Issue #32: the first hour, round two.
+
+#[test]
+fn thread_run_numbers_its_steps_as_the_thread_log_does() {
+    let env = Env::new();
+    put_example(&env, "solve-issue");
+    let id = start_thread(&env, "solve-issue", "Users are logged out after one minute");
+    env.ok(&["thread", "step", &id, "--agent", "dry"]);
+    let shown = on_terminal(&env, &["thread", "run", &id, "--agent", "dry"]);
+    assert!(
+        shown.contains(&format!("uwf: step 2 of thread {id} (")),
+        "{shown}"
+    );
+    assert!(
+        !shown.contains(&format!("step 1 of thread {id}")),
+        "{shown}"
+    );
+    assert!(shown.contains("s elapsed)"), "{shown}");
+    assert!(
+        !shown.contains("ns elapsed") && !shown.contains("µs elapsed"),
+        "{shown}"
+    );
+    let log = env.ok(&["thread", "log", &id]);
+    assert!(log.contains("step 2 ·"), "{log}");
+}
+
+/// The subcommands a `--help` text lists under `Commands:` (without `help`).
+fn subcommands(help: &str) -> Vec<String> {
+    help.lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.is_empty() || l.starts_with(' '))
+        .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn no_help_text_or_skill_cites_a_file_the_user_lacks() {
+    let env = Env::new();
+    let mut pending = vec![Vec::<String>::new()];
+    let mut seen = 0;
+    while let Some(path) = pending.pop() {
+        let args: Vec<&str> = path.iter().map(String::as_str).collect();
+        for flag in ["--help", "-h"] {
+            let help = env.ok(&[&args[..], &[flag]].concat());
+            for cited in ["SPEC", "§"] {
+                assert!(
+                    !help.contains(cited),
+                    "uwf {} {flag} cites {cited}:\n{help}",
+                    path.join(" ")
+                );
+            }
+            if flag == "--help" {
+                for sub in subcommands(&help) {
+                    pending.push([&path[..], &[sub]].concat());
+                }
+            }
+        }
+        seen += 1;
+    }
+    assert!(seen > 50, "only {seen} commands walked");
+    for skill in ["cli", "author", "agent"] {
+        let text = env.ok(&["skill", skill]);
+        assert!(text.len() > 500, "uwf skill {skill}: {text}");
+        assert!(
+            !text.contains("SPEC") && !text.contains('§'),
+            "uwf skill {skill} cites the spec"
+        );
+    }
+    // `thread start` prints JSON; its id alone comes with -q.
+    let help = env.ok(&["--help"]);
+    assert!(help.contains(r#"# prints {"workflow","thread"}"#), "{help}");
+    assert!(help.contains("-q prints only the thread id"), "{help}");
+}

@@ -983,6 +983,80 @@ fn setup_writes_config_and_a_private_dotenv_that_agents_use() {
 }
 
 #[test]
+fn setup_refuses_an_empty_key_and_doctor_checks_only_the_provider_in_use() {
+    let env = Env::new();
+    let setup = |args: &[&str], stdin: &str| {
+        env.uwf()
+            .arg("setup")
+            .args(args)
+            .write_stdin(stdin.to_owned())
+            .output()
+            .unwrap()
+    };
+    let out = setup(
+        &[
+            "--provider",
+            "openai",
+            "--api-key",
+            "-",
+            "--model",
+            "gpt-4o-mini",
+            "--agent",
+            "llm",
+        ],
+        "\n",
+    );
+    let (_, stderr) = texts(&out);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("the API key is empty; nothing was written"),
+        "{stderr}"
+    );
+    assert!(!env.root().join("config.yaml").exists());
+
+    // Set up one provider, then switch to another whose server has no model list.
+    let old = Mock::start(vec![]);
+    let new = Mock::start(vec![Reply::status(404, "not found", &[])]);
+    let args = |mock: &Mock, name: &str, model: &str| {
+        let args = [
+            "--provider",
+            name,
+            "--base-url",
+            &mock.base_url,
+            "--api-key",
+            "-",
+        ];
+        let mut args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        args.extend(["--model", model, "--agent", "llm"].map(String::from));
+        args
+    };
+    let first = args(&old, "mock", "mock-model");
+    let first: Vec<&str> = first.iter().map(String::as_str).collect();
+    assert!(setup(&first, &format!("{KEY}\n")).status.success());
+    let second = args(&new, "local", "qwen");
+    let second: Vec<&str> = second.iter().map(String::as_str).collect();
+    assert!(setup(&second, "sk-local\n").status.success());
+    let out = env.run(&["doctor", "--skip", "fuse"]);
+    let (stdout, stderr) = texts(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(
+        stdout.contains(&format!(
+            "ok   provider local: GET {}/models → 404: the server answers but lists no models",
+            new.base_url
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("off  provider mock: no model in use names it"),
+        "{stdout}"
+    );
+    assert!(
+        old.requests().is_empty(),
+        "the unused provider is not probed"
+    );
+}
+
+#[test]
 fn config_errors_are_located_and_stop_steps() {
     let env = Env::new();
     std::fs::create_dir_all(env.root()).unwrap();
@@ -1085,6 +1159,13 @@ fn doctor_reports_one_line_per_check() {
         stdout.contains(&format!(
             "FAIL provider mock: provider `mock` needs an API key in ${KEY_ENV}"
         )),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!(
+            "hint: store it in {} with `uwf setup",
+            t.env.root().join(".env").display()
+        )) && !stdout.contains("<root>"),
         "{stdout}"
     );
     let out = t.run(&["doctor", "--skip", "fuse", "--skip", "providers"]);

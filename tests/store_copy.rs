@@ -372,7 +372,7 @@ fn unreachable_or_refusing_databases_fail_naming_the_target_not_the_password() {
 
     let err = copy_fails(&env, &format!("mysql://uwf:{secret}@db/uwf"), root);
     assert!(
-        err.contains("neither a directory nor a postgres:// URL"),
+        err.contains("neither a directory nor a postgres:// or file:// URL"),
         "{err}"
     );
     assert!(!err.contains(secret), "{err}");
@@ -514,4 +514,20 @@ fn a_source_node_that_does_not_hash_to_its_name_stops_the_copy() {
         !to.join("index.db").exists(),
         "no thread index written for a failed copy"
     );
+}
+
+#[test]
+fn file_urls_name_directories_and_other_hosts_are_refused() {
+    let env = Env::new();
+    common::put_example(&env, "solve-issue");
+    common::start_thread(&env, "solve-issue", "Fix the login bug");
+    let root = env.root();
+    let into = env.dir.path().join("copy of store");
+    let url = |p: &Path| format!("file://{}", p.to_str().expect("utf-8").replace(' ', "%20"));
+    let (summary, _) = copy(&env, &url(&root), &url(&into));
+    assert_eq!(summary["threads"], 1, "{summary}");
+    assert_eq!(threads_yaml(&into), threads_yaml(&root));
+    let err = copy_fails(&env, "file://backup-host/srv/uwf", &url(&into));
+    assert!(err.contains("names another machine"), "{err}");
+    assert!(err.contains("file:///ABSOLUTE/PATH"), "{err}");
 }

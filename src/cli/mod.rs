@@ -40,8 +40,9 @@ use error::CliResult;
 )]
 #[command(
     after_help = "Examples:\n  uwf workflow put examples/solve-issue.yaml\n  \
-uwf thread start solve-issue -p 'Fix the login bug'   # prints the thread id\n  \
-uwf thread run <thread-id>                             # the dry agent by default (offline)\n  \
+uwf thread start solve-issue -p 'Fix the login bug'   # prints {\"workflow\",\"thread\"}\n  \
+id=$(uwf thread start -q solve-issue -p 'Fix it')     # -q prints only the thread id\n  \
+uwf thread run \"$id\"                                  # the dry agent by default (offline)\n  \
 uwf mount --background ~/uwf && ls ~/uwf/threads\n  uwf skill author\n\n\
 Storage root: --root, else $UWF_STORAGE_ROOT, else $WORKFLOW_STORAGE_ROOT, else ~/.uwf"
 )]

@@ -7,7 +7,7 @@ use std::path::Path;
 use clap::Args;
 
 use super::Out;
-use crate::cli::error::{CliResult, CommandError, Context, bail, user_error};
+use crate::cli::error::{CliResult, CommandError, Context, user_error};
 use crate::engine::config::{self, PRESETS, Setup};
 use crate::engine::{config::dotenv, upkeep::doctor};
 
@@ -66,7 +66,19 @@ pub fn setup(args: SetupArgs, root: &Path, out: &mut Out) -> CliResult<()> {
             );
         }
         let stdin = std::io::stdin();
-        interactive(&mut stdin.lock(), &mut std::io::stderr(), &read_hidden)?
+        let (setup, key) = interactive(&mut stdin.lock(), &mut std::io::stderr(), &read_hidden)?;
+        // An empty answer keeps the current key: there must be one.
+        if key.is_none()
+            && let Some(env) = &setup.api_key_env
+            && !key_is_set(root, env)
+        {
+            return Err(user_error!(
+                "no API key was typed for ${env}, and neither {} nor the environment sets it; nothing was written",
+                dotenv::path(root).display()
+            )
+            .hint("run `uwf setup` again and paste the key, or answer the key-variable question with nothing for a provider that takes no key (e.g. a local server)"));
+        }
+        (setup, key)
     } else {
         let key = match args.api_key.as_deref() {
             Some("-") => {
@@ -90,7 +102,9 @@ pub fn setup(args: SetupArgs, root: &Path, out: &mut Out) -> CliResult<()> {
         (setup, key)
     };
     if key.as_deref() == Some("") {
-        bail!("the API key is empty");
+        return Err(user_error!("the API key is empty; nothing was written").hint(
+            "pipe the key into `--api-key -`, or leave --api-key out for a provider that takes no key",
+        ));
     }
     if key.is_some() && setup.provider.is_none() && setup.api_key_env.is_none() {
         return Err(user_error!("an API key needs a variable to live in")
@@ -126,6 +140,17 @@ pub fn setup(args: SetupArgs, root: &Path, out: &mut Out) -> CliResult<()> {
             said.join(", ")
         }
     ))?;
+    if key.is_none()
+        && let Some(env) = &key_env
+        && setup.provider.is_some()
+        && !key_is_set(root, env)
+    {
+        eprintln!(
+            "uwf: note: ${env} is set neither in {} nor in the environment; requests to the provider fail until it is: `uwf setup --provider {} --api-key -` reads it from stdin",
+            dotenv::path(root).display(),
+            setup.provider.as_deref().unwrap_or_default()
+        );
+    }
     if let Some(key) = key {
         let Some(env) = key_env else {
             return Err(user_error!("an API key needs a variable to live in")
@@ -138,6 +163,15 @@ pub fn setup(args: SetupArgs, root: &Path, out: &mut Out) -> CliResult<()> {
         ))?;
     }
     Ok(())
+}
+
+/// Whether `env` holds a key: a non-empty value in `<root>/.env` or in the environment.
+fn key_is_set(root: &Path, env: &str) -> bool {
+    let in_file = dotenv::read(root)
+        .unwrap_or_default()
+        .into_iter()
+        .any(|(k, v)| k == env && !v.trim().is_empty());
+    in_file || std::env::var(env).is_ok_and(|v| !v.trim().is_empty())
 }
 
 /// Asks for the settings with defaults; `secret` reads the key without echo.
@@ -300,5 +334,17 @@ mod tests {
         assert_eq!(setup.api_key_env.as_deref(), Some("LAB_API_KEY"));
         assert_eq!(setup.model.as_deref(), Some("qwen"));
         assert_eq!(key, None);
+    }
+
+    #[test]
+    fn a_key_is_set_by_dotenv_or_the_environment_never_by_an_empty_value() {
+        let root = tempfile::tempdir().unwrap();
+        let var = "UWF_TEST_SETUP_KEY_NOT_IN_THE_ENVIRONMENT";
+        assert!(!key_is_set(root.path(), var));
+        dotenv::set(root.path(), &[(var, "")]).unwrap();
+        assert!(!key_is_set(root.path(), var));
+        dotenv::set(root.path(), &[(var, "sk-1")]).unwrap();
+        assert!(key_is_set(root.path(), var));
+        assert!(key_is_set(root.path(), "PATH"));
     }
 }

@@ -15,7 +15,8 @@ use crate::engine::upkeep::store_copy::{self, Endpoint, Progress};
 pub enum StoreCommand {
     /// Copy a whole store (nodes, registry, threads, history) into an empty one, verifying
     /// every hash
-    #[command(after_help = "FROM and TO are each a storage root (a directory) or a \
+    #[command(
+        after_help = "FROM and TO are each a storage root (a directory, or file:///ABSOLUTE/PATH) or a \
 postgres://USER@HOST:PORT/DB URL (password in the URL or in PGPASSWORD, e.g. in <root>/.env; \
 it is never printed).\n\n\
 Every node is copied with its timestamp and re-hashed on both sides; then the registry (every \
@@ -25,12 +26,13 @@ workflow; a directory is created if missing. Config, .env, run files and caches 
 Prints one JSON line: {\"from\", \"to\", \"nodes\", \"newNodes\", \"threads\", \"archived\", \
 \"workflows\", \"versions\", \"ms\"}. Exit status 1 on any failure.\n\n\
 Examples:\n  uwf store copy ~/.uwf postgres://uwf@db/uwf        # a directory store into PostgreSQL\n  \
-uwf store copy postgres://uwf@db/uwf ~/uwf-backup   # and back")]
+uwf store copy postgres://uwf@db/uwf ~/uwf-backup   # and back"
+    )]
     Copy {
-        /// The store to copy from: a directory or a postgres:// URL
+        /// The store to copy from: a directory (or file:// URL) or a postgres:// URL
         from: String,
-        /// The store to copy into (empty of threads and workflows): a directory or a
-        /// postgres:// URL
+        /// The store to copy into (empty of threads and workflows): a directory (or file://
+        /// URL) or a postgres:// URL
         to: String,
     },
 }

@@ -30,13 +30,21 @@ pub(super) fn run_steps(
         from_queue: false,
     };
     let progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    // Steps are numbered as `thread log` numbers them: after the steps the thread already has.
+    let before = if progress {
+        let head = crate::engine::thread::index::active_head(store.root(), id)?;
+        crate::engine::chain::history(store, head)?.len()
+    } else {
+        0
+    };
     let started = std::time::Instant::now();
     let mut warm = step::Warm::default();
     for n in 1..=max_steps {
         if progress {
             eprintln!(
-                "uwf: step {n} of thread {id} ({:.1?} elapsed)",
-                started.elapsed()
+                "uwf: step {} of thread {id} ({} elapsed)",
+                before + n,
+                human_duration(started.elapsed())
             );
         }
         let stepped = step::step_warm(store, &config, id, &options, &mut warm)?;
@@ -56,6 +64,18 @@ pub(super) fn run_steps(
     }
     eprintln!("uwf: stopped after {max_steps} steps (--max-steps); the thread is still active");
     Ok(())
+}
+
+/// A duration for people: `0.4s` under ten seconds, `12s` under a minute, then `3m05s` and
+/// `2h07m`.
+pub(crate) fn human_duration(d: std::time::Duration) -> String {
+    let secs = d.as_secs();
+    match secs {
+        0..10 => format!("{:.1}s", (d.as_millis() / 100) as f64 / 10.0),
+        10..60 => format!("{secs}s"),
+        60..3600 => format!("{}m{:02}s", secs / 60, secs % 60),
+        _ => format!("{}h{:02}m", secs / 3600, secs % 3600 / 60),
+    }
 }
 
 /// `uwf run`: start a thread and run it to its end.
@@ -113,5 +133,27 @@ pub(super) fn print_notice(notice: &failure::Notice<'_>) {
             lifecycle::plural(attempts as usize, "attempt"),
             failure::first_line(error)
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::human_duration;
+
+    #[test]
+    fn durations_read_as_people_write_them() {
+        let cases = [
+            (Duration::from_nanos(411), "0.0s"),
+            (Duration::from_millis(400), "0.4s"),
+            (Duration::from_millis(9_990), "9.9s"),
+            (Duration::from_secs(12), "12s"),
+            (Duration::from_secs(185), "3m05s"),
+            (Duration::from_secs(7_620), "2h07m"),
+        ];
+        for (d, text) in cases {
+            assert_eq!(human_duration(d), text, "{d:?}");
+        }
     }
 }

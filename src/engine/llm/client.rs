@@ -103,7 +103,11 @@ impl Advice for LlmError {
                 "run `uwf setup --provider {provider} --base-url https://…/v1`"
             )],
             LlmError::MissingKey { env, provider, .. } => vec![format!(
-                "store it in <root>/.env with `uwf setup --provider {provider} --api-key-env {env} --api-key -` (reads the key from stdin), or export {env}"
+                "store it in {} with `uwf setup --provider {provider} --api-key-env {env} --api-key -` (reads the key from stdin), or export {env}",
+                // An agent runs with $UWF_STORAGE_ROOT set to the store's root.
+                crate::cas::store::default_root()
+                    .map(|root| root.join(".env").display().to_string())
+                    .unwrap_or_else(|_| "the storage root's .env".to_owned())
             )],
             LlmError::RateLimited { .. } => vec!["retry later, or use another model".to_owned()],
             LlmError::Timeout { .. } => {

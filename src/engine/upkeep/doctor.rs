@@ -1,7 +1,7 @@
 //! `uwf doctor`: checks of what a run needs (SPEC §6.4), each a verdict, a detail and a hint.
 //!
 //! The checks: the config parses and validates, `.env` parses and is private, every configured
-//! agent's program can be found, each provider answers `GET {baseUrl}/models` (with its key,
+//! agent's program can be found, each provider a model in use names answers `GET {baseUrl}/models` (with its key,
 //! which no detail ever shows), the storage root is writable (and over PostgreSQL, the server answers and its uwf schema is
 //! one this binary understands), and FUSE is usable.
 
@@ -125,7 +125,7 @@ pub fn run(root: &Path, skip: &[String]) -> Vec<Check> {
             checks.extend(agents(root, config));
         }
         if wanted("providers") {
-            checks.extend(providers(config));
+            checks.extend(providers(root, config));
         }
     }
     if wanted("storage") {
@@ -319,15 +319,48 @@ pub fn find_program(program: &str) -> Option<PathBuf> {
         .find(|p| executable(p))
 }
 
-fn providers(config: &Config) -> Vec<Check> {
+/// The providers steps may reach: those of the default model, of `modelOverrides` and of the
+/// models agents name with `--model`. A provider only other (unused) models name is not.
+fn used_providers(config: &Config) -> std::collections::BTreeSet<String> {
+    let agents = config.agents();
+    let named = agents.values().filter_map(|agent| {
+        let at = agent.args.iter().position(|a| a == "--model")?;
+        agent.args.get(at + 1)
+    });
+    config
+        .default_model
+        .iter()
+        .chain(config.model_overrides.values())
+        .chain(named)
+        .filter_map(|alias| config.models.get(alias)?.provider.clone())
+        .collect()
+}
+
+fn providers(root: &Path, config: &Config) -> Vec<Check> {
+    let used = used_providers(config);
     config
         .providers
         .keys()
         .map(|name| {
             let label = format!("provider {name}");
+            if !used.contains(name) {
+                return Check::off(
+                    label,
+                    "no model in use names it (defaultModel, modelOverrides, an agent's --model); not probed",
+                    format!("point defaultModel at one of its models to use it, or remove providers.{name} from config.yaml"),
+                );
+            }
             // Any model name serves for `GET /models`.
             let mut endpoint = match Endpoint::of_provider(config, name, "-") {
                 Ok(e) => e,
+                Err(crate::engine::llm::client::LlmError::MissingKey { env, provider }) => {
+                    let dotenv = dotenv::path(root);
+                    return Check::fail(
+                        label,
+                        format!("provider `{provider}` needs an API key in ${env}, which neither {} nor the environment sets", dotenv.display()),
+                        format!("store it in {} with `uwf setup --provider {provider} --api-key -` (reads the key from stdin), or export {env}", dotenv.display()),
+                    );
+                }
                 Err(e) => {
                     return Check::fail(label, e.to_string(), e.hints().join("; "));
                 }
@@ -349,9 +382,13 @@ fn providers(config: &Config) -> Vec<Check> {
                         "store a valid key: `uwf setup --provider {name} --api-key -` (reads it from stdin)"
                     ),
                 ),
-                Ok(404) => Check::ok(
+                // Many OpenAI-compatible servers serve chat completions without a model list.
+                Ok(status @ (404 | 405 | 501)) => Check::ok(
                     label,
-                    format!("GET {url} → 404 (the server answers; it lists no models){keyed}"),
+                    format!(
+                        "GET {url} → {status}: the server answers but lists no models (not a \
+                         failure; chat completions are not probed){keyed}"
+                    ),
                 ),
                 Ok(status) => Check::fail(
                     label,

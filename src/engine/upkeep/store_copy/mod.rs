@@ -58,6 +58,14 @@ impl Endpoint {
         if text.starts_with("postgres://") || text.starts_with("postgresql://") {
             return Ok(Endpoint::Pg(Box::new(PgConfig::parse(text)?)));
         }
+        if let Some(rest) = text.strip_prefix("file://") {
+            // RFC 8089: file:///abs/path, or file://localhost/abs/path; another host is not here.
+            let path = rest.strip_prefix("localhost").unwrap_or(rest);
+            if !path.starts_with('/') {
+                return Err(CopyError::FileHost(text.to_owned()));
+            }
+            return Ok(Endpoint::Dir(PathBuf::from(percent_decode(path))));
+        }
         if let Some((scheme, _)) = text.split_once("://")
             && !scheme.is_empty()
             && scheme
@@ -68,6 +76,31 @@ impl Endpoint {
         }
         Ok(Endpoint::Dir(PathBuf::from(text)))
     }
+}
+
+/// `path` with its `%XX` escapes decoded (a `%` not followed by two hex digits stays).
+fn percent_decode(path: &str) -> std::ffi::OsString {
+    use std::os::unix::ffi::OsStringExt;
+    let bytes = path.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (byte, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    std::ffi::OsString::from_vec(out)
 }
 
 /// The endpoint as it may be shown: a path, or the URL without its password.
@@ -106,8 +139,10 @@ pub struct Progress {
 /// Everything that can stop a copy.
 #[derive(Debug, thiserror::Error)]
 pub enum CopyError {
-    #[error("`{0}` is neither a directory nor a postgres:// URL")]
+    #[error("`{0}` is neither a directory nor a postgres:// or file:// URL")]
     UnknownScheme(String),
+    #[error("`{0}` names another machine; a file:// URL here is a directory on this one")]
+    FileHost(String),
     #[error("no uwf store at {}", .0.display())]
     NoStore(PathBuf),
     #[error("FROM and TO are the same store ({0})")]
@@ -158,7 +193,10 @@ impl Advice for CopyError {
     fn hints(&self) -> Vec<String> {
         match self {
             CopyError::UnknownScheme(_) => vec![
-                "give a directory (a storage root) or postgres://USER@HOST:PORT/DB".to_owned(),
+                "give a directory (a storage root), file:///ABSOLUTE/PATH or postgres://USER@HOST:PORT/DB".to_owned(),
+            ],
+            CopyError::FileHost(_) => vec![
+                "write file:///ABSOLUTE/PATH (three slashes), or mount the other machine's directory and give its path".to_owned(),
             ],
             CopyError::NoStore(_) => {
                 vec!["give the storage root to copy from, e.g. ~/.uwf".to_owned()]
@@ -661,6 +699,26 @@ mod tests {
             let err = Endpoint::parse(bad).expect_err(bad).to_string();
             assert!(!err.contains("s3cret"), "{err}");
             assert!(err.contains("db"), "{err}");
+        }
+    }
+
+    #[test]
+    fn file_urls_are_directories_on_this_machine() {
+        let dir = |text: &str| match Endpoint::parse(text).expect(text) {
+            Endpoint::Dir(path) => path,
+            Endpoint::Pg(_) => panic!("{text} is no database"),
+        };
+        assert_eq!(dir("file:///srv/uwf"), PathBuf::from("/srv/uwf"));
+        assert_eq!(dir("file://localhost/srv/uwf"), PathBuf::from("/srv/uwf"));
+        assert_eq!(
+            dir("file:///srv/my%20store/"),
+            PathBuf::from("/srv/my store/")
+        );
+        assert_eq!(dir("file:///a%zz"), PathBuf::from("/a%zz"));
+        for other in ["file://server/srv/uwf", "file://relative", "file://"] {
+            let err = Endpoint::parse(other).expect_err(other);
+            assert!(matches!(err, CopyError::FileHost(_)), "{other}: {err}");
+            assert!(err.hints()[0].contains("file:///"), "{other}");
         }
     }
 
