@@ -159,3 +159,55 @@ fn an_empty_table_says_so_under_its_header() {
     // In a pipe: nothing at all (JSON lines of no items).
     assert_eq!(env.ok(&["worker", "list"]), "");
 }
+
+#[test]
+fn one_object_reads_as_aligned_fields_on_a_terminal_and_as_json_when_asked() {
+    if !common::has(
+        "one_object_reads_as_aligned_fields_on_a_terminal_and_as_json_when_asked",
+        &[Need::Tool("script")],
+    ) {
+        return;
+    }
+    let env = Env::new();
+    let hash = put_example(&env, "solve-issue");
+    let id = start_thread(&env, "solve-issue", "p");
+    let shown = on_terminal(&env, &["thread", "show", &id], &[]);
+    let status = shown
+        .lines()
+        .find(|l| l.starts_with("status "))
+        .unwrap_or_default();
+    assert_eq!(
+        status.split_whitespace().collect::<Vec<_>>(),
+        ["status", "active"],
+        "{shown:?}"
+    );
+    let parent = shown
+        .lines()
+        .find(|l| l.starts_with("parent "))
+        .unwrap_or_default();
+    assert!(
+        parent.trim_end().ends_with('—'),
+        "null shows as a dash: {shown:?}"
+    );
+    let workflow_at = shown
+        .lines()
+        .find(|l| l.starts_with("workflow "))
+        .unwrap_or_default();
+    assert_eq!(
+        workflow_at.find("solve-issue"),
+        status.find("active"),
+        "values are aligned: {shown:?}"
+    );
+    let json = on_terminal(&env, &["thread", "show", &id, "--json"], &[]);
+    assert!(common::json(json.trim())["status"] == "active", "{json:?}");
+    // -q and --json where a command prints one thing.
+    let yaml = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/solve-issue.yaml");
+    assert_eq!(
+        env.ok(&["workflow", "put", yaml.to_str().unwrap(), "-q"]),
+        hash
+    );
+    let why = env.ok(&["thread", "why", &id, "--json"]);
+    let why = common::json(&why);
+    assert_eq!(why["next"], "planner", "{why}");
+    assert_eq!(why["trace"][0]["to"], "planner", "{why}");
+}

@@ -79,6 +79,26 @@ impl Out {
         self.inner.flush()
     }
 
+    /// One object: aligned `key: value` lines for a person at a terminal, else one JSON line
+    /// (`--json` gives the line on a terminal too).
+    pub fn object(&mut self, value: &serde_json::Value) -> io::Result<()> {
+        let (Mode::Table, Some(fields)) = (self.mode, value.as_object()) else {
+            return self.line(value);
+        };
+        let width = fields.keys().map(|k| k.chars().count()).max().unwrap_or(0);
+        for (key, v) in fields {
+            let shown = match v {
+                serde_json::Value::String(s) => s.clone(),
+                serde_json::Value::Null => "—".to_owned(),
+                other => other.to_string(),
+            };
+            // A multi-line value (an error with its hints) keeps its lines under the first.
+            let shown = shown.replace('\n', &format!("\n{}", " ".repeat(width + 2)));
+            writeln!(self.inner, "{key:<width$}  {shown}")?;
+        }
+        Ok(())
+    }
+
     /// Sends the rest of the output through the pager, when a person reads it at a terminal
     /// (see [`super::style::pager`]); a pager that cannot start leaves the output as it was.
     pub fn page(&mut self) {

@@ -195,6 +195,10 @@ fn put(store: &Store, file: &str, check: bool, out: &mut Out) -> CliResult<()> {
     }
     let name = checked.definition.workflow.name.clone();
     if check {
+        if out.quiet() {
+            out.line(&name)?;
+            return Ok(());
+        }
         out.line(json!({"name": name, "valid": true, "warnings": checked.warnings.len()}))?;
         return Ok(());
     }
@@ -214,6 +218,10 @@ fn put(store: &Store, file: &str, check: bool, out: &mut Out) -> CliResult<()> {
             report["previous"] = previous.to_string().into();
         }
     }
-    out.line(report)?;
+    if out.quiet() {
+        out.line(hash)?;
+    } else {
+        out.line(report)?;
+    }
     Ok(())
 }

@@ -23,7 +23,7 @@ use crate::engine::thread::index;
 use crate::engine::thread::listing::{self, STATUSES};
 use crate::engine::thread::render;
 use crate::engine::thread::view::ThreadView;
-use crate::engine::workflow::moderator::{Moderator, Outcome};
+use crate::engine::workflow::moderator::Moderator;
 use crate::engine::workflow::registry::{self, Registered};
 use crate::engine::workflow::{self, Definition, Workflow};
 
@@ -256,16 +256,8 @@ pub async fn why(State(app): State<Arc<App>>, Path(id): Path<String>) -> Answer 
         let tried: Vec<Value> = trace
             .iter()
             .map(|t| {
-                let verdict = match &t.outcome {
-                    Outcome::Always => "always matches".to_owned(),
-                    Outcome::Evaluated(Some(v)) => format!("= {v}"),
-                    Outcome::Evaluated(None) => "= undefined".to_owned(),
-                    Outcome::Failed(e) => format!("error: {e}"),
-                    Outcome::NotTried => "not tried".to_owned(),
-                    Outcome::OnFailure => "the step failed: onFailure".to_owned(),
-                };
                 json!({"to": t.target, "condition": t.condition, "expression": t.expression,
-                       "verdict": verdict, "matched": t.outcome.matched()})
+                       "verdict": t.outcome.verdict(), "matched": t.outcome.matched()})
             })
             .collect();
         let (next, error) = match decision {

@@ -422,7 +422,7 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             json["parent"] = parent;
             json["children"] = children;
             crate::engine::cycle::rebase::show(root, &summary, &mut json);
-            out.line(json)?;
+            out.object(&json)?;
         }
         ThreadCommand::List {
             all,
@@ -599,6 +599,24 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             let position = crate::engine::workflow::moderator::position(&context).to_owned();
             let moderator = Moderator::new(view.workflow.clone())?;
             let (trace, decision) = moderator.explain(&context)?;
+            if out.json_asked {
+                // The dashboard's shape, with the thread.
+                let tried: Vec<serde_json::Value> = trace
+                    .iter()
+                    .map(|t| {
+                        json!({"to": t.target, "condition": t.condition,
+                               "expression": t.expression, "verdict": t.outcome.verdict(),
+                               "matched": t.outcome.matched()})
+                    })
+                    .collect();
+                let (next, error) = match &decision {
+                    Ok(next) => (Some(next.clone()), None),
+                    Err(e) => (None, Some(crate::advice::with_hints(e))),
+                };
+                out.line(json!({"thread": id, "position": position,
+                    "steps": view.chain.steps.len(), "trace": tried, "next": next, "error": error}))?;
+                return decision.map(drop).map_err(Into::into);
+            }
             out.line(format!(
                 "thread {id} is at `{position}` ({})",
                 lifecycle::plural(view.chain.steps.len(), "step")

@@ -73,6 +73,20 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// The outcome in words, as `thread why` and the dashboard show it.
+    pub fn verdict(&self) -> String {
+        match self {
+            Outcome::Always => "always matches".to_owned(),
+            Outcome::Evaluated(Some(v)) => format!("= {v}"),
+            Outcome::Evaluated(None) => "= undefined".to_owned(),
+            Outcome::Failed(e) => format!("error: {e}"),
+            Outcome::NotTried => "not tried".to_owned(),
+            Outcome::OnFailure => "the step failed: onFailure".to_owned(),
+        }
+    }
+}
+
+impl Outcome {
     pub fn matched(&self) -> bool {
         matches!(
             self,
