@@ -569,10 +569,30 @@ fn no_help_text_or_skill_cites_a_file_the_user_lacks() {
     let env = Env::new();
     let mut pending = vec![Vec::<String>::new()];
     let mut seen = 0;
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    // A file of the repository a text names (`docs/LLM.md`, `examples/x.yaml`) must be there.
+    let named = std::cell::Cell::new(0);
+    let names_only_files_we_ship = |what: &str, text: &str| {
+        for word in text.split(|c: char| c.is_whitespace() || "`'\"()[],;".contains(c)) {
+            let word = word.trim_end_matches(['.', ':']);
+            if ["docs/", "examples/", "scripts/"]
+                .iter()
+                .any(|d| word.starts_with(d))
+                && !word.contains(['<', '*', '{', '…'])
+            {
+                assert!(
+                    repo.join(word).exists(),
+                    "{what} names {word}, which is not in the repository"
+                );
+                named.set(named.get() + 1);
+            }
+        }
+    };
     while let Some(path) = pending.pop() {
         let args: Vec<&str> = path.iter().map(String::as_str).collect();
         for flag in ["--help", "-h"] {
             let help = env.ok(&[&args[..], &[flag]].concat());
+            names_only_files_we_ship(&format!("uwf {} {flag}", path.join(" ")), &help);
             for cited in ["SPEC", "§"] {
                 assert!(
                     !help.contains(cited),
@@ -592,11 +612,16 @@ fn no_help_text_or_skill_cites_a_file_the_user_lacks() {
     for skill in ["cli", "author", "agent"] {
         let text = env.ok(&["skill", skill]);
         assert!(text.len() > 500, "uwf skill {skill}: {text}");
+        names_only_files_we_ship(&format!("uwf skill {skill}"), &text);
         assert!(
             !text.contains("SPEC") && !text.contains('§'),
             "uwf skill {skill} cites the spec"
         );
     }
+    assert!(
+        named.get() > 0,
+        "no text named a file of the repository: the check looked at nothing"
+    );
     // `thread start` prints JSON; its id alone comes with -q.
     let help = env.ok(&["--help"]);
     assert!(help.contains(r#"# prints {"workflow","thread"}"#), "{help}");
