@@ -751,6 +751,43 @@ fn umount_cleans_up_after_a_killed_daemon() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("is not a FUSE mount point"));
 }
 
+#[test]
+fn mount_refuses_a_directory_with_files_unless_nonempty() {
+    if !common::has(
+        "mount_refuses_a_directory_with_files_unless_nonempty",
+        &[Need::Fuse],
+    ) {
+        return;
+    }
+    let env = Env::new();
+    let dir = fresh_mount_dir("nonempty");
+    std::fs::write(dir.join("notes.txt"), "mine\n").unwrap();
+    let dir_str = dir.to_str().unwrap();
+    for how in [&["mount", dir_str][..], &["mount", "--background", dir_str]] {
+        let out = env.run(how);
+        assert_eq!(out.status.code(), Some(1), "{how:?}: {out:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("is not empty"), "{stderr}");
+        assert!(stderr.contains("--nonempty"), "{stderr}");
+        assert!(unmount::find(&dir).unwrap().is_none(), "nothing mounted");
+    }
+    let out = env.run(&["mount", "--background", "--nonempty", dir_str]);
+    common::assert_succeeded("mount --nonempty", &out);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let m = Mounted {
+        dir: dir.clone(),
+        pid: report["pid"].as_u64().unwrap() as u32,
+        root: env.root(),
+        child: None,
+    };
+    assert_eq!(m.ok("ls"), "README.md\ncas\nthreads\nworkflows\n");
+    drop(m);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("notes.txt")).unwrap(),
+        "mine\n"
+    );
+}
+
 // ---------------------------------------------------------------- threads/
 
 const LOOP: &str = "name: loop\nroles:\n  planner:\n    goal: plan\n    meta:\n      type: object\n      \
