@@ -788,6 +788,40 @@ fn mount_refuses_a_directory_with_files_unless_nonempty() {
     );
 }
 
+#[test]
+fn umount_from_inside_says_what_lazy_means() {
+    if !common::has("umount_from_inside_says_what_lazy_means", &[Need::Fuse]) {
+        return;
+    }
+    let env = Env::new();
+    let m = Mounted::start(&env, "lazy", &[]);
+    // A process whose working directory is inside keeps the mount busy.
+    let mut inside = Command::new("sleep")
+        .arg("30")
+        .current_dir(m.path("workflows"))
+        .spawn()
+        .unwrap();
+    let out = env.run(&["umount", m.dir.to_str().unwrap()]);
+    let _ = inside.kill();
+    let _ = inside.wait();
+    common::assert_succeeded("umount", &out);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("\"lazy\":true"),
+        "{out:?}"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("is busy"), "{stderr}");
+    assert!(stderr.contains("detached now"), "{stderr}");
+    assert!(
+        stderr.contains("last open file or working directory"),
+        "{stderr}"
+    );
+    assert!(
+        m.wait_gone(Duration::from_secs(10)),
+        "the daemon exits once it is left"
+    );
+}
+
 // ---------------------------------------------------------------- threads/
 
 const LOOP: &str = "name: loop\nroles:\n  planner:\n    goal: plan\n    meta:\n      type: object\n      \

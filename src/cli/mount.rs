@@ -260,6 +260,14 @@ fn detach_stdio() {
 
 pub fn run_umount(args: UmountArgs, out: &mut Out) -> CliResult<()> {
     let how = unmount::unmount(&args.dir, args.force)?;
+    if how == Unmounted::Lazy {
+        eprintln!(
+            "uwf: {} is busy (a shell's working directory or an open file is inside it): it is \
+             detached now, so new paths no longer reach it, and the mount ends when the last open \
+             file or working directory inside it goes away",
+            args.dir.display()
+        );
+    }
     out.line(json!({
         "unmounted": unmount::lexical_absolute(&args.dir)?,
         "lazy": how == Unmounted::Lazy,
