@@ -2165,6 +2165,18 @@ agentOverrides:\n  wrap: {{ approval: review-flow }}\n  review: {{ approver: hum
     assert_eq!(linked.trim(), format!("../../../{child}"));
     assert!(!m.ok(&format!("ls {p}/steps/001-draft")).contains("child"));
     assert!(!m.ok(&format!("ls {p}")).contains("parent"));
+    // readdir types the links as links: `find -type l` lists them, `-type f` does not.
+    let links = m.ok(&format!("find {c} {p} -maxdepth 3 -type l | sort"));
+    assert!(links.contains(&format!("{c}/parent\n")), "{links}");
+    assert!(
+        links.contains(&format!("{p}/steps/002-approval/child\n")),
+        "{links}"
+    );
+    let files = m.ok(&format!("find {c} {p} -maxdepth 3 -type f"));
+    assert!(
+        !files.contains("/parent\n") && !files.contains("/child\n"),
+        "{files}"
+    );
 }
 
 /// The agent context through the mount: a thread started by writing a prompt runs its agents
