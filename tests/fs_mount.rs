@@ -2155,6 +2155,14 @@ agentOverrides:\n  wrap: {{ approval: review-flow }}\n  review: {{ approver: hum
     m.ok(&format!("echo '{{\"approved\": true}}' > {c}/answer"));
     let wait = m.ok(&format!("cat {c}/wait"));
     assert!(wait.contains("\"role\":\"approver\""), "{wait}");
+    // The answer moves the thread in its feed as an agent's step would.
+    let events = m.ok(&format!("cat {c}/events"));
+    let last: serde_json::Value =
+        serde_json::from_str(events.lines().last().expect("an event")).unwrap();
+    assert_eq!(last["event"], "finished", "{events}");
+    assert_eq!(last["role"], "approver", "{events}");
+    assert_eq!(last["step"], 2, "{events}");
+    assert_eq!(last["done"], true, "{events}");
     assert!(run.wait().unwrap().success());
     let p = format!("threads/{parent}");
     let linked = eventually(
