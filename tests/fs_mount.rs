@@ -2151,6 +2151,17 @@ agentOverrides:\n  wrap: {{ approval: review-flow }}\n  review: {{ approver: hum
         m.ok(&format!("cat {c}/status")).trim(),
         "awaiting role=approver"
     );
+    // An empty answer fails the write itself, which the shell reports.
+    let out = m.sh(&format!("echo '' > {c}/answer"));
+    assert!(!out.status.success(), "{out:?}");
+    assert!(
+        m.ok(&format!("cat {c}/error"))
+            .contains("the answer is empty")
+    );
+    assert_eq!(
+        m.ok(&format!("cat {c}/status")).trim(),
+        "awaiting role=approver"
+    );
     // A valid one publishes the step; `wait` shows it.
     m.ok(&format!("echo '{{\"approved\": true}}' > {c}/answer"));
     let wait = m.ok(&format!("cat {c}/wait"));
@@ -2163,6 +2174,14 @@ agentOverrides:\n  wrap: {{ approval: review-flow }}\n  review: {{ approver: hum
     assert_eq!(last["role"], "approver", "{events}");
     assert_eq!(last["step"], 2, "{events}");
     assert_eq!(last["done"], true, "{events}");
+    // Once it asks nothing, an answer fails at the open, with `uwf thread answer`'s reason.
+    let out = m.sh(&format!("echo garbage > {c}/answer"));
+    assert!(!out.status.success(), "{out:?}");
+    let error = m.ok(&format!("cat {c}/error"));
+    assert!(error.contains("is archived (done)"), "{error}");
+    let cli = env.fails_stdin(&["thread", "answer", &child, "-"], "garbage");
+    let reason = cli.lines().next().unwrap().trim_start_matches("error: ");
+    assert!(error.contains(reason), "{error} vs {cli}");
     assert!(run.wait().unwrap().success());
     let p = format!("threads/{parent}");
     let linked = eventually(
