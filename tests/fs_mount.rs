@@ -1341,11 +1341,29 @@ fn fork_through_the_mount_continues_from_a_step() {
     env.ok(&["thread", "step", &id]);
     let m = Mounted::start(&env, "threads-fork", &[]);
     let t = format!("threads/{id}");
+    let mtime = |path: &str| -> u64 { m.ok(&format!("stat -c %Y {path}")).trim().parse().unwrap() };
+    // Before any fork exists, `forks/` is as old as its thread, not 1970.
+    assert!(mtime(&format!("{t}/forks")) >= mtime(&format!("{t}/steps/001-planner")) - 1);
     let new = m.ok(&format!(
         "python3 - <<'EOF'\nimport os\nfd = os.open('{t}/steps/001-planner/fork', os.O_RDWR)\n\
          os.write(fd, b'x')\nprint(os.read(fd, 100).decode().strip())\nos.close(fd)\nEOF"
     ));
     let new = new.trim();
+    // The fork's directory has the fork's time, not its source step's; `forks/` is dated.
+    let forked = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    assert!(mtime(&format!("threads/{new}")) + 2 >= forked);
+    assert!(mtime(&format!("threads/{new}")) >= mtime(&format!("{t}/steps/001-planner")));
+    assert!(mtime(&format!("threads/{new}/forks")) >= mtime(&format!("threads/{new}")));
+    assert!(mtime(&format!("{t}/forks")) >= mtime(&format!("threads/{new}")));
+    assert_eq!(
+        m.ok(&format!(
+            "find threads -mindepth 1 -maxdepth 1 -newer {t}/steps/002-reviewer"
+        )),
+        format!("threads/{new}\n")
+    );
     assert_eq!(
         m.ok(&format!("ls threads/{new}/steps")),
         "001-planner\nlatest\n"
