@@ -751,6 +751,77 @@ fn umount_cleans_up_after_a_killed_daemon() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("is not a FUSE mount point"));
 }
 
+#[test]
+fn mount_refuses_a_directory_with_files_unless_nonempty() {
+    if !common::has(
+        "mount_refuses_a_directory_with_files_unless_nonempty",
+        &[Need::Fuse],
+    ) {
+        return;
+    }
+    let env = Env::new();
+    let dir = fresh_mount_dir("nonempty");
+    std::fs::write(dir.join("notes.txt"), "mine\n").unwrap();
+    let dir_str = dir.to_str().unwrap();
+    for how in [&["mount", dir_str][..], &["mount", "--background", dir_str]] {
+        let out = env.run(how);
+        assert_eq!(out.status.code(), Some(1), "{how:?}: {out:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("is not empty"), "{stderr}");
+        assert!(stderr.contains("--nonempty"), "{stderr}");
+        assert!(unmount::find(&dir).unwrap().is_none(), "nothing mounted");
+    }
+    let out = env.run(&["mount", "--background", "--nonempty", dir_str]);
+    common::assert_succeeded("mount --nonempty", &out);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let m = Mounted {
+        dir: dir.clone(),
+        pid: report["pid"].as_u64().unwrap() as u32,
+        root: env.root(),
+        child: None,
+    };
+    assert_eq!(m.ok("ls"), "README.md\ncas\nthreads\nworkflows\n");
+    drop(m);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("notes.txt")).unwrap(),
+        "mine\n"
+    );
+}
+
+#[test]
+fn umount_from_inside_says_what_lazy_means() {
+    if !common::has("umount_from_inside_says_what_lazy_means", &[Need::Fuse]) {
+        return;
+    }
+    let env = Env::new();
+    let m = Mounted::start(&env, "lazy", &[]);
+    // A process whose working directory is inside keeps the mount busy.
+    let mut inside = Command::new("sleep")
+        .arg("30")
+        .current_dir(m.path("workflows"))
+        .spawn()
+        .unwrap();
+    let out = env.run(&["umount", m.dir.to_str().unwrap()]);
+    let _ = inside.kill();
+    let _ = inside.wait();
+    common::assert_succeeded("umount", &out);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("\"lazy\":true"),
+        "{out:?}"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("is busy"), "{stderr}");
+    assert!(stderr.contains("detached now"), "{stderr}");
+    assert!(
+        stderr.contains("last open file or working directory"),
+        "{stderr}"
+    );
+    assert!(
+        m.wait_gone(Duration::from_secs(10)),
+        "the daemon exits once it is left"
+    );
+}
+
 // ---------------------------------------------------------------- threads/
 
 const LOOP: &str = "name: loop\nroles:\n  planner:\n    goal: plan\n    meta:\n      type: object\n      \
@@ -1270,11 +1341,29 @@ fn fork_through_the_mount_continues_from_a_step() {
     env.ok(&["thread", "step", &id]);
     let m = Mounted::start(&env, "threads-fork", &[]);
     let t = format!("threads/{id}");
+    let mtime = |path: &str| -> u64 { m.ok(&format!("stat -c %Y {path}")).trim().parse().unwrap() };
+    // Before any fork exists, `forks/` is as old as its thread, not 1970.
+    assert!(mtime(&format!("{t}/forks")) >= mtime(&format!("{t}/steps/001-planner")) - 1);
     let new = m.ok(&format!(
         "python3 - <<'EOF'\nimport os\nfd = os.open('{t}/steps/001-planner/fork', os.O_RDWR)\n\
          os.write(fd, b'x')\nprint(os.read(fd, 100).decode().strip())\nos.close(fd)\nEOF"
     ));
     let new = new.trim();
+    // The fork's directory has the fork's time, not its source step's; `forks/` is dated.
+    let forked = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    assert!(mtime(&format!("threads/{new}")) + 2 >= forked);
+    assert!(mtime(&format!("threads/{new}")) >= mtime(&format!("{t}/steps/001-planner")));
+    assert!(mtime(&format!("threads/{new}/forks")) >= mtime(&format!("threads/{new}")));
+    assert!(mtime(&format!("{t}/forks")) >= mtime(&format!("threads/{new}")));
+    assert_eq!(
+        m.ok(&format!(
+            "find threads -mindepth 1 -maxdepth 1 -newer {t}/steps/002-reviewer"
+        )),
+        format!("threads/{new}\n")
+    );
     assert_eq!(
         m.ok(&format!("ls threads/{new}/steps")),
         "001-planner\nlatest\n"
@@ -2080,10 +2169,37 @@ agentOverrides:\n  wrap: {{ approval: review-flow }}\n  review: {{ approver: hum
         m.ok(&format!("cat {c}/status")).trim(),
         "awaiting role=approver"
     );
+    // An empty answer fails the write itself, which the shell reports.
+    let out = m.sh(&format!("echo '' > {c}/answer"));
+    assert!(!out.status.success(), "{out:?}");
+    assert!(
+        m.ok(&format!("cat {c}/error"))
+            .contains("the answer is empty")
+    );
+    assert_eq!(
+        m.ok(&format!("cat {c}/status")).trim(),
+        "awaiting role=approver"
+    );
     // A valid one publishes the step; `wait` shows it.
     m.ok(&format!("echo '{{\"approved\": true}}' > {c}/answer"));
     let wait = m.ok(&format!("cat {c}/wait"));
     assert!(wait.contains("\"role\":\"approver\""), "{wait}");
+    // The answer moves the thread in its feed as an agent's step would.
+    let events = m.ok(&format!("cat {c}/events"));
+    let last: serde_json::Value =
+        serde_json::from_str(events.lines().last().expect("an event")).unwrap();
+    assert_eq!(last["event"], "finished", "{events}");
+    assert_eq!(last["role"], "approver", "{events}");
+    assert_eq!(last["step"], 2, "{events}");
+    assert_eq!(last["done"], true, "{events}");
+    // Once it asks nothing, an answer fails at the open, with `uwf thread answer`'s reason.
+    let out = m.sh(&format!("echo garbage > {c}/answer"));
+    assert!(!out.status.success(), "{out:?}");
+    let error = m.ok(&format!("cat {c}/error"));
+    assert!(error.contains("is archived (done)"), "{error}");
+    let cli = env.fails_stdin(&["thread", "answer", &child, "-"], "garbage");
+    let reason = cli.lines().next().unwrap().trim_start_matches("error: ");
+    assert!(error.contains(reason), "{error} vs {cli}");
     assert!(run.wait().unwrap().success());
     let p = format!("threads/{parent}");
     let linked = eventually(
@@ -2094,6 +2210,18 @@ agentOverrides:\n  wrap: {{ approval: review-flow }}\n  review: {{ approver: hum
     assert_eq!(linked.trim(), format!("../../../{child}"));
     assert!(!m.ok(&format!("ls {p}/steps/001-draft")).contains("child"));
     assert!(!m.ok(&format!("ls {p}")).contains("parent"));
+    // readdir types the links as links: `find -type l` lists them, `-type f` does not.
+    let links = m.ok(&format!("find {c} {p} -maxdepth 3 -type l | sort"));
+    assert!(links.contains(&format!("{c}/parent\n")), "{links}");
+    assert!(
+        links.contains(&format!("{p}/steps/002-approval/child\n")),
+        "{links}"
+    );
+    let files = m.ok(&format!("find {c} {p} -maxdepth 3 -type f"));
+    assert!(
+        !files.contains("/parent\n") && !files.contains("/child\n"),
+        "{files}"
+    );
 }
 
 /// The agent context through the mount: a thread started by writing a prompt runs its agents

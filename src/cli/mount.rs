@@ -33,11 +33,14 @@ Examples:
   uwf mount --background --read-only /srv/uwf
   uwf umount ~/uwf")]
 pub struct MountArgs {
-    /// An existing, empty directory to mount on
+    /// An existing, empty directory to mount on (see --nonempty)
     dir: PathBuf,
     /// Detach and return once the mount is ready
     #[arg(long)]
     background: bool,
+    /// Mount even if DIR holds files (they are hidden until unmounted)
+    #[arg(long)]
+    nonempty: bool,
     /// Nothing can be written; reads are cached by the kernel with no round trips
     #[arg(long)]
     read_only: bool,
@@ -82,12 +85,26 @@ pub fn run_mount(args: MountArgs, root: &Path, out: &mut Out) -> CliResult<()> {
         return Err(user_error!("{} is not a directory", dir.display())
             .hint(format!("mkdir -p {}", dir.display())));
     }
+    if !args.nonempty && holds_files(&dir)? {
+        return Err(user_error!(
+            "{} is not empty: a mount would hide its files",
+            dir.display()
+        )
+        .hint("mount on an empty directory, or pass --nonempty to hide them until unmounted"));
+    }
     // Resolved before a daemon is started in `/`, so "this directory" is the caller's.
     let workdir = super::thread::workdir(args.workdir.as_deref())?;
     if args.background && !args.daemon {
         return spawn_daemon(&args, root, &dir, &workdir, out);
     }
     serve(&args, root, &dir, workdir)
+}
+
+/// Whether the directory has any entry a mount on it would hide.
+fn holds_files(dir: &Path) -> CliResult<bool> {
+    let mut entries =
+        std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))?;
+    Ok(entries.next().is_some())
 }
 
 /// Starts `uwf mount --daemon` detached and waits for it to say the mount is ready.
@@ -113,6 +130,9 @@ fn spawn_daemon(
     cmd.current_dir("/");
     if args.read_only {
         cmd.arg("--read-only");
+    }
+    if args.nonempty {
+        cmd.arg("--nonempty");
     }
     if args.allow_other {
         cmd.arg("--allow-other");
@@ -240,6 +260,14 @@ fn detach_stdio() {
 
 pub fn run_umount(args: UmountArgs, out: &mut Out) -> CliResult<()> {
     let how = unmount::unmount(&args.dir, args.force)?;
+    if how == Unmounted::Lazy {
+        eprintln!(
+            "uwf: {} is busy (a shell's working directory or an open file is inside it): it is \
+             detached now, so new paths no longer reach it, and the mount ends when the last open \
+             file or working directory inside it goes away",
+            args.dir.display()
+        );
+    }
     out.line(json!({
         "unmounted": unmount::lexical_absolute(&args.dir)?,
         "lazy": how == Unmounted::Lazy,

@@ -336,19 +336,50 @@ impl Actions {
                 self.changed.fetch_add(1, Ordering::SeqCst);
                 Ok(stepped.to_json())
             }
+            Err(e) => Err(self.answer_refused(id, &e)),
+        }
+    }
+
+    /// Whether thread `id`, which the mount saw ask nothing, takes an answer after all (checked
+    /// when `answer` is opened for writing, so `echo garbage > answer` fails at once). A
+    /// refusal is `uwf thread answer`'s, also in the thread's `error`.
+    pub fn check_answerable(&self, id: &str) -> Result<(), FsError> {
+        let loaded = config::load(self.store.root()).map_err(|e| {
+            let text = with_hints(&e);
+            self.files(id).record_error(&text);
+            FsError::Refused(text)
+        })?;
+        // The engine looks at an answer's text only once the thread is known to ask: an empty
+        // one is refused as empty exactly when the thread awaits an answer, with nothing written.
+        match human::answer(&self.store, &loaded.config, id, "", None) {
+            Ok(_) | Err(HumanError::Empty) => Ok(()),
+            Err(e) if e.is_busy() => Err(FsError::Busy(with_hints(&e))),
+            // Refused before the engine records anything.
             Err(e) => {
                 let text = with_hints(&e);
-                if e.is_busy() {
-                    return Err(FsError::Busy(text));
-                }
-                // `human::answer` recorded a refused answer; a thread that asked nothing did
-                // not get that far.
-                if matches!(e, HumanError::NotAwaiting { .. } | HumanError::Empty) {
-                    self.files(id).record_error(&format!("answer: {text}"));
-                }
+                self.files(id).record_error(&format!("answer: {text}"));
                 Err(FsError::Refused(text))
             }
         }
+    }
+
+    /// An empty answer (`echo "" > answer`), refused at the write as the engine refuses it.
+    pub fn empty_answer(&self, id: &str) -> FsError {
+        self.answer_refused(id, &HumanError::Empty)
+    }
+
+    /// The error for a refused answer; the reason goes to the thread's `error` too.
+    fn answer_refused(&self, id: &str, e: &HumanError) -> FsError {
+        let text = with_hints(e);
+        if e.is_busy() {
+            return FsError::Busy(text);
+        }
+        // `human::answer` recorded a refused answer; a thread that asked nothing (or an empty
+        // answer) did not get that far.
+        if matches!(e, HumanError::NotAwaiting { .. } | HumanError::Empty) {
+            self.files(id).record_error(&format!("answer: {text}"));
+        }
+        FsError::Refused(text)
     }
 
     /// What `wait` shows when no step runs: the last step attempt's JSON, or the thread's

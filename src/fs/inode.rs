@@ -140,7 +140,11 @@ impl Key {
                 | Key::Threads(
                     ThreadKey::StepsLatest(_)
                         | ThreadKey::ForkLink(..)
-                        | ThreadKey::File(_, ThreadFile::Workflow | ThreadFile::Origin)
+                        | ThreadKey::File(
+                            _,
+                            ThreadFile::Workflow | ThreadFile::Origin | ThreadFile::Parent
+                        )
+                        | ThreadKey::StepFile(_, _, StepFile::Child)
                 )
         )
     }

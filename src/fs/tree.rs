@@ -327,7 +327,12 @@ impl Tree {
                 (Open::Control(Box::new(ctl)), Caching::Volatile)
             }
             Key::Threads(ThreadKey::File(id, ThreadFile::Answer)) if write => {
-                self.thread_ref(id)?;
+                let t = self.thread_ref(id)?;
+                if t.finished() || self.source.run_files(id).awaiting(t.head).is_none() {
+                    self.actions.check_answerable(id).inspect_err(|_| {
+                        control_handles::error_written(st, id);
+                    })?;
+                }
                 let ctl = Ctl::new(CtlTarget::Answer(id.clone()));
                 (Open::Control(Box::new(ctl)), Caching::Volatile)
             }

@@ -6,9 +6,12 @@
 //! gets), and [`answer`] completes the step: the answer goes through the same extraction as an
 //! agent's raw output, and the step node through the same verification and compare-and-set
 //! ([`step::publish`]). A refused answer keeps the thread awaiting and the answer's text (as a
-//! text node named in the error).
+//! text node named in the error). An accepted answer appends the same `finished` event to the
+//! thread's feed as a step an agent played.
 
 use std::time::Instant;
+
+use serde_json::json;
 
 use crate::advice::Advice;
 use crate::cas::Store;
@@ -18,6 +21,7 @@ use crate::engine::agent::submit::{self, Submission, SubmitError};
 use crate::engine::config::Config;
 use crate::engine::cycle::lifecycle;
 use crate::engine::cycle::step::{self, Current, StepError, Stepped};
+use crate::engine::thread::events;
 use crate::engine::thread::index::{self, State, ThreadIndexError};
 use crate::engine::thread::render::stored_body;
 use crate::engine::thread::run_files::RunFiles;
@@ -208,6 +212,8 @@ pub fn answer(
         extra: Default::default(),
     };
     let target = view.history.target(&view.workflow);
+    // 1-based, as in `steps/NNN-role` and the `awaiting` event.
+    let step = view.history.len() + 1;
     let outcome = submit::submit_raw_to(store, &target, &asked.role, submission, config)
         .map_err(HumanError::from)
         .and_then(|hash| {
@@ -226,6 +232,10 @@ pub fn answer(
         Ok(stepped) => {
             files.clear_awaiting();
             lock.record_success(&stepped.to_json());
+            // As a step an agent played writes it, so a reader of the feed sees the thread move.
+            let fields = json!({"step": step, "role": stepped.role,
+                "head": stepped.head.to_string(), "done": stepped.done});
+            events::append(&files, id, "finished", fields);
         }
         Err(e) => lock.record_error(&format!(
             "answer refused ({} ms): {}",

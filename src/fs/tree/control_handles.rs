@@ -37,6 +37,15 @@ pub(super) fn target_of(key: &Key) -> Option<CtlTarget> {
     }
 }
 
+/// The mount wrote thread `id`'s `error` (a refused answer): drop what the kernel caches of it,
+/// which it would otherwise trust for a second.
+pub(super) fn error_written(st: &mut State, id: &str) {
+    let key = Key::Threads(ThreadKey::File(Arc::from(id), ThreadFile::Error));
+    if let Some(ino) = st.inodes.existing(&key) {
+        st.inval.push(Inval::Inode(ino));
+    }
+}
+
 fn ctl_mut(st: &mut State, fh: u64) -> Result<&mut Ctl, FsError> {
     match st.handles.get_mut(&fh).map(|h| &mut h.open) {
         Some(Open::Control(ctl)) => Ok(ctl),
@@ -129,17 +138,25 @@ impl Tree {
             }
             ctl.text[start..end].copy_from_slice(data);
             ctl.wrote = true;
-            if ctl.text.iter().all(u8::is_ascii_whitespace)
-                && matches!(ctl.target, CtlTarget::Prompt(_))
-            {
-                // `echo "" > prompt`: refused by the write itself, which the shell reports
-                // (it does not look at what `close` returns).
-                let (CtlTarget::Prompt(name), None) = (ctl.target.clone(), &ctl.failed) else {
-                    return ctl.failed.clone().map_or(Ok(data.len() as u32), Err);
+            if ctl.text.iter().all(u8::is_ascii_whitespace) {
+                // `echo "" > prompt` (or `> answer`): refused by the write itself, which the
+                // shell reports (it does not look at what `close` returns).
+                if let Some(e) = &ctl.failed {
+                    return Err(e.clone());
+                }
+                let e = match ctl.target.clone() {
+                    CtlTarget::Prompt(name) => {
+                        let e = FsError::Refused(ThreadError::EmptyPrompt.to_string());
+                        self.prompt_refused(st, &name, &e);
+                        e
+                    }
+                    CtlTarget::Answer(id) => {
+                        error_written(st, &id);
+                        self.actions.empty_answer(&id)
+                    }
+                    _ => return Ok(data.len() as u32),
                 };
-                let e = FsError::Refused(ThreadError::EmptyPrompt.to_string());
-                ctl.failed = Some(e.clone());
-                self.prompt_refused(st, &name, &e);
+                ctl_mut(st, fh)?.failed = Some(e.clone());
                 return Err(e);
             }
             return Ok(data.len() as u32);
@@ -287,6 +304,7 @@ impl Tree {
             }
             Err(e) => {
                 ctl_mut(st, fh)?.failed = Some(e.clone());
+                error_written(st, id);
                 Err(e)
             }
         }

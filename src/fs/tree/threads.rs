@@ -311,7 +311,8 @@ impl Tree {
             ThreadKey::Dir(id) => {
                 let t = self.thread_ref(id)?;
                 let chain = self.source.chain(t.head)?;
-                let time = Source::head_time(&chain);
+                // A new fork's head is its source's step: the fork is newer than that.
+                let time = Source::head_time(&chain).max(started_at(id));
                 dir(time, live(&t, Caching::Mutable))
             }
             ThreadKey::Steps(id) => {
@@ -334,16 +335,14 @@ impl Tree {
             }
             // Forks of finished threads appear too: never immutable, but rare enough to cache
             // for a second (a fork through the mount invalidates it at once).
+            // Dated by the newest fork anywhere, and no older than the thread (not 1970 before
+            // any fork exists).
             ThreadKey::Forks(id) => {
                 self.thread_ref(id)?;
-                dir(self.source.forks_mtime()?, Caching::Stamped)
+                let time = self.source.forks_mtime()?.max(started_at(id));
+                dir(time, Caching::Stamped)
             }
-            ThreadKey::ForkLink(_, fork) => {
-                let started = ulid::Ulid::from_string(fork)
-                    .map(|u| from_ms(u.timestamp_ms()))
-                    .unwrap_or(SystemTime::UNIX_EPOCH);
-                link(started, Caching::Immutable)?
-            }
+            ThreadKey::ForkLink(_, fork) => link(started_at(fork), Caching::Immutable)?,
             ThreadKey::StepFile(id, i, StepFile::Child) => {
                 let (_, chain) = self.step_chain(id, *i)?;
                 link(
@@ -480,4 +479,11 @@ pub(super) fn read_at(
     files
         .read_text(file, offset, size as usize)
         .map_err(|e| FsError::internal(format!("thread {} {}: {e}", files.id(), file.as_str())))
+}
+
+/// When thread `id` was started (made, forked, or run as a child): the time in its ULID.
+fn started_at(id: &str) -> SystemTime {
+    ulid::Ulid::from_string(id)
+        .map(|u| from_ms(u.timestamp_ms()))
+        .unwrap_or(SystemTime::UNIX_EPOCH)
 }
