@@ -3,28 +3,11 @@
 
 mod common;
 
-use std::process::Command;
-
 use common::{Env, json, put_example, script, start_thread};
 
-/// Runs `uwf args…` under a pseudo-terminal (util-linux `script`), as a person at a terminal
-/// would; returns what the terminal showed, without carriage returns.
+/// `uwf args…` on a pseudo-terminal, without colour.
 fn on_terminal(env: &Env, args: &[&str]) -> String {
-    let line = std::iter::once(env!("CARGO_BIN_EXE_uwf"))
-        .chain(args.iter().copied())
-        .map(|a| format!("'{}'", a.replace('\'', r"'\''")))
-        .collect::<Vec<_>>()
-        .join(" ");
-    let out = Command::new("script")
-        .args(["-qec", &line, "/dev/null"])
-        .env("UWF_STORAGE_ROOT", env.root())
-        .env("HOME", env.dir.path())
-        .env("NO_COLOR", "1")
-        .env_remove("WORKFLOW_STORAGE_ROOT")
-        .current_dir(env.dir.path())
-        .output()
-        .expect("run script(1)");
-    String::from_utf8_lossy(&out.stdout).replace('\r', "")
+    common::on_terminal(env, args, &[("NO_COLOR", "1")])
 }
 
 /// A registered solve-issue with a thread run to its end by the dry agent (7 steps).

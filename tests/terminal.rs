@@ -5,31 +5,15 @@
 
 mod common;
 
-use std::process::Command;
-
 use common::{Env, Need, put_example, start_thread};
 
-const UWF: &str = env!("CARGO_BIN_EXE_uwf");
 const RED_ERROR: &str = "\x1b[1;31merror:\x1b[0m";
 
-/// Runs `uwf args…` on a pseudo-terminal with `extra_env`; returns everything it printed.
+/// Runs `uwf args…` on a pseudo-terminal; long output goes through a pager that marks it.
 fn on_terminal(env: &Env, args: &[&str], extra_env: &[(&str, &str)]) -> String {
-    let mut line = format!("'{UWF}'");
-    for arg in args {
-        line.push_str(&format!(" '{}'", arg.replace('\'', "'\\''")));
-    }
-    let mut cmd = Command::new("script");
-    cmd.args(["-qec", &line, "/dev/null"])
-        .env("UWF_STORAGE_ROOT", env.root())
-        .env("HOME", env.dir.path())
-        .env_remove("NO_COLOR")
-        .env("TERM", "xterm")
-        .env("PAGER", "sed s/^/PAGED:/");
-    for (k, v) in extra_env {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().expect("run script");
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    let mut vars = vec![("PAGER", "sed s/^/PAGED:/")];
+    vars.extend_from_slice(extra_env);
+    common::on_terminal(env, args, &vars)
 }
 
 #[test]

@@ -138,6 +138,29 @@ pub fn json(text: &str) -> serde_json::Value {
     serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
 }
 
+/// Runs `uwf args…` in `env` on a pseudo-terminal (`script` from util-linux), with `NO_COLOR`
+/// unset, `TERM=xterm` and `extra_env`; returns everything it printed, without carriage returns.
+pub fn on_terminal(env: &Env, args: &[&str], extra_env: &[(&str, &str)]) -> String {
+    let line = std::iter::once(env!("CARGO_BIN_EXE_uwf"))
+        .chain(args.iter().copied())
+        .map(|a| format!("'{}'", a.replace('\'', r"'\''")))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut cmd = std::process::Command::new("script");
+    cmd.args(["-qec", &line, "/dev/null"])
+        .env("UWF_STORAGE_ROOT", env.root())
+        .env("HOME", env.dir.path())
+        .env_remove("WORKFLOW_STORAGE_ROOT")
+        .env_remove("NO_COLOR")
+        .env("TERM", "xterm")
+        .current_dir(env.dir.path());
+    for (key, value) in extra_env {
+        cmd.env(key, value);
+    }
+    let out = cmd.output().expect("run script(1)");
+    String::from_utf8_lossy(&out.stdout).replace('\r', "")
+}
+
 /// Writes an executable shell script at `path` and returns the path.
 pub fn write_script(path: &Path, body: &str) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
