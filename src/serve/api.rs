@@ -253,13 +253,7 @@ pub async fn why(State(app): State<Arc<App>>, Path(id): Path<String>) -> Answer 
         let (trace, decision) = moderator
             .explain(&context)
             .map_err(|e| ApiError::internal(&e))?;
-        let tried: Vec<Value> = trace
-            .iter()
-            .map(|t| {
-                json!({"to": t.target, "condition": t.condition, "expression": t.expression,
-                       "verdict": t.outcome.verdict(), "matched": t.outcome.matched()})
-            })
-            .collect();
+        let tried: Vec<Value> = trace.iter().map(|t| t.to_json()).collect();
         let (next, error) = match decision {
             Ok(next) => (Some(next), None),
             Err(e) => (None, Some(crate::advice::with_hints(&e))),

@@ -601,14 +601,7 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             let (trace, decision) = moderator.explain(&context)?;
             if out.json_asked {
                 // The dashboard's shape, with the thread.
-                let tried: Vec<serde_json::Value> = trace
-                    .iter()
-                    .map(|t| {
-                        json!({"to": t.target, "condition": t.condition,
-                               "expression": t.expression, "verdict": t.outcome.verdict(),
-                               "matched": t.outcome.matched()})
-                    })
-                    .collect();
+                let tried: Vec<serde_json::Value> = trace.iter().map(|t| t.to_json()).collect();
                 let (next, error) = match &decision {
                     Ok(next) => (Some(next.clone()), None),
                     Err(e) => (None, Some(crate::advice::with_hints(e))),

@@ -320,10 +320,13 @@ fn claim(shared: &Shared<'_>) -> Result<Option<(String, Option<lease::LeaseGuard
             .insert(id.clone());
         return Ok(Some((id, Some(lease::hold_claim(root, pg, claimed)))));
     }
-    for id in runnable(root)? {
+    for id in index::queued(root)? {
         if let Some(wanted) = shared.workflow
             && workflow_of(shared.store, &id) != Some(wanted)
         {
+            continue;
+        }
+        if is_paused(root, &id) {
             continue;
         }
         if RunFiles::new(root, &id).check_idle().is_err() {
@@ -337,11 +340,10 @@ fn claim(shared: &Shared<'_>) -> Result<Option<(String, Option<lease::LeaseGuard
     Ok(None)
 }
 
-/// A directory store's queued threads that are not paused, longest waiting first.
-fn runnable(root: &std::path::Path) -> Result<Vec<String>, WorkerError> {
-    let mut queued = index::queued(root)?;
-    queued.retain(|id| !context::is_paused(root, id).unwrap_or(false));
-    Ok(queued)
+/// Whether a directory store's queued thread is paused (claims pass it by, and it does not
+/// keep a worker from being idle). Asked of a candidate only, not of the whole queue.
+fn is_paused(root: &std::path::Path, id: &str) -> bool {
+    context::is_paused(root, id).unwrap_or(false)
 }
 
 /// A worker's configuration, read again when `config.yaml` changes (its modification time
@@ -404,13 +406,12 @@ fn idle(shared: &Shared<'_>) -> Result<bool, WorkerError> {
     if let Some(pg) = storage::pg(root)? {
         return Ok(!pg.any_queued(shared.workflow)?);
     }
-    let queued = runnable(root)?;
-    Ok(match shared.workflow {
-        None => queued.is_empty(),
-        Some(w) => !queued
-            .iter()
-            .any(|id| workflow_of(shared.store, id) == Some(w)),
-    })
+    Ok(!index::queued(root)?.iter().any(|id| {
+        shared
+            .workflow
+            .is_none_or(|w| workflow_of(shared.store, id) == Some(w))
+            && !is_paused(root, id)
+    }))
 }
 
 /// One worker's report in the directory store (`<root>/workers/<pid>.json`).

@@ -170,12 +170,17 @@ fn secrets(root: &Path) -> Check {
 }
 
 fn agents(root: &Path, config: &Config) -> Vec<Check> {
+    let in_file: Vec<String> = dotenv::read(root)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(key, _)| key)
+        .collect();
     config
         .agents()
         .into_iter()
         .map(|(name, agent)| {
             let label = format!("agent {name}");
-            if let Some(check) = missing_secret(root, &name, &label, &agent) {
+            if let Some(check) = missing_secret(root, &in_file, (&name, &label), &agent) {
                 return check;
             }
             if let Some(check) = kind_check(root, config, &name, &label, &agent) {
@@ -199,13 +204,13 @@ fn agents(root: &Path, config: &Config) -> Vec<Check> {
 }
 
 /// A failed check when the agent's `env` names a `${SECRET}` that neither the root's `.env`
-/// nor this process's environment sets.
-fn missing_secret(root: &Path, name: &str, label: &str, agent: &AgentConfig) -> Option<Check> {
-    let in_file: Vec<String> = dotenv::read(root)
-        .unwrap_or_default()
-        .into_iter()
-        .map(|(key, _)| key)
-        .collect();
+/// (whose keys are `in_file`) nor this process's environment sets.
+fn missing_secret(
+    root: &Path,
+    in_file: &[String],
+    (name, label): (&str, &str),
+    agent: &AgentConfig,
+) -> Option<Check> {
     let missing: Vec<String> = crate::engine::agent::resolve::secrets_named(&agent.env)
         .into_iter()
         .filter(|s| !in_file.contains(s) && std::env::var_os(s).is_none())

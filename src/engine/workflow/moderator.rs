@@ -156,6 +156,16 @@ pub struct Tried {
     pub outcome: Outcome,
 }
 
+impl Tried {
+    /// `{to, condition, expression, verdict, matched}`, as `thread why --json` and the dashboard
+    /// give each transition tried.
+    pub fn to_json(&self) -> Value {
+        serde_json::json!({"to": self.target, "condition": self.condition,
+            "expression": self.expression, "verdict": self.outcome.verdict(),
+            "matched": self.outcome.matched()})
+    }
+}
+
 /// A routing decision.
 #[derive(Debug, Clone)]
 pub struct Decision {
