@@ -471,17 +471,17 @@ fn list(store: &Store, hashes: &[Hash], out: &mut Out) -> CliResult<()> {
     let mut rows = Vec::new();
     for &h in hashes {
         match out.mode {
-            super::output::Mode::Table => {
+            super::terminal::output::Mode::Table => {
                 let (kind, age) = match store.get(h) {
                     Ok(node) => (
                         type_label(node.type_hash),
-                        super::output::ago(node.timestamp, now),
+                        super::terminal::output::ago(node.timestamp, now),
                     ),
                     Err(_) => ("?".to_owned(), String::new()),
                 };
                 rows.push(vec![h.to_string(), kind, age]);
             }
-            super::output::Mode::Json if out.json_asked => {
+            super::terminal::output::Mode::Json if out.json_asked => {
                 let node = store.get(h)?;
                 out.line(serde_json::json!({
                     "hash": h.to_string(),

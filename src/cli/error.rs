@@ -117,8 +117,8 @@ impl CommandError {
     /// Prints the error on stderr (coloured on a terminal) and returns the process exit code.
     pub fn report(&self) -> ExitCode {
         let text = self.render();
-        if super::style::stderr_color() {
-            use super::style::Paint;
+        if super::terminal::style::stderr_color() {
+            use super::terminal::style::Paint;
             let painted: String = text
                 .lines()
                 .map(|line| {

@@ -11,12 +11,11 @@ mod eval;
 mod export;
 mod live;
 mod mount;
-mod output;
+mod terminal;
 mod scale;
 mod serve;
 mod setup;
 mod skill;
-mod style;
 mod thread;
 mod workflow;
 
@@ -25,7 +24,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-pub use output::Out;
+pub use terminal::output::Out;
 
 use error::CliResult;
 
@@ -67,7 +66,7 @@ pub struct Cli {
         default_value = "auto",
         display_order = 903
     )]
-    color: style::When,
+    color: terminal::style::When,
 
     /// Print long output (thread read, log, diff) straight, not through $PAGER (less -FRX)
     #[arg(long, global = true, display_order = 904)]
@@ -172,7 +171,7 @@ pub fn main() -> ExitCode {
     crate::engine::agent::spawn::arm_parent_death();
     let cli = Cli::parse();
     crate::profile::mark("parsed the command line");
-    style::init(cli.color, cli.no_pager);
+    terminal::style::init(cli.color, cli.no_pager);
     let mut out = Out::stdout(cli.json, cli.quiet);
     let result = run(cli, &mut out).and_then(|()| Ok(out.flush()?));
     // Over PostgreSQL, what this process queued for the database (an event of a kill, a

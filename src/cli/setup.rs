@@ -279,7 +279,7 @@ pub fn doctor(args: DoctorArgs, root: &Path, out: &mut Out) -> CliResult<()> {
     let failed = checks.iter().filter(|c| !c.ok).count();
     let color = out.color();
     for check in &checks {
-        use super::style::Paint;
+        use super::terminal::style::Paint;
         let verdict = match (check.ok, check.off) {
             (true, false) => Paint::Green.on("ok  ", color),
             (true, true) => "off ".to_owned(),

@@ -7,7 +7,7 @@ use clap::Subcommand;
 use serde_json::json;
 
 use super::Out;
-use super::output::{Mode, ago};
+use super::terminal::output::{Mode, ago};
 use crate::cas::Store;
 use crate::cas::store::now_ms;
 use crate::cli::error::{CliResult, Context};

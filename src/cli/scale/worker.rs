@@ -11,7 +11,7 @@ use serde_json::json;
 use crate::cas::store::now_ms;
 use crate::cli::Out;
 use crate::cli::error::{CliResult, Context};
-use crate::cli::output::{Mode, ago};
+use crate::cli::terminal::output::{Mode, ago};
 use crate::engine::config;
 use crate::engine::cycle::worker::{self, Event, WorkerOptions};
 use crate::engine::storage;

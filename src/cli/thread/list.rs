@@ -5,7 +5,7 @@
 use crate::cas::Store;
 use crate::cli::Out;
 use crate::cli::error::CliResult;
-use crate::cli::output::{Mode, ago};
+use crate::cli::terminal::output::{Mode, ago};
 use crate::engine::cycle::lifecycle;
 use crate::engine::thread::listing::{self, Listed, Query};
 

@@ -6,7 +6,7 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 
 use super::Out;
-use super::output::{Mode, ago, shorten};
+use super::terminal::output::{Mode, ago, shorten};
 use crate::cas::{Store, builtin};
 use crate::cli::error::{CliResult, CommandError, Context, bail, user_error};
 use crate::engine::agent::interrupt;
@@ -532,7 +532,7 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             let diff = render::step_diff(&store, a, b)?;
             out.page();
             if out.color() {
-                out.text(&super::style::diff(&diff))?;
+                out.text(&super::terminal::style::diff(&diff))?;
             } else {
                 out.text(&diff)?;
             }
