@@ -9,13 +9,14 @@ mod cas;
 mod error;
 mod eval;
 mod export;
+mod knowledge;
 mod live;
 mod mount;
-mod terminal;
 mod scale;
 mod serve;
 mod setup;
 mod skill;
+mod terminal;
 mod thread;
 mod workflow;
 
@@ -133,6 +134,13 @@ uwf cas has 2DHW2FP49YVD3 && echo present\n  uwf cas fsck\n  uwf cas gc --dry-ru
 uwf store copy postgres://uwf@db/uwf ~/uwf-backup"
     )]
     Store(scale::store::StoreCommand),
+    /// Index a repository's documents and code, and search them (offline, or with embeddings)
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  uwf knowledge sync                  # in a repository with a knowledge.yaml\n  \
+uwf knowledge query 'how are retries configured'\n  uwf knowledge query -g 'lease renewal'\n  uwf knowledge status"
+    )]
+    Knowledge(knowledge::KnowledgeCommand),
     /// Serve the storage as files at DIR (FUSE)
     Mount(mount::MountArgs),
     /// Unmount a `uwf mount` (also after its process died)
@@ -211,6 +219,7 @@ fn run(cli: Cli, out: &mut Out) -> CliResult {
         Command::Thread(cmd) => thread::run(cmd, &root, out),
         Command::Run(args) => thread::start_and_run(args, &root, out),
         Command::Agent(cmd) => agent::run(cmd, &root, out),
+        Command::Knowledge(cmd) => knowledge::run(cmd, &root, out),
         Command::Mount(args) => mount::run_mount(args, &root, out),
         Command::Umount(args) => mount::run_umount(args, out),
         Command::Skill(args) => skill::skill(&args, out),
@@ -248,6 +257,7 @@ fn needs_a_store(command: &Command) -> bool {
         | Command::Serve(_)
         | Command::Worker(_) => true,
         Command::Eval(_)
+        | Command::Knowledge(_)
         | Command::Mount(_)
         | Command::Umount(_)
         | Command::Skill(_)

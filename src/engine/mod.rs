@@ -27,6 +27,7 @@ pub mod chain;
 pub mod config;
 pub mod cycle;
 pub mod input;
+pub mod knowledge;
 pub mod llm;
 pub mod storage;
 pub mod suggest;

@@ -82,6 +82,8 @@ pub enum LlmError {
     },
     #[error("{url}: the answer is not a chat completion: {reason}")]
     BadResponse { url: String, reason: String },
+    #[error("{url}: the answer is not a list of embeddings: {reason}")]
+    BadEmbeddings { url: String, reason: String },
 }
 
 impl Advice for LlmError {
@@ -343,6 +345,12 @@ pub struct Client {
     agent: ureq::Agent,
 }
 
+/// A successful exchange: the answer's body, or a streamed chat answer read to its end.
+pub(super) enum Exchanged {
+    Body { body: String, attempts: u32 },
+    Streamed(ChatResponse),
+}
+
 /// What one attempt ended with, before retry decisions.
 enum Attempt {
     Answer {
@@ -387,7 +395,7 @@ impl Client {
     fn complete(
         &self,
         request: &ChatRequest,
-        mut on_text: Option<&mut dyn FnMut(&str)>,
+        on_text: Option<&mut dyn FnMut(&str)>,
     ) -> Result<ChatResponse, LlmError> {
         let url = format!("{}/chat/completions", self.endpoint.base_url);
         let mut body = json!({
@@ -403,18 +411,33 @@ impl Client {
         if request.json_mode {
             body["response_format"] = json!({"type": "json_object"});
         }
-        let body = body.to_string();
+        match self.exchange(&url, &body.to_string(), on_text)? {
+            Exchanged::Body { body, attempts } => self.parse(&url, &body, attempts),
+            Exchanged::Streamed(response) => Ok(response),
+        }
+    }
+
+    /// POSTs `body` to `url` until a 2xx answer, retrying 429, 5xx, timeouts and connection
+    /// errors with backoff (honouring a short `Retry-After`); an event stream is read into
+    /// `on_text` when it is given.
+    pub(super) fn exchange(
+        &self,
+        url: &str,
+        body: &str,
+        mut on_text: Option<&mut dyn FnMut(&str)>,
+    ) -> Result<Exchanged, LlmError> {
+        let url = url.to_owned();
         let mut attempts = 0;
         loop {
             attempts += 1;
             let last = attempts > self.endpoint.retries;
-            let wait = match self.attempt(&url, Some(&body), &mut on_text) {
+            let wait = match self.attempt(&url, Some(body), &mut on_text) {
                 Attempt::Answer { status, body, .. } if (200..300).contains(&status) => {
-                    return self.parse(&url, &body, attempts);
+                    return Ok(Exchanged::Body { body, attempts });
                 }
                 Attempt::Streamed(mut response) => {
                     response.attempts = attempts;
-                    return Ok(response);
+                    return Ok(Exchanged::Streamed(response));
                 }
                 Attempt::Broken(message) => {
                     return Err(LlmError::Connection {
@@ -642,7 +665,7 @@ impl Client {
     }
 
     /// A short, redacted excerpt of a text for an error message.
-    fn excerpt(&self, text: &str) -> String {
+    pub(super) fn excerpt(&self, text: &str) -> String {
         let text = redact(text.trim(), self.endpoint.key.as_ref());
         if text.chars().count() > BODY_EXCERPT {
             format!("{}…", text.chars().take(BODY_EXCERPT).collect::<String>())

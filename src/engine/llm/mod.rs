@@ -1,6 +1,8 @@
 //! The model client (SPEC §6.2–6.4); the agents that use it are in [`crate::engine::agent::llm`].
 //!
 //! - [`client`]: the OpenAI-compatible chat-completions client (retries, key redaction).
+//! - `embed`: text embeddings (`POST …/embeddings`) for project knowledge.
 //! - `sse`: reading a streamed completion's server-sent events.
 pub mod client;
+mod embed;
 mod sse;

@@ -1,0 +1,241 @@
+//! `uwf knowledge sync|query|status`: a repository's documents and code, indexed on this
+//! machine and searched by words (BM25) and, with an embedding model configured, by meaning.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::Out;
+use super::error::CliResult;
+use super::terminal::output::{Mode, ago, shorten};
+use crate::engine::config;
+use crate::engine::knowledge::search::{self, Scope};
+use crate::engine::knowledge::vectors::Embeddings;
+use crate::engine::knowledge::{index::Index, manifest, sync};
+
+#[derive(Debug, Subcommand)]
+pub enum KnowledgeCommand {
+    /// Index the repository's changed files (those its knowledge.yaml includes)
+    #[command(
+        after_help = "The repository is the nearest directory at or above --repo (default: here) \
+with a knowledge.yaml, e.g.:\n\n  include:\n    - \"**/*.md\"\n    - \"src/**\"\n  exclude:\n    - \"target/**\"\n\n\
+Files are cut into chunks of about 1-2 KB (Markdown at its headings, code at blank lines); only \
+files whose content changed are cut again. With `modelOverrides.embed` naming a model in \
+config.yaml, chunks also get embeddings (once per text: they are cached by content hash).\n\n\
+Examples:\n  uwf knowledge sync\n  uwf knowledge sync --repo ~/src/app"
+    )]
+    Sync {
+        /// A directory in the repository (default: the current one)
+        #[arg(long, value_name = "DIR")]
+        repo: Option<PathBuf>,
+    },
+    /// Search the index: the best chunks for a text, with file, lines and score
+    #[command(
+        after_help = "Ranks by words (BM25) offline; with an embedding model configured, also by \
+meaning, fusing both rankings. Prints a table on a terminal, JSON lines (with each chunk's text) \
+otherwise or with --json, file:lines with -q.\n\n\
+Examples:\n  uwf knowledge query 'how are retries configured'\n  \
+uwf knowledge query -g 'lease renewal' --limit 5\n  uwf knowledge query --json 'mount options' | jq -r .text"
+    )]
+    Query(QueryArgs),
+    /// List the repositories indexed on this machine
+    Status,
+}
+
+#[derive(Debug, Args)]
+pub struct QueryArgs {
+    /// What to look for, in words
+    text: String,
+    /// A directory in the repository to search (default: the current one)
+    #[arg(long, value_name = "DIR", conflicts_with = "global")]
+    repo: Option<PathBuf>,
+    /// Search every repository indexed on this machine
+    #[arg(short = 'g', long = "global")]
+    global: bool,
+    /// How many chunks to print
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    limit: usize,
+}
+
+pub fn run(cmd: KnowledgeCommand, root: &Path, out: &mut Out) -> CliResult<()> {
+    match cmd {
+        KnowledgeCommand::Sync { repo } => sync_repo(root, repo, out),
+        KnowledgeCommand::Query(args) => query(root, args, out),
+        KnowledgeCommand::Status => status(root, out),
+    }
+}
+
+fn embeddings(root: &Path) -> CliResult<Option<Embeddings>> {
+    let config = config::load(root)?.config;
+    Ok(Embeddings::from_config(&config)?)
+}
+
+fn repo_of(dir: Option<PathBuf>) -> CliResult<PathBuf> {
+    Ok(manifest::find_repo(
+        &dir.unwrap_or_else(|| PathBuf::from(".")),
+    )?)
+}
+
+fn sync_repo(root: &Path, repo: Option<PathBuf>, out: &mut Out) -> CliResult<()> {
+    let repo = repo_of(repo)?;
+    let embeddings = embeddings(root)?;
+    let bar = std::io::stderr().is_terminal().then(|| {
+        let bar = ProgressBar::new(0);
+        bar.set_style(
+            ProgressStyle::with_template("{prefix:>10} [{bar:30}] {pos}/{len} {elapsed}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
+        );
+        bar
+    });
+    let report = sync::sync(root, &repo, embeddings.as_ref(), &mut |p| {
+        if let Some(bar) = &bar {
+            bar.set_prefix(p.phase);
+            bar.set_length(p.total as u64);
+            bar.set_position(p.done as u64);
+        }
+    });
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    let report = report?;
+    if let Some(error) = &report.embed_error {
+        eprintln!(
+            "warning: embedding stopped, the index ranks by words until the next sync: {error}"
+        );
+    }
+    match out.mode {
+        Mode::Quiet => out.line(&report.repo)?,
+        Mode::Json => out.line(serde_json::to_value(&report).unwrap_or_default())?,
+        Mode::Table => {
+            let mut line = format!(
+                "{}: {} files ({} changed, {} removed{}), {} chunks ({} new)",
+                report.repo,
+                report.files,
+                report.changed,
+                report.removed,
+                match report.skipped {
+                    0 => String::new(),
+                    n => format!(", {n} not text"),
+                },
+                report.chunks,
+                report.added_chunks,
+            );
+            if let (Some(n), Some(requests)) = (report.embedded, report.embed_requests) {
+                line.push_str(&format!(
+                    "; embedded {n} texts in {requests} request{}",
+                    if requests == 1 { "" } else { "s" }
+                ));
+            }
+            out.line(line)?;
+        }
+    }
+    Ok(())
+}
+
+fn query(root: &Path, args: QueryArgs, out: &mut Out) -> CliResult<()> {
+    let scope = if args.global {
+        Scope::All
+    } else {
+        Scope::Repo(repo_of(args.repo)?)
+    };
+    let embeddings = embeddings(root)?;
+    let found = search::query(
+        root,
+        &scope,
+        &args.text,
+        args.limit.max(1),
+        embeddings.as_ref(),
+    )?;
+    if let Some(warning) = &found.warning {
+        eprintln!("warning: {warning}");
+    }
+    let place = |hit: &search::Hit| {
+        let file = match scope {
+            Scope::All => Path::new(&hit.repo)
+                .file_name()
+                .map(|name| format!("{}/{}", name.to_string_lossy(), hit.file))
+                .unwrap_or_else(|| hit.file.clone()),
+            Scope::Repo(_) => hit.file.clone(),
+        };
+        format!("{file}:{}-{}", hit.start_line, hit.end_line)
+    };
+    match out.mode {
+        Mode::Quiet => {
+            for hit in &found.hits {
+                out.line(place(hit))?;
+            }
+        }
+        Mode::Json => {
+            for hit in &found.hits {
+                out.line(serde_json::to_value(hit).unwrap_or_default())?;
+            }
+        }
+        Mode::Table => {
+            let rows: Vec<Vec<String>> = found
+                .hits
+                .iter()
+                .map(|hit| {
+                    let first = hit
+                        .text
+                        .lines()
+                        .find(|l| !l.trim().is_empty())
+                        .unwrap_or("");
+                    vec![
+                        if found.fused {
+                            format!("{:.4}", hit.score)
+                        } else {
+                            format!("{:.2}", hit.score)
+                        },
+                        place(hit),
+                        shorten(first.trim(), 70),
+                    ]
+                })
+                .collect();
+            out.table(&["SCORE", "WHERE", "TEXT"], &rows)?;
+        }
+    }
+    Ok(())
+}
+
+fn status(root: &Path, out: &mut Out) -> CliResult<()> {
+    let embeddings = embeddings(root)?;
+    let states = match Index::existing(root)? {
+        Some(index) => index.states(embeddings.as_ref().map(|e| e.key.as_str()))?,
+        None => Vec::new(),
+    };
+    let now = crate::cas::store::now_ms();
+    match out.mode {
+        Mode::Quiet => {
+            for s in &states {
+                out.line(&s.path)?;
+            }
+        }
+        Mode::Json => {
+            for s in &states {
+                out.line(serde_json::to_value(s).unwrap_or_default())?;
+            }
+        }
+        Mode::Table => {
+            let rows: Vec<Vec<String>> = states
+                .iter()
+                .map(|s| {
+                    vec![
+                        s.path.clone(),
+                        s.files.to_string(),
+                        s.chunks.to_string(),
+                        s.embedded.map_or("-".into(), |n| n.to_string()),
+                        ago(s.synced_ms, now),
+                    ]
+                })
+                .collect();
+            out.table(
+                &["REPOSITORY", "FILES", "CHUNKS", "EMBEDDED", "SYNCED"],
+                &rows,
+            )?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,452 @@
+//! The knowledge index on this machine: one SQLite file, `<storage root>/knowledge.db`, keyed
+//! by repository (its canonical path), so `query -g` can search every repository indexed here.
+//! It is never committed with a repository. Tables:
+//! - `repos(id, path, synced_ms, avgdl)`: one row per repository; `avgdl` is the average chunk
+//!   length (in terms) that the stored term weights were computed with;
+//! - `files(repo, path, hash)`: the content hash each file had when it was last chunked;
+//! - `chunks(id, repo, path, start_line, end_line, title, text, hash, length, terms)`: `hash` is
+//!   the chunk text's hash (the vector cache's key), `terms` its BM25 term weights;
+//! - `vectors(model, hash, vector)`: embeddings by model and text hash, shared by every
+//!   repository, so no text is embedded twice on this machine.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::KnowledgeError;
+
+/// The file's name under the storage root.
+pub const FILE_NAME: &str = "knowledge.db";
+
+const SCHEMA: &str = "
+create table if not exists repos(
+  id integer primary key, path text unique not null,
+  synced_ms integer not null default 0, avgdl real not null default 0);
+create table if not exists files(
+  repo integer not null, path text not null, hash text not null, primary key(repo, path));
+create table if not exists chunks(
+  id integer primary key, repo integer not null, path text not null,
+  start_line integer not null, end_line integer not null, title text, text text not null,
+  hash text not null, length integer not null, terms blob not null);
+create index if not exists chunks_by_file on chunks(repo, path);
+create table if not exists vectors(
+  model text not null, hash text not null, vector blob not null, primary key(model, hash));
+";
+
+/// A chunk as stored, without its text.
+#[derive(Debug, Clone)]
+pub struct Stored {
+    pub id: u32,
+    pub repo: String,
+    pub path: String,
+    pub start: usize,
+    pub end: usize,
+    pub title: Option<String>,
+    pub hash: String,
+}
+
+/// One repository's numbers, for `knowledge status` and `doctor`.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RepoState {
+    pub path: String,
+    pub files: u64,
+    pub chunks: u64,
+    pub synced_ms: u64,
+    /// Chunks with a vector of the configured embedding model, when one is configured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub embedded: Option<u64>,
+}
+
+/// An open index.
+pub struct Index {
+    conn: Connection,
+    path: PathBuf,
+}
+
+impl Index {
+    /// Opens the index under `root`, creating it when missing.
+    pub fn create(root: &Path) -> Result<Index, KnowledgeError> {
+        std::fs::create_dir_all(root).map_err(|source| KnowledgeError::Read {
+            path: root.to_owned(),
+            source,
+        })?;
+        Index::open(root.join(FILE_NAME))
+    }
+
+    /// Opens the index under `root`; `None` when nothing was ever indexed there.
+    pub fn existing(root: &Path) -> Result<Option<Index>, KnowledgeError> {
+        let path = root.join(FILE_NAME);
+        if !path.exists() {
+            return Ok(None);
+        }
+        Index::open(path).map(Some)
+    }
+
+    fn open(path: PathBuf) -> Result<Index, KnowledgeError> {
+        let conn = (|| {
+            let conn = Connection::open(&path)?;
+            conn.busy_timeout(Duration::from_secs(10))?;
+            conn.execute_batch("pragma journal_mode = wal; pragma synchronous = normal;")?;
+            conn.execute_batch(SCHEMA)?;
+            Ok(conn)
+        })()
+        .map_err(db_error(&path))?;
+        Ok(Index { conn, path })
+    }
+
+    fn err(&self) -> impl Fn(rusqlite::Error) -> KnowledgeError + '_ {
+        db_error(&self.path)
+    }
+
+    /// The row id of a repository, added when new.
+    pub fn repo_id(&self, repo: &str) -> Result<i64, KnowledgeError> {
+        self.conn
+            .execute("insert or ignore into repos(path) values (?1)", [repo])
+            .map_err(self.err())?;
+        self.conn
+            .query_row("select id from repos where path = ?1", [repo], |r| r.get(0))
+            .map_err(self.err())
+    }
+
+    /// The row id of an indexed repository.
+    pub fn find_repo(&self, repo: &str) -> Result<Option<i64>, KnowledgeError> {
+        self.conn
+            .query_row("select id from repos where path = ?1", [repo], |r| r.get(0))
+            .optional()
+            .map_err(self.err())
+    }
+
+    /// File path → content hash, as last indexed.
+    pub fn file_hashes(&self, repo: i64) -> Result<HashMap<String, String>, KnowledgeError> {
+        let mut stmt = self
+            .conn
+            .prepare("select path, hash from files where repo = ?1")
+            .map_err(self.err())?;
+        let rows = stmt
+            .query_map([repo], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(self.err())?;
+        rows.collect::<Result<_, _>>().map_err(self.err())
+    }
+
+    /// Runs `f` in one transaction (all of a sync's changes land together or not at all).
+    pub fn transaction<T>(
+        &mut self,
+        f: impl FnOnce(&Writer<'_>) -> Result<T, KnowledgeError>,
+    ) -> Result<T, KnowledgeError> {
+        let err = db_error(&self.path);
+        let tx = self.conn.transaction().map_err(&err)?;
+        let value = f(&Writer {
+            tx: &tx,
+            path: &self.path,
+        })?;
+        tx.commit().map_err(&err)?;
+        Ok(value)
+    }
+
+    /// The average chunk length of a repository, and the one its weights were computed with.
+    pub fn lengths(&self, repo: i64) -> Result<(f32, f32), KnowledgeError> {
+        self.conn
+            .query_row(
+                "select coalesce((select avg(length) from chunks where repo = ?1), 0), avgdl \
+                 from repos where id = ?1",
+                [repo],
+                |r| Ok((r.get::<_, f64>(0)? as f32, r.get::<_, f64>(1)? as f32)),
+            )
+            .map_err(self.err())
+    }
+
+    /// (id, indexed text) of a repository's chunks; only those without weights unless `all`.
+    pub fn texts(&self, repo: i64, all: bool) -> Result<Vec<(u32, String)>, KnowledgeError> {
+        let sql = if all {
+            "select id, path, title, text from chunks where repo = ?1"
+        } else {
+            "select id, path, title, text from chunks where repo = ?1 and length(terms) = 0"
+        };
+        let mut stmt = self.conn.prepare(sql).map_err(self.err())?;
+        let rows = stmt
+            .query_map([repo], |r| {
+                let (path, title, text): (String, Option<String>, String) =
+                    (r.get(1)?, r.get(2)?, r.get(3)?);
+                Ok((r.get(0)?, indexed_text(&path, title.as_deref(), &text)))
+            })
+            .map_err(self.err())?;
+        rows.collect::<Result<_, _>>().map_err(self.err())
+    }
+
+    /// (hash, indexed text) of the chunks in `repo` without a vector of `model`, one per
+    /// distinct text.
+    pub fn unembedded(
+        &self,
+        repo: i64,
+        model: &str,
+    ) -> Result<Vec<(String, String)>, KnowledgeError> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "select hash, path, title, text from chunks c where repo = ?1 and not exists \
+                 (select 1 from vectors v where v.model = ?2 and v.hash = c.hash) group by hash",
+            )
+            .map_err(self.err())?;
+        let rows = stmt
+            .query_map(params![repo, model], |r| {
+                let (path, title, text): (String, Option<String>, String) =
+                    (r.get(1)?, r.get(2)?, r.get(3)?);
+                Ok((r.get(0)?, indexed_text(&path, title.as_deref(), &text)))
+            })
+            .map_err(self.err())?;
+        rows.collect::<Result<_, _>>().map_err(self.err())
+    }
+
+    /// The vector of `model` for a text hash.
+    pub fn vector(&self, model: &str, hash: &str) -> Result<Option<Vec<f32>>, KnowledgeError> {
+        self.conn
+            .query_row(
+                "select vector from vectors where model = ?1 and hash = ?2",
+                [model, hash],
+                |r| r.get::<_, Vec<u8>>(0),
+            )
+            .optional()
+            .map(|v| v.map(|bytes| floats(&bytes)))
+            .map_err(self.err())
+    }
+
+    /// Stores vectors of `model` by text hash.
+    pub fn put_vectors(
+        &mut self,
+        model: &str,
+        vectors: &[(String, Vec<f32>)],
+    ) -> Result<(), KnowledgeError> {
+        self.transaction(|w| {
+            for (hash, vector) in vectors {
+                let bytes: Vec<u8> = vector.iter().flat_map(|f| f.to_le_bytes()).collect();
+                w.tx.execute(
+                    "insert or replace into vectors(model, hash, vector) values (?1, ?2, ?3)",
+                    params![model, hash, bytes],
+                )
+                .map_err(db_error(w.path))?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Every chunk in scope (one repository, or all), with its term weights, to `each`.
+    pub fn scan(
+        &self,
+        repo: Option<i64>,
+        mut each: impl FnMut(Stored, &[u8]),
+    ) -> Result<(), KnowledgeError> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "select c.id, r.path, c.path, c.start_line, c.end_line, c.title, c.hash, c.terms \
+                 from chunks c join repos r on r.id = c.repo where ?1 is null or c.repo = ?1",
+            )
+            .map_err(self.err())?;
+        let mut rows = stmt.query([repo]).map_err(self.err())?;
+        while let Some(row) = rows.next().map_err(self.err())? {
+            let stored = Stored {
+                id: row.get(0).map_err(self.err())?,
+                repo: row.get(1).map_err(self.err())?,
+                path: row.get(2).map_err(self.err())?,
+                start: row.get::<_, i64>(3).map_err(self.err())? as usize,
+                end: row.get::<_, i64>(4).map_err(self.err())? as usize,
+                title: row.get(5).map_err(self.err())?,
+                hash: row.get(6).map_err(self.err())?,
+            };
+            let terms = row
+                .get_ref(7)
+                .map_err(self.err())?
+                .as_blob()
+                .unwrap_or_default();
+            each(stored, terms);
+        }
+        Ok(())
+    }
+
+    /// Every vector of `model` for chunks in scope: (chunk id, vector bytes) to `each`.
+    pub fn scan_vectors(
+        &self,
+        repo: Option<i64>,
+        model: &str,
+        mut each: impl FnMut(u32, &[u8]),
+    ) -> Result<(), KnowledgeError> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "select c.id, v.vector from chunks c join vectors v on v.hash = c.hash \
+                 and v.model = ?2 where ?1 is null or c.repo = ?1",
+            )
+            .map_err(self.err())?;
+        let mut rows = stmt.query(params![repo, model]).map_err(self.err())?;
+        while let Some(row) = rows.next().map_err(self.err())? {
+            let id: u32 = row.get(0).map_err(self.err())?;
+            let bytes = row
+                .get_ref(1)
+                .map_err(self.err())?
+                .as_blob()
+                .unwrap_or_default();
+            each(id, bytes);
+        }
+        Ok(())
+    }
+
+    /// The text of one chunk.
+    pub fn text(&self, id: u32) -> Result<String, KnowledgeError> {
+        self.conn
+            .query_row("select text from chunks where id = ?1", [id], |r| r.get(0))
+            .map_err(self.err())
+    }
+
+    /// Every indexed repository's numbers; `model` counts the chunks it has vectors for.
+    pub fn states(&self, model: Option<&str>) -> Result<Vec<RepoState>, KnowledgeError> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "select r.path, r.synced_ms, \
+                 (select count(*) from files f where f.repo = r.id), \
+                 (select count(*) from chunks c where c.repo = r.id), \
+                 (select count(*) from chunks c where c.repo = r.id and exists \
+                   (select 1 from vectors v where v.model = ?1 and v.hash = c.hash)) \
+                 from repos r order by r.path",
+            )
+            .map_err(self.err())?;
+        let rows = stmt
+            .query_map([model.unwrap_or("")], |r| {
+                Ok(RepoState {
+                    path: r.get(0)?,
+                    synced_ms: r.get::<_, i64>(1)? as u64,
+                    files: r.get::<_, i64>(2)? as u64,
+                    chunks: r.get::<_, i64>(3)? as u64,
+                    embedded: model.map(|_| r.get::<_, i64>(4).unwrap_or(0) as u64),
+                })
+            })
+            .map_err(self.err())?;
+        rows.collect::<Result<_, _>>().map_err(self.err())
+    }
+}
+
+/// Writes inside one transaction.
+pub struct Writer<'a> {
+    tx: &'a rusqlite::Transaction<'a>,
+    path: &'a Path,
+}
+
+/// A chunk to store: where it is, its text, its text's hash and its length in terms.
+pub struct NewChunk<'a> {
+    pub path: &'a str,
+    pub start: usize,
+    pub end: usize,
+    pub title: Option<&'a str>,
+    pub text: &'a str,
+    pub hash: String,
+    pub length: usize,
+}
+
+impl Writer<'_> {
+    fn err(&self) -> impl Fn(rusqlite::Error) -> KnowledgeError + '_ {
+        db_error(self.path)
+    }
+
+    /// Forgets a file and its chunks.
+    pub fn remove_file(&self, repo: i64, path: &str) -> Result<(), KnowledgeError> {
+        self.tx
+            .execute(
+                "delete from chunks where repo = ?1 and path = ?2",
+                params![repo, path],
+            )
+            .map_err(self.err())?;
+        self.tx
+            .execute(
+                "delete from files where repo = ?1 and path = ?2",
+                params![repo, path],
+            )
+            .map_err(self.err())?;
+        Ok(())
+    }
+
+    /// Records a file's hash (its chunks are added with [`Writer::add_chunk`]).
+    pub fn set_file(&self, repo: i64, path: &str, hash: &str) -> Result<(), KnowledgeError> {
+        self.tx
+            .execute(
+                "insert or replace into files(repo, path, hash) values (?1, ?2, ?3)",
+                params![repo, path, hash],
+            )
+            .map_err(self.err())?;
+        Ok(())
+    }
+
+    /// Adds a chunk, without term weights yet.
+    pub fn add_chunk(&self, repo: i64, chunk: &NewChunk<'_>) -> Result<(), KnowledgeError> {
+        self.tx
+            .execute(
+                "insert into chunks(repo, path, start_line, end_line, title, text, hash, length, terms) \
+                 values (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, x'')",
+                params![
+                    repo,
+                    chunk.path,
+                    chunk.start as i64,
+                    chunk.end as i64,
+                    chunk.title,
+                    chunk.text,
+                    chunk.hash,
+                    chunk.length as i64
+                ],
+            )
+            .map_err(self.err())?;
+        Ok(())
+    }
+
+    /// Stores a chunk's term weights.
+    pub fn set_terms(&self, id: u32, terms: &[u8]) -> Result<(), KnowledgeError> {
+        self.tx
+            .execute(
+                "update chunks set terms = ?2 where id = ?1",
+                params![id, terms],
+            )
+            .map_err(self.err())?;
+        Ok(())
+    }
+
+    /// Records a finished sync and the average length the weights were computed with.
+    pub fn synced(&self, repo: i64, avgdl: f32, at_ms: u64) -> Result<(), KnowledgeError> {
+        self.tx
+            .execute(
+                "update repos set avgdl = ?2, synced_ms = ?3 where id = ?1",
+                params![repo, avgdl as f64, at_ms as i64],
+            )
+            .map_err(self.err())?;
+        Ok(())
+    }
+}
+
+/// What is ranked and embedded for a chunk: its file's path and heading give the words of
+/// its context, then its own text. Its hash is the chunk's `hash`.
+pub fn indexed_text(path: &str, title: Option<&str>, text: &str) -> String {
+    match title {
+        Some(title) => format!("{path}\n{title}\n{text}"),
+        None => format!("{path}\n{text}"),
+    }
+}
+
+/// A text's hash: XXH64, 16 hex digits.
+pub fn text_hash(text: &str) -> String {
+    format!("{:016x}", twox_hash::XxHash64::oneshot(0, text.as_bytes()))
+}
+
+/// Little-endian `f32`s.
+pub fn floats(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect()
+}
+
+fn db_error(path: &Path) -> impl Fn(rusqlite::Error) -> KnowledgeError + '_ {
+    move |e| KnowledgeError::Database {
+        path: path.to_owned(),
+        reason: e.to_string(),
+    }
+}

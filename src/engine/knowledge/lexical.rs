@@ -1,0 +1,157 @@
+//! The lexical ranking: BM25 from the `bm25` crate. A chunk's text becomes a sparse vector of
+//! term weights at sync time (stored with the chunk); a query scores the chunks in scope with
+//! the crate's [`Scorer`] (BM25 with inverse document frequencies over those chunks).
+//!
+//! Words are English-stemmed with stop words removed; identifiers are also split into their
+//! parts (`parse_config`, `parseConfig` and `parse-config` all match "parse config").
+
+use bm25::{Embedder, EmbedderBuilder, Embedding, Language, Scorer, TokenEmbedding, Tokenizer};
+
+/// The tokenizer: the crate's English tokenizer over the text with identifier parts added.
+pub struct Words(bm25::DefaultTokenizer);
+
+impl Default for Words {
+    fn default() -> Words {
+        Words(bm25::DefaultTokenizer::new(Language::English))
+    }
+}
+
+impl Tokenizer for Words {
+    fn tokenize(&self, text: &str) -> Vec<String> {
+        self.0.tokenize(&with_identifier_parts(text))
+    }
+}
+
+/// `text` followed by the parts of each compound identifier in it (`snake_case`, `camelCase`,
+/// `kebab-case`, `a::path`), so either form of a name finds the other.
+fn with_identifier_parts(text: &str) -> String {
+    let mut extra = String::new();
+    for word in text.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-' || c == ':')) {
+        let word = word.trim_matches(|c: char| c == '-' || c == ':' || c == '_');
+        let mut parts = Vec::new();
+        let mut part = String::new();
+        let mut previous_lower = false;
+        for c in word.chars() {
+            let boundary = c == '_' || c == '-' || c == ':' || (c.is_uppercase() && previous_lower);
+            if boundary && !part.is_empty() {
+                parts.push(std::mem::take(&mut part));
+            }
+            if c.is_alphanumeric() {
+                part.push(c);
+            }
+            previous_lower = c.is_lowercase() || c.is_ascii_digit();
+        }
+        if !part.is_empty() {
+            parts.push(part);
+        }
+        if parts.len() > 1 {
+            extra.push(' ');
+            extra.push_str(&parts.join(" "));
+        }
+    }
+    if extra.is_empty() {
+        text.to_owned()
+    } else {
+        format!("{text}\n{extra}")
+    }
+}
+
+/// How many terms a text has (its BM25 document length).
+pub fn length(words: &Words, text: &str) -> usize {
+    words.tokenize(text).len()
+}
+
+/// An embedder for a corpus whose average document length is `avgdl`.
+pub fn embedder(avgdl: f32) -> Embedder<u32, Words> {
+    EmbedderBuilder::<u32, Words>::with_avgdl(avgdl.max(1.0))
+        .tokenizer(Words::default())
+        .build()
+}
+
+/// A text's term weights, one entry per distinct term, as stored bytes (little-endian
+/// `u32` term, `f32` weight pairs).
+pub fn encode(embedder: &Embedder<u32, Words>, text: &str) -> Vec<u8> {
+    let mut seen = std::collections::HashSet::new();
+    let mut bytes = Vec::new();
+    for TokenEmbedding { index, value } in embedder.embed(text).0 {
+        if seen.insert(index) {
+            bytes.extend_from_slice(&index.to_le_bytes());
+            bytes.extend_from_slice(&value.to_le_bytes());
+        }
+    }
+    bytes
+}
+
+fn decode(bytes: &[u8]) -> Embedding<u32> {
+    Embedding(
+        bytes
+            .chunks_exact(8)
+            .map(|pair| TokenEmbedding {
+                index: u32::from_le_bytes(pair[..4].try_into().unwrap_or_default()),
+                value: f32::from_le_bytes(pair[4..].try_into().unwrap_or_default()),
+            })
+            .collect(),
+    )
+}
+
+/// The chunks in scope, scored against queries.
+#[derive(Default)]
+pub struct Ranking {
+    scorer: Scorer<u32, u32>,
+}
+
+impl Ranking {
+    /// Adds a chunk (by its row id) with its stored term weights.
+    pub fn add(&mut self, id: u32, terms: &[u8]) {
+        self.scorer.upsert(&id, decode(terms));
+    }
+
+    /// The chunks matching `query`, best first, with their BM25 scores.
+    pub fn matches(&self, query: &str) -> Vec<(u32, f32)> {
+        let embedding = embedder(1.0).embed(query);
+        self.scorer
+            .matches(&embedding)
+            .into_iter()
+            .map(|d| (d.id, d.score))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identifiers_match_their_parts() {
+        let words = Words::default();
+        let tokens = words.tokenize("fn parseConfig(path) calls load_settings and a::b_c");
+        for want in ["pars", "config", "load", "set"] {
+            assert!(
+                tokens.iter().any(|t| t.starts_with(want)),
+                "{want} in {tokens:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_chunk_about_the_query_ranks_first() {
+        let docs = [
+            "How to install the tool on Linux with apt",
+            "Configuring the retry policy of the HTTP client",
+            "The mount shows threads as directories",
+        ];
+        let avgdl = docs
+            .iter()
+            .map(|d| length(&Words::default(), d))
+            .sum::<usize>() as f32
+            / 3.0;
+        let e = embedder(avgdl);
+        let mut ranking = Ranking::default();
+        for (i, d) in docs.iter().enumerate() {
+            ranking.add(i as u32, &encode(&e, d));
+        }
+        let best = ranking.matches("retries of http requests");
+        assert_eq!(best[0].0, 1, "{best:?}");
+        assert!(ranking.matches("zebra").is_empty());
+    }
+}
