@@ -1131,7 +1131,7 @@ fn doctor_reports_one_line_per_check() {
         stdout.contains(&format!("ok   storage: {} is writable\n", root.display())),
         "{stdout}"
     );
-    assert!(stdout.ends_with("1 of 10 checks failed\n"), "{stdout}");
+    assert!(stdout.ends_with("1 of 11 checks failed\n"), "{stdout}");
     let probe = &mock.requests()[0];
     assert_eq!(
         (probe.method.as_str(), probe.path.as_str()),

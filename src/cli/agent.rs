@@ -32,6 +32,10 @@ uwf agent prompt \"$1\" \"$2\" | my-llm-cli | uwf agent submit \"$1\" \"$2\" --a
         /// Keep the newest history that fits in this many characters
         #[arg(long)]
         quota: Option<usize>,
+        /// Append the N passages of this repository's project knowledge that best match the
+        /// thread's task (see `uwf knowledge`)
+        #[arg(long, value_name = "N")]
+        knowledge: Option<usize>,
     },
     /// Read raw agent output on stdin, extract it, write the step; prints the step hash
     #[command(
@@ -168,12 +172,13 @@ pub fn run(cmd: AgentCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             thread,
             role,
             quota,
+            knowledge,
         } => {
             let id = thread_id(&thread)?;
             let view = ThreadView::load(&store, &id)?;
             let schema = store.get_payload(view.role_schema(&role)?)?;
             let body_of = |e: &Entry| crate::engine::thread::render::stored_body(&store, e.detail);
-            out.text(&crate::engine::agent::prompt::agent_prompt(
+            let mut prompt = crate::engine::agent::prompt::agent_prompt(
                 &id,
                 &view.workflow,
                 &role,
@@ -181,7 +186,18 @@ pub fn run(cmd: AgentCommand, root: &Path, out: &mut Out) -> CliResult<()> {
                 &view.chain,
                 quota,
                 &body_of,
-            )?)?;
+            )?;
+            if let Some(n) = knowledge {
+                let dir = std::env::current_dir().context("cannot read the working directory")?;
+                prompt.push_str(&crate::engine::agent::knowledge_tool::prompt_section(
+                    root,
+                    &dir,
+                    &view.chain.start.prompt,
+                    n,
+                    &config()?,
+                )?);
+            }
+            out.text(&prompt)?;
         }
         AgentCommand::Submit {
             thread,

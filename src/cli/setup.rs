@@ -41,7 +41,7 @@ pub struct SetupArgs {
 
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Checks: config, secrets, agents, providers, storage, fuse.\n\
+    after_help = "Checks: config, secrets, agents, providers, storage, fuse, knowledge.\n\
 Exit status 1 when a check fails.\n\nExamples:\n  uwf doctor\n  uwf doctor --skip fuse --skip providers"
 )]
 pub struct DoctorArgs {

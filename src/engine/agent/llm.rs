@@ -19,6 +19,7 @@ use crate::cas::schema::CompiledSchema;
 use crate::cas::{Hash, Store, builtin};
 use crate::engine::thread::view::ThreadView;
 
+use crate::engine::agent::knowledge_tool::KnowledgeTool;
 use crate::engine::agent::prompt::PromptParts;
 use crate::engine::agent::submit::{self, Submission, SubmitError};
 use crate::engine::agent::workdir::{ToolError, Workdir};
@@ -238,7 +239,7 @@ impl Resolve {
     }
 }
 
-fn tools(resolve: &Resolve, run_command: bool) -> Vec<Value> {
+fn tools(resolve: &Resolve, run_command: bool, knowledge: bool) -> Vec<Value> {
     let path_only = |what: &str| json!({"type": "object", "properties": {"path": {"type": "string", "description": what}}, "required": ["path"]});
     let mut tools = vec![
         client::function_tool(
@@ -267,6 +268,9 @@ fn tools(resolve: &Resolve, run_command: bool) -> Vec<Value> {
             &json!({"type": "object", "properties": {"pattern": {"type": "string"}, "path": {"type": "string", "description": "File or directory; default `.`"}}, "required": ["pattern"]}),
         ),
     ];
+    if knowledge {
+        tools.push(KnowledgeTool::definition());
+    }
     if run_command {
         tools.push(client::function_tool(
             "run_command",
@@ -300,6 +304,7 @@ fn run_tool(
     name: &str,
     args: &Value,
     command_timeout: Option<Duration>,
+    knowledge: Option<&KnowledgeTool>,
 ) -> (bool, String) {
     let arg = |key: &str| -> Result<&str, ToolError> {
         args.get(key)
@@ -318,6 +323,12 @@ fn run_tool(
         "grep" => arg("pattern").and_then(|pat| {
             workdir.grep(pat, args.get("path").and_then(Value::as_str).unwrap_or("."))
         }),
+        "knowledge" => match knowledge {
+            Some(tool) => tool.call(args),
+            None => Err(ToolError::Invalid(
+                "knowledge is not available: the working directory's repository is not indexed (uwf knowledge sync)".into(),
+            )),
+        },
         "run_command" => match command_timeout {
             Some(timeout) => arg("command").and_then(|c| workdir.run_command(c, timeout)),
             None => Err(ToolError::Invalid(
@@ -325,7 +336,8 @@ fn run_tool(
             )),
         },
         other => Err(ToolError::Invalid(format!(
-            "no tool `{other}`; the tools are read_file, write_file, edit_file, list_dir, grep{} and resolve",
+            "no tool `{other}`; the tools are read_file, write_file, edit_file, list_dir, grep{}{} and resolve",
+            if knowledge.is_some() { ", knowledge" } else { "" },
             if command_timeout.is_some() {
                 ", run_command"
             } else {
@@ -386,7 +398,8 @@ pub fn react(
         .unwrap_or(DEFAULT_MAX_ROUNDS)
         .max(1);
     let client = Client::new(Endpoint::for_purpose(config, "react", options.model)?);
-    let tools = tools(&resolve, command_timeout.is_some());
+    let knowledge = KnowledgeTool::for_workdir(store.root(), workdir.root(), config);
+    let tools = tools(&resolve, command_timeout.is_some(), knowledge.is_some());
     let schema_text = serde_json::to_string_pretty(&resolve.parameters()).unwrap_or_default();
     let intro = format!(
         "## How to work\n\n\
@@ -455,7 +468,9 @@ Calling `resolve` ends your turn. A reply without a tool call is not accepted.\n
                     }
                     Err(e) => (false, e),
                 },
-                (Ok(args), name) => run_tool(&workdir, name, args, command_timeout),
+                (Ok(args), name) => {
+                    run_tool(&workdir, name, args, command_timeout, knowledge.as_ref())
+                }
             };
             // One line per tool call on stderr, which the step appends to the thread's log:
             // what `uwf thread live` and the mount's `log` show while the agent works.

@@ -23,6 +23,7 @@ pub mod extract;
 pub mod in_process;
 pub mod interrupt;
 pub mod json_extract;
+pub mod knowledge_tool;
 pub mod llm;
 pub mod minimal;
 pub mod prompt;

@@ -117,7 +117,12 @@ fn pack(lines: &[&str], section: &Section, markdown: bool, out: &mut Vec<Chunk>)
     let mut blocks: Vec<(usize, usize)> = Vec::new();
     let mut block_start = None;
     let mut in_fence = false;
-    for (i, line) in lines.iter().enumerate().take(section.end).skip(section.start) {
+    for (i, line) in lines
+        .iter()
+        .enumerate()
+        .take(section.end)
+        .skip(section.start)
+    {
         if markdown && fence(line) {
             in_fence = !in_fence;
         }

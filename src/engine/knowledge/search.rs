@@ -141,6 +141,41 @@ pub fn query(
     Ok(found)
 }
 
+/// The indexed repository that `dir` is in, if there is one.
+pub fn indexed_repo(root: &Path, dir: &Path) -> Option<PathBuf> {
+    let repo = super::manifest::find_repo(dir).ok()?;
+    let index = Index::existing(root).ok()??;
+    index.find_repo(&repo.display().to_string()).ok()??;
+    Some(repo)
+}
+
+/// Hits as Markdown for a model: per chunk a line with its file, lines and section, then its
+/// text in a fence long enough not to be closed by the text itself.
+pub fn as_markdown(hits: &[Hit]) -> String {
+    let mut text = String::new();
+    for hit in hits {
+        let longest = hit
+            .text
+            .lines()
+            .map(|l| l.trim_start().bytes().take_while(|&b| b == b'`').count())
+            .max()
+            .unwrap_or(0);
+        let fence = "`".repeat(longest.max(2) + 1);
+        text.push_str(&format!(
+            "`{}:{}-{}`{}\n\n{fence}\n{}\n{fence}\n\n",
+            hit.file,
+            hit.start_line,
+            hit.end_line,
+            hit.title
+                .as_deref()
+                .map(|t| format!(" ({t})"))
+                .unwrap_or_default(),
+            hit.text.trim_end(),
+        ));
+    }
+    text
+}
+
 fn not_indexed(scope: &Scope) -> KnowledgeError {
     match scope {
         Scope::Repo(repo) => KnowledgeError::NotIndexed { repo: repo.clone() },

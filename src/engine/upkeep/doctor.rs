@@ -24,6 +24,7 @@ pub const GROUPS: &[&str] = &[
     "providers",
     "storage",
     "fuse",
+    "knowledge",
 ];
 
 /// One check's verdict.
@@ -134,7 +135,99 @@ pub fn run(root: &Path, skip: &[String]) -> Vec<Check> {
     if wanted("fuse") {
         checks.push(fuse(Path::new("/dev/fuse")));
     }
+    if wanted("knowledge") {
+        checks.push(knowledge(root, config.as_ref()));
+    }
     checks
+}
+
+/// The project knowledge index: what is indexed, how much is embedded, and whether the
+/// repository of the current directory is among it.
+fn knowledge(root: &Path, config: Option<&config::Config>) -> Check {
+    use crate::engine::knowledge::{index::Index, manifest, vectors::Embeddings};
+    let model = config.and_then(|c| c.model_overrides.get("embed"));
+    let key = match config.map(Embeddings::from_config) {
+        Some(Ok(Some(e))) => Some(e.key),
+        Some(Err(e)) => {
+            return Check::fail(
+                "knowledge",
+                e.to_string(),
+                crate::advice::Advice::hints(&e).join("; "),
+            );
+        }
+        _ => None,
+    };
+    let states = match Index::existing(root) {
+        Ok(Some(index)) => match index.states(key.as_deref()) {
+            Ok(states) => states,
+            Err(e) => {
+                return Check::fail(
+                    "knowledge",
+                    e.to_string(),
+                    "run `uwf knowledge sync` again to rebuild it",
+                );
+            }
+        },
+        Ok(None) => Vec::new(),
+        Err(e) => {
+            return Check::fail(
+                "knowledge",
+                e.to_string(),
+                "move the file away and run `uwf knowledge sync`",
+            );
+        }
+    };
+    let here = std::env::current_dir()
+        .ok()
+        .and_then(|dir| manifest::find_repo(&dir).ok());
+    let unindexed_here = here
+        .as_ref()
+        .filter(|repo| !states.iter().any(|s| Path::new(&s.path) == repo.as_path()));
+    if states.is_empty() {
+        let hint = match unindexed_here {
+            Some(repo) => format!("index {} with `uwf knowledge sync`", repo.display()),
+            None => {
+                "add a knowledge.yaml to a repository and run `uwf knowledge sync` there".into()
+            }
+        };
+        return Check::off(
+            "knowledge",
+            "no repository is indexed on this machine",
+            hint,
+        );
+    }
+    let chunks: u64 = states.iter().map(|s| s.chunks).sum();
+    let mut detail = format!(
+        "{} {} indexed, {chunks} chunks",
+        states.len(),
+        if states.len() == 1 {
+            "repository"
+        } else {
+            "repositories"
+        }
+    );
+    let mut hints = Vec::new();
+    match (model, &key) {
+        (Some(model), Some(key)) => {
+            let embedded: u64 = states.iter().filter_map(|s| s.embedded).sum();
+            detail.push_str(&format!(", {embedded} embedded by {model} ({key})"));
+            if embedded < chunks {
+                hints.push(
+                    "`uwf knowledge sync` embeds the chunks that have no vector yet".to_owned(),
+                );
+            }
+        }
+        _ => detail.push_str("; ranked by words (set modelOverrides.embed to rank by meaning too)"),
+    }
+    if let Some(repo) = unindexed_here {
+        hints.push(format!(
+            "{} has a knowledge.yaml but is not indexed: run `uwf knowledge sync`",
+            repo.display()
+        ));
+    }
+    let mut check = Check::ok("knowledge", detail);
+    check.hint = (!hints.is_empty()).then(|| hints.join("; "));
+    check
 }
 
 fn secrets(root: &Path) -> Check {
