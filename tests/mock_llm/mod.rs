@@ -150,6 +150,12 @@ impl Mock {
                         authorization,
                         body: serde_json::from_str(&body).unwrap_or(Value::Null),
                     });
+                    // Embeddings are computed, not scripted: any number of them, in any order.
+                    if request.url().ends_with("/embeddings") {
+                        let body: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+                        respond(request, embeddings_reply(&body));
+                        continue;
+                    }
                     let reply = replies.lock().unwrap().pop_front().unwrap_or_else(|| {
                         Reply::json(500, json!({"error": {"message": "no scripted reply left"}}))
                     });
@@ -177,6 +183,50 @@ impl Mock {
     pub fn requests(&self) -> Vec<Recorded> {
         self.requests.lock().unwrap().clone()
     }
+}
+
+/// The dimension of the mock's embeddings.
+pub const EMBED_DIM: usize = 64;
+
+/// A deterministic embedding: each word of three letters or more (lower-cased, a plural `s`
+/// dropped) adds ±1 to a dimension its hash picks; the vector is normalised. Texts that share
+/// words point the same way, as real embeddings of related texts roughly do.
+pub fn mock_embedding(text: &str) -> Vec<f32> {
+    let mut v = vec![0f32; EMBED_DIM];
+    for word in text
+        .split(|c: char| !c.is_alphanumeric())
+        .map(str::to_lowercase)
+        .filter(|w| w.len() >= 3)
+    {
+        let word = word.strip_suffix('s').unwrap_or(&word);
+        let h = word.bytes().fold(0xcbf29ce484222325u64, |h, b| {
+            (h ^ b as u64).wrapping_mul(0x100000001b3)
+        });
+        v[(h % EMBED_DIM as u64) as usize] += if h >> 63 == 0 { 1.0 } else { -1.0 };
+    }
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-6);
+    v.iter().map(|x| x / norm).collect()
+}
+
+/// The answer to `POST /embeddings` in the OpenAI shape.
+fn embeddings_reply(body: &Value) -> Reply {
+    let texts: Vec<String> = match &body["input"] {
+        Value::String(s) => vec![s.clone()],
+        Value::Array(items) => items
+            .iter()
+            .map(|t| t.as_str().unwrap_or("").to_owned())
+            .collect(),
+        _ => return Reply::json(400, json!({"error": {"message": "no input"}})),
+    };
+    let data: Vec<Value> = texts
+        .iter()
+        .enumerate()
+        .map(|(i, t)| json!({"object": "embedding", "index": i, "embedding": mock_embedding(t)}))
+        .collect();
+    Reply::json(
+        200,
+        json!({"object": "list", "data": data, "model": body["model"]}),
+    )
 }
 
 fn respond(request: tiny_http::Request, reply: Reply) {
