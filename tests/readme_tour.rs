@@ -1,23 +1,23 @@
-//! README.md's 5-minute tour runs as pasted: its first ```sh block after the "A 5-minute tour"
-//! heading is taken from README.md as it is, and run line by line in one fresh `bash` (with
-//! `uwf` on PATH from this build, a temp HOME and TMPDIR), failing at the first line that fails.
-//! So does the "Run on several machines" tutorial (a PostgreSQL server, two workers, a mount),
-//! where PostgreSQL, FUSE and root are there.
+//! The documentation's shell tutorials run as pasted: the first ```sh block after a heading is
+//! taken from the page as it is, and run line by line in one fresh `bash` (with `uwf` on PATH
+//! from this build, a temp HOME and TMPDIR), failing at the first line that fails. README.md's
+//! 5-minute tour runs everywhere; docs/several-machines.md's tutorial (a PostgreSQL server, two
+//! workers, a mount) where PostgreSQL, FUSE and root are there.
 
 use std::path::Path;
 use std::process::Command;
 
-/// The first ```sh block after `heading` in README.md, as written there.
-fn sh_block(heading: &str) -> String {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
-        .expect("README.md");
-    let after = readme
-        .split_once(heading)
-        .unwrap_or_else(|| panic!("README.md has no {heading:?}"))
+/// The first ```sh block after `heading` in `page` (a path in the repository), as written there.
+fn sh_block(page: &str, heading: &str) -> String {
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(page))
+        .unwrap_or_else(|e| panic!("{page}: {e}"));
+    let after = text
+        .split_once(&format!("\n{heading}\n"))
+        .unwrap_or_else(|| panic!("{page} has no heading {heading:?}"))
         .1;
     let block = after
         .split_once("```sh\n")
-        .expect("a ```sh block follows the heading")
+        .unwrap_or_else(|| panic!("no ```sh block follows {heading:?} in {page}"))
         .1;
     block
         .split_once("```")
@@ -28,7 +28,7 @@ fn sh_block(heading: &str) -> String {
 
 #[test]
 fn every_line_of_the_readme_tour_runs_as_pasted() {
-    let tour = sh_block("## A 5-minute tour");
+    let tour = sh_block("README.md", "## A 5-minute tour");
     assert!(
         !tour.contains('<'),
         "the tour has a placeholder to fill in:\n{tour}"
@@ -105,7 +105,7 @@ fn the_several_machines_tutorial_runs_as_pasted() {
         eprintln!("{line}");
         return;
     }
-    let block = sh_block("## Run on several machines");
+    let block = sh_block("docs/several-machines.md", "## A tutorial on one machine");
     // As pasted, but: the package is installed already (CI does it), and instead of watching
     // forever, wait until all 50 threads are done; the server is stopped however it ends.
     let mut script = String::from(
