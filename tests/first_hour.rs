@@ -610,3 +610,88 @@ fn no_help_text_or_skill_cites_a_file_the_user_lacks() {
     assert!(help.contains(r#"# prints {"workflow","thread"}"#), "{help}");
     assert!(help.contains("-q prints only the thread id"), "{help}");
 }
+
+/// GitHub's anchor for a Markdown heading: lower case, punctuation dropped (`-` and `_` kept),
+/// spaces as `-`.
+fn anchor_of(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '_'))
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// The lines of a Markdown text outside fenced code blocks.
+fn prose_lines(text: &str) -> Vec<&str> {
+    let mut fenced = false;
+    text.lines()
+        .filter(|l| {
+            if l.trim_start().starts_with("```") {
+                fenced = !fenced;
+                return false;
+            }
+            !fenced
+        })
+        .collect()
+}
+
+#[test]
+fn every_relative_link_in_the_docs_names_a_file_and_heading_of_the_repository() {
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut pages = vec![repo.join("README.md")];
+    for entry in std::fs::read_dir(repo.join("docs")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "md") {
+            pages.push(path);
+        }
+    }
+    let mut links = 0;
+    for page in &pages {
+        let text = std::fs::read_to_string(page).unwrap();
+        let name = page.strip_prefix(repo).unwrap().display().to_string();
+        let prose = prose_lines(&text).join("\n");
+        for (_, rest) in prose
+            .match_indices("](")
+            .map(|(i, _)| prose.split_at(i + 2))
+        {
+            let target = rest.split([')', ' ']).next().unwrap();
+            if target.contains("://") || target.starts_with("mailto:") {
+                continue;
+            }
+            links += 1;
+            let (file, anchor) = target.split_once('#').unwrap_or((target, ""));
+            let file = if file.is_empty() {
+                page.clone()
+            } else {
+                page.parent().unwrap().join(file)
+            };
+            assert!(
+                file.exists(),
+                "{name} links to {target}, which is not in the repository"
+            );
+            if !anchor.is_empty() {
+                let linked = std::fs::read_to_string(&file).unwrap();
+                let anchors: Vec<String> = prose_lines(&linked)
+                    .iter()
+                    .filter_map(|l| l.strip_prefix('#'))
+                    .map(|h| anchor_of(h.trim_start_matches('#')))
+                    .collect();
+                assert!(
+                    anchors.iter().any(|a| a == anchor),
+                    "{name} links to {target}, but {} has no such heading (it has {anchors:?})",
+                    file.display()
+                );
+            }
+        }
+    }
+    assert!(links > 20, "only {links} links found in {pages:?}");
+    // The README stays short: what uwf is, the two commands, the tour and links.
+    let readme = std::fs::read_to_string(repo.join("README.md")).unwrap();
+    let lines = readme.lines().count();
+    assert!(
+        lines < 150,
+        "README.md has {lines} lines: reference belongs in docs/"
+    );
+}

@@ -1,23 +1,24 @@
-//! README.md's 5-minute tour runs as pasted: its first ```sh block after the "A 5-minute tour"
-//! heading is taken from README.md as it is, and run line by line in one fresh `bash` (with
-//! `uwf` on PATH from this build, a temp HOME and TMPDIR), failing at the first line that fails.
-//! So does the "Run on several machines" tutorial (a PostgreSQL server, two workers, a mount),
-//! where PostgreSQL, FUSE and root are there.
+//! The documentation's shell tutorials run as pasted: the first ```sh block after a heading is
+//! taken from the page as it is, and run line by line in one fresh `bash` (with `uwf` on PATH
+//! from this build, a temp HOME and TMPDIR), failing at the first line that fails. README.md's
+//! 5-minute tour runs everywhere; docs/mount.md's two blocks where FUSE is there; and
+//! docs/several-machines.md's tutorial (a PostgreSQL server, two workers, a mount) where
+//! PostgreSQL, FUSE and root are there.
 
 use std::path::Path;
 use std::process::Command;
 
-/// The first ```sh block after `heading` in README.md, as written there.
-fn sh_block(heading: &str) -> String {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
-        .expect("README.md");
-    let after = readme
-        .split_once(heading)
-        .unwrap_or_else(|| panic!("README.md has no {heading:?}"))
+/// The first ```sh block after `heading` in `page` (a path in the repository), as written there.
+fn sh_block(page: &str, heading: &str) -> String {
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(page))
+        .unwrap_or_else(|e| panic!("{page}: {e}"));
+    let after = text
+        .split_once(&format!("\n{heading}\n"))
+        .unwrap_or_else(|| panic!("{page} has no heading {heading:?}"))
         .1;
     let block = after
         .split_once("```sh\n")
-        .expect("a ```sh block follows the heading")
+        .unwrap_or_else(|| panic!("no ```sh block follows {heading:?} in {page}"))
         .1;
     block
         .split_once("```")
@@ -26,14 +27,10 @@ fn sh_block(heading: &str) -> String {
         .to_owned()
 }
 
-#[test]
-fn every_line_of_the_readme_tour_runs_as_pasted() {
-    let tour = sh_block("## A 5-minute tour");
-    assert!(
-        !tour.contains('<'),
-        "the tour has a placeholder to fill in:\n{tour}"
-    );
-    let dir = tempfile::tempdir().expect("temp dir");
+/// `script` run in one fresh `bash` in `cwd`, with `uwf` on PATH from this build and `home` as
+/// HOME and TMPDIR: each line echoed before it runs (-x), so a failure names its line; -e stops
+/// there.
+fn run_bash(script: &str, cwd: &Path, home: &Path) -> std::process::Output {
     let bin = Path::new(env!("CARGO_BIN_EXE_uwf"))
         .parent()
         .expect("bin dir");
@@ -42,8 +39,7 @@ fn every_line_of_the_readme_tour_runs_as_pasted() {
         bin.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    // Each line echoed before it runs (-x), so a failure names its line; -e stops there.
-    let out = Command::new("bash")
+    Command::new("bash")
         .args([
             "--noprofile",
             "--norc",
@@ -52,16 +48,41 @@ fn every_line_of_the_readme_tour_runs_as_pasted() {
             "pipefail",
             "-x",
             "-c",
-            &tour,
+            script,
         ])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .current_dir(cwd)
         .env_clear()
         .env("PATH", path)
-        .env("HOME", dir.path())
-        .env("TMPDIR", dir.path())
+        .env("HOME", home)
+        .env("TMPDIR", home)
         .env("NO_COLOR", "1")
         .output()
-        .expect("run bash");
+        .expect("run bash")
+}
+
+/// A temp directory the postgres user can reach, with the clone's `examples/` linked in: a
+/// tutorial run from it finds the examples, and what it writes stays out of the clone.
+fn workspace() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::os::unix::fs::symlink(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples"),
+        dir.path().join("examples"),
+    )
+    .unwrap();
+    dir
+}
+
+#[test]
+fn every_line_of_the_readme_tour_runs_as_pasted() {
+    let tour = sh_block("README.md", "## A 5-minute tour");
+    assert!(
+        !tour.contains('<'),
+        "the tour has a placeholder to fill in:\n{tour}"
+    );
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = run_bash(&tour, Path::new(env!("CARGO_MANIFEST_DIR")), dir.path());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.success(),
@@ -105,7 +126,7 @@ fn the_several_machines_tutorial_runs_as_pasted() {
         eprintln!("{line}");
         return;
     }
-    let block = sh_block("## Run on several machines");
+    let block = sh_block("docs/several-machines.md", "## A tutorial on one machine");
     // As pasted, but: the package is installed already (CI does it), and instead of watching
     // forever, wait until all 50 threads are done; the server is stopped however it ends.
     let mut script = String::from(
@@ -125,42 +146,9 @@ fn the_several_machines_tutorial_runs_as_pasted() {
             script.push('\n');
         }
     }
-    let dir = tempfile::tempdir().expect("temp dir");
     // The server's directory is made inside; the postgres user must be able to reach it.
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    std::os::unix::fs::symlink(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples"),
-        dir.path().join("examples"),
-    )
-    .unwrap();
-    let bin = Path::new(env!("CARGO_BIN_EXE_uwf"))
-        .parent()
-        .expect("bin dir");
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let out = Command::new("bash")
-        .args([
-            "--noprofile",
-            "--norc",
-            "-e",
-            "-o",
-            "pipefail",
-            "-x",
-            "-c",
-            &script,
-        ])
-        .current_dir(dir.path())
-        .env_clear()
-        .env("PATH", path)
-        .env("HOME", dir.path())
-        .env("TMPDIR", dir.path())
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("run bash");
+    let dir = workspace();
+    let out = run_bash(&script, dir.path(), dir.path());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.success(),
@@ -182,4 +170,60 @@ fn the_several_machines_tutorial_runs_as_pasted() {
         })
         .sum();
     assert!(logs >= 50 * 5, "the two workers logged {logs} steps");
+}
+
+#[test]
+fn the_mount_tour_runs_as_pasted() {
+    let name = "the_mount_tour_runs_as_pasted";
+    if !common::has(name, &[common::Need::Fuse]) {
+        return;
+    }
+    let mounting = sh_block("docs/mount.md", "## Mounting");
+    let tour = sh_block("docs/mount.md", "## Tour of the mount");
+    // As pasted, in a fresh HOME, after the README tour's first two lines (a store with
+    // solve-issue); but a person's vim session is a sed, the new flow a copy of an example,
+    // and the unmount waits for the end of the tour.
+    let mut script = String::from(
+        "trap 'cd /; uwf umount ~/uwf >/dev/null 2>&1 || true' EXIT\n\
+         export UWF_STORAGE_ROOT=$(mktemp -d)\n\
+         uwf workflow put examples/solve-issue.yaml\n\
+         sed 's/^name: analyze-topic$/name: new-flow/' examples/analyze-topic.yaml > new-flow.yaml\n",
+    );
+    let mut edited = false;
+    for line in mounting.lines() {
+        if line.starts_with("vim ") {
+            // Written in place, as vim writes a file it may not rename over.
+            script.push_str(
+                "sed 's/Resolve an issue end to end/Resolve one issue end to end/' ~/uwf/workflows/solve-issue/workflow.yaml > edited.yaml\n\
+                 cat edited.yaml > ~/uwf/workflows/solve-issue/workflow.yaml\n",
+            );
+            edited = true;
+        } else if line.starts_with("uwf umount ") {
+            continue;
+        } else {
+            script.push_str(line);
+            script.push('\n');
+        }
+    }
+    assert!(
+        edited,
+        "the mount's first block edits a workflow:\n{mounting}"
+    );
+    script.push_str(&tour);
+    script.push_str(
+        "[ \"$(cat $T/status)\" = done ] || { cat $T/status; exit 1; }\n\
+         uwf workflow list --json | grep -q '\"name\":\"new-flow\"'\n\
+         [ \"$(uwf workflow history solve-issue --json | wc -l)\" = 2 ]\n\
+         [ \"$(uwf thread list --all --json | wc -l)\" = 2 ]\n\
+         [ -s ~/snapshot/workflows/solve-issue/workflow.yaml ]   # HOME is where the tour began\n",
+    );
+    let dir = workspace();
+    let out = run_bash(&script, dir.path(), dir.path());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "the mount tour failed ({:?}); the last `+` line is the one that failed:\n{stderr}\nstdout:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout)
+    );
 }

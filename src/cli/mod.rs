@@ -161,8 +161,8 @@ uwf knowledge query 'how are retries configured'\n  uwf knowledge query -g 'leas
     #[command(
         after_help = "A thread is queued by `uwf thread start … --queue` or `uwf thread queue ID`, \
 and stays runnable until it is done, killed, failed or awaiting a person. Any number of workers \
-on any number of machines share the queue of a PostgreSQL store (see README, \"Run on several \
-machines\"); over a directory store they share this machine's.\n\n\
+on any number of machines share the queue of a PostgreSQL store (see docs/several-machines.md \
+in uwf's repository); over a directory store they share this machine's.\n\n\
 SIGTERM or Ctrl-C: finish the steps under way, let their threads go, stop. A second one: stop at once.\n\n\
 Examples:\n  uwf worker --concurrency 4\n  uwf worker --workflow solve-issue --until-idle\n  \
 uwf worker list"
