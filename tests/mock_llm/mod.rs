@@ -186,23 +186,86 @@ impl Mock {
 }
 
 /// The dimension of the mock's embeddings.
-pub const EMBED_DIM: usize = 64;
+pub const EMBED_DIM: usize = 1024;
 
-/// A deterministic embedding: each word of three letters or more (lower-cased, a plural `s`
-/// dropped) adds ±1 to a dimension its hash picks; the vector is normalised. Texts that share
-/// words point the same way, as real embeddings of related texts roughly do.
+/// Words too common to say what a text is about.
+const STOP: &[&str] = &[
+    "the", "and", "for", "are", "but", "not", "you", "all", "any", "can", "had", "her", "was",
+    "one", "our", "out", "has", "how", "its", "may", "who", "did", "get", "got", "let", "use",
+    "this", "that", "with", "from", "they", "them", "then", "than", "what", "when", "where",
+    "which", "will", "would", "should", "could", "into", "onto", "over", "does", "doe", "each",
+    "your", "their", "there", "these", "those", "been", "being", "have", "were", "why", "also",
+    "some", "such", "only", "very", "just", "more", "most", "other",
+];
+
+/// Words a model would place near each other: each group shares one dimension, as a real
+/// embedding puts synonyms together. Generic software vocabulary, not tuned to any query.
+const SYNONYMS: &[&[&str]] = &[
+    &["credential", "key", "token", "secret", "password"],
+    &[
+        "alive",
+        "liveness",
+        "health",
+        "healthz",
+        "healthy",
+        "readiness",
+        "ready",
+    ],
+    &["poll", "probe", "check", "ping"],
+    &["freeze", "pause", "suspend", "halt", "stop"],
+    &["resume", "unpause", "continue", "restart"],
+    &["retry", "attempt", "redeliver", "backoff"],
+    &["callback", "webhook", "hook", "notification"],
+    &["sign", "signature", "hmac", "digest"],
+    &["restore", "recover", "backup", "dump", "snapshot"],
+    &["upgrade", "migrate", "migration", "version", "bump"],
+    &["limit", "quota", "throttle", "burst", "rate"],
+    &["schedule", "cron", "crontab", "periodic", "recurring"],
+    &["plugin", "extension", "addon", "module"],
+    &["page", "paginate", "pagination", "cursor", "offset"],
+    &["stuck", "hang", "hung", "frozen", "blocked"],
+    &["benchmark", "throughput", "load", "performance"],
+    &["chart", "graph", "dashboard", "grafana", "plot"],
+    &["config", "configuration", "setting", "option", "env"],
+];
+
+/// A deterministic stand-in for a model's embedding: a bag of words (lower-cased, split at
+/// anything not alphanumeric, stop words dropped, a few English suffixes cut, synonyms of
+/// [`SYNONYMS`] merged), each word adding `1 + ln(count)` to the dimension its hash picks,
+/// with a sign; normalised. Texts about the same thing point the same way, even in other
+/// words, as real embeddings of related texts do.
 pub fn mock_embedding(text: &str) -> Vec<f32> {
-    let mut v = vec![0f32; EMBED_DIM];
+    let mut counts = std::collections::BTreeMap::<String, u32>::new();
     for word in text
         .split(|c: char| !c.is_alphanumeric())
         .map(str::to_lowercase)
-        .filter(|w| w.len() >= 3)
     {
-        let word = word.strip_suffix('s').unwrap_or(&word);
+        if word.len() < 3 || STOP.contains(&word.as_str()) {
+            continue;
+        }
+        let mut stem = word.as_str();
+        for suffix in ["ing", "ed", "es", "s"] {
+            if let Some(s) = stem.strip_suffix(suffix).filter(|s| s.len() >= 3) {
+                stem = s;
+                break;
+            }
+        }
+        let concept = SYNONYMS
+            .iter()
+            .find(|group| group.contains(&stem) || group.contains(&word.as_str()))
+            .map_or(stem, |group| group[0]);
+        *counts.entry(concept.to_owned()).or_default() += 1;
+    }
+    let mut v = vec![0f32; EMBED_DIM];
+    for (word, count) in counts {
         let h = word.bytes().fold(0xcbf29ce484222325u64, |h, b| {
             (h ^ b as u64).wrapping_mul(0x100000001b3)
         });
-        v[(h % EMBED_DIM as u64) as usize] += if h >> 63 == 0 { 1.0 } else { -1.0 };
+        let weight = 1.0 + (count as f32).ln();
+        for part in [h] {
+            let sign = if part >> 63 == 0 { 1.0 } else { -1.0 };
+            v[(part % EMBED_DIM as u64) as usize] += sign * weight;
+        }
     }
     let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-6);
     v.iter().map(|x| x / norm).collect()
