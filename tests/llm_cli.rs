@@ -633,6 +633,109 @@ impl Llm {
     }
 }
 
+/// `workdir` made a knowledge repository (docs and code) and indexed.
+fn indexed_workdir(t: &Llm) -> PathBuf {
+    let work = workdir(t);
+    std::fs::write(
+        work.join("knowledge.yaml"),
+        "include: ['**/*.md', 'src/**']\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(work.join("docs")).unwrap();
+    std::fs::write(
+        work.join("docs/sessions.md"),
+        "# Sessions\n\n## Expiry\n\nA session expires after 60 seconds of inactivity; the check is in src/login.rs.\n\n## Cookies\n\nThe cookie is HttpOnly.\n",
+    )
+    .unwrap();
+    let out = t.run(&["knowledge", "sync", "--repo", work.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    work
+}
+
+#[test]
+fn react_searches_the_project_knowledge_of_its_workdir() {
+    let mock = Mock::start(vec![
+        call(
+            "knowledge",
+            json!({"query": "when does a session expire", "limit": 2}),
+        ),
+        calls_raw(
+            None,
+            &[(
+                "resolve",
+                r#"{"approved": true, "notes": "expiry documented"}"#,
+            )],
+        ),
+    ]);
+    let t = Llm::new(&mock);
+    let work = indexed_workdir(&t);
+    let out = t.react(&work.join("src"), &[]);
+    let (_, stderr) = texts(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("react: knowledge {"), "{stderr}");
+    let requests = mock.requests();
+    let names: Vec<&str> = requests[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"knowledge"), "{names:?}");
+    let result = requests[1].message(-1)["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        result.starts_with("`docs/sessions.md:3-5` (Sessions › Expiry)")
+            && result.contains("expires after 60 seconds"),
+        "{result}"
+    );
+}
+
+#[test]
+fn agent_prompt_appends_the_passages_for_the_task() {
+    let mock = Mock::start(vec![]);
+    let t = Llm::new(&mock);
+    let work = indexed_workdir(&t);
+    let prompt = |dir: &Path| {
+        t.env
+            .uwf()
+            .current_dir(dir)
+            .args(["agent", "prompt", &t.thread, "reviewer", "--knowledge", "1"])
+            .output()
+            .unwrap()
+    };
+    let out = prompt(&work);
+    let (stdout, stderr) = texts(&out);
+    assert!(out.status.success(), "{stderr}");
+    let (before, section) = stdout
+        .split_once("\n## Project knowledge\n")
+        .expect(&stdout);
+    assert!(
+        before.contains("## Task") && before.contains("Review the login fix"),
+        "{stdout}"
+    );
+    assert!(
+        section.contains("`src/login.rs:1-1`") && section.contains("check_session"),
+        "{section}"
+    );
+    assert_eq!(section.matches("```").count(), 2, "one passage: {section}");
+    // Outside an indexed repository, asking for knowledge is an error that says what to do.
+    let elsewhere = t.env.dir.path().join("elsewhere");
+    std::fs::create_dir_all(elsewhere.join(".git")).unwrap();
+    let out = prompt(&elsewhere);
+    let (_, stderr) = texts(&out);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr.contains("no knowledge.yaml in") && stderr.contains("hint: say what to index"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn react_reads_a_file_and_resolves_with_the_role_schema() {
     let mock = Mock::start(vec![
@@ -1171,7 +1274,7 @@ fn doctor_reports_one_line_per_check() {
     let out = t.run(&["doctor", "--skip", "fuse", "--skip", "providers"]);
     let (stdout, stderr) = texts(&out);
     assert!(out.status.success(), "{stdout}{stderr}");
-    assert!(stdout.ends_with("all 7 checks passed\n"), "{stdout}");
+    assert!(stdout.ends_with("all 8 checks passed\n"), "{stdout}");
 }
 
 #[test]

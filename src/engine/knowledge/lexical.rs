@@ -22,17 +22,24 @@ impl Tokenizer for Words {
     }
 }
 
-/// `text` followed by the parts of each compound identifier in it (`snake_case`, `camelCase`,
-/// `kebab-case`, `a::path`), so either form of a name finds the other.
+/// Characters that join the parts of a compound name: `snake_case`, `kebab-case`, `a::path`,
+/// `file.rs`, `src/main.rs`. (Word segmentation keeps `login.rs` as one word; its parts are
+/// added so that `login` finds it.)
+fn joins(c: char) -> bool {
+    matches!(c, '_' | '-' | ':' | '.' | '/')
+}
+
+/// `text` followed by the parts of each compound name in it (see [`joins`], and `camelCase`),
+/// so either form of a name finds the other.
 fn with_identifier_parts(text: &str) -> String {
     let mut extra = String::new();
-    for word in text.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-' || c == ':')) {
-        let word = word.trim_matches(|c: char| c == '-' || c == ':' || c == '_');
+    for word in text.split(|c: char| !(c.is_alphanumeric() || joins(c))) {
+        let word = word.trim_matches(joins);
         let mut parts = Vec::new();
         let mut part = String::new();
         let mut previous_lower = false;
         for c in word.chars() {
-            let boundary = c == '_' || c == '-' || c == ':' || (c.is_uppercase() && previous_lower);
+            let boundary = joins(c) || (c.is_uppercase() && previous_lower);
             if boundary && !part.is_empty() {
                 parts.push(std::mem::take(&mut part));
             }
@@ -124,8 +131,8 @@ mod tests {
     #[test]
     fn identifiers_match_their_parts() {
         let words = Words::default();
-        let tokens = words.tokenize("fn parseConfig(path) calls load_settings and a::b_c");
-        for want in ["pars", "config", "load", "set"] {
+        let tokens = words.tokenize("fn parseConfig(path) calls load_settings in src/login.rs");
+        for want in ["pars", "config", "load", "set", "login"] {
             assert!(
                 tokens.iter().any(|t| t.starts_with(want)),
                 "{want} in {tokens:?}"
