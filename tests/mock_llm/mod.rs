@@ -262,10 +262,8 @@ pub fn mock_embedding(text: &str) -> Vec<f32> {
             (h ^ b as u64).wrapping_mul(0x100000001b3)
         });
         let weight = 1.0 + (count as f32).ln();
-        for part in [h] {
-            let sign = if part >> 63 == 0 { 1.0 } else { -1.0 };
-            v[(part % EMBED_DIM as u64) as usize] += sign * weight;
-        }
+        let sign = if h >> 63 == 0 { 1.0 } else { -1.0 };
+        v[(h % EMBED_DIM as u64) as usize] += sign * weight;
     }
     let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-6);
     v.iter().map(|x| x / norm).collect()
