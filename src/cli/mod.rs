@@ -11,11 +11,11 @@ mod eval;
 mod export;
 mod live;
 mod mount;
-mod terminal;
 mod scale;
 mod serve;
 mod setup;
 mod skill;
+mod terminal;
 mod thread;
 mod workflow;
 
@@ -169,6 +169,8 @@ pub fn main() -> ExitCode {
     crate::malloc_tuning::apply();
     crate::profile::start();
     crate::engine::agent::spawn::arm_parent_death();
+    // A TAB in a shell with uwf's completion registered: answer it and exit.
+    terminal::complete::on_request();
     let cli = Cli::parse();
     crate::profile::mark("parsed the command line");
     terminal::style::init(cli.color, cli.no_pager);
