@@ -50,11 +50,11 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "DIR", display_order = 900)]
     root: Option<PathBuf>,
 
-    /// Print lists as JSON lines (the default when stdout is not a terminal)
+    /// Print JSON, one object per line (lists do so whenever stdout is not a terminal)
     #[arg(long = "json", id = "output_json", global = true, display_order = 901)]
     json: bool,
 
-    /// Print only ids or hashes
+    /// Print only ids, hashes or names, one per line
     #[arg(short, long, global = true, display_order = 902)]
     quiet: bool,
 
