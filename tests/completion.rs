@@ -1,6 +1,8 @@
 //! Shell completion that knows the store: the real binary asked the way a registered shell
 //! script asks it on TAB (`COMPLETE=<shell> uwf -- <words>`), over a store with a workflow and
-//! two threads. Fish prints `value<TAB>description` lines, so it shows the descriptions too.
+//! two threads. Fish prints `value<TAB>description` lines, so it shows the descriptions too;
+//! bash's words are split at colons the way bash splits them (checked by hand in a real bash:
+//! `T:` reaches the script as `T` and `:`).
 
 mod common;
 
@@ -83,6 +85,54 @@ fn bash_gets_the_values_for_the_word_under_the_cursor() {
     let text = String::from_utf8_lossy(&out.stdout);
     let ids: Vec<&str> = text.lines().filter(|l| !l.starts_with('-')).collect();
     assert_eq!(ids, [&second, &first], "{out:?}");
+}
+
+/// What bash passes for the word under the cursor at `index`, split at colons as bash splits
+/// (`T:2` is `T`, `:`, `2`), and the values it gets back.
+fn bash(env: &Env, words: &[&str], index: usize) -> Vec<String> {
+    let out = env
+        .uwf()
+        .env("COMPLETE", "bash")
+        .env("_CLAP_COMPLETE_INDEX", index.to_string())
+        .env("_CLAP_IFS", "\n")
+        .arg("--")
+        .arg("uwf")
+        .args(words)
+        .output()
+        .expect("run uwf");
+    assert!(out.status.success() && out.stderr.is_empty(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn bash_completes_steps_across_its_colon_word_break() {
+    let (env, first, _) = store();
+    // `uwf thread diff T:<TAB>`: bash passes `T` and a lone `:`, and replaces what follows
+    // the colon; so the candidates are the indexes alone.
+    assert_eq!(
+        bash(&env, &["thread", "diff", &first, ":"], 4),
+        ["-1", "2", "1", "0"]
+    );
+    // `uwf thread diff T:-<TAB>`
+    assert_eq!(bash(&env, &["thread", "diff", &first, ":", "-"], 5), ["-1"]);
+    // The second step reference, after a whole first one.
+    assert_eq!(
+        bash(
+            &env,
+            &["thread", "diff", &first, ":", "1", &first, ":", "2"],
+            8
+        ),
+        ["2"]
+    );
+    // The script keeps the lone `:` it would otherwise replace with the empty word after it.
+    let script = env.ok(&["completions", "bash"]);
+    assert!(
+        script.contains(r#""${COMP_WORDS[COMP_CWORD]}" != ":""#),
+        "{script}"
+    );
 }
 
 #[test]

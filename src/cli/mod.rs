@@ -139,7 +139,15 @@ uwf store copy postgres://uwf@db/uwf ~/uwf-backup"
     Umount(mount::UmountArgs),
     /// Print concise reference text for agents: cli, author, or agent
     Skill(skill::SkillArgs),
-    /// Print shell completions (bash, zsh, fish, elvish, powershell)
+    /// Print shell completion that knows the store (bash, zsh, fish, elvish, powershell)
+    #[command(
+        long_about = "Print the script that registers uwf's completion with a shell.\n\n\
+The script asks uwf itself on every TAB, so it completes what is in the store: thread ids (with \
+their prompts), steps as THREAD:INDEX, workflow names and versions, roles and agents, as well as \
+commands and flags. It reads the store --root names on the line, else UWF_STORAGE_ROOT. Load \
+it from the shell's start-up file, so that it always matches the uwf on your PATH. \
+`COMPLETE=SHELL uwf` prints the same script."
+    )]
     Completions(skill::CompletionsArgs),
     /// Write config.yaml and .env: a provider, its key, a default model and agent
     Setup(setup::SetupArgs),

@@ -25,16 +25,9 @@ pub struct SkillArgs {
 
 #[derive(Debug, Args)]
 #[command(
-    long_about = "Print the script that registers uwf's completion with a shell.\n\n\
-The script asks uwf itself on every TAB, so it completes what is in the store: thread ids (with \
-their prompts), steps as THREAD:INDEX, workflow names and versions, roles and agents, as well as \
-commands and flags. It reads the store of --root or UWF_STORAGE_ROOT as typed on the line. Load \
-it from the shell's start-up file, so that it always matches the uwf on your PATH. \
-`COMPLETE=SHELL uwf` prints the same script.",
     after_help = "Examples:\n  echo 'source <(uwf completions bash)' >> ~/.bashrc\n  \
 echo 'source <(uwf completions zsh)' >> ~/.zshrc\n  \
-echo 'uwf completions fish | source' > ~/.config/fish/completions/uwf.fish\n\n\
-Bash treats `:` as a word break, so THREAD:INDEX completes best in zsh and fish."
+echo 'uwf completions fish | source' > ~/.config/fish/completions/uwf.fish"
 )]
 pub struct CompletionsArgs {
     shell: clap_complete::Shell,

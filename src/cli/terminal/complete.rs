@@ -15,10 +15,12 @@
 //! what is typed.
 
 use std::ffi::{OsStr, OsString};
+use std::io::Write;
 use std::path::PathBuf;
 
 use clap::{Arg, ArgMatches, Command, CommandFactory};
 use clap_complete::engine::{ArgValueCompleter, CompletionCandidate};
+use clap_complete::env::{self, EnvCompleter, Shells};
 
 use super::output::shorten;
 use crate::cas::Store;
@@ -41,14 +43,115 @@ const HELP_CHARS: usize = 60;
 /// Answers the shell and exits when `COMPLETE` is set (the registered script calls uwf so);
 /// otherwise returns and the command runs.
 pub fn on_request() {
-    clap_complete::CompleteEnv::with_factory(command).complete();
+    clap_complete::CompleteEnv::with_factory(command)
+        .shells(SHELLS)
+        .complete();
+}
+
+/// clap_complete's shells, with bash's adapter replaced by [`Bash`].
+const SHELLS: Shells<'static> =
+    Shells(&[&Bash, &env::Elvish, &env::Fish, &env::Powershell, &env::Zsh]);
+
+/// Bash splits words at `:` (it is in `COMP_WORDBREAKS`), so `T:2` reaches a completer as
+/// `T`, `:`, `2`, and a candidate replaces only what follows the last colon. This adapter
+/// keeps a lone `:` word in what the script passes, joins the pieces back into one word for
+/// clap, and prints candidates from after the colon, as git's completion does
+/// (`__ltrim_colon_completions`).
+struct Bash;
+
+/// The line of clap's bash script that replaces the word under the cursor by what precedes
+/// the cursor, and what it becomes: the same, except for a lone `:`, kept for [`rejoin`].
+const BASH_CURSOR_WORD: (&str, &str) = (
+    r#"if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+        words[COMP_CWORD]="$2""#,
+    r#"if [[ "${BASH_VERSINFO[0]}" -ge 4 && "${COMP_WORDS[COMP_CWORD]}" != ":" ]]; then
+        words[COMP_CWORD]="$2""#,
+);
+
+impl EnvCompleter for Bash {
+    fn name(&self) -> &'static str {
+        env::Bash.name()
+    }
+
+    fn is(&self, name: &str) -> bool {
+        env::Bash.is(name)
+    }
+
+    fn write_registration(
+        &self,
+        var: &str,
+        name: &str,
+        bin: &str,
+        completer: &str,
+        buf: &mut dyn Write,
+    ) -> std::io::Result<()> {
+        let mut script = Vec::new();
+        env::Bash.write_registration(var, name, bin, completer, &mut script)?;
+        let script = String::from_utf8_lossy(&script);
+        let (from, to) = BASH_CURSOR_WORD;
+        buf.write_all(script.replace(from, to).as_bytes())
+    }
+
+    fn write_complete(
+        &self,
+        cmd: &mut Command,
+        args: Vec<OsString>,
+        current_dir: Option<&std::path::Path>,
+        buf: &mut dyn Write,
+    ) -> std::io::Result<()> {
+        let index = std::env::var("_CLAP_COMPLETE_INDEX")
+            .ok()
+            .and_then(|i| i.parse().ok())
+            .unwrap_or_default();
+        let ifs = std::env::var("_CLAP_IFS").unwrap_or_else(|_| "\n".to_owned());
+        let typed = args.get(index).cloned().unwrap_or_default();
+        let (args, index) = rejoin(args, index);
+        // What bash replaces is what follows the last colon of the joined word.
+        let joined = args.get(index).map(|w| w.to_string_lossy().into_owned());
+        let cut = match joined {
+            Some(word) if word.contains(':') && typed != word.as_str() => {
+                word[..=word.rfind(':').expect("contains a colon")].to_owned()
+            }
+            _ => String::new(),
+        };
+        let completions = clap_complete::engine::complete(cmd, args, index, current_dir)?;
+        let values: Vec<String> = completions
+            .iter()
+            .map(|c| {
+                let value = c.get_value().to_string_lossy();
+                value.strip_prefix(&cut).unwrap_or(&value).to_owned()
+            })
+            .collect();
+        buf.write_all(values.join(&ifs).as_bytes())
+    }
+}
+
+/// Joins words bash split at colons (`T`, `:`, `2` → `T:2`; `T`, `:` → `T:`), and moves
+/// `index` (the word under the cursor) with them. Fish and zsh never pass a lone `:`.
+fn rejoin(words: Vec<OsString>, index: usize) -> (Vec<OsString>, usize) {
+    let mut joined: Vec<OsString> = Vec::with_capacity(words.len());
+    let mut at = index;
+    let mut glue = false;
+    for (i, word) in words.into_iter().enumerate() {
+        let colon = word == ":";
+        match joined.last_mut() {
+            Some(last) if (colon || glue) && i > 1 => {
+                last.push(&word);
+                if i <= index {
+                    at -= 1;
+                }
+            }
+            _ => joined.push(word),
+        }
+        glue = colon;
+    }
+    (joined, at)
 }
 
 /// Writes the registration script for `shell` (a name clap_complete knows: bash, zsh, fish,
 /// elvish, powershell): the same text `COMPLETE=<shell> uwf` prints.
 pub fn registration(shell: &str, buf: &mut Vec<u8>) -> std::io::Result<()> {
-    let shells = clap_complete::env::Shells::builtins();
-    let Some(completer) = shells.completer(shell) else {
+    let Some(completer) = SHELLS.completer(shell) else {
         return Err(std::io::Error::other(format!(
             "no completion for shell `{shell}`"
         )));
@@ -168,12 +271,13 @@ impl Line {
     /// too (`uwf thread show <TAB> --root DIR`).
     fn read() -> Option<Line> {
         let args: Vec<OsString> = std::env::args_os().collect();
-        let words = &args[args.iter().position(|a| a == "--")? + 1..];
+        let words = args[args.iter().position(|a| a == "--")? + 1..].to_vec();
         let index = std::env::var("_CLAP_COMPLETE_INDEX")
             .ok()
             .and_then(|i| i.parse().ok())
             .unwrap_or(words.len().saturating_sub(1))
             .min(words.len());
+        let (words, index) = rejoin(words, index);
         // The word under the cursor is left out: it is what is being completed.
         let others = words[..index]
             .iter()
