@@ -238,7 +238,10 @@ fn skill_texts_and_completions() {
     assert!(env.ok(&["skill"]).contains("uwf thread step ID"));
     assert!(env.ok(&["skill", "author"]).contains("condition: null"));
     assert!(env.ok(&["skill", "agent"]).contains("uwf agent submit"));
-    assert!(env.ok(&["completions", "bash"]).contains("_uwf()"));
+    assert!(
+        env.ok(&["completions", "bash"])
+            .contains("_clap_complete_uwf()")
+    );
     env.fails(&["skill", "nonsense"], 2);
 }
 

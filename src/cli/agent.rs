@@ -230,25 +230,25 @@ pub fn run(cmd: AgentCommand, root: &Path, out: &mut Out) -> CliResult<()> {
                 ..Default::default()
             };
             let hash = submit::submit_raw(&store, &view, &role, submission, &config()?)?;
-            out.line(hash)?;
+            wrote(out, &id, &role, hash)?;
             note_unpublished(root, &id, hash);
         }
         AgentCommand::Dry { thread, role } => {
             let id = thread_id(&thread)?;
             let hash = builtin::dry(&store, &id, &role)?;
-            out.line(hash)?;
+            wrote(out, &id, &role, hash)?;
             note_unpublished(root, &id, hash);
         }
         AgentCommand::Script { file, thread, role } => {
             let id = thread_id(&thread)?;
             let hash = builtin::script(&store, &config()?, &file, &id, &role)?;
-            out.line(hash)?;
+            wrote(out, &id, &role, hash)?;
             note_unpublished(root, &id, hash);
         }
         AgentCommand::Exec { cmd, thread, role } => {
             let id = thread_id(&thread)?;
             let hash = builtin::exec(&store, &config()?, &cmd, &id, &role)?;
-            out.line(hash)?;
+            wrote(out, &id, &role, hash)?;
             note_unpublished(root, &id, hash);
         }
         AgentCommand::Llm {
@@ -258,7 +258,7 @@ pub fn run(cmd: AgentCommand, root: &Path, out: &mut Out) -> CliResult<()> {
         } => {
             let id = thread_id(&thread)?;
             let hash = llm::llm(&store, &config()?, &id, &role, model.as_deref())?;
-            out.line(hash)?;
+            wrote(out, &id, &role, hash)?;
             note_unpublished(root, &id, hash);
         }
         AgentCommand::React {
@@ -274,7 +274,7 @@ pub fn run(cmd: AgentCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             };
             let id = thread_id(&thread)?;
             let hash = llm::react(&store, &config()?, &id, &role, &workdir, &options)?;
-            out.line(hash)?;
+            wrote(out, &id, &role, hash)?;
             note_unpublished(root, &id, hash);
         }
         AgentCommand::Workflow {
@@ -293,7 +293,8 @@ pub fn run(cmd: AgentCommand, root: &Path, out: &mut Out) -> CliResult<()> {
                 workflow: &name,
                 max_steps,
             };
-            out.line(subworkflow::run(&store, &config::load(root)?, &job)?)?;
+            let hash = subworkflow::run(&store, &config::load(root)?, &job)?;
+            wrote(out, &id, &role, hash)?;
         }
         AgentCommand::Human { thread, role } => {
             return Err(user_error!(
@@ -337,5 +338,15 @@ fn note_unpublished(root: &Path, id: &str, hash: crate::cas::Hash) {
              uwf: publish it with `uwf thread publish {hash}`, or let a step run the agent: \
              `uwf thread step {id} --agent CMD`"
         );
+    }
+}
+
+/// What an agent prints: the hash of the step it wrote (what `thread step` reads), or with
+/// `--json` the step with its thread and role.
+fn wrote(out: &mut Out, thread: &str, role: &str, step: crate::cas::Hash) -> std::io::Result<()> {
+    if out.json_asked {
+        out.line(serde_json::json!({"thread": thread, "role": role, "step": step}))
+    } else {
+        out.line(step)
     }
 }

@@ -4,7 +4,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::Out;
 use crate::cas::gc::{GcOptions, gc};
@@ -162,28 +162,29 @@ pub fn run(cmd: CasCommand, root: &Path, out: &mut Out) -> CliResult<()> {
     let store = crate::engine::storage::open_store(root)?;
     match cmd {
         CasCommand::Get { hash, payload } => {
-            let node = store.get(parse_hash(&hash)?)?;
-            if payload {
-                out.json_pretty(&node.payload)?;
+            let hash = parse_hash(&hash)?;
+            let node = store.get(hash)?;
+            let value = if payload {
+                node.payload
             } else {
-                out.json_pretty(&node.to_json())?;
-            }
+                node.to_json()
+            };
+            print_node(out, hash, &value)?;
         }
         CasCommand::Put { type_hash, json } => {
             let type_hash = parse_type(&type_hash)?;
             let payload = read_json(&json, root)?;
-            let hash = store.put(type_hash, &payload)?;
-            out.line(hash)?;
+            hash_line(out, store.put(type_hash, &payload)?)?;
         }
         CasCommand::Has { .. } => unreachable!("handled above"),
         CasCommand::Refs { hash } => {
             for r in store.refs(parse_hash(&hash)?)? {
-                out.line(r)?;
+                hash_line(out, r)?;
             }
         }
         CasCommand::Walk { hash } => {
             for r in store.walk(parse_hash(&hash)?)? {
-                out.line(r)?;
+                hash_line(out, r)?;
             }
         }
         CasCommand::List { type_hash } => {
@@ -195,7 +196,11 @@ pub fn run(cmd: CasCommand, root: &Path, out: &mut Out) -> CliResult<()> {
         }
         CasCommand::Reindex => {
             let count = store.reindex()?;
-            if storage::pg(root)?.is_some() {
+            if out.quiet() {
+                // Nothing has an id here: the exit status says it worked.
+            } else if out.json_asked {
+                out.line(json!({"indexed": count}))?;
+            } else if storage::pg(root)?.is_some() {
                 // The database keeps each node's type in a column: nothing to rebuild there.
                 out.line(format!(
                     "indexed {count} nodes in this machine's node cache (the database needs no index rebuilt)"
@@ -209,6 +214,21 @@ pub fn run(cmd: CasCommand, root: &Path, out: &mut Out) -> CliResult<()> {
         CasCommand::Schema(cmd) => run_schema(&store, cmd, out)?,
     }
     Ok(())
+}
+
+/// How `cas fsck` says what it found: a line each for people, `{"problem", "hash"}` objects
+/// with `--json`, and with `-q` only the hashes of damaged nodes.
+fn finding(out: &mut Out, hash: Option<Hash>, text: &str) -> std::io::Result<()> {
+    if out.quiet() {
+        return match hash {
+            Some(hash) => out.line(hash),
+            None => Ok(()),
+        };
+    }
+    if out.json_asked {
+        return out.line(json!({"problem": text, "hash": hash}));
+    }
+    out.line(text)
 }
 
 fn run_fsck(store: &Store, root: &Path, repair: bool, out: &mut Out) -> CliResult<()> {
@@ -225,7 +245,7 @@ fn run_fsck(store: &Store, root: &Path, repair: bool, out: &mut Out) -> CliResul
             .hash
             .map(|h| h.to_string())
             .unwrap_or_else(|| p.path.display().to_string());
-        out.line(format!("{name}: {}", p.message))?;
+        finding(out, p.hash, &format!("{name}: {}", p.message))?;
     }
     let mut report = match (&pg, &rows) {
         (Some(pg), Some(rows)) => {
@@ -253,30 +273,44 @@ fn run_fsck(store: &Store, root: &Path, repair: bool, out: &mut Out) -> CliResul
                 format!("corrupt {} node {}: {why}", d.kind, d.hash)
             }
         };
-        out.line(format!("{what} (reached from {from})"))?;
+        finding(out, Some(d.hash), &format!("{what} (reached from {from})"))?;
     }
     let root = store.root();
     for d in &report.derived {
         let path = d.path.strip_prefix(root).unwrap_or(&d.path);
-        out.line(format!("derived {}: {}", path.display(), d.problem))?;
+        finding(
+            out,
+            None,
+            &format!("derived {}: {}", path.display(), d.problem),
+        )?;
     }
     if repair && !report.derived.is_empty() {
         let repaired = engine_fsck::repair(store, &report)?;
         for path in &repaired.removed {
             let path = path.strip_prefix(root).unwrap_or(path);
-            out.line(format!(
-                "repair: removed {} (rebuilt when next needed)",
-                path.display()
-            ))?;
+            finding(
+                out,
+                None,
+                &format!(
+                    "repair: removed {} (rebuilt when next needed)",
+                    path.display()
+                ),
+            )?;
         }
         if let Some(count) = repaired.reindexed {
-            out.line(format!("repair: rebuilt the type index ({count} nodes)"))?;
+            finding(
+                out,
+                None,
+                &format!("repair: rebuilt the type index ({count} nodes)"),
+            )?;
         }
     }
     let node_problems = nodes.problems.len() + report.damaged.len();
     // Nothing wrong, or only derived data that was just rebuilt: the store is sound.
     if node_problems == 0 && (report.derived.is_empty() || repair) {
-        if report.derived.is_empty() {
+        if out.json_asked {
+            out.line(json!({"ok": true, "nodes": nodes.checked, "roots": report.roots}))?;
+        } else if report.derived.is_empty() && !out.quiet() {
             out.line(format!(
                 "ok: {} nodes checked, {} roots walked, no problems",
                 nodes.checked, report.roots
@@ -338,6 +372,24 @@ fn run_gc(store: &Store, root: &Path, args: &GcArgs, out: &mut Out) -> CliResult
         "removed"
     };
     let pruned = retention::prune_logs(root, args.keep_logs, args.dry_run)?;
+    if out.quiet() {
+        for h in &report.removed {
+            out.line(h)?;
+        }
+        return Ok(());
+    }
+    if out.json_asked {
+        out.line(json!({
+            "dryRun": args.dry_run,
+            "reachable": report.reachable,
+            "removed": report.removed,
+            "young": report.young,
+            "tempFiles": report.temp_files,
+            "missingRoots": report.missing_roots,
+            "logsPruned": {"threads": pruned.threads, "bytes": pruned.bytes},
+        }))?;
+        return Ok(());
+    }
     for h in &report.removed {
         out.line(format!("{verb} {h}"))?;
     }
@@ -384,10 +436,16 @@ fn spoken_duration(duration: Duration) -> String {
 fn run_schema(store: &Store, cmd: SchemaCommand, out: &mut Out) -> CliResult<()> {
     match cmd {
         SchemaCommand::List => {
-            out.line(format!(
-                "{}  meta (bootstrap: the type of every schema)",
-                Hash::META
-            ))?;
+            let mut schema_line = |hash: Hash, label: &str| {
+                if out.quiet() {
+                    out.line(hash)
+                } else if out.json_asked {
+                    out.line(json!({"hash": hash, "name": label}))
+                } else {
+                    out.line(format!("{hash}  {label}"))
+                }
+            };
+            schema_line(Hash::META, "meta (bootstrap: the type of every schema)")?;
             for h in store.list_type(Hash::META)? {
                 let label = match builtin::name_of(h) {
                     Some(name) => name.to_owned(),
@@ -397,7 +455,7 @@ fn run_schema(store: &Store, cmd: SchemaCommand, out: &mut Out) -> CliResult<()>
                         .and_then(|p| p.get("title").and_then(Value::as_str).map(str::to_owned))
                         .unwrap_or_else(|| "-".into()),
                 };
-                out.line(format!("{h}  {label}"))?;
+                schema_line(h, &label)?;
             }
         }
         SchemaCommand::Get { schema } => {
@@ -406,14 +464,35 @@ fn run_schema(store: &Store, cmd: SchemaCommand, out: &mut Out) -> CliResult<()>
             if !node.is_schema() {
                 return Err(StoreError::NotASchema(hash).into());
             }
-            out.json_pretty(&node.payload)?;
+            print_node(out, hash, &node.payload)?;
         }
         SchemaCommand::Put { file } => {
             let schema = read_json(&file, store.root())?;
-            out.line(store.put(Hash::META, &schema)?)?;
+            hash_line(out, store.put(Hash::META, &schema)?)?;
         }
     }
     Ok(())
+}
+
+/// A node or payload: pretty JSON for people and by default, one line with `--json`, its hash
+/// with `-q`.
+fn print_node(out: &mut Out, hash: Hash, value: &Value) -> std::io::Result<()> {
+    if out.quiet() {
+        out.line(hash)
+    } else if out.json_asked {
+        out.line(value)
+    } else {
+        out.json_pretty(value)
+    }
+}
+
+/// One hash of a list: bare, or `{"hash"}` with `--json`.
+fn hash_line(out: &mut Out, hash: Hash) -> std::io::Result<()> {
+    if out.json_asked {
+        out.line(json!({ "hash": hash }))
+    } else {
+        out.line(hash)
+    }
 }
 
 fn parse_hash(text: &str) -> CliResult<Hash> {

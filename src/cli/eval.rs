@@ -80,7 +80,11 @@ pub fn run(args: EvalArgs, root: &Path, out: &mut Out) -> CliResult<()> {
         None => jsonata::Input::undefined(),
     };
     if let Some(value) = expr.evaluate_prepared(&prepared, &bindings, &limits)? {
-        out.json_pretty(&value)?;
+        if out.json_asked {
+            out.line(value)?;
+        } else {
+            out.json_pretty(&value)?;
+        }
     }
     Ok(())
 }

@@ -57,6 +57,10 @@ pub fn run(args: ExportArgs, root: &Path, out: &mut Out) -> CliResult<()> {
     };
     let store = crate::engine::storage::open_store(root)?;
     let done = export::export(Source::new(store), &what, &dir)?;
+    if out.quiet() {
+        out.line(dir.display())?;
+        return Ok(());
+    }
     out.line(json!({
         "exported": dir,
         "dirs": done.dirs,

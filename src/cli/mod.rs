@@ -51,11 +51,11 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "DIR", display_order = 900)]
     root: Option<PathBuf>,
 
-    /// Print lists as JSON lines (the default when stdout is not a terminal)
+    /// Print JSON, one object per line (lists do so whenever stdout is not a terminal)
     #[arg(long = "json", id = "output_json", global = true, display_order = 901)]
     json: bool,
 
-    /// Print only ids or hashes
+    /// Print only ids, hashes or names, one per line
     #[arg(short, long, global = true, display_order = 902)]
     quiet: bool,
 
@@ -147,7 +147,15 @@ uwf knowledge query 'how are retries configured'\n  uwf knowledge query -g 'leas
     Umount(mount::UmountArgs),
     /// Print concise reference text for agents: cli, author, or agent
     Skill(skill::SkillArgs),
-    /// Print shell completions (bash, zsh, fish, elvish, powershell)
+    /// Print shell completion that knows the store (bash, zsh, fish, elvish, powershell)
+    #[command(
+        long_about = "Print the script that registers uwf's completion with a shell.\n\n\
+The script asks uwf itself on every TAB, so it completes what is in the store: thread ids (with \
+their prompts), steps as THREAD:INDEX, workflow names and versions, roles and agents, as well as \
+commands and flags. It reads the store --root names on the line, else UWF_STORAGE_ROOT. Load \
+it from the shell's start-up file, so that it always matches the uwf on your PATH. \
+`COMPLETE=SHELL uwf` prints the same script."
+    )]
     Completions(skill::CompletionsArgs),
     /// Write config.yaml and .env: a provider, its key, a default model and agent
     Setup(setup::SetupArgs),
@@ -177,6 +185,8 @@ pub fn main() -> ExitCode {
     crate::malloc_tuning::apply();
     crate::profile::start();
     crate::engine::agent::spawn::arm_parent_death();
+    // A TAB in a shell with uwf's completion registered: answer it and exit.
+    terminal::complete::on_request();
     let cli = Cli::parse();
     crate::profile::mark("parsed the command line");
     terminal::style::init(cli.color, cli.no_pager);

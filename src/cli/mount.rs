@@ -153,6 +153,10 @@ fn spawn_daemon(
         let _ = BufReader::new(stdout).read_line(&mut line);
     }
     if line.trim() == "ready" {
+        if out.quiet() {
+            out.line(dir.display())?;
+            return Ok(());
+        }
         out.line(json!({
             "mountpoint": dir,
             "pid": child.id(),
@@ -268,8 +272,13 @@ pub fn run_umount(args: UmountArgs, out: &mut Out) -> CliResult<()> {
             args.dir.display()
         );
     }
+    let unmounted = unmount::lexical_absolute(&args.dir)?;
+    if out.quiet() {
+        out.line(unmounted.display())?;
+        return Ok(());
+    }
     out.line(json!({
-        "unmounted": unmount::lexical_absolute(&args.dir)?,
+        "unmounted": unmounted,
         "lazy": how == Unmounted::Lazy,
     }))?;
     Ok(())

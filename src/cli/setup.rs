@@ -131,15 +131,22 @@ pub fn setup(args: SetupArgs, root: &Path, out: &mut Out) -> CliResult<()> {
     if let Some(a) = &setup.agent {
         said.push(format!("default agent {a}"));
     }
-    out.line(format!(
-        "wrote {}: {}",
-        root.join("config.yaml").display(),
-        if said.is_empty() {
-            "no changes".to_owned()
-        } else {
-            said.join(", ")
-        }
-    ))?;
+    let config_path = root.join("config.yaml");
+    if out.json_asked {
+        out.line(serde_json::json!({"wrote": config_path, "changes": said}))?;
+    } else if out.quiet() {
+        out.line(config_path.display())?;
+    } else {
+        out.line(format!(
+            "wrote {}: {}",
+            config_path.display(),
+            if said.is_empty() {
+                "no changes".to_owned()
+            } else {
+                said.join(", ")
+            }
+        ))?;
+    }
     if key.is_none()
         && let Some(env) = &key_env
         && setup.provider.is_some()
@@ -157,10 +164,14 @@ pub fn setup(args: SetupArgs, root: &Path, out: &mut Out) -> CliResult<()> {
                 .hint("add --api-key-env NAME (e.g. OPENAI_API_KEY)"));
         };
         dotenv::set(root, &[(env.as_str(), key.as_str())])?;
-        out.line(format!(
-            "wrote {} (mode 0600): {env}",
-            dotenv::path(root).display()
-        ))?;
+        let env_path = dotenv::path(root);
+        if out.json_asked {
+            out.line(serde_json::json!({"wrote": env_path, "key": env}))?;
+        } else if out.quiet() {
+            out.line(env_path.display())?;
+        } else {
+            out.line(format!("wrote {} (mode 0600): {env}", env_path.display()))?;
+        }
     }
     Ok(())
 }
@@ -278,6 +289,23 @@ pub fn doctor(args: DoctorArgs, root: &Path, out: &mut Out) -> CliResult<()> {
     let checks = doctor::run(root, &args.skip);
     let failed = checks.iter().filter(|c| !c.ok).count();
     let color = out.color();
+    if out.quiet() || out.json_asked {
+        for check in &checks {
+            if out.json_asked {
+                out.line(serde_json::json!({"check": check.name, "ok": check.ok,
+                    "off": check.off, "detail": check.detail, "hint": check.hint}))?;
+            } else if !check.ok {
+                // Only what failed, by name.
+                out.line(&check.name)?;
+            }
+        }
+        out.flush()?;
+        return if failed == 0 {
+            Ok(())
+        } else {
+            Err(CommandError::silent(1))
+        };
+    }
     for check in &checks {
         use super::terminal::style::Paint;
         let verdict = match (check.ok, check.off) {

@@ -38,7 +38,10 @@ Examples:\n  uwf workflow put examples/solve-issue.yaml\n  uwf workflow put --ch
     },
     /// Print a workflow as YAML with its schemas inline
     #[command(
-        after_help = "Examples:\n  uwf workflow show solve-issue\n  uwf workflow show 4G86E2KECAKQG > copy.yaml"
+        after_help = "Prints the YAML as it was saved; --json the definition as one JSON object with \
+its hash, -q only the hash.\n\n\
+Examples:\n  uwf workflow show solve-issue\n  uwf workflow show 4G86E2KECAKQG > copy.yaml\n  \
+uwf workflow show solve-issue --json | jq .roles"
     )]
     Show {
         /// A registered name or a workflow hash
@@ -62,7 +65,8 @@ Examples:\n  uwf workflow put examples/solve-issue.yaml\n  uwf workflow put --ch
     Rollback { name: String, hash: Option<String> },
     /// Draw the graph as a Mermaid flowchart (or Graphviz DOT)
     #[command(
-        after_help = "Examples:\n  uwf workflow graph solve-issue > graph.mmd\n  uwf workflow graph solve-issue --dot | dot -Tsvg > graph.svg"
+        after_help = "--json prints the transitions ({name, hash, graph}), -q the hash.\n\n\
+Examples:\n  uwf workflow graph solve-issue > graph.mmd\n  uwf workflow graph solve-issue --dot | dot -Tsvg > graph.svg"
     )]
     Graph {
         /// A registered name or a workflow hash
@@ -89,6 +93,19 @@ pub fn run(cmd: WorkflowCommand, root: &Path, out: &mut Out) -> CliResult<()> {
         WorkflowCommand::Put { file, check } => put(&store, &file, check, out)?,
         WorkflowCommand::Show { workflow } => {
             let hash = registry::resolve(&store, &workflow)?;
+            if out.quiet() {
+                out.line(hash)?;
+                return Ok(());
+            }
+            if out.json_asked {
+                // The definition as `to_yaml` renders it (schemas inline), and its hash.
+                let yaml = Definition::load(&store, hash)?.to_yaml();
+                let mut json: serde_json::Value = serde_yaml::from_str(&yaml)
+                    .context("the rendered definition is not JSON-compatible")?;
+                json["hash"] = hash.to_string().into();
+                out.line(json)?;
+                return Ok(());
+            }
             // The text as it was saved (comments kept), else the definition rendered.
             match registry::source_text(&store, hash) {
                 Some(text) => out.text(&text)?,
@@ -144,10 +161,24 @@ pub fn run(cmd: WorkflowCommand, root: &Path, out: &mut Out) -> CliResult<()> {
         WorkflowCommand::Rollback { name, hash } => {
             let target = hash.map(|h| crate::cas::Hash::parse(&h)).transpose()?;
             let (from, to) = registry::rollback(root, &name, target, now_ms())?;
-            out.line(json!({"name": name, "hash": to, "previous": from}))?;
+            if out.quiet() {
+                out.line(to)?;
+            } else {
+                out.line(json!({"name": name, "hash": to, "previous": from}))?;
+            }
         }
         WorkflowCommand::Graph { workflow, dot } => {
-            let (_, w) = registry::load(&store, &workflow)?;
+            let (hash, w) = registry::load(&store, &workflow)?;
+            if out.quiet() {
+                out.line(hash)?;
+                return Ok(());
+            }
+            if out.json_asked {
+                // The transitions themselves: role → [{to, condition}], as the definition says.
+                let graph = serde_json::to_value(&w.graph).context("cannot encode the graph")?;
+                out.line(json!({"name": w.name, "hash": hash, "graph": graph}))?;
+                return Ok(());
+            }
             out.text(&if dot {
                 graph::dot(&w)
             } else {
@@ -156,7 +187,11 @@ pub fn run(cmd: WorkflowCommand, root: &Path, out: &mut Out) -> CliResult<()> {
         }
         WorkflowCommand::Rm { name } => {
             let entry = registry::remove(root, &name)?;
-            out.line(json!({"name": name, "removed": entry.hash}))?;
+            if out.quiet() {
+                out.line(entry.hash)?;
+            } else {
+                out.line(json!({"name": name, "removed": entry.hash}))?;
+            }
         }
     }
     Ok(())

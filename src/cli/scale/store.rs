@@ -55,6 +55,10 @@ fn copy(from: &str, to: &str, out: &mut Out) -> CliResult {
         total: 0,
     });
     let report = result?;
+    if out.quiet() {
+        out.line(&to)?;
+        return Ok(());
+    }
     out.line(json!({
         "from": from.to_string(),
         "to": to.to_string(),

@@ -1,8 +1,8 @@
 //! `uwf skill` and `uwf completions`: reference text for agents, and shell completions.
 
-use clap::{Args, CommandFactory, ValueEnum};
+use clap::{Args, ValueEnum};
 
-use super::{Cli, Out};
+use super::Out;
 use crate::cli::error::CliResult;
 
 /// Which reference to print.
@@ -25,7 +25,9 @@ pub struct SkillArgs {
 
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Examples:\n  uwf completions bash > ~/.local/share/bash-completion/completions/uwf\n  uwf completions zsh > ~/.zfunc/_uwf"
+    after_help = "Examples:\n  echo 'source <(uwf completions bash)' >> ~/.bashrc\n  \
+echo 'source <(uwf completions zsh)' >> ~/.zshrc\n  \
+echo 'uwf completions fish | source' > ~/.config/fish/completions/uwf.fish"
 )]
 pub struct CompletionsArgs {
     shell: clap_complete::Shell,
@@ -41,9 +43,8 @@ pub fn skill(args: &SkillArgs, out: &mut Out) -> CliResult<()> {
 }
 
 pub fn completions(args: &CompletionsArgs, out: &mut Out) -> CliResult<()> {
-    // Generate into memory: clap_complete panics when its writer fails (`| head`).
     let mut script = Vec::new();
-    clap_complete::generate(args.shell, &mut Cli::command(), "uwf", &mut script);
+    crate::cli::terminal::complete::registration(&args.shell.to_string(), &mut script)?;
     out.text(&String::from_utf8_lossy(&script))?;
     Ok(())
 }

@@ -59,6 +59,19 @@ impl Out {
         self.inner.write_all(text.as_bytes())
     }
 
+    /// A command's one result: its id or hash with `-q`, else `value` as one JSON line.
+    pub fn result(
+        &mut self,
+        id: impl std::fmt::Display,
+        value: &serde_json::Value,
+    ) -> io::Result<()> {
+        if self.quiet() {
+            self.line(id)
+        } else {
+            self.line(value)
+        }
+    }
+
     /// Writes a value as pretty JSON plus a newline.
     pub fn json_pretty(&mut self, value: &serde_json::Value) -> io::Result<()> {
         serde_json::to_writer_pretty(&mut self.inner, value)?;

@@ -38,7 +38,7 @@ pub fn pause(store: &Store, thread: &str, paused: bool, out: &mut Out) -> CliRes
     {
         eprintln!("uwf: thread {id} is paused; the step it runs now finishes first");
     }
-    out.line(json!({"thread": id, "paused": paused}))?;
+    out.result(&id, &json!({"thread": id, "paused": paused}))?;
     Ok(())
 }
 
@@ -52,6 +52,6 @@ pub fn rebind(store: &Store, thread: &str, changes: &[String], out: &mut Out) ->
         .into_iter()
         .map(|(role, b)| (role, json!(b.name)))
         .collect();
-    out.line(json!({"thread": id, "agents": agents}))?;
+    out.result(&id, &json!({"thread": id, "agents": agents}))?;
     Ok(())
 }

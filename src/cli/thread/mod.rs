@@ -147,7 +147,8 @@ Examples:\n  uwf thread fork 4X5K4AE2AA5F2\n  uwf thread fork 01JD8X…:2"
     /// Print a step's execution detail as YAML
     #[command(
         name = "step-details",
-        after_help = "Example:\n  uwf thread step-details 4X5K4AE2AA5F2"
+        after_help = "--json prints the detail as one JSON object, -q its hash.\n\n\
+Example:\n  uwf thread step-details 4X5K4AE2AA5F2"
     )]
     StepDetails {
         /// The step (hash, prefix, or THREAD:INDEX)
@@ -524,7 +525,13 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
                 bail!("{hash} is not a step node");
             }
             let step = chain::read_step(&node)?;
-            out.text(&render::detail_yaml(&store, step.detail)?)?;
+            if out.quiet() {
+                out.line(step.detail)?;
+            } else if out.json_asked {
+                out.line(store.get_payload(step.detail)?)?;
+            } else {
+                out.text(&render::detail_yaml(&store, step.detail)?)?;
+            }
         }
         ThreadCommand::Diff { a, b } => {
             let a = lifecycle::resolve_step(&store, &a)?;
@@ -561,7 +568,7 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             let id = lifecycle::resolve_id(root, &thread)?;
             let change = if off { index::dequeue } else { index::queue };
             change(root, &id)?;
-            out.line(json!({"thread": id, "queued": !off}))?;
+            out.result(&id, &json!({"thread": id, "queued": !off}))?;
         }
         ThreadCommand::Pause { thread } => controls::pause(&store, &thread, true, out)?,
         ThreadCommand::Resume { thread } => controls::pause(&store, &thread, false, out)?,
@@ -571,7 +578,10 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
         ThreadCommand::Kill { thread } => {
             let id = lifecycle::resolve_id(root, &thread)?;
             let head = lifecycle::kill(&store, &id)?;
-            out.line(json!({"thread": id, "head": head.to_string(), "status": "killed"}))?;
+            out.result(
+                &id,
+                &json!({"thread": id, "head": head.to_string(), "status": "killed"}),
+            )?;
         }
         ThreadCommand::Rebase(args) => rebase::run(&store, args, out)?,
         ThreadCommand::Eval {
@@ -588,7 +598,11 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
                 limits.max_memory = max;
             }
             if let Some(v) = expr.evaluate(&view.chain.context(), &[], &limits)? {
-                out.json_pretty(&v)?;
+                if out.json_asked {
+                    out.line(v)?;
+                } else {
+                    out.json_pretty(&v)?;
+                }
             }
         }
         ThreadCommand::Why { thread } => {
@@ -609,6 +623,10 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
                 out.line(json!({"thread": id, "position": position,
                     "steps": view.chain.steps.len(), "trace": tried, "next": next, "error": error}))?;
                 return decision.map(drop).map_err(Into::into);
+            }
+            if out.quiet() {
+                // The role a step now would take; none (and the error) when it would fail.
+                return Ok(out.line(decision?)?);
             }
             out.line(format!(
                 "thread {id} is at `{position}` ({})",
@@ -643,7 +661,14 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
         }
         ThreadCommand::Question { thread } => {
             let id = lifecycle::resolve_id(root, &thread)?;
-            out.text(&human::question(&store, &id)?.prompt)?;
+            let question = human::question(&store, &id)?;
+            if out.quiet() {
+                out.line(&question.role)?;
+            } else if out.json_asked {
+                out.line(json!({"thread": id, "role": question.role, "prompt": question.prompt}))?;
+            } else {
+                out.text(&question.prompt)?;
+            }
         }
         ThreadCommand::Answer {
             thread,
@@ -661,7 +686,7 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             // Too large an answer is refused before anything is stored (not even its text).
             let text = input::read_text(Source::of(file.as_deref().unwrap_or("-")), limit)?;
             let stepped = human::answer(&store, &config.config, &id, &text, by.as_deref())?;
-            out.line(stepped.to_json())?;
+            print_stepped(out, &stepped)?;
         }
     }
     Ok(())
