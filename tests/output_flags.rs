@@ -144,6 +144,18 @@ impl Store {
                 let id = self.fresh_thread();
                 self.env.ok(&["agent", "dry", &id, "planner"])
             }
+            // A repository with project knowledge, indexed when `{SYNCED}`.
+            "{REPO}" | "{SYNCED}" => {
+                let repo = self.env.dir.path().join("kb");
+                std::fs::create_dir_all(&repo).expect("repo");
+                std::fs::write(repo.join("knowledge.yaml"), "include: ['*.md']\n").expect("write");
+                std::fs::write(repo.join("lamp.md"), "# Lamp\n\nThe lamp turns.\n").expect("write");
+                let repo = repo.to_str().expect("utf-8").to_owned();
+                if word == "{SYNCED}" {
+                    self.env.ok(&["knowledge", "sync", "--repo", &repo]);
+                }
+                repo
+            }
             // A registered workflow to remove.
             "{GONE}" => {
                 put_example(&self.env, "analyze-topic");
@@ -277,6 +289,9 @@ const CASES: &[Case] = &[
     nothing_quiet(&["doctor", "--skip", "fuse"]),
     case(&["export", "{T}", "{DIR}"]),
     empty_list(&["worker", "list"]),
+    case(&["knowledge", "sync", "--repo", "{REPO}"]),
+    case(&["knowledge", "query", "--repo", "{SYNCED}", "lamp"]),
+    case(&["knowledge", "status"]),
 ];
 
 /// Runs one case with `flag` and returns its stdout.
