@@ -96,6 +96,30 @@ fn every_line_of_the_readme_tour_runs_as_pasted() {
     );
 }
 
+#[test]
+fn the_knowledge_tutorial_runs_as_pasted_on_this_clone() {
+    let block = sh_block("docs/knowledge.md", "## Try it on this clone");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = run_bash(&block, Path::new(env!("CARGO_MANIFEST_DIR")), dir.path());
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        out.status.success() && !stderr.contains("error:"),
+        "the tutorial failed ({:?}); the last `+` line is the one that failed:\n{stderr}\nstdout:\n{stdout}",
+        out.status.code()
+    );
+    // The lease question (after the sync's report) finds the lease code first; the second sync
+    // read nothing again.
+    let first = stdout.lines().nth(1).unwrap_or_default();
+    assert!(
+        first.contains("\"file\":\"src/engine/storage/lease.rs\""),
+        "{first}"
+    );
+    assert!(stdout.contains("\"changed\":0,"), "{stdout}");
+}
+
 mod common;
 
 /// The PostgreSQL binaries' directory, as the tutorial finds it.
