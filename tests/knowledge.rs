@@ -495,7 +495,18 @@ fn global_search_spans_repositories_and_errors_say_what_to_do() {
 fn a_person_at_a_terminal_gets_a_table() {
     let env = Env::new();
     let repo = copy_repo(&env, "tidewater");
-    env.ok(&["knowledge", "sync", "--repo", repo.to_str().unwrap()]);
+    // A sync shows a progress bar, then one line of what it did.
+    let screen = common::on_terminal(
+        &env,
+        &["knowledge", "sync", "--repo", repo.to_str().unwrap()],
+        &[],
+    );
+    assert!(screen.contains("reading ["), "no progress bar: {screen:?}");
+    let last = screen.lines().last().unwrap_or_default();
+    assert!(
+        last.contains(" files (") && last.contains(" chunks ("),
+        "{screen:?}"
+    );
     let screen = common::on_terminal(
         &env,
         &[

@@ -90,12 +90,16 @@ fn sync_repo(root: &Path, repo: Option<PathBuf>, out: &mut Out) -> CliResult<()>
         );
         bar
     });
+    let mut phase = "";
     let report = sync::sync(root, &repo, embeddings.as_ref(), &mut |p| {
-        if let Some(bar) = &bar {
+        let Some(bar) = &bar else { return };
+        if p.phase != phase {
+            phase = p.phase;
             bar.set_prefix(p.phase);
             bar.set_length(p.total as u64);
-            bar.set_position(p.done as u64);
+            bar.reset();
         }
+        bar.set_position(p.done as u64);
     });
     if let Some(bar) = bar {
         bar.finish_and_clear();
