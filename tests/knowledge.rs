@@ -419,6 +419,9 @@ fn global_search_spans_repositories_and_errors_say_what_to_do() {
         .collect();
     assert_eq!(status.len(), 2, "{status:?}");
 
+    // An empty query is a usage error, as --repo with -g is.
+    let err = env.fails(&["knowledge", "query", "-g", "  "], 2);
+    assert!(err.contains("the query is empty"), "{err}");
     // --repo and -g exclude each other (a usage error).
     let err = env.fails(
         &[

@@ -8,7 +8,7 @@ use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::Out;
-use super::error::CliResult;
+use super::error::{CliResult, CommandError};
 use super::terminal::output::{Mode, ago, shorten};
 use crate::engine::config;
 use crate::engine::knowledge::search::{self, Scope};
@@ -140,6 +140,12 @@ fn sync_repo(root: &Path, repo: Option<PathBuf>, out: &mut Out) -> CliResult<()>
 }
 
 fn query(root: &Path, args: QueryArgs, out: &mut Out) -> CliResult<()> {
+    if args.text.trim().is_empty() {
+        return Err(
+            CommandError::usage("the query is empty: say what to look for, in words")
+                .hint("uwf knowledge query 'how are retries configured'"),
+        );
+    }
     let scope = if args.global {
         Scope::All
     } else {
