@@ -227,7 +227,7 @@ fn main() {
     for (label, mock) in [
         ("words only (BM25)", None),
         (
-            "fused with embeddings (mock, 64 dims)",
+            "fused with embeddings (mock, 1,024 dimensions)",
             Some(mock_llm::Mock::start(vec![])),
         ),
     ] {

@@ -4,8 +4,10 @@
 //! - `repos(id, path, synced_ms, avgdl)`: one row per repository; `avgdl` is the average chunk
 //!   length (in terms) that the stored term weights were computed with;
 //! - `files(repo, path, hash)`: the content hash each file had when it was last chunked;
-//! - `chunks(id, repo, path, start_line, end_line, title, text, hash, length, terms)`: `hash` is
-//!   the chunk text's hash (the vector cache's key), `terms` its BM25 term weights;
+//! - `chunks(id, repo, path, start_line, end_line, title, hash, length, terms)`: `hash` is the
+//!   chunk text's hash (the vector cache's key), `terms` its BM25 term weights;
+//! - `texts(id, text)`: a chunk's text, apart, so that a query's scan of the terms reads no
+//!   text;
 //! - `vectors(model, hash, vector)`: embeddings by model and text hash, shared by every
 //!   repository, so no text is embedded twice on this machine.
 
@@ -20,6 +22,10 @@ use super::KnowledgeError;
 /// The file's name under the storage root.
 pub const FILE_NAME: &str = "knowledge.db";
 
+/// The layout's version (`pragma user_version`). An index of another layout is derived data: its
+/// repositories are dropped and synced again, keeping the vectors (whose layout is the same).
+const VERSION: i64 = 1;
+
 const SCHEMA: &str = "
 create table if not exists repos(
   id integer primary key, path text unique not null,
@@ -28,9 +34,10 @@ create table if not exists files(
   repo integer not null, path text not null, hash text not null, primary key(repo, path));
 create table if not exists chunks(
   id integer primary key, repo integer not null, path text not null,
-  start_line integer not null, end_line integer not null, title text, text text not null,
+  start_line integer not null, end_line integer not null, title text,
   hash text not null, length integer not null, terms blob not null);
 create index if not exists chunks_by_file on chunks(repo, path);
+create table if not exists texts(id integer primary key, text text not null);
 create table if not exists vectors(
   model text not null, hash text not null, vector blob not null, primary key(model, hash));
 ";
@@ -90,7 +97,15 @@ impl Index {
             let conn = Connection::open(&path)?;
             conn.busy_timeout(Duration::from_secs(10))?;
             conn.execute_batch("pragma journal_mode = wal; pragma synchronous = normal;")?;
+            let version: i64 = conn.query_row("pragma user_version", [], |r| r.get(0))?;
+            if version != VERSION {
+                conn.execute_batch(
+                    "drop table if exists chunks; drop table if exists texts; \
+                     drop table if exists files; drop table if exists repos;",
+                )?;
+            }
             conn.execute_batch(SCHEMA)?;
+            conn.execute_batch(&format!("pragma user_version = {VERSION}"))?;
             Ok(conn)
         })()
         .map_err(db_error(&path))?;
@@ -161,9 +176,11 @@ impl Index {
     /// (id, indexed text) of a repository's chunks; only those without weights unless `all`.
     pub fn texts(&self, repo: i64, all: bool) -> Result<Vec<(u32, String)>, KnowledgeError> {
         let sql = if all {
-            "select id, path, title, text from chunks where repo = ?1"
+            "select c.id, c.path, c.title, t.text from chunks c join texts t on t.id = c.id \
+             where c.repo = ?1"
         } else {
-            "select id, path, title, text from chunks where repo = ?1 and length(terms) = 0"
+            "select c.id, c.path, c.title, t.text from chunks c join texts t on t.id = c.id \
+             where c.repo = ?1 and length(c.terms) = 0"
         };
         let mut stmt = self.conn.prepare(sql).map_err(self.err())?;
         let rows = stmt
@@ -186,8 +203,9 @@ impl Index {
         let mut stmt = self
             .conn
             .prepare(
-                "select hash, path, title, text from chunks c where repo = ?1 and not exists \
-                 (select 1 from vectors v where v.model = ?2 and v.hash = c.hash) group by hash",
+                "select c.hash, c.path, c.title, t.text from chunks c join texts t on t.id = c.id \
+                 where c.repo = ?1 and not exists \
+                 (select 1 from vectors v where v.model = ?2 and v.hash = c.hash) group by c.hash",
             )
             .map_err(self.err())?;
         let rows = stmt
@@ -232,38 +250,53 @@ impl Index {
         })
     }
 
-    /// Every chunk in scope (one repository, or all), with its term weights, to `each`.
-    pub fn scan(
+    /// Every chunk in scope (one repository, or all) as its id and term weights, to `each`.
+    pub fn scan_terms(
         &self,
         repo: Option<i64>,
-        mut each: impl FnMut(Stored, &[u8]),
+        mut each: impl FnMut(u32, &[u8]),
     ) -> Result<(), KnowledgeError> {
         let mut stmt = self
             .conn
-            .prepare(
-                "select c.id, r.path, c.path, c.start_line, c.end_line, c.title, c.hash, c.terms \
-                 from chunks c join repos r on r.id = c.repo where ?1 is null or c.repo = ?1",
-            )
+            .prepare("select id, terms from chunks where ?1 is null or repo = ?1")
             .map_err(self.err())?;
         let mut rows = stmt.query([repo]).map_err(self.err())?;
         while let Some(row) = rows.next().map_err(self.err())? {
-            let stored = Stored {
-                id: row.get(0).map_err(self.err())?,
-                repo: row.get(1).map_err(self.err())?,
-                path: row.get(2).map_err(self.err())?,
-                start: row.get::<_, i64>(3).map_err(self.err())? as usize,
-                end: row.get::<_, i64>(4).map_err(self.err())? as usize,
-                title: row.get(5).map_err(self.err())?,
-                hash: row.get(6).map_err(self.err())?,
-            };
+            let id: u32 = row.get(0).map_err(self.err())?;
             let terms = row
-                .get_ref(7)
+                .get_ref(1)
                 .map_err(self.err())?
                 .as_blob()
                 .unwrap_or_default();
-            each(stored, terms);
+            each(id, terms);
         }
         Ok(())
+    }
+
+    /// Where a chunk is, and its text.
+    pub fn stored(&self, id: u32) -> Result<(Stored, String), KnowledgeError> {
+        self.conn
+            .query_row(
+                "select r.path, c.path, c.start_line, c.end_line, c.title, c.hash, t.text \
+                 from chunks c join repos r on r.id = c.repo join texts t on t.id = c.id \
+                 where c.id = ?1",
+                [id],
+                |row| {
+                    Ok((
+                        Stored {
+                            id,
+                            repo: row.get(0)?,
+                            path: row.get(1)?,
+                            start: row.get::<_, i64>(2)? as usize,
+                            end: row.get::<_, i64>(3)? as usize,
+                            title: row.get(4)?,
+                            hash: row.get(5)?,
+                        },
+                        row.get(6)?,
+                    ))
+                },
+            )
+            .map_err(self.err())
     }
 
     /// Every vector of `model` for chunks in scope: (chunk id, vector bytes) to `each`.
@@ -291,13 +324,6 @@ impl Index {
             each(id, bytes);
         }
         Ok(())
-    }
-
-    /// The text of one chunk.
-    pub fn text(&self, id: u32) -> Result<String, KnowledgeError> {
-        self.conn
-            .query_row("select text from chunks where id = ?1", [id], |r| r.get(0))
-            .map_err(self.err())
     }
 
     /// Every indexed repository's numbers; `model` counts the chunks it has vectors for.
@@ -354,6 +380,12 @@ impl Writer<'_> {
     pub fn remove_file(&self, repo: i64, path: &str) -> Result<(), KnowledgeError> {
         self.tx
             .execute(
+                "delete from texts where id in (select id from chunks where repo = ?1 and path = ?2)",
+                params![repo, path],
+            )
+            .map_err(self.err())?;
+        self.tx
+            .execute(
                 "delete from chunks where repo = ?1 and path = ?2",
                 params![repo, path],
             )
@@ -382,18 +414,23 @@ impl Writer<'_> {
     pub fn add_chunk(&self, repo: i64, chunk: &NewChunk<'_>) -> Result<(), KnowledgeError> {
         self.tx
             .execute(
-                "insert into chunks(repo, path, start_line, end_line, title, text, hash, length, terms) \
-                 values (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, x'')",
+                "insert into chunks(repo, path, start_line, end_line, title, hash, length, terms) \
+                 values (?1, ?2, ?3, ?4, ?5, ?6, ?7, x'')",
                 params![
                     repo,
                     chunk.path,
                     chunk.start as i64,
                     chunk.end as i64,
                     chunk.title,
-                    chunk.text,
                     chunk.hash,
                     chunk.length as i64
                 ],
+            )
+            .map_err(self.err())?;
+        self.tx
+            .execute(
+                "insert into texts(id, text) values (?1, ?2)",
+                params![self.tx.last_insert_rowid(), chunk.text],
             )
             .map_err(self.err())?;
         Ok(())

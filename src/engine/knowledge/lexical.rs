@@ -101,23 +101,62 @@ fn decode(bytes: &[u8]) -> Embedding<u32> {
     )
 }
 
-/// The chunks in scope, scored against queries.
-#[derive(Default)]
+/// The terms of a query, as the stored weights name them.
+pub fn query_terms(query: &str) -> Vec<u32> {
+    let mut terms: Vec<u32> = embedder(1.0).embed(query).indices().copied().collect();
+    terms.sort_unstable();
+    terms.dedup();
+    terms
+}
+
+/// Whether stored term weights hold any of `terms` (sorted).
+pub fn mentions(weights: &[u8], terms: &[u32]) -> bool {
+    weights.chunks_exact(8).any(|pair| {
+        let index = u32::from_le_bytes([pair[0], pair[1], pair[2], pair[3]]);
+        terms.binary_search(&index).is_ok()
+    })
+}
+
+/// The chunks in scope, scored against one query by the crate's BM25 [`Scorer`].
+///
+/// The scorer takes a corpus's size from the documents it holds, and a term's document
+/// frequency from those that contain it. A chunk that shares no term with the query cannot
+/// score, so it is held as an empty document: the counts stay those of the whole scope, the
+/// scores are exact, and the work grows with the chunks that match rather than with all.
 pub struct Ranking {
     scorer: Scorer<u32, u32>,
+    terms: Vec<u32>,
+    query: Embedding<u32>,
+    /// Keys of the empty documents, counting down from `u32::MAX` (chunk ids are row ids,
+    /// counting up from 1).
+    next_empty: u32,
 }
 
 impl Ranking {
-    /// Adds a chunk (by its row id) with its stored term weights.
-    pub fn add(&mut self, id: u32, terms: &[u8]) {
-        self.scorer.upsert(&id, decode(terms));
+    /// A ranking for `query`.
+    pub fn new(query: &str) -> Ranking {
+        Ranking {
+            scorer: Scorer::new(),
+            terms: query_terms(query),
+            query: embedder(1.0).embed(query),
+            next_empty: u32::MAX,
+        }
     }
 
-    /// The chunks matching `query`, best first, with their BM25 scores.
-    pub fn matches(&self, query: &str) -> Vec<(u32, f32)> {
-        let embedding = embedder(1.0).embed(query);
+    /// Adds a chunk (by its row id) with its stored term weights.
+    pub fn add(&mut self, id: u32, weights: &[u8]) {
+        if mentions(weights, &self.terms) {
+            self.scorer.upsert(&id, decode(weights));
+        } else {
+            self.scorer.upsert(&self.next_empty, Embedding(Vec::new()));
+            self.next_empty -= 1;
+        }
+    }
+
+    /// The chunks matching the query, best first, with their BM25 scores.
+    pub fn matches(&self) -> Vec<(u32, f32)> {
         self.scorer
-            .matches(&embedding)
+            .matches(&self.query)
             .into_iter()
             .map(|d| (d.id, d.score))
             .collect()
@@ -153,12 +192,29 @@ mod tests {
             .sum::<usize>() as f32
             / 3.0;
         let e = embedder(avgdl);
-        let mut ranking = Ranking::default();
-        for (i, d) in docs.iter().enumerate() {
-            ranking.add(i as u32, &encode(&e, d));
-        }
-        let best = ranking.matches("retries of http requests");
+        let rank = |query: &str, skip_empty: bool| {
+            let mut ranking = Ranking::new(query);
+            for (i, d) in docs.iter().enumerate() {
+                let weights = encode(&e, d);
+                if mentions(&weights, &query_terms(query)) {
+                    ranking.scorer.upsert(&(i as u32), decode(&weights));
+                } else if !skip_empty {
+                    ranking.add(i as u32, &weights);
+                }
+            }
+            ranking.matches()
+        };
+        let best = rank("retries of http requests", false);
         assert_eq!(best[0].0, 1, "{best:?}");
-        assert!(ranking.matches("zebra").is_empty());
+        assert!(rank("zebra", false).is_empty());
+        // The empty documents count: without them the corpus looks smaller and scores differ.
+        let without = rank("retries of http requests", true);
+        assert_ne!(best[0].1, without[0].1);
+        // Holding every chunk whole gives the very same scores.
+        let mut whole = Ranking::new("retries of http requests");
+        for (i, d) in docs.iter().enumerate() {
+            whole.scorer.upsert(&(i as u32), decode(&encode(&e, d)));
+        }
+        assert_eq!(whole.matches(), best);
     }
 }

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::KnowledgeError;
-use super::index::{Index, Stored};
+use super::index::Index;
 use super::lexical::Ranking;
 use super::vectors::{self, Embeddings};
 
@@ -80,16 +80,16 @@ pub fn query(
         ),
         Scope::All => None,
     };
-    let mut chunks: HashMap<u32, Stored> = HashMap::new();
-    let mut ranking = Ranking::default();
-    index.scan(repo, |stored, terms| {
-        ranking.add(stored.id, terms);
-        chunks.insert(stored.id, stored);
+    let mut ranking = Ranking::new(text);
+    let mut scanned = 0usize;
+    index.scan_terms(repo, |id, weights| {
+        ranking.add(id, weights);
+        scanned += 1;
     })?;
-    if chunks.is_empty() && matches!(scope, Scope::All) {
+    if scanned == 0 && matches!(scope, Scope::All) {
         return Err(KnowledgeError::NothingIndexed);
     }
-    let lexical: Vec<(u32, f32)> = ranking.matches(text).into_iter().take(DEPTH).collect();
+    let lexical: Vec<(u32, f32)> = ranking.matches().into_iter().take(DEPTH).collect();
 
     let mut found = Found::default();
     let mut semantic: Vec<(u32, f32)> = Vec::new();
@@ -123,11 +123,9 @@ pub fn query(
     let lexical_scores: HashMap<u32, f32> = lexical.into_iter().collect();
     let semantic_scores: HashMap<u32, f32> = semantic.into_iter().collect();
     for (id, score) in ranked.into_iter().take(limit) {
-        let Some(stored) = chunks.remove(&id) else {
-            continue;
-        };
+        let (stored, text) = index.stored(id)?;
         found.hits.push(Hit {
-            text: index.text(id)?,
+            text,
             repo: stored.repo,
             file: stored.path,
             start_line: stored.start,
