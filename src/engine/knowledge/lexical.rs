@@ -89,18 +89,6 @@ pub fn encode(embedder: &Embedder<u32, Words>, text: &str) -> Vec<u8> {
     bytes
 }
 
-fn decode(bytes: &[u8]) -> Embedding<u32> {
-    Embedding(
-        bytes
-            .chunks_exact(8)
-            .map(|pair| TokenEmbedding {
-                index: u32::from_le_bytes(pair[..4].try_into().unwrap_or_default()),
-                value: f32::from_le_bytes(pair[4..].try_into().unwrap_or_default()),
-            })
-            .collect(),
-    )
-}
-
 /// The terms of a query, as the stored weights name them.
 pub fn query_terms(query: &str) -> Vec<u32> {
     let mut terms: Vec<u32> = embedder(1.0).embed(query).indices().copied().collect();
@@ -109,20 +97,30 @@ pub fn query_terms(query: &str) -> Vec<u32> {
     terms
 }
 
-/// Whether stored term weights hold any of `terms` (sorted).
-pub fn mentions(weights: &[u8], terms: &[u32]) -> bool {
-    weights.chunks_exact(8).any(|pair| {
-        let index = u32::from_le_bytes([pair[0], pair[1], pair[2], pair[3]]);
-        terms.binary_search(&index).is_ok()
-    })
+/// The weights of `terms` (sorted) among stored weights.
+fn decode_only(weights: &[u8], terms: &[u32]) -> Embedding<u32> {
+    Embedding(
+        weights
+            .chunks_exact(8)
+            .filter_map(|pair| {
+                let index = u32::from_le_bytes([pair[0], pair[1], pair[2], pair[3]]);
+                terms.binary_search(&index).is_ok().then(|| TokenEmbedding {
+                    index,
+                    value: f32::from_le_bytes([pair[4], pair[5], pair[6], pair[7]]),
+                })
+            })
+            .collect(),
+    )
 }
 
 /// The chunks in scope, scored against one query by the crate's BM25 [`Scorer`].
 ///
-/// The scorer takes a corpus's size from the documents it holds, and a term's document
-/// frequency from those that contain it. A chunk that shares no term with the query cannot
-/// score, so it is held as an empty document: the counts stay those of the whole scope, the
-/// scores are exact, and the work grows with the chunks that match rather than with all.
+/// A BM25 score sums, over the query's terms, the term's inverse document frequency times its
+/// weight in the chunk; the scorer takes the corpus's size from the documents it holds and a
+/// term's document frequency from those holding the term. So each chunk is held with only its
+/// weights of the query's terms, and a chunk with none of them as an empty document: the counts
+/// stay those of the whole scope, the scores are exactly those of whole chunks, and the work
+/// is a few entries per chunk instead of every term of every chunk.
 pub struct Ranking {
     scorer: Scorer<u32, u32>,
     terms: Vec<u32>,
@@ -145,11 +143,12 @@ impl Ranking {
 
     /// Adds a chunk (by its row id) with its stored term weights.
     pub fn add(&mut self, id: u32, weights: &[u8]) {
-        if mentions(weights, &self.terms) {
-            self.scorer.upsert(&id, decode(weights));
-        } else {
-            self.scorer.upsert(&self.next_empty, Embedding(Vec::new()));
+        let relevant = decode_only(weights, &self.terms);
+        if relevant.is_empty() {
+            self.scorer.upsert(&self.next_empty, relevant);
             self.next_empty -= 1;
+        } else {
+            self.scorer.upsert(&id, relevant);
         }
     }
 
@@ -166,6 +165,19 @@ impl Ranking {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every stored weight of a chunk.
+    fn decode(bytes: &[u8]) -> Embedding<u32> {
+        Embedding(
+            bytes
+                .chunks_exact(8)
+                .map(|pair| TokenEmbedding {
+                    index: u32::from_le_bytes(pair[..4].try_into().unwrap_or_default()),
+                    value: f32::from_le_bytes(pair[4..].try_into().unwrap_or_default()),
+                })
+                .collect(),
+        )
+    }
 
     #[test]
     fn identifiers_match_their_parts() {
@@ -196,9 +208,7 @@ mod tests {
             let mut ranking = Ranking::new(query);
             for (i, d) in docs.iter().enumerate() {
                 let weights = encode(&e, d);
-                if mentions(&weights, &query_terms(query)) {
-                    ranking.scorer.upsert(&(i as u32), decode(&weights));
-                } else if !skip_empty {
+                if !skip_empty || !decode_only(&weights, &query_terms(query)).is_empty() {
                     ranking.add(i as u32, &weights);
                 }
             }
