@@ -9,7 +9,8 @@
 //! - `texts(id, text)`: a chunk's text, apart, so that a query's scan of the terms reads no
 //!   text;
 //! - `vectors(model, hash, vector)`: embeddings by model and text hash, shared by every
-//!   repository, so no text is embedded twice on this machine.
+//!   repository, so no text is embedded twice on this machine; stored in 8 bits per dimension
+//!   (see [`super::vectors::encode`]).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -22,9 +23,9 @@ use super::KnowledgeError;
 /// The file's name under the storage root.
 pub const FILE_NAME: &str = "knowledge.db";
 
-/// The layout's version (`pragma user_version`). An index of another layout is derived data: its
-/// repositories are dropped and synced again, keeping the vectors (whose layout is the same).
-const VERSION: i64 = 1;
+/// The layout's version (`pragma user_version`). An index of another layout is derived data:
+/// it is dropped, and the next sync makes it again.
+const VERSION: i64 = 2;
 
 const SCHEMA: &str = "
 create table if not exists repos(
@@ -106,7 +107,8 @@ impl Index {
             if version != VERSION {
                 conn.execute_batch(
                     "drop table if exists chunks; drop table if exists texts; \
-                     drop table if exists files; drop table if exists repos;",
+                     drop table if exists files; drop table if exists repos; \
+                     drop table if exists vectors;",
                 )?;
             }
             conn.execute_batch(SCHEMA)?;
@@ -178,6 +180,16 @@ impl Index {
             .map_err(self.err())
     }
 
+    /// How many chunks a repository has.
+    pub fn chunk_count(&self, repo: i64) -> Result<usize, KnowledgeError> {
+        self.conn
+            .query_row("select count(*) from chunks where repo = ?1", [repo], |r| {
+                r.get::<_, i64>(0)
+            })
+            .map(|n| n as usize)
+            .map_err(self.err())
+    }
+
     /// (id, indexed text) of a repository's chunks; only those without weights unless `all`.
     pub fn texts(&self, repo: i64, all: bool) -> Result<Vec<(u32, String)>, KnowledgeError> {
         let sql = if all {
@@ -223,8 +235,8 @@ impl Index {
         rows.collect::<Result<_, _>>().map_err(self.err())
     }
 
-    /// The vector of `model` for a text hash.
-    pub fn vector(&self, model: &str, hash: &str) -> Result<Option<Vec<f32>>, KnowledgeError> {
+    /// The stored vector of `model` for a text hash (see [`super::vectors::encode`]).
+    pub fn vector(&self, model: &str, hash: &str) -> Result<Option<Vec<u8>>, KnowledgeError> {
         self.conn
             .query_row(
                 "select vector from vectors where model = ?1 and hash = ?2",
@@ -232,7 +244,6 @@ impl Index {
                 |r| r.get::<_, Vec<u8>>(0),
             )
             .optional()
-            .map(|v| v.map(|bytes| floats(&bytes)))
             .map_err(self.err())
     }
 
@@ -240,11 +251,10 @@ impl Index {
     pub fn put_vectors(
         &mut self,
         model: &str,
-        vectors: &[(String, Vec<f32>)],
+        vectors: &[(String, Vec<u8>)],
     ) -> Result<(), KnowledgeError> {
         self.transaction(|w| {
-            for (hash, vector) in vectors {
-                let bytes: Vec<u8> = vector.iter().flat_map(|f| f.to_le_bytes()).collect();
+            for (hash, bytes) in vectors {
                 w.tx.execute(
                     "insert or replace into vectors(model, hash, vector) values (?1, ?2, ?3)",
                     params![model, hash, bytes],
@@ -476,14 +486,6 @@ pub fn indexed_text(path: &str, title: Option<&str>, text: &str) -> String {
 /// A text's hash: XXH64, 16 hex digits.
 pub fn text_hash(text: &str) -> String {
     format!("{:016x}", twox_hash::XxHash64::oneshot(0, text.as_bytes()))
-}
-
-/// Little-endian `f32`s.
-pub fn floats(bytes: &[u8]) -> Vec<f32> {
-    bytes
-        .chunks_exact(4)
-        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        .collect()
 }
 
 fn db_error(path: &Path) -> impl Fn(rusqlite::Error) -> KnowledgeError + '_ {

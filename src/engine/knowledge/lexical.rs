@@ -152,13 +152,17 @@ impl Ranking {
         }
     }
 
-    /// The chunks matching the query, best first, with their BM25 scores.
+    /// The chunks matching the query, best first (equal scores in the order of their ids, so a
+    /// query ranks the same every time), with their BM25 scores.
     pub fn matches(&self) -> Vec<(u32, f32)> {
-        self.scorer
+        let mut matches: Vec<(u32, f32)> = self
+            .scorer
             .matches(&self.query)
             .into_iter()
             .map(|d| (d.id, d.score))
-            .collect()
+            .collect();
+        matches.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        matches
     }
 }
 

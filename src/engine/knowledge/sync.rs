@@ -161,11 +161,7 @@ pub fn sync(
         }
         w.synced(repo_id, avgdl, crate::cas::store::now_ms())
     })?;
-    report.chunks = index
-        .states(None)?
-        .into_iter()
-        .find(|s| s.path == report.repo)
-        .map_or(0, |s| s.chunks as usize);
+    report.chunks = index.chunk_count(repo_id)?;
 
     if let Some(embeddings) = embeddings {
         embed_missing(&mut index, repo_id, embeddings, &mut report, progress)?;
@@ -195,10 +191,10 @@ fn embed_missing(
         requests += 1;
         match embeddings.embed(&texts) {
             Ok(vectors) => {
-                let rows: Vec<(String, Vec<f32>)> = batch
+                let rows: Vec<(String, Vec<u8>)> = batch
                     .iter()
                     .map(|(hash, _)| hash.clone())
-                    .zip(vectors)
+                    .zip(vectors.iter().map(|v| super::vectors::encode(v)))
                     .collect();
                 index.put_vectors(&embeddings.key, &rows)?;
                 sent += batch.len();

@@ -1,6 +1,11 @@
 //! Embeddings for project knowledge: the model `modelOverrides.embed` names, reached as the
 //! `llm` agent reaches its model. Vectors are cached in the index by model and text hash, so a
 //! text is embedded once on this machine; similarity is the cosine of two vectors.
+//!
+//! A stored vector is quantised to one signed byte per dimension (scaled so its largest
+//! component is ±127), after its Euclidean norm as a little-endian `f32`: a quarter of the
+//! bytes a query scans, and cosines within about 1 % of the exact ones, which leaves rankings
+//! as they were (the usual scalar quantisation of vector stores).
 
 use crate::engine::config::Config;
 use crate::engine::llm::client::{Client, Endpoint};
@@ -38,31 +43,56 @@ impl Embeddings {
         self.client.embed(texts).map_err(KnowledgeError::Embeddings)
     }
 
-    /// The vector of one text, from the cache or else from the model (then cached).
+    /// The vector of one text (as stored), from the cache or else from the model (then cached).
     pub fn cached(&self, index: &mut Index, text: &str) -> Result<Vec<f32>, KnowledgeError> {
         let hash = text_hash(text);
-        if let Some(vector) = index.vector(&self.key, &hash)? {
-            return Ok(vector);
+        if let Some(bytes) = index.vector(&self.key, &hash)? {
+            return Ok(decode(&bytes));
         }
-        let vector = self.embed(&[text])?.remove(0);
-        index.put_vectors(&self.key, &[(hash, vector.clone())])?;
-        Ok(vector)
+        let bytes = encode(&self.embed(&[text])?.remove(0));
+        index.put_vectors(&self.key, &[(hash, bytes.clone())])?;
+        Ok(decode(&bytes))
     }
 }
 
-/// The cosine similarity of `a` and the little-endian `f32`s in `b`; `None` when their
-/// dimensions differ.
-pub fn cosine(a: &[f32], a_norm: f32, b: &[u8]) -> Option<f32> {
-    if b.len() != a.len() * 4 || a_norm == 0.0 {
+/// A vector as stored: its quantised components' norm (`f32`, little-endian), then one `i8`
+/// per dimension, the largest component at ±127.
+pub fn encode(vector: &[f32]) -> Vec<u8> {
+    let largest = vector.iter().fold(0f32, |m, x| m.max(x.abs()));
+    let scale = if largest > 0.0 { 127.0 / largest } else { 0.0 };
+    let quantised: Vec<i8> = vector
+        .iter()
+        .map(|x| (x * scale).round().clamp(-127.0, 127.0) as i8)
+        .collect();
+    let norm = quantised
+        .iter()
+        .map(|&q| f32::from(q) * f32::from(q))
+        .sum::<f32>()
+        .sqrt();
+    let mut bytes = norm.to_le_bytes().to_vec();
+    bytes.extend(quantised.iter().map(|&q| q as u8));
+    bytes
+}
+
+/// A stored vector's components (scaled, so only its direction is the original's).
+pub fn decode(bytes: &[u8]) -> Vec<f32> {
+    bytes.iter().skip(4).map(|&b| f32::from(b as i8)).collect()
+}
+
+/// The cosine similarity of `a` (with norm `a_norm`) and a stored vector; `None` when their
+/// dimensions differ or either is zero.
+pub fn cosine(a: &[f32], a_norm: f32, stored: &[u8]) -> Option<f32> {
+    let (norm, components) = stored.split_first_chunk::<4>()?;
+    let norm = f32::from_le_bytes(*norm);
+    if components.len() != a.len() || a_norm == 0.0 || norm == 0.0 {
         return None;
     }
-    let (mut dot, mut norm) = (0f32, 0f32);
-    for (x, bytes) in a.iter().zip(b.chunks_exact(4)) {
-        let y = f32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
-        dot += x * y;
-        norm += y * y;
-    }
-    (norm > 0.0).then(|| dot / (a_norm * norm.sqrt()))
+    let dot: f32 = a
+        .iter()
+        .zip(components)
+        .map(|(x, &b)| x * f32::from(b as i8))
+        .sum();
+    Some(dot / (a_norm * norm))
 }
 
 /// The Euclidean norm.
@@ -76,10 +106,40 @@ mod tests {
 
     #[test]
     fn cosine_of_stored_vectors() {
-        let bytes = |v: &[f32]| v.iter().flat_map(|f| f.to_le_bytes()).collect::<Vec<u8>>();
         let a = [1.0, 0.0];
-        assert_eq!(cosine(&a, norm(&a), &bytes(&[2.0, 0.0])), Some(1.0));
-        assert_eq!(cosine(&a, norm(&a), &bytes(&[0.0, 3.0])), Some(0.0));
-        assert_eq!(cosine(&a, norm(&a), &bytes(&[1.0, 0.0, 0.0])), None);
+        assert_eq!(cosine(&a, norm(&a), &encode(&[2.0, 0.0])), Some(1.0));
+        assert_eq!(cosine(&a, norm(&a), &encode(&[0.0, 3.0])), Some(0.0));
+        assert_eq!(cosine(&a, norm(&a), &encode(&[1.0, 0.0, 0.0])), None);
+        assert_eq!(cosine(&a, norm(&a), &encode(&[0.0, 0.0])), None);
+        assert_eq!(cosine(&a, norm(&a), &[1, 2]), None);
+    }
+
+    #[test]
+    fn quantised_cosines_stay_close_to_exact_ones() {
+        // Pseudo-random vectors of 1,536 dimensions, as embedding models give.
+        let mut seed = 42u64;
+        let mut vector = || -> Vec<f32> {
+            (0..1536)
+                .map(|_| {
+                    seed = seed
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    ((seed >> 33) as f32 / (1u64 << 31) as f32) - 0.5
+                })
+                .collect()
+        };
+        let query = vector();
+        for _ in 0..20 {
+            let mut other = vector();
+            // Make some pairs similar, so cosines spread over a range.
+            for (o, q) in other.iter_mut().zip(&query) {
+                *o += q;
+            }
+            let exact = query.iter().zip(&other).map(|(a, b)| a * b).sum::<f32>()
+                / (norm(&query) * norm(&other));
+            let quantised = cosine(&query, norm(&query), &encode(&other)).unwrap();
+            assert!((exact - quantised).abs() < 0.01, "{exact} vs {quantised}");
+            assert_eq!(decode(&encode(&other)).len(), 1536);
+        }
     }
 }
