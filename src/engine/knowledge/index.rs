@@ -25,7 +25,7 @@ pub const FILE_NAME: &str = "knowledge.db";
 
 /// The layout's version (`pragma user_version`). An index of another layout is derived data:
 /// it is dropped, and the next sync makes it again.
-const VERSION: i64 = 2;
+const VERSION: i64 = 3;
 
 const SCHEMA: &str = "
 create table if not exists repos(
@@ -40,7 +40,8 @@ create table if not exists chunks(
 create index if not exists chunks_by_file on chunks(repo, path);
 create table if not exists texts(id integer primary key, text text not null);
 create table if not exists vectors(
-  model text not null, hash text not null, vector blob not null, primary key(model, hash));
+  model text not null, hash text not null, vector blob not null, primary key(model, hash))
+  without rowid;
 ";
 
 /// A chunk as stored, without its text.
