@@ -15,7 +15,7 @@
 #[path = "../tests/mock_llm/mod.rs"]
 mod mock_llm;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -253,5 +253,4 @@ fn main() {
             println!("embedding requests in all: {requests}");
         }
     }
-    let _ = PathBuf::new();
 }

@@ -44,16 +44,14 @@ create table if not exists vectors(
   without rowid;
 ";
 
-/// A chunk as stored, without its text.
+/// Where a chunk is.
 #[derive(Debug, Clone)]
 pub struct Stored {
-    pub id: u32,
     pub repo: String,
     pub path: String,
     pub start: usize,
     pub end: usize,
     pub title: Option<String>,
-    pub hash: String,
 }
 
 /// One repository's numbers, for `knowledge status` and `doctor`.
@@ -293,22 +291,20 @@ impl Index {
     pub fn stored(&self, id: u32) -> Result<(Stored, String), KnowledgeError> {
         self.conn
             .query_row(
-                "select r.path, c.path, c.start_line, c.end_line, c.title, c.hash, t.text \
+                "select r.path, c.path, c.start_line, c.end_line, c.title, t.text \
                  from chunks c join repos r on r.id = c.repo join texts t on t.id = c.id \
                  where c.id = ?1",
                 [id],
                 |row| {
                     Ok((
                         Stored {
-                            id,
                             repo: row.get(0)?,
                             path: row.get(1)?,
                             start: row.get::<_, i64>(2)? as usize,
                             end: row.get::<_, i64>(3)? as usize,
                             title: row.get(4)?,
-                            hash: row.get(5)?,
                         },
-                        row.get(6)?,
+                        row.get(5)?,
                     ))
                 },
             )
