@@ -204,8 +204,40 @@ fn offline_words_put_the_right_file_first() {
     );
     assert_eq!(again["chunks"], report["chunks"]);
 
-    // A deleted file's chunks go; the query no longer finds it.
+    // doctor, run in the repository, says when its index is behind its files.
+    let doctor = |repo: &Path| {
+        let out = env
+            .uwf()
+            .current_dir(repo)
+            .args([
+                "doctor",
+                "--skip",
+                "fuse",
+                "--skip",
+                "providers",
+                "--skip",
+                "agents",
+            ])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let report_line = doctor(&repo);
+    assert!(
+        report_line.contains("ok   knowledge: 1 repository indexed")
+            && !report_line.contains("is behind"),
+        "{report_line}"
+    );
+    std::fs::write(
+        repo.join("docs/new-page.md"),
+        "# New\n\nA page written after the sync.\n",
+    )
+    .unwrap();
     std::fs::remove_file(repo.join("src/webhooks/signature.rs")).unwrap();
+    let behind = doctor(&repo);
+    assert!(behind.contains("is behind its files (1 file changed or new, 1 file removed since its last sync): run `uwf knowledge sync`"), "{behind}");
+
+    // A deleted file's chunks go; the query no longer finds it.
     let after = json(&env.ok(&[
         "knowledge",
         "sync",

@@ -5,7 +5,7 @@
 //! interrupted sync leaves the previous index; vectors land batch by batch, so an interrupted
 //! embedding run keeps what it paid for.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use serde::Serialize;
@@ -75,33 +75,11 @@ pub fn sync(
         ..Report::default()
     };
 
-    // Read every named file; keep those whose content changed.
-    let mut changed: Vec<(String, String, String)> = Vec::new();
-    let mut present = HashSet::new();
-    for (i, path) in files.iter().enumerate() {
-        progress(Progress {
-            phase: "reading",
-            done: i,
-            total: files.len(),
-        });
-        let full = repo.join(path);
-        let bytes = std::fs::read(&full).map_err(|source| KnowledgeError::Read {
-            path: full.clone(),
-            source,
-        })?;
-        let Ok(text) = String::from_utf8(bytes) else {
-            report.skipped += 1;
-            continue;
-        };
-        present.insert(path.clone());
-        let hash = text_hash(&text);
-        if known.get(path) != Some(&hash) {
-            changed.push((path.clone(), hash, text));
-        }
-    }
-    report.changed = changed.len();
-    let removed: Vec<&String> = known.keys().filter(|p| !present.contains(*p)).collect();
-    report.removed = removed.len();
+    let scan = read_changes(repo, &files, &known, progress)?;
+    report.skipped = scan.skipped;
+    report.changed = scan.changed.len();
+    report.removed = scan.removed.len();
+    let (changed, removed) = (scan.changed, scan.removed);
 
     let words = Words::default();
     let total = changed.len();
@@ -167,6 +145,72 @@ pub fn sync(
         embed_missing(&mut index, repo_id, embeddings, &mut report, progress)?;
     }
     Ok(report)
+}
+
+/// A repository's files against the index: the changed ones with their hash and text.
+struct Changes {
+    changed: Vec<(String, String, String)>,
+    removed: Vec<String>,
+    skipped: usize,
+}
+
+/// Reads every file the manifest names and keeps those whose content hash differs from the
+/// one `known` (path → hash) holds; files `known` holds that are gone are `removed`.
+fn read_changes(
+    repo: &Path,
+    files: &[String],
+    known: &HashMap<String, String>,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Changes, KnowledgeError> {
+    let mut changes = Changes {
+        changed: Vec::new(),
+        removed: Vec::new(),
+        skipped: 0,
+    };
+    let mut present = HashSet::new();
+    for (i, path) in files.iter().enumerate() {
+        progress(Progress {
+            phase: "reading",
+            done: i,
+            total: files.len(),
+        });
+        let full = repo.join(path);
+        let bytes = std::fs::read(&full).map_err(|source| KnowledgeError::Read {
+            path: full.clone(),
+            source,
+        })?;
+        let Ok(text) = String::from_utf8(bytes) else {
+            changes.skipped += 1;
+            continue;
+        };
+        present.insert(path.as_str());
+        let hash = text_hash(&text);
+        if known.get(path) != Some(&hash) {
+            changes.changed.push((path.clone(), hash, text));
+        }
+    }
+    changes.removed = known
+        .keys()
+        .filter(|p| !present.contains(p.as_str()))
+        .cloned()
+        .collect();
+    Ok(changes)
+}
+
+/// How far an indexed repository is behind its files: (changed or new, removed) files, or
+/// `None` when the repository is not indexed. Reads every file, as a sync would, and writes
+/// nothing (for `uwf doctor`).
+pub fn pending(root: &Path, repo: &Path) -> Result<Option<(usize, usize)>, KnowledgeError> {
+    let Some(index) = Index::existing(root)? else {
+        return Ok(None);
+    };
+    let Some(repo_id) = index.find_repo(&repo.display().to_string())? else {
+        return Ok(None);
+    };
+    let known = index.file_hashes(repo_id)?;
+    let files = Manifest::load(repo)?.files(repo)?;
+    let changes = read_changes(repo, &files, &known, &mut |_| {})?;
+    Ok(Some((changes.changed.len(), changes.removed.len())))
 }
 
 /// Sends the repository's texts that have no vector of the model yet, in batches, storing each

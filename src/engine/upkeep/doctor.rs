@@ -224,6 +224,21 @@ fn knowledge(root: &Path, config: Option<&config::Config>) -> Check {
             "{} has a knowledge.yaml but is not indexed: run `uwf knowledge sync`",
             repo.display()
         ));
+    } else if let Some(repo) = &here {
+        // The current directory's repository is indexed: is it behind its files?
+        match crate::engine::knowledge::sync::pending(root, repo) {
+            Ok(Some((0, 0))) | Ok(None) => {}
+            Ok(Some((changed, removed))) => {
+                let files = |n: usize| format!("{n} file{}", if n == 1 { "" } else { "s" });
+                hints.push(format!(
+                    "{} is behind its files ({} changed or new, {} removed since its last sync): run `uwf knowledge sync`",
+                    repo.display(),
+                    files(changed),
+                    files(removed)
+                ))
+            }
+            Err(e) => hints.push(format!("{}: {e}", repo.display())),
+        }
     }
     let mut check = Check::ok("knowledge", detail);
     check.hint = (!hints.is_empty()).then(|| hints.join("; "));
