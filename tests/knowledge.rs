@@ -76,6 +76,17 @@ fn embedded(mock: &Mock) -> Vec<String> {
         .collect()
 }
 
+/// `knowledge sync --json --repo REPO`: its report.
+fn sync(env: &Env, repo: &Path) -> serde_json::Value {
+    json(&env.ok(&[
+        "knowledge",
+        "sync",
+        "--json",
+        "--repo",
+        repo.to_str().unwrap(),
+    ]))
+}
+
 /// The hits of a query, as JSON objects.
 fn query(env: &Env, repo: &Path, text: &str) -> Vec<serde_json::Value> {
     let out = env.ok(&[
@@ -138,13 +149,7 @@ fn first_share(ranks: &[Option<usize>]) -> f64 {
 fn offline_words_put_the_right_file_first() {
     let env = Env::new();
     let repo = copy_repo(&env, "tidewater");
-    let report = json(&env.ok(&[
-        "knowledge",
-        "sync",
-        "--json",
-        "--repo",
-        repo.to_str().unwrap(),
-    ]));
+    let report = sync(&env, &repo);
     let files = report["files"].as_u64().unwrap();
     assert!(files >= 30, "{report}");
     assert_eq!(report["changed"], files, "{report}");
@@ -191,13 +196,7 @@ fn offline_words_put_the_right_file_first() {
             .all(|l| l.rsplit_once(':').is_some_and(|(_, r)| r.contains('-'))),
         "{quiet}"
     );
-    let again = json(&env.ok(&[
-        "knowledge",
-        "sync",
-        "--json",
-        "--repo",
-        repo.to_str().unwrap(),
-    ]));
+    let again = sync(&env, &repo);
     assert_eq!(
         (again["changed"].as_u64(), again["addedChunks"].as_u64()),
         (Some(0), Some(0))
@@ -238,13 +237,7 @@ fn offline_words_put_the_right_file_first() {
     assert!(behind.contains("is behind its files (1 file changed or new, 1 file removed since its last sync): run `uwf knowledge sync`"), "{behind}");
 
     // A deleted file's chunks go; the query no longer finds it.
-    let after = json(&env.ok(&[
-        "knowledge",
-        "sync",
-        "--json",
-        "--repo",
-        repo.to_str().unwrap(),
-    ]));
+    let after = sync(&env, &repo);
     assert_eq!(after["removed"], 1, "{after}");
     let hits = query(&env, &repo, "signs the body of outgoing callback requests");
     assert!(
@@ -259,13 +252,7 @@ fn embeddings_fuse_with_words_and_no_text_is_embedded_twice() {
     let env = Env::new();
     embed_config(&env, &mock);
     let repo = copy_repo(&env, "tidewater");
-    let report = json(&env.ok(&[
-        "knowledge",
-        "sync",
-        "--json",
-        "--repo",
-        repo.to_str().unwrap(),
-    ]));
+    let report = sync(&env, &repo);
     let chunks = report["chunks"].as_u64().unwrap() as usize;
     let first = embedded(&mock);
     assert_eq!(
@@ -308,26 +295,14 @@ fn embeddings_fuse_with_words_and_no_text_is_embedded_twice() {
     );
 
     // Nothing changed: nothing is sent. One file edited: only its changed chunk is.
-    let again = json(&env.ok(&[
-        "knowledge",
-        "sync",
-        "--json",
-        "--repo",
-        repo.to_str().unwrap(),
-    ]));
+    let again = sync(&env, &repo);
     assert_eq!(again["embedded"], 0, "{again}");
     assert_eq!(embedded(&mock).len(), before);
     let file = repo.join("docs/webhooks.md");
     let mut text = std::fs::read_to_string(&file).unwrap();
     text.push_str("\n## Replaying deliveries\n\nA failed delivery can be sent again with `tidewater webhooks replay ID`.\n");
     std::fs::write(&file, text).unwrap();
-    let touched = json(&env.ok(&[
-        "knowledge",
-        "sync",
-        "--json",
-        "--repo",
-        repo.to_str().unwrap(),
-    ]));
+    let touched = sync(&env, &repo);
     assert_eq!(
         (touched["changed"].as_u64(), touched["embedded"].as_u64()),
         (Some(1), Some(1)),
@@ -498,13 +473,7 @@ fn global_search_spans_repositories_and_errors_say_what_to_do() {
         "# Notes\n\nThe starter file indexes Markdown.\n",
     )
     .unwrap();
-    let report = json(&env.ok(&[
-        "knowledge",
-        "sync",
-        "--json",
-        "--repo",
-        bare.to_str().unwrap(),
-    ]));
+    let report = sync(&env, &bare);
     assert_eq!(report["files"], 1, "{report}");
 
     // A repository never synced: say so, and how.

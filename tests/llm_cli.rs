@@ -633,6 +633,16 @@ impl Llm {
     }
 }
 
+/// The names of the tools a request offered.
+fn tool_names(request: &mock_llm::Recorded) -> Vec<&str> {
+    request.body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect()
+}
+
 /// `workdir` made a knowledge repository (docs and code) and indexed.
 fn indexed_workdir(t: &Llm) -> PathBuf {
     let work = workdir(t);
@@ -678,12 +688,7 @@ fn react_searches_the_project_knowledge_of_its_workdir() {
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("react: knowledge {"), "{stderr}");
     let requests = mock.requests();
-    let names: Vec<&str> = requests[0].body["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["function"]["name"].as_str().unwrap())
-        .collect();
+    let names = tool_names(&requests[0]);
     assert!(names.contains(&"knowledge"), "{names:?}");
     let result = requests[1].message(-1)["content"]
         .as_str()
@@ -771,12 +776,7 @@ fn react_reads_a_file_and_resolves_with_the_role_schema() {
     let requests = mock.requests();
     assert_eq!(requests.len(), 3, "resolve needs no extraction call");
     let first = &requests[0];
-    let names: Vec<&str> = first.body["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["function"]["name"].as_str().unwrap())
-        .collect();
+    let names = tool_names(first);
     assert_eq!(
         names,
         [

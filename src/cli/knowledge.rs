@@ -111,8 +111,10 @@ fn sync_repo(root: &Path, repo: Option<PathBuf>, out: &mut Out) -> CliResult<()>
         );
     }
     match out.mode {
-        Mode::Quiet => out.line(&report.repo)?,
-        Mode::Json => out.line(serde_json::to_value(&report).unwrap_or_default())?,
+        Mode::Quiet | Mode::Json => out.result(
+            &report.repo,
+            &serde_json::to_value(&report).unwrap_or_default(),
+        )?,
         Mode::Table => {
             let mut line = format!(
                 "{}: {} files ({} changed, {} removed{}), {} chunks ({} new)",

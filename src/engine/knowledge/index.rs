@@ -25,7 +25,7 @@ pub const FILE_NAME: &str = "knowledge.db";
 
 /// The layout's version (`pragma user_version`). An index of another layout is derived data:
 /// it is dropped, and the next sync makes it again.
-const VERSION: i64 = 3;
+const VERSION: i64 = 4;
 
 const SCHEMA: &str = "
 create table if not exists repos(
@@ -480,9 +480,9 @@ pub fn indexed_text(path: &str, title: Option<&str>, text: &str) -> String {
     }
 }
 
-/// A text's hash: XXH64, 16 hex digits.
+/// A text's hash, as the store names nodes (XXH64 in Crockford Base32).
 pub fn text_hash(text: &str) -> String {
-    format!("{:016x}", twox_hash::XxHash64::oneshot(0, text.as_bytes()))
+    crate::cas::Hash::of_bytes(text.as_bytes()).to_string()
 }
 
 fn db_error(path: &Path) -> impl Fn(rusqlite::Error) -> KnowledgeError + '_ {

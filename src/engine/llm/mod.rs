@@ -2,7 +2,9 @@
 //!
 //! - [`client`]: the OpenAI-compatible chat-completions client (retries, key redaction).
 //! - `embed`: text embeddings (`POST …/embeddings`) for project knowledge.
+//! - `error`: [`client::LlmError`], with the hints each failure carries.
 //! - `sse`: reading a streamed completion's server-sent events.
 pub mod client;
 mod embed;
+mod error;
 mod sse;

@@ -229,12 +229,12 @@ fn knowledge(root: &Path, config: Option<&config::Config>) -> Check {
         match crate::engine::knowledge::sync::pending(root, repo) {
             Ok(Some((0, 0))) | Ok(None) => {}
             Ok(Some((changed, removed))) => {
-                let files = |n: usize| format!("{n} file{}", if n == 1 { "" } else { "s" });
+                use crate::engine::thread::summary::plural;
                 hints.push(format!(
                     "{} is behind its files ({} changed or new, {} removed since its last sync): run `uwf knowledge sync`",
                     repo.display(),
-                    files(changed),
-                    files(removed)
+                    plural(changed, "file"),
+                    plural(removed, "file")
                 ))
             }
             Err(e) => hints.push(format!("{}: {e}", repo.display())),
