@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 const LIMIT: usize = 700;
 
 /// Files past [`LIMIT`] today, with the size they may not exceed.
-const OVER_LIMIT: &[(&str, usize)] = &[("src/engine/storage/index_db.rs", 759)];
+const OVER_LIMIT: &[(&str, usize)] = &[];
 
 fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     let mut entries: Vec<_> = std::fs::read_dir(dir)

@@ -195,6 +195,8 @@ pub fn main() -> ExitCode {
     // Over PostgreSQL, what this process queued for the database (an event of a kill, a
     // failure recorded outside a step) is sent before it exits.
     crate::engine::storage::run_sink::flush_all(crate::engine::thread::run_files::SINK_FLUSH);
+    // Closing the thread index checkpoints its log (`index_db::close_all`).
+    crate::engine::storage::index_db::close_all();
     crate::profile::mark("done");
     match result {
         Ok(()) => ExitCode::SUCCESS,
