@@ -42,6 +42,15 @@ pub struct CopiedThread {
     pub started_ms: Option<i64>,
 }
 
+/// What a thread's row knows beyond its head, which lists show without reading the thread.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowFacts {
+    /// Steps from the start to the head.
+    pub steps: u64,
+    /// The role the moderator picks at the head (active threads).
+    pub next: Option<String>,
+}
+
 /// `timestamptz` from milliseconds since the epoch, exactly (integer arithmetic on an interval).
 const FROM_MS: &str = "timestamptz 'epoch' + ms * interval '1 millisecond'";
 
@@ -139,6 +148,29 @@ impl PgStore {
         Ok(usize::try_from(inserted).unwrap_or(0))
     }
 
+    /// What each thread's row knows of it beyond its head (steps, and the next role of an
+    /// active one), by id; threads whose row does not know are left out.
+    pub fn row_facts(&self) -> Result<HashMap<String, RowFacts>, PgError> {
+        let rows = self.with_client("list threads", |c| {
+            c.query(
+                "select id, steps, next from threads where steps is not null
+                 union all select thread, steps, null from history where steps is not null",
+                &[],
+            )
+        })?;
+        Ok(rows
+            .iter()
+            .map(|row| {
+                let steps: i64 = row.get(1);
+                let facts = RowFacts {
+                    steps: u64::try_from(steps).unwrap_or(0),
+                    next: row.get(2),
+                };
+                (row.get(0), facts)
+            })
+            .collect())
+    }
+
     /// When each active thread was registered (milliseconds since the epoch), by id.
     pub fn thread_starts(&self) -> Result<HashMap<String, i64>, PgError> {
         let rows = self.with_client("list threads", |c| {
@@ -159,8 +191,19 @@ impl PgStore {
         &self,
         active: &[CopiedThread],
         archived: &[ArchivedThread],
+        known: &HashMap<String, RowFacts>,
     ) -> Result<Result<(), Occupancy>, PgError> {
+        let steps_of = |id: &str| {
+            known
+                .get(id)
+                .map(|f| i64::try_from(f.steps).unwrap_or(i64::MAX))
+        };
         let ids: Vec<&str> = active.iter().map(|t| t.id.as_str()).collect();
+        let steps: Vec<Option<i64>> = active.iter().map(|t| steps_of(&t.id)).collect();
+        let nexts: Vec<Option<&str>> = active
+            .iter()
+            .map(|t| known.get(&t.id).and_then(|f| f.next.as_deref()))
+            .collect();
         let workflows: Vec<String> = active.iter().map(|t| t.workflow.to_string()).collect();
         let heads: Vec<String> = active.iter().map(|t| t.head.to_string()).collect();
         let parents: Vec<Option<&str>> = active.iter().map(|t| t.parent.as_deref()).collect();
@@ -172,6 +215,7 @@ impl PgStore {
         let a_status: Vec<&str> = archived.iter().map(|a| a.status.as_str()).collect();
         let a_parents: Vec<Option<&str>> = archived.iter().map(|a| a.parent.as_deref()).collect();
         let a_completed: Vec<i64> = archived.iter().map(|a| a.completed_ms).collect();
+        let a_steps: Vec<Option<i64>> = archived.iter().map(|a| steps_of(&a.thread)).collect();
 
         self.with_client("copy threads", |c| {
             let mut tx = c.transaction()?;
@@ -190,19 +234,24 @@ impl PgStore {
             }
             tx.execute(
                 &format!(
-                    "insert into threads (id, workflow, head, parent, created_at, updated_at)
-                     select id, workflow, head, parent, coalesce({FROM_MS}, now()), now()
-                     from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[])
-                          as u(id, workflow, head, parent, ms)"
+                    "insert into threads (id, workflow, head, parent, created_at, updated_at,
+                                          steps, next)
+                     select id, workflow, head, parent, coalesce({FROM_MS}, now()), now(),
+                            steps, next
+                     from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[],
+                                 $6::int8[], $7::text[])
+                          as u(id, workflow, head, parent, ms, steps, next)"
                 ),
-                &[&ids, &workflows, &heads, &parents, &started],
+                &[&ids, &workflows, &heads, &parents, &started, &steps, &nexts],
             )?;
             tx.execute(
                 &format!(
-                    "insert into history (thread, workflow, head, status, parent, completed_at)
-                     select thread, workflow, head, status, parent, {FROM_MS}
+                    "insert into history (thread, workflow, head, status, parent, completed_at,
+                                          steps)
+                     select thread, workflow, head, status, parent, {FROM_MS}, steps
                      from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
-                                 $6::int8[]) as u(thread, workflow, head, status, parent, ms)"
+                                 $6::int8[], $7::int8[])
+                          as u(thread, workflow, head, status, parent, ms, steps)"
                 ),
                 &[
                     &a_ids,
@@ -211,6 +260,7 @@ impl PgStore {
                     &a_status,
                     &a_parents,
                     &a_completed,
+                    &a_steps,
                 ],
             )?;
             tx.commit()?;

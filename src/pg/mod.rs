@@ -23,7 +23,7 @@ pub mod threads;
 pub mod workers;
 
 pub use config::{PgConfig, redact};
-pub use copy::{CopiedThread, Occupancy};
+pub use copy::{CopiedThread, Occupancy, RowFacts};
 pub use error::PgError;
 pub use leases::{Holder, Lease};
 pub use listen::Listener;

@@ -254,6 +254,41 @@ impl PgStore {
             .collect()
     }
 
+    /// Writes back what a listing worked out from the nodes for rows that did not know it:
+    /// `(id, head, steps, next)`, each kept only while the thread is still at `head` (an
+    /// archived thread's row keeps its steps; its next role follows from its status).
+    pub fn note_derived(
+        &self,
+        facts: &[(String, Hash, u64, Option<String>)],
+    ) -> Result<(), PgError> {
+        if facts.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<&str> = facts.iter().map(|f| f.0.as_str()).collect();
+        let heads: Vec<String> = facts.iter().map(|f| f.1.to_string()).collect();
+        let steps: Vec<i64> = facts
+            .iter()
+            .map(|f| i64::try_from(f.2).unwrap_or(i64::MAX))
+            .collect();
+        let nexts: Vec<Option<&str>> = facts.iter().map(|f| f.3.as_deref()).collect();
+        self.with_client("note what rows did not know", |c| {
+            c.execute(
+                "update threads t set steps = u.steps, next = u.next
+                 from unnest($1::text[], $2::text[], $3::int8[], $4::text[])
+                      as u(id, head, steps, next)
+                 where t.id = u.id and t.head = u.head",
+                &[&ids, &heads, &steps, &nexts],
+            )?;
+            c.execute(
+                "update history h set steps = u.steps
+                 from unnest($1::text[], $2::text[], $3::int8[]) as u(id, head, steps)
+                 where h.thread = u.id and h.head = u.head and h.steps is null",
+                &[&ids, &heads, &steps],
+            )?;
+            Ok(())
+        })
+    }
+
     /// Ids of threads (active or archived) starting with `prefix`, sorted, at most `limit`.
     pub fn ids_with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<String>, PgError> {
         let rows = self.with_client("find thread", |c| {

@@ -163,20 +163,30 @@ fn list_counting(
     let mut failure = None;
     // What rows did not know and was worked out from the nodes, kept for the next listing.
     let mut learned = Vec::new();
-    let pg = backend.is_some();
     let mut take = |row: IndexRow| -> bool {
         if query.parent.is_some() && row.parent != query.parent {
+            return true;
+        }
+        if !wanted {
+            // Past the page: counted from the row alone, never summarised from its nodes.
+            if query
+                .status
+                .as_deref()
+                .is_none_or(|s| s == live(store, &row).status)
+            {
+                matched += 1;
+            }
             return true;
         }
         let slow = row.steps.is_none() || (row.status == "active" && row.next.is_none());
         let (id, head) = (row.id.clone(), row.head);
         match summarise(store, &mut names, row) {
             Ok(listed) => {
-                if slow && !pg {
+                if slow {
                     let s = &listed.summary;
                     learned.push((id, head, s.steps as u64, s.next.clone()));
                     if learned.len() >= LEARNED_BATCH {
-                        index_db::note_derived(root, &std::mem::take(&mut learned));
+                        note_derived(root, backend.as_deref(), &std::mem::take(&mut learned));
                     }
                 }
                 if query
@@ -186,14 +196,9 @@ fn list_counting(
                 {
                     return true;
                 }
-                if wanted {
-                    matched += 1;
-                    wanted = each(listed);
-                    wanted || count_all
-                } else {
-                    matched += 1;
-                    true
-                }
+                matched += 1;
+                wanted = each(listed);
+                wanted || count_all
             }
             Err(e) => {
                 failure = Some(e);
@@ -234,11 +239,26 @@ fn list_counting(
             before_id: query.before.clone(),
         };
         index_db::scan(root, &scan, |row| take(row.into()))?;
-        index_db::note_derived(root, &learned);
     }
+    note_derived(root, backend.as_deref(), &learned);
     match failure {
         Some(e) => Err(e),
         None => Ok(matched),
+    }
+}
+
+/// Writes back what was learned the slow way, so the next listing reads rows alone (best
+/// effort on both backends: these are caches, and a failure costs only the next list's time).
+fn note_derived(
+    root: &std::path::Path,
+    backend: Option<&crate::pg::PgStore>,
+    learned: &[(String, Hash, u64, Option<String>)],
+) {
+    match backend {
+        Some(pg) => {
+            let _ = pg.note_derived(learned);
+        }
+        None => index_db::note_derived(root, learned),
     }
 }
 
@@ -289,6 +309,7 @@ fn summarise(store: &Store, names: &mut Names, row: IndexRow) -> Result<Listed, 
             updated_ms,
         });
     };
+    let live = (!archived).then(|| live(store, &row));
     let mut summary = Summary {
         id: row.id,
         workflow: name,
@@ -305,20 +326,51 @@ fn summarise(store: &Store, names: &mut Names, row: IndexRow) -> Result<Listed, 
         workdir: None,
         agents: Default::default(),
     };
-    if archived {
+    let Some(live) = live else {
         summary.next = (row.status == "done").then(|| END.to_owned());
         return Ok(Listed {
             summary,
             updated_ms,
         });
+    };
+    summary.status = live.status;
+    summary.running_role = live.running_role;
+    summary.awaiting = live.awaiting;
+    summary.error = live.error;
+    Ok(Listed {
+        summary,
+        updated_ms,
+    })
+}
+
+/// What an active thread's row says of it now, without its nodes.
+struct Live {
+    /// `running`, `awaiting`, `failed` or `active`; an archived row's own status.
+    status: String,
+    running_role: Option<String>,
+    awaiting: Option<String>,
+    error: Option<String>,
+}
+
+/// The status a row lists under, from the row and (on the directory store) the thread's run
+/// files; what lists filter and count by past the page they print.
+fn live(store: &Store, row: &IndexRow) -> Live {
+    let mut live = Live {
+        status: row.status.clone(),
+        running_role: None,
+        awaiting: None,
+        error: None,
+    };
+    if index::is_archived_status(&row.status) {
+        return live;
     }
     let running = match row.running {
         Some(running) => running,
         None => {
-            let files = RunFiles::new(store.root(), &summary.id);
+            let files = RunFiles::new(store.root(), &row.id);
             let running = files.is_running();
             if running {
-                summary.running_role = files.running_info().and_then(|i| i.role);
+                live.running_role = files.running_info().and_then(|i| i.role);
             }
             running
         }
@@ -327,20 +379,17 @@ fn summarise(store: &Store, names: &mut Names, row: IndexRow) -> Result<Listed, 
         .awaiting
         .as_deref()
         .and_then(|q| serde_json::from_str::<Awaiting>(q).ok())
-        .filter(|q| q.head == summary.head);
-    summary.status = if running {
+        .filter(|q| q.head == row.head);
+    live.status = if running {
         "running".to_owned()
     } else if let Some(q) = question {
-        summary.awaiting = Some(q.role);
+        live.awaiting = Some(q.role);
         "awaiting".to_owned()
-    } else if let Some(error) = row.error {
-        summary.error = Some(error).filter(|e| !e.is_empty());
+    } else if let Some(error) = &row.error {
+        live.error = Some(error.clone()).filter(|e| !e.is_empty());
         "failed".to_owned()
     } else {
         "active".to_owned()
     };
-    Ok(Listed {
-        summary,
-        updated_ms,
-    })
+    live
 }

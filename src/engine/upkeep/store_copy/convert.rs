@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::cas::{Hash, Node};
 use crate::engine::storage::index_files::{self, RegistryEntry, Version};
 use crate::engine::thread::{family, forks};
-use crate::pg::{ArchivedThread, CopiedThread, RegistryName, RegistryVersion};
+use crate::pg::{ArchivedThread, CopiedThread, RegistryName, RegistryVersion, RowFacts};
 
 use super::{CopyError, Endpoint, Indexes, Side};
 
@@ -56,10 +56,25 @@ pub(super) fn read_dir_indexes(
             completed_ms: i64::try_from(a.completed_at).unwrap_or(i64::MAX),
         })
         .collect();
+    // What the rows know beyond heads (an archived thread's next role follows from its
+    // status, so only active threads' is kept).
+    let mut known = HashMap::new();
+    let all = crate::engine::storage::index_db::Scan {
+        all: true,
+        ..Default::default()
+    };
+    crate::engine::storage::index_db::scan(root, &all, |row| {
+        if let Some(steps) = row.steps {
+            let next = row.next.filter(|_| row.status == "active");
+            known.insert(row.id, RowFacts { steps, next });
+        }
+        true
+    })?;
     Ok(Indexes {
         registry: index_files::read_registry(root)?,
         active,
         archived,
+        known,
     })
 }
 

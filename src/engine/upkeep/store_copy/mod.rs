@@ -22,7 +22,7 @@
 //! filesystem is synced (`syncfs`) before the index files are written, as durable as a
 //! per-node fsync and far faster for thousands of nodes.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::path::PathBuf;
 
@@ -31,7 +31,7 @@ use crate::cas::{Hash, Node, Store, StoreError, builtin};
 use crate::engine::storage::index_db;
 use crate::engine::storage::index_files::{self, IndexError, Registry};
 use crate::pg::{
-    ArchivedThread, CopiedThread, Occupancy, PgConfig, PgError, PgStore, RegistryName,
+    ArchivedThread, CopiedThread, Occupancy, PgConfig, PgError, PgStore, RegistryName, RowFacts,
 };
 
 mod convert;
@@ -235,9 +235,10 @@ pub fn copy(
     refuse_occupied(to, dest.occupancy()?)?;
     crate::profile::mark("store copy: opened both");
 
-    let indexes = source.read_indexes(from)?;
+    let mut indexes = source.read_indexes(from)?;
     let hashes = source.list_all()?;
     indexes.check_refs(from, &hashes.iter().copied().collect())?;
+    source.learn_unknown(&mut indexes);
     crate::profile::mark("store copy: source indexes and node list read");
 
     let mut report = CopyReport {
@@ -331,6 +332,9 @@ struct Indexes {
     registry: Registry,
     active: Vec<CopiedThread>,
     archived: Vec<ArchivedThread>,
+    /// What rows know beyond heads (steps, an active thread's next role), by thread: copied,
+    /// so that lists of the destination read no thread's nodes.
+    known: HashMap<String, RowFacts>,
 }
 
 impl Indexes {
@@ -415,6 +419,13 @@ impl Indexes {
                 "it holds {} archived threads, not the {} copied, or with other heads, statuses or times",
                 b.len(),
                 a.len()
+            ));
+        }
+        if written.known != self.known {
+            return fail(format!(
+                "its rows know the steps of {} threads, not the {} copied, or other ones",
+                written.known.len(),
+                self.known.len()
             ));
         }
         Ok(())
@@ -552,6 +563,38 @@ impl Side {
         }
     }
 
+    /// Works out, from a directory source's nodes, what its rows did not know (rows of the
+    /// first layout, or copied without it), so the destination's rows know it all. Best
+    /// effort: a thread whose nodes cannot be read is left unknown (its lists read it).
+    /// A database source's rows always know (threads are started and stepped with them).
+    fn learn_unknown(&self, indexes: &mut Indexes) {
+        let Side::Dir(store) = self else { return };
+        let threads = indexes.active.iter().map(|t| (&t.id, t.head, None));
+        let archived = indexes
+            .archived
+            .iter()
+            .map(|a| (&a.thread, a.head, Some(a.status.clone())));
+        let mut learned = Vec::new();
+        for (id, head, status) in threads.chain(archived) {
+            let active = status.is_none();
+            match indexes.known.get(id) {
+                Some(f) if f.next.is_some() || !active => continue,
+                _ => {}
+            }
+            if let Ok(s) = crate::engine::thread::summary::summary_at(store, id, head, status) {
+                let next = s.next.filter(|_| active);
+                learned.push((
+                    id.clone(),
+                    RowFacts {
+                        steps: s.steps as u64,
+                        next,
+                    },
+                ));
+            }
+        }
+        indexes.known.extend(learned);
+    }
+
     fn read_indexes(&self, endpoint: &Endpoint) -> Result<Indexes, CopyError> {
         match self {
             Side::Dir(store) => read_dir_indexes(self, store.root(), endpoint),
@@ -577,6 +620,7 @@ impl Side {
                     registry,
                     active,
                     archived: pg.archived_threads()?,
+                    known: pg.row_facts()?,
                 })
             }
         }
@@ -631,7 +675,7 @@ impl Side {
                             a.status.clone(),
                             u64::try_from(a.completed_ms).unwrap_or(0),
                         )),
-                        steps: None,
+                        steps: indexes.known.get(&a.thread).map(|f| f.steps),
                         next: None,
                     })
                     .chain(indexes.active.iter().map(|t| index_db::Bulk {
@@ -640,8 +684,8 @@ impl Side {
                         head: t.head,
                         parent: t.parent.clone(),
                         archived: None,
-                        steps: None,
-                        next: None,
+                        steps: indexes.known.get(&t.id).map(|f| f.steps),
+                        next: indexes.known.get(&t.id).and_then(|f| f.next.clone()),
                     }))
                     .collect();
                 match index_db::insert_all(root, &threads)? {
@@ -671,7 +715,7 @@ impl Side {
                     Ok(())
                 })?
                 .map_err(|n| occupied(format!("{n} registered workflows")))?;
-                pg.insert_copied_threads(&indexes.active, &indexes.archived)?
+                pg.insert_copied_threads(&indexes.active, &indexes.archived, &indexes.known)?
                     .or_else(|found| refuse_occupied(to, found))
             }
         }
