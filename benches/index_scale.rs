@@ -1,4 +1,4 @@
-//! The thread index at team scale (SPEC §14): what `thread start`, `step`, `show`, `list`,
+//! The thread index at team scale: what `thread start`, `step`, `show`, `list`,
 //! `list --all` and the mount's `ls threads` cost in stores of 1,000, 10,000 and 100,000
 //! threads (half of them archived), over the directory store and over PostgreSQL, printed side
 //! by side in one run.
