@@ -72,10 +72,10 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v[v.len() / 2]
 }
 
-/// What a step cannot do without, timed in this process: a node file written, synced and
-/// linked into place, then the head file written, synced and renamed over the old one (two
-/// device flushes; SPEC's durability rules). Added to a `--version` spawn, the floor of a
-/// one-shot step that keeps them.
+/// What a step cannot do without, timed in this process: a node file written, synced and linked
+/// into place, then the head file written, synced and renamed over the old one (two device flushes,
+/// so that a `kill -9` never leaves a torn node or head). Added to a `--version` spawn, the floor
+/// of a one-shot step that keeps them.
 fn two_synced_writes(dir: &Path, i: usize) -> Duration {
     use std::io::Write;
     let floor = dir.join("floor");

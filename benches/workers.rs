@@ -1,4 +1,4 @@
-//! Throughput of `uwf worker` (SPEC §12): steps per second with 1, 2 and 4 worker processes
+//! Throughput of `uwf worker`: steps per second with 1, 2 and 4 worker processes
 //! over PostgreSQL against the same over a directory store, side by side in one run.
 //!
 //! Each run queues the same threads of solve-issue (five steps each with the script agent, run
@@ -8,7 +8,7 @@
 //! PostgreSQL server is a private one started here (Debian's `postgresql`, as the tests do),
 //! with `fsync` on: a commit is as durable as a directory store's step.
 //!
-//! A second table (SPEC §15) runs the agent as a program of its own, quiet and chatty (2,000
+//! A second table runs the agent as a program of its own, quiet and chatty (2,000
 //! lines, ~110 KB, on stderr every step, all of which reach the thread log and, over
 //! PostgreSQL, the database): the chatty column should stay within noise of the quiet one, and
 //! the rows of `run_text` per step show how the lines were batched, and the server's CPU time per

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Filesystem benchmark (not a test; prints numbers side by side): the mount's threads/ against
-# the same tree exported as plain files onto a tmpfs (SPEC §7 targets in brackets).
+# the same tree exported as plain files onto a tmpfs (the targets in brackets).
 #
 #   warm cat of every file       mount rw / export   [≤ 2.2×]    mount --read-only / export [≤ 1.2×]
 #   cold cat: fresh mount after drop_caches / export after drop_caches   [≤ 4×]

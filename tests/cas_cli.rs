@@ -1,4 +1,4 @@
-//! `uwf cas …` driven through the real binary: every command and every bad input of SPEC §2.
+//! `uwf cas …` driven through the real binary: every command and every bad input (`docs/store.md`).
 
 mod common;
 
@@ -523,7 +523,7 @@ fn help_has_examples_for_every_cas_command() {
     }
 }
 
-/// Retention (SPEC §15): `cas gc` removes the logs and event feeds of threads archived longer
+/// Retention: `cas gc` removes the logs and event feeds of threads archived longer
 /// ago than `--keep-logs`, and keeps those of younger and living threads.
 #[test]
 fn gc_removes_the_logs_of_threads_archived_long_ago() {

@@ -1,11 +1,11 @@
-//! The web dashboard in a real browser (SPEC §16): Debian's Chromium driven over WebDriver
-//! (`common::browser`) against `uwf serve` on a real store. Every page loads with no console
-//! error and no request leaving 127.0.0.1 (a screenshot of each is kept under
-//! `target/screenshots/`); the thread page follows a step run by another process within a
-//! second; the graph's current role is `thread show`'s next; answers are checked by the role's
-//! schema; a fork opens the new thread and its diff is `uwf thread diff`'s; a permalink comes
-//! from the browser's cache the second time; 10,000 threads show their first rows within a
-//! second, a page at a time.
+//! The web dashboard in a real browser (`docs/dashboard.md`): Debian's Chromium driven over
+//! WebDriver (`common::browser`) against `uwf serve` on a real store. Every page loads with no
+//! console error and no request leaving 127.0.0.1 (a screenshot of each is kept under
+//! `target/screenshots/`); the thread page follows a step run by another process within a second;
+//! the graph's current role is `thread show`'s next; answers are checked by the role's schema; a
+//! fork opens the new thread and its diff is `uwf thread diff`'s; a permalink comes from the
+//! browser's cache the second time; 10,000 threads show their first rows within a second, a page at
+//! a time.
 //!
 //! Skips with a printed reason where Chromium or chromedriver is missing
 //! (`UWF_REQUIRE_ALL_TESTS=1` makes that fail).

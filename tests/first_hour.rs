@@ -1,5 +1,5 @@
 //! The first hour of a new user (issue #12): failures that say why, output for people and for
-//! scripts (SPEC §13), step references, hand-run agents, help texts and error messages.
+//! scripts (`docs/cli.md`), step references, hand-run agents, help texts and error messages.
 
 mod common;
 
@@ -302,7 +302,7 @@ fn submit_refuses_a_role_that_is_not_next_unless_forced() {
         output,
     );
     assert_eq!(forced.len(), 13, "a step hash: {forced}");
-    // Such a node can never be published: the §5.3 verification refuses it.
+    // Such a node can never be published: the verification of `thread publish` refuses it.
     let err = env.fails(&["thread", "publish", &forced], 1);
     assert!(
         err.contains(

@@ -1264,7 +1264,7 @@ fn a_slow_step_is_busy_logs_as_it_goes_and_can_be_killed() {
     // The log grows while the agent runs.
     let first = eventually(&m, &format!("cat {t}/log"), |l| l.contains("tick 3"));
     let later = eventually(&m, &format!("cat {t}/log"), |l| l.len() > first.len() + 20);
-    // The thread log (SPEC §11): a header per step, then the agent's output as it arrives.
+    // The thread log: a header per step, then the agent's output as it arrives.
     assert!(
         later.starts_with("── step 1 · planner · agent scripted · ")
             && later.contains("\nslow agent for planner\n"),
@@ -2075,7 +2075,7 @@ fn comments_survive_a_remount_and_show_in_versions_and_the_cli() {
         env.ok(&["workflow", "show", "demo"])
             .contains("# trailing note")
     );
-    // The definition's hash ignores comments (SPEC §3.1): the plain text is the same version.
+    // The definition's hash ignores comments: the plain text is the same version.
     let hash = current_hash(&env, "demo");
     put(&env, &definition("demo", "commented"));
     assert_eq!(current_hash(&env, "demo"), hash);
@@ -2083,8 +2083,9 @@ fn comments_survive_a_remount_and_show_in_versions_and_the_cli() {
 }
 
 /// A parent whose `approval` role a child `review` thread plays, whose `approver` is a person
-/// (SPEC §9, §10), all through the mount: the child's `parent` link and `question`, a refused
-/// and an accepted `answer`, `wait`, and the parent step's `child` link.
+/// (`docs/agents.md#workflows-as-agents-and-steps-a-person-answers`), all through the mount: the
+/// child's `parent` link and `question`, a refused and an accepted `answer`, `wait`, and the parent
+/// step's `child` link.
 #[test]
 fn a_child_awaiting_a_person_is_answered_through_the_mount() {
     if !common::has(

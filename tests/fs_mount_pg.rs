@@ -1,4 +1,4 @@
-//! Real mounts over PostgreSQL (SPEC §7, §12; issue #18): two storage roots — two machines'
+//! Real mounts over PostgreSQL (issue #18): two storage roots — two machines'
 //! local halves — share one fresh database in a private server, each mounted with `uwf mount`.
 //! Threads started or stepped through one root show in the other's mount within a second, and a
 //! `touch step` through one mount and a `uwf thread step` through the other root exclude each
@@ -21,7 +21,8 @@ use uwf::fs::unmount;
 
 const UWF: &str = env!("CARGO_BIN_EXE_uwf");
 
-/// What "within a second" allows (SPEC §7); a test's own commands are measured inside it.
+/// What "within a second" allows (`docs/mount.md#caching-and-control-files`); a test's own commands
+/// are measured inside it.
 const WITHIN: Duration = Duration::from_secs(1);
 
 const LOOP: &str = "name: loop\nroles:\n  planner:\n    goal: plan\n    meta:\n      type: object\n      \
@@ -442,7 +443,7 @@ fn now_ms() -> u64 {
         .as_millis() as u64
 }
 
-/// SPEC §15, the acceptance of "see every machine's work": a worker on machine A runs a chatty
+/// The acceptance of "see every machine's work": a worker on machine A runs a chatty
 /// agent; on machine B `uwf thread live` prints each line within a second of the agent printing
 /// it, `tail -f` of the mount's log shows it, `thread log` equals A's log file byte for byte,
 /// and the mount's `events` and `status` are A's; a fork made on A shows in B's `origin` and

@@ -1,4 +1,4 @@
-//! The thread index's first layout and its migration (SPEC §14): a store written by uwf before
+//! The thread index's first layout and its migration: a store written by uwf before
 //! `index.db` existed (`tests/fixtures/legacy-store/`, made by that version's binary: `threads.yaml`
 //! and `history.jsonl`) is converted on first use; a migration killed by `kill -9` at any moment
 //! leaves a store that the next command migrates whole; and a damaged or empty index — old or

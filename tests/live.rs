@@ -1,5 +1,6 @@
-//! Live progress (SPEC §11) through the real binary: the thread log only grows, with a header
-//! per step, and `uwf thread live` in another process shows an agent's output while it runs.
+//! Live progress (`docs/agents.md#watching-a-thread-live`) through the real binary: the thread log
+//! only grows, with a header per step, and `uwf thread live` in another process shows an agent's
+//! output while it runs.
 
 mod common;
 

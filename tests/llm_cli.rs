@@ -1,6 +1,6 @@
 //! The LLM side through the real binary, against a scripted OpenAI-compatible server on
 //! loopback: `uwf setup`, `.env`, config validation, `uwf doctor`, the client's request shapes,
-//! retries and timeouts, the extraction fallback, and the `llm` and `react` agents (SPEC §6).
+//! retries and timeouts, the extraction fallback, and the `llm` and `react` agents (`docs/LLM.md`).
 
 mod common;
 mod mock_llm;
@@ -765,7 +765,7 @@ fn react_reads_a_file_and_resolves_with_the_role_schema() {
         t.output(head),
         json!({"approved": false, "notes": "60s expiry is hard-coded"})
     );
-    // One progress line per tool call, as it happens (SPEC §11).
+    // One progress line per tool call, as it happens.
     assert!(
         stderr.contains("react: list_dir {\"path\":\".\"} → ")
             && stderr.contains("react: read_file {\"path\":\"src/login.rs\"} → ")

@@ -1,8 +1,8 @@
-//! Every command honours the global `--json` and `-q` (SPEC §13): with `--json` each line of
-//! stdout is JSON, with `-q` each line is one bare id, hash, name or path. One table lists a
-//! run of every command over a small store; the commands that cannot honour them say why in
-//! [`EXEMPT`]. The commands are read from `uwf --help` and its groups' help, so a new command
-//! fails here until it is in the table or in the list.
+//! Every command honours the global `--json` and `-q` (`docs/cli.md#lists-colour-and-the-pager`):
+//! with `--json` each line of stdout is JSON, with `-q` each line is one bare id, hash, name or
+//! path. One table lists a run of every command over a small store; the commands that cannot honour
+//! them say why in [`EXEMPT`]. The commands are read from `uwf --help` and its groups' help, so a
+//! new command fails here until it is in the table or in the list.
 
 mod common;
 

@@ -1,4 +1,4 @@
-//! The PostgreSQL backend against a real server started by the tests (SPEC §12, issue #18).
+//! The PostgreSQL backend against a real server started by the tests (issue #18).
 //!
 //! Each test gets a fresh database in one server shared by this binary; the restart test owns
 //! its server. Without PostgreSQL binaries every test prints `SKIP …` and passes, unless
@@ -623,7 +623,7 @@ fn a_server_restart_mid_operation_is_a_clear_error_then_reconnects() {
     assert_eq!(store.head("R1").expect("reconnected"), a);
 }
 
-/// Run text (SPEC §15): appends land at the end of their file whatever the batch, a read at any
+/// Run text: appends land at the end of their file whatever the batch, a read at any
 /// offset returns exactly the bytes there, writers racing on one file lose nothing (the loser
 /// sends again), every append notifies the runs channel, and pruning removes only the run text
 /// of threads archived before the cut.

@@ -1,4 +1,4 @@
-//! The whole CLI over PostgreSQL (SPEC §12, issue #18): a thread run through the real binary
+//! The whole CLI over PostgreSQL (issue #18): a thread run through the real binary
 //! against a real server, the same nodes as over files, and each fault a clear error with
 //! nothing lost — wrong URL, server down, wrong password (named with the target, the password
 //! never printed), a schema from a newer uwf, a server restart in the middle of a step.

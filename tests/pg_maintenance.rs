@@ -1,5 +1,5 @@
 //! `uwf cas gc`, `cas fsck`, `export` and `doctor` over PostgreSQL, through the real binary with
-//! `UWF_STORAGE_URL` naming a fresh database (SPEC §2.4, §12; issue #18).
+//! `UWF_STORAGE_URL` naming a fresh database (issue #18).
 //!
 //! A second, empty storage root on the same database stands for another machine: what it sees
 //! comes from the database, not from the first root's node cache.

@@ -1,7 +1,7 @@
-//! A database that stops answering mid-step (SPEC §15): the whole PostgreSQL server is frozen
-//! with SIGSTOP for two seconds while a chatty agent prints. The agent is never held up (its
-//! lines keep their pace), the step's result is published once the server answers again, and
-//! the log every machine reads has every line or says where lines were lost.
+//! A database that stops answering mid-step (`docs/several-machines.md#reference`): the whole
+//! PostgreSQL server is frozen with SIGSTOP for two seconds while a chatty agent prints. The agent
+//! is never held up (its lines keep their pace), the step's result is published once the server
+//! answers again, and the log every machine reads has every line or says where lines were lost.
 //!
 //! Skips with a printed reason when the PostgreSQL binaries are missing
 //! (`UWF_REQUIRE_POSTGRES=1` makes a skip fail). The server is always thawed, also when the test

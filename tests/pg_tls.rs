@@ -1,4 +1,4 @@
-//! TLS to PostgreSQL (`sslmode`, `sslrootcert`, SPEC §12) against real servers: a private one
+//! TLS to PostgreSQL (`sslmode`, `sslrootcert`) against real servers: a private one
 //! with TLS on, showing a certificate for `localhost` signed by a throwaway CA that the `openssl`
 //! CLI makes here, and a private plain one, both on 127.0.0.1 (TLS needs TCP).
 //!

@@ -1,4 +1,4 @@
-//! `uwf worker` over PostgreSQL and over a directory store (SPEC §12, issue #18): worker
+//! `uwf worker` over PostgreSQL and over a directory store (issue #18): worker
 //! processes, each with its own storage root as if on its own machine, share one database;
 //! every queued thread is finished exactly once, also when a worker is killed with -9.
 

@@ -1,4 +1,4 @@
-//! `uwf thread rebase` through the real binary (SPEC §17): a thread stuck on a broken workflow
+//! `uwf thread rebase` through the real binary: a thread stuck on a broken workflow
 //! version goes on once the workflow is fixed; a history that no longer fits is refused, naming
 //! the step, and nothing changes; `--workflow NAME@HASH` picks a version; a running step makes
 //! it busy; an index of the first version is upgraded to hold the new status. The core

@@ -1,6 +1,7 @@
-//! When a role fails (SPEC §17), through the real binary: `retry: N` runs a failing agent
-//! again with the failure in its prompt, `onFailure` publishes a step recording the failure and
-//! moves the thread to the named role, and without `onFailure` the thread is left failed.
+//! When a role fails (`docs/workflows.md#when-a-role-fails`), through the real binary: `retry: N`
+//! runs a failing agent again with the failure in its prompt, `onFailure` publishes a step
+//! recording the failure and moves the thread to the named role, and without `onFailure` the thread
+//! is left failed.
 //!
 //! The agents are shell scripts that count their runs, keep what `uwf agent prompt` showed
 //! them, and fail (or, in one test, succeed on their second run).

@@ -1,7 +1,7 @@
-//! `uwf serve`'s API and security through the real binary (SPEC §16): the statuses the CLI's
-//! exit codes map to, the security model (loopback host check, foreign origins, the token,
-//! read-only), immutable node permalinks, and answers, diffs, starts and forks that give what
-//! the CLI gives.
+//! `uwf serve`'s API and security through the real binary (`docs/dashboard.md`): the statuses the
+//! CLI's exit codes map to, the security model (loopback host check, foreign origins, the token,
+//! read-only), immutable node permalinks, and answers, diffs, starts and forks that give what the
+//! CLI gives.
 
 mod common;
 mod pg_server;

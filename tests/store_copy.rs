@@ -1,4 +1,4 @@
-//! `uwf store copy` through the real binary, against a real PostgreSQL (SPEC §12, issue #18):
+//! `uwf store copy` through the real binary, against a real PostgreSQL (issue #18):
 //! a directory store of 1,000 threads goes into a fresh database and back into a fresh
 //! directory, and comes out the same — node files byte for byte, heads, history, registry —
 //! and `cas fsck` passes on it. Bad URLs, a server that is down and a wrong password fail with

@@ -1,4 +1,4 @@
-//! Sub-workflows (SPEC §9) and human steps (SPEC §10) through the real binary: nesting three
+//! Sub-workflows and human steps through the real binary: nesting three
 //! levels offline, the depth limit, unknown and failing children, killing a parent whose child
 //! awaits a person, and the question/answer round trip with its bad inputs.
 

@@ -1,5 +1,5 @@
 //! Threads through the real binary: complete runs of the example workflows with the `script`
-//! agent, forks, diffs, and every fault of the step cycle (SPEC §5–6).
+//! agent, forks, diffs, and every fault of the step cycle.
 
 mod common;
 

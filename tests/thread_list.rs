@@ -1,6 +1,6 @@
-//! `uwf thread list` for people and programs (SPEC §13, §14): newest first, `--limit`,
-//! `--before` (keyset paging), `--since`, `--status`, `--workflow`; a terminal table shows the
-//! newest 50 and says how many more there are; JSON lines list everything.
+//! `uwf thread list` for people and programs (`docs/cli.md#paging-through-threads`): newest first,
+//! `--limit`, `--before` (keyset paging), `--since`, `--status`, `--workflow`; a terminal table
+//! shows the newest 50 and says how many more there are; JSON lines list everything.
 
 mod common;
 

@@ -4,7 +4,11 @@
 //! - no file grows past [`LIMIT`] lines of code, and no folder past [`FOLDER_LIMIT`] entries;
 //! - arrows between rooms point one way: inside every folder of `src/`, the rooms (its files
 //!   and sub-folders) import each other without a cycle, so each folder's rooms can be drawn
-//!   as layers.
+//!   as layers;
+//! - the repository stands on its own docs: no tracked file cites the product specification
+//!   (which lives outside the repository), every `docs/<page>.md#anchor` a tracked file names
+//!   is a page with that heading, and every repository path the docs name (in backticks)
+//!   exists — in the codemap, `docs/ARCHITECTURE.md`, above all.
 //!
 //! Lines of code: the lines before a file's `#[cfg(test)]` module, without blank lines and
 //! `//` comment lines. The files in [`OVER_LIMIT`] were past the limit when this test was
@@ -527,5 +531,330 @@ fn an_import_cycle_between_rooms_is_named() {
         problems[0].starts_with("src/engine: rooms high, low import each other")
             && problems[0].contains("low -> high (1 imports), e.g. src/engine/low/part.rs:1"),
         "{problems:?}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Docs: the repository cites itself, and its codemap names files that exist.
+// ---------------------------------------------------------------------------------------------
+
+/// Texts that are hashed into node ids (built-in schema descriptions, and the same text in a
+/// fixture store's node), which must stay byte for byte although they cite the specification.
+/// The section sign is written as an escape so that this file does not cite it itself.
+const HASHED: &[&str] =
+    &["the parent thread's head when a sub-workflow started this thread (SPEC \u{a7}9)"];
+
+/// The codemaps, whose paths are most of what they say; every other page's paths are checked
+/// too (links are `tests/first_hour.rs`'s to check).
+const CODEMAPS: &[&str] = &["docs/ARCHITECTURE.md", "docs/performance.md"];
+
+/// The files of the repository as git tracks them (relative paths), or, without git, every
+/// file under `root`; never `vendor/` (copies of other projects) nor `target/`.
+fn tracked_files(root: &Path) -> Vec<String> {
+    let listed = std::process::Command::new("git")
+        .args(["ls-files", "-z"])
+        .current_dir(root)
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .split('\0')
+                .filter(|p| !p.is_empty())
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        });
+    let files = listed.unwrap_or_else(|| {
+        fn walk(dir: &Path, root: &Path, out: &mut Vec<String>) {
+            for entry in std::fs::read_dir(dir).expect("read folder") {
+                let path = entry.expect("entry").path();
+                let name = path
+                    .strip_prefix(root)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
+                if name == ".git" || name == "target" {
+                    continue;
+                }
+                if path.is_dir() {
+                    walk(&path, root, out);
+                } else {
+                    out.push(name);
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(root, root, &mut out);
+        out
+    });
+    files
+        .into_iter()
+        .filter(|p| !p.starts_with("vendor/") && !p.starts_with("target/"))
+        .filter(|p| root.join(p).is_file())
+        .collect()
+}
+
+/// Where `text` cites the specification, as `line N: …`: the word `SPEC` followed by a section
+/// sign (comment markers and line breaks between them allowed), by `.md`, or by `'s`. The
+/// [`HASHED`] texts are left out.
+fn spec_citations(text: &str) -> Vec<String> {
+    let mut text = text.to_owned();
+    for hashed in HASHED {
+        text = text.replace(hashed, "");
+    }
+    let word = |c: char| c.is_alphanumeric() || c == '_';
+    let mut found = Vec::new();
+    for (at, _) in text.match_indices("SPEC") {
+        let before = text[..at].chars().next_back();
+        let rest = &text[at + 4..];
+        if before.is_some_and(word) || rest.chars().next().is_some_and(word) {
+            continue;
+        }
+        let after_markers =
+            rest.trim_start_matches(|c: char| c.is_whitespace() || "/!#*".contains(c));
+        if after_markers.starts_with('\u{a7}') || rest.starts_with(".md") || rest.starts_with("'s ")
+        {
+            let line = text[..at].matches('\n').count() + 1;
+            let shown: String = text[at..].chars().take(24).collect();
+            found.push(format!("line {line}: {}", shown.replace('\n', " ")));
+        }
+    }
+    found
+}
+
+/// GitHub's anchor for a Markdown heading: lower case, punctuation dropped (`-` and `_` kept),
+/// spaces as `-` (the same rule as `tests/first_hour.rs`, which checks Markdown links).
+fn heading_anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '_'))
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// The anchors of a Markdown page's headings (outside fenced code blocks).
+fn page_anchors(page: &str) -> Vec<String> {
+    let mut fenced = false;
+    page.lines()
+        .filter(|l| {
+            if l.trim_start().starts_with("```") {
+                fenced = !fenced;
+            }
+            !fenced && l.starts_with('#')
+        })
+        .map(|l| heading_anchor(l.trim_start_matches('#')))
+        .collect()
+}
+
+/// The part of tracked file `name` whose citations of `docs/` are the repository's own: all of a
+/// Markdown page, the comments of any other file (`//` in Rust, `#` elsewhere); nothing of the
+/// fixtures under `tests/fixtures/`, which play other repositories with docs of their own.
+fn citing_text(name: &str, text: &str) -> String {
+    if name.starts_with("tests/fixtures/") {
+        return String::new();
+    }
+    if name.ends_with(".md") {
+        return text.to_owned();
+    }
+    let marker = if name.ends_with(".rs") { "//" } else { "#" };
+    text.lines()
+        .filter(|l| l.trim_start().starts_with(marker))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The `docs/<page>.md` and `docs/<page>.md#anchor` citations in `text`, as (page, anchor).
+fn doc_citations(text: &str) -> Vec<(String, String)> {
+    let path_char = |c: char| c.is_alphanumeric() || "/._-".contains(c);
+    let name_char = |c: char| c.is_alphanumeric() || "_-".contains(c);
+    let mut found = Vec::new();
+    for (at, _) in text.match_indices("docs/") {
+        if text[..at].chars().next_back().is_some_and(path_char) {
+            continue;
+        }
+        let rest = &text[at + 5..];
+        let name_len = rest.find(|c: char| !name_char(c)).unwrap_or(rest.len());
+        if name_len == 0 || !rest[name_len..].starts_with(".md") {
+            continue;
+        }
+        let page = format!("docs/{}.md", &rest[..name_len]);
+        let tail = &rest[name_len + 3..];
+        let anchor = match tail.strip_prefix('#') {
+            Some(a) => a[..a.find(|c: char| !name_char(c)).unwrap_or(a.len())].to_owned(),
+            None => String::new(),
+        };
+        found.push((page, anchor));
+    }
+    found
+}
+
+/// What is wrong with the doc citations of `text`: a page that `read_page` cannot find, or an
+/// anchor that is none of its headings'.
+fn citation_problems(text: &str, read_page: &dyn Fn(&str) -> Option<String>) -> Vec<String> {
+    let mut problems = Vec::new();
+    for (page, anchor) in doc_citations(text) {
+        let Some(body) = read_page(&page) else {
+            problems.push(format!("cites {page}, which is not in the repository"));
+            continue;
+        };
+        if !anchor.is_empty() && !page_anchors(&body).contains(&anchor) {
+            problems.push(format!(
+                "cites {page}#{anchor}, but {page} has no such heading"
+            ));
+        }
+    }
+    problems
+}
+
+/// The repository paths (`src/…`, `tests/…`, `docs/…`, `benches/…`, `scripts/…`) named in
+/// backticks in `text` for which `exists` says no. Patterns (`<id>`, `*`, `{…}`, `…`) are not
+/// paths and are left alone.
+fn missing_paths(text: &str, exists: &dyn Fn(&str) -> bool) -> Vec<String> {
+    let roots = ["src/", "tests/", "docs/", "benches/", "scripts/"];
+    text.split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|quoted| roots.iter().any(|r| quoted.starts_with(r)))
+        .filter(|quoted| !quoted.contains(['<', '*', '{', '\u{2026}', ' ', '#']))
+        .filter(|quoted| !exists(quoted.trim_end_matches('/')))
+        .map(|quoted| format!("names `{quoted}`, which is not in the repository"))
+        .collect()
+}
+
+#[test]
+fn the_repository_cites_its_own_docs_and_they_exist() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let files = tracked_files(root);
+    assert!(
+        files.len() > 100,
+        "only {} tracked files found",
+        files.len()
+    );
+    let read_page = |page: &str| std::fs::read_to_string(root.join(page)).ok();
+    let mut problems = Vec::new();
+    let mut cited = 0;
+    for name in &files {
+        let Ok(text) = std::fs::read_to_string(root.join(name)) else {
+            continue; // not text (an image)
+        };
+        for found in spec_citations(&text) {
+            problems.push(format!(
+                "{name}: cites the specification, {found}: cite docs/ instead"
+            ));
+        }
+        let citing = citing_text(name, &text);
+        cited += doc_citations(&citing).len();
+        for problem in citation_problems(&citing, &read_page) {
+            problems.push(format!("{name}: {problem}"));
+        }
+    }
+    assert!(
+        cited > 50,
+        "only {cited} citations of docs/ found: the check looked at little"
+    );
+    let pages: Vec<&String> = files
+        .iter()
+        .filter(|f| f.as_str() == "README.md" || (f.starts_with("docs/") && f.ends_with(".md")))
+        .collect();
+    for codemap in CODEMAPS {
+        assert!(
+            pages.iter().any(|p| p == codemap),
+            "{codemap} is not tracked"
+        );
+    }
+    for page in pages {
+        let text = std::fs::read_to_string(root.join(page)).expect("read page");
+        for problem in missing_paths(&text, &|p| root.join(p).exists()) {
+            problems.push(format!("{page}: {problem}"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn a_spec_citation_is_found_and_hashed_text_is_not() {
+    let section = "\u{a7}";
+    let cited = format!("//! The store.\n//! Its bytes (SPEC {section}2.1).\n");
+    let found = spec_citations(&cited);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0].starts_with(&format!("line 2: SPEC {section}2.1")),
+        "{found:?}"
+    );
+    // Across a wrapped comment line, by file name, and by possessive.
+    let wrapped = format!("/// a\n/// set (SPEC\n/// {section}6.4). A broken");
+    assert_eq!(spec_citations(&wrapped).len(), 1, "{wrapped}");
+    assert_eq!(spec_citations(concat!("see SPEC", ".md")).len(), 1);
+    assert_eq!(spec_citations(concat!("SPEC", "'s durability")).len(), 1);
+    // Not citations: another word, a name in code, a string a test looks for.
+    for fine in [
+        "INVALID_AUTHORIZATION_SPECIFICATION",
+        "[\"SPEC\", \"x\"]",
+        "W3C \u{a7}6.6",
+    ] {
+        assert!(spec_citations(fine).is_empty(), "{fine}");
+    }
+    assert!(spec_citations(&format!("\"description\": \"{}\"", HASHED[0])).is_empty());
+}
+
+#[test]
+fn a_citation_of_a_missing_page_or_heading_is_named() {
+    let page = "# Title\n\n## The storage root\n\n```sh\n# not a heading\n```\n";
+    let read = |p: &str| (p == "docs/store.md").then(|| page.to_owned());
+    let good = concat!(
+        "//! Files (`docs/",
+        "store.md#the-storage-root`), `docs/",
+        "store.md`."
+    );
+    assert_eq!(doc_citations(good).len(), 2);
+    assert!(citation_problems(good, &read).is_empty());
+    let bad_anchor = concat!("// see docs/", "store.md#not-a-heading");
+    let problems = citation_problems(bad_anchor, &read);
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(problems[0].contains("no such heading"), "{problems:?}");
+    // A heading inside a code block is not a heading.
+    assert_eq!(
+        citation_problems(concat!("docs/", "store.md#not-a-heading"), &read).len(),
+        1
+    );
+    let bad_page = concat!("(`docs/", "nowhere.md`)");
+    assert_eq!(citation_problems(bad_page, &read).len(), 1);
+    // Another folder's `docs/` is not ours.
+    assert!(doc_citations(concat!("vendor/x/docs/", "a.md")).is_empty());
+    assert_eq!(heading_anchor(" `uwf cas`"), "uwf-cas");
+    assert_eq!(
+        heading_anchor(" The extraction fallback (layer 3)"),
+        "the-extraction-fallback-layer-3"
+    );
+}
+
+#[test]
+fn only_comments_and_pages_cite_and_fixtures_do_not() {
+    let code = concat!(
+        "// see `docs/",
+        "store.md`\nlet page = \"docs/",
+        "webhooks.md\";\n"
+    );
+    assert_eq!(doc_citations(&citing_text("tests/a.rs", code)).len(), 1);
+    let yaml = concat!("# docs/", "store.md\nquery: docs/", "plugins.md\n");
+    assert_eq!(
+        doc_citations(&citing_text("examples/a.yaml", yaml)).len(),
+        1
+    );
+    assert_eq!(doc_citations(&citing_text("docs/a.md", yaml)).len(), 2);
+    assert!(citing_text("tests/fixtures/repo/README.md", yaml).is_empty());
+}
+
+#[test]
+fn a_codemap_path_that_does_not_exist_is_named() {
+    let exists = |p: &str| p == "src/cas" || p == "src/cas/id.rs";
+    let text =
+        "`src/cas/`, `src/cas/id.rs`, `runs/<id>.log`, `src/gone.rs`, `tests/*.rs`, `uwf cas`";
+    let problems = missing_paths(text, &exists);
+    assert_eq!(
+        problems,
+        vec!["names `src/gone.rs`, which is not in the repository"]
     );
 }

@@ -213,9 +213,9 @@ fn workflow() -> Value {
     })
 }
 
-/// The `workflow` schema with the role fields of failure handling (SPEC §17): `retry` and
-/// `onFailure`. Only a workflow that uses one of them is stored with this type, so a workflow
-/// that uses none keeps the hash it always had.
+/// The `workflow` schema with the role fields of failure handling
+/// (`docs/workflows.md#when-a-role-fails`): `retry` and `onFailure`. Only a workflow that uses one
+/// of them is stored with this type, so a workflow that uses none keeps the hash it always had.
 fn workflow_v2() -> Value {
     let mut schema = workflow();
     let role = &mut schema["properties"]["roles"]["additionalProperties"]["properties"];
@@ -224,9 +224,9 @@ fn workflow_v2() -> Value {
     schema
 }
 
-/// The output of a step that records its role's failure (SPEC §17): what the last attempt's
-/// error said and how many times the agent ran. A step of this output has no output of the
-/// role's schema; the moderator context shows it as `output: null` and `error: {…}`.
+/// The output of a step that records its role's failure (a role's `onFailure`): what the last
+/// attempt's error said and how many times the agent ran. A step of this output has no output of
+/// the role's schema; the moderator context shows it as `output: null` and `error: {…}`.
 fn failure() -> Value {
     json!({
         "type": "object",
@@ -278,7 +278,7 @@ pub fn is_start(type_hash: Hash) -> bool {
     type_hash == hash_of("start") || type_hash == legacy_start_hash()
 }
 
-/// The detail of a step that a sub-workflow took (SPEC §9): the child thread and its terminal
+/// The detail of a step that a sub-workflow took: the child thread and its terminal
 /// head, plus what any detail may carry (raw output, duration, …).
 fn subthread() -> Value {
     json!({
@@ -333,7 +333,7 @@ mod tests {
 
     #[test]
     fn start_nodes_of_the_schema_before_sub_workflows_stay_start_nodes() {
-        // The hash of the start schema every store written before SPEC §9 used.
+        // The hash of the start schema every store written before sub-workflows existed used.
         assert_eq!(legacy_start_hash().to_string(), "0N2YG80YAGMKQ");
         assert!(is_start(legacy_start_hash()) && is_start(hash_of("start")));
         assert_ne!(hash_of("start"), legacy_start_hash());

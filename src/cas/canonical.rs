@@ -1,4 +1,4 @@
-//! Canonical JSON bytes and the node hash (SPEC §2.1).
+//! Canonical JSON bytes and the node hash (`docs/store.md#hashes`).
 //!
 //! Architecture Invariant: every hash in the store is XXH64 of the bytes this module writes for
 //! `{"payload": P, "type": T}`. The encoding sorts object keys by code point *explicitly*; it

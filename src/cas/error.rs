@@ -53,7 +53,7 @@ pub enum StoreError {
     Reserved,
     #[error("field {pointer} refers to {target}, which is not in the store (put that node first)")]
     MissingRef { pointer: String, target: Hash },
-    /// The shared node table (SPEC §12) failed or refused.
+    /// The shared node table (PostgreSQL) failed or refused.
     #[error(transparent)]
     Remote(#[from] super::remote::RemoteError),
 }

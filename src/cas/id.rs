@@ -1,9 +1,10 @@
 //! Content hashes: XXH64 (seed 0) rendered as 13 Crockford Base32 symbols.
 //!
-//! A [`Hash`] is the name of a node in the store. Its text form is fixed by SPEC §1: 13 symbols,
-//! most significant first, the first carrying the top 4 bits and each of the other twelve 5 bits.
-//! Output is upper case; input is case-insensitive and follows Crockford's decoding rule
-//! (`O` → `0`, `I`/`L` → `1`). Anything else is a [`HashParseError`], never a panic.
+//! A [`Hash`] is the name of a node in the store. Its text form never changes
+//! (`docs/store.md#hashes`): 13 symbols, most significant first, the first carrying the top 4 bits
+//! and each of the other twelve 5 bits. Output is upper case; input is case-insensitive and follows
+//! Crockford's decoding rule (`O` → `0`, `I`/`L` → `1`). Anything else is a [`HashParseError`],
+//! never a panic.
 
 use crate::advice::Advice;
 use std::fmt;

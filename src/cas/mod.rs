@@ -1,4 +1,4 @@
-//! The content-addressed store: ids, canonical bytes, nodes, schemas and storage (SPEC §1–2).
+//! The content-addressed store: ids, canonical bytes, nodes, schemas and storage (`docs/store.md`).
 //!
 //! This layer imports nothing else from the crate but the leaf module [`crate::file_util`].
 pub mod builtin;

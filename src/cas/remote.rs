@@ -1,4 +1,4 @@
-//! The seam between a [`super::Store`] and a shared node table on another machine (SPEC §12).
+//! The seam between a [`super::Store`] and a shared node table on another machine (PostgreSQL).
 //!
 //! With a remote, the directory under the storage root is a local cache of nodes: a put goes to
 //! the remote first and then into a local file; a get reads the local file and, when there is

@@ -1,4 +1,5 @@
-//! `uwf thread live ID` (and `uwf live ID`): watch a thread from any terminal (SPEC §11).
+//! `uwf thread live ID` (and `uwf live ID`): watch a thread from any terminal
+//! (`docs/agents.md#watching-a-thread-live`).
 //!
 //! Follows the thread log (`runs/<id>.log`, see `engine::thread::log`) from the running step's
 //! header, printing agent output as it arrives, and one line per step as its head is published,

@@ -252,7 +252,7 @@ pub(crate) fn input_limit(root: &std::path::Path) -> CliResult<u64> {
     Ok(crate::engine::input::max_input(&config.config)?)
 }
 
-/// Whether a command needs a store that already exists (SPEC §13): the commands that only
+/// Whether a command needs a store that already exists: the commands that only
 /// read, and every thread and agent command (a thread needs a registered workflow, so a missing
 /// store can only be a wrong root). They refuse a root that does not exist instead of creating
 /// an empty one, which would make a typo in `--root` look like an empty store. `workflow put`,
@@ -280,10 +280,10 @@ fn needs_a_store(command: &Command) -> bool {
     }
 }
 
-/// Loads `<root>/.env` into the environment, without overriding variables already set (SPEC
-/// §6.4). A broken file is reported and skipped, so that commands that need no key still run;
-/// an unreadable one is skipped quietly (an unusable root is reported by the command itself, and
-/// `uwf doctor` reports the file).
+/// Loads `<root>/.env` into the environment, without overriding variables already set
+/// (`docs/LLM.md#secrets-rootenv`). A broken file is reported and skipped, so that commands that
+/// need no key still run; an unreadable one is skipped quietly (an unusable root is reported by the
+/// command itself, and `uwf doctor` reports the file).
 fn load_dotenv(root: &std::path::Path) {
     use crate::engine::config::dotenv::DotenvError;
     match crate::engine::config::dotenv::read(root) {

@@ -1,5 +1,5 @@
 //! A thread's history: the chain of step nodes from a head back to the start node, and the
-//! moderator context built from it (SPEC §4, §5.3 step 1).
+//! moderator context built from it (`docs/workflows.md#the-format`).
 //!
 //! Architecture Invariant: a chain is a pure function of its head hash (nodes are immutable), so
 //! it is cached under `<root>/cache/chains/<head>.json` and never goes stale. Loading a head
@@ -69,7 +69,7 @@ impl Advice for ChainError {
 pub struct Start {
     pub workflow: Hash,
     pub prompt: String,
-    /// The parent thread's head, when a sub-workflow started this thread (SPEC §9).
+    /// The parent thread's head, when a sub-workflow started this thread.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<Hash>,
 }
@@ -97,7 +97,7 @@ pub struct Entry {
     pub output_hash: Hash,
     raw_output: Box<RawValue>,
     /// The failure the step records instead of an output (its output node is a `failure`
-    /// node; SPEC §17), as JSON text `{"message", "attempts"}`.
+    /// node), as JSON text `{"message", "attempts"}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     raw_error: Option<Box<RawValue>>,
     pub detail: Hash,
@@ -240,7 +240,7 @@ impl Chain {
     }
 }
 
-/// The failure that step `hash` records (SPEC §17): its role, and its `{"message",
+/// The failure that step `hash` records (a role's `onFailure`): its role, and its `{"message",
 /// "attempts"}`; `None` for a start node or a step with an output of its role.
 pub fn recorded_failure(store: &Store, hash: Hash) -> Result<Option<(String, Value)>, ChainError> {
     let node = store.get(hash)?;

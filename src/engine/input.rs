@@ -7,7 +7,7 @@
 //!
 //! The limit is [`DEFAULT_MAX_INPUT`] (16 MiB) unless `UWF_MAX_INPUT` (e.g. `64MiB`) or
 //! `maxInput` in `config.yaml` says otherwise; the environment wins, as `UWF_STORAGE_URL` wins
-//! over `storage:`. A workflow file keeps its own, smaller limit (1 MiB, SPEC §3.2).
+//! over `storage:`. A workflow file keeps its own, smaller limit (1 MiB).
 
 use std::io::Read;
 use std::path::Path;

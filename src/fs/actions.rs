@@ -1,5 +1,6 @@
 //! Actions files: what writing `step`, `run`, `kill`, `fork` or `workflows/<name>/prompt` does,
-//! and what reading `wait` waits for (SPEC §7).
+//! and what reading `wait` waits for
+//! (`docs/mount.md#tour-of-the-mount`).
 //!
 //! Every action is the engine's own: `engine::step::step` (background, `passthrough: false`, so
 //! the agent's stderr goes only to `runs/<id>.log`), `thread::kill`, `thread::fork`,
@@ -321,8 +322,8 @@ impl Actions {
         }
     }
 
-    /// Completes the human step thread `id` awaits with `text` (`threads/<id>/answer`, SPEC
-    /// §10), through the same engine call as `uwf thread answer`. Returns the published step's
+    /// Completes the human step thread `id` awaits with `text` (`threads/<id>/answer`),
+    /// through the same engine call as `uwf thread answer`. Returns the published step's
     /// JSON. Busy while a step or another answer holds the thread; any other refusal is EINVAL,
     /// its reason (and the kept answer) in the thread's `error`.
     pub fn answer_question(&self, id: &str, text: &str) -> Result<serde_json::Value, FsError> {

@@ -197,7 +197,7 @@ pub enum ThreadFile {
     Parent,
     /// What a person is asked while the thread awaits a human step (empty otherwise).
     Question,
-    /// Write a complete answer and close: the human step completes (SPEC §10).
+    /// Write a complete answer and close: the human step completes.
     Answer,
 }
 

@@ -1,4 +1,4 @@
-//! The FUSE view of the store (`uwf mount`, SPEC §7).
+//! The FUSE view of the store (`uwf mount`, `docs/mount.md`).
 //!
 //! Layout of this module (imports go down this list, never up: no two files import each other):
 //! - [`inode`]: what an entry *is* ([`inode::Key`], nested by subtree: `Workflows(WfKey)`,

@@ -6,7 +6,7 @@
 //! editors' exact op sequences can be replayed in unit tests. The adapter in [`super::fuse`]
 //! only translates types, picks TTLs from [`Caching`] and maps errors to errno.
 //!
-//! The tree (SPEC §7):
+//! The tree:
 //! ```text
 //! README.md  workflows/{error, <name>/{workflow.yaml, hash, graph.mmd, versions/<hash>.yaml,
 //! prompt, latest, threads/<id>}, <anything>.yaml}  threads/<id>/{prompt, head, status, workflow,

@@ -1,6 +1,6 @@
-//! A thread's agent context in the database (SPEC §17): the JSON its engine records when the
-//! thread starts (working directory, agent bindings), and whether it is paused. The body is
-//! opaque here; a paused thread is one no claim picks ([`super::leases`]).
+//! A thread's agent context in the database (`docs/agents.md#what-a-thread-keeps`): the JSON its
+//! engine records when the thread starts (working directory, agent bindings), and whether it is
+//! paused. The body is opaque here; a paused thread is one no claim picks ([`super::leases`]).
 
 use super::error::PgError;
 use super::store::PgStore;

@@ -1,4 +1,4 @@
-//! Bulk reads and writes for `uwf store copy` (SPEC §12): nodes a thousand at a time with their
+//! Bulk reads and writes for `uwf store copy`: nodes a thousand at a time with their
 //! original timestamps, and whole sets of active and archived threads in one transaction.
 //!
 //! Architecture Invariant: these keep the rules of the rest of the backend. Node rows are

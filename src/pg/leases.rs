@@ -1,4 +1,5 @@
-//! Step locks as leases, and claiming runnable threads for workers (SPEC §5.3, §12).
+//! Step locks as leases, and claiming runnable threads for workers
+//! (`docs/several-machines.md#reference`).
 //!
 //! A lease is a row `(thread, holder, machine, expires_at)`. Every time comparison uses the
 //! server's clock (`now()`), so clock skew between machines does not matter. A step renews its

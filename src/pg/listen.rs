@@ -1,4 +1,4 @@
-//! LISTEN/NOTIFY: waiting for thread changes from any machine (SPEC §11, §12).
+//! LISTEN/NOTIFY: waiting for thread changes from any machine.
 //!
 //! A [`Listener`] owns its own connection (a listening connection cannot run other queries
 //! between waits without risking missed notifications). The `threads` trigger sends the thread

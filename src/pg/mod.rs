@@ -1,5 +1,5 @@
-//! The PostgreSQL storage backend (SPEC §12): nodes, heads, history, registry, step leases and
-//! the run queue in one database, so many machines can share one store.
+//! The PostgreSQL storage backend (`docs/several-machines.md#reference`): nodes, heads, history,
+//! registry, step leases and the run queue in one database, so many machines can share one store.
 //!
 //! This module is the backend's core, usable on its own; the storage seam (traits that the
 //! directory store and this backend both implement) comes next. Layering: like `cas`, it

@@ -1,4 +1,4 @@
-//! The workflow registry in PostgreSQL: name → current hash, with earlier versions (SPEC §3.3).
+//! The workflow registry in PostgreSQL: name → current hash, with earlier versions.
 //!
 //! The same model as `registry.yaml`: registering changed content makes a new current version
 //! and moves the previous one to `registry_versions`; identical content is a no-op. Each change

@@ -1,5 +1,5 @@
-//! Run text, run state and lineage in the database (SPEC §15): what a step leaves besides
-//! nodes, so every machine sees every machine's work.
+//! Run text, run state and lineage in the database (`docs/several-machines.md#reference`): what a
+//! step leaves besides nodes, so every machine sees every machine's work.
 //!
 //! - `run_text`: a thread's log and event feed as byte ranges. A row's `pos` is the byte offset
 //!   of its `bytes` in the file, computed by the insert from the rows already committed, so a

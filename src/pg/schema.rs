@@ -1,4 +1,4 @@
-//! Versioned migrations of the uwf tables (SPEC §12).
+//! Versioned migrations of the uwf tables (`docs/ARCHITECTURE.md#the-postgresql-tables`).
 //!
 //! `uwf_meta` holds one row with the schema version. [`migrate`] runs on every open: a fast read
 //! of the version, and only when it is behind, the missing migrations inside one transaction
@@ -106,7 +106,7 @@ create table workers (
     seen_at    timestamptz not null default now()
 );
 "#,
-    // Listing at scale (SPEC §14): what a list shows without reading the thread, and the
+    // Listing at scale: what a list shows without reading the thread, and the
     // indexes its keyset-paged query walks (both tables by id are their primary keys).
     r#"
 alter table threads add column steps bigint;
@@ -115,7 +115,7 @@ alter table history add column steps bigint;
 create index threads_by_workflow on threads (workflow, id);
 create index history_by_workflow on history (workflow, thread);
 "#,
-    // What a step leaves besides nodes, shared by every machine (SPEC §15): the thread log and
+    // What a step leaves besides nodes, shared by every machine: the thread log and
     // event feed as byte ranges (`pos` is the byte offset of `bytes` in the file, so a file
     // is the rows in `pos` order and has no gaps), the last outcome and the running step's
     // record, and where forks and child threads come from.
@@ -156,7 +156,7 @@ end $$;
 create trigger run_text_notify after insert on run_text
     for each row execute function uwf_notify_run();
 "#,
-    // A thread's agent context (SPEC §17): its working directory and agent bindings, recorded
+    // A thread's agent context: its working directory and agent bindings, recorded
     // when it starts (JSON), and whether it is paused (a column, so claims can skip it).
     r#"
 create table thread_context (
@@ -166,7 +166,7 @@ create table thread_context (
     updated_ms bigint not null
 );
 "#,
-    // `uwf thread rebase` (SPEC §17): a thread archived as `rebased`, and the thread it goes on
+    // `uwf thread rebase`: a thread archived as `rebased`, and the thread it goes on
     // as. (`history_status_check` is the name PostgreSQL gave the column's check.)
     r#"
 alter table history drop constraint history_status_check;

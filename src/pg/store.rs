@@ -1,7 +1,8 @@
 //! [`PgStore`]: one connection to the PostgreSQL store, and the nodes table.
 //!
-//! A node row holds the canonical bytes of `{"payload": P, "type": T}` — exactly the bytes its
-//! hash is computed from (SPEC §2.1) — so a row can be verified without re-encoding anything.
+//! A node row holds the canonical bytes of `{"payload": P, "type": T}` — exactly the bytes its hash
+//! is computed from (`docs/store.md#hashes`) — so a row can be verified without re-encoding
+//! anything.
 //!
 //! Architecture Invariant: nodes are write-once. A put inserts with `on conflict do nothing` and
 //! then compares the stored bytes with its own: equal is success (idempotent), different is a

@@ -1,4 +1,4 @@
-//! Thread heads, history and the run queue in PostgreSQL (SPEC §5.1, §12).
+//! Thread heads, history and the run queue in PostgreSQL (`docs/several-machines.md#reference`).
 //!
 //! Architecture Invariant: a head moves only by compare-and-set (`update … where head = $old`),
 //! and a thread leaves `threads` for `history` in one statement, so every reader sees it either

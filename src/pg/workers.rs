@@ -1,4 +1,4 @@
-//! What each `uwf worker` is doing, for `uwf worker list` on any machine (SPEC §12).
+//! What each `uwf worker` is doing, for `uwf worker list` on any machine.
 //!
 //! A worker upserts its row every few seconds (`seen_at`); a row not seen for a minute is a
 //! worker that died without saying so, and is left out of the list (and removed by the next

@@ -1,5 +1,5 @@
-//! The JSON API (SPEC §16) and the node permalink page: each handler is a thin wrapper around
-//! the engine function the CLI uses for the same thing.
+//! The JSON API (`docs/dashboard.md`) and the node permalink page: each handler is a thin wrapper
+//! around the engine function the CLI uses for the same thing.
 
 use std::sync::Arc;
 

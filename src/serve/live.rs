@@ -1,4 +1,4 @@
-//! Live streams as server-sent events (SPEC §16): a thread's log and events as they arrive
+//! Live streams as server-sent events: a thread's log and events as they arrive
 //! (`/api/threads/<id>/live`, resumable with `Last-Event-ID`, the log offset), and the changes
 //! of the thread index (`/api/events`: the ids of threads that changed).
 //!

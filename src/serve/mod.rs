@@ -1,6 +1,6 @@
-//! `uwf serve`: the web dashboard (SPEC §16) — pages for threads, a thread, an answer, a diff,
-//! workflows and node permalinks, over a JSON API that scripts can use too, with live streams as
-//! server-sent events.
+//! `uwf serve`: the web dashboard (`docs/dashboard.md`) — pages for threads, a thread, an answer, a
+//! diff, workflows and node permalinks, over a JSON API that scripts can use too, with live streams
+//! as server-sent events.
 //!
 //! Layering: like `fs`, a front end over `engine`. Every page and API call goes through the
 //! engine's own functions (list, summary, step, answer, diff, fork); they block (files, the

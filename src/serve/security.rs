@@ -1,6 +1,6 @@
-//! Who may use the dashboard (SPEC §16): loopback by default; any other bind needs the token
-//! (a 0600 file in the storage root, shown once as a login URL); the `Host` header is checked
-//! against DNS rebinding and the `Origin` of every write against cross-site requests;
+//! Who may use the dashboard (`docs/dashboard.md#security`): loopback by default; any other bind
+//! needs the token (a 0600 file in the storage root, shown once as a login URL); the `Host` header
+//! is checked against DNS rebinding and the `Origin` of every write against cross-site requests;
 //! `--read-only` answers writes with 405; every response carries a strict CSP.
 //!
 //! Architecture Invariant: every request passes [`guard`] before any handler runs, so no page or

@@ -17,7 +17,7 @@ pub struct Env {
 
 impl Env {
     /// An empty storage root that exists (as `UWF_STORAGE_ROOT=$(mktemp -d)` makes one):
-    /// commands that only read refuse a root that does not exist (SPEC §13).
+    /// commands that only read refuse a root that does not exist.
     pub fn new() -> Env {
         let env = Env {
             dir: tempfile::tempdir().expect("temp dir"),

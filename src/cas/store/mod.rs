@@ -187,8 +187,8 @@ impl Store {
         Ok(store)
     }
 
-    /// Makes this directory a local cache of `remote` (SPEC §12): puts go there first, gets
-    /// fetch from there what is not cached, listings come from there.
+    /// Makes this directory a local cache of `remote` (a PostgreSQL store): puts go there first,
+    /// gets fetch from there what is not cached, listings come from there.
     pub fn with_remote(mut self, remote: Arc<dyn RemoteNodes>) -> Store {
         self.remote = Some(remote);
         self

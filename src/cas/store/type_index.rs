@@ -1,5 +1,5 @@
 //! The type index of a directory store: `cas/index/types/<type>`, the hashes of that type's
-//! nodes one per line, so "all nodes of type T" needs no scan of every node (SPEC §2.3).
+//! nodes one per line, so "all nodes of type T" needs no scan of every node.
 //!
 //! Appends are one short `O_APPEND` write under the store's shared lock (which a put holds from
 //! finding its nodes until they are linked), so concurrent writers' lines stay whole; rewrites

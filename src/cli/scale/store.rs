@@ -1,4 +1,5 @@
-//! `uwf store …`: whole-store operations across backends (SPEC §12). Today: `store copy`.
+//! `uwf store …`: whole-store operations across backends (`docs/several-machines.md#reference`).
+//! Today: `store copy`.
 
 use std::io::{IsTerminal, Write};
 use std::time::Instant;

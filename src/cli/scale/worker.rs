@@ -1,4 +1,4 @@
-//! `uwf worker`: step queued threads (SPEC §12), and `uwf worker list`.
+//! `uwf worker`: step queued threads (`docs/several-machines.md#reference`), and `uwf worker list`.
 
 use std::io::Write;
 use std::path::Path;

@@ -1,7 +1,7 @@
-//! Writing to stdout without panicking on a closed pipe (`uwf cas list | head` exits 0), and in
-//! the form the reader wants (SPEC §13): aligned tables with relative times for a person at a
-//! terminal, JSON lines for scripts (`--json`, or any stdout that is not a terminal), bare ids
-//! with `-q`.
+//! Writing to stdout without panicking on a closed pipe (`uwf cas list | head` exits 0), and in the
+//! form the reader wants (`docs/cli.md#lists-colour-and-the-pager`): aligned tables with relative
+//! times for a person at a terminal, JSON lines for scripts (`--json`, or any stdout that is not a
+//! terminal), bare ids with `-q`.
 
 use std::io::{self, IsTerminal, Write};
 

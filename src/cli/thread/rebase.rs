@@ -1,4 +1,4 @@
-//! `uwf thread rebase`: a thread's history onto another version of its workflow (SPEC §17),
+//! `uwf thread rebase`: a thread's history onto another version of its workflow,
 //! through [`crate::engine::cycle::rebase`].
 
 use clap::Args;

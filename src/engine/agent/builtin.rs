@@ -1,6 +1,7 @@
-//! The offline built-in agents (SPEC §6.3): `dry`, `script` and `exec` (whose raw outputs may
-//! still reach the LLM extraction fallback when one is configured). Each writes one step
-//! for the thread's current head and returns its hash; the CLI prints it, as every agent must.
+//! The offline built-in agents (`docs/agents.md#built-in-agents`): `dry`, `script` and `exec`
+//! (whose raw outputs may still reach the LLM extraction fallback when one is configured). Each
+//! writes one step for the thread's current head and returns its hash; the CLI prints it, as every
+//! agent must.
 
 use crate::advice::Advice;
 use std::collections::BTreeMap;

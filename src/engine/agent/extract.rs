@@ -1,4 +1,5 @@
-//! Extraction: turning an agent's raw output into the role's structured output (SPEC §6.2).
+//! Extraction: turning an agent's raw output into the role's structured output
+//! (`docs/agents.md#what-an-agent-is`).
 //!
 //! Two fast paths cost nothing: a YAML frontmatter block (`---` … `---`) followed by a Markdown
 //! body, and a JSON object (the whole output, or a ```json fence). Either must validate against

@@ -1,11 +1,11 @@
 //! Built-in agents run inside the step's own process (issue #17: a step is one process, not two).
 //!
 //! When the resolved agent is this very `uwf` binary's `agent dry` or `agent script --file F` —
-//! named in config, or given as a command line however `uwf` is spelled on it (`uwf`, a path to
-//! the same file) — the step calls the same function `uwf agent <kind>` calls, instead of
-//! spawning it. The nodes written are the same, and the step verifies and publishes them the
-//! same way (SPEC §5.3). Anything else, including a copy of uwf at another path or arguments
-//! this module does not recognise, is spawned as a program.
+//! named in config, or given as a command line however `uwf` is spelled on it (`uwf`, a path to the
+//! same file) — the step calls the same function `uwf agent <kind>` calls, instead of spawning it.
+//! The nodes written are the same, and the step verifies and publishes them the same way
+//! (`docs/ARCHITECTURE.md#one-step`). Anything else, including a copy of uwf at another path or
+//! arguments this module does not recognise, is spawned as a program.
 
 use std::path::{Path, PathBuf};
 

@@ -1,5 +1,6 @@
-//! Extraction layer 3 (SPEC §6.2): when the fast paths fail and a model is configured, ask it —
-//! in JSON mode, with the role's schema and the raw output — for the structured output.
+//! Extraction layer 3 (`docs/LLM.md#the-extraction-fallback-layer-3`): when the fast paths fail and
+//! a model is configured, ask it — in JSON mode, with the role's schema and the raw output — for
+//! the structured output.
 //!
 //! One corrective retry: when the reply is not a JSON object or fails the schema, the error is
 //! fed back once. The reply goes through the same fast-path parser and schema check as any

@@ -1,6 +1,6 @@
-//! The LLM built-in agents (SPEC §6.3): `llm`, one chat completion through extraction, and
-//! `react`, a tool-calling loop over the working directory that ends when the model calls
-//! `resolve` with the role's output.
+//! The LLM built-in agents (`docs/LLM.md#the-llm-agent`): `llm`, one chat completion through
+//! extraction, and `react`, a tool-calling loop over the working directory that ends when the model
+//! calls `resolve` with the role's output.
 //!
 //! Both write one step for the thread's current head and return its hash, like every agent.
 //! `react` records every turn (the assistant's text, its tool calls with their arguments, the

@@ -1,4 +1,4 @@
-//! Agents (SPEC §5.3 steps 3–4, §6): which agent runs a role, running it, and the kit every
+//! Agents (`docs/agents.md`): which agent runs a role, running it, and the kit every
 //! agent uses to turn its raw output into a step.
 //!
 //! - [`resolve`]: `--agent` → `agentOverrides` → `defaultAgent` → `dry`.

@@ -1,12 +1,12 @@
-//! The prompt an agent gets for a role (`uwf agent prompt`, SPEC §6.1): the output-format
+//! The prompt an agent gets for a role (`uwf agent prompt`): the output-format
 //! instruction derived from the role's schema, a scope line, the role's own text, the task and
 //! the history of prior steps (newest kept within a quota).
 //!
-//! The role's `goal`, `procedure` and `output` may hold `{{ expr }}` templates (SPEC §17,
-//! [`crate::engine::workflow::template`]); they are rendered here against the thread's
+//! The role's `goal`, `procedure` and `output` may hold `{{ expr }}` templates
+//! ([`crate::engine::workflow::template`]); they are rendered here against the thread's
 //! moderator context, so a prompt that cannot be made fails with the role, field and template.
 //!
-//! When a step runs a role's agent again after a failed attempt (the role's `retry`, SPEC §17),
+//! When a step runs a role's agent again after a failed attempt (the role's `retry`),
 //! the prompt ends with `## Previous attempt failed` and that attempt's error. The step tells
 //! its agent through the environment ([`PREVIOUS_FAILURE_ENV`] with the thread and role it runs
 //! for), so an agent program that calls `uwf agent prompt "$1" "$2"` and the built-in agents

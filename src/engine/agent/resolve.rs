@@ -1,6 +1,6 @@
-//! Which agent runs a role (SPEC §5.3 step 3): an `--agent` override (a configured name or a
-//! command line) → `agentOverrides[workflow][role]` → `defaultAgent` → `dry`, over the built-in
-//! agents overlaid with the configured ones.
+//! Which agent runs a role (`docs/agents.md#choosing-agents`): an `--agent` override (a configured
+//! name or a command line) → `agentOverrides[workflow][role]` → `defaultAgent` → `dry`, over the
+//! built-in agents overlaid with the configured ones.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -49,7 +49,7 @@ impl From<&AgentSpec> for Binding {
 
 impl AgentSpec {
     /// Whether this is the `human` agent kind (`uwf agent human`), which no process plays: the
-    /// step records a question and a person answers it (SPEC §10).
+    /// step records a question and a person answers it.
     pub fn is_human(&self) -> bool {
         let program = Path::new(&self.program)
             .file_name()
@@ -68,7 +68,7 @@ fn builtin_agents() -> BTreeMap<String, AgentConfig> {
     };
     BTreeMap::from([
         ("dry".to_owned(), builtin(&["agent", "dry"], 60)),
-        // Never run as a process: a step whose agent is `human` records a question (SPEC §10).
+        // Never run as a process: a step whose agent is `human` records a question.
         ("human".to_owned(), builtin(&["agent", "human"], 60)),
         ("llm".to_owned(), builtin(&["agent", "llm"], 600)),
         ("react".to_owned(), builtin(&["agent", "react"], 1800)),

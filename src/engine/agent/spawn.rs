@@ -1,4 +1,5 @@
-//! Running an agent process: `<program> <args…> <thread-id> <role>` (SPEC §5.3 step 4).
+//! Running an agent process: `<program> <args…> <thread-id> <role>`
+//! (`docs/agents.md#what-an-agent-is`).
 //!
 //! The agent runs in its own process group in the caller's working directory, with the
 //! caller's environment plus `UWF_*` variables and an empty stdin. Its stderr is passed through

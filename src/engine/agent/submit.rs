@@ -100,7 +100,7 @@ pub struct Submission {
 /// Extracts the output from `submission.raw` and writes the step. Returns the step hash.
 ///
 /// The fast paths (frontmatter, JSON) come first and cost nothing; only when both fail and
-/// `config` names a model for `extract` is the LLM fallback asked (SPEC §6.2 layer 3). On a
+/// `config` names a model for `extract` is the LLM fallback asked (extraction layer 3). On a
 /// failure the raw output is still stored (as a text node) and named in the error, so no agent's
 /// work is lost.
 pub fn submit_raw(
@@ -156,7 +156,7 @@ pub struct Extracted {
     pub detail: Map<String, Value>,
 }
 
-/// Extracts the output of a role whose schema is `schema_hash` from `raw` (SPEC §6.2): the
+/// Extracts the output of a role whose schema is `schema_hash` from `raw`: the
 /// frontmatter and JSON fast paths, then, when `config` names a model for `extract`, the LLM
 /// fallback. The inner `Err` is the fast paths' error and why the fallback failed, if it ran.
 pub fn extract_output(

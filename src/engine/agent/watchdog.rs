@@ -12,7 +12,8 @@
 //! Architecture Invariant: the forked watchdog runs only async-signal-safe system calls (the
 //! fork copied one thread of a multi-threaded process, whose other threads may have held the
 //! allocator's locks): no allocation, no panic, no std I/O. It is a fork, not an exec of a
-//! helper, because a step must stay cheap: see ARCHITECTURE.md for the measured cost.
+//! helper, because a step must stay cheap: see `docs/performance.md#a-one-shot-step` for the
+//! measured cost.
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::Duration;

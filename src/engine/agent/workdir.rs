@@ -1,4 +1,5 @@
-//! The `react` agent's file tools, confined to one working directory (SPEC §6.3).
+//! The `react` agent's file tools, confined to one working directory
+//! (`docs/LLM.md#the-react-agent`).
 //!
 //! Every path a model names goes through [`Workdir::resolve`]: it is normalised lexically (so
 //! `..` cannot climb above the directory), then the deepest part of it that exists is

@@ -1,4 +1,4 @@
-//! `<root>/.env`: the secrets file (SPEC §6.4).
+//! `<root>/.env`: the secrets file (`docs/LLM.md#secrets-rootenv`).
 //!
 //! `KEY=VALUE` lines (an optional `export ` prefix, `#` comments, values optionally in single or
 //! double quotes). uwf loads it at start into its own environment without overriding variables

@@ -1,4 +1,4 @@
-//! `config.yaml`: agents, defaults and overrides (SPEC §6.4).
+//! `config.yaml`: agents, defaults and overrides (`docs/LLM.md#configyaml`).
 //!
 //! Every field is optional. With no file at all uwf works offline: the built-in agents are
 //! predefined and `defaultAgent` is `dry`. Entries under `agents` add to or replace the
@@ -128,14 +128,14 @@ pub struct Config {
     /// purpose (`extract`, `llm`, `react`) → model alias.
     #[serde(default)]
     pub model_overrides: BTreeMap<String, String>,
-    /// How deep sub-workflows may nest (SPEC §9): a thread with this many ancestors cannot start
+    /// How deep sub-workflows may nest: a thread with this many ancestors cannot start
     /// a child. Default [`DEFAULT_MAX_DEPTH`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_depth: Option<usize>,
     /// Options of the `react` agent.
     #[serde(default, skip_serializing_if = "ReactConfig::is_default")]
     pub react: ReactConfig,
-    /// Where nodes, threads and the registry live when not in this directory (SPEC §12):
+    /// Where nodes, threads and the registry live when not in this directory:
     /// `postgres://user@host:port/db`. `UWF_STORAGE_URL` wins over it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage: Option<String>,

@@ -1,7 +1,7 @@
-//! When a role fails (SPEC §17): a role's `retry: N` runs its agent again, at most N times,
-//! with the failure fed back in the prompt; after the last attempt its `onFailure: <role|$END>`
-//! publishes a step recording the failure, which moves the thread there. Without `onFailure`
-//! the step fails as it always did and the head stays.
+//! When a role fails (`docs/workflows.md#when-a-role-fails`): a role's `retry: N` runs its agent
+//! again, at most N times, with the failure fed back in the prompt; after the last attempt its
+//! `onFailure: <role|$END>` publishes a step recording the failure, which moves the thread there.
+//! Without `onFailure` the step fails as it always did and the head stays.
 //!
 //! A role fails when its agent fails at its task: the process exits non-zero, times out or
 //! prints no step hash, or what it returns is refused (a step the thread cannot take, an output

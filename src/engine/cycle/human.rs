@@ -1,4 +1,5 @@
-//! The `human` agent kind (SPEC §10): steps a person answers.
+//! The `human` agent kind (`docs/agents.md#workflows-as-agents-and-steps-a-person-answers`):
+//! steps a person answers.
 //!
 //! No process waits for the person. Stepping a thread whose next agent is `human` records a
 //! question (`runs/<id>.awaiting.json`, see [`RunFiles::set_awaiting`]) and releases the

@@ -1,4 +1,4 @@
-//! Thread operations beyond the step: start, fork, kill, status, and id lookup (SPEC §5.2).
+//! Thread operations beyond the step: start, fork, kill, status, and id lookup.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -72,7 +72,7 @@ fn start_with(
     Ok((w.name, id))
 }
 
-/// Starts a child thread of `workflow` for a sub-workflow (SPEC §9): its start node names the
+/// Starts a child thread of `workflow` for a sub-workflow: its start node names the
 /// parent's head, and the link to the parent thread is recorded before the child's first step.
 /// Returns `(workflow name, id)`.
 pub fn start_child(
@@ -200,7 +200,7 @@ pub(crate) fn archive(
 /// first and held to the end, so no step can start between the one stopped here and the
 /// archive (a step that takes the step lock meanwhile gives up at once, see `step::step`).
 /// Threads that sub-workflows of this one started and that are still active are killed first
-/// (SPEC §9), children before parents.
+/// too, children before parents.
 pub fn kill(store: &Store, id: &str) -> Result<Hash, ThreadError> {
     let root = store.root();
     index::active_head(root, id)?;
@@ -271,7 +271,7 @@ pub fn kill(store: &Store, id: &str) -> Result<Hash, ThreadError> {
     Ok(archived.head)
 }
 
-/// Ends the children of thread `id` that are still active (SPEC §9): a child lives only as
+/// Ends the children of thread `id` that are still active: a child lives only as
 /// long as the parent's step that started it, so the caller, holding `id`'s step lock (no step
 /// of `id` runs), finds any active child orphaned — its step failed, was stopped, or died — and
 /// kills it like `thread kill`: its agents' groups are stopped and it is archived as `killed`,

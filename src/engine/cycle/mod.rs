@@ -1,5 +1,5 @@
-//! The step cycle (SPEC §5): everything that moves a thread. It stands on [`super::thread`]
-//! (state) and [`super::agent`] (running agents), and nothing below imports it.
+//! The step cycle (`docs/ARCHITECTURE.md#one-step`): everything that moves a thread. It stands on
+//! [`super::thread`] (state) and [`super::agent`] (running agents), and nothing below imports it.
 //!
 //! - [`step`]: **one step** — moderator → agent → verify → publish (the head's
 //!   compare-and-set is the commit point).

@@ -1,6 +1,7 @@
-//! Publishing a step node written outside a step (`uwf thread publish`: an agent run by hand,
-//! SPEC §6.1's kit used without `thread step`): the node is verified and published exactly as a
-//! step publishes its agent's ([`step::publish`]), under the thread's step lock.
+//! Publishing a step node written outside a step (`uwf thread publish`: an agent run by hand, the
+//! kit of `uwf agent prompt`/`submit` used without `thread step`): the node is verified and
+//! published exactly as a step publishes its agent's ([`step::publish`]), under the thread's step
+//! lock.
 
 use serde_json::json;
 

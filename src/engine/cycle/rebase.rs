@@ -1,6 +1,6 @@
-//! `uwf thread rebase` (SPEC §17): a thread's history written again onto another version of
-//! its workflow — typically the fixed version of one it got stuck on — as a new thread that
-//! takes its place.
+//! `uwf thread rebase` (`docs/workflows.md#fixing-a-workflow-threads-run-on`): a thread's history
+//! written again onto another version of its workflow — typically the fixed version of one it got
+//! stuck on — as a new thread that takes its place.
 //!
 //! The new chain has a new start node (the new version, the same prompt) and a new step node
 //! for every step, with the same role, agent, detail and output. An output stays the same node

@@ -1,4 +1,4 @@
-//! One step of a thread: moderator → agent → verify → publish (SPEC §5.3).
+//! One step of a thread: moderator → agent → verify → publish (`docs/ARCHITECTURE.md#one-step`).
 //!
 //! Architecture Invariant: the per-thread step lock is held for the whole step, so at most one
 //! step runs per thread; the head moves only by compare-and-set after the agent's step node is
@@ -84,7 +84,7 @@ pub enum StepError {
         hash: String,
         reason: String,
     },
-    /// Every attempt of a role with `retry` failed, and it has no `onFailure` (SPEC §17).
+    /// Every attempt of a role with `retry` failed, and it has no `onFailure`.
     #[error("after {attempts} attempts: {last}")]
     Attempts { attempts: u32, last: Box<StepError> },
 }
@@ -139,7 +139,7 @@ pub struct Stepped {
     /// The role that ran, or `None` when the thread was already at its end.
     pub role: Option<String>,
     pub done: bool,
-    /// The role's agent is `human`: a question was recorded and the head did not move (SPEC §10).
+    /// The role's agent is `human`: a question was recorded and the head did not move.
     pub awaiting: bool,
 }
 
@@ -213,7 +213,7 @@ pub fn step_warm(
     let run = (&files, &lock, &mut started);
     let result = step_locked(store, config, (id, &thread_context), options, run, warm);
     if result.is_err() {
-        // However this step ended, a child its agent started ends with it (SPEC §9).
+        // However this step ended, a child its agent started ends with it.
         lifecycle::end_children(store, id);
     }
     match &result {
@@ -385,7 +385,7 @@ fn step_locked(
     let step = view.history.len() + 1;
     if spec.is_human() {
         // No process plays a person: record the question and let go of the thread. A second
-        // step asks again, which changes nothing (SPEC §10).
+        // step asks again, which changes nothing.
         if files.awaiting(view.head()).is_none() {
             let log = StepLog::begin(root, id, view.history.len() + 1, &role, &spec.name);
             log.line(&format!(
@@ -560,7 +560,8 @@ fn run_agent(
 /// The moderator and its context at a step's head, or why the conditions do not compile.
 type Prepared = Result<(Moderator, Input), ModeratorError>;
 
-/// Checks the step node `hash` that `agent` returned for `role` (SPEC §5.3 step 5).
+/// Checks the step node `hash` that `agent` returned for `role`: that it is a step
+/// of this thread, on its head, for that role, with an output its schema accepts.
 fn check(
     store: &Store,
     view: &Current,
@@ -577,7 +578,7 @@ fn check(
 }
 
 /// Publishes step node `hash` as the next step of thread `id` after `view`, whose role the
-/// moderator chose as `role`: verifies the node (SPEC §5.3 step 5), moves the head by
+/// moderator chose as `role`: verifies the node, moves the head by
 /// compare-and-set (the commit point), extends the chain cache, decides again and archives the
 /// thread if it is at `$END`. The caller holds the step lock. `prepared` is the moderator and
 /// its context at `view`, when the caller has them; `warm`, when given, keeps the state at the

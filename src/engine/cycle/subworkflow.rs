@@ -1,4 +1,4 @@
-//! The `workflow` agent kind (SPEC §9): a role played by a whole workflow.
+//! The `workflow` agent kind: a role played by a whole workflow.
 //!
 //! `uwf agent workflow --name W <thread> <role>` starts a child thread of `W` whose prompt is the
 //! parent's task and history as `uwf agent prompt` renders it for that role, steps the child to

@@ -1,5 +1,5 @@
-//! `uwf worker` (SPEC §12): claims runnable threads and steps them, on either backend, with any
-//! number of workers on any number of machines.
+//! `uwf worker` (`docs/several-machines.md#reference`): claims runnable threads and steps them, on
+//! either backend, with any number of workers on any number of machines.
 //!
 //! A thread is runnable from `thread start --queue` or `thread queue` until it is done, killed,
 //! failed or awaiting a person. Each of a worker's slots claims one runnable thread at a time

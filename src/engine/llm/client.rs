@@ -1,4 +1,4 @@
-//! An OpenAI-compatible chat-completions client (SPEC §6.3–6.4), blocking, over rustls.
+//! An OpenAI-compatible chat-completions client (`docs/LLM.md`), blocking, over rustls.
 //!
 //! Resolution: a model alias → `models.<m>.{provider, name}` → `providers.<p>.{baseUrl,
 //! apiKeyEnv}` → the key from the environment (which `<root>/.env` fed at start). A request
@@ -402,7 +402,7 @@ impl Client {
     }
 
     /// Sends a chat completion with `"stream": true` and hands each piece of the answer's text to
-    /// `on_text` as it arrives (server-sent events, SPEC §11). The answer is the same as
+    /// `on_text` as it arrives (server-sent events). The answer is the same as
     /// [`Client::chat`]'s: the pieces joined. Retries as [`Client::chat`] does; a provider that
     /// answers with one completion instead of a stream is fine, and one that refuses `stream`
     /// (HTTP 400/422 naming it) is asked again without it, so nothing is asked of the user.

@@ -1,4 +1,4 @@
-//! The model client (SPEC §6.2–6.4); the agents that use it are in [`crate::engine::agent::llm`].
+//! The model client (`docs/LLM.md`); the agents that use it are in [`crate::engine::agent::llm`].
 //!
 //! - [`client`]: the OpenAI-compatible chat-completions client (retries, key redaction).
 //! - `embed`: text embeddings (`POST …/embeddings`) for project knowledge.

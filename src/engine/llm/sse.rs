@@ -1,4 +1,4 @@
-//! Streamed chat completions (SPEC §11): reading the server-sent events of a
+//! Streamed chat completions: reading the server-sent events of a
 //! `"stream": true` answer, handing each piece of text on as it arrives.
 
 use serde_json::Value;

@@ -3,7 +3,7 @@
 //! written by an earlier version, and how a connection to it is set up.
 //!
 //! Versions: 1, the first (`status` is `active`, `done` or `killed`); 2 adds the `rebased`
-//! status (`uwf thread rebase`, SPEC §17) and the `successor` column, the thread a rebased one
+//! status (`uwf thread rebase`) and the `successor` column, the thread a rebased one
 //! continues as. SQLite cannot change a `check` constraint in place, so the upgrade builds the
 //! table anew, copies the rows and renames it, in one transaction: a `kill -9` leaves the index
 //! of version 1 or of version 2, and the next command upgrades again if need be.

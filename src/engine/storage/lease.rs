@@ -1,6 +1,6 @@
-//! A step's lease on a thread over PostgreSQL (SPEC §12): the per-thread lock that works across
-//! machines. Taken together with the local step lock, renewed by a background thread while the
-//! step runs, released when the step ends.
+//! A step's lease on a thread over PostgreSQL (`docs/several-machines.md#reference`): the
+//! per-thread lock that works across machines. Taken together with the local step lock, renewed by
+//! a background thread while the step runs, released when the step ends.
 //!
 //! Architecture Invariant: a step publishes only while it holds the thread's lease or, if the
 //! lease was lost (the machine stalled longer than the lease time and another took over), the

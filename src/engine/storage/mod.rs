@@ -1,6 +1,8 @@
-//! Which backend a storage root uses (SPEC §12), and the handles of the PostgreSQL one.
+//! Which backend a storage root uses (`docs/several-machines.md#reference`), and the handles of the
+//! PostgreSQL one.
 //!
-//! A root is either a directory store (the default: everything in files under it, §2.3) or
+//! A root is either a directory store (the default: everything in files under it,
+//! `docs/store.md#the-storage-root`) or
 //! the local half of a PostgreSQL store, named by `UWF_STORAGE_URL` or `storage:` in the root's
 //! `config.yaml`. Over PostgreSQL, nodes, thread heads, the history, the registry and step
 //! leases live in the database; the root keeps `config.yaml`, `.env`, a cache of nodes by hash,
@@ -42,7 +44,7 @@ pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 /// Where a root's nodes, heads and registry live.
 #[derive(Debug, Clone)]
 pub enum Backend {
-    /// Files under the root (SPEC §2.3).
+    /// Files under the root (`docs/store.md#the-storage-root`).
     Dir,
     /// A PostgreSQL database shared by many machines, and how long this root's step leases
     /// last (`leaseSeconds`, read once with the URL).

@@ -1,4 +1,4 @@
-//! Waiting for a thread to change, from any machine (SPEC §15): over PostgreSQL a listener on
+//! Waiting for a thread to change, from any machine: over PostgreSQL a listener on
 //! the thread and run channels wakes as soon as the thread's head, status, log, events or step
 //! lease change anywhere, with a wait of [`PG_FALLBACK`] as a fallback; over a directory store
 //! a short poll of the files.

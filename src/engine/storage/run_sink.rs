@@ -1,5 +1,5 @@
-//! The run sink: how a step's log, events and run state reach PostgreSQL (SPEC §15) without
-//! slowing the agent down.
+//! The run sink: how a step's log, events and run state reach PostgreSQL
+//! (`docs/several-machines.md#reference`) without slowing the agent down.
 //!
 //! Writers ([`RunSink::append`], [`RunSink::set_state`]) only put bytes into a pending batch
 //! under a mutex and return. One background thread per store and process, on a connection of

@@ -11,7 +11,7 @@
 //! agent runs again), `killed` (`head`), `rebased` (`head`, and `onto`: the thread it goes on
 //! as), `paused`, `resumed`, `rebound` (`agents`: role → agent).
 //!
-//! Over PostgreSQL every line also goes to the database (SPEC §15), for every machine to read.
+//! Over PostgreSQL every line also goes to the database, for every machine to read.
 //!
 //! Architecture Invariant: the feed only grows; each line is appended with one `write` on an
 //! `O_APPEND` descriptor, so concurrent writers never interleave inside a line. Writing it is

@@ -1,4 +1,5 @@
-//! Parents and children: threads that sub-workflows start (SPEC §9).
+//! Parents and children: threads that sub-workflows start
+//! (`docs/agents.md#workflows-as-agents-and-steps-a-person-answers`).
 //!
 //! The child's start node records its parent's head (`parent`), which is what GC and fsck
 //! follow. Which *thread* that head belongs to, and which children a thread has, are kept as
@@ -7,7 +8,7 @@
 //! id per line, appended). They are informational: losing them loses the links shown by
 //! `thread show` and the mount, never a node.
 //!
-//! Over PostgreSQL the link is a row of the `lineage` table instead (SPEC §15), so a parent's
+//! Over PostgreSQL the link is a row of the `lineage` table instead, so a parent's
 //! children are found from any machine (a `kill` on one machine ends children started on
 //! another).
 //!

@@ -6,7 +6,7 @@
 //! when it is made. The mount shows these lines as `threads/<fork>/origin` and
 //! `threads/<id>/forks/`.
 //!
-//! Over PostgreSQL the record is a row of the `lineage` table instead (SPEC §15), read by every
+//! Over PostgreSQL the record is a row of the `lineage` table instead, read by every
 //! machine; the file is not written.
 //!
 //! Architecture Invariant: a fork's line is written before the fork enters the thread index, so

@@ -78,7 +78,7 @@ impl Advice for ThreadIndexError {
     }
 }
 
-/// The status of a thread archived by `uwf thread rebase` (SPEC §17).
+/// The status of a thread archived by `uwf thread rebase`.
 pub const REBASED: &str = "rebased";
 
 /// Whether `status` is an archived thread's: `done`, `killed` or [`REBASED`].
@@ -309,7 +309,7 @@ pub fn archive(
     }
 }
 
-/// A thread that takes the place of a rebased one (SPEC §17): its id, workflow version, head
+/// A thread that takes the place of a rebased one: its id, workflow version, head
 /// and number of steps.
 #[derive(Debug, Clone, Copy)]
 pub struct Successor<'a> {
@@ -397,7 +397,7 @@ fn queue_dir(root: &Path) -> std::path::PathBuf {
     root.join("queue")
 }
 
-/// Makes an active thread runnable for workers (SPEC §12: `thread start --queue`, `thread
+/// Makes an active thread runnable for workers (`thread start --queue`, `thread
 /// queue`) until it is done, killed, failed or awaiting a person.
 pub fn queue(root: &Path, id: &str) -> Result<(), ThreadIndexError> {
     if let Some(pg) = storage::pg(root).map_err(IndexError::from)? {

@@ -1,6 +1,7 @@
-//! Listing threads at team scale (SPEC §14): one pass over the index, newest first, a summary
-//! per thread made from its index row alone — no chain, workflow or run file is read for a
-//! thread whose row knows its steps and next role — handed to the caller as it is read.
+//! Listing threads at team scale (`docs/cli.md#paging-through-threads`): one pass over the index,
+//! newest first, a summary per thread made from its index row alone — no chain, workflow or run
+//! file is read for a thread whose row knows its steps and next role — handed to the caller as it
+//! is read.
 //!
 //! The directory store scans `index.db`; PostgreSQL answers one keyset-paged query per page
 //! (`threads` and `history` merged by id), so neither costs a round trip or a file per thread.

@@ -1,4 +1,5 @@
-//! The thread log (SPEC §11): `runs/<id>.log`, every step's agent output as it arrives.
+//! The thread log (`docs/agents.md#watching-a-thread-live`): `runs/<id>.log`, every step's agent
+//! output as it arrives.
 //!
 //! Each step appends a header line (`── step 4 · reviewer · agent llm · 12:03:07`) and then its
 //! agent's stdout and stderr, in the order they arrive. The file only grows while the thread
@@ -6,7 +7,7 @@
 //! truncation.
 //!
 //! Over PostgreSQL the same bytes also go to the database through the store's run sink
-//! ([`crate::engine::storage::run_sink`]), so every machine reads the same log (SPEC §15).
+//! ([`crate::engine::storage::run_sink`]), so every machine reads the same log.
 //!
 //! Architecture Invariant: one step adds at most [`HEAD`] + [`TAIL`] bytes of agent output plus
 //! a marker line, whatever the agent prints: the first [`HEAD`] bytes are written as they arrive,

@@ -6,7 +6,7 @@
 //! to the database through the store's run sink ([`crate::engine::storage::run_sink`]), and the
 //! readers here ([`RunFiles::read_text`], [`RunFiles::text_stat`], [`RunFiles::last_outcome`],
 //! [`RunFiles::running_info`], [`RunFiles::error_text`]) read them from there, so every machine
-//! sees every machine's steps (SPEC §15). The locks stay local (with a lease in the database).
+//! sees every machine's steps. The locks stay local (with a lease in the database).
 //!
 //! Architecture Invariant: the step lock is an open-file-description lock held for a whole step
 //! and released by the OS when the holder dies; probes test it with `F_OFD_GETLK` and never take
@@ -481,7 +481,7 @@ impl RunFiles {
         self.path("awaiting.json")
     }
 
-    /// Records that the thread waits for a person to answer `role` at `head` (SPEC §10).
+    /// Records that the thread waits for a person to answer `role` at `head`.
     /// `queued`: the thread was on the run queue when it asked, and its answer puts it back.
     pub fn set_awaiting(
         &self,

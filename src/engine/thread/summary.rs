@@ -136,10 +136,10 @@ const AMBIGUOUS_SHOWN: usize = 20;
 /// The shortest hash prefix accepted as a step reference.
 pub const MIN_PREFIX: usize = 4;
 
-/// Finds a step (or start node) by reference (SPEC §13): a full hash; `<thread>:<index>` with
-/// the thread as in [`resolve_id`] and a 1-based index, negative from the end (`T:-1` is the
-/// head, `T:0` the start node); or a unique prefix of at least [`MIN_PREFIX`] symbols of a
-/// step's or start node's hash.
+/// Finds a step (or start node) by reference (`docs/cli.md#naming-a-step`): a full hash;
+/// `<thread>:<index>` with the thread as in [`resolve_id`] and a 1-based index, negative from the
+/// end (`T:-1` is the head, `T:0` the start node); or a unique prefix of at least [`MIN_PREFIX`]
+/// symbols of a step's or start node's hash.
 pub fn resolve_step(store: &Store, text: &str) -> Result<Hash, ThreadError> {
     let text = text.trim();
     if let Some((thread, index)) = text.rsplit_once(':')

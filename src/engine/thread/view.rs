@@ -179,7 +179,8 @@ impl Current {
     }
 }
 
-/// Checks the node an agent returned (SPEC §5.3 step 5). The error is the reason, in words.
+/// Checks the node an agent returned: a step of this thread, on its head, for `role`,
+/// with an output its schema accepts. The error is the reason, in words.
 pub(crate) fn verify(store: &Store, view: &Current, role: &str, hash: Hash) -> Result<(), String> {
     // A node this process's own in-process agent just wrote is checked as it was written.
     let node = match store.get_written(hash) {

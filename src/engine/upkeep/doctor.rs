@@ -1,4 +1,5 @@
-//! `uwf doctor`: checks of what a run needs (SPEC §6.4), each a verdict, a detail and a hint.
+//! `uwf doctor`: checks of what a run needs (`docs/LLM.md#uwf-doctor`), each a verdict, a detail
+//! and a hint.
 //!
 //! The checks: the config parses and validates, `.env` parses and is private, every configured
 //! agent's program can be found, each provider a model in use names answers `GET {baseUrl}/models` (with its key,

@@ -1,4 +1,4 @@
-//! `uwf cas gc` and `uwf cas fsck` over PostgreSQL (SPEC §2.4, §12): the nodes table is the
+//! `uwf cas gc` and `uwf cas fsck` over PostgreSQL: the nodes table is the
 //! store, and the node files under the root are only this machine's cache of it.
 //!
 //! GC marks from the same roots as the directory store (the registry, thread heads and the

@@ -1,4 +1,4 @@
-//! Retention of run text (SPEC §15): the logs and event feeds of threads archived longer ago
+//! Retention of run text: the logs and event feeds of threads archived longer ago
 //! than a configurable time are removed by `uwf cas gc` (`--keep-logs`).
 //!
 //! A step adds a bounded amount to its thread's log (see [`super::log`]), so a living thread's

@@ -1,6 +1,6 @@
 //! Workflow definitions: the types of the YAML form people write and of the stored form.
 //!
-//! Checking YAML text against every rule of SPEC §3.2 is [`super::validate`].
+//! Checking YAML text against every rule of a workflow is [`super::validate`].
 //!
 //! The stored form ([`Workflow`], the payload of a `workflow` node) is the definition with each
 //! role's `meta` schema replaced by the hash of its schema node. [`Definition::to_yaml`] renders a
@@ -71,9 +71,9 @@ fn list(problems: &[Problem]) -> String {
 /// The most times a role may declare its agent re-run after a failure (`retry`).
 pub const MAX_RETRY: u32 = 10;
 
-/// A role as stored: prompt parts, the hash of its output schema, and what happens when its
-/// agent fails (SPEC §17; absent fields are left out, so a workflow that uses neither keeps the
-/// payload and the hash it had before they existed).
+/// A role as stored: prompt parts, the hash of its output schema, and what happens when its agent
+/// fails (`docs/workflows.md#when-a-role-fails`; absent fields are left out, so a workflow that
+/// uses neither keeps the payload and the hash it had before they existed).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Role {

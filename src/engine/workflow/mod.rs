@@ -1,5 +1,5 @@
-//! Workflows (SPEC §3–4): what a definition is, how it is checked, registered and drawn, and how
-//! the moderator decides a thread's next role from it.
+//! Workflows (`docs/workflows.md`): what a definition is, how it is checked, registered and drawn,
+//! and how the moderator decides a thread's next role from it.
 //!
 //! - [`definition`]: the YAML form and the stored form ([`Workflow`]), loading and storing.
 //! - [`validate`]: YAML text → a checked [`Definition`], every problem with its location.

@@ -1,8 +1,8 @@
 //! The moderator: picks a thread's next role by evaluating the workflow's JSONata conditions
-//! against the thread's context (SPEC §4).
+//! against the thread's context (`docs/workflows.md#the-format`).
 //!
 //! Context shape: `{"start": {"workflow", "prompt"}, "steps": [{"role", "output", "detail",
-//! "agent"}, …]}`, oldest first; a step that records its role's failure (SPEC §17) has
+//! "agent"}, …]}`, oldest first; a step that records its role's failure (`onFailure`) has
 //! `"output": null` and `"error": {"message", "attempts"}`. The position is the last step's
 //! role, or `$START`. When that step failed and its role declares `onFailure`, that target is
 //! next before any transition is tried. Otherwise the transitions of the position are tried in

@@ -75,9 +75,10 @@ pub fn register(
     register_source(root, name, hash, None, now)
 }
 
-/// [`register`], remembering `source` (a `text` node: the YAML as it was saved, comments
-/// and all) as the text of that version. The definition's hash does not depend on it (SPEC
-/// §3.1); saving the same definition with other comments keeps the hash and replaces the text.
+/// [`register`], remembering `source` (a `text` node: the YAML as it was saved, comments and all)
+/// as the text of that version. The definition's hash does not depend on it (a comment is not part
+/// of a definition); saving the same definition with other comments keeps the hash and replaces the
+/// text.
 pub fn register_source(
     root: &Path,
     name: &str,

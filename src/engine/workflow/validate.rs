@@ -1,8 +1,9 @@
-//! Validation of workflow YAML (SPEC §3.2): `parse` turns text into a [`Definition`] after
-//! checking every rule. It never stops at the first problem: it walks the whole document and
-//! reports each problem with its location (`line L, column C` for YAML syntax, a path like
-//! `graph.reviewer[0].condition` for the rest; a role text's `{{ }}` templates add the line and
-//! column inside that text). Unreachable roles and unused conditions are warnings, not errors.
+//! Validation of workflow YAML (`docs/workflows.md#the-format`): `parse` turns text into a
+//! [`Definition`] after checking every rule. It never stops at the first problem: it walks the
+//! whole document and reports each problem with its location (`line L, column C` for YAML syntax, a
+//! path like `graph.reviewer[0].condition` for the rest; a role text's `{{ }}` templates add the
+//! line and column inside that text). Unreachable roles and unused conditions are warnings, not
+//! errors.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 

@@ -1,4 +1,4 @@
-//! Reading a workflow file's YAML within limits (SPEC §3.2; issue #13): its size, one document,
+//! Reading a workflow file's YAML within limits (issue #13): its size, one document,
 //! nesting depth and the number of values after alias expansion (a "billion laughs" file of a
 //! few lines expands to billions), each refusal with its own message and a location (`line L,
 //! column C`, or `file` for problems with the file as a whole).

@@ -17,7 +17,8 @@ use crate::fs::error::FsError;
 
 /// How long the kernel trusts immutable entries (nodes, versions).
 pub(super) const LONG_TTL: Duration = Duration::from_secs(3600);
-/// How long the kernel trusts everything that can change (SPEC §7: at most a second).
+/// How long the kernel trusts everything that can change: a change made
+/// elsewhere shows within a second.
 pub(super) const SHORT_TTL: Duration = Duration::from_secs(1);
 
 pub(super) fn ttl(caching: Caching) -> Duration {

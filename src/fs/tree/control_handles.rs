@@ -1,11 +1,12 @@
 //! Write handles on control files: when a change fires its action, what a prompt handle
 //! collects, and what a read on the same descriptor returns (the started thread's id).
 //!
-//! The rule (SPEC §7): one action per write handle that wrote, truncated or set times, and one
-//! for a path-only change with no write handle open. Both `touch step` (OPEN, SETATTR times
-//! without a handle, FLUSH, RELEASE) and `echo > step` (OPEN, SETATTR size=0 without a handle,
-//! WRITE, FLUSH, RELEASE) change the file by path while their handle is open; such a change is
-//! counted as the newest open handle's that has not fired yet, so each starts exactly one step.
+//! The rule (`docs/mount.md#caching-and-control-files`): one action per write handle that wrote,
+//! truncated or set times, and one for a path-only change with no write handle open. Both `touch
+//! step` (OPEN, SETATTR times without a handle, FLUSH, RELEASE) and `echo > step` (OPEN, SETATTR
+//! size=0 without a handle, WRITE, FLUSH, RELEASE) change the file by path while their handle is
+//! open; such a change is counted as the newest open handle's that has not fired yet, so each
+//! starts exactly one step.
 //!
 //! Architecture Invariant: a handle fires at most once ([`super::state::Ctl::fired`]); later
 //! changes through it only repeat its refusal, and a prompt handle starts at most one thread.
@@ -278,9 +279,9 @@ impl Tree {
         }
     }
 
-    /// The text written to `threads/<id>/answer` completes the human step the thread awaits
-    /// (SPEC §10). A refusal fails the close (EINVAL); the engine keeps the answer's text and
-    /// writes the reason to the thread's `error`.
+    /// The text written to `threads/<id>/answer` completes the human step the thread awaits (`uwf
+    /// thread answer` by file). A refusal fails the close (EINVAL); the engine keeps the answer's
+    /// text and writes the reason to the thread's `error`.
     fn answer_question(
         &self,
         st: &mut State,

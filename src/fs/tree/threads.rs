@@ -1,11 +1,12 @@
 //! The `threads/` subtree: `threads/<id>/…` and `threads/<id>/steps/NNN-role/…` — which
 //! entries exist, their listings, attributes, bytes and symlink targets, and the `status` line.
 //!
-//! Caching follows what can change (SPEC §7): everything under `steps/NNN-role/` is immutable; an
-//! archived thread never changes again, so all its files are immutable too, except `error` and
-//! `wait` (a refused action still explains itself there), which are [`Caching::Stamped`]; an
-//! active thread's `head`, `status`, `log` and `transcript.md` are generated fresh at every read
-//! ([`Caching::Volatile`]); its `wait` may block ([`Caching::Blocking`]).
+//! Caching follows what can change (`docs/mount.md#caching-and-control-files`): everything under
+//! `steps/NNN-role/` is immutable; an archived thread never changes again, so all its files are
+//! immutable too, except `error` and `wait` (a refused action still explains itself there), which
+//! are [`Caching::Stamped`]; an active thread's `head`, `status`, `log` and `transcript.md` are
+//! generated fresh at every read ([`Caching::Volatile`]); its `wait` may block
+//! ([`Caching::Blocking`]).
 //!
 //! Architecture Invariant: an entry is listed by [`Tree::thread_listing`] exactly when
 //! [`Tree::thread_child`] finds it, and [`Tree::thread_attr`]'s size is the length of
@@ -131,7 +132,7 @@ impl Tree {
                 let forked = self.source.origin(id)?.is_some();
                 let child = family::parent(self.source.store().root(), id).is_some();
                 for f in ThreadFile::ALL {
-                    // Walking never blocks: `wait` is left out of the listing (SPEC §7), so
+                    // Walking never blocks: `wait` is left out of the listing, so
                     // `grep -r`, `cp -a`, `tar` and `rsync` never open it.
                     if f == ThreadFile::Wait
                         || (f == ThreadFile::Origin && !forked)
@@ -422,7 +423,7 @@ impl Tree {
         })
     }
 
-    /// What thread `id` asks a person, when it awaits a human step (SPEC §10); empty otherwise.
+    /// What thread `id` asks a person, when it awaits a human step; empty otherwise.
     fn question(&self, id: &str, t: &ThreadRef) -> String {
         if t.finished() || self.source.run_files(id).awaiting(t.head).is_none() {
             return String::new();

@@ -31,7 +31,7 @@ use crate::fs::inode::{StepFile, step_dir_name};
 
 /// How long the thread index is trusted before its files' stamps are looked at again. Changes
 /// made through the mount bump [`Source::index_changed`] and are seen at once; changes by other
-/// processes within this time (well inside SPEC §7's "within a second"). Without it, two `stat`
+/// processes within this time (well inside the mount's "within a second"). Without it, two `stat`
 /// calls on every request were a third of the daemon's time on warm reads.
 const INDEX_RECHECK: Duration = Duration::from_millis(100);
 

@@ -1,5 +1,5 @@
-//! How the views notice changes made outside the mount, for both storage backends (SPEC §7:
-//! "within a second"; §12).
+//! How the views notice changes made outside the mount, for both storage backends, within a
+//! second (`docs/mount.md#caching-and-control-files`).
 //!
 //! A directory store is watched through its index files: every change to the thread index is
 //! written to `index.db`'s write-ahead log (and checkpointed into `index.db`), and

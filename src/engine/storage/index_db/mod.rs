@@ -1,4 +1,4 @@
-//! The directory store's thread index (SPEC §5.1, §14): one SQLite database, `index.db`, in WAL
+//! The directory store's thread index (`docs/store.md`): one SQLite database, `index.db`, in WAL
 //! mode, with a row per thread — active or archived — holding its head, workflow, status, times
 //! and what lists show without reading the thread (steps, the next role, the last error, the
 //! question it waits on). Every per-thread operation is one indexed statement, so it costs the

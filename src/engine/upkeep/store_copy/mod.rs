@@ -1,6 +1,6 @@
-//! `uwf store copy FROM TO` (SPEC §12): moves a whole store between backends — a directory
-//! store and a PostgreSQL database, either way (or directory to directory, database to
-//! database) — verifying every hash.
+//! `uwf store copy FROM TO` (`docs/several-machines.md#reference`): moves a whole store between
+//! backends — a directory store and a PostgreSQL database, either way (or directory to directory,
+//! database to database) — verifying every hash.
 //!
 //! What is copied: every node (with its timestamp), the registry with every version and saved
 //! source, the active threads with their heads (and the thread each was forked or spawned from,

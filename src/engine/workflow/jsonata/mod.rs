@@ -633,7 +633,7 @@ mod tests {
 
     use super::*;
 
-    /// A moderator-style context (SPEC §4): five steps, the last a review that did not approve.
+    /// A moderator-style context: five steps, the last a review that did not approve.
     fn context() -> Value {
         json!({
             "start": {"workflow": "EYHPV6X8XHTCS", "prompt": "add a flag"},
