@@ -311,6 +311,44 @@ fn a_thousand_threads_go_to_postgres_and_back_unchanged() {
         KILLED
     );
 
+    // Every row knows what a list shows (the source's rows, or the source's nodes where its
+    // rows did not): a list of the copy reads no thread's nodes.
+    let unknown = "select (select count(*) from threads where steps is null or next is null) + \
+                   (select count(*) from history where steps is null)";
+    assert_eq!(
+        count(&mut client, unknown),
+        0,
+        "copied rows know steps and next"
+    );
+    let pg_list = |env: &Env| {
+        let out = env
+            .uwf()
+            .env("UWF_STORAGE_ROOT", env.dir.path().join("pg-cache"))
+            .env("UWF_STORAGE_URL", &url)
+            .args(["thread", "list", "--all", "--json"])
+            .output()
+            .expect("run uwf");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).lines().count()
+    };
+    // Rows that do not know (as an older copy left them) learn it from the first list, which
+    // writes it back: the next list reads rows alone.
+    client
+        .batch_execute(
+            "update threads set steps = null, next = null; update history set steps = null",
+        )
+        .expect("forget steps");
+    assert_eq!(pg_list(&env), THREADS);
+    assert_eq!(
+        count(&mut client, unknown),
+        0,
+        "a list writes back what it learns"
+    );
+
     // PostgreSQL → a directory that does not exist yet.
     let back: PathBuf = env.dir.path().join("back");
     let (summary, took) = copy(&env, &url, back.to_str().expect("utf-8"));
@@ -343,6 +381,17 @@ fn a_thousand_threads_go_to_postgres_and_back_unchanged() {
     assert_eq!(history(&source), history(&back));
     assert_eq!(registry_yaml(&source), registry_yaml(&back));
 
+    let db = rusqlite::Connection::open(back.join("index.db")).expect("index.db");
+    let unknown: i64 = db
+        .query_row(
+            "select count(*) from threads where steps is null \
+             or (status = 'active' and next is null)",
+            [],
+            |r| r.get(0),
+        )
+        .expect("count");
+    assert_eq!(unknown, 0, "rows copied back know steps and next");
+    drop(db);
     let fsck = uwf_at(&env, &back, &["cas", "fsck"]);
     assert!(fsck.contains("no problems"), "{fsck}");
     let listed = uwf_at(&env, &back, &["thread", "list", "--all", "--json"]);
