@@ -18,7 +18,9 @@
 //!   step can skip (its node, then the head), timed in this process; what is left between the
 //!   floor and the step row is all a step does beyond them.
 //!
-//! Run: `cargo bench --bench step`. Prints numbers, asserts nothing. The LangGraph side of the
+//! Run: `cargo bench --bench step`. Prints numbers, asserts nothing. To measure an earlier
+//! build on the same machine: `UWF_BENCH_BIN=path/to/uwf STEP_BENCH_DIR=target/bench-step-old
+//! cargo bench --bench step`. The LangGraph side of the
 //! comparison is `scripts/langgraph/bench.sh`.
 //!
 //! Every row runs the same binary file, so the ratios compare like with like. To compare two
@@ -50,7 +52,7 @@ fn uwf(root: &Path, args: &[&str]) -> String {
 }
 
 fn uwf_env(root: &Path, args: &[&str], env: &[(&str, &str)]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_uwf"))
+    let out = Command::new(bin())
         .args(args)
         .env("UWF_STORAGE_ROOT", root)
         .envs(env.iter().copied())
@@ -59,6 +61,46 @@ fn uwf_env(root: &Path, args: &[&str], env: &[(&str, &str)]) -> String {
         .expect("run uwf");
     assert!(out.status.success(), "uwf {args:?} failed");
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The binary measured: this build's, or `UWF_BENCH_BIN` (an earlier build, for before/after
+/// numbers from one machine and one run of this bench).
+fn bin() -> std::path::PathBuf {
+    std::env::var_os("UWF_BENCH_BIN")
+        .map(Into::into)
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_uwf").into())
+}
+
+/// The bytes of every file under `dir` (apparent sizes).
+fn bytes_under(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => bytes_under(&e.path()),
+            _ => e.metadata().map_or(0, |m| m.len()),
+        })
+        .sum()
+}
+
+/// What a step adds to a store, in bytes: a fresh store's growth over a 300-step
+/// `thread run` (nodes, caches, run files and the index with its log), over 300.
+fn bytes_per_step(dir: &Path, agent: &str) -> f64 {
+    let root = dir.join("bytes-store");
+    let _ = std::fs::remove_dir_all(&root);
+    let wf = dir.join("counter.yaml");
+    uwf(&root, &["workflow", "put", wf.to_str().expect("utf-8")]);
+    let id = thread_id(&uwf(&root, &["thread", "start", "counter", "-p", "bytes"]));
+    let before = bytes_under(&root);
+    uwf(
+        &root,
+        &["thread", "run", &id, "--max-steps", "300", "--agent", agent],
+    );
+    let after = bytes_under(&root);
+    let _ = std::fs::remove_dir_all(&root);
+    (after - before) as f64 / 300.0
 }
 
 fn timed(root: &Path, args: &[&str]) -> Duration {
@@ -116,8 +158,13 @@ fn main() {
     // the filesystem instead: ext4 without a journal (this machine's) skips inodes freed in
     // the last minutes when it allocates new ones, so every file a step creates got slower
     // run after run (6.9 → 8.3 ms a step over five back-to-back runs).
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-step");
-    std::fs::create_dir_all(&dir).expect("bench dir");
+    // `STEP_BENCH_DIR` keeps another binary's store apart (`UWF_BENCH_BIN`).
+    let dir = std::env::var_os("STEP_BENCH_DIR").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-step"),
+        Into::into,
+    );
+    let dir = dir.as_path();
+    std::fs::create_dir_all(dir).expect("bench dir");
     let root = dir.join("store");
     let script = dir.join("script.yaml");
     std::fs::write(&script, SCRIPT).expect("script");
@@ -215,7 +262,7 @@ fn main() {
     let mut synced_writes = Vec::new();
     for i in 0..SAMPLES {
         version.push(timed(&root, &["--version"]));
-        synced_writes.push(two_synced_writes(&dir, i));
+        synced_writes.push(two_synced_writes(dir, i));
         at_20.push(step(&short));
         at_300.push(step(&long));
         at_1000.push(step(&longer));
@@ -248,6 +295,8 @@ fn main() {
     let at_1000 = median(at_1000);
     let (ext_step, in_run, marginal) = (median(ext_steps), median(in_run), median(marginal));
     let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
+    let bytes = bytes_per_step(dir, &agent);
+    println!("binary: {}", bin().display());
     println!("steps (script agent), medians of {SAMPLES} interleaved samples:");
     println!("  1 x `uwf --version`                      {version:>10.2?}");
     println!(
@@ -278,6 +327,7 @@ fn main() {
         "  `thread step` at chain ~1000 vs ~20      {at_1000:>10.2?}  = {:.2}x (no target)",
         ratio(at_1000, at_20)
     );
+    println!("  bytes a step adds to the store (300-step run) {bytes:>7.0} B (target <= 1.5 KB)");
     println!(
         "  peak RSS of any uwf process              {:>7.1} MB (target <= 30 MB at chain 300; chains here reach ~1000)",
         rss_kib as f64 / 1024.0
