@@ -41,6 +41,14 @@ graph:
   approver: [ { role: $END, condition: null } ]
 "#;
 
+/// The binary measured: this build's, or `UWF_BENCH_BIN` (a release build, with the bench
+/// itself built quickly: `cargo bench --profile dev`).
+fn bin() -> PathBuf {
+    std::env::var_os("UWF_BENCH_BIN")
+        .map(Into::into)
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_uwf").into())
+}
+
 /// Threads made by real processes at the end of every size.
 const BY_PROCESSES: usize = 2_000;
 
@@ -71,7 +79,7 @@ struct Backend {
 
 impl Backend {
     fn uwf(&self) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_uwf"));
+        let mut cmd = Command::new(bin());
         cmd.env("UWF_STORAGE_ROOT", &self.root)
             .env_remove("UWF_STORAGE_URL")
             .stdin(Stdio::null());
@@ -128,7 +136,7 @@ fn grow_by_processes(b: &Backend, from: usize, count: usize) {
     let mut sh = Command::new("sh");
     sh.arg("-c")
         .arg(script)
-        .env("UWF", env!("CARGO_BIN_EXE_uwf"))
+        .env("UWF", bin())
         .env("AGENT", &b.agent)
         .env("UWF_STORAGE_ROOT", &b.root)
         .env_remove("UWF_STORAGE_URL")

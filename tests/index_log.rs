@@ -27,8 +27,8 @@ graph:
 /// Threads started by real processes, in two concurrent streams.
 const STARTS: usize = 2_000;
 
-/// The most the log may hold at any moment (the autocheckpoint at 1,000 pages of 4 KiB, with
-/// room for the frames written while it runs).
+/// The most the log may hold at any moment (commands fold it in from 256 KiB, and a long one
+/// checkpoints at 1,000 pages of 4 KiB; with room for the frames written meanwhile).
 const MOST: u64 = 8 * 1024 * 1024;
 
 fn wal(root: &Path) -> u64 {
@@ -92,9 +92,14 @@ fn two_thousand_start_processes_leave_the_log_small() {
         most <= MOST,
         "index.db-wal reached {most} bytes over {STARTS} starts"
     );
-    // One more command closes last, alone: the log is folded into the file and emptied.
+    // A command alone folds the log in once it has grown past 256 KiB: what is left is less
+    // than that and one command's writes.
     env.ok(&["thread", "list", "-q", "--limit", "1"]);
-    assert_eq!(wal(&root), 0, "the last command to close empties the log");
+    let left = wal(&root);
+    assert!(
+        left < 512 * 1024,
+        "index.db-wal kept {left} bytes after the last command"
+    );
     // Every thread is there: half of each stream's threads are active, a quarter killed.
     let all = env.ok(&["thread", "list", "--all", "-q"]);
     assert_eq!(all.lines().count(), STARTS);
