@@ -14,6 +14,7 @@ pub mod index;
 pub mod lexical;
 pub mod manifest;
 pub mod search;
+pub mod symbols;
 pub mod sync;
 pub mod vectors;
 
