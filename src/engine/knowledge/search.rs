@@ -311,40 +311,43 @@ fn fold(name: &str) -> String {
         .collect()
 }
 
-/// The names a query may be saying: each word of three letters or more, and all its words
-/// run together (`load dotenv` → `loaddotenv`), folded.
-fn named(words: &str) -> Vec<String> {
-    let mut names: Vec<String> = words
+/// The names a query may be saying, with the share of the query each covers: each word of
+/// three letters or more (a share of one over their number), and all its words run together
+/// (`load dotenv` → `loaddotenv`, the whole query), folded.
+fn named(words: &str) -> Vec<(String, f32)> {
+    let folded: Vec<String> = words
         .split_whitespace()
         .map(fold)
         .filter(|w| w.chars().count() >= 3)
         .collect();
+    let share = 1.0 / folded.len().max(1) as f32;
+    let mut names: Vec<(String, f32)> = folded.into_iter().map(|w| (w, share)).collect();
     let joined = fold(words);
-    if words.split_whitespace().count() > 1 && !names.contains(&joined) {
-        names.push(joined);
+    if words.split_whitespace().count() > 1 && joined.chars().count() >= 3 {
+        names.push((joined, 1.0));
     }
     names
 }
 
 /// How much a chunk's BM25 score is multiplied by for defining a name the query says, and
-/// for being in a file of that name.
-fn boost(names: &[String], path: &str, symbols: &str) -> f32 {
-    if names.is_empty() {
-        return 1.0;
-    }
-    let mut boost = 1.0;
-    if symbols
+/// for being in a file of that name: the full boost when the name is the whole query
+/// (`lexer`, `load dotenv`), a share of it when the name is one word of a longer question.
+fn boost(names: &[(String, f32)], path: &str, symbols: &str) -> f32 {
+    let share = |name: &str| {
+        names
+            .iter()
+            .filter(|(n, _)| *n == name)
+            .map(|(_, s)| *s)
+            .fold(0f32, f32::max)
+    };
+    let defines = symbols
         .split(' ')
-        .any(|s| !s.is_empty() && names.contains(&fold(s)))
-    {
-        boost *= DEFINES_BOOST;
-    }
+        .filter(|s| !s.is_empty())
+        .map(|s| share(&fold(s)))
+        .fold(0f32, f32::max);
     let file = path.rsplit('/').next().unwrap_or(path);
     let stem = file.split_once('.').map_or(file, |(stem, _)| stem);
-    if names.contains(&fold(stem)) {
-        boost *= FILE_NAME_BOOST;
-    }
-    boost
+    (1.0 + (DEFINES_BOOST - 1.0) * defines) * (1.0 + (FILE_NAME_BOOST - 1.0) * share(&fold(stem)))
 }
 
 /// Syncs the repositories in scope whose files changed since their last sync (by size and
@@ -505,17 +508,29 @@ mod tests {
     #[test]
     fn definitions_and_file_names_said_by_the_query_weigh_more() {
         let names = named("load dotenv");
-        assert_eq!(names, ["load", "dotenv", "loaddotenv"]);
+        assert_eq!(
+            names,
+            [
+                ("load".to_owned(), 0.5),
+                ("dotenv".to_owned(), 0.5),
+                ("loaddotenv".to_owned(), 1.0)
+            ]
+        );
         assert_eq!(
             boost(&names, "src/main.py", "load_dotenv find"),
             DEFINES_BOOST
         );
-        assert_eq!(boost(&names, "src/dotenv.py", "other"), FILE_NAME_BOOST);
         assert_eq!(boost(&names, "tests/test_load.py", "test_load_dotenv"), 1.0);
+        let lexer = named("lexer");
         assert_eq!(
-            boost(&named("lexer"), "src/lexer.rs", "Lexer"),
+            boost(&lexer, "src/lexer.rs", "Lexer"),
             DEFINES_BOOST * FILE_NAME_BOOST
         );
+        assert_eq!(boost(&lexer, "src/lexer.rs", ""), FILE_NAME_BOOST);
+        // One word of a longer question weighs its share only.
+        let question = named("how does a worker renew its lease");
+        let renew = boost(&question, "src/pg/leases.rs", "renew");
+        assert!(renew > 1.0 && renew < 1.2, "{renew}");
         assert_eq!(boost(&named("a"), "src/a.rs", "a"), 1.0);
     }
 
