@@ -28,6 +28,9 @@ pub const WORDS_WEIGHT: f32 = 0.7;
 const DEFINES_BOOST: f32 = 1.6;
 /// A chunk of a file named as the query says (`lexer` → `src/lexer.rs`), by this.
 const FILE_NAME_BOOST: f32 = 1.3;
+/// A chunk of a test file, by this, unless the query speaks of tests: tests mention every
+/// name they test, and would otherwise crowd out the code and documents that explain it.
+const TEST_FILE_FACTOR: f32 = 0.75;
 /// How deep each ranking is read for fusion.
 const DEPTH: usize = 100;
 
@@ -209,6 +212,10 @@ pub fn query(
     let globs = parsed.globs();
     let filtered = parsed.filtered();
     let names = named(&parsed.words);
+    let about_tests = parsed
+        .words
+        .split(|c: char| !c.is_alphanumeric())
+        .any(|w| w.to_lowercase().starts_with("test") || w.eq_ignore_ascii_case("spec"));
     let mut boosts: HashMap<u32, f32> = HashMap::new();
     index.scan_terms(repo, |id, weights, path, symbols| {
         scanned += 1;
@@ -218,7 +225,10 @@ pub fn query(
             }
             admitted.insert(id);
         }
-        let boost = boost(&names, path, symbols);
+        let mut boost = boost(&names, path, symbols);
+        if !about_tests && is_test(path) {
+            boost *= TEST_FILE_FACTOR;
+        }
         if boost != 1.0 {
             boosts.insert(id, boost);
         }
@@ -348,6 +358,28 @@ fn boost(names: &[(String, f32)], path: &str, symbols: &str) -> f32 {
     let file = path.rsplit('/').next().unwrap_or(path);
     let stem = file.split_once('.').map_or(file, |(stem, _)| stem);
     (1.0 + (DEFINES_BOOST - 1.0) * defines) * (1.0 + (FILE_NAME_BOOST - 1.0) * share(&fold(stem)))
+}
+
+/// Whether a file is a test by its path: in a `test`, `tests`, `spec` or `__tests__` folder, or
+/// named `*_test.*`, `test_*`, `*.test.*`, `*.spec.*`, `*Test.java`-like.
+fn is_test(path: &str) -> bool {
+    let mut parts = path.split('/');
+    let file = parts.next_back().unwrap_or(path);
+    if parts.any(|d| {
+        matches!(
+            d,
+            "test" | "tests" | "spec" | "specs" | "__tests__" | "testdata"
+        )
+    }) {
+        return true;
+    }
+    let stem = file.split_once('.').map_or(file, |(stem, _)| stem);
+    stem.ends_with("_test")
+        || stem.starts_with("test_")
+        || stem.ends_with("Test")
+        || stem.ends_with("Tests")
+        || file.contains(".test.")
+        || file.contains(".spec.")
 }
 
 /// Syncs the repositories in scope whose files changed since their last sync (by size and
@@ -532,6 +564,28 @@ mod tests {
         let renew = boost(&question, "src/pg/leases.rs", "renew");
         assert!(renew > 1.0 && renew < 1.2, "{renew}");
         assert_eq!(boost(&named("a"), "src/a.rs", "a"), 1.0);
+    }
+
+    #[test]
+    fn test_files_are_known_by_their_paths() {
+        for test in [
+            "tests/knowledge.rs",
+            "command_test.go",
+            "src/test_utils.py",
+            "pkg/__tests__/a.js",
+            "web/app.spec.ts",
+            "src/FooTest.java",
+        ] {
+            assert!(is_test(test), "{test}");
+        }
+        for not in [
+            "src/lexer.rs",
+            "contest.go",
+            "docs/testing.md",
+            "src/latest.py",
+        ] {
+            assert!(!is_test(not), "{not}");
+        }
     }
 
     #[test]
