@@ -292,6 +292,7 @@ const CASES: &[Case] = &[
     case(&["knowledge", "sync", "--repo", "{REPO}"]),
     case(&["knowledge", "query", "--repo", "{SYNCED}", "lamp"]),
     case(&["knowledge", "status"]),
+    case(&["knowledge", "forget", "{SYNCED}"]),
 ];
 
 /// Runs one case with `flag` and returns its stdout.

@@ -1,4 +1,4 @@
-//! `uwf knowledge sync|query|status`: a repository's documents and code, indexed on this
+//! `uwf knowledge sync|query|status|forget`: a repository's documents and code, indexed on this
 //! machine and searched by words (BM25) and, with an embedding model configured, by meaning.
 
 use std::io::IsTerminal;
@@ -21,9 +21,11 @@ pub enum KnowledgeCommand {
     #[command(
         after_help = "The repository is the nearest directory at or above --repo (default: here) \
 with a knowledge.yaml, e.g.:\n\n  include:\n    - \"**/*.md\"\n    - \"src/**\"\n  exclude:\n    - \"target/**\"\n\n\
-Files are cut into chunks of about 1-2 KB (Markdown at its headings, code at blank lines); only \
-files whose content changed are cut again. With `modelOverrides.embed` naming a model in \
-config.yaml, chunks also get embeddings (once per text: they are cached by content hash).\n\n\
+Files are cut into chunks of at most 2.2 KB (Markdown at its headings, code at its definitions, \
+other text at blank lines); only files whose content changed are cut again. Files over 1 MiB, \
+binary, minified or generated ones are skipped and named. With `modelOverrides.embed` naming a \
+model in config.yaml, chunks also get embeddings (once per text: they are cached by content \
+hash); a text the model refuses is named and skipped, the others embedded.\n\n\
 Examples:\n  uwf knowledge sync\n  uwf knowledge sync --repo ~/src/app"
     )]
     Sync {
@@ -33,15 +35,32 @@ Examples:\n  uwf knowledge sync\n  uwf knowledge sync --repo ~/src/app"
     },
     /// Search the index: the best chunks for a text, with file, lines and score
     #[command(
-        after_help = "Ranks by words (BM25) offline; with an embedding model configured, also by \
-meaning, fusing both rankings. Prints a table on a terminal, JSON lines (with each chunk's text) \
-otherwise or with --json, file:lines with -q.\n\n\
+        after_help = "Ranks by words (BM25) offline, where a file's path, a chunk's title and \
+the names its code defines count more than other mentions; with an embedding model configured, \
+also by meaning, fusing both rankings (words weigh more). Files changed since the last sync are \
+synced first. Prints a table on a terminal, JSON lines (with each chunk's text) otherwise or \
+with --json, file:lines with -q.\n\n\
+Qualifiers narrow the search: path:GLOB-OR-PART, lang:NAME or ext:EXT, symbol:NAME (a name \
+the chunk defines).\n\n\
 Examples:\n  uwf knowledge query 'how are retries configured'\n  \
+uwf knowledge query 'lexer symbol:Lexer lang:rust'\n  \
+uwf knowledge query 'retry policy path:docs/'\n  \
 uwf knowledge query -g 'lease renewal' --limit 5\n  uwf knowledge query --json 'mount options' | jq -r .text"
     )]
     Query(QueryArgs),
     /// List the repositories indexed on this machine
     Status,
+    /// Drop a repository from this machine's index (e.g. one deleted or moved)
+    #[command(
+        after_help = "PATH is the repository as `uwf knowledge status` lists it, or a directory \
+in it (default: the current one's repository). Its files and chunks are dropped; cached vectors \
+stay (they are shared by text). The repository's own files are not touched.\n\n\
+Examples:\n  uwf knowledge forget\n  uwf knowledge forget /home/me/src/old-checkout"
+    )]
+    Forget {
+        /// The repository (default: the one the current directory is in)
+        path: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -54,9 +73,10 @@ pub struct QueryArgs {
     /// Search every repository indexed on this machine
     #[arg(short = 'g', long = "global")]
     global: bool,
-    /// How many chunks to print
-    #[arg(long, default_value_t = 10, value_name = "N")]
-    limit: usize,
+    /// How many chunks to print (at least 1)
+    #[arg(long, default_value_t = 10, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    limit: u64,
 }
 
 pub fn run(cmd: KnowledgeCommand, root: &Path, out: &mut Out) -> CliResult<()> {
@@ -64,6 +84,7 @@ pub fn run(cmd: KnowledgeCommand, root: &Path, out: &mut Out) -> CliResult<()> {
         KnowledgeCommand::Sync { repo } => sync_repo(root, repo, out),
         KnowledgeCommand::Query(args) => query(root, args, out),
         KnowledgeCommand::Status => status(root, out),
+        KnowledgeCommand::Forget { path } => forget(root, path, out),
     }
 }
 
@@ -110,6 +131,12 @@ fn sync_repo(root: &Path, repo: Option<PathBuf>, out: &mut Out) -> CliResult<()>
             "warning: embedding stopped, the index ranks by words until the next sync: {error}"
         );
     }
+    for refused in &report.embed_refused {
+        eprintln!("warning: the embedding model refused {refused}");
+    }
+    for glob in &report.unmatched {
+        eprintln!("warning: the include glob `{glob}` of knowledge.yaml matches no file");
+    }
     match out.mode {
         Mode::Quiet | Mode::Json => out.result(
             &report.repo,
@@ -122,9 +149,9 @@ fn sync_repo(root: &Path, repo: Option<PathBuf>, out: &mut Out) -> CliResult<()>
                 report.files,
                 report.changed,
                 report.removed,
-                match report.skipped {
+                match report.skipped.len() {
                     0 => String::new(),
-                    n => format!(", {n} not text"),
+                    n => format!(", {n} skipped"),
                 },
                 report.chunks,
                 report.added_chunks,
@@ -136,17 +163,24 @@ fn sync_repo(root: &Path, repo: Option<PathBuf>, out: &mut Out) -> CliResult<()>
                 ));
             }
             out.line(line)?;
+            for s in &report.skipped {
+                out.line(format!("  skipped {} ({})", s.file, s.reason))?;
+            }
+            for file in &report.lossy {
+                out.line(format!(
+                    "  {file} is not UTF-8: indexed with its undecodable bytes replaced"
+                ))?;
+            }
         }
     }
     Ok(())
 }
 
 fn query(root: &Path, args: QueryArgs, out: &mut Out) -> CliResult<()> {
-    if args.text.trim().is_empty() {
-        return Err(
-            CommandError::usage("the query is empty: say what to look for, in words")
-                .hint("uwf knowledge query 'how are retries configured'"),
-        );
+    if let Err(reason) = search::Query::parse(&args.text) {
+        return Err(CommandError::usage(reason)
+            .hint("uwf knowledge query 'how are retries configured'")
+            .hint("qualifiers: path:src/ or path:'*.md', lang:rust, ext:py, symbol:Lexer"));
     }
     let scope = if args.global {
         Scope::All
@@ -158,18 +192,19 @@ fn query(root: &Path, args: QueryArgs, out: &mut Out) -> CliResult<()> {
         root,
         &scope,
         &args.text,
-        args.limit.max(1),
+        usize::try_from(args.limit).unwrap_or(usize::MAX),
         embeddings.as_ref(),
     )?;
-    if let Some(warning) = &found.warning {
+    for note in &found.notes {
+        eprintln!("note: {note}");
+    }
+    for warning in &found.warnings {
         eprintln!("warning: {warning}");
     }
     let place = |hit: &search::Hit| {
+        // Across repositories, the file's full path: two checkouts named alike stay apart.
         let file = match scope {
-            Scope::All => Path::new(&hit.repo)
-                .file_name()
-                .map(|name| format!("{}/{}", name.to_string_lossy(), hit.file))
-                .unwrap_or_else(|| hit.file.clone()),
+            Scope::All => Path::new(&hit.repo).join(&hit.file).display().to_string(),
             Scope::Repo(_) => hit.file.clone(),
         };
         format!("{file}:{}-{}", hit.start_line, hit.end_line)
@@ -190,11 +225,13 @@ fn query(root: &Path, args: QueryArgs, out: &mut Out) -> CliResult<()> {
                 .hits
                 .iter()
                 .map(|hit| {
-                    let first = hit
-                        .text
-                        .lines()
-                        .find(|l| !l.trim().is_empty())
-                        .unwrap_or("");
+                    // Where the chunk is (its heading or definition), else its first line.
+                    let first = hit.title.as_deref().unwrap_or_else(|| {
+                        hit.text
+                            .lines()
+                            .find(|l| !l.trim().is_empty())
+                            .unwrap_or("")
+                    });
                     vec![
                         if found.fused {
                             format!("{:.4}", hit.score)
@@ -248,6 +285,44 @@ fn status(root: &Path, out: &mut Out) -> CliResult<()> {
                 &rows,
             )?;
         }
+    }
+    Ok(())
+}
+
+fn forget(root: &Path, path: Option<PathBuf>, out: &mut Out) -> CliResult<()> {
+    let Some(mut index) = Index::existing(root)? else {
+        return Err(crate::engine::knowledge::KnowledgeError::NothingIndexed.into());
+    };
+    let dir = path.unwrap_or_else(|| PathBuf::from("."));
+    // A repository that still exists is named by any directory in it; one that is gone, by
+    // the path `status` lists.
+    let key = match manifest::find_repo(&dir) {
+        Ok(repo) => repo.display().to_string(),
+        Err(_) => std::path::absolute(&dir)
+            .unwrap_or(dir.clone())
+            .display()
+            .to_string()
+            .trim_end_matches('/')
+            .to_owned(),
+    };
+    if !index.forget(&key)? {
+        let known: Vec<String> = index.repos()?.into_iter().map(|(_, p)| p).collect();
+        return Err(
+            CommandError::usage(format!("{key} is not indexed on this machine")).hint(
+                if known.is_empty() {
+                    "no repository is indexed here".to_owned()
+                } else {
+                    format!("indexed here: {}", known.join(", "))
+                },
+            ),
+        );
+    }
+    match out.mode {
+        Mode::Json => out.line(serde_json::json!({"forgotten": key}))?,
+        Mode::Quiet => out.line(&key)?,
+        Mode::Table => out.line(format!(
+            "forgot {key}: its chunks no longer answer queries (its files are untouched)"
+        ))?,
     }
     Ok(())
 }

@@ -129,6 +129,12 @@ pub struct Mock {
 
 impl Mock {
     pub fn start(replies: Vec<Reply>) -> Mock {
+        Mock::start_limited(replies, usize::MAX)
+    }
+
+    /// A server whose `/embeddings` refuses (HTTP 400, as providers do) a request holding an
+    /// input longer than `input_limit` bytes.
+    pub fn start_limited(replies: Vec<Reply>, input_limit: usize) -> Mock {
         let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").expect("bind loopback"));
         let port = server.server_addr().to_ip().expect("ip address").port();
         let requests = Arc::new(Mutex::new(Vec::new()));
@@ -153,7 +159,7 @@ impl Mock {
                     // Embeddings are computed, not scripted: any number of them, in any order.
                     if request.url().ends_with("/embeddings") {
                         let body: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-                        respond(request, embeddings_reply(&body));
+                        respond(request, embeddings_reply(&body, input_limit));
                         continue;
                     }
                     let reply = replies.lock().unwrap().pop_front().unwrap_or_else(|| {
@@ -270,7 +276,7 @@ pub fn mock_embedding(text: &str) -> Vec<f32> {
 }
 
 /// The answer to `POST /embeddings` in the OpenAI shape.
-fn embeddings_reply(body: &Value) -> Reply {
+fn embeddings_reply(body: &Value, input_limit: usize) -> Reply {
     let texts: Vec<String> = match &body["input"] {
         Value::String(s) => vec![s.clone()],
         Value::Array(items) => items
@@ -279,6 +285,15 @@ fn embeddings_reply(body: &Value) -> Reply {
             .collect(),
         _ => return Reply::json(400, json!({"error": {"message": "no input"}})),
     };
+    if let Some(i) = texts.iter().position(|t| t.len() > input_limit) {
+        return Reply::json(
+            400,
+            json!({"error": {"message": format!(
+                "input[{i}] is {} bytes, over this model's limit of {input_limit}",
+                texts[i].len()
+            )}}),
+        );
+    }
     let data: Vec<Value> = texts
         .iter()
         .enumerate()

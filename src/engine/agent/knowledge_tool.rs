@@ -95,7 +95,7 @@ pub fn prompt_section(
         n.max(1),
         embeddings.as_ref(),
     )?;
-    if let Some(warning) = &found.warning {
+    for warning in &found.warnings {
         eprintln!("warning: {warning}");
     }
     if found.hits.is_empty() {

@@ -4,8 +4,12 @@
 //! - `repos(id, path, synced_ms, avgdl)`: one row per repository; `avgdl` is the average chunk
 //!   length (in terms) that the stored term weights were computed with;
 //! - `files(repo, path, hash)`: the content hash each file had when it was last chunked;
-//! - `chunks(id, repo, path, start_line, end_line, title, hash, length, terms)`: `hash` is the
-//!   chunk text's hash (the vector cache's key), `terms` its BM25 term weights;
+//! - `stats(repo, path, size, mtime)`: every file the manifest named at the last sync (skipped
+//!   ones too) with its size and modification time, so a query can tell by a stat walk, without
+//!   reading a file, whether the index is behind;
+//! - `chunks(id, repo, path, start_line, end_line, title, symbols, hash, length, terms)`:
+//!   `symbols` the names the chunk defines (space-separated), `hash` the chunk text's hash (the
+//!   vector cache's key), `terms` its BM25 term weights;
 //! - `texts(id, text)`: a chunk's text, apart, so that a query's scan of the terms reads no
 //!   text;
 //! - `vectors(model, hash, vector)`: embeddings by model and text hash, shared by every
@@ -25,7 +29,7 @@ pub const FILE_NAME: &str = "knowledge.db";
 
 /// The layout's version (`pragma user_version`). An index of another layout is derived data:
 /// it is dropped, and the next sync makes it again.
-const VERSION: i64 = 4;
+const VERSION: i64 = 5;
 
 const SCHEMA: &str = "
 create table if not exists repos(
@@ -33,9 +37,13 @@ create table if not exists repos(
   synced_ms integer not null default 0, avgdl real not null default 0);
 create table if not exists files(
   repo integer not null, path text not null, hash text not null, primary key(repo, path));
+create table if not exists stats(
+  repo integer not null, path text not null, size integer not null, mtime integer not null,
+  primary key(repo, path)) without rowid;
 create table if not exists chunks(
   id integer primary key, repo integer not null, path text not null,
   start_line integer not null, end_line integer not null, title text,
+  symbols text not null default '',
   hash text not null, length integer not null, terms blob not null);
 create index if not exists chunks_by_file on chunks(repo, path);
 create table if not exists texts(id integer primary key, text text not null);
@@ -52,6 +60,7 @@ pub struct Stored {
     pub start: usize,
     pub end: usize,
     pub title: Option<String>,
+    pub symbols: String,
 }
 
 /// One repository's numbers, for `knowledge status` and `doctor`.
@@ -107,6 +116,7 @@ impl Index {
                 conn.execute_batch(
                     "drop table if exists chunks; drop table if exists texts; \
                      drop table if exists files; drop table if exists repos; \
+                     drop table if exists stats; \
                      drop table if exists vectors;",
                 )?;
             }
@@ -192,35 +202,38 @@ impl Index {
     /// (id, indexed text) of a repository's chunks; only those without weights unless `all`.
     pub fn texts(&self, repo: i64, all: bool) -> Result<Vec<(u32, String)>, KnowledgeError> {
         let sql = if all {
-            "select c.id, c.path, c.title, t.text from chunks c join texts t on t.id = c.id \
-             where c.repo = ?1"
+            "select c.id, c.path, c.title, c.symbols, t.text from chunks c \
+             join texts t on t.id = c.id where c.repo = ?1"
         } else {
-            "select c.id, c.path, c.title, t.text from chunks c join texts t on t.id = c.id \
-             where c.repo = ?1 and length(c.terms) = 0"
+            "select c.id, c.path, c.title, c.symbols, t.text from chunks c \
+             join texts t on t.id = c.id where c.repo = ?1 and length(c.terms) = 0"
         };
         let mut stmt = self.conn.prepare(sql).map_err(self.err())?;
         let rows = stmt
             .query_map([repo], |r| {
-                let (path, title, text): (String, Option<String>, String) =
-                    (r.get(1)?, r.get(2)?, r.get(3)?);
-                Ok((r.get(0)?, indexed_text(&path, title.as_deref(), &text)))
+                let (path, title, symbols, text): (String, Option<String>, String, String) =
+                    (r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?);
+                Ok((
+                    r.get(0)?,
+                    lexical_text(&path, title.as_deref(), &symbols, &text),
+                ))
             })
             .map_err(self.err())?;
         rows.collect::<Result<_, _>>().map_err(self.err())
     }
 
-    /// (hash, indexed text) of the chunks in `repo` without a vector of `model`, one per
-    /// distinct text.
+    /// (hash, where, indexed text) of the chunks in `repo` without a vector of `model`, one
+    /// per distinct text; `where` is `file:first-last`.
     pub fn unembedded(
         &self,
         repo: i64,
         model: &str,
-    ) -> Result<Vec<(String, String)>, KnowledgeError> {
+    ) -> Result<Vec<(String, String, String)>, KnowledgeError> {
         let mut stmt = self
             .conn
             .prepare(
-                "select c.hash, c.path, c.title, t.text from chunks c join texts t on t.id = c.id \
-                 where c.repo = ?1 and not exists \
+                "select c.hash, c.path, c.title, t.text, c.start_line, c.end_line from chunks c \
+                 join texts t on t.id = c.id where c.repo = ?1 and not exists \
                  (select 1 from vectors v where v.model = ?2 and v.hash = c.hash) group by c.hash",
             )
             .map_err(self.err())?;
@@ -228,7 +241,12 @@ impl Index {
             .query_map(params![repo, model], |r| {
                 let (path, title, text): (String, Option<String>, String) =
                     (r.get(1)?, r.get(2)?, r.get(3)?);
-                Ok((r.get(0)?, indexed_text(&path, title.as_deref(), &text)))
+                let (start, end): (i64, i64) = (r.get(4)?, r.get(5)?);
+                Ok((
+                    r.get(0)?,
+                    format!("{path}:{start}-{end}"),
+                    indexed_text(&path, title.as_deref(), &text),
+                ))
             })
             .map_err(self.err())?;
         rows.collect::<Result<_, _>>().map_err(self.err())
@@ -264,34 +282,87 @@ impl Index {
         })
     }
 
-    /// Every chunk in scope (one repository, or all) as its id and term weights, to `each`.
+    /// Every chunk in scope (one repository, or all) as its id, term weights, file path and
+    /// defined names, to `each`.
     pub fn scan_terms(
         &self,
         repo: Option<i64>,
-        mut each: impl FnMut(u32, &[u8]),
+        mut each: impl FnMut(u32, &[u8], &str, &str),
     ) -> Result<(), KnowledgeError> {
         let mut stmt = self
             .conn
-            .prepare("select id, terms from chunks where ?1 is null or repo = ?1")
+            .prepare("select id, terms, path, symbols from chunks where ?1 is null or repo = ?1")
             .map_err(self.err())?;
         let mut rows = stmt.query([repo]).map_err(self.err())?;
         while let Some(row) = rows.next().map_err(self.err())? {
             let id: u32 = row.get(0).map_err(self.err())?;
+            let text = |i: usize| {
+                row.get_ref(i)
+                    .ok()
+                    .and_then(|v| v.as_str().ok())
+                    .unwrap_or_default()
+            };
             let terms = row
                 .get_ref(1)
                 .map_err(self.err())?
                 .as_blob()
                 .unwrap_or_default();
-            each(id, terms);
+            each(id, terms, text(2), text(3));
         }
         Ok(())
+    }
+
+    /// The repositories indexed here: (row id, path).
+    pub fn repos(&self) -> Result<Vec<(i64, String)>, KnowledgeError> {
+        let mut stmt = self
+            .conn
+            .prepare("select id, path from repos order by path")
+            .map_err(self.err())?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(self.err())?;
+        rows.collect::<Result<_, _>>().map_err(self.err())
+    }
+
+    /// File path → (size, modification time) as the last sync listed them.
+    pub fn stats(&self, repo: i64) -> Result<HashMap<String, (u64, i64)>, KnowledgeError> {
+        let mut stmt = self
+            .conn
+            .prepare("select path, size, mtime from stats where repo = ?1")
+            .map_err(self.err())?;
+        let rows = stmt
+            .query_map([repo], |r| {
+                Ok((r.get(0)?, (r.get::<_, i64>(1)? as u64, r.get(2)?)))
+            })
+            .map_err(self.err())?;
+        rows.collect::<Result<_, _>>().map_err(self.err())
+    }
+
+    /// Forgets a repository: its files, chunks and texts (vectors are shared by text, and stay
+    /// cached). Whether it was indexed.
+    pub fn forget(&mut self, repo: &str) -> Result<bool, KnowledgeError> {
+        let Some(id) = self.find_repo(repo)? else {
+            return Ok(false);
+        };
+        self.transaction(|w| {
+            for sql in [
+                "delete from texts where id in (select id from chunks where repo = ?1)",
+                "delete from chunks where repo = ?1",
+                "delete from files where repo = ?1",
+                "delete from stats where repo = ?1",
+                "delete from repos where id = ?1",
+            ] {
+                w.tx.execute(sql, [id]).map_err(db_error(w.path))?;
+            }
+            Ok(true)
+        })
     }
 
     /// Where a chunk is, and its text.
     pub fn stored(&self, id: u32) -> Result<(Stored, String), KnowledgeError> {
         self.conn
             .query_row(
-                "select r.path, c.path, c.start_line, c.end_line, c.title, t.text \
+                "select r.path, c.path, c.start_line, c.end_line, c.title, t.text, c.symbols \
                  from chunks c join repos r on r.id = c.repo join texts t on t.id = c.id \
                  where c.id = ?1",
                 [id],
@@ -303,6 +374,7 @@ impl Index {
                             start: row.get::<_, i64>(2)? as usize,
                             end: row.get::<_, i64>(3)? as usize,
                             title: row.get(4)?,
+                            symbols: row.get(6)?,
                         },
                         row.get(5)?,
                     ))
@@ -378,6 +450,8 @@ pub struct NewChunk<'a> {
     pub start: usize,
     pub end: usize,
     pub title: Option<&'a str>,
+    /// The names the chunk defines, space-separated.
+    pub symbols: &'a str,
     pub text: &'a str,
     pub hash: String,
     pub length: usize,
@@ -426,14 +500,15 @@ impl Writer<'_> {
     pub fn add_chunk(&self, repo: i64, chunk: &NewChunk<'_>) -> Result<(), KnowledgeError> {
         self.tx
             .execute(
-                "insert into chunks(repo, path, start_line, end_line, title, hash, length, terms) \
-                 values (?1, ?2, ?3, ?4, ?5, ?6, ?7, x'')",
+                "insert into chunks(repo, path, start_line, end_line, title, symbols, hash, \
+                 length, terms) values (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, x'')",
                 params![
                     repo,
                     chunk.path,
                     chunk.start as i64,
                     chunk.end as i64,
                     chunk.title,
+                    chunk.symbols,
                     chunk.hash,
                     chunk.length as i64
                 ],
@@ -459,6 +534,26 @@ impl Writer<'_> {
         Ok(())
     }
 
+    /// Records the files a sync listed, with their sizes and modification times.
+    pub fn set_stats(
+        &self,
+        repo: i64,
+        files: &[super::manifest::Listed],
+    ) -> Result<(), KnowledgeError> {
+        self.tx
+            .execute("delete from stats where repo = ?1", [repo])
+            .map_err(self.err())?;
+        let mut stmt = self
+            .tx
+            .prepare("insert into stats(repo, path, size, mtime) values (?1, ?2, ?3, ?4)")
+            .map_err(self.err())?;
+        for f in files {
+            stmt.execute(params![repo, f.path, f.size as i64, f.mtime])
+                .map_err(self.err())?;
+        }
+        Ok(())
+    }
+
     /// Records a finished sync and the average length the weights were computed with.
     pub fn synced(&self, repo: i64, avgdl: f32, at_ms: u64) -> Result<(), KnowledgeError> {
         self.tx
@@ -477,6 +572,19 @@ pub fn indexed_text(path: &str, title: Option<&str>, text: &str) -> String {
     match title {
         Some(title) => format!("{path}\n{title}\n{text}"),
         None => format!("{path}\n{text}"),
+    }
+}
+
+/// What is ranked by words for a chunk: its indexed text, with its file's path once more and
+/// the names it defines twice more (its title holds its definition too), so that a match in a
+/// path, a title or a definition weighs above a mere mention in the text (a simple form of
+/// BM25F's field weights).
+pub fn lexical_text(path: &str, title: Option<&str>, symbols: &str, text: &str) -> String {
+    let indexed = indexed_text(path, title, text);
+    if symbols.is_empty() {
+        format!("{path}\n{indexed}")
+    } else {
+        format!("{path}\n{symbols}\n{symbols}\n{indexed}")
     }
 }
 

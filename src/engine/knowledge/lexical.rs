@@ -3,7 +3,8 @@
 //! the crate's [`Scorer`] (BM25 with inverse document frequencies over those chunks).
 //!
 //! Words are English-stemmed with stop words removed; identifiers are also split into their
-//! parts (`parse_config`, `parseConfig` and `parse-config` all match "parse config").
+//! parts (`parse_config`, `parseConfig` and `parse-config` all match "parse config";
+//! `HTTPServerConfig` matches "http", "server" and "config", and the whole name still matches).
 
 use bm25::{Embedder, EmbedderBuilder, Embedding, Language, Scorer, TokenEmbedding, Tokenizer};
 
@@ -38,8 +39,15 @@ fn with_identifier_parts(text: &str) -> String {
         let mut parts = Vec::new();
         let mut part = String::new();
         let mut previous_lower = false;
-        for c in word.chars() {
-            let boundary = joins(c) || (c.is_uppercase() && previous_lower);
+        let mut previous_upper = false;
+        let chars: Vec<char> = word.chars().collect();
+        for (i, &c) in chars.iter().enumerate() {
+            // `parseConfig` → parse|Config; `HTTPServer` → HTTP|Server (an acronym ends
+            // before the capital that starts a lowercase word).
+            let acronym_end = c.is_uppercase()
+                && previous_upper
+                && chars.get(i + 1).is_some_and(|n| n.is_lowercase());
+            let boundary = joins(c) || (c.is_uppercase() && previous_lower) || acronym_end;
             if boundary && !part.is_empty() {
                 parts.push(std::mem::take(&mut part));
             }
@@ -47,6 +55,7 @@ fn with_identifier_parts(text: &str) -> String {
                 part.push(c);
             }
             previous_lower = c.is_lowercase() || c.is_ascii_digit();
+            previous_upper = c.is_uppercase();
         }
         if !part.is_empty() {
             parts.push(part);
@@ -193,6 +202,25 @@ mod tests {
                 "{want} in {tokens:?}"
             );
         }
+    }
+
+    #[test]
+    fn acronyms_end_where_a_word_starts() {
+        let words = Words::default();
+        let tokens = words.tokenize("struct HTTPServerConfig; fn parseJSON(); XMLHttpRequest");
+        for want in [
+            "http",
+            "server",
+            "config",
+            "httpserverconfig",
+            "pars",
+            "json",
+            "xml",
+            "request",
+        ] {
+            assert!(tokens.iter().any(|t| t == want), "{want} in {tokens:?}");
+        }
+        assert!(!tokens.iter().any(|t| t == "httpserver"), "{tokens:?}");
     }
 
     #[test]

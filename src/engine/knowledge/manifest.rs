@@ -15,7 +15,7 @@ pub const FILE_NAME: &str = "knowledge.yaml";
 /// A starter file, for the hint of a repository without one.
 pub const STARTER: &str = "include:\n  - \"**/*.md\"\n  - \"src/**\"\nexclude:\n  - \"target/**\"\n  - \"node_modules/**\"\n";
 
-/// Files larger than this are not indexed (they are data, not knowledge).
+/// Files larger than this are not indexed (they are data, not knowledge); sync names them.
 pub const MAX_FILE_BYTES: u64 = 1 << 20;
 
 #[derive(Debug, Deserialize)]
@@ -31,6 +31,26 @@ struct Raw {
 pub struct Manifest {
     include: GlobSet,
     exclude: GlobSet,
+    /// The `include` globs as written, for naming those that match nothing.
+    globs: Vec<String>,
+}
+
+/// A file the manifest names, with what its metadata said when it was listed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Listed {
+    pub path: String,
+    pub size: u64,
+    /// Modification time in nanoseconds since the epoch (0 when the system has none).
+    pub mtime: i64,
+}
+
+/// The files a manifest names in a repository.
+#[derive(Debug, Default)]
+pub struct Listing {
+    /// Included, not excluded, not ignored by git, sorted by path.
+    pub files: Vec<Listed>,
+    /// `include` globs that match no file.
+    pub unmatched: Vec<String>,
 }
 
 impl Manifest {
@@ -58,6 +78,7 @@ impl Manifest {
         Ok(Manifest {
             include: set(&raw.include, "include")?,
             exclude: set(&raw.exclude, "exclude")?,
+            globs: raw.include,
         })
     }
 
@@ -82,9 +103,11 @@ impl Manifest {
     }
 
     /// The repository's files to index, relative to `repo`, sorted: included, not excluded,
-    /// not ignored by git, at most [`MAX_FILE_BYTES`] long. `.git` is never entered.
-    pub fn files(&self, repo: &Path) -> Result<Vec<String>, KnowledgeError> {
-        let mut files = Vec::new();
+    /// not ignored by git; `.git` is never entered. Files of any size are listed (sync names
+    /// those over [`MAX_FILE_BYTES`] as skipped). Including no file at all is an error.
+    pub fn files(&self, repo: &Path) -> Result<Listing, KnowledgeError> {
+        let mut listing = Listing::default();
+        let mut used = vec![false; self.globs.len()];
         let walk = ignore::WalkBuilder::new(repo)
             .hidden(false)
             .require_git(false)
@@ -107,14 +130,42 @@ impl Manifest {
             if relative == FILE_NAME || !self.wants(relative) {
                 continue;
             }
-            if entry.metadata().is_ok_and(|m| m.len() > MAX_FILE_BYTES) {
-                continue;
+            for i in self.include.matches(relative) {
+                used[i] = true;
             }
-            files.push(relative.to_owned());
+            let (size, mtime) = entry.metadata().map(|m| stat(&m)).unwrap_or((0, 0));
+            listing.files.push(Listed {
+                path: relative.to_owned(),
+                size,
+                mtime,
+            });
         }
-        files.sort();
-        Ok(files)
+        listing.files.sort_by(|a, b| a.path.cmp(&b.path));
+        listing.unmatched = self
+            .globs
+            .iter()
+            .zip(used)
+            .filter(|(_, used)| !used)
+            .map(|(g, _)| g.clone())
+            .collect();
+        if listing.files.is_empty() {
+            return Err(KnowledgeError::NothingIncluded {
+                repo: repo.to_owned(),
+                globs: self.globs.clone(),
+            });
+        }
+        Ok(listing)
     }
+}
+
+/// A file's size and modification time (nanoseconds since the epoch).
+pub fn stat(meta: &std::fs::Metadata) -> (u64, i64) {
+    let mtime = meta
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos() as i64);
+    (meta.len(), mtime)
 }
 
 /// The repository that `start` is in: the nearest directory at or above it holding a

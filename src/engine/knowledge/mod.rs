@@ -14,6 +14,7 @@ pub mod index;
 pub mod lexical;
 pub mod manifest;
 pub mod search;
+pub mod symbols;
 pub mod sync;
 pub mod vectors;
 
@@ -40,8 +41,12 @@ pub enum KnowledgeError {
     Database { path: PathBuf, reason: String },
     #[error("{} has not been indexed on this machine", repo.display())]
     NotIndexed { repo: PathBuf },
+    #[error("the include globs of {} match no file: {}", repo.join(manifest::FILE_NAME).display(), globs.join(", "))]
+    NothingIncluded { repo: PathBuf, globs: Vec<String> },
     #[error("no repository has been indexed on this machine")]
     NothingIndexed,
+    #[error("{reason}")]
+    BadQuery { reason: String },
     #[error("the embedding model: {0}")]
     Embeddings(#[source] LlmError),
 }
@@ -68,9 +73,15 @@ impl Advice for KnowledgeError {
                 "run `uwf knowledge sync --repo {}` first",
                 shell_words::quote(&repo.display().to_string())
             )],
+            KnowledgeError::NothingIncluded { .. } => vec![
+                "globs are relative to the directory of knowledge.yaml: `docs/**/*.md` takes every Markdown file under docs/, `**/*.rs` every Rust file".into(),
+            ],
             KnowledgeError::NothingIndexed => {
                 vec!["run `uwf knowledge sync` in a repository with a knowledge.yaml".into()]
             }
+            KnowledgeError::BadQuery { .. } => vec![
+                "qualifiers narrow a query: `path:src/` or `path:'*.md'`, `lang:rust`, `ext:py`, `symbol:Lexer`, e.g. `uwf knowledge query 'lexer symbol:Lexer'`".into(),
+            ],
             KnowledgeError::Embeddings(e) => e.hints(),
             _ => Vec::new(),
         }
