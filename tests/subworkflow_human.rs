@@ -411,3 +411,51 @@ fn doctor_and_help_cover_the_two_kinds() {
     let help = env.ok(&["thread", "answer", "--help"]);
     assert!(help.contains("uwf thread answer"), "{help}");
 }
+
+/// A person answers with the role's fields as plain YAML, as a JSON object or as a `---` block;
+/// a refused answer says in a person's words which field is wrong and what it must be.
+#[test]
+fn a_person_answers_in_plain_yaml_json_or_frontmatter() {
+    let env = family_env("");
+    let id = start_thread(&env, "review", "Release notes");
+    let awaiting = |env: &Env| {
+        env.ok(&["thread", "run", &id]);
+        assert_eq!(show(env, &id)["status"], "awaiting");
+    };
+    awaiting(&env);
+    // Plain YAML from stdin, not approved: back to the writer, who asks again.
+    let stepped = json(&env.ok_stdin(&["thread", "answer", &id], "approved: false\n"));
+    assert_eq!(
+        (stepped["role"].clone(), stepped["done"].clone()),
+        ("approver".into(), false.into())
+    );
+    let steps = env.ok(&["thread", "steps", &id]);
+    assert!(steps.contains("\"approved\":false"), "{steps}");
+
+    awaiting(&env);
+    // A wrong type in plain YAML: the field, what it must be, and what was given.
+    let err = env.fails_stdin(&["thread", "answer", &id], "approved: yes please\n");
+    assert!(
+        err.contains("the field `approved` must be true or false, not \"yes please\""),
+        "{err}"
+    );
+    assert!(err.contains("/approved"), "{err}");
+    // A missing field, and a text that is no set of fields.
+    let err = env.fails_stdin(&["thread", "answer", &id], "notes: fine\n");
+    assert!(
+        err.contains("the field `approved` is missing: it must be true or false"),
+        "{err}"
+    );
+    let err = env.fails_stdin(&["thread", "answer", &id], "looks good to me");
+    assert!(
+        err.contains("write them as YAML, e.g. `approved: true`"),
+        "{err}"
+    );
+    assert_eq!(show(&env, &id)["status"], "awaiting");
+
+    // Plain YAML from a file, approved: done.
+    let file = env.dir.path().join("answer.yaml");
+    std::fs::write(&file, "approved: true\n").unwrap();
+    let done = json(&env.ok(&["thread", "answer", &id, "-f", file.to_str().unwrap()]));
+    assert_eq!(done["done"], true);
+}
