@@ -433,7 +433,7 @@ fn a_person_answers_in_plain_yaml_json_or_frontmatter() {
     let env = family_env("");
     let id = start_thread(&env, "review", "Release notes");
     let awaiting = |env: &Env| {
-        run_to_a_person(&env, &id);
+        run_to_a_person(env, &id);
         assert_eq!(show(env, &id)["status"], "awaiting");
     };
     awaiting(&env);

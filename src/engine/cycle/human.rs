@@ -50,7 +50,7 @@ pub enum HumanError {
     #[error("the answer was not taken: {}\n{error}", words.join("; "))]
     Refused {
         words: Vec<String>,
-        error: SubmitError,
+        error: Box<SubmitError>,
     },
     #[error(transparent)]
     Submit(#[from] SubmitError),
@@ -234,7 +234,7 @@ pub fn answer(
         extra: Default::default(),
     };
     let target = view.history.target(&view.workflow);
-    let schema_hash = target.role_schema(&asked.role).map_err(ViewError::from)?;
+    let schema_hash = target.role_schema(&asked.role)?;
     // 1-based, as in `steps/NNN-role` and the `awaiting` event.
     let step = view.history.len() + 1;
     let outcome = submit::submit_raw_to(store, &target, &asked.role, submission, config)
@@ -350,7 +350,10 @@ fn refused(store: &Store, schema_hash: Hash, text: &str, error: SubmitError) -> 
             example(&schema)
         )],
     };
-    HumanError::Refused { words, error }
+    HumanError::Refused {
+        words,
+        error: Box::new(error),
+    }
 }
 
 /// The field a "required property" violation names.

@@ -288,7 +288,7 @@ impl Tree {
 /// `graph`; and the last write is not a whole number of pages (the kernel splits a long write
 /// into such pieces, and the next piece may still come).
 fn whole_document(text: &[u8], last: &[u8]) -> bool {
-    if last.is_empty() || last.len() % 4096 == 0 {
+    if last.is_empty() || last.len().is_multiple_of(4096) {
         return false;
     }
     let Ok(text) = std::str::from_utf8(text) else {
