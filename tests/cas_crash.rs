@@ -139,7 +139,11 @@ fn killed_node_writers_never_leave_the_type_index_short() {
     let source = Env::new();
     source.ok_stdin(&["workflow", "put", "-"], COUNTER);
     let id = common::start_thread(&source, "counter", "count");
-    source.ok(&["thread", "run", &id, "--agent", "dry", "--max-steps", "40"]);
+    // Still active after 40 steps: exit 3 (`docs/cli.md#exit-codes`).
+    source.ends(
+        &["thread", "run", &id, "--agent", "dry", "--max-steps", "40"],
+        3,
+    );
     // The store whose runs are killed.
     let env = Env::new();
     env.ok_stdin(&["workflow", "put", "-"], COUNTER);

@@ -69,7 +69,8 @@ fn every_page_loads_clean_and_acts_through_the_engine() {
         "Release notes <b>1.2</b>",
         "-q",
     ]);
-    env.ok(&["thread", "run", &review]);
+    // Waiting for a person: exit 4.
+    env.ends(&["thread", "run", &review], 4);
     let solve = env.ok(&[
         "thread",
         "start",

@@ -71,7 +71,8 @@ fn solve_issue_runs_offline_with_develop_playing_the_developer() {
 fn release_notes_waits_for_a_person_and_finishes_when_answered() {
     let env = shipped();
     let id = start_thread(&env, "release-notes", "v1.2: faster steps");
-    let run = env.ok(&["thread", "run", &id]);
+    // Waiting for a person: exit 4.
+    let run = env.ends(&["thread", "run", &id], 4);
     let last = json(run.lines().last().unwrap());
     assert_eq!(
         (last["awaiting"].clone(), last["role"].clone()),

@@ -1882,6 +1882,70 @@ fn refusals_fail_the_write_itself() {
     assert!(m.ok(&format!("cat {t}/error")).contains("config"));
 }
 
+/// A whole answer or workflow the engine refuses fails the `write` itself (which bash reports,
+/// unlike a failed close), its reason in the `error` file; a plain YAML answer is taken.
+#[test]
+fn a_refused_answer_or_workflow_fails_the_write_and_plain_yaml_answers() {
+    if !common::has(
+        "a_refused_answer_or_workflow_fails_the_write_and_plain_yaml_answers",
+        &[Need::Fuse],
+    ) {
+        return;
+    }
+    let env = Env::new();
+    put(
+        &env,
+        "name: ask\nroles:\n  approver:\n    meta: { type: object, properties: { approved: { type: boolean } }, required: [approved] }\n\
+graph:\n  $START: [ { role: approver, condition: null } ]\n  approver: [ { role: $END, condition: null } ]\n",
+    );
+    std::fs::write(
+        env.root().join("config.yaml"),
+        "agentOverrides:\n  ask: { approver: human }\n",
+    )
+    .unwrap();
+    let id = thread_of(&env.ok(&["thread", "start", "ask", "-p", "ship it?"]));
+    env.ok(&["thread", "step", &id]);
+    let m = Mounted::start(&env, "answer-write", &[]);
+    let t = format!("threads/{id}");
+    // bash reports the failed write (and ignores what close returns).
+    let (code, text, _) = timed(
+        &m,
+        &format!("echo '{{\"approved\": \"yes\"}}' > {t}/answer"),
+    );
+    assert_ne!(code, Some(0), "{text}");
+    assert!(text.contains("Invalid argument"), "{text}");
+    let error = m.ok(&format!("cat {t}/error"));
+    assert!(
+        error.contains("the field `approved` must be true or false, not \"yes\""),
+        "{error}"
+    );
+    assert_eq!(
+        m.ok(&format!("cat {t}/status")).trim(),
+        "awaiting role=approver"
+    );
+    // Plain YAML, the way a person writes it.
+    m.ok(&format!("echo 'approved: true' > {t}/answer"));
+    let show: serde_json::Value = serde_json::from_str(&env.ok(&["thread", "show", &id])).unwrap();
+    assert_eq!(show["status"], "done", "{show}");
+
+    // A workflow that is no workflow, refused at the write.
+    let (code, text, _) = timed(&m, "printf 'bad' > workflows/x.yaml");
+    assert_ne!(code, Some(0), "{text}");
+    assert!(text.contains("Invalid argument"), "{text}");
+    let error = m.ok("cat workflows/error");
+    assert!(
+        error.contains("workflows/x.yaml: not registered"),
+        "{error}"
+    );
+    // A whole one with a mistake in it, too.
+    let (code, text, _) = timed(
+        &m,
+        "printf 'name: y\\nroles: {}\\ngraph:\\n  $START: [ { role: nobody, condition: null } ]\\n' > workflows/y.yaml",
+    );
+    assert_ne!(code, Some(0), "{text}");
+    assert!(m.ok("cat workflows/error").contains("workflows/y.yaml"));
+}
+
 #[test]
 fn status_size_agrees_with_its_content_once_wait_returned() {
     if !common::has(

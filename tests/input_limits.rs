@@ -95,7 +95,8 @@ fn endless_stdin_is_refused_at_the_default_limit_and_stores_nothing() {
 fn a_refused_answer_stores_nothing_and_the_limit_is_configurable() {
     let env = gate_env("maxInput: 1MiB\n");
     let id = start_thread(&env, "gate", "Write it");
-    env.ok(&["thread", "run", &id]);
+    // Waiting for a person: exit 4.
+    env.ends(&["thread", "run", &id], 4);
     assert_eq!(
         json(&env.ok(&["thread", "show", &id]))["status"],
         "awaiting"

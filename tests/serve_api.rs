@@ -23,7 +23,8 @@ fn the_api_answers_as_the_cli_does() {
         "Fix <b>login</b> & <script>x()</script>",
         "-q",
     ]);
-    env.ok(&["thread", "run", &id]);
+    // Waiting for a person: exit 4.
+    env.ends(&["thread", "run", &id], 4);
     let server = Server::start(&env, "127.0.0.1:0", &[]);
 
     // Pages: every path gets the shell with a strict CSP.

@@ -129,7 +129,9 @@ fn make_threads(env: &Env) {
     });
     run_each(PARTIAL, &|i| {
         let id = start(format!("Issue {i}: the export drops rows"));
-        env.ok(&["thread", "run", &id, "--max-steps", "2"]);
+        // Still active after two steps: exit 3 (`docs/cli.md#exit-codes`).
+        let run = env.run(&["thread", "run", &id, "--max-steps", "2"]);
+        assert_eq!(run.status.code(), Some(3), "{run:?}");
     });
     run_each(KILLED, &|i| {
         let id = start(format!("Issue {i}: nobody wants this"));
@@ -398,7 +400,14 @@ fn a_thousand_threads_go_to_postgres_and_back_unchanged() {
     assert_eq!(listed.lines().count(), THREADS);
     // A copied thread carries on in its new store.
     let (id, _) = threads_yaml(&back).into_iter().next().expect("a thread");
-    uwf_at(&env, &back, &["thread", "run", &id, "--max-steps", "1"]);
+    // One step, after which it is still active (exit 3) or done (0).
+    let run = env
+        .uwf()
+        .env("UWF_STORAGE_ROOT", &back)
+        .args(["thread", "run", &id, "--max-steps", "1"])
+        .output()
+        .expect("run uwf");
+    assert!(matches!(run.status.code(), Some(0 | 3)), "{run:?}");
 }
 
 #[test]
@@ -481,7 +490,9 @@ fn a_destination_with_threads_or_workflows_is_refused_and_left_alone() {
     let env = Env::new();
     common::put_example(&env, "solve-issue");
     let a = common::start_thread(&env, "solve-issue", "Fix the login bug");
-    env.ok(&["thread", "run", &a, "--max-steps", "1"]);
+    // Still active after one step: exit 3 (`docs/cli.md#exit-codes`).
+    let run = env.run(&["thread", "run", &a, "--max-steps", "1"]);
+    assert_eq!(run.status.code(), Some(3), "{run:?}");
     let root = env.root();
     let root_text = root.to_str().expect("utf-8");
 

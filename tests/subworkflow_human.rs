@@ -48,6 +48,19 @@ agentOverrides:\n  parent: {{ developer: child-flow }}\n  child: {{ deeper: gran
     env
 }
 
+/// `uwf thread run id`, which must stop where a person answers (exit 4); its stdout.
+fn run_to_a_person(env: &Env, id: &str) -> String {
+    let out = env.run(&["thread", "run", id]);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
 fn show(env: &Env, id: &str) -> serde_json::Value {
     json(&env.ok(&["thread", "show", id]))
 }
@@ -170,8 +183,9 @@ fn a_failed_child_fails_the_parent_step_with_its_reason() {
 fn human_round_trip_and_its_bad_inputs() {
     let env = family_env("");
     let id = start_thread(&env, "review", "Release notes");
-    // `thread run` stops where a person must answer, exit 0.
-    let run = env.ok(&["thread", "run", &id]);
+    // `thread run` stops where a person must answer, exit 4 (it was 0: a script could not tell
+    // it from done).
+    let run = run_to_a_person(&env, &id);
     let last = json(run.lines().last().unwrap());
     assert_eq!(last["awaiting"], true, "{run}");
     assert_eq!(last["role"], "approver");
@@ -229,7 +243,7 @@ fn human_round_trip_and_its_bad_inputs() {
     let err = env.fails_stdin(&["thread", "answer", &id], "{\"approved\": true}");
     assert!(err.contains("is not waiting for an answer"), "{err}");
 
-    env.ok(&["thread", "run", &id]);
+    run_to_a_person(&env, &id);
     let done = json(&env.ok_stdin(&["thread", "answer", &id], "{\"approved\": true}"));
     assert_eq!(done["done"], true);
 }
@@ -241,7 +255,7 @@ fn human_round_trip_and_its_bad_inputs() {
 fn answer_checks_by_reads_dash_and_names_the_idle_role() {
     let env = family_env("");
     let id = start_thread(&env, "review", "Release notes");
-    env.ok(&["thread", "run", &id]);
+    run_to_a_person(&env, &id);
     let answer = "{\"approved\": false}";
     let long = "a".repeat(100_000);
     for (by, says) in [
@@ -330,7 +344,7 @@ fn a_second_answer_while_one_is_being_published_is_busy() {
     }
     let env = family_env("");
     let id = start_thread(&env, "review", "Release notes");
-    env.ok(&["thread", "run", &id]);
+    run_to_a_person(&env, &id);
     let mut holder = hold_lock(&env, &id);
     let out = env
         .uwf()
@@ -410,4 +424,52 @@ fn doctor_and_help_cover_the_two_kinds() {
     }
     let help = env.ok(&["thread", "answer", "--help"]);
     assert!(help.contains("uwf thread answer"), "{help}");
+}
+
+/// A person answers with the role's fields as plain YAML, as a JSON object or as a `---` block;
+/// a refused answer says in a person's words which field is wrong and what it must be.
+#[test]
+fn a_person_answers_in_plain_yaml_json_or_frontmatter() {
+    let env = family_env("");
+    let id = start_thread(&env, "review", "Release notes");
+    let awaiting = |env: &Env| {
+        run_to_a_person(env, &id);
+        assert_eq!(show(env, &id)["status"], "awaiting");
+    };
+    awaiting(&env);
+    // Plain YAML from stdin, not approved: back to the writer, who asks again.
+    let stepped = json(&env.ok_stdin(&["thread", "answer", &id], "approved: false\n"));
+    assert_eq!(
+        (stepped["role"].clone(), stepped["done"].clone()),
+        ("approver".into(), false.into())
+    );
+    let steps = env.ok(&["thread", "steps", &id]);
+    assert!(steps.contains("\"approved\":false"), "{steps}");
+
+    awaiting(&env);
+    // A wrong type in plain YAML: the field, what it must be, and what was given.
+    let err = env.fails_stdin(&["thread", "answer", &id], "approved: yes please\n");
+    assert!(
+        err.contains("the field `approved` must be true or false, not \"yes please\""),
+        "{err}"
+    );
+    assert!(err.contains("/approved"), "{err}");
+    // A missing field, and a text that is no set of fields.
+    let err = env.fails_stdin(&["thread", "answer", &id], "notes: fine\n");
+    assert!(
+        err.contains("the field `approved` is missing: it must be true or false"),
+        "{err}"
+    );
+    let err = env.fails_stdin(&["thread", "answer", &id], "looks good to me");
+    assert!(
+        err.contains("write them as YAML, e.g. `approved: true`"),
+        "{err}"
+    );
+    assert_eq!(show(&env, &id)["status"], "awaiting");
+
+    // Plain YAML from a file, approved: done.
+    let file = env.dir.path().join("answer.yaml");
+    std::fs::write(&file, "approved: true\n").unwrap();
+    let done = json(&env.ok(&["thread", "answer", &id, "-f", file.to_str().unwrap()]));
+    assert_eq!(done["done"], true);
 }

@@ -70,7 +70,9 @@ fn errors_and_diffs_are_coloured_on_a_terminal_unless_told_not_to() {
 
     // A diff: added lines green, removed lines red.
     let id = start_thread(&env, "solve-issue", "p");
-    env.ok(&["thread", "run", &id, "--agent", "dry", "--max-steps", "2"]);
+    // Still active after two steps: exit 3 (`docs/cli.md#exit-codes`).
+    let run = env.run(&["thread", "run", &id, "--agent", "dry", "--max-steps", "2"]);
+    assert_eq!(run.status.code(), Some(3), "{run:?}");
     let diff = on_terminal(
         &env,
         &["thread", "diff", &format!("{id}:1"), &format!("{id}:2")],

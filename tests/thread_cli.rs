@@ -742,3 +742,66 @@ fn exec_agent_runs_a_template_through_extraction() {
         "{err}"
     );
 }
+
+const ASK: &str = "name: ask\nroles:\n  writer:\n    meta: { type: object, properties: { text: { type: string } }, required: [text] }\n  approver:\n    meta: { type: object, properties: { approved: { type: boolean } }, required: [approved] }\ngraph:\n  $START: [ { role: writer, condition: null } ]\n  writer: [ { role: approver, condition: null } ]\n  approver: [ { role: $END, condition: null } ]\n";
+
+/// The exit code of `uwf` with `args`, and its stdout and stderr.
+fn ended(env: &Env, args: &[&str]) -> (Option<i32>, String, String) {
+    let out = env.run(args);
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `thread run`, `uwf run` and `uwf live` exit with a code a script can branch on
+/// (`docs/cli.md#exit-codes`): 0 done (also when it already was), 3 still active after
+/// `--max-steps`, 4 waiting for a person, 5 a step failed, 6 killed.
+#[test]
+fn run_and_live_exit_with_how_the_thread_ended() {
+    let env = Env::new();
+    env.ok_stdin(&["workflow", "put", "-"], ASK);
+    // Still active after --max-steps: 3.
+    let id = start_thread(&env, "ask", "go");
+    let (code, out, err) = ended(
+        &env,
+        &["thread", "run", &id, "--agent", "dry", "--max-steps", "1"],
+    );
+    assert_eq!(code, Some(3), "{out}{err}");
+    assert!(err.contains("still active"), "{err}");
+    // Done: 0; run again, still 0, saying it is already done and running nothing.
+    env.ok(&["thread", "run", &id, "--agent", "dry"]);
+    let (code, out, err) = ended(&env, &["thread", "run", &id, "--agent", "dry"]);
+    assert_eq!((code, out.as_str()), (Some(0), ""), "{err}");
+    assert!(err.contains("is already done"), "{err}");
+    // A step failed: 5, with its error.
+    let failing = start_thread(&env, "ask", "fail");
+    let (code, out, err) = ended(&env, &["thread", "run", &failing, "--agent", "false"]);
+    assert_eq!(code, Some(5), "{out}{err}");
+    assert!(err.starts_with("error: "), "{err}");
+    let (code, out, _) = ended(&env, &["live", &failing]);
+    assert_eq!(code, Some(5), "{out}");
+    assert!(out.contains("failed"), "{out}");
+    // Killed: 6, for run and live.
+    env.ok(&["thread", "kill", &failing]);
+    let (code, _, err) = ended(&env, &["thread", "run", &failing, "--agent", "dry"]);
+    assert_eq!(code, Some(6), "{err}");
+    assert!(err.contains("killed"), "{err}");
+    assert_eq!(ended(&env, &["live", &failing]).0, Some(6));
+    // Waiting for a person: 4, for `uwf run` (start, then run) and live.
+    std::fs::write(
+        env.root().join("config.yaml"),
+        "defaultAgent: dry\nagentOverrides:\n  ask: { approver: human }\n",
+    )
+    .unwrap();
+    let (code, out, err) = ended(&env, &["run", "ask", "-p", "ask someone"]);
+    assert_eq!(code, Some(4), "{out}{err}");
+    assert!(err.contains("waiting for a person"), "{err}");
+    let asked = json(out.lines().last().unwrap());
+    assert_eq!(asked["awaiting"], true);
+    let thread = asked["thread"].as_str().unwrap().to_owned();
+    assert_eq!(ended(&env, &["live", &thread]).0, Some(4));
+    env.ok_stdin(&["thread", "answer", &thread], "approved: true");
+    assert_eq!(ended(&env, &["live", &thread]).0, Some(0));
+}

@@ -352,3 +352,69 @@ graph:\n  $START: [ {{ role: tick, condition: null }} ]\n  tick: [ {{ role: tick
     assert!(!first(&why_err).is_empty(), "{why_err}");
     assert_eq!(first(&why_err), first(&step_err), "the same error");
 }
+
+/// Schema mistakes JSON Schema lets through refuse `workflow put`, located, with a did-you-mean:
+/// a required name not among the properties, and a misspelt keyword.
+#[test]
+fn schema_mistakes_are_refused_with_did_you_mean() {
+    let env = Env::new();
+    let text = V1.replace(
+        "properties: { approved: { type: boolean } }, required: [approved]",
+        "properties: { approved: { type: boolean }, comments: { type: string } }, required: [approved, coments]",
+    );
+    let err = env.fails_stdin(&["workflow", "put", "-"], &text);
+    assert!(
+        err.contains(
+            "roles.reviewer.meta.required[1]: `coments` is required but is not one of the \
+             `properties` (approved, comments); did you mean `comments`?"
+        ),
+        "{err}"
+    );
+    let text = V1.replace("required: [approved]", "requried: [approved]");
+    let err = env.fails_stdin(&["workflow", "put", "-"], &text);
+    assert!(
+        err.contains("roles.reviewer.meta.requried: `requried` is not a JSON Schema keyword")
+            && err.contains("did you mean `required`?"),
+        "{err}"
+    );
+    let text = V1.replace(
+        "properties: { text: { type: string } }",
+        "propertes: { text: { type: string } }",
+    );
+    let err = env.fails_stdin(&["workflow", "put", "-"], &text);
+    assert!(err.contains("did you mean `properties`?"), "{err}");
+    // A keyword that is no typo of one is a warning: the comma that splits a description.
+    let text = V1.replace(
+        "{ text: { type: string } }",
+        "{ text: { type: string, description: The text, in full. } }",
+    );
+    let out = env
+        .uwf()
+        .args(["workflow", "put", "-"])
+        .write_stdin(text)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("warning: roles.writer.meta.properties.text.in full.: `in full.` is not a JSON Schema keyword"),
+        "{stderr}"
+    );
+    assert_eq!(env.ok(&["workflow", "list", "-q"]).trim(), "review");
+}
+
+/// The dry agent fills a required field that has no type with a text, not with null.
+#[test]
+fn dry_fills_an_untyped_required_field_with_a_text() {
+    let env = Env::new();
+    let text = V1.replace(
+        "properties: { text: { type: string } }, required: [text]",
+        "properties: { text: { description: Anything. } }, required: [text]",
+    );
+    env.ok_stdin(&["workflow", "put", "-"], &text);
+    let id = common::start_thread(&env, "review", "go");
+    let step = json(&env.ok(&["thread", "step", &id, "--agent", "dry"]));
+    let node = json(&env.ok(&["cas", "get", step["head"].as_str().unwrap(), "--payload"]));
+    let output = json(&env.ok(&["cas", "get", node["output"].as_str().unwrap(), "--payload"]));
+    assert_eq!(output, serde_json::json!({"text": ""}));
+}

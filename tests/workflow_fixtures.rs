@@ -88,10 +88,20 @@ fn check_valid(dir: &str, min: usize) {
         let out = env.run(&["workflow", "put", file.to_str().unwrap()]);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{name} refused:\n{stderr}");
-        for warn in header(file, "warn") {
+        let warns = header(file, "warn");
+        for warn in &warns {
             assert!(
                 stderr.contains(&format!("warning: {warn}:")),
                 "{name}: no warning at {warn}:\n{stderr}"
+            );
+        }
+        // No other warning: an example, or a valid fixture, says nothing it does not mean.
+        for line in stderr.lines().filter(|l| l.starts_with("warning: ")) {
+            assert!(
+                warns
+                    .iter()
+                    .any(|w| line.starts_with(&format!("warning: {w}:"))),
+                "{name}: an unexpected warning: {line}"
             );
         }
         let put: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();

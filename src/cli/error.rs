@@ -5,7 +5,8 @@
 //!
 //! Exit codes: 0 ok; 1 a user or internal error; 2 usage (clap's own errors, and missing or
 //! contradictory arguments clap cannot see); 75 busy (another process holds the thread); 128 +
-//! the signal's number when a caught SIGINT, SIGTERM or SIGHUP stopped a step (130, 143, 129).
+//! the signal's number when a caught SIGINT, SIGTERM or SIGHUP stopped a step (130, 143, 129);
+//! 3 to 6 for how a thread that `thread run`, `run` or `live` followed ended ([`ended`]).
 //! Printed as `error: <message>`, one `caused by: …` line per cause, then every hint as
 //! `hint: …`.
 
@@ -13,6 +14,19 @@ use std::fmt::Display;
 use std::process::ExitCode;
 
 use crate::advice::Advice;
+
+/// How `uwf thread run`, `uwf run` and `uwf live` end, for scripts (`docs/cli.md#exit-codes`):
+/// 0 when the thread is done (or was already), and these otherwise.
+pub mod ended {
+    /// Still active after `--max-steps` steps.
+    pub const STOPPED: u8 = 3;
+    /// Waiting for a person to answer (`uwf thread answer`).
+    pub const AWAITING: u8 = 4;
+    /// A step failed: the thread stays active, its error recorded.
+    pub const FAILED: u8 = 5;
+    /// Killed (or rebased away): it takes no more steps.
+    pub const KILLED: u8 = 6;
+}
 
 /// What kind of failure a command had; decides the exit code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,6 +41,8 @@ pub enum Kind {
     Internal,
     /// A caught stop signal ended the command (exit 128 + the signal's number).
     Interrupted(u8),
+    /// A thread ended some way other than done (one of [`ended`]'s codes); printed as an error.
+    Ended(u8),
     /// The command has already said everything and only picks its exit status (`cas has`
     /// answering "no", `fsck` finding problems, a reader of stdout that went away).
     Silent(u8),
@@ -76,6 +92,15 @@ impl CommandError {
         self
     }
 
+    /// The same failure, as a thread ending with `code` (one of [`ended`]'s); a busy thread or
+    /// a stop signal keeps its own code.
+    pub fn ended(mut self, code: u8) -> CommandError {
+        if matches!(self.kind, Kind::User | Kind::Internal) {
+            self.kind = Kind::Ended(code);
+        }
+        self
+    }
+
     /// Adds a hint (printed after the message and causes).
     pub fn hint(mut self, hint: impl Into<String>) -> CommandError {
         self.hints.push(hint.into());
@@ -95,7 +120,7 @@ impl CommandError {
             Kind::Usage => 2,
             Kind::Busy => 75,
             Kind::Interrupted(signal) => 128u8.saturating_add(signal),
-            Kind::Silent(code) => code,
+            Kind::Silent(code) | Kind::Ended(code) => code,
         }
     }
 

@@ -17,7 +17,7 @@ use clap::Args;
 
 use super::Out;
 use crate::cas::{Hash, Store};
-use crate::cli::error::CliResult;
+use crate::cli::error::{CliResult, CommandError, ended};
 use crate::engine::cycle::lifecycle;
 use crate::engine::storage::notify::ThreadWaker;
 use crate::engine::thread::index::{self, State};
@@ -32,8 +32,8 @@ const POLL: Duration = Duration::from_millis(100);
 
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Ends when the thread is done, killed, rebased, failed or waiting for a person \
-(exit 0). On a terminal a progress line shows the running role, agent and time.\n\n\
+    after_help = "Ends when the thread is done (exit 0), waiting for a person (4), failed (5), \
+killed or rebased (6); --once when the current step ends (0). On a terminal a progress line shows the running role, agent and time.\n\n\
 Examples:\n  uwf thread live 01JD8X…            # in one terminal\n  \
 uwf thread run 01JD8X…             # in another\n  uwf live 01JD8X… --once"
 )]
@@ -116,30 +116,46 @@ pub fn run(args: LiveArgs, root: &Path, out: &mut Out) -> CliResult {
             log.copy_new(&files, out, &mut before_header)?;
             log.finish(out)?;
             let summary = lifecycle::summary(&store, &id)?;
+            // The exit codes `thread run` ends with (`docs/cli.md#exit-codes`).
             let end = match summary.status.as_str() {
-                _ if summary.done() => {
-                    Some(format!("thread {id} is {}", summary.status_line(&files)))
-                }
-                "awaiting" => Some(format!(
-                    "thread {id} is waiting for a person (role {}): `uwf thread question {id}`, then `uwf thread answer {id}`",
-                    summary.awaiting.as_deref().unwrap_or("?")
+                "done" => Some((format!("thread {id} is {}", summary.status_line(&files)), 0)),
+                _ if summary.done() => Some((
+                    format!("thread {id} is {}", summary.status_line(&files)),
+                    ended::KILLED,
                 )),
-                "failed" if running || !args.once => Some(format!(
-                    "thread {id} failed: {}",
-                    summary.error.as_deref().unwrap_or("").trim_end()
+                "awaiting" => Some((
+                    format!(
+                        "thread {id} is waiting for a person (role {}): `uwf thread question {id}`, then `uwf thread answer {id}`",
+                        summary.awaiting.as_deref().unwrap_or("?")
+                    ),
+                    ended::AWAITING,
                 )),
-                _ if args.once => Some(format!(
-                    "no step is running on thread {id} (next: {})",
-                    summary.next.as_deref().unwrap_or("?")
+                "failed" if running || !args.once => Some((
+                    format!(
+                        "thread {id} failed: {}",
+                        summary.error.as_deref().unwrap_or("").trim_end()
+                    ),
+                    ended::FAILED,
+                )),
+                _ if args.once => Some((
+                    format!(
+                        "no step is running on thread {id} (next: {})",
+                        summary.next.as_deref().unwrap_or("?")
+                    ),
+                    0,
                 )),
                 _ => None,
             };
-            if let Some(end) = end {
+            if let Some((end, code)) = end {
                 if shown_progress {
                     eprint!("\r\x1b[K");
                 }
                 out.line(end)?;
-                return Ok(());
+                out.flush()?;
+                return match code {
+                    0 => Ok(()),
+                    code => Err(CommandError::silent(code)),
+                };
             }
         }
         running = now_running;

@@ -364,6 +364,22 @@ impl Actions {
         }
     }
 
+    /// Checks the text written so far to `threads/<id>/answer` without publishing anything: a
+    /// whole answer the role refuses is EINVAL, its reason (and the kept answer) in the thread's
+    /// `error`. Anything else (a text not whole yet, a thread busy or no longer asking) is for
+    /// the close to decide, as before.
+    pub fn check_answer(&self, id: &str, text: &str) -> Result<(), FsError> {
+        match human::check_answer(&self.store, id, text) {
+            Err(e @ HumanError::Refused { .. }) => {
+                let text = with_hints(&e);
+                self.files(id)
+                    .record_error(&format!("answer refused: {text}"));
+                Err(FsError::Refused(text))
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// An empty answer (`echo "" > answer`), refused at the write as the engine refuses it.
     pub fn empty_answer(&self, id: &str) -> FsError {
         self.answer_refused(id, &HumanError::Empty)

@@ -67,6 +67,22 @@ impl Env {
         String::from_utf8_lossy(&out.stdout).trim().to_owned()
     }
 
+    /// Runs `uwf args…` (a `thread run`, `run` or `live`), asserts it ended with `code`
+    /// (`docs/cli.md#exit-codes`: 3 stopped by `--max-steps`, 4 waiting for a person…), and
+    /// returns trimmed stdout.
+    #[allow(dead_code)]
+    pub fn ends(&self, args: &[&str], code: i32) -> String {
+        let out = self.run(args);
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "uwf {args:?}: expected exit {code}\nstdout: {}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
     /// Runs `uwf args…`, asserts it exits with `code`, and returns stderr.
     pub fn fails(&self, args: &[&str], code: i32) -> String {
         let out = self.run(args);

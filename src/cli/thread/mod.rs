@@ -61,7 +61,11 @@ uwf thread step 01JD8X…\n  uwf thread step 01JD8X… --agent \"uwf agent scrip
         agent: Option<String>,
     },
     /// Step until the thread is done (or --max-steps); prints one JSON line per step
-    #[command(after_help = "Example:\n  uwf thread run 01JD8X… --agent dry --max-steps 20")]
+    #[command(
+        after_help = "Exits 0 when the thread is done (or already was), 3 when still \
+active after --max-steps, 4 when waiting for a person, 5 when a step failed, 6 when killed.\n\n\
+Example:\n  uwf thread run 01JD8X… --agent dry --max-steps 20"
+    )]
     Run {
         /// Thread id (a unique prefix is enough)
         thread: String,

@@ -8,14 +8,17 @@ use clap::Args;
 use super::super::Out;
 use super::{StartArgs, load_config, print_stepped};
 use crate::cas::Store;
-use crate::cli::error::{CliResult, CommandError, Context};
+use crate::cli::error::{CliResult, CommandError, Context, ended};
 use crate::engine::agent::interrupt;
 use crate::engine::cycle::step::{self, StepOptions};
 use crate::engine::cycle::{failure, lifecycle};
 use crate::engine::workflow::jsonata;
 
 /// Steps thread `id` until it is done, awaits a person or took `max_steps` steps, printing a
-/// line per step (`thread run`, `uwf run`).
+/// line per step (`thread run`, `uwf run`). Ends with the codes of `docs/cli.md#exit-codes`: 0
+/// done (also when it already was), [`ended::STOPPED`] still active after `max_steps`,
+/// [`ended::AWAITING`] waiting for a person, [`ended::FAILED`] a step failed,
+/// [`ended::KILLED`] killed.
 pub(super) fn run_steps(
     store: &Store,
     id: &str,
@@ -23,6 +26,12 @@ pub(super) fn run_steps(
     agent: Option<String>,
     out: &mut Out,
 ) -> CliResult<()> {
+    // A finished thread has nothing left to run: done is not an error, killed is its own end.
+    if let Ok(summary) = lifecycle::summary(store, id)
+        && summary.done()
+    {
+        return finished(id, &summary.status, true);
+    }
     let config = load_config(store.root(), agent.as_deref())?;
     let options = StepOptions {
         agent,
@@ -47,11 +56,25 @@ pub(super) fn run_steps(
                 human_duration(started.elapsed())
             );
         }
-        let stepped = step::step_warm(store, &config, id, &options, &mut warm)?;
+        let stepped = match step::step_warm(store, &config, id, &options, &mut warm) {
+            Ok(stepped) => stepped,
+            Err(e) => return Err(step_failed(store, id, CommandError::from(e))),
+        };
         print_stepped(out, &stepped)?;
         out.flush()?;
-        if stepped.done || stepped.awaiting {
-            return Ok(());
+        if stepped.done {
+            let status = lifecycle::summary(store, id)
+                .map(|s| s.status)
+                .unwrap_or_else(|_| "done".to_owned());
+            return finished(id, &status, false);
+        }
+        if stepped.awaiting {
+            eprintln!(
+                "uwf: thread {id} is waiting for a person (role {}): `uwf thread question {id}`, \
+                 then `uwf thread answer {id}`",
+                stepped.role.as_deref().unwrap_or("?")
+            );
+            return Err(CommandError::silent(ended::AWAITING));
         }
         if let Some(signal) = interrupt::caught() {
             return Err(CommandError::user(format!(
@@ -63,7 +86,34 @@ pub(super) fn run_steps(
         }
     }
     eprintln!("uwf: stopped after {max_steps} steps (--max-steps); the thread is still active");
-    Ok(())
+    Err(CommandError::silent(ended::STOPPED))
+}
+
+/// How a run of a thread that is archived ends: 0 for `done` (saying so when it `already` was),
+/// [`ended::KILLED`] for one killed or rebased away.
+fn finished(id: &str, status: &str, already: bool) -> CliResult<()> {
+    match status {
+        "done" if already => {
+            eprintln!("uwf: thread {id} is already done: nothing to run");
+            Ok(())
+        }
+        "done" => Ok(()),
+        other => Err(CommandError::user(format!(
+            "thread {id} was {other}: it takes no more steps"
+        ))
+        .ended(ended::KILLED)),
+    }
+}
+
+/// A step that did not publish: [`ended::FAILED`] when the thread recorded a failed step,
+/// [`ended::KILLED`] when it was killed meanwhile; any other error (busy, a stop signal, a
+/// thread that is not there) keeps its own code.
+fn step_failed(store: &Store, id: &str, e: CommandError) -> CommandError {
+    match lifecycle::summary(store, id).map(|s| s.status) {
+        Ok(status) if status == "failed" => e.ended(ended::FAILED),
+        Ok(status) if status == "killed" || status == "rebased" => e.ended(ended::KILLED),
+        _ => e,
+    }
 }
 
 /// A duration for people: `0.4s` under ten seconds, `12s` under a minute, then `3m05s` and

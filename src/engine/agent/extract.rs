@@ -5,6 +5,8 @@
 //! body, and a JSON object (the whole output, or a ```json fence). Either must validate against
 //! the role's schema. Failures say precisely what was wrong; the caller keeps the raw output.
 
+use std::borrow::Cow;
+
 use crate::advice::Advice;
 use serde_json::Value;
 
@@ -52,17 +54,7 @@ impl Advice for ExtractError {}
 
 /// Extracts a structured output that validates against `schema`.
 pub fn extract(raw: &str, schema: &CompiledSchema) -> Result<Extracted, ExtractError> {
-    let text = raw.trim_start_matches('\u{feff}');
-    if text.trim().is_empty() {
-        return Err(ExtractError::Empty);
-    }
-    let found = if let Some(rest) = strip_fence_line(text.trim_start()) {
-        frontmatter(rest)?
-    } else if let Some(found) = json_object(text)? {
-        found
-    } else {
-        return Err(ExtractError::NoStructure);
-    };
+    let found = parse(raw)?;
     schema
         .validate(&found.output)
         .map_err(|violations| ExtractError::Schema {
@@ -70,6 +62,44 @@ pub fn extract(raw: &str, schema: &CompiledSchema) -> Result<Extracted, ExtractE
             violations,
         })?;
     Ok(found)
+}
+
+/// The structured output in `raw` (frontmatter or a JSON object), not yet checked against any
+/// schema.
+pub fn parse(raw: &str) -> Result<Extracted, ExtractError> {
+    let text = raw.trim_start_matches('\u{feff}');
+    if text.trim().is_empty() {
+        return Err(ExtractError::Empty);
+    }
+    if let Some(rest) = strip_fence_line(text.trim_start()) {
+        frontmatter(rest)
+    } else if let Some(found) = json_object(text)? {
+        Ok(found)
+    } else {
+        Err(ExtractError::NoStructure)
+    }
+}
+
+/// A person's answer in the form [`extract`] reads. A person may write the fields as plain YAML
+/// (`approved: true`) with no `---` lines around them: such a text, when it is a YAML mapping, is
+/// returned as a frontmatter block with no body. Anything else (frontmatter, a JSON object, or a
+/// text that is no mapping) is returned as it is.
+pub fn answer_text(raw: &str) -> Cow<'_, str> {
+    let text = raw.trim_start_matches('\u{feff}').trim();
+    if text.starts_with("---") || text.starts_with('{') || text.is_empty() {
+        return Cow::Borrowed(raw);
+    }
+    match serde_yaml::from_str::<serde_yaml::Value>(text) {
+        Ok(serde_yaml::Value::Mapping(_)) => Cow::Owned(format!("---\n{text}\n---\n")),
+        _ => Cow::Borrowed(raw),
+    }
+}
+
+/// Whether `raw` is a whole answer already: a JSON object or a closed frontmatter block that
+/// parse (more text could only be a body, or break it), or a plain YAML mapping (which more
+/// lines could still extend).
+pub fn answer_is_complete(raw: &str) -> bool {
+    parse(&answer_text(raw)).is_ok()
 }
 
 /// If `text` starts with a `---` line, the text after it.
@@ -199,6 +229,18 @@ mod tests {
         .unwrap();
         assert_eq!(e.output, json!({"approved": true}));
         assert_eq!(e.body.as_deref(), Some("Here you go:\n\nThanks."));
+    }
+
+    #[test]
+    fn a_plain_yaml_answer_reads_as_frontmatter() {
+        let e = extract(&answer_text("approved: true\nnotes: fine\n"), &schema()).unwrap();
+        assert_eq!(e.output, json!({"approved": true, "notes": "fine"}));
+        assert_eq!(e.body, None);
+        assert_eq!(answer_text("I approve."), "I approve.");
+        assert_eq!(answer_text("{\"approved\": true}"), "{\"approved\": true}");
+        assert!(answer_is_complete("approved: true"));
+        assert!(!answer_is_complete("{\"approved\":"));
+        assert!(!answer_is_complete("---\napproved: true\n"));
     }
 
     #[test]

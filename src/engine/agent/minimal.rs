@@ -78,7 +78,13 @@ fn build(root: &Value, schema: &Value, depth: usize) -> Value {
                     let sub = props
                         .and_then(|p| p.get(name))
                         .unwrap_or(&Value::Bool(true));
-                    out.insert(name.to_owned(), build(root, sub, depth + 1));
+                    let mut value = build(root, sub, depth + 1);
+                    // A required field with no type (or not among the properties) would be
+                    // null, which reads as "missing" downstream: a short text says "filled".
+                    if value.is_null() && !allows_null(sub) {
+                        value = Value::String(String::new());
+                    }
+                    out.insert(name.to_owned(), value);
                 }
             }
             Value::Object(out)
@@ -112,6 +118,22 @@ fn build(root: &Value, schema: &Value, depth: usize) -> Value {
 
 /// The least number allowed: `minimum`, just above `exclusiveMinimum`, else 0 (clamped to
 /// `maximum`).
+/// Whether `schema` says null outright: `type: null` (alone or among others), `const: null`, or
+/// null as the first `enum` choice.
+fn allows_null(schema: &Value) -> bool {
+    let names_null = |t: &Value| t == "null";
+    match schema.get("type") {
+        Some(Value::String(t)) if t == "null" => return true,
+        Some(Value::Array(types)) if types.iter().any(names_null) => return true,
+        _ => {}
+    }
+    schema.get("const").is_some_and(Value::is_null)
+        || schema
+            .get("enum")
+            .and_then(|e| e.get(0))
+            .is_some_and(Value::is_null)
+}
+
 fn number_floor(s: &Map<String, Value>) -> f64 {
     let mut n = 0.0;
     if let Some(min) = s.get("minimum").and_then(Value::as_f64) {
@@ -175,5 +197,15 @@ mod tests {
             },
             "required": ["items", "either", "maybe", "fixed"]
         }));
+    }
+
+    #[test]
+    fn a_required_field_with_no_type_is_a_text_not_null() {
+        let v = check(json!({
+            "type": "object",
+            "properties": {"note": {"description": "Anything."}, "maybe": {"type": ["string", "null"]}},
+            "required": ["note", "maybe", "unlisted"]
+        }));
+        assert_eq!(v, json!({"note": "", "maybe": null, "unlisted": ""}));
     }
 }

@@ -15,8 +15,11 @@ use std::time::Instant;
 use serde_json::json;
 
 use crate::advice::Advice;
+use crate::cas::Hash;
 use crate::cas::Store;
+use crate::cas::schema::Violation;
 use crate::cas::store::now_ms;
+use crate::engine::agent::extract::{self, ExtractError};
 use crate::engine::agent::prompt::agent_prompt;
 use crate::engine::agent::submit::{self, Submission, SubmitError};
 use crate::engine::config::Config;
@@ -42,6 +45,13 @@ pub enum HumanError {
     Index(#[from] ThreadIndexError),
     #[error(transparent)]
     View(#[from] ViewError),
+    /// An answer the role's format refuses, said in a person's words first, then as the
+    /// extraction says it.
+    #[error("the answer was not taken: {}\n{error}", words.join("; "))]
+    Refused {
+        words: Vec<String>,
+        error: Box<SubmitError>,
+    },
     #[error(transparent)]
     Submit(#[from] SubmitError),
     #[error(transparent)]
@@ -63,6 +73,16 @@ impl Advice for HumanError {
             HumanError::Index(e) => e.hints(),
             HumanError::View(e) => e.hints(),
             HumanError::Submit(e) => e.hints(),
+            HumanError::Refused { error, .. } => {
+                let mut hints = error.hints();
+                hints.push(
+                    "an answer is the role's fields as YAML (`approved: true`), as a JSON object \
+                     (`{\"approved\": true}`), or as YAML between two `---` lines followed by \
+                     Markdown; `uwf thread question <id>` shows them"
+                        .into(),
+                );
+                hints
+            }
             HumanError::Step(e) => e.hints(),
         }
     }
@@ -206,17 +226,19 @@ pub fn answer(
     };
     let submission = Submission {
         agent: agent.clone(),
-        raw: text.to_owned(),
+        // Plain YAML fields read as a frontmatter block; anything else as it was written.
+        raw: extract::answer_text(text).into_owned(),
         exit_code: None,
         duration_ms: now_ms().saturating_sub(asked.asked_at),
         stderr_tail: String::new(),
         extra: Default::default(),
     };
     let target = view.history.target(&view.workflow);
+    let schema_hash = target.role_schema(&asked.role)?;
     // 1-based, as in `steps/NNN-role` and the `awaiting` event.
     let step = view.history.len() + 1;
     let outcome = submit::submit_raw_to(store, &target, &asked.role, submission, config)
-        .map_err(HumanError::from)
+        .map_err(|e| refused(store, schema_hash, text, e))
         .and_then(|hash| {
             Ok(step::publish(
                 store,
@@ -253,6 +275,202 @@ pub fn answer(
         index::queue(store.root(), id)?;
     }
     outcome
+}
+
+/// Whether `text`, a whole or partial answer to the question thread `id` awaits, is refused by
+/// the role's format already: `Ok(false)` while it is no complete answer yet (a JSON object or a
+/// `---` block not closed, or a YAML mapping still missing a required field, which more lines may
+/// add), `Ok(true)` when it is a complete answer the role takes. Nothing is written or recorded.
+pub fn check_answer(store: &Store, id: &str, text: &str) -> Result<bool, HumanError> {
+    let view = ThreadView::load(store, id)?;
+    let files = RunFiles::new(store.root(), id);
+    let Some(asked) = files.awaiting(view.head) else {
+        return Err(not_awaiting(store, id));
+    };
+    if !extract::answer_is_complete(text) {
+        return Ok(false);
+    }
+    let schema_hash = view.role_schema(&asked.role)?;
+    let schema = store.schema(schema_hash).map_err(SubmitError::from)?;
+    let plain = extract::answer_text(text);
+    match extract::extract(&plain, &schema) {
+        Ok(_) => Ok(true),
+        // A plain YAML answer may still get its missing fields from the next lines written.
+        Err(ExtractError::Schema { violations, .. })
+            if matches!(plain, std::borrow::Cow::Owned(_))
+                && violations.iter().all(|v| required_name(v).is_some()) =>
+        {
+            Ok(false)
+        }
+        Err(error) => {
+            // Kept as `answer` keeps a refused answer, so the error can name it.
+            let raw = store
+                .put(
+                    crate::cas::builtin::hash_of("text"),
+                    &serde_json::Value::String(text.to_owned()),
+                )
+                .map_err(SubmitError::from)?;
+            let role = asked.role;
+            let llm = None;
+            Err(refused(
+                store,
+                schema_hash,
+                text,
+                SubmitError::Extract {
+                    role,
+                    error,
+                    llm,
+                    raw,
+                },
+            ))
+        }
+    }
+}
+
+/// A refused answer in a person's words: which field is wrong and what it must be, from the
+/// role's schema. Errors other than the answer's own are passed on as they are.
+fn refused(store: &Store, schema_hash: Hash, text: &str, error: SubmitError) -> HumanError {
+    let SubmitError::Extract { error: why, .. } = &error else {
+        return HumanError::Submit(error);
+    };
+    let schema = store.get_payload(schema_hash).unwrap_or_default();
+    let words = match why {
+        ExtractError::Schema { violations, .. } => {
+            let given = extract::parse(&extract::answer_text(text))
+                .map(|e| e.output)
+                .unwrap_or_default();
+            violations
+                .iter()
+                .map(|v| in_words(&schema, &given, v))
+                .collect()
+        }
+        ExtractError::Empty => return HumanError::Empty,
+        _ => vec![format!(
+            "it is not a set of fields; write them as YAML, e.g. `{}`",
+            example(&schema)
+        )],
+    };
+    HumanError::Refused {
+        words,
+        error: Box::new(error),
+    }
+}
+
+/// The field a "required property" violation names.
+fn required_name(v: &Violation) -> Option<&str> {
+    let rest = v.message.strip_suffix(" is a required property")?;
+    rest.strip_prefix('"')?.strip_suffix('"')
+}
+
+/// One violation in a person's words.
+fn in_words(schema: &serde_json::Value, given: &serde_json::Value, v: &Violation) -> String {
+    let mut path: Vec<String> = v
+        .pointer
+        .split('/')
+        .skip(1)
+        .map(|p| p.replace("~1", "/").replace("~0", "~"))
+        .collect();
+    let missing = required_name(v).map(str::to_owned);
+    if let Some(name) = &missing {
+        path.push(name.clone());
+    }
+    if path.is_empty() {
+        return v.message.clone();
+    }
+    let field = path.join(".");
+    let mut sub = schema;
+    for p in &path {
+        sub = match sub.get("properties").and_then(|ps| ps.get(p)) {
+            Some(s) => s,
+            None => match sub.get("items") {
+                Some(items) if p.parse::<usize>().is_ok() => items,
+                _ => &serde_json::Value::Null,
+            },
+        };
+    }
+    let must = must_be(sub);
+    if missing.is_some() {
+        return match must {
+            Some(must) => format!("the field `{field}` is missing: it must be {must}"),
+            None => format!("the field `{field}` is missing"),
+        };
+    }
+    if sub.is_null() && v.message.contains("dditional properties") {
+        return format!("`{}` is not a field of this answer", path[path.len() - 1]);
+    }
+    let got = path
+        .iter()
+        .try_fold(given, |g, p| {
+            g.get(p.as_str())
+                .or_else(|| p.parse::<usize>().ok().and_then(|i| g.get(i)))
+        })
+        .map(|g| format!(", not {g}"))
+        .unwrap_or_default();
+    match must {
+        Some(must) => format!("the field `{field}` must be {must}{got}"),
+        None => format!("the field `{field}`: {}", v.message),
+    }
+}
+
+/// What a value of `schema` is, in words: `true or false`, `a text`, `one of "a", "b"`.
+fn must_be(schema: &serde_json::Value) -> Option<String> {
+    if let Some(options) = schema.get("enum").and_then(|e| e.as_array()) {
+        let list: Vec<String> = options.iter().map(|o| o.to_string()).collect();
+        return Some(format!("one of {}", list.join(", ")));
+    }
+    if let Some(value) = schema.get("const") {
+        return Some(format!("exactly {value}"));
+    }
+    let words = |t: &str| match t {
+        "boolean" => "true or false",
+        "string" => "a text",
+        "integer" => "a whole number",
+        "number" => "a number",
+        "array" => "a list",
+        "object" => "a set of fields",
+        "null" => "null",
+        _ => "a value",
+    };
+    match schema.get("type")? {
+        serde_json::Value::String(t) => Some(words(t).to_owned()),
+        serde_json::Value::Array(ts) => Some(
+            ts.iter()
+                .filter_map(|t| t.as_str())
+                .map(words)
+                .collect::<Vec<_>>()
+                .join(" or "),
+        ),
+        _ => None,
+    }
+}
+
+/// An example answer line for a role's schema: its first required field (else its first
+/// field) with a value of its type.
+fn example(schema: &serde_json::Value) -> String {
+    let first = schema
+        .get("required")
+        .and_then(|r| r.get(0))
+        .and_then(|r| r.as_str())
+        .or_else(|| {
+            schema
+                .get("properties")
+                .and_then(|p| p.as_object())
+                .and_then(|p| p.keys().next())
+                .map(String::as_str)
+        });
+    let Some(name) = first else {
+        return "field: value".into();
+    };
+    let value = match schema
+        .pointer(&format!("/properties/{name}/type"))
+        .and_then(|t| t.as_str())
+    {
+        Some("boolean") => "true",
+        Some("integer") | Some("number") => "1",
+        Some("array") => "[first, second]",
+        _ => "some text",
+    };
+    format!("{name}: {value}")
 }
 
 /// The error for an answer to an active thread that asks nothing while no step runs (the answer

@@ -17,6 +17,7 @@ pub mod graph;
 pub mod jsonata;
 pub mod moderator;
 pub mod registry;
+pub mod schema_words;
 pub mod template;
 pub mod validate;
 pub mod yaml_load;

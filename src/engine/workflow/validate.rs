@@ -17,7 +17,7 @@ use crate::engine::workflow::definition::{
     Checked, Condition, Definition, END, MAX_RETRY, Problem, Role, START, Transition, Workflow,
 };
 use crate::engine::workflow::yaml_load::{self, FILE, MAX_FILE_BYTES, MAX_NAME_CHARS};
-use crate::engine::workflow::{jsonata, template};
+use crate::engine::workflow::{jsonata, schema_words, template};
 
 /// Parses and validates a workflow file's bytes: the file-level checks (size, UTF-8 text, not
 /// binary), then [`parse`].
@@ -451,7 +451,13 @@ impl Validator {
             }
         };
         match CompiledSchema::compile(&json) {
-            Ok(_) => Some(json),
+            Ok(_) => {
+                let found = schema_words::check(path, &json);
+                let refused = !found.errors.is_empty();
+                self.errors.extend(found.errors);
+                self.warnings.extend(found.warnings);
+                (!refused).then_some(json)
+            }
             Err(violations) => {
                 let detail = violations
                     .iter()

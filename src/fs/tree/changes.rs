@@ -114,12 +114,17 @@ impl Tree {
         if let Open::Control(_) = &h.open {
             return self.control_write(st, fh, offset, data);
         }
-        let id = match &h.open {
-            Open::Scratch(id) => *id,
-            Open::Draft(n) => st.drafts.get(n).ok_or(FsError::BadHandle)?.id,
+        let (id, draft) = match &h.open {
+            Open::Scratch(id) => (*id, None),
+            Open::Draft(n) => (
+                st.drafts.get(n).ok_or(FsError::BadHandle)?.id,
+                Some(n.clone()),
+            ),
             _ => return Err(FsError::BadHandle),
         };
-        st.scratch.write(id, offset, data)
+        let n = st.scratch.write(id, offset, data)?;
+        self.check_written(st, id, draft.as_ref(), data)?;
+        Ok(n)
     }
 
     /// `close()` of a descriptor: a meaningful file changed since its last save is registered

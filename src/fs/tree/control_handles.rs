@@ -160,6 +160,16 @@ impl Tree {
                 ctl_mut(st, fh)?.failed = Some(e.clone());
                 return Err(e);
             }
+            // A whole answer the role refuses fails the write itself, which the shell reports;
+            // an answer still being written waits for the close.
+            if let CtlTarget::Answer(id) = ctl.target.clone() {
+                let text = String::from_utf8_lossy(&ctl.text).into_owned();
+                if let Err(e) = self.actions.check_answer(&id, &text) {
+                    error_written(st, &id);
+                    ctl_mut(st, fh)?.failed = Some(e.clone());
+                    return Err(e);
+                }
+            }
             return Ok(data.len() as u32);
         }
         self.change(st, fh)?;

@@ -154,6 +154,43 @@ impl Tree {
         }
     }
 
+    /// After a write to scratch file `id`: when its text so far is a whole workflow document
+    /// (see [`whole_document`]) that `uwf workflow put` would refuse, the write itself fails
+    /// (EINVAL, which `echo … > x.yaml` reports) and `workflows/error` says why. A text that is
+    /// no whole document yet waits for the close, which registers it.
+    pub(super) fn check_written(
+        &self,
+        st: &mut State,
+        id: u64,
+        draft: Option<&Arc<str>>,
+        last: &[u8],
+    ) -> Result<(), FsError> {
+        let Some(f) = st.scratch.get(id) else {
+            return Ok(());
+        };
+        let (path, target) = match (draft, f.place.clone()) {
+            (Some(name), _) => (
+                format!("workflows/{name}/workflow.yaml"),
+                Target::Workflow(name.clone()),
+            ),
+            (None, Some((dir, name))) => match registration::target_of(&dir, &name) {
+                Some(target) => (place_path(&dir, &name), target),
+                None => return Ok(()),
+            },
+            (None, None) => return Ok(()),
+        };
+        if !whole_document(&f.data, last) {
+            return Ok(());
+        }
+        match registration::check(&f.data, &target) {
+            Ok(_) => Ok(()),
+            Err(reason) => {
+                self.record_error(st, &path, &reason, &kept_note(&path, &target));
+                Err(FsError::Refused(reason))
+            }
+        }
+    }
+
     /// A refused save of `path`: `workflows/error` explains it. The text stays in `path`
     /// (deleting that file reverts, and clears the error: see [`Tree::reverted`]).
     pub(super) fn record_error(&self, st: &mut State, path: &str, reason: &str, kept: &str) {
@@ -243,6 +280,27 @@ impl Tree {
         {
             st.inodes.retire(ino);
         }
+    }
+}
+
+/// Whether `text`, whose last write was `last`, is a whole workflow document: it parses as YAML,
+/// and is either no mapping (`printf 'bad' > x.yaml`) or a mapping with both `roles` and
+/// `graph`; and the last write is not a whole number of pages (the kernel splits a long write
+/// into such pieces, and the next piece may still come).
+fn whole_document(text: &[u8], last: &[u8]) -> bool {
+    if last.is_empty() || last.len().is_multiple_of(4096) {
+        return false;
+    }
+    let Ok(text) = std::str::from_utf8(text) else {
+        return false;
+    };
+    if text.trim().is_empty() {
+        return false;
+    }
+    match serde_yaml::from_str::<serde_yaml::Value>(text) {
+        Ok(serde_yaml::Value::Mapping(m)) => m.contains_key("roles") && m.contains_key("graph"),
+        Ok(_) => true,
+        Err(_) => false,
     }
 }
 
