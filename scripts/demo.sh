@@ -54,6 +54,8 @@ quote() {
 }
 say() { printf '\n%s$ %s%s\n' "$bold" "$*" "$plain"; }
 step() { say "$(quote "$@")"; "$@"; }
+# `thread run` ends with 4 when the thread waits for a person (docs/cli.md#exit-codes).
+awaits() { say "$(quote "$@")"; "$@" || [ $? -eq 4 ]; }
 json_field() { sed -n "s/.*\"$1\":\"\([^\"]*\)\".*/\1/p"; }
 
 echo "uwf demo — storage root: $root"
@@ -122,12 +124,12 @@ step uwf thread run "$nested"
 step uwf thread list --all --tree
 step uwf thread show "$nested"
 notes=$(uwf thread start release-notes -p "Release 1.4.2 fixes the one-minute logout" -q)
-step uwf thread run "$notes"
+awaits uwf thread run "$notes"
 say "$(quote uwf thread question "$notes") | head -3"
 uwf thread question "$notes" | head -3
 say "$(quote echo '{"approved": false, "feedback": "say what users notice"}') | $(quote uwf thread answer "$notes" --by demo)"
 echo '{"approved": false, "feedback": "say what users notice"}' | uwf thread answer "$notes" --by demo
-step uwf thread run "$notes"
+awaits uwf thread run "$notes"
 
 # The same storage as files (FUSE; root mounts without fusermount).
 mnt=$(mktemp -d)

@@ -195,8 +195,8 @@ pub fn main() -> ExitCode {
     // Over PostgreSQL, what this process queued for the database (an event of a kill, a
     // failure recorded outside a step) is sent before it exits.
     crate::engine::storage::run_sink::flush_all(crate::engine::thread::run_files::SINK_FLUSH);
-    // Closing the thread index checkpoints its log (`index_db::close_all`).
-    crate::engine::storage::index_db::close_all();
+    // The thread index's log is folded in once it has grown (`index_db::at_exit`).
+    crate::engine::storage::index_db::at_exit();
     crate::profile::mark("done");
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -250,7 +250,7 @@ fn connection(root: &Path, create: bool) -> Result<Option<Arc<Mutex<Connection>>
     Ok(Some(conn))
 }
 
-/// The log's size from which a command folds it into `index.db` as it exits ([`close_all`]).
+/// The log's size from which a command folds it into `index.db` as it exits ([`at_exit`]).
 const FOLD_LOG_AT: u64 = 256 * 1024;
 
 /// Ends this process's use of every index it opened; every command calls it before it exits.
@@ -264,20 +264,30 @@ const FOLD_LOG_AT: u64 = 256 * 1024;
 /// at 10,000 threads). Folding at every exit would cost three more device flushes a command
 /// (the log before the copy, the file after it, and the next writer's new log header), so a
 /// command closes only once the log has reached [`FOLD_LOG_AT`] (a few dozen commands'
-/// writes, rebuilt in about 0.15 ms) and otherwise leaves its connection to the process's end.
+/// writes) and otherwise leaves its connection to the process's end.
 /// A process killed with `kill -9` leaves its frames, which a later command folds in.
+pub fn at_exit() {
+    release(|log| log >= FOLD_LOG_AT);
+}
+
+/// Closes every index this process opened (a process that goes on, as a benchmark that made
+/// rows itself before it times commands): the last connection to close folds the log in.
 pub fn close_all() {
+    release(|_| true);
+}
+
+fn release(close: impl Fn(u64) -> bool) {
     let open = std::mem::take(&mut *OPEN.lock().unwrap_or_else(|p| p.into_inner()));
     for o in open {
         let log = std::fs::metadata(o.root.join(format!("{FILE}-wal"))).map_or(0, |m| m.len());
         // A connection another thread still holds (a server's request in flight) is left to
         // the process's end; a later command folds in what it wrote.
         match Arc::try_unwrap(o.conn) {
-            Ok(conn) if log >= FOLD_LOG_AT => {
+            Ok(conn) if close(log) => {
                 let conn = conn.into_inner().unwrap_or_else(|p| p.into_inner());
                 let _ = conn.close();
             }
-            // Left open (the process exits next): closing would fold in a short log.
+            // Left open for the process's end, which comes next.
             Ok(conn) => std::mem::forget(conn),
             Err(_) => {}
         }
