@@ -44,15 +44,19 @@ fn store() -> (Env, String, String) {
     put_example(&env, "solve-issue");
     let first = common::start_thread(&env, "solve-issue", "Fix the login bug");
     let second = common::start_thread(&env, "solve-issue", "Add a --json flag\nand test it");
-    env.ok(&[
-        "thread",
-        "run",
-        &first,
-        "--agent",
-        "dry",
-        "--max-steps",
-        "2",
-    ]);
+    // Still active after --max-steps: exit 3 (`docs/cli.md#exit-codes`).
+    env.ends(
+        &[
+            "thread",
+            "run",
+            &first,
+            "--agent",
+            "dry",
+            "--max-steps",
+            "2",
+        ],
+        3,
+    );
     (env, first, second)
 }
 
