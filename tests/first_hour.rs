@@ -611,18 +611,6 @@ fn no_help_text_or_skill_cites_a_file_the_user_lacks() {
     assert!(help.contains("-q prints only the thread id"), "{help}");
 }
 
-/// GitHub's anchor for a Markdown heading: lower case, punctuation dropped (`-` and `_` kept),
-/// spaces as `-`.
-fn anchor_of(heading: &str) -> String {
-    heading
-        .trim()
-        .to_lowercase()
-        .chars()
-        .filter(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '_'))
-        .map(|c| if c == ' ' { '-' } else { c })
-        .collect()
-}
-
 /// The lines of a Markdown text outside fenced code blocks.
 fn prose_lines(text: &str) -> Vec<&str> {
     let mut fenced = false;
@@ -676,7 +664,7 @@ fn every_relative_link_in_the_docs_names_a_file_and_heading_of_the_repository() 
                 let anchors: Vec<String> = prose_lines(&linked)
                     .iter()
                     .filter_map(|l| l.strip_prefix('#'))
-                    .map(|h| anchor_of(h.trim_start_matches('#')))
+                    .map(|h| common::markdown::heading_anchor(h.trim_start_matches('#')))
                     .collect();
                 assert!(
                     anchors.iter().any(|a| a == anchor),

@@ -322,20 +322,16 @@ fn a_thousand_threads_go_to_postgres_and_back_unchanged() {
         0,
         "copied rows know steps and next"
     );
-    let pg_list = |env: &Env| {
+    let pg_list = || {
+        let args = ["thread", "list", "--all", "--json"];
         let out = env
             .uwf()
             .env("UWF_STORAGE_ROOT", env.dir.path().join("pg-cache"))
             .env("UWF_STORAGE_URL", &url)
-            .args(["thread", "list", "--all", "--json"])
+            .args(args)
             .output()
             .expect("run uwf");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).lines().count()
+        common::success_stdout(&args, &out).lines().count()
     };
     // Rows that do not know (as an older copy left them) learn it from the first list, which
     // writes it back: the next list reads rows alone.
@@ -344,7 +340,7 @@ fn a_thousand_threads_go_to_postgres_and_back_unchanged() {
             "update threads set steps = null, next = null; update history set steps = null",
         )
         .expect("forget steps");
-    assert_eq!(pg_list(&env), THREADS);
+    assert_eq!(pg_list(), THREADS);
     assert_eq!(
         count(&mut client, unknown),
         0,

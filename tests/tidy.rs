@@ -19,6 +19,10 @@
 //! its tests, each resolved to the deepest module it names. An import between a module and
 //! its own parts (a `mod.rs` and its files) is how Rust modules are built, not an arrow.
 
+#[path = "common/markdown.rs"]
+mod markdown;
+
+use markdown::heading_anchor;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -620,18 +624,6 @@ fn spec_citations(text: &str) -> Vec<String> {
         }
     }
     found
-}
-
-/// GitHub's anchor for a Markdown heading: lower case, punctuation dropped (`-` and `_` kept),
-/// spaces as `-` (the same rule as `tests/first_hour.rs`, which checks Markdown links).
-fn heading_anchor(heading: &str) -> String {
-    heading
-        .trim()
-        .to_lowercase()
-        .chars()
-        .filter(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '_'))
-        .map(|c| if c == ' ' { '-' } else { c })
-        .collect()
 }
 
 /// The anchors of a Markdown page's headings (outside fenced code blocks).

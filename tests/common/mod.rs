@@ -3,6 +3,7 @@
 
 pub mod browser;
 pub mod machine;
+pub mod markdown;
 pub mod serve;
 
 use std::path::{Path, PathBuf};

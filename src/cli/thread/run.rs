@@ -12,6 +12,7 @@ use crate::cli::error::{CliResult, CommandError, Context, ended};
 use crate::engine::agent::interrupt;
 use crate::engine::cycle::step::{self, StepOptions};
 use crate::engine::cycle::{failure, lifecycle};
+use crate::engine::thread::index::{self, State};
 use crate::engine::workflow::jsonata;
 
 /// Steps thread `id` until it is done, awaits a person or took `max_steps` steps, printing a
@@ -27,10 +28,9 @@ pub(super) fn run_steps(
     out: &mut Out,
 ) -> CliResult<()> {
     // A finished thread has nothing left to run: done is not an error, killed is its own end.
-    if let Ok(summary) = lifecycle::summary(store, id)
-        && summary.done()
-    {
-        return finished(id, &summary.status, true);
+    // One row of the index says so (a summary would read the thread's chain first).
+    if let Ok(State::Archived(archived)) = index::state(store.root(), id) {
+        return finished(id, &archived.status, true);
     }
     let config = load_config(store.root(), agent.as_deref())?;
     let options = StepOptions {
@@ -63,9 +63,10 @@ pub(super) fn run_steps(
         print_stepped(out, &stepped)?;
         out.flush()?;
         if stepped.done {
-            let status = lifecycle::summary(store, id)
-                .map(|s| s.status)
-                .unwrap_or_else(|_| "done".to_owned());
+            let status = match index::state(store.root(), id) {
+                Ok(State::Archived(archived)) => archived.status,
+                _ => "done".to_owned(),
+            };
             return finished(id, &status, false);
         }
         if stepped.awaiting {

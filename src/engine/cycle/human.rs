@@ -280,7 +280,8 @@ pub fn answer(
 /// Whether `text`, a whole or partial answer to the question thread `id` awaits, is refused by
 /// the role's format already: `Ok(false)` while it is no complete answer yet (a JSON object or a
 /// `---` block not closed, or a YAML mapping still missing a required field, which more lines may
-/// add), `Ok(true)` when it is a complete answer the role takes. Nothing is written or recorded.
+/// add), `Ok(true)` when it is a complete answer the role takes. The thread is left as it is;
+/// a refused text is kept as a text node, as [`answer`] keeps one, so the error can name it.
 pub fn check_answer(store: &Store, id: &str, text: &str) -> Result<bool, HumanError> {
     let view = ThreadView::load(store, id)?;
     let files = RunFiles::new(store.root(), id);
