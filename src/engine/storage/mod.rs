@@ -33,7 +33,10 @@ mod index_schema;
 pub mod lease;
 pub mod notify;
 pub mod run_sink;
+pub mod seam;
 pub mod threads;
+
+pub use seam::{Storage, open as handle};
 
 /// The variable naming a PostgreSQL store; it wins over `storage:` in `config.yaml`.
 pub const URL_VAR: &str = "UWF_STORAGE_URL";
@@ -146,6 +149,8 @@ pub fn backend(root: &Path) -> Result<Backend, StorageError> {
 pub fn pin_directory(root: &Path) {
     let mut cache = cache().lock().unwrap_or_else(|p| p.into_inner());
     cache.insert(root.to_path_buf(), Backend::Dir);
+    drop(cache);
+    seam::forget(root);
 }
 
 /// The PostgreSQL store of `root`, or `None` for a directory store.

@@ -1,0 +1,35 @@
+//! Run files, logs and events: appended while a step runs, read back by viewers: the trait and its directory and PostgreSQL implementations.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::engine::storage::Backend;
+use crate::pg::PgStore;
+
+/// Run files, logs and events: appended while a step runs, read back by viewers.
+pub trait RunLog: Send + Sync {}
+
+/// The directory store's implementation: files and `index.db` under the root.
+struct Dir {
+    #[allow(dead_code)]
+    root: PathBuf,
+}
+
+impl RunLog for Dir {}
+
+/// The PostgreSQL implementation.
+struct Pg {
+    #[allow(dead_code)]
+    pg: Arc<PgStore>,
+}
+
+impl RunLog for Pg {}
+
+pub(super) fn open(root: &Path, backend: &Backend) -> Box<dyn RunLog> {
+    match backend {
+        Backend::Dir => Box::new(Dir {
+            root: root.to_path_buf(),
+        }),
+        Backend::Pg(pg, _) => Box::new(Pg { pg: pg.clone() }),
+    }
+}
