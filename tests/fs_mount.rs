@@ -2218,7 +2218,10 @@ agentOverrides:\n  wrap: {{ approval: review-flow }}\n  review: {{ approver: hum
         "awaiting role=approver"
     );
     let question = eventually(&m, &format!("cat {c}/question"), |q| q.contains("approved"));
-    assert!(question.contains("## Output format"), "{question}");
+    assert!(
+        question.contains("## How to answer") && !question.contains("## Output format"),
+        "{question}"
+    );
     // A refused answer fails the close (EINVAL: bash does not look at what close returns, so
     // this asks python) and leaves the thread asking.
     let out = m.sh(&format!(

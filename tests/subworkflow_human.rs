@@ -198,10 +198,15 @@ fn human_round_trip_and_its_bad_inputs() {
     let again = json(&env.ok(&["thread", "step", &id]));
     assert_eq!(again["awaiting"], true);
     assert_eq!(again["head"], s["head"]);
-    // The question is the role's prompt.
+    // The question is the role and the task first, then how a person answers: the fields in
+    // words, not an agent's frontmatter rules.
     let q = env.ok(&["thread", "question", &id]);
+    let task = q.find("## Task").expect("the task");
+    let how = q.find("## How to answer").expect("how to answer");
+    assert!(task < how, "{q}");
+    assert!(q.contains("`approved` (true or false, required)"), "{q}");
     assert!(
-        q.contains("## Output format") && q.contains("approved"),
+        !q.contains("## Output format") && !q.contains("frontmatter"),
         "{q}"
     );
 

@@ -184,6 +184,12 @@ fn one_object_reads_as_aligned_fields_on_a_terminal_and_as_json_when_asked() {
         status.find("active"),
         "values are aligned: {shown:?}"
     );
+    // It ends with what to do next, and an empty list of children reads as nothing.
+    assert!(
+        shown.contains(&format!("Next: take one step with `uwf thread step {id}`")),
+        "{shown:?}"
+    );
+    assert!(!shown.contains("[]"), "{shown:?}");
     let json = on_terminal(&env, &["thread", "show", &id, "--json"], &[]);
     assert!(common::json(json.trim())["status"] == "active", "{json:?}");
     // -q and --json where a command prints one thing.

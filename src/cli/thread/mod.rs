@@ -31,6 +31,7 @@ pub use run::{RunArgs, start_and_run};
 use run::{print_notice, run_steps};
 mod list;
 mod rebase;
+mod show;
 use list::{list, parse_since};
 
 #[derive(Debug, Subcommand)]
@@ -427,7 +428,11 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             json["parent"] = parent;
             json["children"] = children;
             crate::engine::cycle::rebase::show(root, &summary, &mut json);
-            out.object(&json)?;
+            if out.mode == Mode::Table {
+                out.text(&show::text(&json))?;
+            } else {
+                out.object(&json)?;
+            }
         }
         ThreadCommand::List {
             all,

@@ -27,6 +27,7 @@ pub mod knowledge_tool;
 pub mod llm;
 pub mod minimal;
 pub mod prompt;
+pub mod question;
 pub mod resolve;
 pub mod spawn;
 pub mod submit;

@@ -20,7 +20,8 @@ use crate::cas::Store;
 use crate::cas::schema::Violation;
 use crate::cas::store::now_ms;
 use crate::engine::agent::extract::{self, ExtractError};
-use crate::engine::agent::prompt::agent_prompt;
+use crate::engine::agent::prompt::prompt_parts;
+use crate::engine::agent::question;
 use crate::engine::agent::submit::{self, Submission, SubmitError};
 use crate::engine::config::Config;
 use crate::engine::cycle::lifecycle;
@@ -162,7 +163,7 @@ fn invisible(c: char) -> bool {
 #[derive(Debug, Clone)]
 pub struct Question {
     pub role: String,
-    /// The full prompt, as `uwf agent prompt` renders it for that role.
+    /// The role and the task, then how to answer (`engine::agent::question`).
     pub prompt: String,
 }
 
@@ -177,7 +178,7 @@ pub fn question(store: &Store, id: &str) -> Result<Question, HumanError> {
         .get_payload(view.role_schema(&asked.role)?)
         .map_err(SubmitError::from)?;
     let body_of = |e: &crate::engine::chain::Entry| stored_body(store, e.detail);
-    let prompt = agent_prompt(
+    let parts = prompt_parts(
         id,
         &view.workflow,
         &asked.role,
@@ -189,7 +190,7 @@ pub fn question(store: &Store, id: &str) -> Result<Question, HumanError> {
     .map_err(SubmitError::from)?;
     Ok(Question {
         role: asked.role,
-        prompt,
+        prompt: question::for_person(id, &parts, &schema),
     })
 }
 

@@ -1,0 +1,127 @@
+//! `thread show` for a person at a terminal: the thread's facts as aligned lines (lists and
+//! maps in words, nothing as a dash), then the next thing to do with it — answer it, resume
+//! it, see why it failed, step it, or read it. Scripts get the same facts as one JSON object.
+
+use serde_json::Value;
+
+/// The lines `thread show` prints on a terminal for the thread `json` describes.
+pub fn text(json: &Value) -> String {
+    let Some(fields) = json.as_object() else {
+        return format!("{json}\n");
+    };
+    let shown: Vec<(&str, String)> = fields
+        .iter()
+        .map(|(key, value)| (key.as_str(), words(value).unwrap_or_else(|| "—".to_owned())))
+        .collect();
+    let width = shown
+        .iter()
+        .map(|(k, _)| k.chars().count())
+        .max()
+        .unwrap_or(0);
+    let mut out = String::new();
+    for (key, value) in &shown {
+        let value = value.replace('\n', &format!("\n{}", " ".repeat(width + 2)));
+        out.push_str(&format!("{key:<width$}  {value}\n"));
+    }
+    if let Some(next) = next_thing(json) {
+        out.push_str(&format!("\n{next}\n"));
+    }
+    out
+}
+
+/// A value in words, or `None` when there is nothing to say (null, empty list or map).
+fn words(value: &Value) -> Option<String> {
+    Some(match value {
+        Value::Null => return None,
+        Value::String(s) => s.clone(),
+        Value::Array(items) if items.is_empty() => return None,
+        Value::Array(items) => items
+            .iter()
+            .filter_map(words)
+            .collect::<Vec<_>>()
+            .join(", "),
+        Value::Object(map) if map.is_empty() => return None,
+        Value::Object(map) => map
+            .iter()
+            .filter_map(|(k, v)| Some(format!("{k}={}", words(v)?)))
+            .collect::<Vec<_>>()
+            .join(", "),
+        other => other.to_string(),
+    })
+}
+
+/// What a person would do next with the thread, as a sentence naming the command.
+pub fn next_thing(json: &Value) -> Option<String> {
+    let id = json["thread"].as_str()?;
+    let status = json["status"].as_str().unwrap_or_default();
+    let paused = json["paused"].as_bool().unwrap_or(false);
+    Some(match status {
+        "awaiting" => {
+            let role = json["awaiting"].as_str().unwrap_or("a role");
+            format!(
+                "Next: it waits for a person to answer as `{role}`. Read the question with \
+                 `uwf thread question {id}`, then answer with `uwf thread answer {id}`."
+            )
+        }
+        _ if paused => format!("Next: it is paused. Resume it with `uwf thread resume {id}`."),
+        "failed" => format!(
+            "Next: its last step failed (the error above). Try the step again with \
+             `uwf thread step {id}`, or read what happened with `uwf thread log {id}`."
+        ),
+        "running" => format!("Next: a step is running. Watch it with `uwf live {id}`."),
+        "active" => format!(
+            "Next: take one step with `uwf thread step {id}`, or run it to its end with \
+             `uwf thread run {id}`."
+        ),
+        "done" => format!("Done. Read it with `uwf thread read {id}`."),
+        "killed" => format!(
+            "It was killed. Read it with `uwf thread read {id}`, or go on from a step with \
+             `uwf thread fork`."
+        ),
+        "rebased" => match json["rebasedOnto"].as_str() {
+            Some(next) => format!("It was rebased: it goes on as thread {next}."),
+            None => "It was rebased onto another workflow version.".to_owned(),
+        },
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn lists_and_maps_read_as_words_and_nothing_as_a_dash() {
+        let shown = text(&json!({
+            "thread": "T1", "status": "active", "agents": { "dev": "dry", "review": "human" },
+            "children": [], "parent": null, "steps": 2
+        }));
+        let line = |key: &str| {
+            let line = shown
+                .lines()
+                .find(|l| l.starts_with(key))
+                .unwrap_or_default();
+            line.split_whitespace().collect::<Vec<_>>().join(" ")
+        };
+        assert_eq!(line("agents"), "agents dev=dry, review=human", "{shown}");
+        assert_eq!(line("children"), "children —", "{shown}");
+        assert_eq!(line("parent"), "parent —", "{shown}");
+        assert!(shown.contains("uwf thread step T1"), "{shown}");
+    }
+
+    #[test]
+    fn the_next_thing_follows_the_status() {
+        let next = |v: Value| next_thing(&v).unwrap();
+        assert!(
+            next(json!({"thread": "T", "status": "awaiting", "awaiting": "approver"}))
+                .contains("uwf thread answer T")
+        );
+        assert!(
+            next(json!({"thread": "T", "status": "active", "paused": true}))
+                .contains("uwf thread resume T")
+        );
+        assert!(next(json!({"thread": "T", "status": "failed"})).contains("failed"));
+        assert!(next(json!({"thread": "T", "status": "done"})).starts_with("Done."));
+    }
+}
