@@ -177,12 +177,22 @@ fn a_stop_signal_stops_the_agent_group_and_exits_128_plus_the_signal() {
         assert_gone(&[group], stopped, &what);
         let show = json(&env.ok(&["thread", "show", &id]));
         assert_eq!(show["head"], before, "{what}: the head moved");
-        assert_eq!(show["status"], "failed", "{what}: {show}");
-        let error = show["error"].as_str().unwrap_or_default();
+        // A stop is not a failure: the thread is still active, and says who stopped its step.
+        assert_eq!(show["status"], "active", "{what}: {show}");
+        assert!(show.get("error").is_none(), "{what}: {show}");
+        let stopped = show["stopped"].as_str().unwrap_or_default();
         assert!(
-            error.contains(&format!("interrupted by {signal}")),
-            "{what}: {error}"
+            stopped.contains(&format!("interrupted by {signal}")),
+            "{what}: {show}"
         );
+        assert!(
+            show["stoppedBy"]
+                .as_str()
+                .is_some_and(|by| by.starts_with(&signal.to_string())),
+            "{what}: {show}"
+        );
+        let failed = env.ok(&["thread", "list", "--status", "failed", "-q"]);
+        assert!(!failed.contains(&id), "{what}: listed as failed");
     }
 }
 

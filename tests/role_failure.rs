@@ -402,7 +402,7 @@ fn a_kill_or_a_stop_signal_during_an_attempt_ends_the_step_without_another() {
         let out = child.wait_with_output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         let (code, said) = match stop {
-            "kill" => (1, "exited with signal 15"),
+            "kill" => (1, "was stopped: the thread was killed (`uwf thread kill`)"),
             _ => (130, "interrupted by SIGINT"),
         };
         assert_eq!(out.status.code(), Some(code), "{stop}: {stderr}");

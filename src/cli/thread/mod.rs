@@ -428,6 +428,15 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             json["parent"] = parent;
             json["children"] = children;
             crate::engine::cycle::rebase::show(root, &summary, &mut json);
+            // A step someone stopped (Ctrl-C, a signal, a kill) left it as it was.
+            if !summary.done()
+                && summary.status != "failed"
+                && let Some(last) = RunFiles::new(root, &id).last_outcome()
+                && let Some(stopped) = last.get("stopped").filter(|s| s.is_string())
+            {
+                json["stopped"] = stopped.clone();
+                json["stoppedBy"] = last["by"].clone();
+            }
             if out.mode == Mode::Table {
                 out.text(&show::text(&json))?;
             } else {

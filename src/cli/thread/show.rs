@@ -69,6 +69,11 @@ pub fn next_thing(json: &Value) -> Option<String> {
              `uwf thread step {id}`, or read what happened with `uwf thread log {id}`."
         ),
         "running" => format!("Next: a step is running. Watch it with `uwf live {id}`."),
+        "active" if json["stopped"].is_string() => format!(
+            "Its last step was stopped (by {}) before it finished; nothing failed. Go on with \
+             `uwf thread step {id}`, or run it to its end with `uwf thread run {id}`.",
+            json["stoppedBy"].as_str().unwrap_or("a stop signal")
+        ),
         "active" => format!(
             "Next: take one step with `uwf thread step {id}`, or run it to its end with \
              `uwf thread run {id}`."

@@ -75,6 +75,9 @@ pub enum StepError {
         crate::engine::agent::interrupt::name(*signal)
     )]
     Interrupted { thread: String, signal: i32 },
+    /// `uwf thread kill` stopped the step's agent: the thread is killed, nothing failed.
+    #[error("the step on thread {thread} was stopped: the thread was killed (`uwf thread kill`)")]
+    Killed { thread: String },
     /// `thread pause`: no step starts until `thread resume`.
     #[error("thread {thread} is paused; no step starts until it is resumed")]
     Paused { thread: String },
@@ -218,6 +221,11 @@ pub fn step_warm(
     }
     match &result {
         Ok(stepped) => lock.record_success(&stepped.to_json()),
+        // A stop someone asked for is not a failure: the thread stays as it was (active, or
+        // killed), and the last outcome says who stopped the step.
+        Err(e) if e.is_stop() => lock.record_success(&json!({
+            "thread": id, "stopped": e.to_string(), "by": e.stopped_by(),
+        })),
         Err(e) => lock.record_failure(&crate::advice::with_hints(e), !e.lost_race()),
     }
     match &result {
@@ -231,8 +239,14 @@ pub fn step_warm(
         Err(e) => {
             if let Some(s) = &started {
                 let error = crate::advice::with_hints(e);
-                let fields = json!({"step": s.step, "role": s.role, "error": error});
-                events::append(&files, id, "failed", fields);
+                let mut fields = json!({"step": s.step, "role": s.role, "error": error});
+                let kind = if e.is_stop() {
+                    fields["by"] = e.stopped_by().into();
+                    "stopped"
+                } else {
+                    "failed"
+                };
+                events::append(&files, id, kind, fields);
             }
         }
     }
@@ -251,6 +265,25 @@ pub fn step_warm(
 }
 
 impl StepError {
+    /// Whether a person or a supervisor stopped the step (a stop signal this process caught,
+    /// `uwf thread kill`) rather than anything failing.
+    pub fn is_stop(&self) -> bool {
+        self.stopped_by().is_some()
+    }
+
+    /// Who stopped a step that [`StepError::is_stop`]: `uwf thread kill`, or the stop signal
+    /// this process caught (`SIGINT` is Ctrl-C at a terminal), whichever part of the step it
+    /// reached first (the agent, or the step before it published).
+    pub fn stopped_by(&self) -> Option<String> {
+        if matches!(self, StepError::Killed { .. }) {
+            return Some("uwf thread kill".to_owned());
+        }
+        match crate::engine::agent::interrupt::caught()? {
+            libc::SIGINT => Some("SIGINT (Ctrl-C)".to_owned()),
+            signal => Some(crate::engine::agent::interrupt::name(signal)),
+        }
+    }
+
     /// Whether the step failed only because another step got there first (the head moved, or
     /// the thread was archived or removed meanwhile): nothing is wrong with the thread.
     pub fn lost_race(&self) -> bool {
@@ -452,9 +485,12 @@ fn step_locked(
             let thread = id.to_owned();
             return Err(StepError::Interrupted { thread, signal });
         }
-        // A kill stopped the agent (and waits for this lock): the step ends as without retry.
+        // A kill stopped the agent (and waits for this lock): the step ends, without retry,
+        // as stopped rather than failed.
         if files.check_not_killing().is_err() {
-            return Err(error);
+            return Err(StepError::Killed {
+                thread: id.to_owned(),
+            });
         }
         match attempts.failed(&error.to_string(), stderr_tail) {
             After::Retry => attempts.retrying(files, id, step, &role),
