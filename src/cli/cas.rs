@@ -7,13 +7,12 @@ use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
 use super::Out;
-use crate::cas::gc::{GcOptions, gc};
-use crate::cas::{Hash, Store, StoreError, builtin, fsck};
+use crate::cas::gc::GcOptions;
+use crate::cas::{Hash, Store, StoreError, builtin};
 use crate::cli::error::{CliResult, CommandError, Context, bail, user_error};
 use crate::engine::input::{self, Source};
-use crate::engine::storage;
+use crate::engine::storage::{self, seam::GcError};
 use crate::engine::upkeep::fsck as engine_fsck;
-use crate::engine::upkeep::pg_maintenance;
 use crate::engine::upkeep::retention;
 
 #[derive(Debug, Subcommand)]
@@ -200,7 +199,7 @@ pub fn run(cmd: CasCommand, root: &Path, out: &mut Out) -> CliResult<()> {
                 // Nothing has an id here: the exit status says it worked.
             } else if out.json_asked {
                 out.line(json!({"indexed": count}))?;
-            } else if storage::pg(root)?.is_some() {
+            } else if store.files_are_cache() {
                 // The database keeps each node's type in a column: nothing to rebuild there.
                 out.line(format!(
                     "indexed {count} nodes in this machine's node cache (the database needs no index rebuilt)"
@@ -232,14 +231,9 @@ fn finding(out: &mut Out, hash: Option<Hash>, text: &str) -> std::io::Result<()>
 }
 
 fn run_fsck(store: &Store, root: &Path, repair: bool, out: &mut Out) -> CliResult<()> {
-    let pg = storage::pg(root)?;
-    let (nodes, rows) = match &pg {
-        Some(pg) => {
-            let (nodes, rows) = pg_maintenance::check_rows(store, pg)?;
-            (nodes, Some(rows))
-        }
-        None => (fsck::fsck(store)?, None),
-    };
+    let handle = storage::handle(root)?;
+    let check = handle.index().check_nodes(store)?;
+    let nodes = check.nodes;
     for p in &nodes.problems {
         let name = p
             .hash
@@ -247,18 +241,8 @@ fn run_fsck(store: &Store, root: &Path, repair: bool, out: &mut Out) -> CliResul
             .unwrap_or_else(|| p.path.display().to_string());
         finding(out, p.hash, &format!("{name}: {}", p.message))?;
     }
-    let mut report = match (&pg, &rows) {
-        (Some(pg), Some(rows)) => {
-            // The cache first: the walk reads through the store, which replaces a damaged
-            // cache file it meets with the row.
-            let cache = pg_maintenance::check_cache(store, pg, rows)?;
-            let table = pg_maintenance::Table { store, pg, rows };
-            let mut report = engine_fsck::check_with(store, Some(&table))?;
-            report.derived.extend(cache);
-            report
-        }
-        _ => engine_fsck::check(store)?,
-    };
+    let mut report = engine_fsck::check_with(store, check.table.as_deref())?;
+    report.derived.extend(check.cache);
     report.derived.sort_by(|a, b| a.path.cmp(&b.path));
     for d in &report.damaged {
         let from = d
@@ -330,9 +314,10 @@ fn run_fsck(store: &Store, root: &Path, repair: bool, out: &mut Out) -> CliResul
         report.missing(),
         report.corrupt(),
     );
-    let (place, changed) = match pg {
-        Some(_) => ("the database's nodes table", "in the database"),
-        None => ("cas/objects", "on disk"),
+    let (place, changed) = if store.files_are_cache() {
+        ("the database's nodes table", "in the database")
+    } else {
+        ("cas/objects", "on disk")
     };
     if report.missing() > 0 {
         error = error.hint(format!(
@@ -353,18 +338,20 @@ fn run_fsck(store: &Store, root: &Path, repair: bool, out: &mut Out) -> CliResul
 }
 
 fn run_gc(store: &Store, root: &Path, args: &GcArgs, out: &mut Out) -> CliResult<()> {
-    // Read by GC once it holds the store (see `cas::gc`).
-    let roots = || {
-        crate::engine::storage::threads::gc_roots(root)
-            .context("cannot collect GC roots; nothing was removed")
-    };
     let options = GcOptions {
         grace: args.grace,
         dry_run: args.dry_run,
     };
-    let report = match storage::pg(root)? {
-        Some(pg) => pg_maintenance::gc(store, &pg, roots, &options)?,
-        None => gc(store, roots, &options)?,
+    // The roots are read once GC holds the store (see `cas::gc`).
+    let report = match storage::handle(root)?
+        .index()
+        .collect_garbage(store, &options)
+    {
+        Ok(report) => report,
+        Err(GcError::Roots(e)) => {
+            return Err(e).context("cannot collect GC roots; nothing was removed");
+        }
+        Err(e) => return Err(e.into()),
     };
     let verb = if args.dry_run {
         "would remove"

@@ -724,8 +724,8 @@ fn check_node(
     if found == size {
         return Ok(());
     }
-    // With a remote the file is a cache: the node is the table's, verified on the way in.
-    if store.remote().is_some() && store.get(hash).is_ok() {
+    // A file that is a cache: the node is the table's, verified on the way in.
+    if store.files_are_cache() && store.get(hash).is_ok() {
         return Ok(());
     }
     Err(damaged(format!(

@@ -448,7 +448,7 @@ impl Actions {
 /// whose head is no longer the thread's was overtaken, and the thread's state answers instead.
 fn answer(store: &Store, files: &RunFiles, id: &str) -> Arc<[u8]> {
     let overtaken = |last: &serde_json::Value| {
-        store.remote().is_some()
+        crate::engine::storage::handle(store.root()).is_ok_and(|s| s.index().shared())
             && last.get("head").and_then(|h| h.as_str()).is_some_and(|h| {
                 lifecycle::summary(store, id).is_ok_and(|s| s.head.to_string() != h)
             })

@@ -199,6 +199,12 @@ impl Store {
         self.remote.as_ref()
     }
 
+    /// Whether the node files under the root are a cache of a shared node table (the table
+    /// holds the nodes, verified on the way in; a file may be missing, partial or rebuilt).
+    pub fn files_are_cache(&self) -> bool {
+        self.remote.is_some()
+    }
+
     /// Turns off fsync of node files (for benchmarks and throwaway stores only).
     pub fn set_durable(&mut self, durable: bool) {
         self.durable = durable;

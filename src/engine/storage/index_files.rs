@@ -158,11 +158,13 @@ fn parse_yaml<T: serde::de::DeserializeOwned + Default>(
     })
 }
 
-/// Reads `registry.yaml` under `root` (or the registry tables over PostgreSQL).
+/// Reads the registry of `root`: `registry.yaml`, or the registry tables over PostgreSQL.
 pub fn read_registry(root: &Path) -> Result<Registry, IndexError> {
-    if let Some(pg) = storage::pg(root)? {
-        return Ok(registry_from_rows(pg.registry_names()?));
-    }
+    storage::handle(root)?.index().registry()
+}
+
+/// Reads `registry.yaml` under `root` (the directory store's registry).
+pub(crate) fn read_registry_file(root: &Path) -> Result<Registry, IndexError> {
     read_yaml(&root.join("registry.yaml"))
 }
 
@@ -175,16 +177,17 @@ pub fn update_registry<R, E>(
 where
     E: From<IndexError>,
 {
-    let Some(pg) = storage::pg(root).map_err(IndexError::from)? else {
-        return update_yaml(root, "registry.yaml", change);
-    };
-    pg.update_registry(|rows| {
-        let mut registry = registry_from_rows(std::mem::take(rows));
-        let result = change(&mut registry);
-        *rows = registry_to_rows(registry);
-        result
-    })
-    .map_err(IndexError::from)?
+    let handle = storage::handle(root).map_err(IndexError::from)?;
+    let mut change = Some(change);
+    let mut outcome = None;
+    handle.index().update_registry(&mut |registry| {
+        let change = change.take().expect("the registry is changed once");
+        let result = change(registry);
+        let keep = result.is_ok();
+        outcome = Some(result);
+        keep
+    })?;
+    outcome.expect("the registry was changed")
 }
 
 fn version_of(v: RegistryVersion) -> Version {
@@ -195,7 +198,7 @@ fn version_of(v: RegistryVersion) -> Version {
     }
 }
 
-fn registry_from_rows(rows: Vec<RegistryName>) -> Registry {
+pub(crate) fn registry_from_rows(rows: Vec<RegistryName>) -> Registry {
     rows.into_iter()
         .map(|row| {
             let current = version_of(row.current);
@@ -210,7 +213,7 @@ fn registry_from_rows(rows: Vec<RegistryName>) -> Registry {
         .collect()
 }
 
-fn registry_to_rows(registry: Registry) -> Vec<RegistryName> {
+pub(crate) fn registry_to_rows(registry: Registry) -> Vec<RegistryName> {
     let row = |hash, registered_at: u64, source| RegistryVersion {
         hash,
         registered_ms: i64::try_from(registered_at).unwrap_or(i64::MAX),

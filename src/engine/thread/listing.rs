@@ -51,65 +51,7 @@ pub struct Listed {
 }
 
 /// One row of either backend's index, as listing needs it.
-#[derive(Debug, Clone)]
-pub struct IndexRow {
-    pub id: String,
-    pub workflow: Hash,
-    pub head: Hash,
-    /// `active` (or PostgreSQL's `failed`/`awaiting`), `done`, `killed` or `rebased`.
-    pub status: String,
-    pub steps: Option<u64>,
-    pub next: Option<String>,
-    pub error: Option<String>,
-    /// The question waited on (JSON).
-    pub awaiting: Option<String>,
-    /// Whether a step holds it, when the index knows (PostgreSQL's leases).
-    pub running: Option<bool>,
-    pub updated_ms: u64,
-    pub parent: Option<String>,
-}
-
-impl From<index_db::Row> for IndexRow {
-    fn from(r: index_db::Row) -> IndexRow {
-        IndexRow {
-            id: r.id,
-            workflow: r.workflow,
-            head: r.head,
-            status: r.status,
-            steps: r.steps,
-            next: r.next,
-            error: r.error,
-            awaiting: r.awaiting,
-            running: None,
-            updated_ms: r.completed_ms.unwrap_or(r.updated_ms),
-            parent: r.parent,
-        }
-    }
-}
-
-impl From<crate::pg::ListedRow> for IndexRow {
-    fn from(r: crate::pg::ListedRow) -> IndexRow {
-        let archived = index::is_archived_status(&r.status);
-        IndexRow {
-            id: r.id,
-            workflow: r.workflow,
-            head: r.head,
-            // Failed and awaiting are told by the error and question columns.
-            status: if archived {
-                r.status
-            } else {
-                "active".to_owned()
-            },
-            steps: r.steps,
-            next: r.next,
-            error: r.error,
-            awaiting: r.awaiting,
-            running: Some(r.running),
-            updated_ms: u64::try_from(r.updated_ms).unwrap_or(0),
-            parent: r.parent,
-        }
-    }
-}
+pub use crate::engine::storage::seam::IndexRow;
 
 /// Lists the threads `query` selects, newest first, calling `each` with every one until it
 /// returns `false`. Returns how many threads matched in all (those `each` saw and those after
@@ -139,17 +81,13 @@ fn list_counting(
     mut each: impl FnMut(Listed) -> bool,
 ) -> Result<u64, ThreadError> {
     let root = store.root();
-    let backend =
-        storage::pg(root).map_err(crate::engine::storage::index_files::IndexError::from)?;
+    let handle =
+        storage::handle(root).map_err(crate::engine::storage::index_files::IndexError::from)?;
+    let rows = handle.index();
     let mut names = Names::default();
     let workflows = match &query.workflow {
         Some(name) => {
-            let versions = match &backend {
-                Some(pg) => pg
-                    .thread_workflows()
-                    .map_err(crate::engine::storage::index_files::IndexError::from)?,
-                None => index_db::workflows(root)?,
-            };
+            let versions = rows.thread_workflows()?;
             Some(names.hashes_named(store, name, &versions))
         }
         None => None,
@@ -187,7 +125,7 @@ fn list_counting(
                     let s = &listed.summary;
                     learned.push((id, head, s.steps as u64, s.next.clone()));
                     if learned.len() >= LEARNED_BATCH {
-                        note_derived(root, backend.as_deref(), &std::mem::take(&mut learned));
+                        rows.note_derived(&std::mem::take(&mut learned));
                     }
                 }
                 if query
@@ -207,67 +145,22 @@ fn list_counting(
             }
         }
     };
-    if let Some(pg) = &backend {
-        let mut before = query.before.clone();
-        loop {
-            let page = pg
-                .list_page(&crate::pg::ListPage {
-                    all,
-                    workflows: workflows.clone(),
-                    since_id: query.since_ms.map(index_db::id_since),
-                    before_id: before.clone(),
-                    limit: PG_PAGE,
-                })
-                .map_err(crate::engine::storage::index_files::IndexError::from)?;
-            let full = page.len() == PG_PAGE;
-            before = page.last().map(|r| r.id.clone());
-            let mut stopped = false;
-            for row in page {
-                if !take(row.into()) {
-                    stopped = true;
-                    break;
-                }
-            }
-            if !full || stopped {
-                break;
-            }
-        }
-    } else {
-        let scan = index_db::Scan {
-            all,
-            workflows,
-            since_id: query.since_ms.map(index_db::id_since),
-            before_id: query.before.clone(),
-        };
-        index_db::scan(root, &scan, |row| take(row.into()))?;
-    }
-    note_derived(root, backend.as_deref(), &learned);
+    let scan = index_db::Scan {
+        all,
+        workflows,
+        since_id: query.since_ms.map(index_db::id_since),
+        before_id: query.before.clone(),
+    };
+    rows.scan(&scan, &mut take)?;
+    rows.note_derived(&learned);
     match failure {
         Some(e) => Err(e),
         None => Ok(matched),
     }
 }
 
-/// Writes back what was learned the slow way, so the next listing reads rows alone (best
-/// effort on both backends: these are caches, and a failure costs only the next list's time).
-fn note_derived(
-    root: &std::path::Path,
-    backend: Option<&crate::pg::PgStore>,
-    learned: &[(String, Hash, u64, Option<String>)],
-) {
-    match backend {
-        Some(pg) => {
-            let _ = pg.note_derived(learned);
-        }
-        None => index_db::note_derived(root, learned),
-    }
-}
-
 /// Rows learned the slow way that are written back together.
 const LEARNED_BATCH: usize = 500;
-
-/// Rows per PostgreSQL page.
-const PG_PAGE: usize = 2000;
 
 /// Workflow names by version, read once each.
 #[derive(Default)]

@@ -19,6 +19,8 @@ use crate::engine::chain;
 use crate::engine::storage::index_files::{self, IndexError};
 use crate::engine::workflow::decisions;
 
+pub use crate::engine::storage::seam::{Condition, Derived, NodeTable};
+
 /// Errors that stop the check itself (damage is reported, not returned).
 #[derive(Debug, thiserror::Error)]
 pub enum FsckError {
@@ -38,15 +40,6 @@ pub enum FsckError {
     },
 }
 
-/// What is wrong with a reachable node.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Condition {
-    /// No node file.
-    Missing,
-    /// The file does not hold the node (hash mismatch, not JSON, …): the reason.
-    Corrupt(String),
-}
-
 /// A reachable node that is missing or corrupt.
 #[derive(Debug, Clone)]
 pub struct Damaged {
@@ -56,14 +49,6 @@ pub struct Damaged {
     pub condition: Condition,
     /// `thread <id>` and `workflow <name>` for every root that reaches it.
     pub reached_from: BTreeSet<String>,
-}
-
-/// A derived file that disagrees with the store.
-#[derive(Debug, Clone)]
-pub struct Derived {
-    /// The file (or `cas/index/types` for the type index as a whole).
-    pub path: PathBuf,
-    pub problem: String,
 }
 
 /// The outcome of a check from the roots.
@@ -88,14 +73,6 @@ impl Report {
     pub fn corrupt(&self) -> usize {
         self.damaged.len() - self.missing()
     }
-}
-
-/// Where the nodes really live when the store's files are only a cache of them (PostgreSQL):
-/// the walk asks it, so a node missing or damaged there is reported even when this machine
-/// still holds a good copy, and a damaged cache file is not mistaken for a damaged node.
-pub trait NodeTable {
-    /// The node, or what is wrong with it in the table.
-    fn read(&self, hash: Hash) -> Result<crate::cas::Node, Condition>;
 }
 
 /// Walks every root and checks the derived files. Read-only.

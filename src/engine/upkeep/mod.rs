@@ -3,10 +3,8 @@
 //! - [`fsck`]: `uwf cas fsck`, every node reachable from the index checked.
 //! - [`doctor`]: `uwf doctor`, the configuration, secrets, backend and agents checked.
 //! - [`retention`]: `cas gc --keep-logs`, old threads' logs and event feeds removed.
-//! - [`pg_maintenance`]: `cas gc` and `cas fsck` over PostgreSQL.
 //! - [`store_copy`]: `uwf store copy`, a whole store from one backend to another, verified.
 pub mod doctor;
 pub mod fsck;
-pub mod pg_maintenance;
 pub mod retention;
 pub mod store_copy;

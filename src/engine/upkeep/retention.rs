@@ -12,41 +12,15 @@ use std::time::Duration;
 use crate::cas::store::now_ms;
 use crate::engine::storage::index_files::IndexError;
 
-/// What a prune removed (or, dry, would remove).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Pruned {
-    /// Threads whose logs went.
-    pub threads: u64,
-    pub bytes: u64,
-}
+pub use crate::engine::storage::seam::Pruned;
 
 /// Removes the logs and event feeds of threads archived more than `keep` ago (with `dry_run`,
 /// only counts them).
 pub fn prune_logs(root: &Path, keep: Duration, dry_run: bool) -> Result<Pruned, IndexError> {
     let cut = now_ms().saturating_sub(keep.as_millis() as u64);
-    if let Some(pg) = crate::engine::storage::pg(root)? {
-        let (threads, bytes) = pg.prune_runs(cut, dry_run)?;
-        return Ok(Pruned { threads, bytes });
-    }
-    let mut pruned = Pruned::default();
-    for archived in crate::engine::storage::threads::read_history(root)? {
-        if archived.completed_at >= cut {
-            continue;
-        }
-        let files = crate::engine::thread::run_files::RunFiles::new(root, &archived.thread);
-        let mut any = false;
-        for path in [files.log(), files.events()] {
-            let Ok(meta) = std::fs::metadata(&path) else {
-                continue;
-            };
-            if dry_run || std::fs::remove_file(&path).is_ok() {
-                pruned.bytes += meta.len();
-                any = true;
-            }
-        }
-        pruned.threads += u64::from(any);
-    }
-    Ok(pruned)
+    crate::engine::storage::handle(root)?
+        .index()
+        .prune_logs(cut, dry_run)
 }
 
 #[cfg(test)]

@@ -29,7 +29,10 @@ mod records;
 mod runs;
 
 pub use coordination::Coordination;
-pub use index::ThreadIndex;
+pub use index::{
+    Condition, Derived, GcError, IndexRow, MaintenanceError, NodeCheck, NodeTable, Pruned, REBASED,
+    State, Successor, ThreadIndex, ThreadIndexError, is_archived_status,
+};
 pub use records::ThreadRecords;
 pub use runs::RunLog;
 

@@ -26,38 +26,13 @@
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
-use crate::advice::Advice;
+use super::nodes::{Condition, Derived, MaintenanceError, NodeTable};
 use crate::cas::fsck::{self as node_fsck, FsckReport, Problem};
 use crate::cas::gc::{self, GcOptions, GcReport};
 use crate::cas::store::parse_node_file;
 use crate::cas::{Hash, Node, Store, StoreError};
-use crate::engine::upkeep::fsck::{Condition, Derived, NodeTable};
 use crate::pg::maintenance::BATCH;
 use crate::pg::{PgError, PgStore};
-
-/// Errors that stop a collection or a check (damage is reported, not returned).
-#[derive(Debug, thiserror::Error)]
-pub enum MaintenanceError {
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error(transparent)]
-    Pg(#[from] PgError),
-}
-
-impl Advice for MaintenanceError {
-    fn hints(&self) -> Vec<String> {
-        match self {
-            MaintenanceError::Store(e) => e.hints(),
-            MaintenanceError::Pg(e) => e.hints(),
-        }
-    }
-    fn is_busy(&self) -> bool {
-        match self {
-            MaintenanceError::Store(e) => e.is_busy(),
-            MaintenanceError::Pg(e) => e.is_busy(),
-        }
-    }
-}
 
 /// Collects garbage in the nodes table of `pg` and in the cache under `store`'s root. `roots`
 /// reads the roots once this machine's writers are held off (see [`gc::gc`]).
@@ -212,8 +187,8 @@ pub fn check_rows(store: &Store, pg: &PgStore) -> Result<(FsckReport, Rows), Mai
 /// The table's verdicts for [`crate::engine::upkeep::fsck::check_with`]'s walk.
 pub struct Table<'a> {
     pub store: &'a Store,
-    pub pg: &'a PgStore,
-    pub rows: &'a Rows,
+    pub pg: std::sync::Arc<PgStore>,
+    pub rows: Rows,
 }
 
 impl NodeTable for Table<'_> {

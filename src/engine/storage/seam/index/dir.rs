@@ -1,0 +1,303 @@
+//! The directory store's thread index: rows in `index.db` ([`index_db`]), the run queue as one
+//! empty file per queued thread under `queue/`, the registry in `registry.yaml`, nodes as files
+//! under `cas/objects`.
+
+use std::path::{Path, PathBuf};
+
+use super::{
+    GcError, IndexRow, MaintenanceError, NodeCheck, Pruned, REBASED, State, Successor, ThreadIndex,
+    ThreadIndexError,
+};
+use crate::cas::gc::{GcOptions, GcReport, gc};
+use crate::cas::{Hash, Store};
+use crate::engine::storage::index_db::{self, NewRow, Scan};
+use crate::engine::storage::index_files::{self, Archived, Entry, IndexError, Registry, Threads};
+
+/// `index.db` and the files under one root.
+pub(super) struct Dir {
+    root: PathBuf,
+}
+
+impl Dir {
+    pub(super) fn new(root: &Path) -> Dir {
+        Dir {
+            root: root.to_path_buf(),
+        }
+    }
+
+    /// Where runnable threads are marked: one empty file per queued thread.
+    fn queue_dir(&self) -> PathBuf {
+        self.root.join("queue")
+    }
+
+    /// Why a write to `id` changed nothing, from its row as it is now.
+    fn refused(&self, id: &str, expected: Option<Hash>) -> ThreadIndexError {
+        match self.state(id) {
+            Err(e) => e,
+            Ok(State::Archived(a)) => ThreadIndexError::Archived {
+                id: id.to_owned(),
+                status: a.status,
+                onto: None,
+            },
+            Ok(State::Active { head }) => match expected {
+                Some(expected) => ThreadIndexError::HeadMoved {
+                    id: id.to_owned(),
+                    expected,
+                    actual: head,
+                },
+                None => ThreadIndexError::Unknown(id.to_owned()),
+            },
+        }
+    }
+}
+
+impl From<index_db::Row> for IndexRow {
+    fn from(r: index_db::Row) -> IndexRow {
+        IndexRow {
+            id: r.id,
+            workflow: r.workflow,
+            head: r.head,
+            status: r.status,
+            steps: r.steps,
+            next: r.next,
+            error: r.error,
+            awaiting: r.awaiting,
+            running: None,
+            updated_ms: r.completed_ms.unwrap_or(r.updated_ms),
+            parent: r.parent,
+        }
+    }
+}
+
+impl ThreadIndex for Dir {
+    fn state(&self, id: &str) -> Result<State, ThreadIndexError> {
+        match index_db::get(&self.root, id)? {
+            Some(row) if row.is_active() => Ok(State::Active { head: row.head }),
+            Some(row) => Ok(State::Archived(row.archived())),
+            None => Err(ThreadIndexError::Unknown(id.to_owned())),
+        }
+    }
+
+    fn with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<String>, ThreadIndexError> {
+        Ok(index_db::with_prefix(&self.root, prefix, limit)?)
+    }
+
+    fn active_at(&self, head: Hash) -> Result<Vec<String>, ThreadIndexError> {
+        Ok(index_db::active_at(&self.root, head)?)
+    }
+
+    fn add(&self, row: &NewRow<'_>) -> Result<(), ThreadIndexError> {
+        Ok(index_db::insert(&self.root, row)?)
+    }
+
+    fn compare_and_set(
+        &self,
+        id: &str,
+        expected: Hash,
+        new: Hash,
+        next: Option<&str>,
+    ) -> Result<(), ThreadIndexError> {
+        match index_db::compare_and_set(&self.root, id, expected, new, next)? {
+            index_db::Cas::Moved => Ok(()),
+            index_db::Cas::Refused(row) if row.is_active() => Err(ThreadIndexError::HeadMoved {
+                id: id.to_owned(),
+                expected,
+                actual: row.head,
+            }),
+            index_db::Cas::Refused(row) => Err(ThreadIndexError::Archived {
+                id: id.to_owned(),
+                status: row.status,
+                onto: None,
+            }),
+            index_db::Cas::Unknown => Err(ThreadIndexError::Unknown(id.to_owned())),
+        }
+    }
+
+    fn archive(&self, id: &str, status: &str) -> Result<Archived, ThreadIndexError> {
+        match index_db::archive(&self.root, id, status)? {
+            Some(archived) => {
+                let _ = std::fs::remove_file(self.queue_dir().join(id));
+                Ok(archived)
+            }
+            None => Err(self.refused(id, None)),
+        }
+    }
+
+    fn rebase(
+        &self,
+        id: &str,
+        head: Hash,
+        new: &Successor<'_>,
+    ) -> Result<Option<Archived>, ThreadIndexError> {
+        let row = NewRow {
+            id: new.id,
+            workflow: new.workflow,
+            head: new.head,
+            parent: Some(id),
+            steps: Some(new.steps),
+        };
+        let done = index_db::rebase(&self.root, id, head, &row)?;
+        if done.is_some() {
+            let _ = std::fs::remove_file(self.queue_dir().join(id));
+        }
+        Ok(done)
+    }
+
+    fn successor(&self, id: &str) -> Result<Option<String>, ThreadIndexError> {
+        Ok(index_db::successor(&self.root, id)?)
+    }
+
+    fn parent(&self, id: &str) -> Option<String> {
+        index_db::get(&self.root, id).ok()??.parent
+    }
+
+    fn queue(&self, id: &str) -> Result<(), ThreadIndexError> {
+        if let State::Archived(a) = self.state(id)? {
+            return Err(ThreadIndexError::Archived {
+                id: id.to_owned(),
+                onto: (a.status == REBASED)
+                    .then(|| self.successor(id).ok().flatten())
+                    .flatten(),
+                status: a.status,
+            });
+        }
+        let path = self.queue_dir().join(id);
+        let mut options = std::fs::OpenOptions::new();
+        options.create(true).truncate(false).write(true);
+        crate::file_util::open_in_dir(&options, &path)
+            .map(drop)
+            .map_err(|source| IndexError::Io { path, source }.into())
+    }
+
+    fn dequeue(&self, id: &str) -> Result<(), ThreadIndexError> {
+        let path = self.queue_dir().join(id);
+        match std::fs::remove_file(&path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(source) => Err(IndexError::Io { path, source }.into()),
+        }
+    }
+
+    fn queued(&self) -> Result<Vec<String>, ThreadIndexError> {
+        let dir = self.queue_dir();
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(source) => return Err(IndexError::Io { path: dir, source }.into()),
+        };
+        let mut found = Vec::new();
+        for entry in entries.flatten() {
+            let Some(id) = entry.file_name().to_str().map(str::to_owned) else {
+                continue;
+            };
+            if !index_db::get(&self.root, &id)?.is_some_and(|row| row.is_active()) {
+                let _ = std::fs::remove_file(entry.path());
+                continue;
+            }
+            let since = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .unwrap_or(std::time::SystemTime::UNIX_EPOCH);
+            found.push((since, id));
+        }
+        found.sort();
+        Ok(found.into_iter().map(|(_, id)| id).collect())
+    }
+
+    fn active(&self) -> Result<Threads, IndexError> {
+        index_db::active(&self.root)
+    }
+
+    fn archived(&self) -> Result<Vec<Archived>, IndexError> {
+        index_db::archived(&self.root)
+    }
+
+    fn entries(&self) -> Result<Vec<Entry>, IndexError> {
+        index_db::entries(&self.root)
+    }
+
+    fn thread_workflows(&self) -> Result<Vec<Hash>, IndexError> {
+        index_db::workflows(&self.root)
+    }
+
+    fn scan(&self, scan: &Scan, each: &mut dyn FnMut(IndexRow) -> bool) -> Result<(), IndexError> {
+        index_db::scan(&self.root, scan, |row| each(row.into()))
+    }
+
+    fn note_derived(&self, learned: &[(String, Hash, u64, Option<String>)]) {
+        index_db::note_derived(&self.root, learned)
+    }
+
+    fn registry(&self) -> Result<Registry, IndexError> {
+        index_files::read_registry_file(&self.root)
+    }
+
+    fn update_registry(
+        &self,
+        change: &mut dyn FnMut(&mut Registry) -> bool,
+    ) -> Result<(), IndexError> {
+        /// `change` said no: nothing is written, and that is no error.
+        enum Stop {
+            Refused,
+            Index(IndexError),
+        }
+        impl From<IndexError> for Stop {
+            fn from(e: IndexError) -> Stop {
+                Stop::Index(e)
+            }
+        }
+        let changed = index_files::update_yaml(&self.root, "registry.yaml", |registry| {
+            if change(registry) {
+                Ok(())
+            } else {
+                Err(Stop::Refused)
+            }
+        });
+        match changed {
+            Ok(()) | Err(Stop::Refused) => Ok(()),
+            Err(Stop::Index(e)) => Err(e),
+        }
+    }
+
+    fn prune_logs(&self, cut: u64, dry_run: bool) -> Result<Pruned, IndexError> {
+        let mut pruned = Pruned::default();
+        for archived in index_db::archived(&self.root)? {
+            if archived.completed_at >= cut {
+                continue;
+            }
+            // The thread's log and event feed (`RunFiles::log` and `RunFiles::events`).
+            let runs = self.root.join("runs");
+            let mut any = false;
+            for suffix in ["log", "events"] {
+                let path = runs.join(format!("{}.{suffix}", archived.thread));
+                let Ok(meta) = std::fs::metadata(&path) else {
+                    continue;
+                };
+                if dry_run || std::fs::remove_file(&path).is_ok() {
+                    pruned.bytes += meta.len();
+                    any = true;
+                }
+            }
+            pruned.threads += u64::from(any);
+        }
+        Ok(pruned)
+    }
+
+    fn collect_garbage(&self, store: &Store, options: &GcOptions) -> Result<GcReport, GcError> {
+        let roots =
+            || crate::engine::storage::threads::gc_roots(&self.root).map_err(GcError::Roots);
+        gc(store, roots, options)
+    }
+
+    fn check_nodes<'a>(&'a self, store: &'a Store) -> Result<NodeCheck<'a>, MaintenanceError> {
+        Ok(NodeCheck {
+            nodes: crate::cas::fsck::fsck(store)?,
+            cache: Vec::new(),
+            table: None,
+        })
+    }
+
+    fn shared(&self) -> bool {
+        false
+    }
+}

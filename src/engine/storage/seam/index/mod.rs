@@ -1,0 +1,151 @@
+//! The thread index of a root: thread rows, heads and their compare-and-set, archive, rebase,
+//! the run queue's marks, listing, the registry of workflows, and the maintenance that reads
+//! them (what GC keeps alive, `cas fsck`, pruning old logs). The trait is here; the directory
+//! store's implementation (`index.db` and files under the root) is `dir.rs`, PostgreSQL's is
+//! `pg.rs`. Only [`open`] knows which a root uses.
+
+use std::path::Path;
+
+use crate::cas::gc::{GcOptions, GcReport};
+use crate::cas::{Hash, Store};
+use crate::engine::storage::Backend;
+use crate::engine::storage::index_db::{NewRow, Scan};
+use crate::engine::storage::index_files::{Archived, Entry, IndexError, Registry, Threads};
+
+mod dir;
+mod nodes;
+mod pg;
+mod pg_nodes;
+mod state;
+
+pub use nodes::{Condition, Derived, GcError, MaintenanceError, NodeCheck, NodeTable, Pruned};
+pub use state::{REBASED, State, Successor, ThreadIndexError, is_archived_status};
+
+/// Thread rows, heads and their compare-and-set, archive, rebase and listing, over one root.
+///
+/// Every method means the same on every backend; `tests/storage_conformance_index.rs` runs one
+/// suite over both.
+pub trait ThreadIndex: Send + Sync {
+    /// Where thread `id` stands: active at a head, or archived ([`ThreadIndexError::Unknown`]
+    /// when there is no such thread).
+    fn state(&self, id: &str) -> Result<State, ThreadIndexError>;
+
+    /// Thread ids (active or archived) starting with `prefix`, sorted, at most `limit`.
+    fn with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<String>, ThreadIndexError>;
+
+    /// Active threads whose head is `head`.
+    fn active_at(&self, head: Hash) -> Result<Vec<String>, ThreadIndexError>;
+
+    /// Registers a new active thread.
+    fn add(&self, row: &NewRow<'_>) -> Result<(), ThreadIndexError>;
+
+    /// Moves an active thread's head from `expected` to `new` (with the role picked at `new`,
+    /// when known), or fails naming where it is if it moved meanwhile or was archived.
+    fn compare_and_set(
+        &self,
+        id: &str,
+        expected: Hash,
+        new: Hash,
+        next: Option<&str>,
+    ) -> Result<(), ThreadIndexError>;
+
+    /// Archives an active thread at its current head with `status` (`done` or `killed`) and
+    /// takes it off the run queue.
+    fn archive(&self, id: &str, status: &str) -> Result<Archived, ThreadIndexError>;
+
+    /// Archives thread `id`, still at `head`, as rebased onto `new`, which enters the index
+    /// with `id` as its parent, both or neither; `None` when `id` is no longer active at `head`.
+    fn rebase(
+        &self,
+        id: &str,
+        head: Hash,
+        new: &Successor<'_>,
+    ) -> Result<Option<Archived>, ThreadIndexError>;
+
+    /// The thread that thread `id` was rebased onto, if it was.
+    fn successor(&self, id: &str) -> Result<Option<String>, ThreadIndexError>;
+
+    /// The thread `id` was forked, spawned or rebased from, when the index knows it.
+    fn parent(&self, id: &str) -> Option<String>;
+
+    /// Makes an active thread runnable for workers.
+    fn queue(&self, id: &str) -> Result<(), ThreadIndexError>;
+
+    /// Takes a thread off the run queue; not queued (or no longer active) is no error.
+    fn dequeue(&self, id: &str) -> Result<(), ThreadIndexError>;
+
+    /// The queued active threads, each once, longest waiting first where the backend knows
+    /// (else oldest thread first).
+    fn queued(&self) -> Result<Vec<String>, ThreadIndexError>;
+
+    /// Every active thread and its head.
+    fn active(&self) -> Result<Threads, IndexError>;
+
+    /// Every archived thread, in the order they ended.
+    fn archived(&self) -> Result<Vec<Archived>, IndexError>;
+
+    /// Every thread, active and archived, with its workflow.
+    fn entries(&self) -> Result<Vec<Entry>, IndexError>;
+
+    /// The workflow versions threads (active or archived) run.
+    fn thread_workflows(&self) -> Result<Vec<Hash>, IndexError>;
+
+    /// The rows `scan` selects, newest first, until `each` returns `false`.
+    fn scan(&self, scan: &Scan, each: &mut dyn FnMut(IndexRow) -> bool) -> Result<(), IndexError>;
+
+    /// Writes back steps and next roles learned the slow way (best effort: a cache).
+    fn note_derived(&self, learned: &[(String, Hash, u64, Option<String>)]);
+
+    /// The registry of workflow names.
+    fn registry(&self) -> Result<Registry, IndexError>;
+
+    /// Reads the registry, lets `change` edit it and writes it back atomically, unless `change`
+    /// returns `false` (then nothing is written).
+    fn update_registry(
+        &self,
+        change: &mut dyn FnMut(&mut Registry) -> bool,
+    ) -> Result<(), IndexError>;
+
+    /// Removes (or, `dry_run`, counts) the logs and event feeds of threads archived before
+    /// `cut` (ms since the epoch).
+    fn prune_logs(&self, cut: u64, dry_run: bool) -> Result<Pruned, IndexError>;
+
+    /// Collects the garbage of `store` (this root's nodes, wherever they are kept), keeping
+    /// what [`crate::engine::storage::threads::gc_roots`] names, read once writers are held off.
+    fn collect_garbage(&self, store: &Store, options: &GcOptions) -> Result<GcReport, GcError>;
+
+    /// Checks this root's nodes one by one (`cas fsck`): the node files, or the rows of the
+    /// table they cache (and then the cache files), with the table the walk from the roots
+    /// ([`crate::engine::upkeep::fsck::check_with`]) reads, if the files are only a cache.
+    fn check_nodes<'a>(&'a self, store: &'a Store) -> Result<NodeCheck<'a>, MaintenanceError>;
+
+    /// Whether other machines move these heads too (a shared database): a step recorded on
+    /// this machine may have been overtaken by one taken elsewhere.
+    fn shared(&self) -> bool;
+}
+
+/// One row of the index, as listing needs it.
+#[derive(Debug, Clone)]
+pub struct IndexRow {
+    pub id: String,
+    pub workflow: Hash,
+    pub head: Hash,
+    /// `active` (or PostgreSQL's `failed`/`awaiting`), `done`, `killed` or `rebased`.
+    pub status: String,
+    pub steps: Option<u64>,
+    pub next: Option<String>,
+    pub error: Option<String>,
+    /// The question waited on (JSON).
+    pub awaiting: Option<String>,
+    /// Whether a step holds it, when the index knows (PostgreSQL's leases).
+    pub running: Option<bool>,
+    pub updated_ms: u64,
+    pub parent: Option<String>,
+}
+
+pub(super) fn open(root: &Path, backend: &Backend) -> Box<dyn ThreadIndex> {
+    match backend {
+        Backend::Dir => Box::new(dir::Dir::new(root)),
+        Backend::Pg(pg, _) => Box::new(pg::Pg::new(root, pg.clone())),
+    }
+}

@@ -1,0 +1,336 @@
+//! PostgreSQL's thread index: the `threads` and `history` tables (the run queue is their
+//! `queued` column), the registry tables, and the nodes table, which this root's `cas/`
+//! caches.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::cas::gc::{GcOptions, GcReport};
+use crate::cas::{Hash, Store};
+use crate::engine::storage::index_db::{NewRow, Scan};
+use crate::engine::storage::index_files::{
+    self, Archived, Entry, IndexError, Registry, Threads, archived_of,
+};
+use crate::pg::{ListPage, ListedRow, NewThread, PgError, PgStore, ThreadState};
+
+use super::pg_nodes;
+use super::{
+    GcError, IndexRow, MaintenanceError, NodeCheck, Pruned, State, Successor, ThreadIndex,
+    ThreadIndexError, is_archived_status,
+};
+
+/// Rows per page of a listing.
+const PAGE: usize = 2000;
+
+/// One root's view of a PostgreSQL store.
+pub(super) struct Pg {
+    root: PathBuf,
+    pg: Arc<PgStore>,
+}
+
+impl Pg {
+    pub(super) fn new(root: &Path, pg: Arc<PgStore>) -> Pg {
+        Pg {
+            root: root.to_path_buf(),
+            pg,
+        }
+    }
+}
+
+/// A PostgreSQL error about one thread in the index's words.
+fn thread_error(id: &str, e: PgError) -> ThreadIndexError {
+    match e {
+        PgError::Archived { status, .. } => ThreadIndexError::Archived {
+            id: id.to_owned(),
+            status,
+            onto: None,
+        },
+        PgError::UnknownThread(_) => ThreadIndexError::Unknown(id.to_owned()),
+        e => IndexError::from(e).into(),
+    }
+}
+
+impl From<ListedRow> for IndexRow {
+    fn from(r: ListedRow) -> IndexRow {
+        let archived = is_archived_status(&r.status);
+        IndexRow {
+            id: r.id,
+            workflow: r.workflow,
+            head: r.head,
+            // Failed and awaiting are told by the error and question columns.
+            status: if archived {
+                r.status
+            } else {
+                "active".to_owned()
+            },
+            steps: r.steps,
+            next: r.next,
+            error: r.error,
+            awaiting: r.awaiting,
+            running: Some(r.running),
+            updated_ms: u64::try_from(r.updated_ms).unwrap_or(0),
+            parent: r.parent,
+        }
+    }
+}
+
+impl ThreadIndex for Pg {
+    fn state(&self, id: &str) -> Result<State, ThreadIndexError> {
+        match self.pg.thread(id) {
+            Ok(ThreadState::Active(t)) => Ok(State::Active { head: t.head }),
+            Ok(ThreadState::Archived(a)) => Ok(State::Archived(archived_of(a))),
+            Err(PgError::UnknownThread(_)) => Err(ThreadIndexError::Unknown(id.to_owned())),
+            Err(e) => Err(IndexError::from(e).into()),
+        }
+    }
+
+    fn with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<String>, ThreadIndexError> {
+        self.pg
+            .ids_with_prefix(prefix, limit)
+            .map_err(|e| IndexError::from(e).into())
+    }
+
+    fn active_at(&self, head: Hash) -> Result<Vec<String>, ThreadIndexError> {
+        Ok(self
+            .active()?
+            .into_iter()
+            .filter(|(_, h)| *h == head)
+            .map(|(id, _)| id)
+            .collect())
+    }
+
+    fn add(&self, row: &NewRow<'_>) -> Result<(), ThreadIndexError> {
+        let thread = NewThread {
+            id: row.id,
+            workflow: row.workflow,
+            head: row.head,
+            parent: row.parent,
+            queued: false,
+            steps: row.steps,
+        };
+        self.pg
+            .add_thread(&thread)
+            .map_err(|e| IndexError::from(e).into())
+    }
+
+    fn compare_and_set(
+        &self,
+        id: &str,
+        expected: Hash,
+        new: Hash,
+        next: Option<&str>,
+    ) -> Result<(), ThreadIndexError> {
+        if self
+            .pg
+            .compare_and_set_next(id, expected, new, next)
+            .map_err(IndexError::from)?
+        {
+            return Ok(());
+        }
+        Err(match self.state(id)? {
+            State::Active { head } => ThreadIndexError::HeadMoved {
+                id: id.to_owned(),
+                expected,
+                actual: head,
+            },
+            State::Archived(a) => ThreadIndexError::Archived {
+                id: id.to_owned(),
+                status: a.status,
+                onto: None,
+            },
+        })
+    }
+
+    fn archive(&self, id: &str, status: &str) -> Result<Archived, ThreadIndexError> {
+        match self.pg.archive(id, status) {
+            Ok(a) => Ok(archived_of(a)),
+            Err(PgError::Archived { id, status }) => Err(ThreadIndexError::Archived {
+                id,
+                status,
+                onto: None,
+            }),
+            Err(PgError::UnknownThread(id)) => Err(ThreadIndexError::Unknown(id)),
+            Err(e) => Err(IndexError::from(e).into()),
+        }
+    }
+
+    fn rebase(
+        &self,
+        id: &str,
+        head: Hash,
+        new: &Successor<'_>,
+    ) -> Result<Option<Archived>, ThreadIndexError> {
+        let thread = NewThread {
+            id: new.id,
+            workflow: new.workflow,
+            head: new.head,
+            parent: Some(id),
+            queued: false,
+            steps: Some(new.steps),
+        };
+        Ok(self
+            .pg
+            .rebase(id, head, &thread)
+            .map_err(|e| thread_error(id, e))?
+            .map(archived_of))
+    }
+
+    fn successor(&self, id: &str) -> Result<Option<String>, ThreadIndexError> {
+        self.pg
+            .successor_of(id)
+            .map_err(|e| IndexError::from(e).into())
+    }
+
+    fn parent(&self, id: &str) -> Option<String> {
+        match self.pg.thread(id).ok()? {
+            ThreadState::Active(t) => t.parent,
+            ThreadState::Archived(a) => a.parent,
+        }
+    }
+
+    fn queue(&self, id: &str) -> Result<(), ThreadIndexError> {
+        self.pg.queue(id).map_err(|e| thread_error(id, e))
+    }
+
+    fn dequeue(&self, id: &str) -> Result<(), ThreadIndexError> {
+        match self.pg.dequeue(id) {
+            Ok(()) | Err(PgError::Archived { .. } | PgError::UnknownThread(_)) => Ok(()),
+            Err(e) => Err(IndexError::from(e).into()),
+        }
+    }
+
+    fn queued(&self) -> Result<Vec<String>, ThreadIndexError> {
+        // The table keeps no time of queuing: oldest thread (ULIDs sort by creation) first.
+        let mut ids: Vec<String> = self
+            .pg
+            .active_threads(None)
+            .map_err(IndexError::from)?
+            .into_iter()
+            .filter(|t| t.queued)
+            .map(|t| t.id)
+            .collect();
+        ids.sort();
+        Ok(ids)
+    }
+
+    fn active(&self) -> Result<Threads, IndexError> {
+        Ok(self
+            .pg
+            .active_threads(None)?
+            .into_iter()
+            .map(|t| (t.id, t.head))
+            .collect())
+    }
+
+    fn archived(&self) -> Result<Vec<Archived>, IndexError> {
+        Ok(self
+            .pg
+            .archived_threads()?
+            .into_iter()
+            .map(archived_of)
+            .collect())
+    }
+
+    fn entries(&self) -> Result<Vec<Entry>, IndexError> {
+        let mut out: Vec<Entry> = self
+            .pg
+            .archived_threads()?
+            .into_iter()
+            .map(|a| Entry {
+                id: a.thread,
+                workflow: a.workflow,
+                head: a.head,
+                archived: Some(a.status),
+            })
+            .collect();
+        out.extend(self.pg.active_threads(None)?.into_iter().map(|t| Entry {
+            id: t.id,
+            workflow: t.workflow,
+            head: t.head,
+            archived: None,
+        }));
+        Ok(out)
+    }
+
+    fn thread_workflows(&self) -> Result<Vec<Hash>, IndexError> {
+        Ok(self.pg.thread_workflows()?)
+    }
+
+    fn scan(&self, scan: &Scan, each: &mut dyn FnMut(IndexRow) -> bool) -> Result<(), IndexError> {
+        let mut before = scan.before_id.clone();
+        loop {
+            let page = self.pg.list_page(&ListPage {
+                all: scan.all,
+                workflows: scan.workflows.clone(),
+                since_id: scan.since_id.clone(),
+                before_id: before.clone(),
+                limit: PAGE,
+            })?;
+            let full = page.len() == PAGE;
+            before = page.last().map(|r| r.id.clone());
+            for row in page {
+                if !each(row.into()) {
+                    return Ok(());
+                }
+            }
+            if !full {
+                return Ok(());
+            }
+        }
+    }
+
+    fn note_derived(&self, learned: &[(String, Hash, u64, Option<String>)]) {
+        let _ = self.pg.note_derived(learned);
+    }
+
+    fn registry(&self) -> Result<Registry, IndexError> {
+        Ok(index_files::registry_from_rows(self.pg.registry_names()?))
+    }
+
+    fn update_registry(
+        &self,
+        change: &mut dyn FnMut(&mut Registry) -> bool,
+    ) -> Result<(), IndexError> {
+        let changed = self.pg.update_registry(|rows| {
+            let mut registry = index_files::registry_from_rows(std::mem::take(rows));
+            let keep = change(&mut registry);
+            *rows = index_files::registry_to_rows(registry);
+            if keep { Ok(()) } else { Err(()) }
+        })?;
+        // A refused change wrote nothing (the transaction ended without its rows).
+        let _ = changed;
+        Ok(())
+    }
+
+    fn prune_logs(&self, cut: u64, dry_run: bool) -> Result<Pruned, IndexError> {
+        let (threads, bytes) = self.pg.prune_runs(cut, dry_run)?;
+        Ok(Pruned { threads, bytes })
+    }
+
+    fn collect_garbage(&self, store: &Store, options: &GcOptions) -> Result<GcReport, GcError> {
+        let roots =
+            || crate::engine::storage::threads::gc_roots(&self.root).map_err(GcError::Roots);
+        pg_nodes::gc(store, &self.pg, roots, options)
+    }
+
+    fn check_nodes<'a>(&'a self, store: &'a Store) -> Result<NodeCheck<'a>, MaintenanceError> {
+        let (nodes, rows) = pg_nodes::check_rows(store, &self.pg)?;
+        // The cache first: the walk reads through the store, which replaces a damaged cache
+        // file it meets with the row.
+        let cache = pg_nodes::check_cache(store, &self.pg, &rows)?;
+        let table = pg_nodes::Table {
+            store,
+            pg: self.pg.clone(),
+            rows,
+        };
+        Ok(NodeCheck {
+            nodes,
+            cache,
+            table: Some(Box::new(table)),
+        })
+    }
+
+    fn shared(&self) -> bool {
+        true
+    }
+}

@@ -1,0 +1,487 @@
+//! The thread index's conformance suite (issue #40): every invariant of
+//! [`uwf::engine::storage::seam::ThreadIndex`] is written once, as a function over a root and
+//! its storage handle, and run against a directory store (a temp dir) and a PostgreSQL store (a
+//! fresh database in the private server of `tests/pg_server`, named by `storage:` in the root's
+//! `config.yaml`). A backend that behaved otherwise fails here.
+//!
+//! Without PostgreSQL binaries the PostgreSQL half prints `SKIP …` and passes, unless
+//! `UWF_REQUIRE_POSTGRES=1`.
+
+mod pg_server;
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::{Arc, Barrier};
+use std::time::Duration;
+
+use serde_json::json;
+use uwf::cas::gc::GcOptions;
+use uwf::cas::{Hash, Store, builtin};
+use uwf::engine::storage::index_db::NewRow;
+use uwf::engine::storage::{self, Storage};
+use uwf::engine::thread::index::{self, State, Successor, ThreadIndexError};
+
+/// Runs `check` over a directory root, then over a PostgreSQL root.
+fn on_both(name: &str, check: impl Fn(&Path, &Arc<Storage>, &Store)) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    run(dir.path(), &check);
+    let Some(server) = pg_server::shared(name) else {
+        return;
+    };
+    let url = server.fresh_db(name);
+    let pg = tempfile::tempdir().expect("temp dir");
+    std::fs::write(pg.path().join("config.yaml"), format!("storage: '{url}'\n"))
+        .expect("config written");
+    run(pg.path(), &check);
+}
+
+fn run(root: &Path, check: &impl Fn(&Path, &Arc<Storage>, &Store)) {
+    let store = storage::open_store(root).expect("store opens");
+    let handle = storage::handle(root).expect("handle opens");
+    check(root, &handle, &store);
+}
+
+/// A stored text node (a head the index may point at).
+fn node(store: &Store, text: &str) -> Hash {
+    store
+        .put(builtin::hash_of("text"), &json!(text))
+        .expect("node stored")
+}
+
+/// Registers active thread `id` at `head`.
+fn add(s: &Storage, id: &str, head: Hash, parent: Option<&str>) {
+    s.index()
+        .add(&NewRow {
+            id,
+            workflow: Hash::from_u64(1),
+            head,
+            parent,
+            steps: Some(0),
+        })
+        .expect("thread added");
+}
+
+fn head_of(s: &Storage, id: &str) -> Hash {
+    match s.index().state(id).expect("thread known") {
+        State::Active { head } => head,
+        State::Archived(a) => panic!("{id} is archived: {a:?}"),
+    }
+}
+
+fn cas_race(_root: &Path, s: &Arc<Storage>, store: &Store) {
+    const RACERS: usize = 8;
+    let start = node(store, "start");
+    add(s, "RACE", start, None);
+    let heads: Vec<Hash> = (0..RACERS)
+        .map(|i| node(store, &format!("step {i}")))
+        .collect();
+    let barrier = Arc::new(Barrier::new(RACERS));
+    let outcomes: Vec<(Hash, Result<(), ThreadIndexError>)> = heads
+        .iter()
+        .map(|&new| {
+            let (s, barrier) = (s.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                barrier.wait();
+                (new, s.index().compare_and_set("RACE", start, new, None))
+            })
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|t| t.join().expect("racer ran"))
+        .collect();
+    let winners: Vec<Hash> = outcomes
+        .iter()
+        .filter(|(_, r)| r.is_ok())
+        .map(|(h, _)| *h)
+        .collect();
+    assert_eq!(winners.len(), 1, "exactly one racer wins: {outcomes:?}");
+    let winner = winners[0];
+    assert_eq!(head_of(s, "RACE"), winner, "the head is the winner's");
+    for (_, outcome) in outcomes.iter().filter(|(h, _)| *h != winner) {
+        match outcome {
+            Err(ThreadIndexError::HeadMoved {
+                expected, actual, ..
+            }) => {
+                assert_eq!(*expected, start);
+                assert_eq!(*actual, winner, "a loser is told where the head went");
+            }
+            other => panic!("a loser must be told the head moved: {other:?}"),
+        }
+    }
+    // From the winner's head the next step goes through.
+    let next = node(store, "next");
+    s.index()
+        .compare_and_set("RACE", winner, next, Some("writer"))
+        .expect("from the current head");
+    assert_eq!(head_of(s, "RACE"), next);
+}
+
+#[test]
+fn of_racing_compare_and_sets_exactly_one_wins() {
+    on_both("of_racing_compare_and_sets_exactly_one_wins", cas_race);
+}
+
+fn archive(_root: &Path, s: &Arc<Storage>, store: &Store) {
+    let (a, b, c) = (node(store, "a"), node(store, "b"), node(store, "c"));
+    add(s, "DONE1", a, None);
+    add(s, "KILLED1", b, None);
+    add(s, "LIVE1", c, None);
+    let done = s.index().archive("DONE1", "done").expect("archived");
+    assert_eq!((done.thread.as_str(), done.head), ("DONE1", a));
+    assert_eq!(done.status, "done");
+    s.index().archive("KILLED1", "killed").expect("archived");
+    let active = s.index().active().expect("active read");
+    assert_eq!(
+        active.keys().cloned().collect::<Vec<_>>(),
+        ["LIVE1"],
+        "archived threads leave the active set"
+    );
+    let archived: Vec<(String, String)> = s
+        .index()
+        .archived()
+        .expect("history read")
+        .into_iter()
+        .map(|a| (a.thread, a.status))
+        .collect();
+    assert_eq!(
+        archived,
+        [
+            ("DONE1".to_owned(), "done".to_owned()),
+            ("KILLED1".to_owned(), "killed".to_owned())
+        ]
+    );
+    match s.index().state("KILLED1").expect("known") {
+        State::Archived(k) => assert_eq!((k.status.as_str(), k.head), ("killed", b)),
+        other => panic!("killed thread is {other:?}"),
+    }
+    // A second archive finds nothing to archive, and says why.
+    match s.index().archive("DONE1", "killed") {
+        Err(ThreadIndexError::Archived { status, .. }) => assert_eq!(status, "done"),
+        other => panic!("a second archive must fail as archived: {other:?}"),
+    }
+    assert!(matches!(
+        s.index().archive("NOSUCH", "done"),
+        Err(ThreadIndexError::Unknown(_))
+    ));
+    // An archived head no longer moves.
+    assert!(matches!(
+        s.index().compare_and_set("DONE1", a, c, None),
+        Err(ThreadIndexError::Archived { .. })
+    ));
+    let entries = s.index().entries().expect("entries");
+    let mut seen: Vec<(String, Option<String>)> =
+        entries.into_iter().map(|e| (e.id, e.archived)).collect();
+    seen.sort();
+    assert_eq!(
+        seen,
+        [
+            ("DONE1".to_owned(), Some("done".to_owned())),
+            ("KILLED1".to_owned(), Some("killed".to_owned())),
+            ("LIVE1".to_owned(), None)
+        ]
+    );
+}
+
+#[test]
+fn archiving_takes_a_thread_out_of_the_active_set_once() {
+    on_both(
+        "archiving_takes_a_thread_out_of_the_active_set_once",
+        archive,
+    );
+}
+
+fn rebase(root: &Path, s: &Arc<Storage>, store: &Store) {
+    let (old, new, other) = (node(store, "old"), node(store, "new"), node(store, "x"));
+    add(s, "OLD1", old, None);
+    let successor = Successor {
+        id: "NEW1",
+        workflow: Hash::from_u64(2),
+        head: new,
+        steps: 3,
+    };
+    // Not at the head it was read at: nothing happens.
+    let moved = Successor {
+        id: "NEVER",
+        ..successor
+    };
+    match index::rebase(root, "OLD1", other, &moved) {
+        Err(ThreadIndexError::HeadMoved { actual, .. }) => assert_eq!(actual, old),
+        other => panic!("a rebase from a stale head must fail: {other:?}"),
+    }
+    assert!(matches!(
+        s.index().state("NEVER"),
+        Err(ThreadIndexError::Unknown(_))
+    ));
+    assert_eq!(head_of(s, "OLD1"), old, "the old thread is untouched");
+    let archived = index::rebase(root, "OLD1", old, &successor).expect("rebased");
+    assert_eq!(archived.status, index::REBASED);
+    assert_eq!(archived.head, old);
+    match s.index().state("OLD1").expect("known") {
+        State::Archived(a) => assert_eq!(a.status, index::REBASED),
+        other => panic!("the rebased thread is {other:?}"),
+    }
+    assert_eq!(head_of(s, "NEW1"), new);
+    assert_eq!(
+        s.index()
+            .active()
+            .expect("active")
+            .keys()
+            .collect::<Vec<_>>(),
+        ["NEW1"]
+    );
+    // Once is all.
+    let again = Successor {
+        id: "NEW2",
+        ..successor
+    };
+    assert!(matches!(
+        index::rebase(root, "OLD1", old, &again),
+        Err(ThreadIndexError::Archived { .. })
+    ));
+    assert!(!index::exists(root, "NEW2").expect("lookup"));
+}
+
+#[test]
+fn a_rebase_archives_the_old_thread_and_adds_the_new_one_together() {
+    on_both(
+        "a_rebase_archives_the_old_thread_and_adds_the_new_one_together",
+        rebase,
+    );
+}
+
+fn successor(root: &Path, s: &Arc<Storage>, store: &Store) {
+    let (h1, h2, h3) = (node(store, "1"), node(store, "2"), node(store, "3"));
+    add(s, "FROM1", h1, None);
+    add(s, "FORK1", h3, Some("FROM1"));
+    let onto = Successor {
+        id: "ONTO1",
+        workflow: Hash::from_u64(2),
+        head: h2,
+        steps: 1,
+    };
+    assert_eq!(s.index().successor("FROM1").expect("read"), None);
+    assert_eq!(index::rebased_from(root, "FORK1"), None);
+    index::rebase(root, "FROM1", h1, &onto).expect("rebased");
+    assert_eq!(
+        s.index().successor("FROM1").expect("read").as_deref(),
+        Some("ONTO1")
+    );
+    assert_eq!(s.index().successor("ONTO1").expect("read"), None);
+    assert_eq!(s.index().parent("ONTO1").as_deref(), Some("FROM1"));
+    assert_eq!(index::rebased_from(root, "ONTO1").as_deref(), Some("FROM1"));
+    assert_eq!(index::rebased_from(root, "FROM1"), None);
+    // A fork of the rebased thread has it as parent, but did not take its place.
+    assert_eq!(s.index().parent("FORK1").as_deref(), Some("FROM1"));
+    assert_eq!(index::rebased_from(root, "FORK1"), None);
+    match index::active_head(root, "FROM1") {
+        Err(ThreadIndexError::Archived { onto, status, .. }) => {
+            assert_eq!(status, index::REBASED);
+            assert_eq!(
+                onto.as_deref(),
+                Some("ONTO1"),
+                "the error names the successor"
+            );
+        }
+        other => panic!("a rebased thread has no active head: {other:?}"),
+    }
+}
+
+#[test]
+fn a_rebased_thread_names_its_successor_and_the_successor_its_origin() {
+    on_both(
+        "a_rebased_thread_names_its_successor_and_the_successor_its_origin",
+        successor,
+    );
+}
+
+fn prefix(_root: &Path, s: &Arc<Storage>, store: &Store) {
+    let h = node(store, "p");
+    for id in ["PFXB2", "PFXA1", "PFXA3", "PFXA2", "OTHER", "PFY"] {
+        add(s, id, h, None);
+    }
+    s.index().archive("PFXA2", "done").expect("archived");
+    assert_eq!(
+        s.index().with_prefix("PFXA", 10).expect("lookup"),
+        ["PFXA1", "PFXA2", "PFXA3"],
+        "sorted, archived ones too"
+    );
+    assert_eq!(
+        s.index().with_prefix("PFX", 2).expect("lookup"),
+        ["PFXA1", "PFXA2"],
+        "at most the limit"
+    );
+    assert_eq!(
+        s.index().with_prefix("PFXB2", 10).expect("lookup"),
+        ["PFXB2"]
+    );
+    assert!(
+        s.index()
+            .with_prefix("NONE", 10)
+            .expect("lookup")
+            .is_empty()
+    );
+    let mut at = s.index().active_at(h).expect("lookup");
+    at.sort();
+    assert_eq!(at, ["OTHER", "PFXA1", "PFXA3", "PFXB2", "PFY"]);
+}
+
+#[test]
+fn ids_are_found_by_prefix_sorted_and_limited() {
+    on_both("ids_are_found_by_prefix_sorted_and_limited", prefix);
+}
+
+fn queue(_root: &Path, s: &Arc<Storage>, store: &Store) {
+    let h = node(store, "q");
+    for id in ["Q1", "Q2", "Q3"] {
+        add(s, id, h, None);
+    }
+    assert!(s.index().queued().expect("read").is_empty());
+    s.index().queue("Q1").expect("queued");
+    s.index().queue("Q1").expect("queued again");
+    std::thread::sleep(Duration::from_millis(20));
+    s.index().queue("Q2").expect("queued");
+    assert_eq!(
+        s.index().queued().expect("read"),
+        ["Q1", "Q2"],
+        "each queued thread once, not the unqueued one"
+    );
+    s.index().dequeue("Q1").expect("dequeued");
+    s.index().dequeue("Q1").expect("not queued is no error");
+    s.index().dequeue("Q3").expect("never queued is no error");
+    assert_eq!(s.index().queued().expect("read"), ["Q2"]);
+    // Archiving takes a thread off the queue.
+    s.index().archive("Q2", "done").expect("archived");
+    assert!(s.index().queued().expect("read").is_empty());
+    assert!(matches!(
+        s.index().queue("Q2"),
+        Err(ThreadIndexError::Archived { .. })
+    ));
+    assert!(matches!(
+        s.index().queue("NOSUCH"),
+        Err(ThreadIndexError::Unknown(_))
+    ));
+    s.index()
+        .dequeue("Q2")
+        .expect("dequeuing an archived thread is no error");
+}
+
+#[test]
+fn a_thread_queued_once_is_listed_once_until_dequeued() {
+    on_both("a_thread_queued_once_is_listed_once_until_dequeued", queue);
+}
+
+fn gc_live(root: &Path, s: &Arc<Storage>, store: &Store) {
+    let (live, done, killed, orphan) = (
+        node(store, "live"),
+        node(store, "done"),
+        node(store, "killed"),
+        node(store, "orphan"),
+    );
+    add(s, "GLIVE", live, None);
+    add(s, "GDONE", done, None);
+    add(s, "GKILL", killed, None);
+    s.index().archive("GDONE", "done").expect("archived");
+    s.index().archive("GKILL", "killed").expect("archived");
+    let roots: HashSet<Hash> = storage::threads::gc_roots(root)
+        .expect("roots")
+        .into_iter()
+        .collect();
+    for head in [live, done, killed] {
+        assert!(roots.contains(&head), "{head} is a GC root: {roots:?}");
+    }
+    assert!(!roots.contains(&orphan));
+    // Nodes written just now are young; past the grace period the orphan alone goes.
+    std::thread::sleep(Duration::from_millis(50));
+    let options = GcOptions {
+        grace: Duration::ZERO,
+        dry_run: false,
+    };
+    let report = s
+        .index()
+        .collect_garbage(store, &options)
+        .expect("collected");
+    assert!(report.removed.contains(&orphan), "{report:?}");
+    for head in [live, done, killed] {
+        assert!(
+            !report.removed.contains(&head),
+            "{head} removed: {report:?}"
+        );
+        store.get(head).expect("a live head is still readable");
+    }
+    assert!(store.get(orphan).is_err(), "the orphan is gone");
+}
+
+#[test]
+fn gc_keeps_the_heads_of_active_and_archived_threads() {
+    on_both("gc_keeps_the_heads_of_active_and_archived_threads", gc_live);
+}
+
+fn registry(_root: &Path, s: &Arc<Storage>, store: &Store) {
+    let w = node(store, "workflow");
+    assert!(s.index().registry().expect("read").is_empty());
+    // A refused change writes nothing.
+    s.index()
+        .update_registry(&mut |r| {
+            r.insert(
+                "refused".to_owned(),
+                uwf::engine::storage::index_files::RegistryEntry {
+                    hash: w,
+                    registered_at: 1,
+                    source: None,
+                    history: Vec::new(),
+                },
+            );
+            false
+        })
+        .expect("no error");
+    assert!(s.index().registry().expect("read").is_empty());
+    s.index()
+        .update_registry(&mut |r| {
+            r.insert(
+                "kept".to_owned(),
+                uwf::engine::storage::index_files::RegistryEntry {
+                    hash: w,
+                    registered_at: 1,
+                    source: None,
+                    history: Vec::new(),
+                },
+            );
+            true
+        })
+        .expect("written");
+    let registry = s.index().registry().expect("read");
+    assert_eq!(registry.keys().collect::<Vec<_>>(), ["kept"]);
+    assert_eq!(registry["kept"].hash, w);
+}
+
+#[test]
+fn the_registry_changes_only_when_the_change_is_kept() {
+    on_both(
+        "the_registry_changes_only_when_the_change_is_kept",
+        registry,
+    );
+}
+
+#[test]
+fn only_a_shared_database_says_other_machines_move_heads() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = storage::open_store(dir.path()).expect("store");
+    assert!(
+        !storage::handle(dir.path())
+            .expect("handle")
+            .index()
+            .shared()
+    );
+    assert!(!store.files_are_cache());
+    let name = "only_a_shared_database_says_other_machines_move_heads";
+    let Some(server) = pg_server::shared(name) else {
+        return;
+    };
+    let url = server.fresh_db(name);
+    let pg = tempfile::tempdir().expect("temp dir");
+    std::fs::write(pg.path().join("config.yaml"), format!("storage: '{url}'\n"))
+        .expect("config written");
+    let store = storage::open_store(pg.path()).expect("store");
+    assert!(storage::handle(pg.path()).expect("handle").index().shared());
+    assert!(store.files_are_cache());
+}
