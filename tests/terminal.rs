@@ -203,3 +203,64 @@ fn one_object_reads_as_aligned_fields_on_a_terminal_and_as_json_when_asked() {
     assert_eq!(why["next"], "planner", "{why}");
     assert_eq!(why["trace"][0]["to"], "planner", "{why}");
 }
+
+#[test]
+fn commands_speak_to_a_person_on_a_terminal_and_print_json_when_asked() {
+    if !common::has(
+        "commands_speak_to_a_person_on_a_terminal_and_print_json_when_asked",
+        &[Need::Tool("script")],
+    ) {
+        return;
+    }
+    let env = Env::new();
+    let yaml = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/solve-issue.yaml");
+    let yaml = yaml.to_str().unwrap();
+    let put = on_terminal(&env, &["workflow", "put", yaml], &[]);
+    assert!(
+        put.starts_with("Registered workflow solve-issue ("),
+        "{put:?}"
+    );
+    assert!(put.contains("uwf thread start solve-issue"), "{put:?}");
+    let again = on_terminal(&env, &["workflow", "put", yaml, "--json"], &[]);
+    assert_eq!(
+        common::json(again.trim())["status"],
+        "unchanged",
+        "{again:?}"
+    );
+
+    let started = on_terminal(
+        &env,
+        &["thread", "start", "solve-issue", "-p", "Fix it"],
+        &[],
+    );
+    assert!(started.starts_with("Started thread "), "{started:?}");
+    let id = started
+        .split_whitespace()
+        .nth(2)
+        .expect("the thread's id")
+        .to_owned();
+    assert!(
+        started.contains(&format!("uwf thread run {id}")),
+        "{started:?}"
+    );
+
+    let ran = on_terminal(
+        &env,
+        &["thread", "run", &id, "--agent", "dry", "--max-steps", "2"],
+        &[],
+    );
+    assert!(ran.contains("✓ step 1 · planner · agent dry → "), "{ran:?}");
+    assert!(ran.contains("✓ step 2 · "), "{ran:?}");
+    assert!(
+        !ran.contains("{\"workflow\""),
+        "no JSON lines for a person: {ran:?}"
+    );
+
+    let paused = on_terminal(&env, &["thread", "pause", &id], &[]);
+    assert!(
+        paused.starts_with(&format!("Thread {id} is paused")),
+        "{paused:?}"
+    );
+    let json = on_terminal(&env, &["thread", "resume", &id, "--json"], &[]);
+    assert_eq!(common::json(json.trim())["paused"], false, "{json:?}");
+}

@@ -245,18 +245,22 @@ fn put(store: &Store, file: &str, check: bool, out: &mut Out) -> CliResult<()> {
     let source = registry::store_source(store, &text)?;
     let status = registry::register_source(store.root(), &name, hash, Some(source), now_ms())?;
     let mut report = json!({"name": name, "hash": hash});
-    match status {
-        Registered::New => report["status"] = "new".into(),
-        Registered::Unchanged => report["status"] = "unchanged".into(),
+    let said = match status {
+        Registered::New => {
+            report["status"] = "new".into();
+            format!("Registered workflow {name} ({hash}).")
+        }
+        Registered::Unchanged => {
+            report["status"] = "unchanged".into();
+            format!("Workflow {name} is unchanged ({hash}).")
+        }
         Registered::Updated { previous } => {
             report["status"] = "updated".into();
             report["previous"] = previous.to_string().into();
+            format!("Updated workflow {name}: {previous} → {hash}.")
         }
-    }
-    if out.quiet() {
-        out.line(hash)?;
-    } else {
-        out.line(report)?;
-    }
+    };
+    let text = format!("{said}\nNext: `uwf thread start {name} -p \"…\"` starts a thread on it.");
+    out.said(&text, hash, &report)?;
     Ok(())
 }

@@ -72,6 +72,21 @@ impl Out {
         }
     }
 
+    /// A command's one result: `text` for a person at a terminal, its id or hash with `-q`,
+    /// else `value` as one JSON line (also on a terminal with `--json`).
+    pub fn said(
+        &mut self,
+        text: &str,
+        id: impl std::fmt::Display,
+        value: &serde_json::Value,
+    ) -> io::Result<()> {
+        match self.mode {
+            Mode::Table => self.line(text),
+            Mode::Quiet => self.line(id),
+            Mode::Json => self.line(value),
+        }
+    }
+
     /// Writes a value as pretty JSON plus a newline.
     pub fn json_pretty(&mut self, value: &serde_json::Value) -> io::Result<()> {
         serde_json::to_writer_pretty(&mut self.inner, value)?;

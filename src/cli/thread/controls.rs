@@ -38,7 +38,12 @@ pub fn pause(store: &Store, thread: &str, paused: bool, out: &mut Out) -> CliRes
     {
         eprintln!("uwf: thread {id} is paused; the step it runs now finishes first");
     }
-    out.result(&id, &json!({"thread": id, "paused": paused}))?;
+    let text = if paused {
+        format!("Thread {id} is paused: no step starts until `uwf thread resume {id}`.")
+    } else {
+        format!("Thread {id} is not paused: its steps may run.")
+    };
+    out.said(&text, &id, &json!({"thread": id, "paused": paused}))?;
     Ok(())
 }
 
@@ -52,6 +57,11 @@ pub fn rebind(store: &Store, thread: &str, changes: &[String], out: &mut Out) ->
         .into_iter()
         .map(|(role, b)| (role, json!(b.name)))
         .collect();
-    out.result(&id, &json!({"thread": id, "agents": agents}))?;
+    let bound: Vec<String> = agents
+        .iter()
+        .map(|(role, agent)| format!("{role}={}", agent.as_str().unwrap_or_default()))
+        .collect();
+    let text = format!("Thread {id} plays its roles with: {}.", bound.join(", "));
+    out.said(&text, &id, &json!({"thread": id, "agents": agents}))?;
     Ok(())
 }

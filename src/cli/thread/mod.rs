@@ -386,11 +386,11 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
         ThreadCommand::Live(_) => unreachable!("handled above"),
         ThreadCommand::Start(args) => {
             let (workflow, id) = args.start(&store, root)?;
-            if out.quiet() {
-                out.line(id)?;
-            } else {
-                out.line(json!({"workflow": workflow, "thread": id}))?;
-            }
+            let text = format!(
+                "Started thread {id} ({workflow}).\nNext: `uwf thread run {id}` runs it to its \
+                 end; `uwf thread step {id}` takes one step."
+            );
+            out.said(&text, &id, &json!({"workflow": workflow, "thread": id}))?;
         }
         ThreadCommand::Step { thread, agent } => {
             let id = lifecycle::resolve_id(root, &thread)?;
@@ -401,7 +401,7 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
                 from_queue: false,
             };
             let stepped = step::step(&store, &config, &id, &options)?;
-            print_stepped(out, &stepped)?;
+            print_stepped(&store, out, &stepped)?;
         }
         ThreadCommand::Run {
             thread,
@@ -530,11 +530,12 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
         ThreadCommand::Fork { step } => {
             let from = lifecycle::resolve_step(&store, &step)?;
             let (workflow, id, head) = lifecycle::fork(&store, from)?;
-            if out.quiet() {
-                out.line(id)?;
-            } else {
-                out.line(json!({"workflow": workflow, "thread": id, "head": head.to_string()}))?;
-            }
+            let text = format!(
+                "Forked thread {id} ({workflow}) at step {head}.\nNext: `uwf thread run {id}` \
+                 goes on from there."
+            );
+            let json = json!({"workflow": workflow, "thread": id, "head": head.to_string()});
+            out.said(&text, &id, &json)?;
         }
         ThreadCommand::StepDetails { step } => {
             let hash = lifecycle::resolve_step(&store, &step)?;
@@ -580,7 +581,7 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
         ThreadCommand::Publish { step } => {
             let hash = lifecycle::resolve_step(&store, &step)?;
             let stepped = crate::engine::cycle::publish::publish_node(&store, hash)?;
-            print_stepped(out, &stepped)?;
+            print_stepped(&store, out, &stepped)?;
         }
         ThreadCommand::Queue { thread, off } => {
             let id = lifecycle::resolve_id(root, &thread)?;
@@ -704,7 +705,7 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             // Too large an answer is refused before anything is stored (not even its text).
             let text = input::read_text(Source::of(file.as_deref().unwrap_or("-")), limit)?;
             let stepped = human::answer(&store, &config.config, &id, &text, by.as_deref())?;
-            print_stepped(out, &stepped)?;
+            print_stepped(&store, out, &stepped)?;
         }
     }
     Ok(())
@@ -724,13 +725,56 @@ fn load_config(root: &Path, agent: Option<&str>) -> CliResult<config::Loaded> {
 }
 
 /// A step's result: its JSON, or with `-q` the head.
-fn print_stepped(out: &mut Out, stepped: &step::Stepped) -> CliResult<()> {
-    if out.quiet() {
-        out.line(stepped.head)?;
-    } else {
-        out.line(stepped.to_json())?;
+/// What a step did: for a person at a terminal, one line as `uwf live` writes it (the step's
+/// number, role, agent, new head and output) and what comes next; else its JSON (`-q`: the
+/// head).
+fn print_stepped(store: &Store, out: &mut Out, stepped: &step::Stepped) -> CliResult<()> {
+    match out.mode {
+        Mode::Quiet => out.line(stepped.head)?,
+        Mode::Json => out.line(stepped.to_json())?,
+        Mode::Table => out.text(&step_lines(store, stepped))?,
     }
     Ok(())
+}
+
+/// The lines of [`print_stepped`] for a person.
+fn step_lines(store: &Store, stepped: &step::Stepped) -> String {
+    let id = &stepped.thread;
+    let role = stepped.role.as_deref().unwrap_or("?");
+    if stepped.awaiting {
+        return format!(
+            "? {role} waits for a person: `uwf thread question {id}`, then `uwf thread answer {id}`\n"
+        );
+    }
+    let Some(_) = &stepped.role else {
+        return format!("thread {id} is at its end: nothing to step\n");
+    };
+    let view = ThreadView::at(store, id, stepped.head);
+    let mut text = match view
+        .as_ref()
+        .ok()
+        .and_then(|v| Some((v.chain.steps.len(), v.chain.steps.last()?)))
+    {
+        Some((number, step)) => {
+            let mut summary = step
+                .failure_line()
+                .unwrap_or_else(|| step.output().to_string());
+            if summary.chars().count() > 80 {
+                summary = format!("{}…", summary.chars().take(79).collect::<String>());
+            }
+            format!(
+                "✓ step {number} · {} · agent {} → {}  {summary}\n",
+                step.role, step.agent, step.hash
+            )
+        }
+        None => format!("✓ {role} → {}\n", stepped.head),
+    };
+    if stepped.done {
+        text.push_str(&format!(
+            "thread {id} is done: `uwf thread read {id}` reads it\n"
+        ));
+    }
+    text
 }
 
 /// `thread steps`: a table on a terminal, JSON lines otherwise, hashes with `-q`.

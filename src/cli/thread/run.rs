@@ -9,6 +9,7 @@ use super::super::Out;
 use super::{StartArgs, load_config, print_stepped};
 use crate::cas::Store;
 use crate::cli::error::{CliResult, CommandError, Context, ended};
+use crate::cli::terminal::output::Mode;
 use crate::engine::agent::interrupt;
 use crate::engine::cycle::step::{self, StepOptions};
 use crate::engine::cycle::{failure, lifecycle};
@@ -60,7 +61,7 @@ pub(super) fn run_steps(
             Ok(stepped) => stepped,
             Err(e) => return Err(step_failed(store, id, CommandError::from(e))),
         };
-        print_stepped(out, &stepped)?;
+        print_stepped(store, out, &stepped)?;
         out.flush()?;
         if stepped.done {
             let status = match index::state(store.root(), id) {
@@ -70,6 +71,10 @@ pub(super) fn run_steps(
             return finished(id, &status, false);
         }
         if stepped.awaiting {
+            // On a terminal, the step's line said it already.
+            if out.mode == Mode::Table {
+                return Err(CommandError::silent(ended::AWAITING));
+            }
             eprintln!(
                 "uwf: thread {id} is waiting for a person (role {}): `uwf thread question {id}`, \
                  then `uwf thread answer {id}`",
