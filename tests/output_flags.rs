@@ -293,6 +293,7 @@ const CASES: &[Case] = &[
     nothing_quiet(&["doctor", "--skip", "fuse"]),
     case(&["export", "{T}", "{DIR}"]),
     empty_list(&["worker", "list"]),
+    nothing_quiet(&["status"]),
     case(&["knowledge", "sync", "--repo", "{REPO}"]),
     case(&["knowledge", "query", "--repo", "{SYNCED}", "lamp"]),
     case(&["knowledge", "status"]),

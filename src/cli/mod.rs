@@ -16,6 +16,7 @@ mod scale;
 mod serve;
 mod setup;
 mod skill;
+mod status;
 mod terminal;
 mod thread;
 mod workflow;
@@ -165,6 +166,12 @@ it from the shell's start-up file, so that it always matches the uwf on your PAT
     Export(export::ExportArgs),
     /// Watch a thread: its agents' output as it arrives, a line per step (= `uwf thread live`)
     Live(live::LiveArgs),
+    /// What needs you now: threads waiting for an answer, failed, running or paused, with the
+    /// command for each
+    #[command(
+        after_help = "Examples:\n  uwf status\n  uwf status --limit 50\n  uwf status --json | jq '.awaiting.threads[].thread'"
+    )]
+    Status(status::StatusArgs),
     /// Step queued threads until stopped; `uwf worker list` shows the workers at work
     #[command(
         after_help = "A thread is queued by `uwf thread start … --queue` or `uwf thread queue ID`, \
@@ -240,6 +247,9 @@ fn run(cli: Cli, out: &mut Out) -> CliResult {
         Command::Doctor(args) => setup::doctor(args, &root, out),
         Command::Export(args) => export::run(args, &root, out),
         Command::Live(args) => live::run(args, &root, out),
+        Command::Status(args) => {
+            status::run(args, &crate::engine::storage::open_store(&root)?, out)
+        }
         Command::Worker(args) => scale::worker::run(args, &root, out),
         Command::Serve(args) => serve::run(args, &root, out),
     }
@@ -266,6 +276,7 @@ fn needs_a_store(command: &Command) -> bool {
         | Command::Agent(_)
         | Command::Export(_)
         | Command::Live(_)
+        | Command::Status(_)
         | Command::Serve(_)
         | Command::Worker(_) => true,
         Command::Eval(_)
