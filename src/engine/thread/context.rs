@@ -14,8 +14,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::cas::store::now_ms;
-use crate::engine::storage::{self, index_files, index_files::IndexError};
+use crate::engine::storage::{self, index_files::IndexError};
 
 /// The agent a role is bound to, as resolved when the binding was made.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -58,30 +57,19 @@ impl ThreadContext {
     }
 }
 
-fn path(root: &Path, id: &str) -> PathBuf {
+/// Where a directory store keeps the context of thread `id`.
+pub(crate) fn path(root: &Path, id: &str) -> PathBuf {
     root.join("runs").join(format!("{id}.context.json"))
 }
 
 /// The recorded context of thread `id`; the default (no directory, no bindings, not paused)
 /// when none was recorded.
 pub fn read(root: &Path, id: &str) -> Result<ThreadContext, IndexError> {
-    if let Some(pg) = storage::pg(root)? {
-        let Some(row) = pg.thread_context(id)? else {
-            return Ok(ThreadContext::default());
-        };
-        let mut context = parse(&row.body, || PathBuf::from(format!("thread_context {id}")))?;
-        context.paused = row.paused;
-        return Ok(context);
-    }
-    let file = path(root, id);
-    match std::fs::read_to_string(&file) {
-        Ok(text) => parse(&text, || file.clone()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(ThreadContext::default()),
-        Err(source) => Err(IndexError::Io { path: file, source }),
-    }
+    storage::handle(root)?.records().context(id)
 }
 
-fn parse(text: &str, place: impl Fn() -> PathBuf) -> Result<ThreadContext, IndexError> {
+/// A context record's text as a context; `place` names where it was read, for the error.
+pub(crate) fn parse(text: &str, place: impl Fn() -> PathBuf) -> Result<ThreadContext, IndexError> {
     serde_json::from_str(text).map_err(|e| IndexError::Damaged {
         path: place(),
         reason: format!("it is not a thread context: {e}"),
@@ -91,39 +79,12 @@ fn parse(text: &str, place: impl Fn() -> PathBuf) -> Result<ThreadContext, Index
 /// Records the context of thread `id` (replacing any), keeping whether it is paused over
 /// PostgreSQL (where that is its own column).
 pub fn write(root: &Path, id: &str, context: &ThreadContext) -> Result<(), IndexError> {
-    if let Some(pg) = storage::pg(root)? {
-        let body = serde_json::to_string(&ThreadContext {
-            paused: false,
-            ..context.clone()
-        })
-        .expect("a context serialises");
-        pg.put_thread_context(id, &body, now_ms())?;
-        if context.paused {
-            pg.set_thread_paused(id, true, now_ms())?;
-        }
-        return Ok(());
-    }
-    let file = path(root, id);
-    if let Some(dir) = file.parent() {
-        std::fs::create_dir_all(dir).map_err(|source| IndexError::Io {
-            path: dir.to_path_buf(),
-            source,
-        })?;
-    }
-    let mut bytes = serde_json::to_vec_pretty(context).expect("a context serialises");
-    bytes.push(b'\n');
-    index_files::write_file(root, &file, &bytes)
+    storage::handle(root)?.records().set_context(id, context)
 }
 
 /// Pauses or resumes thread `id`.
 pub fn set_paused(root: &Path, id: &str, paused: bool) -> Result<(), IndexError> {
-    if let Some(pg) = storage::pg(root)? {
-        pg.set_thread_paused(id, paused, now_ms())?;
-        return Ok(());
-    }
-    let mut context = read(root, id)?;
-    context.paused = paused;
-    write(root, id, &context)
+    storage::handle(root)?.records().set_paused(id, paused)
 }
 
 /// Whether thread `id` is paused.

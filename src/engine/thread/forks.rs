@@ -13,7 +13,6 @@
 //! whoever sees the thread can see where it came from; lines are only appended (one `write` on an
 //! `O_APPEND` descriptor each), never rewritten.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -50,63 +49,21 @@ pub fn record(root: &Path, thread: &str, from: Option<&str>, step: Hash) -> Resu
         step,
         at: now_ms(),
     };
-    if let Some(pg) = crate::engine::storage::pg(root)? {
-        pg.add_lineage(&crate::pg::LineageRow {
-            thread: fork.thread,
-            kind: "fork".to_owned(),
-            source: fork.from,
-            step: fork.step.to_string(),
-            role: None,
-            at_ms: fork.at,
-        })?;
-        return Ok(());
-    }
-    let mut line = serde_json::to_string(&fork).expect("a fork serializes");
-    line.push('\n');
-    let path = path(root);
-    let io = |source| IndexError::Append {
-        path: path.clone(),
-        source,
-    };
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)
-        .map_err(io)?;
-    file.write_all(line.as_bytes()).map_err(io)
+    crate::engine::storage::handle(root)?
+        .records()
+        .record_fork(&fork)
 }
 
 /// Every fork, oldest first. Lines that do not parse (a torn last line) are skipped.
 pub fn read(root: &Path) -> Result<Vec<Fork>, IndexError> {
-    if let Some(pg) = crate::engine::storage::pg(root)? {
-        return Ok(pg
-            .lineage_all("fork")?
-            .into_iter()
-            .filter_map(fork_of_row)
-            .collect());
-    }
-    read_file(root)
-}
-
-/// A fork's `lineage` row as a record (`None` for a row whose step is not a hash).
-fn fork_of_row(row: crate::pg::LineageRow) -> Option<Fork> {
-    Some(Fork {
-        step: row.step.parse().ok()?,
-        thread: row.thread,
-        from: row.source,
-        at: row.at_ms,
-    })
+    crate::engine::storage::handle(root)?.records().forks()
 }
 
 /// The fork record of thread `id`, if it is a fork (over PostgreSQL one row, not every fork).
 pub fn origin_of(root: &Path, id: &str) -> Result<Option<Fork>, IndexError> {
-    if let Some(pg) = crate::engine::storage::pg(root)? {
-        return Ok(pg
-            .lineage_of(id)?
-            .filter(|row| row.kind == "fork")
-            .and_then(fork_of_row));
-    }
-    Ok(read_file(root)?.into_iter().find(|f| f.thread == id))
+    crate::engine::storage::handle(root)?
+        .records()
+        .origin_of(id)
 }
 
 /// Every fork recorded in `forks.jsonl` under `root`, whatever the backend (a store copy
