@@ -28,9 +28,10 @@ use crate::cas::Hash;
 use crate::cas::store::now_ms;
 use crate::file_util::{self, AtomicWrite};
 
+use crate::engine::storage;
 use crate::engine::storage::index_files::IndexError;
 use crate::engine::storage::lease::{self, LeaseGuard, TakeError};
-use crate::engine::storage::run_sink::{self, RunSink};
+use crate::engine::storage::seam::{RunLog, local_run_log};
 use crate::engine::thread::index::ThreadIndexError;
 use crate::pg::RunFileKind;
 
@@ -83,9 +84,20 @@ impl RunFiles {
         &self.root
     }
 
-    /// Over PostgreSQL, the store's run sink (the database copy of logs, events and state).
-    fn sink(&self) -> Option<std::sync::Arc<RunSink>> {
-        run_sink::of(&self.root)
+    /// Asks the run log of this root (this machine's files alone should its backend not
+    /// open: readers fall back to them).
+    fn runs<R>(&self, ask: impl FnOnce(&dyn RunLog) -> R) -> R {
+        match storage::handle(&self.root) {
+            Ok(storage) => ask(storage.runs()),
+            Err(_) => ask(local_run_log()),
+        }
+    }
+
+    /// Tells the run log of this root, if its backend opens (writes are best effort).
+    fn tell(&self, tell: impl FnOnce(&dyn RunLog)) {
+        if let Ok(storage) = storage::handle(&self.root) {
+            tell(storage.runs());
+        }
     }
 
     fn path(&self, suffix: &str) -> PathBuf {
@@ -169,13 +181,10 @@ impl RunFiles {
     /// The live lease of another machine's step on this thread, in words (PostgreSQL stores
     /// only; `None` when there is none or the store is a directory).
     fn remote_holder(&self) -> Option<String> {
-        let pg = crate::engine::storage::pg(&self.root).ok()??;
-        let (holder, machine, ms) = pg.lease_of(&self.id).ok()??;
-        Some(TakeError::describe(
-            &holder,
-            &machine,
-            std::time::Duration::from_millis(ms as u64),
-        ))
+        storage::handle(&self.root)
+            .ok()?
+            .coordination()
+            .lease_holder(&self.id)
     }
 
     /// Takes the thread's kill lock without waiting (`Err(Busy)` while another kill holds it).
@@ -270,31 +279,14 @@ impl RunFiles {
     /// Over PostgreSQL, the outcome of the last step attempt in the thread's row (best effort:
     /// the local files say it too).
     fn share_outcome(&self, error: Option<&str>) {
-        match crate::engine::storage::pg(&self.root) {
-            Ok(Some(pg)) => drop(pg.set_outcome(&self.id, error)),
-            // The directory store's index keeps it for listings (best effort too).
-            Ok(None) => crate::engine::storage::index_db::note_error(&self.root, &self.id, error),
-            Err(_) => {}
-        }
+        self.tell(|runs| runs.share_outcome(self, error));
     }
 
     /// The error of the last step attempt, if it failed: over PostgreSQL from the thread's row
     /// (the attempt may have been any machine's, and a later step on another machine clears
     /// it), else from the last outcome here.
     pub fn last_failure(&self) -> Option<String> {
-        if let Ok(Some(pg)) = crate::engine::storage::pg(&self.root) {
-            return pg.failure_of(&self.id).ok()?;
-        }
-        let last = self.last_outcome()?;
-        if last.get("ok") != Some(&serde_json::Value::Bool(false)) {
-            return None;
-        }
-        Some(
-            last.get("error")
-                .and_then(serde_json::Value::as_str)
-                .unwrap_or_default()
-                .to_owned(),
-        )
+        self.runs(|runs| runs.last_failure(self))
     }
 
     /// Whether another machine's step holds the thread (its lease, over PostgreSQL) while no
@@ -321,13 +313,7 @@ impl RunFiles {
         if matches!(self.held(&self.lock_path()), Ok(true)) {
             return self.run_info();
         }
-        match crate::engine::storage::pg(&self.root) {
-            Ok(Some(pg)) => {
-                let (_, info, _) = pg.run_state(&self.id).ok()?;
-                serde_json::from_str(&info?).ok()
-            }
-            _ => self.run_info(),
-        }
+        self.runs(|runs| runs.running_info(self))
     }
 
     fn describe_holder(&self) -> String {
@@ -357,24 +343,12 @@ impl RunFiles {
                 .without_fsync()
                 .replace(text.as_bytes());
         }
-        match self.sink() {
-            Some(sink) => {
-                sink.set_state(&self.id, Some(&failed(message).to_string()), None);
-            }
-            None => {
-                crate::engine::storage::index_db::note_error(&self.root, &self.id, Some(message))
-            }
-        }
+        self.tell(|runs| runs.share_failure(self, message));
     }
 
     /// The last recorded outcome, if any: over PostgreSQL the one any machine shared last.
     pub fn last_outcome(&self) -> Option<serde_json::Value> {
-        if let Ok(Some(pg)) = crate::engine::storage::pg(&self.root) {
-            let (last, _, _) = pg.run_state(&self.id).ok()?;
-            return serde_json::from_str(&last?).ok();
-        }
-        let bytes = std::fs::read(self.last()).ok()?;
-        serde_json::from_slice(&bytes).ok()
+        self.runs(|runs| runs.last_outcome(self))
     }
 
     /// Up to `max` bytes of the thread's log or event feed from `offset` on: over PostgreSQL
@@ -386,31 +360,7 @@ impl RunFiles {
         offset: u64,
         max: usize,
     ) -> std::io::Result<Vec<u8>> {
-        if let Ok(Some(pg)) = crate::engine::storage::pg(&self.root) {
-            let bytes = pg
-                .read_run_text(&self.id, file, offset, max)
-                .map_err(std::io::Error::other)?;
-            // A thread whose steps ran before the database kept logs has only its local file.
-            let local_only = bytes.is_empty()
-                && pg
-                    .run_text_size(&self.id, file)
-                    .map_err(std::io::Error::other)?
-                    .is_none();
-            if !local_only {
-                return Ok(bytes);
-            }
-        }
-        let path = self.text_path(file);
-        let mut f = match File::open(&path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(e),
-        };
-        use std::io::{Read, Seek, SeekFrom};
-        f.seek(SeekFrom::Start(offset))?;
-        let mut out = Vec::new();
-        f.take(max as u64).read_to_end(&mut out)?;
-        Ok(out)
+        self.runs(|runs| runs.read_text(self, file, offset, max))
     }
 
     /// The whole log or event feed (see [`RunFiles::read_text`]).
@@ -421,21 +371,7 @@ impl RunFiles {
     /// The size of the log or event feed and when it last grew (`0, None` before anything
     /// was written to it).
     pub fn text_stat(&self, file: RunFileKind) -> (u64, Option<std::time::SystemTime>) {
-        if let Ok(Some(pg)) = crate::engine::storage::pg(&self.root) {
-            match pg.run_text_size(&self.id, file) {
-                Ok(Some((size, at))) => {
-                    let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(at);
-                    return (size, Some(at));
-                }
-                // Nothing in the database: the local file, if any (see `read_text`).
-                Ok(None) => {}
-                Err(_) => return (0, None),
-            }
-        }
-        match std::fs::metadata(self.text_path(file)) {
-            Ok(m) => (m.len(), m.modified().ok()),
-            Err(_) => (0, None),
-        }
+        self.runs(|runs| runs.text_stat(self, file))
     }
 
     /// The text of the mount's `error` file: the `error` file here (which also keeps what
@@ -443,26 +379,11 @@ impl RunFiles {
     /// failure as any machine recorded it instead, when a step ran anywhere since this
     /// machine's file was written.
     pub fn error_text(&self) -> Vec<u8> {
-        let local = || std::fs::read(self.error()).unwrap_or_default();
-        let Ok(Some(pg)) = crate::engine::storage::pg(&self.root) else {
-            return local();
-        };
-        let written = std::fs::metadata(self.error())
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-            .map(|d| d.as_millis() as u64);
-        let shared_at = pg.run_state(&self.id).map(|(_, _, at)| at).unwrap_or(0);
-        if written.is_some_and(|w| w >= shared_at) {
-            return local();
-        }
-        match pg.failure_of(&self.id) {
-            Ok(Some(e)) if !e.is_empty() => format!("{}\n", e.trim_end()).into_bytes(),
-            _ => Vec::new(),
-        }
+        self.runs(|runs| runs.error_text(self))
     }
 
-    fn text_path(&self, file: RunFileKind) -> PathBuf {
+    /// The local file of the log or the event feed.
+    pub(crate) fn text_path(&self, file: RunFileKind) -> PathBuf {
         match file {
             RunFileKind::Log => self.log(),
             RunFileKind::Events => self.events(),
@@ -477,7 +398,8 @@ impl RunFiles {
             .replace(format!("{message}\n").as_bytes());
     }
 
-    fn awaiting_path(&self) -> PathBuf {
+    /// This machine's record of the question the thread waits on.
+    pub(crate) fn awaiting_path(&self) -> PathBuf {
         self.path("awaiting.json")
     }
 
@@ -502,13 +424,7 @@ impl RunFiles {
         // Over PostgreSQL the question is in the thread's row too, for every machine to see
         // and answer (best effort: this machine's file says it as well).
         let json = String::from_utf8(text).expect("JSON is UTF-8");
-        match crate::engine::storage::pg(&self.root) {
-            Ok(Some(pg)) => drop(pg.set_awaiting(&self.id, Some(&json))),
-            Ok(None) => {
-                crate::engine::storage::index_db::note_awaiting(&self.root, &self.id, Some(&json))
-            }
-            Err(_) => {}
-        }
+        self.tell(|runs| runs.share_awaiting(self, Some(&json)));
         Ok(())
     }
 
@@ -516,10 +432,7 @@ impl RunFiles {
     /// older head was answered or overtaken, and no longer counts). Over PostgreSQL from the
     /// thread's row, whichever machine asked it.
     pub fn awaiting(&self, head: Hash) -> Option<Awaiting> {
-        let bytes = match crate::engine::storage::pg(&self.root) {
-            Ok(Some(pg)) => pg.awaiting_of(&self.id).ok()??.into_bytes(),
-            _ => std::fs::read(self.awaiting_path()).ok()?,
-        };
+        let bytes = self.runs(|runs| runs.awaiting(self))?;
         let question: Awaiting = serde_json::from_slice(&bytes).ok()?;
         (question.head == head).then_some(question)
     }
@@ -527,11 +440,7 @@ impl RunFiles {
     /// Forgets the question (answered, or the thread ended).
     pub fn clear_awaiting(&self) {
         let _ = std::fs::remove_file(self.awaiting_path());
-        match crate::engine::storage::pg(&self.root) {
-            Ok(Some(pg)) => drop(pg.set_awaiting(&self.id, None)),
-            Ok(None) => crate::engine::storage::index_db::note_awaiting(&self.root, &self.id, None),
-            Err(_) => {}
-        }
+        self.tell(|runs| runs.share_awaiting(self, None));
     }
 }
 
@@ -551,7 +460,7 @@ pub struct Awaiting {
 }
 
 /// The last outcome of a failed step attempt.
-fn failed(message: &str) -> serde_json::Value {
+pub(crate) fn failed(message: &str) -> serde_json::Value {
     serde_json::json!({"ok": false, "error": message})
 }
 
@@ -592,10 +501,9 @@ impl StepLock {
         let text = serde_json::to_vec(info).expect("run info serializes");
         self.replace(&self.files.run(), &text);
         self.recorded.set(true);
-        if let Some(sink) = self.files.sink() {
-            let json = String::from_utf8(text).expect("JSON is UTF-8");
-            sink.set_state(&self.files.id, None, Some(&json));
-        }
+        let json = String::from_utf8(text).expect("JSON is UTF-8");
+        self.files
+            .tell(|runs| runs.share_state(&self.files, None, Some(&json)));
     }
 
     /// Records a failure (`error` file) and the last outcome; with `shared`, over PostgreSQL
@@ -607,9 +515,9 @@ impl StepLock {
         }
         if shared {
             self.files.share_outcome(Some(message));
-            if let Some(sink) = self.files.sink() {
-                sink.set_state(&self.files.id, Some(&failed(message).to_string()), None);
-            }
+            let last = failed(message).to_string();
+            self.files
+                .tell(|runs| runs.share_state(&self.files, Some(&last), None));
         }
     }
 
@@ -623,9 +531,9 @@ impl StepLock {
     pub fn record_success(&self, result: &serde_json::Value) {
         self.replace(&self.files.last(), format!("{result}\n").as_bytes());
         self.files.share_outcome(None);
-        if let Some(sink) = self.files.sink() {
-            sink.set_state(&self.files.id, Some(&result.to_string()), None);
-        }
+        let last = result.to_string();
+        self.files
+            .tell(|runs| runs.share_state(&self.files, Some(&last), None));
     }
 
     /// Just locked: if the run record still names an agent, the previous holder died mid-step
@@ -668,16 +576,12 @@ impl Drop for StepLock {
     /// the thread idle sees the step's whole log, and a one-shot process does not exit with it
     /// unsent.
     fn drop(&mut self) {
-        let sink = self.files.sink();
+        let files = &self.files;
         if self.recorded.get() {
-            self.replace(&self.files.run(), b"{}");
-            if let Some(sink) = &sink {
-                sink.set_state(&self.files.id, None, Some("{}"));
-            }
+            self.replace(&files.run(), b"{}");
+            files.tell(|runs| runs.share_state(files, None, Some("{}")));
         }
-        if let Some(sink) = &sink {
-            sink.flush(SINK_FLUSH);
-        }
+        files.tell(|runs| runs.flush(files, SINK_FLUSH));
         let unlock = whole_file(libc::F_UNLCK);
         let _ = nix::fcntl::fcntl(&self.file, nix::fcntl::FcntlArg::F_OFD_SETLK(&unlock));
     }

@@ -28,10 +28,10 @@ mod index;
 mod records;
 mod runs;
 
-pub use coordination::Coordination;
+pub use coordination::{ChangeListener, Claimed, Coordination, Feed};
 pub use index::ThreadIndex;
 pub use records::ThreadRecords;
-pub use runs::RunLog;
+pub use runs::{RunLog, local as local_run_log};
 
 /// Everything a root's backend keeps besides nodes, one trait object per concern.
 pub struct Storage {
