@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::advice::Advice;
 use crate::cas::store::now_ms;
@@ -299,24 +299,32 @@ fn step_claimed(shared: &Shared<'_>, id: &str) -> Result<(), WorkerError> {
 /// Claims one runnable thread: its id, and over PostgreSQL the held lease.
 fn claim(shared: &Shared<'_>) -> Result<Option<(String, Option<lease::LeaseGuard>)>, WorkerError> {
     let root = shared.store.root();
-    // Asked of queued threads where the backend cannot claim by itself: this worker's slots
-    // take a thread one at a time, reserving it in `current` as it is accepted.
-    let eligible = |id: &str| {
-        if let Some(wanted) = shared.workflow
-            && workflow_of(shared.store, id) != Some(wanted)
-        {
-            return false;
-        }
-        if is_paused(root, id) || RunFiles::new(root, id).check_idle().is_err() {
-            return false;
-        }
-        let mut current = shared.current.lock().unwrap_or_else(|p| p.into_inner());
-        current.insert(id.to_owned())
+    // Where the backend cannot claim by itself: the first queued thread that is of the wanted
+    // workflow, not paused and idle, reserved in `current` as it is picked (this worker's
+    // slots take a thread one at a time).
+    let mut failed = None;
+    let mut pick = || {
+        let queued = index::queued(root).map_err(|e| failed = Some(e)).ok()?;
+        queued.into_iter().find(|id| {
+            if let Some(wanted) = shared.workflow
+                && workflow_of(shared.store, id) != Some(wanted)
+            {
+                return false;
+            }
+            if is_paused(root, id) || RunFiles::new(root, id).check_idle().is_err() {
+                return false;
+            }
+            let mut current = shared.current.lock().unwrap_or_else(|p| p.into_inner());
+            current.insert(id.clone())
+        })
     };
-    let Some((id, guard)) = storage::handle(root)?
+    let claimed = storage::handle(root)?
         .coordination()
-        .claim(shared.workflow, &eligible)?
-    else {
+        .claim(shared.workflow, &mut pick)?;
+    if let Some(e) = failed {
+        return Err(e.into());
+    }
+    let Some((id, guard)) = claimed else {
         return Ok(None);
     };
     // A claim the backend made by itself is reserved here (inserting it again is harmless).
@@ -391,32 +399,31 @@ fn idle(shared: &Shared<'_>) -> Result<bool, WorkerError> {
         return Ok(false);
     }
     let root = shared.store.root();
-    let counts = |id: &str| {
-        shared
-            .workflow
-            .is_none_or(|w| workflow_of(shared.store, id) == Some(w))
-            && !is_paused(root, id)
+    // Where the backend cannot tell by itself: whether a queued thread of the wanted workflow
+    // is not paused.
+    let mut failed = None;
+    let mut scan = || match index::queued(root) {
+        Ok(queued) => queued.iter().any(|id| {
+            shared
+                .workflow
+                .is_none_or(|w| workflow_of(shared.store, id) == Some(w))
+                && !is_paused(root, id)
+        }),
+        Err(e) => {
+            failed = Some(e);
+            false
+        }
     };
-    Ok(!storage::handle(root)?
+    let any = storage::handle(root)?
         .coordination()
-        .any_queued(shared.workflow, &counts)?)
+        .any_queued(shared.workflow, &mut scan)?;
+    if let Some(e) = failed {
+        return Err(e.into());
+    }
+    Ok(!any)
 }
 
-/// One worker's report in the directory store (`<root>/workers/<pid>.json`).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct WorkerStatus {
-    pub holder: String,
-    pub machine: String,
-    pub pid: u32,
-    #[serde(default)]
-    pub workflow: Option<String>,
-    pub threads: Vec<String>,
-    pub steps: u64,
-    pub state: String,
-    pub started_at: u64,
-    pub seen_at: u64,
-}
+pub use crate::engine::storage::seam::coordination::WorkerStatus;
 
 /// Reports what this worker does every [`BEAT`] until its slots are done.
 fn beat_until(shared: &Shared<'_>, done: &AtomicBool) {

@@ -9,71 +9,16 @@
 //! PostgreSQL (every machine's workers read it). A thread without a record (started before
 //! contexts existed) runs in the caller's directory with the agents the configuration names.
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-
-use serde::{Deserialize, Serialize};
+use std::path::Path;
 
 use crate::engine::storage::{self, index_files::IndexError};
 
-/// The agent a role is bound to, as resolved when the binding was made.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Binding {
-    /// The agent's name (a configured one, or a command's readable name).
-    pub name: String,
-    pub command: String,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub args: Vec<String>,
-    /// Seconds.
-    pub timeout: u64,
-    /// Added to the agent's environment; values may name secrets as `${NAME}`.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub env: BTreeMap<String, String>,
-}
-
-/// What a thread records about how its agents run.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ThreadContext {
-    /// Where every agent of the thread runs.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workdir: Option<PathBuf>,
-    /// Role → agent.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub bindings: BTreeMap<String, Binding>,
-    /// Set by `thread pause`: no step starts until `thread resume`.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub paused: bool,
-}
-
-impl ThreadContext {
-    /// The context a fork starts with: the source's directory and bindings, not paused.
-    pub fn for_fork(&self) -> ThreadContext {
-        ThreadContext {
-            paused: false,
-            ..self.clone()
-        }
-    }
-}
-
-/// Where a directory store keeps the context of thread `id`.
-pub(crate) fn path(root: &Path, id: &str) -> PathBuf {
-    root.join("runs").join(format!("{id}.context.json"))
-}
+pub use crate::engine::storage::seam::records::{Binding, ThreadContext};
 
 /// The recorded context of thread `id`; the default (no directory, no bindings, not paused)
 /// when none was recorded.
 pub fn read(root: &Path, id: &str) -> Result<ThreadContext, IndexError> {
     storage::handle(root)?.records().context(id)
-}
-
-/// A context record's text as a context; `place` names where it was read, for the error.
-pub(crate) fn parse(text: &str, place: impl Fn() -> PathBuf) -> Result<ThreadContext, IndexError> {
-    serde_json::from_str(text).map_err(|e| IndexError::Damaged {
-        path: place(),
-        reason: format!("it is not a thread context: {e}"),
-    })
 }
 
 /// Records the context of thread `id` (replacing any), keeping whether it is paused over
@@ -95,6 +40,8 @@ pub fn is_paused(root: &Path, id: &str) -> Result<bool, IndexError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::storage::seam::records::dir::context_path as path;
+    use std::collections::BTreeMap;
 
     #[test]
     fn a_context_round_trips_and_a_missing_one_is_the_default() {

@@ -15,34 +15,14 @@
 //! Architecture Invariant: a child is linked before its first step runs, so `thread kill` of
 //! the parent always finds a running child.
 
-use std::path::{Path, PathBuf};
-
-use serde::{Deserialize, Serialize};
+use std::path::Path;
 
 use crate::cas::{Hash, Store, builtin};
 use crate::engine::chain::{self, ChainError};
 use crate::engine::storage::index_files::IndexError;
+use crate::engine::storage::seam::records::dir as record_files;
 
-/// Where a child thread came from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ParentLink {
-    /// The parent thread's id.
-    pub thread: String,
-    /// The parent's head when the child started.
-    pub head: Hash,
-    /// The parent's role that the child plays.
-    pub role: String,
-}
-
-/// Where a directory store keeps the parent link of `child`.
-pub(crate) fn parent_file(root: &Path, child: &str) -> PathBuf {
-    root.join("runs").join(format!("{child}.parent.json"))
-}
-
-/// Where a directory store lists the children of `parent`.
-pub(crate) fn children_file(root: &Path, parent: &str) -> PathBuf {
-    root.join("runs").join(format!("{parent}.children"))
-}
+pub use crate::engine::storage::seam::records::ParentLink;
 
 /// Records that `child` was started by `link.thread`.
 pub fn link(root: &Path, child: &str, link: &ParentLink) -> Result<(), IndexError> {
@@ -61,29 +41,15 @@ pub fn parent(root: &Path, child: &str) -> Option<ParentLink> {
 
 /// The parent link in `runs/<child>.parent.json` under `root`, whatever the backend.
 pub fn parent_file_link(root: &Path, child: &str) -> Option<ParentLink> {
-    let bytes = std::fs::read(parent_file(root, child)).ok()?;
-    serde_json::from_slice(&bytes).ok()
+    record_files::read_parent(root, child)
 }
 
 /// The threads that sub-workflows of thread `parent` started, oldest first.
 pub fn children(root: &Path, parent: &str) -> Vec<String> {
     match crate::engine::storage::handle(root) {
         Ok(storage) => storage.records().children(parent),
-        Err(_) => children_file_list(root, parent),
+        Err(_) => record_files::read_children(root, parent),
     }
-}
-
-/// The children listed in `runs/<parent>.children` under `root`, whatever the backend.
-pub fn children_file_list(root: &Path, parent: &str) -> Vec<String> {
-    std::fs::read_to_string(children_file(root, parent))
-        .map(|text| {
-            text.lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty())
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// How many ancestors a thread whose start node names `parent` has: 0 for a top-level thread.

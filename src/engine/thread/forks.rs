@@ -15,30 +15,17 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
-
 use crate::cas::store::now_ms;
 use crate::cas::{Hash, Store};
 use crate::engine::chain;
 use crate::engine::storage::index_files::IndexError;
+use crate::engine::storage::seam::records::dir as record_files;
 
-const FILE: &str = "forks.jsonl";
-
-/// One fork.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Fork {
-    /// The new thread.
-    pub thread: String,
-    /// The thread whose step was forked, when known.
-    pub from: Option<String>,
-    /// The step (or start node) the new thread continues from.
-    pub step: Hash,
-    pub at: u64,
-}
+pub use crate::engine::storage::seam::records::Fork;
 
 /// The path of the forks file under `root`.
 pub fn path(root: &Path) -> PathBuf {
-    root.join(FILE)
+    record_files::forks_path(root)
 }
 
 /// Appends the record of a fork.
@@ -69,16 +56,7 @@ pub fn origin_of(root: &Path, id: &str) -> Result<Option<Fork>, IndexError> {
 /// Every fork recorded in `forks.jsonl` under `root`, whatever the backend (a store copy
 /// reads a directory store's file).
 pub fn read_file(root: &Path) -> Result<Vec<Fork>, IndexError> {
-    let path = path(root);
-    let text = match std::fs::read_to_string(&path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(source) => return Err(IndexError::Io { path, source }),
-    };
-    Ok(text
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect())
+    record_files::read_forks(root)
 }
 
 /// The oldest thread whose history holds `step` (for a fork made by hash alone).

@@ -3,8 +3,8 @@
 //! (`<id>.events`), the last outcome and the last error.
 //!
 //! Over PostgreSQL the log, the events, the last outcome and the running step's record also go
-//! to the database through the store's run sink ([`crate::engine::storage::run_sink`]), and the
-//! readers here ([`RunFiles::read_text`], [`RunFiles::text_stat`], [`RunFiles::last_outcome`],
+//! to the database through the root's run log ([`crate::engine::storage::seam::RunLog`]), and
+//! the readers here ([`RunFiles::read_text`], [`RunFiles::text_stat`], [`RunFiles::last_outcome`],
 //! [`RunFiles::running_info`], [`RunFiles::error_text`]) read them from there, so every machine
 //! sees every machine's steps. The locks stay local (with a lease in the database).
 //!
@@ -31,6 +31,7 @@ use crate::file_util::{self, AtomicWrite};
 use crate::engine::storage;
 use crate::engine::storage::index_files::IndexError;
 use crate::engine::storage::lease::{self, LeaseGuard, TakeError};
+use crate::engine::storage::seam::runs::RunPaths;
 use crate::engine::storage::seam::{RunLog, local_run_log};
 use crate::engine::thread::index::ThreadIndexError;
 use crate::pg::RunFileKind;
@@ -41,9 +42,7 @@ pub const SINK_FLUSH: std::time::Duration = std::time::Duration::from_secs(2);
 /// The run files of one thread under `<root>/runs/`.
 #[derive(Debug, Clone)]
 pub struct RunFiles {
-    root: PathBuf,
-    dir: PathBuf,
-    id: String,
+    paths: RunPaths,
 }
 
 /// What a running step records about itself (`runs/<id>.run.json`).
@@ -68,26 +67,24 @@ pub struct RunInfo {
 impl RunFiles {
     pub fn new(root: &Path, id: &str) -> RunFiles {
         RunFiles {
-            root: root.to_path_buf(),
-            dir: root.join("runs"),
-            id: id.to_owned(),
+            paths: RunPaths::new(root, id),
         }
     }
 
     /// The thread these files are of.
     pub fn id(&self) -> &str {
-        &self.id
+        self.paths.id()
     }
 
     /// The storage root these files are under.
     pub fn root(&self) -> &Path {
-        &self.root
+        self.paths.root()
     }
 
     /// Asks the run log of this root (this machine's files alone should its backend not
     /// open: readers fall back to them).
     fn runs<R>(&self, ask: impl FnOnce(&dyn RunLog) -> R) -> R {
-        match storage::handle(&self.root) {
+        match storage::handle(self.root()) {
             Ok(storage) => ask(storage.runs()),
             Err(_) => ask(local_run_log()),
         }
@@ -95,32 +92,32 @@ impl RunFiles {
 
     /// Tells the run log of this root, if its backend opens (writes are best effort).
     fn tell(&self, tell: impl FnOnce(&dyn RunLog)) {
-        if let Ok(storage) = storage::handle(&self.root) {
+        if let Ok(storage) = storage::handle(self.root()) {
             tell(storage.runs());
         }
     }
 
     fn path(&self, suffix: &str) -> PathBuf {
-        self.dir.join(format!("{}.{suffix}", self.id))
+        self.paths.file(suffix)
     }
 
     /// The agent's stderr of the running or last step.
     pub fn log(&self) -> PathBuf {
-        self.path("log")
+        self.paths.log()
     }
 
     /// The last failure on this thread, as text.
     pub fn error(&self) -> PathBuf {
-        self.path("error")
+        self.paths.error()
     }
 
     /// The last step attempt's outcome as JSON.
     pub fn last(&self) -> PathBuf {
-        self.path("last.json")
+        self.paths.last()
     }
 
     fn run(&self) -> PathBuf {
-        self.path("run.json")
+        self.paths.run()
     }
 
     /// The file whose inode the next write of a run file under the lock reuses.
@@ -134,7 +131,7 @@ impl RunFiles {
 
     /// The thread's change feed: one JSON line per step event (`engine::thread::events`).
     pub fn events(&self) -> PathBuf {
-        self.path("events")
+        self.paths.events()
     }
 
     fn kill_path(&self) -> PathBuf {
@@ -157,7 +154,7 @@ impl RunFiles {
                 };
                 // Over PostgreSQL the lease is the lock other machines see; taken after the
                 // local lock, so of this machine's processes only the lock holder asks.
-                lock.lease = match lease::take(&self.root, &self.id) {
+                lock.lease = match lease::take(self.root(), self.id()) {
                     Ok(lease) => lease,
                     Err(TakeError::Busy {
                         holder,
@@ -165,7 +162,7 @@ impl RunFiles {
                         expires_in,
                     }) => {
                         return Err(ThreadIndexError::Busy {
-                            id: self.id.clone(),
+                            id: self.id().to_owned(),
                             holder: TakeError::describe(&holder, &machine, expires_in),
                         });
                     }
@@ -181,10 +178,10 @@ impl RunFiles {
     /// The live lease of another machine's step on this thread, in words (PostgreSQL stores
     /// only; `None` when there is none or the store is a directory).
     fn remote_holder(&self) -> Option<String> {
-        storage::handle(&self.root)
+        storage::handle(self.root())
             .ok()?
             .coordination()
-            .lease_holder(&self.id)
+            .lease_holder(self.id())
     }
 
     /// Takes the thread's kill lock without waiting (`Err(Busy)` while another kill holds it).
@@ -242,7 +239,7 @@ impl RunFiles {
         }
         if let Some(holder) = self.remote_holder() {
             return Err(ThreadIndexError::Busy {
-                id: self.id.clone(),
+                id: self.id().to_owned(),
                 holder,
             });
         }
@@ -252,7 +249,7 @@ impl RunFiles {
     /// The error for a step refused while a kill is under way.
     fn being_killed(&self) -> ThreadIndexError {
         ThreadIndexError::Busy {
-            id: self.id.clone(),
+            id: self.id().to_owned(),
             holder: "it is being killed".to_owned(),
         }
     }
@@ -260,7 +257,7 @@ impl RunFiles {
     /// The error for a held lock, naming its holder.
     fn busy(&self) -> ThreadIndexError {
         ThreadIndexError::Busy {
-            id: self.id.clone(),
+            id: self.id().to_owned(),
             holder: self.describe_holder(),
         }
     }
@@ -279,14 +276,14 @@ impl RunFiles {
     /// Over PostgreSQL, the outcome of the last step attempt in the thread's row (best effort:
     /// the local files say it too).
     fn share_outcome(&self, error: Option<&str>) {
-        self.tell(|runs| runs.share_outcome(self, error));
+        self.tell(|runs| runs.share_outcome(&self.paths, error));
     }
 
     /// The error of the last step attempt, if it failed: over PostgreSQL from the thread's row
     /// (the attempt may have been any machine's, and a later step on another machine clears
     /// it), else from the last outcome here.
     pub fn last_failure(&self) -> Option<String> {
-        self.runs(|runs| runs.last_failure(self))
+        self.runs(|runs| runs.last_failure(&self.paths))
     }
 
     /// Whether another machine's step holds the thread (its lease, over PostgreSQL) while no
@@ -313,7 +310,8 @@ impl RunFiles {
         if matches!(self.held(&self.lock_path()), Ok(true)) {
             return self.run_info();
         }
-        self.runs(|runs| runs.running_info(self))
+        let json = self.runs(|runs| runs.running_info(&self.paths))?;
+        serde_json::from_str(&json).ok()
     }
 
     fn describe_holder(&self) -> String {
@@ -343,12 +341,13 @@ impl RunFiles {
                 .without_fsync()
                 .replace(text.as_bytes());
         }
-        self.tell(|runs| runs.share_failure(self, message));
+        let last = failed(message).to_string();
+        self.tell(|runs| runs.share_failure(&self.paths, message, &last));
     }
 
     /// The last recorded outcome, if any: over PostgreSQL the one any machine shared last.
     pub fn last_outcome(&self) -> Option<serde_json::Value> {
-        self.runs(|runs| runs.last_outcome(self))
+        self.runs(|runs| runs.last_outcome(&self.paths))
     }
 
     /// Up to `max` bytes of the thread's log or event feed from `offset` on: over PostgreSQL
@@ -360,7 +359,7 @@ impl RunFiles {
         offset: u64,
         max: usize,
     ) -> std::io::Result<Vec<u8>> {
-        self.runs(|runs| runs.read_text(self, file, offset, max))
+        self.runs(|runs| runs.read_text(&self.paths, file, offset, max))
     }
 
     /// The whole log or event feed (see [`RunFiles::read_text`]).
@@ -371,7 +370,7 @@ impl RunFiles {
     /// The size of the log or event feed and when it last grew (`0, None` before anything
     /// was written to it).
     pub fn text_stat(&self, file: RunFileKind) -> (u64, Option<std::time::SystemTime>) {
-        self.runs(|runs| runs.text_stat(self, file))
+        self.runs(|runs| runs.text_stat(&self.paths, file))
     }
 
     /// The text of the mount's `error` file: the `error` file here (which also keeps what
@@ -379,15 +378,7 @@ impl RunFiles {
     /// failure as any machine recorded it instead, when a step ran anywhere since this
     /// machine's file was written.
     pub fn error_text(&self) -> Vec<u8> {
-        self.runs(|runs| runs.error_text(self))
-    }
-
-    /// The local file of the log or the event feed.
-    pub(crate) fn text_path(&self, file: RunFileKind) -> PathBuf {
-        match file {
-            RunFileKind::Log => self.log(),
-            RunFileKind::Events => self.events(),
-        }
+        self.runs(|runs| runs.error_text(&self.paths))
     }
 
     /// Writes `message` to the `error` file only, leaving the last outcome as it is (a refused
@@ -396,11 +387,6 @@ impl RunFiles {
         let _ = AtomicWrite::new(&self.error())
             .without_fsync()
             .replace(format!("{message}\n").as_bytes());
-    }
-
-    /// This machine's record of the question the thread waits on.
-    pub(crate) fn awaiting_path(&self) -> PathBuf {
-        self.path("awaiting.json")
     }
 
     /// Records that the thread waits for a person to answer `role` at `head`.
@@ -418,13 +404,13 @@ impl RunFiles {
             queued,
         };
         let text = serde_json::to_vec(&question).expect("a question serializes");
-        AtomicWrite::new(&self.awaiting_path())
+        AtomicWrite::new(&self.paths.awaiting())
             .without_fsync()
             .replace(&text)?;
         // Over PostgreSQL the question is in the thread's row too, for every machine to see
         // and answer (best effort: this machine's file says it as well).
         let json = String::from_utf8(text).expect("JSON is UTF-8");
-        self.tell(|runs| runs.share_awaiting(self, Some(&json)));
+        self.tell(|runs| runs.share_awaiting(&self.paths, Some(&json)));
         Ok(())
     }
 
@@ -432,15 +418,15 @@ impl RunFiles {
     /// older head was answered or overtaken, and no longer counts). Over PostgreSQL from the
     /// thread's row, whichever machine asked it.
     pub fn awaiting(&self, head: Hash) -> Option<Awaiting> {
-        let bytes = self.runs(|runs| runs.awaiting(self))?;
+        let bytes = self.runs(|runs| runs.awaiting(&self.paths))?;
         let question: Awaiting = serde_json::from_slice(&bytes).ok()?;
         (question.head == head).then_some(question)
     }
 
     /// Forgets the question (answered, or the thread ended).
     pub fn clear_awaiting(&self) {
-        let _ = std::fs::remove_file(self.awaiting_path());
-        self.tell(|runs| runs.share_awaiting(self, None));
+        let _ = std::fs::remove_file(self.paths.awaiting());
+        self.tell(|runs| runs.share_awaiting(&self.paths, None));
     }
 }
 
@@ -460,7 +446,7 @@ pub struct Awaiting {
 }
 
 /// The last outcome of a failed step attempt.
-pub(crate) fn failed(message: &str) -> serde_json::Value {
+fn failed(message: &str) -> serde_json::Value {
     serde_json::json!({"ok": false, "error": message})
 }
 
@@ -503,7 +489,7 @@ impl StepLock {
         self.recorded.set(true);
         let json = String::from_utf8(text).expect("JSON is UTF-8");
         self.files
-            .tell(|runs| runs.share_state(&self.files, None, Some(&json)));
+            .tell(|runs| runs.share_state(&self.files.paths, None, Some(&json)));
     }
 
     /// Records a failure (`error` file) and the last outcome; with `shared`, over PostgreSQL
@@ -517,7 +503,7 @@ impl StepLock {
             self.files.share_outcome(Some(message));
             let last = failed(message).to_string();
             self.files
-                .tell(|runs| runs.share_state(&self.files, Some(&last), None));
+                .tell(|runs| runs.share_state(&self.files.paths, Some(&last), None));
         }
     }
 
@@ -533,7 +519,7 @@ impl StepLock {
         self.files.share_outcome(None);
         let last = result.to_string();
         self.files
-            .tell(|runs| runs.share_state(&self.files, Some(&last), None));
+            .tell(|runs| runs.share_state(&self.files.paths, Some(&last), None));
     }
 
     /// Just locked: if the run record still names an agent, the previous holder died mid-step
@@ -579,9 +565,9 @@ impl Drop for StepLock {
         let files = &self.files;
         if self.recorded.get() {
             self.replace(&files.run(), b"{}");
-            files.tell(|runs| runs.share_state(files, None, Some("{}")));
+            files.tell(|runs| runs.share_state(&files.paths, None, Some("{}")));
         }
-        files.tell(|runs| runs.flush(files, SINK_FLUSH));
+        files.tell(|runs| runs.flush(&files.paths, SINK_FLUSH));
         let unlock = whole_file(libc::F_UNLCK);
         let _ = nix::fcntl::fcntl(&self.file, nix::fcntl::FcntlArg::F_OFD_SETLK(&unlock));
     }

@@ -23,10 +23,10 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use super::{Backend, StorageError, backend};
 
-mod coordination;
+pub mod coordination;
 mod index;
-mod records;
-mod runs;
+pub mod records;
+pub mod runs;
 
 pub use coordination::{ChangeListener, Claimed, Coordination, Feed};
 pub use index::ThreadIndex;

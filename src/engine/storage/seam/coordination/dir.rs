@@ -5,11 +5,9 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{ChangeListener, Claimed, Coordination, Feed};
+use super::{ChangeListener, Claimed, Coordination, Feed, WorkerStatus};
 use crate::cas::Hash;
-use crate::engine::cycle::worker::WorkerStatus;
 use crate::engine::storage::StorageError;
-use crate::engine::thread::index::{self, ThreadIndexError};
 
 /// Coordination through files under the root.
 pub(super) struct Dir {
@@ -47,23 +45,22 @@ impl Coordination for Dir {
         None
     }
 
+    /// The caller picks from the queue (`queue/` under the root); the step lock it then takes
+    /// decides a race with another process.
     fn claim(
         &self,
         _workflow: Option<Hash>,
-        eligible: &dyn Fn(&str) -> bool,
-    ) -> Result<Option<Claimed>, ThreadIndexError> {
-        Ok(index::queued(&self.root)?
-            .into_iter()
-            .find(|id| eligible(id))
-            .map(|id| (id, None)))
+        pick: &mut dyn FnMut() -> Option<String>,
+    ) -> Result<Option<Claimed>, StorageError> {
+        Ok(pick().map(|id| (id, None)))
     }
 
     fn any_queued(
         &self,
         _workflow: Option<Hash>,
-        counts: &dyn Fn(&str) -> bool,
-    ) -> Result<bool, ThreadIndexError> {
-        Ok(index::queued(&self.root)?.iter().any(|id| counts(id)))
+        scan: &mut dyn FnMut() -> bool,
+    ) -> Result<bool, StorageError> {
+        Ok(scan())
     }
 
     fn worker_beat(&self, status: &WorkerStatus) -> Result<(), StorageError> {

@@ -10,14 +10,30 @@
 use std::path::Path;
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
+
 use crate::cas::Hash;
-use crate::engine::cycle::worker::WorkerStatus;
 use crate::engine::storage::lease::LeaseGuard;
 use crate::engine::storage::{Backend, StorageError};
-use crate::engine::thread::index::ThreadIndexError;
 
 mod dir;
 mod pg;
+
+/// One worker's report (`uwf worker list`): in a directory store `<root>/workers/<pid>.json`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkerStatus {
+    pub holder: String,
+    pub machine: String,
+    pub pid: u32,
+    #[serde(default)]
+    pub workflow: Option<String>,
+    pub threads: Vec<String>,
+    pub steps: u64,
+    pub state: String,
+    pub started_at: u64,
+    pub seen_at: u64,
+}
 
 /// Which changes a [`ChangeListener`] hears.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,24 +75,22 @@ pub trait Coordination: Send + Sync {
     fn lease_holder(&self, id: &str) -> Option<String>;
 
     /// Claims one runnable thread for a worker of this process: queued, active, of `workflow`
-    /// if given, not paused, not held by a step. Where the backend claims atomically (taking
-    /// the thread's lease in the same statement) `eligible` is not asked; otherwise it is asked
-    /// of the queued threads in order and the first it accepts is the claim (it may reserve
-    /// the thread for the caller as it accepts it, and should check the rest).
+    /// if given, not paused, not held by a step. Where the backend claims by itself (taking
+    /// the thread's lease in the same statement that picks it) `pick` is not called; otherwise
+    /// the claim is what `pick` picks from the queue (and reserves for the caller).
     fn claim(
         &self,
         workflow: Option<Hash>,
-        eligible: &dyn Fn(&str) -> bool,
-    ) -> Result<Option<Claimed>, ThreadIndexError>;
+        pick: &mut dyn FnMut() -> Option<String>,
+    ) -> Result<Option<Claimed>, StorageError>;
 
     /// Whether any runnable thread of `workflow` (if given) is queued, claimed by some worker
-    /// or not. Where the backend cannot tell a paused thread or a workflow by itself it asks
-    /// `counts` of each queued thread.
+    /// or not. Where the backend cannot tell by itself `scan` looks at the queue.
     fn any_queued(
         &self,
         workflow: Option<Hash>,
-        counts: &dyn Fn(&str) -> bool,
-    ) -> Result<bool, ThreadIndexError>;
+        scan: &mut dyn FnMut() -> bool,
+    ) -> Result<bool, StorageError>;
 
     /// Records what a worker of this process does (`uwf worker list`), replacing its last
     /// report.

@@ -7,13 +7,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{ChangeListener, Claimed, Coordination, Feed};
+use super::{ChangeListener, Claimed, Coordination, Feed, WorkerStatus};
 use crate::cas::Hash;
-use crate::engine::cycle::worker::WorkerStatus;
-use crate::engine::storage::index_files::IndexError;
 use crate::engine::storage::lease::{self, TakeError};
 use crate::engine::storage::{self as storage, StorageError};
-use crate::engine::thread::index::ThreadIndexError;
 use crate::pg::{CHANNEL, Holder, Listener, PgStore, RUNS_CHANNEL, WorkerRow};
 
 /// Coordination through the database.
@@ -38,11 +35,6 @@ impl ChangeListener for Listener {
     fn wait(&mut self, timeout: Duration) -> Result<Option<String>, StorageError> {
         Ok(Listener::wait(self, timeout)?)
     }
-}
-
-/// A database error as the thread index reports it.
-fn index_error(e: crate::pg::PgError) -> ThreadIndexError {
-    IndexError::from(e).into()
 }
 
 impl Coordination for Pg {
@@ -74,21 +66,17 @@ impl Coordination for Pg {
         ))
     }
 
-    /// The database applies the rules (and takes the lease) itself; `eligible` is not asked.
+    /// The database applies the rules (and takes the lease) itself; `pick` is not called.
     fn claim(
         &self,
         workflow: Option<Hash>,
-        _eligible: &dyn Fn(&str) -> bool,
-    ) -> Result<Option<Claimed>, ThreadIndexError> {
+        _pick: &mut dyn FnMut() -> Option<String>,
+    ) -> Result<Option<Claimed>, StorageError> {
         let who = Holder {
             holder: storage::holder(),
             machine: storage::machine(),
         };
-        let Some(claimed) = self
-            .pg
-            .claim(workflow, who, self.lease)
-            .map_err(index_error)?
-        else {
+        let Some(claimed) = self.pg.claim(workflow, who, self.lease)? else {
             return Ok(None);
         };
         let id = claimed.thread.clone();
@@ -101,9 +89,9 @@ impl Coordination for Pg {
     fn any_queued(
         &self,
         workflow: Option<Hash>,
-        _counts: &dyn Fn(&str) -> bool,
-    ) -> Result<bool, ThreadIndexError> {
-        self.pg.any_queued(workflow).map_err(index_error)
+        _scan: &mut dyn FnMut() -> bool,
+    ) -> Result<bool, StorageError> {
+        Ok(self.pg.any_queued(workflow)?)
     }
 
     fn worker_beat(&self, status: &WorkerStatus) -> Result<(), StorageError> {

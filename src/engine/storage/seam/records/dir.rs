@@ -1,17 +1,82 @@
 //! A directory store's thread records: `runs/<id>.context.json`, `forks.jsonl` (one JSON line per
 //! fork), `runs/<child>.parent.json` and `runs/<parent>.children` (one child id per line).
 //!
+//! The file layout is public: a store copy and the mount read a directory store's files
+//! whatever the backend of the root they run in.
+//!
 //! Architecture Invariant: append-only files (`forks.jsonl`, a parent's children) get one short
 //! line per `write` on an `O_APPEND` descriptor, so concurrent writers never interleave.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::ThreadRecords;
+use super::{Fork, ParentLink, ThreadContext, ThreadRecords};
 use crate::engine::storage::index_files::{self, IndexError};
-use crate::engine::thread::context::{self, ThreadContext};
-use crate::engine::thread::family::{self, ParentLink};
-use crate::engine::thread::forks::{self, Fork};
+
+/// Where a directory store keeps the context of thread `id`.
+pub fn context_path(root: &Path, id: &str) -> PathBuf {
+    root.join("runs").join(format!("{id}.context.json"))
+}
+
+/// The forks file under `root`.
+pub fn forks_path(root: &Path) -> PathBuf {
+    root.join("forks.jsonl")
+}
+
+/// Where a directory store keeps the parent link of `child`.
+pub fn parent_path(root: &Path, child: &str) -> PathBuf {
+    root.join("runs").join(format!("{child}.parent.json"))
+}
+
+/// Where a directory store lists the children of `parent`.
+pub fn children_path(root: &Path, parent: &str) -> PathBuf {
+    root.join("runs").join(format!("{parent}.children"))
+}
+
+/// Every fork in `forks.jsonl` under `root`, oldest first (lines that do not parse, such as a
+/// torn last line, are skipped).
+pub fn read_forks(root: &Path) -> Result<Vec<Fork>, IndexError> {
+    let path = forks_path(root);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => return Err(IndexError::Io { path, source }),
+    };
+    Ok(text
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect())
+}
+
+/// The parent link in `runs/<child>.parent.json` under `root`.
+pub fn read_parent(root: &Path, child: &str) -> Option<ParentLink> {
+    let bytes = std::fs::read(parent_path(root, child)).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// The children listed in `runs/<parent>.children` under `root`, oldest first.
+pub fn read_children(root: &Path, parent: &str) -> Vec<String> {
+    std::fs::read_to_string(children_path(root, parent))
+        .map(|text| {
+            text.lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A context record's text as a context; `place` names where it was read, for the error.
+pub(super) fn parse_context(
+    text: &str,
+    place: impl Fn() -> PathBuf,
+) -> Result<ThreadContext, IndexError> {
+    serde_json::from_str(text).map_err(|e| IndexError::Damaged {
+        path: place(),
+        reason: format!("it is not a thread context: {e}"),
+    })
+}
 
 /// Thread records in files under the root.
 pub(super) struct Dir {
@@ -42,16 +107,16 @@ impl Dir {
 
 impl ThreadRecords for Dir {
     fn context(&self, id: &str) -> Result<ThreadContext, IndexError> {
-        let file = context::path(&self.root, id);
+        let file = context_path(&self.root, id);
         match std::fs::read_to_string(&file) {
-            Ok(text) => context::parse(&text, || file.clone()),
+            Ok(text) => parse_context(&text, || file.clone()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(ThreadContext::default()),
             Err(source) => Err(IndexError::Io { path: file, source }),
         }
     }
 
     fn set_context(&self, id: &str, context: &ThreadContext) -> Result<(), IndexError> {
-        let file = context::path(&self.root, id);
+        let file = context_path(&self.root, id);
         if let Some(dir) = file.parent() {
             std::fs::create_dir_all(dir).map_err(|source| IndexError::Io {
                 path: dir.to_path_buf(),
@@ -72,17 +137,15 @@ impl ThreadRecords for Dir {
     fn record_fork(&self, fork: &Fork) -> Result<(), IndexError> {
         let mut line = serde_json::to_string(fork).expect("a fork serializes");
         line.push('\n');
-        Dir::append(&forks::path(&self.root), &line)
+        Dir::append(&forks_path(&self.root), &line)
     }
 
     fn forks(&self) -> Result<Vec<Fork>, IndexError> {
-        forks::read_file(&self.root)
+        read_forks(&self.root)
     }
 
     fn origin_of(&self, id: &str) -> Result<Option<Fork>, IndexError> {
-        Ok(forks::read_file(&self.root)?
-            .into_iter()
-            .find(|f| f.thread == id))
+        Ok(read_forks(&self.root)?.into_iter().find(|f| f.thread == id))
     }
 
     fn link_parent(&self, child: &str, link: &ParentLink) -> Result<(), IndexError> {
@@ -92,18 +155,18 @@ impl ThreadRecords for Dir {
             source,
         })?;
         let text = serde_json::to_vec(link).expect("a parent link serializes");
-        index_files::write_file(&self.root, &family::parent_file(&self.root, child), &text)?;
+        index_files::write_file(&self.root, &parent_path(&self.root, child), &text)?;
         Dir::append(
-            &family::children_file(&self.root, &link.thread),
+            &children_path(&self.root, &link.thread),
             &format!("{child}\n"),
         )
     }
 
     fn parent(&self, child: &str) -> Option<ParentLink> {
-        family::parent_file_link(&self.root, child)
+        read_parent(&self.root, child)
     }
 
     fn children(&self, parent: &str) -> Vec<String> {
-        family::children_file_list(&self.root, parent)
+        read_children(&self.root, parent)
     }
 }

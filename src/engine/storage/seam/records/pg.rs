@@ -5,12 +5,10 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::ThreadRecords;
+use super::dir::parse_context;
+use super::{Fork, ParentLink, ThreadContext, ThreadRecords};
 use crate::cas::store::now_ms;
 use crate::engine::storage::index_files::IndexError;
-use crate::engine::thread::context::{self, ThreadContext};
-use crate::engine::thread::family::ParentLink;
-use crate::engine::thread::forks::Fork;
 use crate::pg::{LineageRow, PgStore};
 
 /// Thread records in the database.
@@ -40,7 +38,7 @@ impl ThreadRecords for Pg {
             return Ok(ThreadContext::default());
         };
         let mut context =
-            context::parse(&row.body, || PathBuf::from(format!("thread_context {id}")))?;
+            parse_context(&row.body, || PathBuf::from(format!("thread_context {id}")))?;
         context.paused = row.paused;
         Ok(context)
     }

@@ -4,9 +4,8 @@
 use std::fs::File;
 use std::time::{Duration, SystemTime};
 
-use super::RunLog;
+use super::{RunLog, RunPaths};
 use crate::engine::storage::index_db;
-use crate::engine::thread::run_files::{RunFiles, RunInfo};
 use crate::pg::RunFileKind;
 
 /// The run log in this machine's files.
@@ -14,12 +13,12 @@ pub(super) struct Dir;
 
 /// Up to `max` bytes of the local log or event feed from `offset` on (none when absent).
 pub(super) fn read_local(
-    files: &RunFiles,
+    files: &RunPaths,
     file: RunFileKind,
     offset: u64,
     max: usize,
 ) -> std::io::Result<Vec<u8>> {
-    let path = files.text_path(file);
+    let path = files.text(file);
     let mut f = match File::open(&path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -33,34 +32,34 @@ pub(super) fn read_local(
 }
 
 /// The size and modification time of the local log or event feed.
-pub(super) fn stat_local(files: &RunFiles, file: RunFileKind) -> (u64, Option<SystemTime>) {
-    match std::fs::metadata(files.text_path(file)) {
+pub(super) fn stat_local(files: &RunPaths, file: RunFileKind) -> (u64, Option<SystemTime>) {
+    match std::fs::metadata(files.text(file)) {
         Ok(m) => (m.len(), m.modified().ok()),
         Err(_) => (0, None),
     }
 }
 
 impl RunLog for Dir {
-    fn append(&self, _files: &RunFiles, _file: RunFileKind, _bytes: &[u8]) {}
+    fn append(&self, _files: &RunPaths, _file: RunFileKind, _bytes: &[u8]) {}
 
-    fn share_state(&self, _files: &RunFiles, _last: Option<&str>, _info: Option<&str>) {}
+    fn share_state(&self, _files: &RunPaths, _last: Option<&str>, _info: Option<&str>) {}
 
-    fn flush(&self, _files: &RunFiles, _timeout: Duration) {}
+    fn flush(&self, _files: &RunPaths, _timeout: Duration) {}
 
-    fn share_outcome(&self, files: &RunFiles, error: Option<&str>) {
+    fn share_outcome(&self, files: &RunPaths, error: Option<&str>) {
         index_db::note_error(files.root(), files.id(), error);
     }
 
-    fn share_failure(&self, files: &RunFiles, message: &str) {
+    fn share_failure(&self, files: &RunPaths, message: &str, _last: &str) {
         index_db::note_error(files.root(), files.id(), Some(message));
     }
 
-    fn last_outcome(&self, files: &RunFiles) -> Option<serde_json::Value> {
+    fn last_outcome(&self, files: &RunPaths) -> Option<serde_json::Value> {
         let bytes = std::fs::read(files.last()).ok()?;
         serde_json::from_slice(&bytes).ok()
     }
 
-    fn last_failure(&self, files: &RunFiles) -> Option<String> {
+    fn last_failure(&self, files: &RunPaths) -> Option<String> {
         let last = self.last_outcome(files)?;
         if last.get("ok") != Some(&serde_json::Value::Bool(false)) {
             return None;
@@ -73,13 +72,13 @@ impl RunLog for Dir {
         )
     }
 
-    fn running_info(&self, files: &RunFiles) -> Option<RunInfo> {
-        files.run_info()
+    fn running_info(&self, files: &RunPaths) -> Option<String> {
+        std::fs::read_to_string(files.run()).ok()
     }
 
     fn read_text(
         &self,
-        files: &RunFiles,
+        files: &RunPaths,
         file: RunFileKind,
         offset: u64,
         max: usize,
@@ -87,19 +86,19 @@ impl RunLog for Dir {
         read_local(files, file, offset, max)
     }
 
-    fn text_stat(&self, files: &RunFiles, file: RunFileKind) -> (u64, Option<SystemTime>) {
+    fn text_stat(&self, files: &RunPaths, file: RunFileKind) -> (u64, Option<SystemTime>) {
         stat_local(files, file)
     }
 
-    fn error_text(&self, files: &RunFiles) -> Vec<u8> {
+    fn error_text(&self, files: &RunPaths) -> Vec<u8> {
         std::fs::read(files.error()).unwrap_or_default()
     }
 
-    fn share_awaiting(&self, files: &RunFiles, question: Option<&str>) {
+    fn share_awaiting(&self, files: &RunPaths, question: Option<&str>) {
         index_db::note_awaiting(files.root(), files.id(), question);
     }
 
-    fn awaiting(&self, files: &RunFiles) -> Option<Vec<u8>> {
-        std::fs::read(files.awaiting_path()).ok()
+    fn awaiting(&self, files: &RunPaths) -> Option<Vec<u8>> {
+        std::fs::read(files.awaiting()).ok()
     }
 }

@@ -7,10 +7,9 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::RunLog;
 use super::dir::{Dir, read_local, stat_local};
+use super::{RunLog, RunPaths};
 use crate::engine::storage::run_sink;
-use crate::engine::thread::run_files::{RunFiles, RunInfo, failed};
 use crate::pg::{PgStore, RunFileKind};
 
 /// The run log in the database.
@@ -25,52 +24,52 @@ impl Pg {
 }
 
 impl RunLog for Pg {
-    fn append(&self, files: &RunFiles, file: RunFileKind, bytes: &[u8]) {
+    fn append(&self, files: &RunPaths, file: RunFileKind, bytes: &[u8]) {
         if let Some(sink) = run_sink::of(files.root()) {
             sink.append(files.id(), file, bytes);
         }
     }
 
-    fn share_state(&self, files: &RunFiles, last: Option<&str>, info: Option<&str>) {
+    fn share_state(&self, files: &RunPaths, last: Option<&str>, info: Option<&str>) {
         if let Some(sink) = run_sink::of(files.root()) {
             sink.set_state(files.id(), last, info);
         }
     }
 
-    fn flush(&self, files: &RunFiles, timeout: Duration) {
+    fn flush(&self, files: &RunPaths, timeout: Duration) {
         if let Some(sink) = run_sink::of(files.root()) {
             sink.flush(timeout);
         }
     }
 
-    fn share_outcome(&self, files: &RunFiles, error: Option<&str>) {
+    fn share_outcome(&self, files: &RunPaths, error: Option<&str>) {
         drop(self.pg.set_outcome(files.id(), error));
     }
 
-    fn share_failure(&self, files: &RunFiles, message: &str) {
-        self.share_state(files, Some(&failed(message).to_string()), None);
+    fn share_failure(&self, files: &RunPaths, _message: &str, last: &str) {
+        self.share_state(files, Some(last), None);
     }
 
-    fn last_outcome(&self, files: &RunFiles) -> Option<serde_json::Value> {
+    fn last_outcome(&self, files: &RunPaths) -> Option<serde_json::Value> {
         let (last, _, _) = self.pg.run_state(files.id()).ok()?;
         serde_json::from_str(&last?).ok()
     }
 
     /// From the thread's row: the attempt may have been any machine's, and a later step on
     /// another machine clears it.
-    fn last_failure(&self, files: &RunFiles) -> Option<String> {
+    fn last_failure(&self, files: &RunPaths) -> Option<String> {
         self.pg.failure_of(files.id()).ok()?
     }
 
     /// The record the running step's machine shared.
-    fn running_info(&self, files: &RunFiles) -> Option<RunInfo> {
+    fn running_info(&self, files: &RunPaths) -> Option<String> {
         let (_, info, _) = self.pg.run_state(files.id()).ok()?;
-        serde_json::from_str(&info?).ok()
+        info
     }
 
     fn read_text(
         &self,
-        files: &RunFiles,
+        files: &RunPaths,
         file: RunFileKind,
         offset: u64,
         max: usize,
@@ -92,7 +91,7 @@ impl RunLog for Pg {
         read_local(files, file, offset, max)
     }
 
-    fn text_stat(&self, files: &RunFiles, file: RunFileKind) -> (u64, Option<SystemTime>) {
+    fn text_stat(&self, files: &RunPaths, file: RunFileKind) -> (u64, Option<SystemTime>) {
         match self.pg.run_text_size(files.id(), file) {
             Ok(Some((size, at))) => (size, Some(UNIX_EPOCH + Duration::from_millis(at))),
             // Nothing in the database: the local file, if any (see `read_text`).
@@ -104,7 +103,7 @@ impl RunLog for Pg {
     /// The `error` file here (which also keeps what this machine refused, e.g. a step while
     /// another runs), unless a step ran anywhere since it was written: then the thread's last
     /// failure as any machine recorded it.
-    fn error_text(&self, files: &RunFiles) -> Vec<u8> {
+    fn error_text(&self, files: &RunPaths) -> Vec<u8> {
         let written = std::fs::metadata(files.error())
             .and_then(|m| m.modified())
             .ok()
@@ -124,11 +123,11 @@ impl RunLog for Pg {
         }
     }
 
-    fn share_awaiting(&self, files: &RunFiles, question: Option<&str>) {
+    fn share_awaiting(&self, files: &RunPaths, question: Option<&str>) {
         drop(self.pg.set_awaiting(files.id(), question));
     }
 
-    fn awaiting(&self, files: &RunFiles) -> Option<Vec<u8>> {
+    fn awaiting(&self, files: &RunPaths) -> Option<Vec<u8>> {
         Some(self.pg.awaiting_of(files.id()).ok()??.into_bytes())
     }
 }
