@@ -336,7 +336,14 @@ impl Racer {
         BufReader::new(out)
             .lines()
             .map_while(Result::ok)
-            .find(|l| l == "won" || l == "busy" || l.starts_with("error"))
+            // After libtest's `test lease_holder_child ... ` on the same line.
+            .find_map(|l| {
+                ["won", "busy"]
+                    .into_iter()
+                    .find(|v| l.ends_with(v))
+                    .map(str::to_owned)
+                    .or_else(|| l.contains("error ").then_some(l))
+            })
             .unwrap_or_else(|| "no verdict".to_owned())
     }
 }
