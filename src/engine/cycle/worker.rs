@@ -35,6 +35,8 @@ use crate::engine::thread::index::{self, ThreadIndexError};
 use crate::engine::thread::run_files::RunFiles;
 use crate::engine::workflow::registry::{self, RegistryError};
 
+pub use crate::engine::storage::seam::coordination::WorkerStatus;
+
 /// How long an idle slot waits before looking for work again.
 const POLL: Duration = Duration::from_millis(100);
 /// How long a slot waits after the store did not answer.
@@ -422,8 +424,6 @@ fn idle(shared: &Shared<'_>) -> Result<bool, WorkerError> {
     }
     Ok(!any)
 }
-
-pub use crate::engine::storage::seam::coordination::WorkerStatus;
 
 /// Reports what this worker does every [`BEAT`] until its slots are done.
 fn beat_until(shared: &Shared<'_>, done: &AtomicBool) {

@@ -5,10 +5,10 @@
 //!
 //! - [`ThreadIndex`] (`index.rs`): thread rows, heads and their compare-and-set, archive, rebase,
 //!   listing;
-//! - [`ThreadRecords`] (`records.rs`): what a thread keeps beside its chain: context, lineage
+//! - [`ThreadRecords`] (`records/`): what a thread keeps beside its chain: context, lineage
 //!   (forks, parent and children);
-//! - [`RunLog`] (`runs.rs`): run files, logs and events, appended and read back;
-//! - [`Coordination`] (`coordination.rs`): the queue, step leases, workers and change wake-ups.
+//! - [`RunLog`] (`runs/`): run files, logs and events, appended and read back;
+//! - [`Coordination`] (`coordination/`): the queue, step leases, workers and change wake-ups.
 //!
 //! Each trait has a directory implementation (files and `index.db` under the root) and a
 //! PostgreSQL one; only this module and the two implementations know which a root uses.
