@@ -33,7 +33,7 @@ use uwf::engine::thread::run_files::RunFiles;
 use uwf::pg::RunFileKind;
 
 /// How long a PostgreSQL site's leases last without renewal.
-const LEASE: Duration = Duration::from_secs(1);
+const LEASE: Duration = Duration::from_secs(2);
 
 /// Set in a child's environment: the root it takes the step lock from.
 const HOLDER_ENV: &str = "UWF_CONFORMANCE_HOLDER_ROOT";
