@@ -245,7 +245,7 @@ impl Source {
     /// The registry and the version of `registry.yaml` it was read from (over PostgreSQL, of
     /// the read that last found it changed).
     fn registry_version(&self) -> Result<(Arc<Registry>, Version), FsError> {
-        if self.watch.is_pg() {
+        if self.watch.by_notification() {
             return self.pg_registry_version();
         }
         let path = self.root.join("registry.yaml");

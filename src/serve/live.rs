@@ -22,6 +22,7 @@ use super::App;
 use super::error::ApiError;
 use crate::engine::cycle::lifecycle;
 use crate::engine::storage::notify::ThreadWaker;
+use crate::engine::storage::seam::Feed;
 use crate::engine::thread::run_files::RunFiles;
 use crate::pg::RunFileKind;
 
@@ -160,8 +161,9 @@ fn follow_index(app: &App, tx: &mpsc::Sender<Event>) {
             .data(json!({"threads": ids}).to_string());
         tx.blocking_send(event).is_ok()
     };
-    match crate::engine::storage::pg(&app.root) {
-        Ok(Some(pg)) => {
+    let storage = crate::engine::storage::handle(&app.root).ok();
+    match storage.filter(|s| s.coordination().notifies_changes()) {
+        Some(storage) => {
             // Every start, head move, status change and archive names its thread.
             let mut listener = None;
             loop {
@@ -169,11 +171,11 @@ fn follow_index(app: &App, tx: &mpsc::Sender<Event>) {
                     return;
                 }
                 if listener.is_none() {
-                    listener = crate::pg::Listener::open_on(
-                        pg.config(),
-                        &[crate::pg::CHANNEL, crate::pg::RUNS_CHANNEL],
-                    )
-                    .ok();
+                    listener = storage
+                        .coordination()
+                        .listen(Feed::ThreadsAndRuns)
+                        .ok()
+                        .flatten();
                 }
                 let Some(l) = listener.as_mut() else {
                     std::thread::sleep(Duration::from_secs(1));
@@ -190,7 +192,7 @@ fn follow_index(app: &App, tx: &mpsc::Sender<Event>) {
                 }
             }
         }
-        _ => {
+        None => {
             let mut since = crate::cas::store::now_ms();
             let mut stamps = None;
             loop {

@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::advice::Advice;
 use crate::cas::store::now_ms;
@@ -34,7 +34,8 @@ use crate::engine::thread::context;
 use crate::engine::thread::index::{self, ThreadIndexError};
 use crate::engine::thread::run_files::RunFiles;
 use crate::engine::workflow::registry::{self, RegistryError};
-use crate::pg::{Holder, WorkerRow};
+
+pub use crate::engine::storage::seam::coordination::WorkerStatus;
 
 /// How long an idle slot waits before looking for work again.
 const POLL: Duration = Duration::from_millis(100);
@@ -231,11 +232,7 @@ fn slot(shared: &Shared<'_>) -> Result<(), WorkerError> {
 /// Whether the store answers: a step that failed while it does not is not the thread's fault
 /// and must not take it off the queue.
 fn store_answers(shared: &Shared<'_>) -> bool {
-    match storage::pg(shared.store.root()) {
-        Ok(Some(pg)) => pg.ping().is_ok(),
-        Ok(None) => true,
-        Err(_) => false,
-    }
+    storage::handle(shared.store.root()).is_ok_and(|s| s.coordination().answers())
 }
 
 /// Steps a claimed thread until it stops being runnable, `max_steps` were taken, or the
@@ -304,40 +301,41 @@ fn step_claimed(shared: &Shared<'_>, id: &str) -> Result<(), WorkerError> {
 /// Claims one runnable thread: its id, and over PostgreSQL the held lease.
 fn claim(shared: &Shared<'_>) -> Result<Option<(String, Option<lease::LeaseGuard>)>, WorkerError> {
     let root = shared.store.root();
-    if let Some(pg) = storage::pg(root)? {
-        let who = Holder {
-            holder: storage::holder(),
-            machine: storage::machine(),
-        };
-        let Some(claimed) = pg.claim(shared.workflow, who, storage::lease_time(root))? else {
-            return Ok(None);
-        };
-        let id = claimed.thread.clone();
-        shared
-            .current
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(id.clone());
-        return Ok(Some((id, Some(lease::hold_claim(root, pg, claimed)))));
+    // Where the backend cannot claim by itself: the first queued thread that is of the wanted
+    // workflow, not paused and idle, reserved in `current` as it is picked (this worker's
+    // slots take a thread one at a time).
+    let mut failed = None;
+    let mut pick = || {
+        let queued = index::queued(root).map_err(|e| failed = Some(e)).ok()?;
+        queued.into_iter().find(|id| {
+            if let Some(wanted) = shared.workflow
+                && workflow_of(shared.store, id) != Some(wanted)
+            {
+                return false;
+            }
+            if is_paused(root, id) || RunFiles::new(root, id).check_idle().is_err() {
+                return false;
+            }
+            let mut current = shared.current.lock().unwrap_or_else(|p| p.into_inner());
+            current.insert(id.clone())
+        })
+    };
+    let claimed = storage::handle(root)?
+        .coordination()
+        .claim(shared.workflow, &mut pick)?;
+    if let Some(e) = failed {
+        return Err(e.into());
     }
-    for id in index::queued(root)? {
-        if let Some(wanted) = shared.workflow
-            && workflow_of(shared.store, &id) != Some(wanted)
-        {
-            continue;
-        }
-        if is_paused(root, &id) {
-            continue;
-        }
-        if RunFiles::new(root, &id).check_idle().is_err() {
-            continue;
-        }
-        let mut current = shared.current.lock().unwrap_or_else(|p| p.into_inner());
-        if current.insert(id.clone()) {
-            return Ok(Some((id, None)));
-        }
-    }
-    Ok(None)
+    let Some((id, guard)) = claimed else {
+        return Ok(None);
+    };
+    // A claim the backend made by itself is reserved here (inserting it again is harmless).
+    shared
+        .current
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(id.clone());
+    Ok(Some((id, guard)))
 }
 
 /// Whether a directory store's queued thread is paused (claims pass it by, and it does not
@@ -403,35 +401,28 @@ fn idle(shared: &Shared<'_>) -> Result<bool, WorkerError> {
         return Ok(false);
     }
     let root = shared.store.root();
-    if let Some(pg) = storage::pg(root)? {
-        return Ok(!pg.any_queued(shared.workflow)?);
+    // Where the backend cannot tell by itself: whether a queued thread of the wanted workflow
+    // is not paused.
+    let mut failed = None;
+    let mut scan = || match index::queued(root) {
+        Ok(queued) => queued.iter().any(|id| {
+            shared
+                .workflow
+                .is_none_or(|w| workflow_of(shared.store, id) == Some(w))
+                && !is_paused(root, id)
+        }),
+        Err(e) => {
+            failed = Some(e);
+            false
+        }
+    };
+    let any = storage::handle(root)?
+        .coordination()
+        .any_queued(shared.workflow, &mut scan)?;
+    if let Some(e) = failed {
+        return Err(e.into());
     }
-    Ok(!index::queued(root)?.iter().any(|id| {
-        shared
-            .workflow
-            .is_none_or(|w| workflow_of(shared.store, id) == Some(w))
-            && !is_paused(root, id)
-    }))
-}
-
-/// One worker's report in the directory store (`<root>/workers/<pid>.json`).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct WorkerStatus {
-    pub holder: String,
-    pub machine: String,
-    pub pid: u32,
-    #[serde(default)]
-    pub workflow: Option<String>,
-    pub threads: Vec<String>,
-    pub steps: u64,
-    pub state: String,
-    pub started_at: u64,
-    pub seen_at: u64,
-}
-
-fn status_path(root: &std::path::Path, pid: u32) -> std::path::PathBuf {
-    root.join("workers").join(format!("{pid}.json"))
+    Ok(!any)
 }
 
 /// Reports what this worker does every [`BEAT`] until its slots are done.
@@ -474,79 +465,20 @@ fn beat_until(shared: &Shared<'_>, done: &AtomicBool) {
 }
 
 fn record(store: &Store, status: &WorkerStatus) -> Result<(), WorkerError> {
-    let root = store.root();
-    if let Some(pg) = storage::pg(root)? {
-        pg.worker_beat(&WorkerRow {
-            holder: status.holder.clone(),
-            machine: status.machine.clone(),
-            pid: status.pid as i32,
-            workflow: status.workflow.clone(),
-            threads: status.threads.clone(),
-            steps: status.steps as i64,
-            state: status.state.clone(),
-            started_ms: status.started_at as i64,
-            seen_ms: status.seen_at as i64,
-        })?;
-        return Ok(());
-    }
-    let text = serde_json::to_vec(status).expect("status serializes");
-    let path = status_path(root, status.pid);
-    let _ = crate::file_util::AtomicWrite::new(&path)
-        .without_fsync()
-        .replace(&text);
+    storage::handle(store.root())?
+        .coordination()
+        .worker_beat(status)?;
     Ok(())
 }
 
 fn forget_worker(store: &Store) {
-    let root = store.root();
-    match storage::pg(root) {
-        Ok(Some(pg)) => {
-            let _ = pg.worker_gone(storage::holder());
-        }
-        _ => {
-            let _ = std::fs::remove_file(status_path(root, std::process::id()));
-        }
+    if let Ok(storage) = storage::handle(store.root()) {
+        storage.coordination().worker_gone();
     }
 }
 
 /// The workers at work on this store: over PostgreSQL every machine's (seen in the last
 /// minute), else this machine's whose processes are alive.
 pub fn list(store: &Store) -> Result<Vec<WorkerStatus>, WorkerError> {
-    let root = store.root();
-    if let Some(pg) = storage::pg(root)? {
-        return Ok(pg
-            .workers()?
-            .into_iter()
-            .map(|w| WorkerStatus {
-                holder: w.holder,
-                machine: w.machine,
-                pid: w.pid as u32,
-                workflow: w.workflow,
-                threads: w.threads,
-                steps: w.steps as u64,
-                state: w.state,
-                started_at: w.started_ms as u64,
-                seen_at: w.seen_ms as u64,
-            })
-            .collect());
-    }
-    let mut out = Vec::new();
-    let Ok(entries) = std::fs::read_dir(root.join("workers")) else {
-        return Ok(out);
-    };
-    for entry in entries.flatten() {
-        let Ok(bytes) = std::fs::read(entry.path()) else {
-            continue;
-        };
-        let Ok(status) = serde_json::from_slice::<WorkerStatus>(&bytes) else {
-            continue;
-        };
-        if std::path::Path::new(&format!("/proc/{}", status.pid)).exists() {
-            out.push(status);
-        } else {
-            let _ = std::fs::remove_file(entry.path());
-        }
-    }
-    out.sort_by_key(|s| (s.started_at, s.pid));
-    Ok(out)
+    Ok(storage::handle(store.root())?.coordination().workers()?)
 }

@@ -9,121 +9,27 @@
 //! PostgreSQL (every machine's workers read it). A thread without a record (started before
 //! contexts existed) runs in the caller's directory with the agents the configuration names.
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use serde::{Deserialize, Serialize};
+use crate::engine::storage::{self, index_files::IndexError};
 
-use crate::cas::store::now_ms;
-use crate::engine::storage::{self, index_files, index_files::IndexError};
-
-/// The agent a role is bound to, as resolved when the binding was made.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Binding {
-    /// The agent's name (a configured one, or a command's readable name).
-    pub name: String,
-    pub command: String,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub args: Vec<String>,
-    /// Seconds.
-    pub timeout: u64,
-    /// Added to the agent's environment; values may name secrets as `${NAME}`.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub env: BTreeMap<String, String>,
-}
-
-/// What a thread records about how its agents run.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ThreadContext {
-    /// Where every agent of the thread runs.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workdir: Option<PathBuf>,
-    /// Role → agent.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub bindings: BTreeMap<String, Binding>,
-    /// Set by `thread pause`: no step starts until `thread resume`.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub paused: bool,
-}
-
-impl ThreadContext {
-    /// The context a fork starts with: the source's directory and bindings, not paused.
-    pub fn for_fork(&self) -> ThreadContext {
-        ThreadContext {
-            paused: false,
-            ..self.clone()
-        }
-    }
-}
-
-fn path(root: &Path, id: &str) -> PathBuf {
-    root.join("runs").join(format!("{id}.context.json"))
-}
+pub use crate::engine::storage::seam::records::{Binding, ThreadContext};
 
 /// The recorded context of thread `id`; the default (no directory, no bindings, not paused)
 /// when none was recorded.
 pub fn read(root: &Path, id: &str) -> Result<ThreadContext, IndexError> {
-    if let Some(pg) = storage::pg(root)? {
-        let Some(row) = pg.thread_context(id)? else {
-            return Ok(ThreadContext::default());
-        };
-        let mut context = parse(&row.body, || PathBuf::from(format!("thread_context {id}")))?;
-        context.paused = row.paused;
-        return Ok(context);
-    }
-    let file = path(root, id);
-    match std::fs::read_to_string(&file) {
-        Ok(text) => parse(&text, || file.clone()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(ThreadContext::default()),
-        Err(source) => Err(IndexError::Io { path: file, source }),
-    }
-}
-
-fn parse(text: &str, place: impl Fn() -> PathBuf) -> Result<ThreadContext, IndexError> {
-    serde_json::from_str(text).map_err(|e| IndexError::Damaged {
-        path: place(),
-        reason: format!("it is not a thread context: {e}"),
-    })
+    storage::handle(root)?.records().context(id)
 }
 
 /// Records the context of thread `id` (replacing any), keeping whether it is paused over
 /// PostgreSQL (where that is its own column).
 pub fn write(root: &Path, id: &str, context: &ThreadContext) -> Result<(), IndexError> {
-    if let Some(pg) = storage::pg(root)? {
-        let body = serde_json::to_string(&ThreadContext {
-            paused: false,
-            ..context.clone()
-        })
-        .expect("a context serialises");
-        pg.put_thread_context(id, &body, now_ms())?;
-        if context.paused {
-            pg.set_thread_paused(id, true, now_ms())?;
-        }
-        return Ok(());
-    }
-    let file = path(root, id);
-    if let Some(dir) = file.parent() {
-        std::fs::create_dir_all(dir).map_err(|source| IndexError::Io {
-            path: dir.to_path_buf(),
-            source,
-        })?;
-    }
-    let mut bytes = serde_json::to_vec_pretty(context).expect("a context serialises");
-    bytes.push(b'\n');
-    index_files::write_file(root, &file, &bytes)
+    storage::handle(root)?.records().set_context(id, context)
 }
 
 /// Pauses or resumes thread `id`.
 pub fn set_paused(root: &Path, id: &str, paused: bool) -> Result<(), IndexError> {
-    if let Some(pg) = storage::pg(root)? {
-        pg.set_thread_paused(id, paused, now_ms())?;
-        return Ok(());
-    }
-    let mut context = read(root, id)?;
-    context.paused = paused;
-    write(root, id, &context)
+    storage::handle(root)?.records().set_paused(id, paused)
 }
 
 /// Whether thread `id` is paused.
@@ -134,6 +40,8 @@ pub fn is_paused(root: &Path, id: &str) -> Result<bool, IndexError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::storage::seam::records::dir::context_path as path;
+    use std::collections::BTreeMap;
 
     #[test]
     fn a_context_round_trips_and_a_missing_one_is_the_default() {

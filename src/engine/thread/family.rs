@@ -15,102 +15,41 @@
 //! Architecture Invariant: a child is linked before its first step runs, so `thread kill` of
 //! the parent always finds a running child.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
-
-use serde::{Deserialize, Serialize};
+use std::path::Path;
 
 use crate::cas::{Hash, Store, builtin};
 use crate::engine::chain::{self, ChainError};
-use crate::engine::storage::index_files::{self, IndexError};
+use crate::engine::storage::index_files::IndexError;
+use crate::engine::storage::seam::records::dir as record_files;
 
-/// Where a child thread came from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ParentLink {
-    /// The parent thread's id.
-    pub thread: String,
-    /// The parent's head when the child started.
-    pub head: Hash,
-    /// The parent's role that the child plays.
-    pub role: String,
-}
-
-fn parent_file(root: &Path, child: &str) -> PathBuf {
-    root.join("runs").join(format!("{child}.parent.json"))
-}
-
-fn children_file(root: &Path, parent: &str) -> PathBuf {
-    root.join("runs").join(format!("{parent}.children"))
-}
+pub use crate::engine::storage::seam::records::ParentLink;
 
 /// Records that `child` was started by `link.thread`.
 pub fn link(root: &Path, child: &str, link: &ParentLink) -> Result<(), IndexError> {
-    if let Some(pg) = crate::engine::storage::pg(root)? {
-        pg.add_lineage(&crate::pg::LineageRow {
-            thread: child.to_owned(),
-            kind: "child".to_owned(),
-            source: Some(link.thread.clone()),
-            step: link.head.to_string(),
-            role: Some(link.role.clone()),
-            at_ms: crate::cas::store::now_ms(),
-        })?;
-        return Ok(());
-    }
-    let dir = root.join("runs");
-    let io = |path: &Path, source: std::io::Error| IndexError::Append {
-        path: path.to_path_buf(),
-        source,
-    };
-    std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
-    let text = serde_json::to_vec(link).expect("a parent link serializes");
-    index_files::write_file(root, &parent_file(root, child), &text)?;
-    let path = children_file(root, &link.thread);
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)
-        .map_err(|e| io(&path, e))?;
-    // One short line in one `write` on an O_APPEND file: concurrent children never interleave.
-    file.write_all(format!("{child}\n").as_bytes())
-        .map_err(|e| io(&path, e))
+    crate::engine::storage::handle(root)?
+        .records()
+        .link_parent(child, link)
 }
 
 /// The parent of thread `child`, if a sub-workflow started it.
 pub fn parent(root: &Path, child: &str) -> Option<ParentLink> {
-    if let Ok(Some(pg)) = crate::engine::storage::pg(root) {
-        let row = pg.lineage_of(child).ok()??;
-        return (row.kind == "child").then_some(ParentLink {
-            thread: row.source?,
-            head: row.step.parse().ok()?,
-            role: row.role.unwrap_or_default(),
-        });
+    match crate::engine::storage::handle(root) {
+        Ok(storage) => storage.records().parent(child),
+        Err(_) => parent_file_link(root, child),
     }
-    parent_file_link(root, child)
 }
 
 /// The parent link in `runs/<child>.parent.json` under `root`, whatever the backend.
 pub fn parent_file_link(root: &Path, child: &str) -> Option<ParentLink> {
-    let bytes = std::fs::read(parent_file(root, child)).ok()?;
-    serde_json::from_slice(&bytes).ok()
+    record_files::read_parent(root, child)
 }
 
 /// The threads that sub-workflows of thread `parent` started, oldest first.
 pub fn children(root: &Path, parent: &str) -> Vec<String> {
-    if let Ok(Some(pg)) = crate::engine::storage::pg(root) {
-        return pg
-            .lineage_from(parent, "child")
-            .map(|rows| rows.into_iter().map(|r| r.thread).collect())
-            .unwrap_or_default();
+    match crate::engine::storage::handle(root) {
+        Ok(storage) => storage.records().children(parent),
+        Err(_) => record_files::read_children(root, parent),
     }
-    std::fs::read_to_string(children_file(root, parent))
-        .map(|text| {
-            text.lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty())
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// How many ancestors a thread whose start node names `parent` has: 0 for a top-level thread.

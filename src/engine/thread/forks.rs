@@ -13,33 +13,19 @@
 //! whoever sees the thread can see where it came from; lines are only appended (one `write` on an
 //! `O_APPEND` descriptor each), never rewritten.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-
-use serde::{Deserialize, Serialize};
 
 use crate::cas::store::now_ms;
 use crate::cas::{Hash, Store};
 use crate::engine::chain;
 use crate::engine::storage::index_files::IndexError;
+use crate::engine::storage::seam::records::dir as record_files;
 
-const FILE: &str = "forks.jsonl";
-
-/// One fork.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Fork {
-    /// The new thread.
-    pub thread: String,
-    /// The thread whose step was forked, when known.
-    pub from: Option<String>,
-    /// The step (or start node) the new thread continues from.
-    pub step: Hash,
-    pub at: u64,
-}
+pub use crate::engine::storage::seam::records::Fork;
 
 /// The path of the forks file under `root`.
 pub fn path(root: &Path) -> PathBuf {
-    root.join(FILE)
+    record_files::forks_path(root)
 }
 
 /// Appends the record of a fork.
@@ -50,78 +36,27 @@ pub fn record(root: &Path, thread: &str, from: Option<&str>, step: Hash) -> Resu
         step,
         at: now_ms(),
     };
-    if let Some(pg) = crate::engine::storage::pg(root)? {
-        pg.add_lineage(&crate::pg::LineageRow {
-            thread: fork.thread,
-            kind: "fork".to_owned(),
-            source: fork.from,
-            step: fork.step.to_string(),
-            role: None,
-            at_ms: fork.at,
-        })?;
-        return Ok(());
-    }
-    let mut line = serde_json::to_string(&fork).expect("a fork serializes");
-    line.push('\n');
-    let path = path(root);
-    let io = |source| IndexError::Append {
-        path: path.clone(),
-        source,
-    };
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)
-        .map_err(io)?;
-    file.write_all(line.as_bytes()).map_err(io)
+    crate::engine::storage::handle(root)?
+        .records()
+        .record_fork(&fork)
 }
 
 /// Every fork, oldest first. Lines that do not parse (a torn last line) are skipped.
 pub fn read(root: &Path) -> Result<Vec<Fork>, IndexError> {
-    if let Some(pg) = crate::engine::storage::pg(root)? {
-        return Ok(pg
-            .lineage_all("fork")?
-            .into_iter()
-            .filter_map(fork_of_row)
-            .collect());
-    }
-    read_file(root)
-}
-
-/// A fork's `lineage` row as a record (`None` for a row whose step is not a hash).
-fn fork_of_row(row: crate::pg::LineageRow) -> Option<Fork> {
-    Some(Fork {
-        step: row.step.parse().ok()?,
-        thread: row.thread,
-        from: row.source,
-        at: row.at_ms,
-    })
+    crate::engine::storage::handle(root)?.records().forks()
 }
 
 /// The fork record of thread `id`, if it is a fork (over PostgreSQL one row, not every fork).
 pub fn origin_of(root: &Path, id: &str) -> Result<Option<Fork>, IndexError> {
-    if let Some(pg) = crate::engine::storage::pg(root)? {
-        return Ok(pg
-            .lineage_of(id)?
-            .filter(|row| row.kind == "fork")
-            .and_then(fork_of_row));
-    }
-    Ok(read_file(root)?.into_iter().find(|f| f.thread == id))
+    crate::engine::storage::handle(root)?
+        .records()
+        .origin_of(id)
 }
 
 /// Every fork recorded in `forks.jsonl` under `root`, whatever the backend (a store copy
 /// reads a directory store's file).
 pub fn read_file(root: &Path) -> Result<Vec<Fork>, IndexError> {
-    let path = path(root);
-    let text = match std::fs::read_to_string(&path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(source) => return Err(IndexError::Io { path, source }),
-    };
-    Ok(text
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect())
+    record_files::read_forks(root)
 }
 
 /// The oldest thread whose history holds `step` (for a fork made by hash alone).

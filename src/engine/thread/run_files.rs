@@ -3,8 +3,8 @@
 //! (`<id>.events`), the last outcome and the last error.
 //!
 //! Over PostgreSQL the log, the events, the last outcome and the running step's record also go
-//! to the database through the store's run sink ([`crate::engine::storage::run_sink`]), and the
-//! readers here ([`RunFiles::read_text`], [`RunFiles::text_stat`], [`RunFiles::last_outcome`],
+//! to the database through the root's run log ([`crate::engine::storage::seam::RunLog`]), and
+//! the readers here ([`RunFiles::read_text`], [`RunFiles::text_stat`], [`RunFiles::last_outcome`],
 //! [`RunFiles::running_info`], [`RunFiles::error_text`]) read them from there, so every machine
 //! sees every machine's steps. The locks stay local (with a lease in the database).
 //!
@@ -28,9 +28,11 @@ use crate::cas::Hash;
 use crate::cas::store::now_ms;
 use crate::file_util::{self, AtomicWrite};
 
+use crate::engine::storage;
 use crate::engine::storage::index_files::IndexError;
 use crate::engine::storage::lease::{self, LeaseGuard, TakeError};
-use crate::engine::storage::run_sink::{self, RunSink};
+use crate::engine::storage::seam::runs::RunPaths;
+use crate::engine::storage::seam::{RunLog, local_run_log};
 use crate::engine::thread::index::ThreadIndexError;
 use crate::pg::RunFileKind;
 
@@ -40,9 +42,7 @@ pub const SINK_FLUSH: std::time::Duration = std::time::Duration::from_secs(2);
 /// The run files of one thread under `<root>/runs/`.
 #[derive(Debug, Clone)]
 pub struct RunFiles {
-    root: PathBuf,
-    dir: PathBuf,
-    id: String,
+    paths: RunPaths,
 }
 
 /// What a running step records about itself (`runs/<id>.run.json`).
@@ -67,48 +67,57 @@ pub struct RunInfo {
 impl RunFiles {
     pub fn new(root: &Path, id: &str) -> RunFiles {
         RunFiles {
-            root: root.to_path_buf(),
-            dir: root.join("runs"),
-            id: id.to_owned(),
+            paths: RunPaths::new(root, id),
         }
     }
 
     /// The thread these files are of.
     pub fn id(&self) -> &str {
-        &self.id
+        self.paths.id()
     }
 
     /// The storage root these files are under.
     pub fn root(&self) -> &Path {
-        &self.root
+        self.paths.root()
     }
 
-    /// Over PostgreSQL, the store's run sink (the database copy of logs, events and state).
-    fn sink(&self) -> Option<std::sync::Arc<RunSink>> {
-        run_sink::of(&self.root)
+    /// Asks the run log of this root (this machine's files alone should its backend not
+    /// open: readers fall back to them).
+    fn runs<R>(&self, ask: impl FnOnce(&dyn RunLog) -> R) -> R {
+        match storage::handle(self.root()) {
+            Ok(storage) => ask(storage.runs()),
+            Err(_) => ask(local_run_log()),
+        }
+    }
+
+    /// Tells the run log of this root, if its backend opens (writes are best effort).
+    fn tell(&self, tell: impl FnOnce(&dyn RunLog)) {
+        if let Ok(storage) = storage::handle(self.root()) {
+            tell(storage.runs());
+        }
     }
 
     fn path(&self, suffix: &str) -> PathBuf {
-        self.dir.join(format!("{}.{suffix}", self.id))
+        self.paths.file(suffix)
     }
 
     /// The agent's stderr of the running or last step.
     pub fn log(&self) -> PathBuf {
-        self.path("log")
+        self.paths.log()
     }
 
     /// The last failure on this thread, as text.
     pub fn error(&self) -> PathBuf {
-        self.path("error")
+        self.paths.error()
     }
 
     /// The last step attempt's outcome as JSON.
     pub fn last(&self) -> PathBuf {
-        self.path("last.json")
+        self.paths.last()
     }
 
     fn run(&self) -> PathBuf {
-        self.path("run.json")
+        self.paths.run()
     }
 
     /// The file whose inode the next write of a run file under the lock reuses.
@@ -122,7 +131,7 @@ impl RunFiles {
 
     /// The thread's change feed: one JSON line per step event (`engine::thread::events`).
     pub fn events(&self) -> PathBuf {
-        self.path("events")
+        self.paths.events()
     }
 
     fn kill_path(&self) -> PathBuf {
@@ -145,7 +154,7 @@ impl RunFiles {
                 };
                 // Over PostgreSQL the lease is the lock other machines see; taken after the
                 // local lock, so of this machine's processes only the lock holder asks.
-                lock.lease = match lease::take(&self.root, &self.id) {
+                lock.lease = match lease::take(self.root(), self.id()) {
                     Ok(lease) => lease,
                     Err(TakeError::Busy {
                         holder,
@@ -153,7 +162,7 @@ impl RunFiles {
                         expires_in,
                     }) => {
                         return Err(ThreadIndexError::Busy {
-                            id: self.id.clone(),
+                            id: self.id().to_owned(),
                             holder: TakeError::describe(&holder, &machine, expires_in),
                         });
                     }
@@ -169,13 +178,10 @@ impl RunFiles {
     /// The live lease of another machine's step on this thread, in words (PostgreSQL stores
     /// only; `None` when there is none or the store is a directory).
     fn remote_holder(&self) -> Option<String> {
-        let pg = crate::engine::storage::pg(&self.root).ok()??;
-        let (holder, machine, ms) = pg.lease_of(&self.id).ok()??;
-        Some(TakeError::describe(
-            &holder,
-            &machine,
-            std::time::Duration::from_millis(ms as u64),
-        ))
+        storage::handle(self.root())
+            .ok()?
+            .coordination()
+            .lease_holder(self.id())
     }
 
     /// Takes the thread's kill lock without waiting (`Err(Busy)` while another kill holds it).
@@ -233,7 +239,7 @@ impl RunFiles {
         }
         if let Some(holder) = self.remote_holder() {
             return Err(ThreadIndexError::Busy {
-                id: self.id.clone(),
+                id: self.id().to_owned(),
                 holder,
             });
         }
@@ -243,7 +249,7 @@ impl RunFiles {
     /// The error for a step refused while a kill is under way.
     fn being_killed(&self) -> ThreadIndexError {
         ThreadIndexError::Busy {
-            id: self.id.clone(),
+            id: self.id().to_owned(),
             holder: "it is being killed".to_owned(),
         }
     }
@@ -251,7 +257,7 @@ impl RunFiles {
     /// The error for a held lock, naming its holder.
     fn busy(&self) -> ThreadIndexError {
         ThreadIndexError::Busy {
-            id: self.id.clone(),
+            id: self.id().to_owned(),
             holder: self.describe_holder(),
         }
     }
@@ -270,31 +276,14 @@ impl RunFiles {
     /// Over PostgreSQL, the outcome of the last step attempt in the thread's row (best effort:
     /// the local files say it too).
     fn share_outcome(&self, error: Option<&str>) {
-        match crate::engine::storage::pg(&self.root) {
-            Ok(Some(pg)) => drop(pg.set_outcome(&self.id, error)),
-            // The directory store's index keeps it for listings (best effort too).
-            Ok(None) => crate::engine::storage::index_db::note_error(&self.root, &self.id, error),
-            Err(_) => {}
-        }
+        self.tell(|runs| runs.share_outcome(&self.paths, error));
     }
 
     /// The error of the last step attempt, if it failed: over PostgreSQL from the thread's row
     /// (the attempt may have been any machine's, and a later step on another machine clears
     /// it), else from the last outcome here.
     pub fn last_failure(&self) -> Option<String> {
-        if let Ok(Some(pg)) = crate::engine::storage::pg(&self.root) {
-            return pg.failure_of(&self.id).ok()?;
-        }
-        let last = self.last_outcome()?;
-        if last.get("ok") != Some(&serde_json::Value::Bool(false)) {
-            return None;
-        }
-        Some(
-            last.get("error")
-                .and_then(serde_json::Value::as_str)
-                .unwrap_or_default()
-                .to_owned(),
-        )
+        self.runs(|runs| runs.last_failure(&self.paths))
     }
 
     /// Whether another machine's step holds the thread (its lease, over PostgreSQL) while no
@@ -321,13 +310,8 @@ impl RunFiles {
         if matches!(self.held(&self.lock_path()), Ok(true)) {
             return self.run_info();
         }
-        match crate::engine::storage::pg(&self.root) {
-            Ok(Some(pg)) => {
-                let (_, info, _) = pg.run_state(&self.id).ok()?;
-                serde_json::from_str(&info?).ok()
-            }
-            _ => self.run_info(),
-        }
+        let json = self.runs(|runs| runs.running_info(&self.paths))?;
+        serde_json::from_str(&json).ok()
     }
 
     fn describe_holder(&self) -> String {
@@ -357,24 +341,13 @@ impl RunFiles {
                 .without_fsync()
                 .replace(text.as_bytes());
         }
-        match self.sink() {
-            Some(sink) => {
-                sink.set_state(&self.id, Some(&failed(message).to_string()), None);
-            }
-            None => {
-                crate::engine::storage::index_db::note_error(&self.root, &self.id, Some(message))
-            }
-        }
+        let last = failed(message).to_string();
+        self.tell(|runs| runs.share_failure(&self.paths, message, &last));
     }
 
     /// The last recorded outcome, if any: over PostgreSQL the one any machine shared last.
     pub fn last_outcome(&self) -> Option<serde_json::Value> {
-        if let Ok(Some(pg)) = crate::engine::storage::pg(&self.root) {
-            let (last, _, _) = pg.run_state(&self.id).ok()?;
-            return serde_json::from_str(&last?).ok();
-        }
-        let bytes = std::fs::read(self.last()).ok()?;
-        serde_json::from_slice(&bytes).ok()
+        self.runs(|runs| runs.last_outcome(&self.paths))
     }
 
     /// Up to `max` bytes of the thread's log or event feed from `offset` on: over PostgreSQL
@@ -386,31 +359,7 @@ impl RunFiles {
         offset: u64,
         max: usize,
     ) -> std::io::Result<Vec<u8>> {
-        if let Ok(Some(pg)) = crate::engine::storage::pg(&self.root) {
-            let bytes = pg
-                .read_run_text(&self.id, file, offset, max)
-                .map_err(std::io::Error::other)?;
-            // A thread whose steps ran before the database kept logs has only its local file.
-            let local_only = bytes.is_empty()
-                && pg
-                    .run_text_size(&self.id, file)
-                    .map_err(std::io::Error::other)?
-                    .is_none();
-            if !local_only {
-                return Ok(bytes);
-            }
-        }
-        let path = self.text_path(file);
-        let mut f = match File::open(&path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(e),
-        };
-        use std::io::{Read, Seek, SeekFrom};
-        f.seek(SeekFrom::Start(offset))?;
-        let mut out = Vec::new();
-        f.take(max as u64).read_to_end(&mut out)?;
-        Ok(out)
+        self.runs(|runs| runs.read_text(&self.paths, file, offset, max))
     }
 
     /// The whole log or event feed (see [`RunFiles::read_text`]).
@@ -421,21 +370,7 @@ impl RunFiles {
     /// The size of the log or event feed and when it last grew (`0, None` before anything
     /// was written to it).
     pub fn text_stat(&self, file: RunFileKind) -> (u64, Option<std::time::SystemTime>) {
-        if let Ok(Some(pg)) = crate::engine::storage::pg(&self.root) {
-            match pg.run_text_size(&self.id, file) {
-                Ok(Some((size, at))) => {
-                    let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(at);
-                    return (size, Some(at));
-                }
-                // Nothing in the database: the local file, if any (see `read_text`).
-                Ok(None) => {}
-                Err(_) => return (0, None),
-            }
-        }
-        match std::fs::metadata(self.text_path(file)) {
-            Ok(m) => (m.len(), m.modified().ok()),
-            Err(_) => (0, None),
-        }
+        self.runs(|runs| runs.text_stat(&self.paths, file))
     }
 
     /// The text of the mount's `error` file: the `error` file here (which also keeps what
@@ -443,30 +378,7 @@ impl RunFiles {
     /// failure as any machine recorded it instead, when a step ran anywhere since this
     /// machine's file was written.
     pub fn error_text(&self) -> Vec<u8> {
-        let local = || std::fs::read(self.error()).unwrap_or_default();
-        let Ok(Some(pg)) = crate::engine::storage::pg(&self.root) else {
-            return local();
-        };
-        let written = std::fs::metadata(self.error())
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-            .map(|d| d.as_millis() as u64);
-        let shared_at = pg.run_state(&self.id).map(|(_, _, at)| at).unwrap_or(0);
-        if written.is_some_and(|w| w >= shared_at) {
-            return local();
-        }
-        match pg.failure_of(&self.id) {
-            Ok(Some(e)) if !e.is_empty() => format!("{}\n", e.trim_end()).into_bytes(),
-            _ => Vec::new(),
-        }
-    }
-
-    fn text_path(&self, file: RunFileKind) -> PathBuf {
-        match file {
-            RunFileKind::Log => self.log(),
-            RunFileKind::Events => self.events(),
-        }
+        self.runs(|runs| runs.error_text(&self.paths))
     }
 
     /// Writes `message` to the `error` file only, leaving the last outcome as it is (a refused
@@ -475,10 +387,6 @@ impl RunFiles {
         let _ = AtomicWrite::new(&self.error())
             .without_fsync()
             .replace(format!("{message}\n").as_bytes());
-    }
-
-    fn awaiting_path(&self) -> PathBuf {
-        self.path("awaiting.json")
     }
 
     /// Records that the thread waits for a person to answer `role` at `head`.
@@ -496,19 +404,13 @@ impl RunFiles {
             queued,
         };
         let text = serde_json::to_vec(&question).expect("a question serializes");
-        AtomicWrite::new(&self.awaiting_path())
+        AtomicWrite::new(&self.paths.awaiting())
             .without_fsync()
             .replace(&text)?;
         // Over PostgreSQL the question is in the thread's row too, for every machine to see
         // and answer (best effort: this machine's file says it as well).
         let json = String::from_utf8(text).expect("JSON is UTF-8");
-        match crate::engine::storage::pg(&self.root) {
-            Ok(Some(pg)) => drop(pg.set_awaiting(&self.id, Some(&json))),
-            Ok(None) => {
-                crate::engine::storage::index_db::note_awaiting(&self.root, &self.id, Some(&json))
-            }
-            Err(_) => {}
-        }
+        self.tell(|runs| runs.share_awaiting(&self.paths, Some(&json)));
         Ok(())
     }
 
@@ -516,22 +418,15 @@ impl RunFiles {
     /// older head was answered or overtaken, and no longer counts). Over PostgreSQL from the
     /// thread's row, whichever machine asked it.
     pub fn awaiting(&self, head: Hash) -> Option<Awaiting> {
-        let bytes = match crate::engine::storage::pg(&self.root) {
-            Ok(Some(pg)) => pg.awaiting_of(&self.id).ok()??.into_bytes(),
-            _ => std::fs::read(self.awaiting_path()).ok()?,
-        };
+        let bytes = self.runs(|runs| runs.awaiting(&self.paths))?;
         let question: Awaiting = serde_json::from_slice(&bytes).ok()?;
         (question.head == head).then_some(question)
     }
 
     /// Forgets the question (answered, or the thread ended).
     pub fn clear_awaiting(&self) {
-        let _ = std::fs::remove_file(self.awaiting_path());
-        match crate::engine::storage::pg(&self.root) {
-            Ok(Some(pg)) => drop(pg.set_awaiting(&self.id, None)),
-            Ok(None) => crate::engine::storage::index_db::note_awaiting(&self.root, &self.id, None),
-            Err(_) => {}
-        }
+        let _ = std::fs::remove_file(self.paths.awaiting());
+        self.tell(|runs| runs.share_awaiting(&self.paths, None));
     }
 }
 
@@ -592,10 +487,9 @@ impl StepLock {
         let text = serde_json::to_vec(info).expect("run info serializes");
         self.replace(&self.files.run(), &text);
         self.recorded.set(true);
-        if let Some(sink) = self.files.sink() {
-            let json = String::from_utf8(text).expect("JSON is UTF-8");
-            sink.set_state(&self.files.id, None, Some(&json));
-        }
+        let json = String::from_utf8(text).expect("JSON is UTF-8");
+        self.files
+            .tell(|runs| runs.share_state(&self.files.paths, None, Some(&json)));
     }
 
     /// Records a failure (`error` file) and the last outcome; with `shared`, over PostgreSQL
@@ -607,9 +501,9 @@ impl StepLock {
         }
         if shared {
             self.files.share_outcome(Some(message));
-            if let Some(sink) = self.files.sink() {
-                sink.set_state(&self.files.id, Some(&failed(message).to_string()), None);
-            }
+            let last = failed(message).to_string();
+            self.files
+                .tell(|runs| runs.share_state(&self.files.paths, Some(&last), None));
         }
     }
 
@@ -623,9 +517,9 @@ impl StepLock {
     pub fn record_success(&self, result: &serde_json::Value) {
         self.replace(&self.files.last(), format!("{result}\n").as_bytes());
         self.files.share_outcome(None);
-        if let Some(sink) = self.files.sink() {
-            sink.set_state(&self.files.id, Some(&result.to_string()), None);
-        }
+        let last = result.to_string();
+        self.files
+            .tell(|runs| runs.share_state(&self.files.paths, Some(&last), None));
     }
 
     /// Just locked: if the run record still names an agent, the previous holder died mid-step
@@ -668,16 +562,12 @@ impl Drop for StepLock {
     /// the thread idle sees the step's whole log, and a one-shot process does not exit with it
     /// unsent.
     fn drop(&mut self) {
-        let sink = self.files.sink();
+        let files = &self.files;
         if self.recorded.get() {
-            self.replace(&self.files.run(), b"{}");
-            if let Some(sink) = &sink {
-                sink.set_state(&self.files.id, None, Some("{}"));
-            }
+            self.replace(&files.run(), b"{}");
+            files.tell(|runs| runs.share_state(&files.paths, None, Some("{}")));
         }
-        if let Some(sink) = &sink {
-            sink.flush(SINK_FLUSH);
-        }
+        files.tell(|runs| runs.flush(&files.paths, SINK_FLUSH));
         let unlock = whole_file(libc::F_UNLCK);
         let _ = nix::fcntl::fcntl(&self.file, nix::fcntl::FcntlArg::F_OFD_SETLK(&unlock));
     }

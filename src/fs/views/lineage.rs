@@ -61,7 +61,7 @@ pub(super) struct Lineage {
 
 impl Source {
     fn lineage(&self) -> Result<(Arc<Index>, Version), FsError> {
-        if self.watch.is_pg() {
+        if self.watch.by_notification() {
             return self.pg_lineage();
         }
         let path = forks::path(&self.root);

@@ -219,7 +219,7 @@ impl Source {
     /// The index and the version of the files it was read from. While those files' mtime is
     /// recent (see [`super::SETTLE`]) an unchanged stamp proves nothing, so they are read again.
     fn thread_index_version(&self) -> Result<(Arc<Index>, Version), FsError> {
-        if self.watch.is_pg() {
+        if self.watch.by_notification() {
             return self.pg_thread_index_version();
         }
         let generation = self.threads.generation.load(Ordering::SeqCst);

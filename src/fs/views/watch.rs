@@ -1,15 +1,17 @@
 //! How the views notice changes made outside the mount, for both storage backends, within a
 //! second (`docs/mount.md#caching-and-control-files`).
 //!
-//! A directory store is watched through its index files: every change to the thread index is
-//! written to `index.db`'s write-ahead log (and checkpointed into `index.db`), and
-//! `registry.yaml` is replaced atomically on every change, so their stamps (inode, size, mtime)
-//! tell when to read them again (`views.rs`, `views/thread_source.rs`). Over PostgreSQL those
-//! files do not exist and nothing local changes when another machine steps a thread, so:
+//! Where changes are not notified (a directory store) they are seen in the index files: every
+//! change to the thread index is written to `index.db`'s write-ahead log (and checkpointed into
+//! `index.db`), and `registry.yaml` is replaced atomically on every change, so their stamps
+//! (inode, size, mtime) tell when to read them again (`views.rs`, `views/thread_source.rs`).
+//! Where they are notified (PostgreSQL) those files do not exist and nothing local changes when
+//! another machine steps a thread, so:
 //!
-//! - a background thread LISTENs on the threads channel (every start, head move, status change
-//!   and archive sends the thread's id, from any machine) and counts notifications; a count that
-//!   moved makes the next look re-read the thread index (at most every [`NOTIFIED_RECHECK`]);
+//! - a background thread listens for thread changes
+//!   ([`crate::engine::storage::seam::Coordination::listen`]: every start, head move, status change
+//!   and archive, from any machine) and counts them; a count that moved makes the next look
+//!   re-read the thread index (at most every [`NOTIFIED_RECHECK`]);
 //! - the thread index is also re-read when a read is older than [`PG_RECHECK`], which covers
 //!   a listener that lost its connection, and the registry (which has no trigger) is re-read
 //!   that way only: one query, at most once per [`PG_RECHECK`], and only when someone looks;
@@ -17,16 +19,18 @@
 //!   gets the time of that read as its version ([`Watch::version`]), and an unchanged read
 //!   keeps the old one: the kernel drops a cached listing exactly when the content changed.
 //!
-//! Architecture Invariant: a directory store never starts a listener or a poll; its views
-//! behave (and cost) exactly as before. The listener thread holds only a weak reference to the
-//! counter, so it ends within a wait of the [`Source`](super::Source) being dropped.
+//! Architecture Invariant: a store whose changes are not notified never starts a listener or a
+//! poll; its views behave (and cost) exactly as before. The listener thread holds only a weak
+//! reference to the counter, so it ends within a wait of the [`Source`](super::Source) being
+//! dropped.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Once, Weak};
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::cas::Store;
-use crate::pg::{Listener, PgConfig, PgStore};
+use crate::engine::storage::seam::{ChangeListener, Feed};
+use crate::engine::storage::{self, Storage};
 
 use super::Version;
 
@@ -45,48 +49,48 @@ const LISTEN_SLICE: Duration = Duration::from_secs(1);
 /// How long the listener waits before connecting again after losing its connection.
 const RECONNECT: Duration = Duration::from_millis(500);
 
-/// Where changes come from: file stamps, or PostgreSQL.
+/// Where changes come from: file stamps, or notifications and a poll.
 #[derive(Debug)]
 pub(super) enum Watch {
-    /// A directory store: the index files' stamps.
+    /// Changes are not notified: the index files' stamps.
     Files,
-    /// A PostgreSQL store: notifications and a poll.
-    Pg(Box<PgWatch>),
+    /// Changes are notified: a listener's count, and a poll.
+    Notified(Box<Listening>),
 }
 
-/// The notification counter of a PostgreSQL store's mount and its listener.
+/// The notification counter of a mount whose store notifies changes, and its listener.
 #[derive(Debug)]
-pub(super) struct PgWatch {
-    config: PgConfig,
+pub(super) struct Listening {
+    storage: Arc<Storage>,
     notified: Arc<AtomicU64>,
     listening: Once,
 }
 
 impl Watch {
-    /// How `store`'s changes are seen: a store with a remote is a PostgreSQL store's local half.
+    /// How `store`'s changes are seen, as its storage says.
     pub(super) fn of(store: &Store) -> Watch {
-        if store.remote().is_none() {
-            return Watch::Files;
-        }
-        match crate::engine::storage::pg(store.root()) {
-            Ok(Some(pg)) => Watch::Pg(Box::new(PgWatch::new(&pg))),
+        match storage::handle(store.root()) {
+            Ok(storage) if storage.coordination().notifies_changes() => {
+                Watch::Notified(Box::new(Listening::new(storage)))
+            }
             // The store was opened with this backend already; should it fail now, polling
             // alone (no listener) still shows changes within a second.
             _ => Watch::Files,
         }
     }
 
-    /// Whether the store is PostgreSQL's.
-    pub(super) fn is_pg(&self) -> bool {
-        matches!(self, Watch::Pg(_))
+    /// Whether changes made elsewhere arrive as notifications (and are read again on a poll),
+    /// rather than as new stamps of the root's index files.
+    pub(super) fn by_notification(&self) -> bool {
+        matches!(self, Watch::Notified(_))
     }
 
-    /// How many notifications arrived so far (0 for a directory store). The first call starts
-    /// the listener.
+    /// How many notifications arrived so far (0 where changes are not notified). The first
+    /// call starts the listener.
     pub(super) fn notified(&self) -> u64 {
         match self {
             Watch::Files => 0,
-            Watch::Pg(w) => w.notified(),
+            Watch::Notified(w) => w.notified(),
         }
     }
 
@@ -149,10 +153,10 @@ impl<T: PartialEq> PgRead<T> {
     }
 }
 
-impl PgWatch {
-    fn new(pg: &PgStore) -> PgWatch {
-        PgWatch {
-            config: pg.config().clone(),
+impl Listening {
+    fn new(storage: Arc<Storage>) -> Listening {
+        Listening {
+            storage,
             notified: Arc::new(AtomicU64::new(0)),
             listening: Once::new(),
         }
@@ -160,12 +164,12 @@ impl PgWatch {
 
     fn notified(&self) -> u64 {
         self.listening.call_once(|| {
-            let config = self.config.clone();
+            let storage = self.storage.clone();
             let counter = Arc::downgrade(&self.notified);
             // Without a listener the poll still shows changes within a second.
             let _ = std::thread::Builder::new()
                 .name("uwf-listen".to_owned())
-                .spawn(move || listen(&config, &counter));
+                .spawn(move || listen(&storage, &counter));
         });
         self.notified.load(Ordering::SeqCst)
     }
@@ -173,19 +177,20 @@ impl PgWatch {
 
 /// The listener thread: counts notifications until the counter is dropped. After (re)connecting
 /// it counts one too, as notifications sent while it was not listening are lost.
-fn listen(config: &PgConfig, counter: &Weak<AtomicU64>) {
-    let mut listener: Option<Listener> = None;
+fn listen(storage: &Storage, counter: &Weak<AtomicU64>) {
+    let mut listener: Option<Box<dyn ChangeListener>> = None;
     loop {
         let Some(alive) = counter.upgrade() else {
             return;
         };
         drop(alive);
         let heard = match listener.as_mut() {
-            None => match Listener::open(config) {
-                Ok(l) => {
+            None => match storage.coordination().listen(Feed::Threads) {
+                Ok(Some(l)) => {
                     listener = Some(l);
                     true
                 }
+                Ok(None) => return,
                 Err(_) => {
                     std::thread::sleep(RECONNECT);
                     false
@@ -228,7 +233,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         let watch = Watch::of(&store);
-        assert!(!watch.is_pg());
+        assert!(!watch.by_notification());
         assert_eq!(watch.notified(), 0);
     }
 }

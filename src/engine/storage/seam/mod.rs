@@ -3,12 +3,12 @@
 //! nodes (those go through [`crate::cas::Store`]). Each concern is a trait of its own, chosen on
 //! its own when the handle is opened:
 //!
-//! - [`ThreadIndex`] (`index.rs`): thread rows, heads and their compare-and-set, archive, rebase,
+//! - [`ThreadIndex`] (`index/`): thread rows, heads and their compare-and-set, archive, rebase,
 //!   listing;
-//! - [`ThreadRecords`] (`records.rs`): what a thread keeps beside its chain: context, lineage
+//! - [`ThreadRecords`] (`records/`): what a thread keeps beside its chain: context, lineage
 //!   (forks, parent and children);
-//! - [`RunLog`] (`runs.rs`): run files, logs and events, appended and read back;
-//! - [`Coordination`] (`coordination.rs`): the queue, step leases, workers and change wake-ups.
+//! - [`RunLog`] (`runs/`): run files, logs and events, appended and read back;
+//! - [`Coordination`] (`coordination/`): the queue, step leases, workers and change wake-ups.
 //!
 //! Each trait has a directory implementation (files and `index.db` under the root) and a
 //! PostgreSQL one; only this module and the two implementations know which a root uses.
@@ -23,18 +23,18 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use super::{Backend, StorageError, backend};
 
-mod coordination;
+pub mod coordination;
 mod index;
-mod records;
-mod runs;
+pub mod records;
+pub mod runs;
 
-pub use coordination::Coordination;
+pub use coordination::{ChangeListener, Claimed, Coordination, Feed};
 pub use index::{
     Condition, Derived, GcError, IndexRow, MaintenanceError, NodeCheck, NodeTable, Pruned, REBASED,
     State, Successor, ThreadIndex, ThreadIndexError, is_archived_status,
 };
 pub use records::ThreadRecords;
-pub use runs::RunLog;
+pub use runs::{RunLog, local as local_run_log};
 
 /// Everything a root's backend keeps besides nodes, one trait object per concern.
 pub struct Storage {
