@@ -5,6 +5,8 @@
 //! - arrows between rooms point one way: inside every folder of `src/`, the rooms (its files
 //!   and sub-folders) import each other without a cycle, so each folder's rooms can be drawn
 //!   as layers;
+//! - only the storage layer (`src/engine/storage/`, `src/pg/`) asks which backend a root uses;
+//!   everything else asks the storage handle;
 //! - the repository stands on its own docs: no tracked file cites the product specification
 //!   (which lives outside the repository), every `docs/<page>.md#anchor` a tracked file names
 //!   is a page with that heading, and every repository path the docs name (in backticks)
@@ -848,5 +850,69 @@ fn a_codemap_path_that_does_not_exist_is_named() {
     assert_eq!(
         problems,
         vec!["names `src/gone.rs`, which is not in the repository"]
+    );
+}
+
+/// What asks which backend a root uses: only the storage layer and the PostgreSQL backend may.
+const BACKEND_QUESTIONS: &[&str] = &[
+    "storage::pg(",
+    "storage::backend(",
+    ".is_pg()",
+    "remote().is_some()",
+    "remote().is_none()",
+    "Backend::Pg",
+    "Backend::Dir",
+];
+
+/// The folders whose code may know which backend a root uses.
+const STORAGE_LAYER: &[&str] = &["src/engine/storage/", "src/pg/"];
+
+/// The backend questions in one file's code before its tests, as `name:line: question`.
+fn backend_questions(name: &str, text: &str) -> Vec<String> {
+    let code = code_without_comments(text);
+    code.lines()
+        .take_while(|l| !l.starts_with("#[cfg(test)]"))
+        .enumerate()
+        .flat_map(|(i, line)| {
+            BACKEND_QUESTIONS
+                .iter()
+                .filter(move |q| line.contains(*q))
+                .map(move |q| format!("{name}:{}: asks the backend (`{q}`)", i + 1))
+        })
+        .collect()
+}
+
+#[test]
+fn only_the_storage_layer_asks_which_backend_a_root_uses() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    sources(&root.join("src"), &mut files);
+    let mut problems = Vec::new();
+    for path in &files {
+        let name = path
+            .strip_prefix(root)
+            .expect("under the manifest dir")
+            .to_string_lossy()
+            .into_owned();
+        if STORAGE_LAYER.iter().any(|dir| name.starts_with(dir)) {
+            continue;
+        }
+        let text = std::fs::read_to_string(path).expect("read source");
+        problems.extend(backend_questions(&name, &text));
+    }
+    assert!(
+        problems.is_empty(),
+        "ask the storage handle (`storage::handle(root)`) instead:\n{}",
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn a_backend_question_is_found_in_code_and_not_in_comments_or_tests() {
+    let text = "//! Says storage::pg( in a doc.\nfn f() {\n    if storage::pg(root)?.is_some() {}\n    \
+                // if watch.is_pg() {}\n}\n#[cfg(test)]\nmod tests { fn g() { w.is_pg(); } }\n";
+    assert_eq!(
+        backend_questions("src/x.rs", text),
+        vec!["src/x.rs:3: asks the backend (`storage::pg(`)".to_owned()]
     );
 }

@@ -16,7 +16,6 @@ mod scale;
 mod serve;
 mod setup;
 mod skill;
-mod status;
 mod terminal;
 mod thread;
 mod workflow;
@@ -171,7 +170,7 @@ it from the shell's start-up file, so that it always matches the uwf on your PAT
     #[command(
         after_help = "Examples:\n  uwf status\n  uwf status --limit 50\n  uwf status --json | jq '.awaiting.threads[].thread'"
     )]
-    Status(status::StatusArgs),
+    Status(thread::status::StatusArgs),
     /// Step queued threads until stopped; `uwf worker list` shows the workers at work
     #[command(
         after_help = "A thread is queued by `uwf thread start … --queue` or `uwf thread queue ID`, \
@@ -248,7 +247,7 @@ fn run(cli: Cli, out: &mut Out) -> CliResult {
         Command::Export(args) => export::run(args, &root, out),
         Command::Live(args) => live::run(args, &root, out),
         Command::Status(args) => {
-            status::run(args, &crate::engine::storage::open_store(&root)?, out)
+            thread::status::run(args, &crate::engine::storage::open_store(&root)?, out)
         }
         Command::Worker(args) => scale::worker::run(args, &root, out),
         Command::Serve(args) => serve::run(args, &root, out),

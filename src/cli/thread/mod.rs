@@ -28,10 +28,11 @@ mod controls;
 mod run;
 pub use controls::workdir;
 pub use run::{RunArgs, start_and_run};
-use run::{print_notice, run_steps};
+use run::{print_notice, print_stepped, run_steps};
 mod list;
 mod rebase;
 mod show;
+pub(super) mod status;
 use list::{list, parse_since};
 
 #[derive(Debug, Subcommand)]
@@ -722,59 +723,6 @@ fn load_config(root: &Path, agent: Option<&str>) -> CliResult<config::Loaded> {
         );
     }
     Ok(loaded)
-}
-
-/// A step's result: its JSON, or with `-q` the head.
-/// What a step did: for a person at a terminal, one line as `uwf live` writes it (the step's
-/// number, role, agent, new head and output) and what comes next; else its JSON (`-q`: the
-/// head).
-fn print_stepped(store: &Store, out: &mut Out, stepped: &step::Stepped) -> CliResult<()> {
-    match out.mode {
-        Mode::Quiet => out.line(stepped.head)?,
-        Mode::Json => out.line(stepped.to_json())?,
-        Mode::Table => out.text(&step_lines(store, stepped))?,
-    }
-    Ok(())
-}
-
-/// The lines of [`print_stepped`] for a person.
-fn step_lines(store: &Store, stepped: &step::Stepped) -> String {
-    let id = &stepped.thread;
-    let role = stepped.role.as_deref().unwrap_or("?");
-    if stepped.awaiting {
-        return format!(
-            "? {role} waits for a person: `uwf thread question {id}`, then `uwf thread answer {id}`\n"
-        );
-    }
-    let Some(_) = &stepped.role else {
-        return format!("thread {id} is at its end: nothing to step\n");
-    };
-    let view = ThreadView::at(store, id, stepped.head);
-    let mut text = match view
-        .as_ref()
-        .ok()
-        .and_then(|v| Some((v.chain.steps.len(), v.chain.steps.last()?)))
-    {
-        Some((number, step)) => {
-            let mut summary = step
-                .failure_line()
-                .unwrap_or_else(|| step.output().to_string());
-            if summary.chars().count() > 80 {
-                summary = format!("{}…", summary.chars().take(79).collect::<String>());
-            }
-            format!(
-                "✓ step {number} · {} · agent {} → {}  {summary}\n",
-                step.role, step.agent, step.hash
-            )
-        }
-        None => format!("✓ {role} → {}\n", stepped.head),
-    };
-    if stepped.done {
-        text.push_str(&format!(
-            "thread {id} is done: `uwf thread read {id}` reads it\n"
-        ));
-    }
-    text
 }
 
 /// `thread steps`: a table on a terminal, JSON lines otherwise, hashes with `-q`.

@@ -6,7 +6,7 @@ use std::path::Path;
 use clap::Args;
 
 use super::super::Out;
-use super::{StartArgs, load_config, print_stepped};
+use super::{StartArgs, load_config};
 use crate::cas::Store;
 use crate::cli::error::{CliResult, CommandError, Context, ended};
 use crate::cli::terminal::output::Mode;
@@ -14,6 +14,7 @@ use crate::engine::agent::interrupt;
 use crate::engine::cycle::step::{self, StepOptions};
 use crate::engine::cycle::{failure, lifecycle};
 use crate::engine::thread::index::{self, State};
+use crate::engine::thread::view::ThreadView;
 use crate::engine::workflow::jsonata;
 
 /// Steps thread `id` until it is done, awaits a person or took `max_steps` steps, printing a
@@ -190,6 +191,62 @@ pub(super) fn print_notice(notice: &failure::Notice<'_>) {
             failure::first_line(error)
         ),
     }
+}
+
+/// What a step did: for a person at a terminal, one line as `uwf live` writes it (the step's
+/// number, role, agent, new head and output) and what comes next; else its JSON (`-q`: the
+/// head).
+pub(super) fn print_stepped(
+    store: &Store,
+    out: &mut Out,
+    stepped: &step::Stepped,
+) -> CliResult<()> {
+    match out.mode {
+        Mode::Quiet => out.line(stepped.head)?,
+        Mode::Json => out.line(stepped.to_json())?,
+        Mode::Table => out.text(&step_lines(store, stepped))?,
+    }
+    Ok(())
+}
+
+/// The lines of [`print_stepped`] for a person.
+fn step_lines(store: &Store, stepped: &step::Stepped) -> String {
+    let id = &stepped.thread;
+    let role = stepped.role.as_deref().unwrap_or("?");
+    if stepped.awaiting {
+        return format!(
+            "? {role} waits for a person: `uwf thread question {id}`, then `uwf thread answer {id}`\n"
+        );
+    }
+    let Some(_) = &stepped.role else {
+        return format!("thread {id} is at its end: nothing to step\n");
+    };
+    let view = ThreadView::at(store, id, stepped.head);
+    let mut text = match view
+        .as_ref()
+        .ok()
+        .and_then(|v| Some((v.chain.steps.len(), v.chain.steps.last()?)))
+    {
+        Some((number, step)) => {
+            let mut summary = step
+                .failure_line()
+                .unwrap_or_else(|| step.output().to_string());
+            if summary.chars().count() > 80 {
+                summary = format!("{}…", summary.chars().take(79).collect::<String>());
+            }
+            format!(
+                "✓ step {number} · {} · agent {} → {}  {summary}\n",
+                step.role, step.agent, step.hash
+            )
+        }
+        None => format!("✓ {role} → {}\n", stepped.head),
+    };
+    if stepped.done {
+        text.push_str(&format!(
+            "thread {id} is done: `uwf thread read {id}` reads it\n"
+        ));
+    }
+    text
 }
 
 #[cfg(test)]

@@ -7,9 +7,9 @@
 use clap::Args;
 use serde_json::{Value, json};
 
-use super::error::CliResult;
-use super::terminal::output::{Mode, Out, ago};
 use crate::cas::Store;
+use crate::cli::error::CliResult;
+use crate::cli::terminal::output::{Mode, Out, ago};
 use crate::engine::cycle::worker::{self, WorkerStatus};
 use crate::engine::thread::context;
 use crate::engine::thread::listing::{self, Listed, Query};
