@@ -29,6 +29,7 @@ mod run;
 pub use controls::workdir;
 pub use run::{RunArgs, start_and_run};
 use run::{print_notice, print_stepped, run_steps};
+mod answer;
 mod list;
 mod rebase;
 mod show;
@@ -276,8 +277,9 @@ Examples:\n  uwf thread why 01JD8X…\n  uwf thread why 01JD8X… || uwf thread 
     },
     /// Answer the question a thread awaits: extracted, verified and published like any step
     #[command(
-        after_help = "The answer is read from -f FILE, or from stdin (`-`, -f -, or neither). It must fit the role's \
-schema: YAML frontmatter (--- … ---) or a JSON object. A refused answer leaves the thread awaiting. \
+        after_help = "The answer is read from -f FILE, or from stdin (`-`, -f -, or neither); at a terminal with \
+neither, your editor ($VISUAL, $EDITOR, else vi) opens on a template of the fields to fill in. It must fit \
+the role's schema: plain YAML fields, YAML frontmatter (--- … ---) or a JSON object. A refused answer leaves the thread awaiting. \
 An answer is at most 16 MiB (UWF_MAX_INPUT=64MiB or `maxInput: 64MiB` in config.yaml raise it); a larger \
 one is refused and nothing is stored.\n\n\
 --by NAME is recorded as agent `human:NAME`: 1 to 64 printable characters on one line (no control \
@@ -692,7 +694,7 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
         }
         ThreadCommand::Answer {
             thread,
-            stdin: _,
+            stdin,
             file,
             by,
         } => {
@@ -702,6 +704,15 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             }
             let id = lifecycle::resolve_id(root, &thread)?;
             let config = config::load(root)?;
+            // A person at a terminal who names no input answers in their editor.
+            let named = file.is_some() || stdin.is_some();
+            if !named && std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+                let by = by.as_deref();
+                if let Some(stepped) = answer::in_editor(&store, &config.config, &id, by)? {
+                    print_stepped(&store, out, &stepped)?;
+                }
+                return Ok(());
+            }
             let limit = input::max_input(&config.config)?;
             // Too large an answer is refused before anything is stored (not even its text).
             let text = input::read_text(Source::of(file.as_deref().unwrap_or("-")), limit)?;

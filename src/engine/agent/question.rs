@@ -54,7 +54,7 @@ fn how_to_answer(id: &str, schema: &Value) -> String {
 }
 
 /// One line per top-level property: `name` (type, required) — description.
-fn fields(schema: &Value) -> Vec<String> {
+pub fn fields(schema: &Value) -> Vec<String> {
     let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
         return Vec::new();
     };

@@ -165,6 +165,10 @@ pub struct Question {
     pub role: String,
     /// The role and the task, then how to answer (`engine::agent::question`).
     pub prompt: String,
+    /// The role's output schema, which an answer must fit.
+    pub schema: serde_json::Value,
+    /// The thread's task (its prompt).
+    pub task: String,
 }
 
 /// The question thread `id` waits on.
@@ -191,6 +195,8 @@ pub fn question(store: &Store, id: &str) -> Result<Question, HumanError> {
     Ok(Question {
         role: asked.role,
         prompt: question::for_person(id, &parts, &schema),
+        task: view.chain.start.prompt.clone(),
+        schema,
     })
 }
 
