@@ -79,6 +79,14 @@ fn three_levels_run_offline_and_the_parent_names_every_descendant() {
     assert_eq!(child_show["status"], "done");
     assert_eq!(child_show["parent"]["thread"], id.as_str());
     assert_eq!(child_show["parent"]["role"], "developer");
+    // The child's task is what it was given, not the parent agent's output-format rules.
+    let prompt = env.ok(&["thread", "read", &child]);
+    assert!(!prompt.contains("## Output format"), "{prompt}");
+    assert!(
+        prompt.contains("## What this sub-workflow returns")
+            && prompt.contains("the `developer` step"),
+        "{prompt}"
+    );
     let grandchild = child_show["children"][0].as_str().unwrap().to_owned();
     assert_eq!(show(&env, &grandchild)["parent"]["thread"], child.as_str());
 

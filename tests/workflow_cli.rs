@@ -418,3 +418,50 @@ fn dry_fills_an_untyped_required_field_with_a_text() {
     let output = json(&env.ok(&["cas", "get", node["output"].as_str().unwrap(), "--payload"]));
     assert_eq!(output, serde_json::json!({"text": ""}));
 }
+
+#[test]
+fn workflow_put_takes_several_files_and_folders_and_names_the_refused_one() {
+    let env = Env::new();
+    let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    let folder = env.dir.path().join("flows");
+    std::fs::create_dir(&folder).unwrap();
+    for name in ["solve-issue.yaml", "develop.yaml"] {
+        std::fs::copy(examples.join(name), folder.join(name)).unwrap();
+    }
+    std::fs::write(folder.join("notes.txt"), "not a workflow").unwrap();
+    let lone = env.dir.path().join("lone.yml");
+    std::fs::copy(examples.join("release-notes.yaml"), &lone).unwrap();
+    let out = env.ok(&[
+        "workflow",
+        "put",
+        folder.to_str().unwrap(),
+        lone.to_str().unwrap(),
+    ]);
+    let names: Vec<String> = out
+        .lines()
+        .map(|l| common::json(l)["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(names, ["develop", "solve-issue", "release-notes"], "{out}");
+
+    // One refused file is named; the others still go in; the command fails saying so.
+    let broken = env.dir.path().join("broken.yaml");
+    std::fs::write(&broken, "name: broken\nroles: {}\n").unwrap();
+    let err = env.fails(
+        &[
+            "workflow",
+            "put",
+            broken.to_str().unwrap(),
+            lone.to_str().unwrap(),
+        ],
+        1,
+    );
+    assert!(
+        err.contains(&format!("error: {}: ", broken.display())),
+        "{err}"
+    );
+    assert!(err.contains("1 of 2 workflow files were refused"), "{err}");
+    let empty = env.dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let err = env.fails(&["workflow", "put", empty.to_str().unwrap()], 1);
+    assert!(err.contains("holds no .yaml or .yml file"), "{err}");
+}

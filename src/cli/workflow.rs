@@ -10,7 +10,7 @@ use super::Out;
 use super::terminal::output::{Mode, ago};
 use crate::cas::Store;
 use crate::cas::store::now_ms;
-use crate::cli::error::{CliResult, Context};
+use crate::cli::error::{CliResult, Context, bail};
 use crate::engine::workflow::graph;
 use crate::engine::workflow::registry::{self, Registered};
 use crate::engine::workflow::{self, Definition, WorkflowError};
@@ -27,11 +27,15 @@ and rendered into agents' prompts (`uwf skill author` explains them). A role may
 `retry: N` (0 to 10: its agent runs again after a failure) and `onFailure: ROLE` (or `$END`: \
 after the last attempt a step recording the failure moves the thread there). \
 A workflow file has at most 1 MiB (1048576 bytes); a larger one is refused with its size.\n\n\
-Examples:\n  uwf workflow put examples/solve-issue.yaml\n  uwf workflow put --check draft.yaml\n  cat wf.yaml | uwf workflow put -"
+Several files and folders are put one after another; a refused one is named and the others still \
+go in (the command then fails, saying how many were refused).\n\n\
+Examples:\n  uwf workflow put examples/solve-issue.yaml\n  uwf workflow put examples/\n  \
+uwf workflow put --check draft.yaml\n  cat wf.yaml | uwf workflow put -"
     )]
     Put {
-        /// A YAML file, or `-` for stdin
-        file: String,
+        /// YAML files, folders (their `*.yaml` and `*.yml` files), or `-` for stdin
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<String>,
         /// Only validate: print problems and warnings, register nothing
         #[arg(long)]
         check: bool,
@@ -90,7 +94,7 @@ impl WorkflowCommand {
 pub fn run(cmd: WorkflowCommand, root: &Path, out: &mut Out) -> CliResult<()> {
     let store = crate::engine::storage::open_store(root)?;
     match cmd {
-        WorkflowCommand::Put { file, check } => put(&store, &file, check, out)?,
+        WorkflowCommand::Put { files, check } => put_all(&store, &files, check, out)?,
         WorkflowCommand::Show { workflow } => {
             let hash = registry::resolve(&store, &workflow)?;
             if out.quiet() {
@@ -193,6 +197,54 @@ pub fn run(cmd: WorkflowCommand, root: &Path, out: &mut Out) -> CliResult<()> {
                 out.line(json!({"name": name, "removed": entry.hash}))?;
             }
         }
+    }
+    Ok(())
+}
+
+/// `workflow put` of every file named, folders opened to their YAML files (sorted by name).
+fn put_all(store: &Store, args: &[String], check: bool, out: &mut Out) -> CliResult<()> {
+    let mut files = Vec::new();
+    for arg in args {
+        let path = Path::new(arg);
+        if arg != "-" && path.is_dir() {
+            let mut inside: Vec<String> = std::fs::read_dir(path)
+                .with_context(|| format!("cannot read the folder {arg}"))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.is_file())
+                .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+                .map(|p| p.display().to_string())
+                .collect();
+            inside.sort();
+            if inside.is_empty() {
+                bail!("the folder {arg} holds no .yaml or .yml file");
+            }
+            files.extend(inside);
+        } else {
+            files.push(arg.clone());
+        }
+    }
+    if files.iter().filter(|f| *f == "-").count() > 1 {
+        bail!("`-` (stdin) may be named once");
+    }
+    if let [file] = files.as_slice() {
+        return put(store, file, check, out);
+    }
+    let mut refused = 0;
+    for file in &files {
+        if let Err(e) = put(store, file, check, out) {
+            refused += 1;
+            eprint!(
+                "{}",
+                e.render()
+                    .replacen("error: ", &format!("error: {file}: "), 1)
+            );
+        }
+    }
+    if refused > 0 {
+        bail!(
+            "{refused} of {} workflow files were refused (named above); the others were put",
+            files.len()
+        );
     }
     Ok(())
 }

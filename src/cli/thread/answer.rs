@@ -10,20 +10,56 @@ use std::process::Command;
 
 use serde_json::Value;
 
+use super::run::print_stepped;
 use crate::cas::Store;
+use crate::cli::Out;
 use crate::cli::error::{CliResult, CommandError, user_error};
 use crate::engine::agent::minimal::minimal;
 use crate::engine::agent::question;
+use crate::engine::config;
 use crate::engine::config::Config;
 use crate::engine::cycle::human::{self, HumanError};
+use crate::engine::cycle::lifecycle;
 use crate::engine::cycle::step::Stepped;
+use crate::engine::input::{self, Source};
+
+/// `uwf thread answer`: the answer from `-f FILE` or stdin, or, for a person at a terminal who
+/// names neither, from their editor; then the step it made, as every step is printed.
+pub(super) fn command(
+    store: &Store,
+    thread: &str,
+    (stdin, file): (Option<String>, Option<String>),
+    by: Option<String>,
+    out: &mut Out,
+) -> CliResult<()> {
+    // The name is checked before any input is read (a bad one wastes no typing).
+    if let Some(by) = &by {
+        human::check_by(by)?;
+    }
+    let root = store.root();
+    let id = lifecycle::resolve_id(root, thread)?;
+    let config = config::load(root)?;
+    let named = file.is_some() || stdin.is_some();
+    let stepped = if !named && std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        match in_editor(store, &config.config, &id, by.as_deref())? {
+            Some(stepped) => stepped,
+            None => return Ok(()),
+        }
+    } else {
+        let limit = input::max_input(&config.config)?;
+        // Too large an answer is refused before anything is stored (not even its text).
+        let text = input::read_text(Source::of(file.as_deref().unwrap_or("-")), limit)?;
+        human::answer(store, &config.config, &id, &text, by.as_deref())?
+    };
+    print_stepped(store, out, &stepped)
+}
 
 /// The comment lines' marker.
 const COMMENT: char = '#';
 
 /// Asks the person for an answer in their editor until one is accepted or they leave it empty.
 /// `Ok(None)`: nothing sent.
-pub(super) fn in_editor(
+fn in_editor(
     store: &Store,
     config: &Config,
     id: &str,

@@ -698,26 +698,7 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             file,
             by,
         } => {
-            // The name is checked before any input is read (a bad one wastes no typing).
-            if let Some(by) = &by {
-                human::check_by(by)?;
-            }
-            let id = lifecycle::resolve_id(root, &thread)?;
-            let config = config::load(root)?;
-            // A person at a terminal who names no input answers in their editor.
-            let named = file.is_some() || stdin.is_some();
-            if !named && std::io::IsTerminal::is_terminal(&std::io::stdin()) {
-                let by = by.as_deref();
-                if let Some(stepped) = answer::in_editor(&store, &config.config, &id, by)? {
-                    print_stepped(&store, out, &stepped)?;
-                }
-                return Ok(());
-            }
-            let limit = input::max_input(&config.config)?;
-            // Too large an answer is refused before anything is stored (not even its text).
-            let text = input::read_text(Source::of(file.as_deref().unwrap_or("-")), limit)?;
-            let stepped = human::answer(&store, &config.config, &id, &text, by.as_deref())?;
-            print_stepped(&store, out, &stepped)?;
+            answer::command(&store, &thread, (stdin, file), by, out)?;
         }
     }
     Ok(())

@@ -1,7 +1,9 @@
 //! The `workflow` agent kind: a role played by a whole workflow.
 //!
 //! `uwf agent workflow --name W <thread> <role>` starts a child thread of `W` whose prompt is the
-//! parent's task and history as `uwf agent prompt` renders it for that role, steps the child to
+//! task it is given: the parent role's text, the parent's task and history, and the fields the
+//! parent role returns (not an agent's output-format rules, which the child's own roles have),
+//! steps the child to
 //! `$END` with the same agent resolution as any thread (config, overrides, `defaultAgent`), then
 //! writes the parent's step: the output is the child's last output when it validates against the
 //! parent role's schema, else what extraction finds in the child's transcript; the detail is a
@@ -22,7 +24,7 @@ use serde_json::{Value, json};
 use crate::advice::Advice;
 use crate::cas::{Hash, Store, StoreError, builtin};
 use crate::engine::agent::interrupt;
-use crate::engine::agent::prompt::agent_prompt;
+use crate::engine::agent::prompt::{PromptParts, prompt_parts};
 use crate::engine::agent::submit::{SubmitError, extract_output};
 use crate::engine::chain::{ChainError, Entry};
 use crate::engine::config::{Config, DEFAULT_MAX_DEPTH, Loaded};
@@ -172,7 +174,7 @@ pub fn run(store: &Store, config: &Loaded, job: &Delegation<'_>) -> Result<Hash,
     let schema_hash = view.role_schema(job.role)?;
     let schema = store.get_payload(schema_hash)?;
     let body_of = |e: &Entry| stored_body(store, e.detail);
-    let prompt = agent_prompt(
+    let parts = prompt_parts(
         job.thread,
         &view.workflow,
         job.role,
@@ -182,6 +184,7 @@ pub fn run(store: &Store, config: &Loaded, job: &Delegation<'_>) -> Result<Hash,
         &body_of,
     )
     .map_err(SubmitError::from)?;
+    let prompt = child_task(job.thread, job.role, &parts, &schema);
     let link = ParentLink {
         thread: job.thread.to_owned(),
         head: view.head,
@@ -357,4 +360,29 @@ fn run_child(
             }
         }
     }
+}
+
+/// The prompt of a child started for `role` of thread `parent`: the role's text, the task and
+/// history, then what the parent expects back.
+fn child_task(parent: &str, role: &str, parts: &PromptParts, schema: &Value) -> String {
+    let mut out = String::new();
+    out.push_str(parts.role.trim_start());
+    out.push_str(&parts.task);
+    if !out.ends_with("\n\n") {
+        out.push('\n');
+    }
+    out.push_str(&format!(
+        "## What this sub-workflow returns\n\nIts last output becomes the `{role}` step of \
+         thread {parent}"
+    ));
+    let fields = crate::engine::agent::question::fields(schema);
+    if fields.is_empty() {
+        out.push_str(".\n");
+    } else {
+        out.push_str(", with these fields:\n\n");
+        for line in fields {
+            out.push_str(&format!("- {line}\n"));
+        }
+    }
+    out
 }
