@@ -280,3 +280,28 @@ fn completions_prints_the_dynamic_registration() {
     let help = env.ok(&["completions", "--help"]);
     assert!(help.contains("source <(uwf completions bash)"), "{help}");
 }
+
+#[test]
+fn file_and_folder_arguments_complete_paths() {
+    let env = Env::new();
+    put_example(&env, "solve-issue");
+    let dir = env.dir.path();
+    std::fs::create_dir(dir.join("flows")).unwrap();
+    std::fs::write(dir.join("flows/review.yaml"), "name: review\n").unwrap();
+    std::fs::write(dir.join("task.md"), "Fix it\n").unwrap();
+    let put = fish(&env, &["workflow", "put", "flo"]);
+    assert_eq!(values(&put), ["flows/"], "{put:?}");
+    let inside = fish(&env, &["workflow", "put", "flows/r"]);
+    assert_eq!(values(&inside), ["flows/review.yaml"], "{inside:?}");
+    let prompt = fish(
+        &env,
+        &["thread", "start", "solve-issue", "--prompt-file", "ta"],
+    );
+    assert_eq!(values(&prompt), ["task.md"], "{prompt:?}");
+    let answer = fish(&env, &["thread", "answer", "X", "-f", "ta"]);
+    assert_eq!(values(&answer), ["task.md"], "{answer:?}");
+    // A folder argument offers folders only.
+    let mount = fish(&env, &["mount", "f"]);
+    assert_eq!(values(&mount), ["flows/"], "{mount:?}");
+    assert!(fish(&env, &["mount", "ta"]).is_empty());
+}

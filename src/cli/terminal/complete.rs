@@ -19,7 +19,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use clap::{Arg, ArgMatches, Command, CommandFactory};
-use clap_complete::engine::{ArgValueCompleter, CompletionCandidate};
+use clap_complete::engine::{ArgValueCompleter, CompletionCandidate, PathCompleter};
 use clap_complete::env::{self, EnvCompleter, Shells};
 
 use super::output::shorten;
@@ -181,7 +181,7 @@ fn attach(mut cmd: Command, path: &str) -> Command {
         .filter_map(|arg| kind(path, arg).map(|k| (arg.get_id().clone(), k)))
         .collect();
     for (id, kind) in found {
-        cmd = cmd.mut_arg(id, |arg| arg.add(ArgValueCompleter::new(kind.completer())));
+        cmd = cmd.mut_arg(id, |arg| arg.add(kind.value_completer()));
     }
     let names: Vec<String> = cmd
         .get_subcommands()
@@ -207,6 +207,11 @@ enum Kind {
     /// `ROLE=AGENT` pairs of `thread rebind`.
     Binding,
     Agent,
+    /// A file on disk (`FILE`: a workflow to put, a prompt or answer file); folders are
+    /// offered too, to type a path through them (and `workflow put` takes folders).
+    File,
+    /// A folder on disk (`DIR`).
+    Dir,
 }
 
 /// What the argument `arg` of the command at `path` (`uwf thread show`) names, if anything.
@@ -233,11 +238,23 @@ fn kind(path: &str, arg: &Arg) -> Option<Kind> {
             _,
         ) => Kind::Workflow,
         ("uwf workflow rollback", "hash", _) => Kind::Version,
+        (_, _, Some("FILE")) => Kind::File,
+        (_, _, Some("DIR")) => Kind::Dir,
         _ => return None,
     })
 }
 
 impl Kind {
+    /// The completer of an argument of this kind: paths from the filesystem (files and folders
+    /// for a file, so a path can be typed through its folders), else names from the store.
+    fn value_completer(self) -> ArgValueCompleter {
+        match self {
+            Kind::File => ArgValueCompleter::new(PathCompleter::any()),
+            Kind::Dir => ArgValueCompleter::new(PathCompleter::dir()),
+            store => ArgValueCompleter::new(store.completer()),
+        }
+    }
+
     fn completer(self) -> impl Fn(&OsStr) -> Vec<CompletionCandidate> + Send + Sync + 'static {
         move |current: &OsStr| {
             let current = current.to_string_lossy();
@@ -255,6 +272,8 @@ impl Kind {
                 Kind::Role => roles(&store, &line, &current, ""),
                 Kind::Binding => bindings(&store, &line, &current),
                 Kind::Agent => agents(&store, &current),
+                // Completed from the filesystem ([`Kind::value_completer`]).
+                Kind::File | Kind::Dir => Vec::new(),
             }
         }
     }
