@@ -1363,3 +1363,27 @@ fn a_streamed_completion_shows_in_the_live_view_before_it_ends() {
     );
     assert!(live.wait().unwrap().success());
 }
+
+#[test]
+fn setup_refuses_a_variable_that_is_no_name_and_an_empty_model() {
+    let env = Env::new();
+    for (args, said) in [
+        (
+            &["setup", "--provider", "local", "--api-key-env", "-"][..],
+            "`-` is not a variable name",
+        ),
+        (
+            &["setup", "--provider", "local", "--model", " "][..],
+            "the model is empty",
+        ),
+    ] {
+        let out = env.uwf().args(args).output().unwrap();
+        let (_, stderr) = texts(&out);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains(said), "{args:?}: {stderr}");
+        assert!(
+            !env.root().join("config.yaml").exists(),
+            "nothing is written"
+        );
+    }
+}

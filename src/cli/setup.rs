@@ -76,7 +76,7 @@ pub fn setup(args: SetupArgs, root: &Path, out: &mut Out) -> CliResult<()> {
                 "no API key was typed for ${env}, and neither {} nor the environment sets it; nothing was written",
                 dotenv::path(root).display()
             )
-            .hint("run `uwf setup` again and paste the key, or answer the key-variable question with nothing for a provider that takes no key (e.g. a local server)"));
+            .hint("run `uwf setup` again and paste the key, or answer the key-variable question with `none` for a provider that takes no key (e.g. a local server)"));
         }
         (setup, key)
     } else {
@@ -92,6 +92,16 @@ pub fn setup(args: SetupArgs, root: &Path, out: &mut Out) -> CliResult<()> {
             Some(key) => Some(key.trim().to_owned()),
             None => None,
         };
+        if let Some(name) = args.api_key_env.as_deref().filter(|n| !is_variable_name(n)) {
+            return Err(user_error!(
+                "`{name}` is not a variable name (letters, digits and _, not starting with a digit)"
+            )
+            .hint("leave --api-key-env out for a provider that takes no key"));
+        }
+        if args.model.as_deref().is_some_and(|m| m.trim().is_empty()) {
+            return Err(user_error!("the model is empty; nothing was written")
+                .hint("give the name the provider knows the model by, e.g. --model gpt-4o-mini"));
+        }
         let setup = Setup {
             provider: args.provider,
             base_url: args.base_url,
@@ -209,11 +219,19 @@ fn interactive(
         Some((_, _, env)) => env.unwrap_or("").to_owned(),
         None => config::default_key_env(&provider),
     };
-    let api_key_env = ask(
+    let api_key_env = ask_until(
         input,
         prompt,
-        "Environment variable for its API key (empty: no key)",
+        "Environment variable for its API key (`none`: it takes no key)",
         &default_env,
+        |answer| match answer {
+            "none" | "-" => Ok(String::new()),
+            name if is_variable_name(name) => Ok(name.to_owned()),
+            name => Err(format!(
+                "`{name}` is not a variable name (letters, digits and _, not starting with a \
+                 digit); `none` if the provider takes no key"
+            )),
+        },
     )?;
     let key = if api_key_env.is_empty() {
         None
@@ -227,7 +245,7 @@ fn interactive(
         writeln!(prompt)?;
         (!key.trim().is_empty()).then(|| key.trim().to_owned())
     };
-    let model = ask(
+    let model = ask_until(
         input,
         prompt,
         "Model",
@@ -235,6 +253,10 @@ fn interactive(
             "gpt-4o-mini"
         } else {
             ""
+        },
+        |answer| match answer {
+            "" => Err("a model is needed: the name the provider knows it by".to_owned()),
+            model => Ok(model.to_owned()),
         },
     )?;
     let agent = ask(input, prompt, "Default agent (dry, llm, react)", "llm")?;
@@ -268,6 +290,39 @@ fn ask(
     input.read_line(&mut line)?;
     let line = line.trim();
     Ok(if line.is_empty() { default } else { line }.to_owned())
+}
+
+/// Asks until `check` accepts the answer (an empty one takes `default`), saying why it did not;
+/// gives up after a few tries or at the end of the input.
+fn ask_until(
+    input: &mut dyn BufRead,
+    prompt: &mut dyn Write,
+    question: &str,
+    default: &str,
+    check: impl Fn(&str) -> Result<String, String>,
+) -> CliResult<String> {
+    const TRIES: usize = 5;
+    let mut why = String::new();
+    for _ in 0..TRIES {
+        let answer = ask(input, prompt, question, default)?;
+        match check(&answer) {
+            Ok(taken) => return Ok(taken),
+            Err(e) => {
+                writeln!(prompt, "  {e}")?;
+                why = e;
+            }
+        }
+    }
+    Err(user_error!("{question}: {why}; nothing was written"))
+}
+
+/// Whether `name` can name an environment variable here (`[A-Za-z_][A-Za-z0-9_]*`).
+fn is_variable_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// Reads a line from `input` (the terminal's stdin, already locked by the caller) with the
@@ -362,6 +417,31 @@ mod tests {
         assert_eq!(setup.api_key_env.as_deref(), Some("LAB_API_KEY"));
         assert_eq!(setup.model.as_deref(), Some("qwen"));
         assert_eq!(key, None);
+    }
+
+    #[test]
+    fn a_keyless_server_is_set_up_with_none_and_bad_answers_are_asked_again() {
+        // A provider of one's own: its default variable is offered; `none` means no key.
+        let mut input =
+            std::io::Cursor::new("local\nhttp://127.0.0.1:8080/v1\n-x\nnone\n\nllama3\n\n");
+        let mut prompts = Vec::new();
+        let (setup, key) =
+            interactive(&mut input, &mut prompts, &|_| panic!("no key is asked")).unwrap();
+        assert_eq!(setup.api_key_env, None);
+        assert_eq!(setup.model.as_deref(), Some("llama3"));
+        assert_eq!(key, None);
+        let prompts = String::from_utf8(prompts).unwrap();
+        assert!(prompts.contains("`-x` is not a variable name"), "{prompts}");
+        assert!(prompts.contains("a model is needed"), "{prompts}");
+        assert!(is_variable_name("_A1") && !is_variable_name("1A") && !is_variable_name("-"));
+        // Answers that never do give up, writing nothing.
+        let mut input = std::io::Cursor::new("local\n\nnone\n");
+        let err = interactive(&mut input, &mut Vec::new(), &|_| Ok(String::new())).unwrap_err();
+        assert!(
+            err.render().contains("a model is needed"),
+            "{}",
+            err.render()
+        );
     }
 
     #[test]
