@@ -92,7 +92,10 @@ pub(super) fn run_steps(
             .interrupted_by(signal));
         }
     }
-    eprintln!("uwf: stopped after {max_steps} steps (--max-steps); the thread is still active");
+    eprintln!(
+        "uwf: stopped after {} (--max-steps); the thread is still active",
+        crate::engine::thread::summary::plural(max_steps, "step")
+    );
     Err(CommandError::silent(ended::STOPPED))
 }
 
