@@ -486,6 +486,9 @@ fn main() {
             url: Some(server.fresh_db("index_bench")),
             agent,
         }),
+        None if std::env::var("INDEX_BENCH_BACKENDS").as_deref() == Ok("directory") => {
+            println!("(PostgreSQL left out: INDEX_BENCH_BACKENDS=directory)")
+        }
         None => println!("(no PostgreSQL: install Debian's postgresql for its rows)"),
     }
     if let Err(why) = mount_ok {
