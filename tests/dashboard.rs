@@ -371,3 +371,121 @@ fn ten_thousand_threads_show_their_first_rows_within_a_second() {
     assert_eq!(browser.console_errors(), Vec::<String>::new());
     assert_eq!(browser.foreign_requests(&base), Vec::<String>::new());
 }
+
+/// Ctrl-C and SIGTERM stop the server within 2 s while tabs on live pages hold their streams
+/// open (issue #42: it was still serving 46 s after a SIGTERM).
+#[test]
+fn a_stop_signal_ends_the_server_within_two_seconds_with_tabs_open() {
+    use nix::sys::signal::Signal;
+    let _one = one_at_a_time();
+    let Some(browser) =
+        Browser::start("a_stop_signal_ends_the_server_within_two_seconds_with_tabs_open")
+    else {
+        return;
+    };
+    let env = store();
+    let review = env.ok(&["thread", "start", "review", "-p", "Keep me open", "-q"]);
+    env.ends(&["thread", "run", &review], 4);
+    let solve = env.ok(&["thread", "start", "solve-issue", "-p", "Me too", "-q"]);
+    for signal in [Signal::SIGTERM, Signal::SIGINT] {
+        let mut server = Server::start(&env, "127.0.0.1:0", &[]);
+        let base = origin(&server);
+        // Three tabs on live pages: a waiting thread, the threads list, a thread not started.
+        browser.goto(&format!("{base}/threads/{review}"));
+        drawn(&browser, &format!("/threads/{review}"));
+        let streaming = browser.wait_until(Duration::from_secs(5), || {
+            browser
+                .execute("return document.getElementById('log').textContent", vec![])
+                .as_str()
+                .is_some_and(|t| !t.is_empty())
+        });
+        assert!(
+            streaming,
+            "the live log never arrived: {}",
+            page_text(&browser)
+        );
+        browser.execute(
+            "window.tabs = [window.open(arguments[0]), window.open(arguments[1])]",
+            vec![
+                json!(format!("{base}/")),
+                json!(format!("{base}/threads/{solve}")),
+            ],
+        );
+        let opened = browser.wait_until(Duration::from_secs(10), || {
+            browser.execute(
+                "return window.tabs.every((w) => w && w.document.body && w.document.body.dataset.ready)",
+                vec![],
+            ) == json!(true)
+        });
+        assert!(opened, "the other two tabs were not drawn");
+        // And two streams held on plain sockets, to see them end.
+        let held = [
+            server.hold_stream("/api/events"),
+            server.hold_stream(&format!("/api/threads/{review}/live")),
+        ];
+        let sent = Instant::now();
+        let status = server.stop(signal, Duration::from_secs(2));
+        let took = sent.elapsed();
+        assert!(
+            status.is_some(),
+            "uwf serve still runs 2 s after {signal} with three tabs open"
+        );
+        eprintln!("{signal}: uwf serve exited ({status:?}) {took:?} after the signal");
+        for mut socket in held {
+            let mut rest = Vec::new();
+            std::io::Read::read_to_end(&mut socket, &mut rest).expect("the stream ends");
+        }
+    }
+}
+
+/// Each step shows its own duration — its agent's run, from the step's detail — not the time
+/// since the previous step or the thread's start (issue #42: a 10 s step showed "4 min 8 s").
+#[test]
+fn a_step_shows_its_own_duration() {
+    let _one = one_at_a_time();
+    let Some(browser) = Browser::start("a_step_shows_its_own_duration") else {
+        return;
+    };
+    let env = store();
+    let id = env.ok(&["thread", "start", "review", "-p", "Take your time", "-q"]);
+    let agent = common::script(
+        &env,
+        "sleepy.sh",
+        &format!(
+            "sleep 1\nprintf -- '---\\ntext: slept\\n---\\n' | '{}' agent submit \"$1\" \"$2\" --agent sleepy",
+            env!("CARGO_BIN_EXE_uwf")
+        ),
+    );
+    // The thread waits before its first step: far longer than the step takes.
+    std::thread::sleep(Duration::from_secs(3));
+    env.ok(&["thread", "step", &id, "--agent", agent.to_str().unwrap()]);
+    let server = Server::start(&env, "127.0.0.1:0", &[]);
+    let (status, steps) = server.get_json(&format!("/api/threads/{id}/steps"));
+    assert_eq!(status, 200, "{steps}");
+    let step = &steps["steps"][0];
+    let took = step["durationMs"]
+        .as_u64()
+        .expect("the step's own duration");
+    let since = step["sincePreviousMs"]
+        .as_u64()
+        .expect("the time since the start");
+    assert!((1000..2500).contains(&took), "{step}");
+    assert!(since >= 3000 + took, "{step}");
+
+    let base = origin(&server);
+    browser.goto(&format!("{base}/threads/{id}"));
+    drawn(&browser, &format!("/threads/{id}"));
+    let shown = browser.text(
+        &browser
+            .find("article.step[data-index='1'] .took")
+            .expect("the step's duration"),
+    );
+    let seconds: f64 = shown
+        .strip_prefix("took ")
+        .and_then(|s| s.strip_suffix(" s"))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("the step shows {shown:?}"));
+    assert!((1.0..2.5).contains(&seconds), "the step shows {shown:?}");
+    browser.screenshot("dashboard-step-durations");
+    assert_eq!(browser.console_errors(), Vec::<String>::new());
+}

@@ -287,6 +287,64 @@ fn the_security_model_holds() {
     assert_eq!(status, 401);
 }
 
+/// Behind a TLS-terminating proxy (`docs/dashboard.md#behind-a-tls-proxy`) the browser's writes
+/// carry `Origin: https://<host>`: they pass; other sites stay refused (issue #42: every write
+/// got 403).
+#[test]
+fn writes_through_a_tls_proxy_pass_and_other_sites_stay_refused() {
+    let env = store();
+    let id = env.ok(&["thread", "start", "review", "-p", "proxied", "-q"]);
+    // On loopback: the page's own host over https.
+    let server = Server::start(&env, "127.0.0.1:0", &[]);
+    let host = server
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_owned();
+    let (status, _, body) = server.request(
+        "POST",
+        &format!("/api/threads/{id}/step"),
+        &[("origin", &format!("https://{host}"))],
+        None,
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(steps_of(&env, &id), 1);
+    drop(server);
+
+    // As the docs set it up: bound beyond loopback with the token, the proxy passing the
+    // browser's `Host` on.
+    let server = Server::start(&env, "0.0.0.0:0", &[]);
+    let token = std::fs::read_to_string(env.root().join("serve.token")).expect("token file");
+    let bearer = format!("Bearer {}", token.trim());
+    let write = |origin: &str| {
+        server.request(
+            "POST",
+            &format!("/api/threads/{id}/pause"),
+            &[
+                ("host", "dash.example"),
+                ("origin", origin),
+                ("authorization", &bearer),
+            ],
+            None,
+        )
+    };
+    for foreign in [
+        "https://evil.example",
+        "http://evil.example",
+        "https://dash.example.evil.example",
+        "https://evil.example/dash.example",
+        "null",
+    ] {
+        let (status, _, body) = write(foreign);
+        assert_eq!(status, 403, "{foreign}: {body}");
+    }
+    let paused = || common::json(&env.ok(&["thread", "show", &id]))["paused"] == true;
+    assert!(!paused(), "a refused write paused the thread");
+    let (status, _, body) = write("https://dash.example");
+    assert_eq!(status, 200, "{body}");
+    assert!(paused());
+}
+
 /// A thread's live stream starts with its log and resumes where `Last-Event-ID` says.
 #[test]
 fn the_live_stream_resumes_at_the_log_offset() {

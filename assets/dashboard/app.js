@@ -69,7 +69,9 @@ function ago(ms) {
 function duration(ms) {
   if (ms < 1000) return `${ms} ms`;
   if (ms < 60000) return `${(ms / 1000).toFixed(1)} s`;
-  return `${Math.floor(ms / 60000)} min ${Math.round((ms % 60000) / 1000)} s`;
+  const s = Math.round(ms / 1000);
+  if (s < 3600) return `${Math.floor(s / 60)} min ${s % 60} s`;
+  return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
 }
 
 function statusSpan(status) {
@@ -322,8 +324,8 @@ async function threadPage(id) {
       return el('article', { class: 'step', 'data-hash': s.hash, 'data-index': s.index },
         el('header', {},
           el('strong', { text: `${s.index} · ${s.role}` }), el('span', { class: 'muted', text: `agent ${s.agent}` }),
-          el('span', { class: 'muted', text: duration(s.durationMs) }),
-          el('span', { class: 'muted', title: new Date(s.at).toISOString(), text: ago(s.at) }),
+          el('span', { class: 'muted took', title: 'how long the step itself took (its agent\'s run)', text: s.durationMs == null ? 'took —' : `took ${duration(s.durationMs)}` }),
+          el('span', { class: 'muted', title: `${new Date(s.at).toISOString()} · ${duration(s.sincePreviousMs)} after ${s.index > 1 ? 'the previous step' : 'the thread started'}`, text: ago(s.at) }),
           el('a', { href: `/n/${s.hash}`, text: s.hash }),
           prev ? el('a', { href: `/diff?a=${encodeURIComponent(prev)}&b=${encodeURIComponent(`${id}:${s.index}`)}`, text: 'diff with previous' }) : '',
           readOnly ? '' : el('button', { class: 'fork', text: 'fork from here', onclick: () => fork(s.hash) })),

@@ -210,7 +210,9 @@ pub async fn thread(State(app): State<Arc<App>>, Path(id): Path<String>) -> Answ
     .await
 }
 
-/// `GET /api/threads/<id>/steps`: every step with its agent, time, duration and output.
+/// `GET /api/threads/<id>/steps`: every step with its agent, time, output, its own duration
+/// (`durationMs`, from its detail node; `null` when that does not say) and the time since the
+/// previous step (or the start) was written (`sincePreviousMs`, which includes any waiting).
 pub async fn steps(State(app): State<Arc<App>>, Path(id): Path<String>) -> Answer {
     blocking(&app, move |app| {
         let id = resolve(app, &id)?;
@@ -222,8 +224,14 @@ pub async fn steps(State(app): State<Arc<App>>, Path(id): Path<String>) -> Answe
             .iter()
             .enumerate()
             .map(|(i, s)| {
-                let took = s.timestamp.saturating_sub(before);
+                let since_previous = s.timestamp.saturating_sub(before);
                 before = s.timestamp;
+                // The step's own time, as its agent's run recorded it in the detail node.
+                let took = app
+                    .store
+                    .get_payload(s.detail)
+                    .ok()
+                    .and_then(|detail| detail.get("durationMs").and_then(Value::as_u64));
                 json!({
                     "index": i + 1,
                     "hash": s.hash.to_string(),
@@ -231,6 +239,7 @@ pub async fn steps(State(app): State<Arc<App>>, Path(id): Path<String>) -> Answe
                     "agent": s.agent,
                     "at": s.timestamp,
                     "durationMs": took,
+                    "sincePreviousMs": since_previous,
                     "output": s.output(),
                     "error": s.error(),
                 })

@@ -4,7 +4,8 @@
 //!
 //! Each stream is fed by a thread of its own that reads through the engine (blocking) and
 //! waits between looks the way `uwf thread live` does: on PostgreSQL notifications, else a
-//! short poll. It ends as soon as the browser goes away.
+//! short poll. It ends as soon as the browser goes away, and every stream ends when the server is
+//! stopping (`App::stopping`), so that open tabs never hold up a Ctrl-C or SIGTERM.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -16,7 +17,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream::Stream;
 use serde_json::json;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use super::App;
 use super::error::ApiError;
@@ -32,14 +33,25 @@ const POLL: Duration = Duration::from_millis(150);
 /// The most log a stream sends at its start: the end of a long log.
 const BACKLOG: u64 = 256 << 10;
 
-fn stream_of(rx: mpsc::Receiver<Event>) -> impl Stream<Item = Result<Event, Infallible>> {
-    futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|event| (Ok(event), rx))
+/// The events of `rx` until it ends or the server is stopping.
+fn stream_of(
+    rx: mpsc::Receiver<Event>,
+    stopping: watch::Receiver<bool>,
+) -> impl Stream<Item = Result<Event, Infallible>> {
+    futures_util::stream::unfold((rx, stopping), |(mut rx, mut stopping)| async move {
+        if *stopping.borrow_and_update() {
+            return None;
+        }
+        tokio::select! {
+            event = rx.recv() => event.map(|event| (Ok(event), (rx, stopping))),
+            // A change is the stop (or the server gone): the stream ends, so does its feeder.
+            _ = stopping.changed() => None,
+        }
     })
 }
 
-fn sse(rx: mpsc::Receiver<Event>) -> Response {
-    Sse::new(stream_of(rx))
+fn sse(app: &App, rx: mpsc::Receiver<Event>) -> Response {
+    Sse::new(stream_of(rx, app.stopping.clone()))
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
         .into_response()
 }
@@ -66,13 +78,14 @@ pub async fn thread_live(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse().ok());
     let (tx, rx) = mpsc::channel(64);
+    let feeder = app.clone();
     let spawned = std::thread::Builder::new()
         .name("uwf-serve-live".into())
-        .spawn(move || follow_thread(&app, &id, resume, &tx));
+        .spawn(move || follow_thread(&feeder, &id, resume, &tx));
     if let Err(e) = spawned {
         return ApiError::internal(&e).into_response();
     }
-    sse(rx)
+    sse(&app, rx)
 }
 
 fn follow_thread(app: &App, id: &str, resume: Option<u64>, tx: &mpsc::Sender<Event>) {
@@ -142,13 +155,14 @@ fn follow_thread(app: &App, id: &str, resume: Option<u64>, tx: &mpsc::Sender<Eve
 /// list to patch its rows.
 pub async fn events(State(app): State<Arc<App>>) -> Response {
     let (tx, rx) = mpsc::channel(64);
+    let feeder = app.clone();
     let spawned = std::thread::Builder::new()
         .name("uwf-serve-events".into())
-        .spawn(move || follow_index(&app, &tx));
+        .spawn(move || follow_index(&feeder, &tx));
     if let Err(e) = spawned {
         return ApiError::internal(&e).into_response();
     }
-    sse(rx)
+    sse(&app, rx)
 }
 
 fn follow_index(app: &App, tx: &mpsc::Sender<Event>) {

@@ -49,6 +49,9 @@ pub struct App {
     pub token: Option<String>,
     /// The address actually bound (its port, when 0 was asked for).
     pub bind: SocketAddr,
+    /// Becomes `true` when a stop signal arrives: live streams end on it, so that open tabs do
+    /// not hold the server up.
+    pub stopping: tokio::sync::watch::Receiver<bool>,
 }
 
 /// Where the server listens, as the CLI reports it.
@@ -89,7 +92,8 @@ impl crate::advice::Advice for ServeError {
     }
 }
 
-/// Serves until Ctrl-C or SIGTERM; `started` is called once the port is bound.
+/// Serves until Ctrl-C or SIGTERM, then returns within 2 s even with browser tabs open (their
+/// live streams end on the signal); `started` is called once the port is bound.
 pub fn serve(
     options: Options,
     store: Store,
@@ -125,6 +129,7 @@ pub fn serve(
             .as_ref()
             .map(|t| format!("http://{shown}/login?token={t}")),
     };
+    let (stop, stopping) = tokio::sync::watch::channel(false);
     let app = Arc::new(App {
         root: options.root,
         store: Arc::new(store),
@@ -132,6 +137,7 @@ pub fn serve(
         workdir: options.workdir,
         token,
         bind,
+        stopping: stopping.clone(),
     });
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -145,15 +151,32 @@ pub fn serve(
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::from_std(listener)
             .map_err(|source| ServeError::Bind { bind, source })?;
-        axum::serve(listener, router(app))
-            .with_graceful_shutdown(stopped())
-            .await
-            .map_err(|source| ServeError::Bind { bind, source })
+        let mut stopping = stopping;
+        let server = axum::serve(listener, router(app))
+            .with_graceful_shutdown(async move {
+                let _ = stopping.wait_for(|s| *s).await;
+            })
+            .into_future();
+        // On a stop signal: no new connections, live streams end, requests under way may
+        // finish — for at most `GRACE`.
+        let deadline = async move {
+            stopped().await;
+            let _ = stop.send(true);
+            tokio::time::sleep(GRACE).await;
+        };
+        tokio::select! {
+            served = server => served.map_err(|source| ServeError::Bind { bind, source }),
+            () = deadline => Ok(()),
+        }
     })?;
-    // Live streams end with the runtime.
-    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
+    // Whatever still runs on the blocking pool is left behind.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(200));
     Ok(())
 }
+
+/// How long requests under way may take to finish after a stop signal (live streams end at
+/// once); the process is gone within 2 s of the signal.
+const GRACE: std::time::Duration = std::time::Duration::from_millis(1500);
 
 /// Resolves on Ctrl-C or SIGTERM.
 async fn stopped() {

@@ -106,6 +106,14 @@ fn same_token(a: &str, b: &str) -> bool {
             == 0
 }
 
+/// Whether a write's `Origin` is this server's own pages at `host`: over plain HTTP, or over
+/// HTTPS through a TLS-terminating proxy that forwards the browser's `Host`.
+fn same_site(origin: &str, host: &str) -> bool {
+    ["http://", "https://"]
+        .iter()
+        .any(|scheme| origin.strip_prefix(scheme) == Some(host))
+}
+
 /// The checks every request passes, and the headers every response gets.
 pub async fn guard(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
     let mut response = match check(&app, &request) {
@@ -161,7 +169,7 @@ fn check(app: &App, request: &Request) -> Result<(), ApiError> {
     }
     if is_write(request.method()) {
         if let Some(origin) = headers.get(header::ORIGIN).and_then(|o| o.to_str().ok())
-            && origin != format!("http://{host}")
+            && !same_site(origin, host)
         {
             return Err(ApiError::new(
                 StatusCode::FORBIDDEN,
@@ -198,6 +206,16 @@ mod tests {
         assert!(same_token("abc", "abc"));
         assert!(!same_token("abc", "abd"));
         assert!(!same_token("abc", "ab"));
+    }
+
+    #[test]
+    fn own_pages_over_http_or_https_are_the_same_site() {
+        assert!(same_site("http://127.0.0.1:7420", "127.0.0.1:7420"));
+        assert!(same_site("https://dash.example", "dash.example"));
+        assert!(!same_site("https://evil.example", "dash.example"));
+        assert!(!same_site("ftp://dash.example", "dash.example"));
+        assert!(!same_site("https://dash.example.evil", "dash.example"));
+        assert!(!same_site("https://dash.example", ""));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! and HTTP helpers. The server is killed when the guard drops, also when a test panics.
 
 use std::io::BufRead;
-use std::process::{Child, Stdio};
+use std::process::{Child, ExitStatus, Stdio};
 
 use super::Env;
 
@@ -162,6 +162,59 @@ impl Server {
             status,
             serde_json::from_str(&text).unwrap_or(serde_json::Value::Null),
         )
+    }
+}
+
+impl Server {
+    /// Sends `signal` to the server and waits up to `within` for it to exit: its exit status,
+    /// or `None` when it still runs.
+    pub fn stop(
+        &mut self,
+        signal: nix::sys::signal::Signal,
+        within: std::time::Duration,
+    ) -> Option<ExitStatus> {
+        let pid = i32::try_from(self.child.id()).expect("a pid");
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal)
+            .unwrap_or_else(|e| panic!("kill({pid}, {signal}): {e}"));
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("the server's status") {
+                return Some(status);
+            }
+            if std::time::Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
+    /// A live stream at `path` (`/api/events`, `/api/threads/<id>/live`) held open on a plain
+    /// socket, its answer's head read (and checked to be `200`).
+    pub fn hold_stream(&self, path: &str) -> std::net::TcpStream {
+        use std::io::{Read, Write};
+        let host = self
+            .url
+            .trim_start_matches("http://")
+            .trim_end_matches('/')
+            .to_owned();
+        let mut socket = std::net::TcpStream::connect(&host).expect("connect");
+        socket
+            .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .expect("a read timeout");
+        write!(
+            socket,
+            "GET {path} HTTP/1.1\r\nHost: {host}\r\nAccept: text/event-stream\r\n\r\n"
+        )
+        .expect("the request");
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            socket.read_exact(&mut byte).expect("the answer's head");
+            head.push(byte[0]);
+        }
+        let head = String::from_utf8_lossy(&head);
+        assert!(head.starts_with("HTTP/1.1 200"), "{path}: {head}");
+        socket
     }
 }
 
