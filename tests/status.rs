@@ -44,11 +44,11 @@ fn status_lists_what_needs_a_person_with_the_command_for_each() {
         "a done thread needs no one: {report}"
     );
     assert_eq!(
-        report["awaiting"]["threads"][0]["next"],
+        report["awaiting"]["threads"][0]["command"],
         format!("uwf thread question {asks} && uwf thread answer {asks}")
     );
     assert_eq!(
-        report["paused"]["threads"][0]["next"],
+        report["paused"]["threads"][0]["command"],
         format!("uwf thread resume {paused}")
     );
     // Answered, it needs no one any more.

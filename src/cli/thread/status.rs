@@ -57,7 +57,7 @@ pub fn run(args: StatusArgs, store: &Store, out: &mut Out) -> CliResult {
                     .map(|t| {
                         let mut v = t.summary.to_json();
                         v["updatedAt"] = t.updated_ms.into();
-                        v["next"] = next_command(&t.summary).into();
+                        v["command"] = next_command(&t.summary).into();
                         if let Some(w) = worker_of(&workers, &t.summary.id) {
                             v["worker"] = json!({"machine": w.machine, "pid": w.pid});
                         }
