@@ -200,21 +200,25 @@ fn print_steps(
 ) -> CliResult {
     let view = ThreadView::at(store, id, head)?;
     for (i, step) in view.chain.steps.iter().enumerate().take(upto).skip(from) {
-        let mut summary = step
-            .failure_line()
-            .unwrap_or_else(|| step.output().to_string());
-        if summary.chars().count() > 80 {
-            summary = format!("{}…", summary.chars().take(79).collect::<String>());
-        }
-        out.line(format!(
-            "✓ step {} · {} · agent {} → {}  {summary}",
-            i + 1,
-            step.role,
-            agents.get(&(i + 1)).unwrap_or(&step.agent),
-            step.hash
-        ))?;
+        let agent = agents.get(&(i + 1)).unwrap_or(&step.agent);
+        out.line(step_line(i + 1, step, agent))?;
     }
     Ok(())
+}
+
+/// One finished step as a person reads it: `✓ step N · role · agent A → HASH  output` (its
+/// failure line instead of the output for a step recording its role's failure), within a line.
+pub(crate) fn step_line(number: usize, step: &crate::engine::chain::Entry, agent: &str) -> String {
+    let mut summary = step
+        .failure_line()
+        .unwrap_or_else(|| step.output().to_string());
+    if summary.chars().count() > 80 {
+        summary = format!("{}…", summary.chars().take(79).collect::<String>());
+    }
+    format!(
+        "✓ step {number} · {} · agent {agent} → {}  {summary}",
+        step.role, step.hash
+    )
 }
 
 /// The offset of the last step header in the log (0 when there is none).

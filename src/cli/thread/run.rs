@@ -231,15 +231,9 @@ fn step_lines(store: &Store, stepped: &step::Stepped) -> String {
         .and_then(|v| Some((v.chain.steps.len(), v.chain.steps.last()?)))
     {
         Some((number, step)) => {
-            let mut summary = step
-                .failure_line()
-                .unwrap_or_else(|| step.output().to_string());
-            if summary.chars().count() > 80 {
-                summary = format!("{}…", summary.chars().take(79).collect::<String>());
-            }
             format!(
-                "✓ step {number} · {} · agent {} → {}  {summary}\n",
-                step.role, step.agent, step.hash
+                "{}\n",
+                crate::cli::live::step_line(number, step, &step.agent)
             )
         }
         None => format!("✓ {role} → {}\n", stepped.head),
