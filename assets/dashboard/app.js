@@ -206,53 +206,244 @@ async function threadsPage() {
 }
 
 // ---- the workflow graph --------------------------------------------------------------------
+//
+// Drawn top to bottom in ranks: a role's rank is its longest distance from $START over the
+// edges that do not go back, and $END is alone at the bottom. An edge across several ranks
+// bends through a slot of its own in each rank it crosses, so no edge passes behind a node;
+// an edge back up runs below its role, along a lane left of every node, and into its target
+// from above; a self-loop sits on its role's right. Every edge ends in an arrowhead and is
+// labelled with its condition's name ("otherwise" for the edge taken when none matches).
 
-function graphSvg(graph, path, current) {
-  const nodes = ['$START', ...graph.roles, '$END'];
+const G = { W: 128, H: 32, RANK: 64, SLOT: 34, DUMMY: 14, LANE: 12, PAD: 12 };
+
+let measure = null;
+function textWidth(text) {
+  measure = measure || document.createElement('canvas').getContext('2d');
+  measure.font = '11px system-ui, sans-serif';
+  return Math.ceil(measure.measureText(text).width) + 4;
+}
+
+function graphLayout(graph) {
+  const roles = graph.roles.filter((r) => r !== '$START' && r !== '$END');
+  const nodes = ['$START', ...roles, '$END'];
+  const known = new Set(nodes);
+  const edges = graph.edges.filter((e) => known.has(e.from) && known.has(e.to)).map((e, i) => ({ ...e, i }));
   const out = new Map(nodes.map((n) => [n, []]));
-  for (const e of graph.edges) if (out.has(e.from)) out.get(e.from).push(e.to);
-  // Columns by distance from the start.
-  const depth = new Map([['$START', 0]]);
-  const queue = ['$START'];
-  while (queue.length) {
-    const n = queue.shift();
-    for (const m of out.get(n) || []) if (!depth.has(m)) { depth.set(m, depth.get(n) + 1); queue.push(m); }
+  for (const e of edges) out.get(e.from).push(e);
+  // Back edges close a cycle in a depth-first walk from $START, edges taken as written.
+  const state = new Map();
+  const found = [];
+  const visit = (n) => {
+    state.set(n, 'open');
+    found.push(n);
+    for (const e of out.get(n)) {
+      if (e.to === n) { e.kind = 'self'; continue; }
+      const s = state.get(e.to);
+      if (s === 'open') e.kind = 'back';
+      else if (!s) visit(e.to);
+    }
+    state.set(n, 'done');
+  };
+  visit('$START');
+  for (const n of nodes) if (!state.has(n)) visit(n);
+  for (const e of edges) e.kind = e.kind || 'down';
+  const down = edges.filter((e) => e.kind === 'down');
+  const rank = new Map(nodes.map((n) => [n, 0]));
+  for (let k = 0; k < nodes.length; k++) {
+    for (const e of down) if (rank.get(e.to) < rank.get(e.from) + 1) rank.set(e.to, rank.get(e.from) + 1);
   }
-  let maxDepth = Math.max(...depth.values());
-  for (const n of nodes) if (!depth.has(n)) depth.set(n, ++maxDepth);
-  if (depth.get('$END') <= Math.max(...[...depth].filter(([k]) => k !== '$END').map(([, v]) => v))) {
-    depth.set('$END', Math.max(...[...depth].filter(([k]) => k !== '$END').map(([, v]) => v)) + 1);
+  const bottom = Math.max(0, ...nodes.filter((n) => n !== '$END').map((n) => rank.get(n))) + 1;
+  rank.set('$END', Math.max(rank.get('$END'), bottom));
+  const ranks = Math.max(...rank.values()) + 1;
+  // Items per rank: nodes, and one slot for each rank a long edge crosses.
+  const layers = Array.from({ length: ranks }, () => []);
+  for (const n of found) layers[rank.get(n)].push({ id: n, node: true });
+  for (const e of down) {
+    e.via = [];
+    for (let r = rank.get(e.from) + 1; r < rank.get(e.to); r++) {
+      const item = { id: `#${e.i}@${r}`, node: false, edge: e };
+      layers[r].push(item);
+      e.via.push(item);
+    }
   }
-  const columns = new Map();
-  for (const n of nodes) { const d = depth.get(n); if (!columns.has(d)) columns.set(d, []); columns.get(d).push(n); }
-  const W = 130, H = 34, GX = 50, GY = 22;
+  // Fewer crossings: order each rank by where its neighbours sit, down and up a few times.
+  const neighbours = new Map();
+  const link = (a, b) => {
+    if (!neighbours.has(a)) neighbours.set(a, { up: [], down: [] });
+    if (!neighbours.has(b)) neighbours.set(b, { up: [], down: [] });
+    neighbours.get(a).down.push(b);
+    neighbours.get(b).up.push(a);
+  };
+  for (const e of down) {
+    const chain = [e.from, ...e.via.map((v) => v.id), e.to];
+    for (let k = 1; k < chain.length; k++) link(chain[k - 1], chain[k]);
+  }
+  const order = new Map();
+  const number = () => layers.forEach((l) => l.forEach((item, i) => order.set(item.id, i)));
+  number();
+  const sortBy = (layer, side) => {
+    const at = (item) => {
+      const ns = (neighbours.get(item.id) || { up: [], down: [] })[side];
+      return ns.length ? ns.reduce((s, n) => s + order.get(n), 0) / ns.length : order.get(item.id);
+    };
+    const keyed = layer.map((item) => [at(item), order.get(item.id), item]);
+    keyed.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+    layer.splice(0, layer.length, ...keyed.map((k) => k[2]));
+  };
+  for (let pass = 0; pass < 4; pass++) {
+    for (let r = 1; r < ranks; r++) { sortBy(layers[r], 'up'); number(); }
+    for (let r = ranks - 2; r >= 0; r--) { sortBy(layers[r], 'down'); number(); }
+  }
+  // Places: ranks centred on the widest; back edges' lanes on the left; loops on the right.
+  const back = edges.filter((e) => e.kind === 'back');
+  const left = G.PAD + back.length * G.LANE + (back.length ? G.LANE : 0);
+  const widthOf = (l) => l.reduce((w, item) => w + (item.node ? G.W : G.DUMMY), 0) + Math.max(0, l.length - 1) * G.SLOT;
+  const inner = Math.max(...layers.map(widthOf));
   const pos = new Map();
-  let rowsMax = 0;
-  for (const [d, ns] of columns) { ns.forEach((n, i) => pos.set(n, { x: 10 + d * (W + GX), y: 10 + i * (H + GY) })); rowsMax = Math.max(rowsMax, ns.length); }
-  const width = 20 + (Math.max(...columns.keys()) + 1) * (W + GX);
-  const height = 20 + rowsMax * (H + GY);
+  layers.forEach((l, r) => {
+    let x = left + (inner - widthOf(l)) / 2;
+    for (const item of l) {
+      const w = item.node ? G.W : G.DUMMY;
+      pos.set(item.id, { x, y: G.PAD + r * (G.H + G.RANK), w, h: G.H });
+      x += w + G.SLOT;
+    }
+  });
+  return { nodes, edges, rank, ranks, pos, left, inner, back };
+}
+
+// Where an edge leaves or enters a node: along its bottom (leaving) or top (entering), spread
+// in the order of where the other ends sit, edges from the lanes first.
+function ports(layout) {
+  const { edges, pos } = layout;
+  const sides = new Map();
+  const add = (node, side, e, key) => {
+    const k = `${node} ${side}`;
+    if (!sides.has(k)) sides.set(k, []);
+    sides.get(k).push({ e, key });
+  };
+  for (const e of edges) {
+    if (e.kind === 'self') continue;
+    const first = e.kind === 'down' && e.via.length ? pos.get(e.via[0].id) : pos.get(e.to);
+    const last = e.kind === 'down' && e.via.length ? pos.get(e.via[e.via.length - 1].id) : pos.get(e.from);
+    add(e.from, 'out', e, e.kind === 'back' ? -1e6 - e.i : first.x + first.w / 2);
+    add(e.to, 'in', e, e.kind === 'back' ? -1e6 - e.i : last.x + last.w / 2);
+  }
+  for (const [k, list] of sides) {
+    const [node, side] = k.split(' ');
+    const p = pos.get(node);
+    list.sort((a, b) => a.key - b.key);
+    list.forEach(({ e }, i) => {
+      const x = p.x + (p.w * (i + 1)) / (list.length + 1);
+      if (side === 'out') e.start = { x, y: p.y + p.h };
+      else e.end = { x, y: p.y };
+    });
+  }
+}
+
+function cubic(a, b) {
+  const m = (a.y + b.y) / 2;
+  return { d: ` C${a.x},${m} ${b.x},${m} ${b.x},${b.y}`, at: (t) => {
+    const u = 1 - t;
+    return { x: u * u * u * a.x + 3 * u * u * t * a.x + 3 * u * t * t * b.x + t * t * t * b.x,
+      y: u * u * u * a.y + 3 * u * u * t * m + 3 * u * t * t * m + t * t * t * b.y };
+  } };
+}
+
+function graphSvg(graph, path, current, done) {
+  const layout = graphLayout(graph);
+  const { nodes, edges, pos, left, inner, ranks } = layout;
+  ports(layout);
+  const conditions = graph.conditions || {};
+  const outCount = new Map();
+  for (const e of edges) outCount.set(e.from, (outCount.get(e.from) || 0) + 1);
+  // Runs in the gap below rank r, one height each.
+  const gapUse = new Map();
+  const gapY = (r) => {
+    const k = gapUse.get(r) || 0;
+    gapUse.set(r, k + 1);
+    return G.PAD + r * (G.H + G.RANK) + G.H + 10 + ((k * 9) % (G.RANK - 20));
+  };
+  const boxes = nodes.map((n) => pos.get(n));
+  const labels = [];
+  const free = (b) => b.x >= 1 && b.y >= 1 && ![...boxes, ...labels].some((o) => b.x < o.x + o.w && o.x < b.x + b.w && b.y < o.y + o.h && o.y < b.y + b.h);
+  let right = left + inner;
+  for (const e of edges) {
+    const from = pos.get(e.from);
+    const candidates = [];
+    if (e.kind === 'down') {
+      const points = [e.start, ...e.via.flatMap((v) => { const p = pos.get(v.id); return [{ x: p.x + p.w / 2, y: p.y }, { x: p.x + p.w / 2, y: p.y + p.h }]; }), e.end];
+      let d = `M${points[0].x},${points[0].y}`;
+      for (let k = 1; k < points.length; k++) {
+        if (k % 2 === 0) { d += ` L${points[k].x},${points[k].y}`; continue; }
+        const c = cubic(points[k - 1], points[k]);
+        d += c.d;
+        for (const t of [0.3, 0.5, 0.7, 0.15, 0.85]) candidates.push(c.at(t));
+      }
+      e.d = d;
+    } else if (e.kind === 'back') {
+      const lane = left - G.LANE * (layout.back.indexOf(e) + 1);
+      const y1 = gapY(layout.rank.get(e.from));
+      const y2 = gapY(layout.rank.get(e.to) - 1);
+      const r = 5;
+      e.d = `M${e.start.x},${e.start.y} L${e.start.x},${y1 - r} Q${e.start.x},${y1} ${e.start.x - r},${y1} L${lane + r},${y1} Q${lane},${y1} ${lane},${y1 - r}`
+        + ` L${lane},${y2 + r} Q${lane},${y2} ${lane + r},${y2} L${e.end.x - r},${y2} Q${e.end.x},${y2} ${e.end.x},${y2 + r} L${e.end.x},${e.end.y}`;
+      for (const t of [0.2, 0.5, 0.8, 0.05, 0.95]) candidates.push({ x: lane + (e.start.x - lane) * t, y: y1 });
+      for (const t of [0.3, 0.6]) candidates.push({ x: lane + (e.end.x - lane) * t, y: y2 });
+    } else {
+      const x = from.x + from.w, y1 = from.y + 7, y2 = from.y + from.h - 7;
+      e.d = `M${x},${y1} C${x + 34},${y1 - 12} ${x + 34},${y2 + 12} ${x},${y2}`;
+      candidates.push({ x: x + 30, y: from.y + from.h / 2, anchor: 'loop' });
+    }
+    // The label: the condition's name, beside the edge where it covers no node and no label.
+    const name = e.condition || (outCount.get(e.from) > 1 ? 'otherwise' : null);
+    if (name) {
+      const w = textWidth(name), h = 13;
+      let box = null;
+      for (const c of candidates) {
+        const tries = c.anchor === 'loop' ? [{ x: c.x, y: c.y - h / 2 }] : [{ x: c.x + 4, y: c.y - h / 2 }, { x: c.x - w - 4, y: c.y - h / 2 }];
+        box = tries.map((b) => ({ ...b, w, h })).find(free);
+        if (box) break;
+      }
+      if (!box) {
+        const c = candidates[0];
+        box = { x: c.x + 4, y: c.y - h / 2, w, h };
+        for (let k = 0; k < 40 && !free(box); k++) box = { ...box, y: box.y + h };
+      }
+      labels.push(box);
+      e.label = { name, box };
+      right = Math.max(right, box.x + w);
+    }
+    if (e.kind === 'self') right = Math.max(right, from.x + from.w + 40);
+  }
+  const width = Math.ceil(right + G.PAD);
+  const height = Math.ceil(Math.max(G.PAD + ranks * (G.H + G.RANK) - G.RANK + G.PAD, ...labels.map((b) => b.y + b.h + G.PAD)));
   const walked = ['$START', ...path];
+  if (done) walked.push('$END');
   const taken = new Set();
   for (let i = 1; i < walked.length; i++) taken.add(walked[i - 1] + '→' + walked[i]);
   if (current) taken.add(walked[walked.length - 1] + '→' + current);
-  const root = svg('svg', { id: 'graph', width, height, viewBox: `0 0 ${width} ${height}`, role: 'img', 'aria-label': 'workflow graph' });
-  for (const e of graph.edges) {
-    const a = pos.get(e.from), b = pos.get(e.to);
-    if (!a || !b) continue;
-    const x1 = a.x + W, y1 = a.y + H / 2, x2 = b.x, y2 = b.y + H / 2;
-    const back = x2 <= a.x;
-    const d = back
-      ? `M${a.x + W / 2},${a.y + H} C${a.x + W / 2},${a.y + H + 40} ${b.x + W / 2},${b.y + H + 40} ${b.x + W / 2},${b.y + H}`
-      : `M${x1},${y1} C${x1 + GX / 2},${y1} ${x2 - GX / 2},${y2} ${x2},${y2}`;
-    root.append(svg('path', { d, class: 'edge' + (taken.has(e.from + '→' + e.to) ? ' taken' : '') },
-      svg('title', { text: e.condition ? `${e.from} → ${e.to} if ${e.condition}` : `${e.from} → ${e.to}` })));
+  const marker = (id) => svg('marker', { id, viewBox: '0 0 10 10', refX: 10, refY: 5, markerWidth: 7, markerHeight: 7, orient: 'auto-start-reverse', markerUnits: 'userSpaceOnUse' },
+    svg('path', { d: 'M0,0 L10,5 L0,10 z', class: id }));
+  const root = svg('svg', { id: 'graph', width, height, viewBox: `0 0 ${width} ${height}`, role: 'img', 'aria-label': 'workflow graph' },
+    svg('defs', {}, marker('arrow'), marker('arrow-taken')));
+  for (const e of edges) {
+    const on = taken.has(e.from + '→' + e.to);
+    const expr = e.condition ? ` if ${e.condition}${conditions[e.condition] ? `: ${conditions[e.condition]}` : ''}` : (outCount.get(e.from) > 1 ? ' otherwise' : '');
+    const g = svg('g', { class: 'edge-group', 'data-from': e.from, 'data-to': e.to, 'data-kind': e.kind },
+      svg('title', { text: `${e.from} → ${e.to}${expr}` }),
+      svg('path', { d: e.d, class: 'edge' + (on ? ' taken' : ''), 'marker-end': `url(#${on ? 'arrow-taken' : 'arrow'})` }));
+    if (e.label) {
+      const b = e.label.box;
+      g.append(svg('text', { class: 'edge-label' + (on ? ' taken' : ''), x: b.x + 2, y: b.y + b.h - 3, text: e.label.name }));
+    }
+    root.append(g);
   }
   for (const n of nodes) {
     const p = pos.get(n);
     const cls = 'node' + (n === current ? ' current' : '') + (walked.includes(n) ? ' visited' : '');
     root.append(svg('g', { class: cls, 'data-role': n, transform: `translate(${p.x},${p.y})` },
-      svg('rect', { width: W, height: H, rx: 6 }),
-      svg('text', { x: W / 2, y: H / 2 + 4, 'text-anchor': 'middle', text: n })));
+      svg('rect', { width: p.w, height: p.h, rx: 6 }),
+      svg('text', { x: p.w / 2, y: p.h / 2 + 4, 'text-anchor': 'middle', text: n })));
   }
   return root;
 }
@@ -313,7 +504,7 @@ async function threadPage(id) {
     if (!readOnly && !t.done) {
       for (const a of ['step', 'run', 'queue', t.paused ? 'resume' : 'pause', 'kill']) actions.append(el('button', { id: `do-${a}`, text: a, onclick: () => act(a) }));
     }
-    graphBox.replaceChildren(graphSvg(t.graph, t.path, current));
+    graphBox.replaceChildren(graphSvg(t.graph, t.path, current, t.status === 'done'));
     whyBox.replaceChildren(
       why.error ? el('div', { class: 'error', text: why.error }) : '',
       el('ol', {}, (why.trace || []).map((x) => el('li', { class: x.matched ? '' : 'muted' },

@@ -159,7 +159,7 @@ fn view_of(app: &App, id: &str) -> Result<ThreadView, ApiError> {
     ThreadView::at(&app.store, id, summary.head).map_err(|e| ApiError::internal(&e))
 }
 
-/// The roles and transitions of a workflow, for drawing its graph.
+/// The roles, transitions and condition expressions of a workflow, for drawing its graph.
 fn graph_json(w: &Workflow) -> Value {
     let edges: Vec<Value> = w
         .graph
@@ -169,7 +169,12 @@ fn graph_json(w: &Workflow) -> Value {
                 .map(move |t| json!({"from": from, "to": t.role, "condition": t.condition}))
         })
         .collect();
-    json!({"roles": w.roles.keys().collect::<Vec<_>>(), "edges": edges})
+    let conditions: serde_json::Map<String, Value> = w
+        .conditions
+        .iter()
+        .map(|(name, c)| (name.clone(), c.expression.clone().into()))
+        .collect();
+    json!({"roles": w.roles.keys().collect::<Vec<_>>(), "edges": edges, "conditions": conditions})
 }
 
 /// `GET /api/threads/<id>`: the thread as `thread show` reports it, with its prompt, lineage,

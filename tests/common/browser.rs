@@ -171,6 +171,16 @@ impl Browser {
         self.cmd(Method::Post, "/url", json!({ "url": url }));
     }
 
+    /// Resizes the window to `width` × `height` CSS pixels (the viewport is a little smaller
+    /// in a headful window; headless, the same).
+    pub fn set_window_size(&self, width: u32, height: u32) {
+        self.cmd(
+            Method::Post,
+            "/window/rect",
+            json!({ "width": width, "height": height }),
+        );
+    }
+
     /// The URL of the current page.
     pub fn url(&self) -> String {
         string(self.cmd(Method::Get, "/url", Value::Null))
