@@ -450,6 +450,24 @@ function graphSvg(graph, path, current, done) {
 
 // ---- Thread --------------------------------------------------------------------------------
 
+// Outputs read as YAML (long strings as blocks of text) or as JSON; the choice is remembered.
+function formatToggle(redraw) {
+  const button = (format) => el('button', { class: 'format', id: `format-${format}`, 'aria-pressed': String(outputFormat() === format), text: format.toUpperCase(),
+    onclick: (e) => { localStorage.setItem('uwf-output-format', format); for (const b of e.target.parentNode.children) b.setAttribute('aria-pressed', String(b.id === `format-${format}`)); redraw(); } });
+  return el('span', { class: 'toggle', role: 'group', 'aria-label': 'show outputs as' }, button('yaml'), button('json'));
+}
+function outputFormat() { return localStorage.getItem('uwf-output-format') === 'json' ? 'json' : 'yaml'; }
+function outputText(s) { return outputFormat() === 'json' || s.outputYaml == null ? JSON.stringify(s.output, null, 2) : s.outputYaml; }
+
+// A step's Markdown body, rendered and cleaned by the server (`src/serve/markdown.rs`), parsed
+// here as an inert document and moved into the page.
+function markdownBlock(html) {
+  const doc = new DOMParser().parseFromString(`<div>${html}</div>`, 'text/html');
+  const box = el('div', { class: 'markdown body' });
+  box.append(...doc.body.firstChild.childNodes);
+  return box;
+}
+
 async function threadPage(id) {
   const head = el('div', { id: 'summary' });
   const actions = el('div', { class: 'actions', id: 'actions' });
@@ -462,7 +480,7 @@ async function threadPage(id) {
     el('div', { class: 'grid' },
       el('section', {}, el('h2', { text: 'Graph' }), graphBox, el('h2', { text: 'Why next' }), whyBox),
       el('section', {}, el('h2', { text: 'Live log' }), log)),
-    el('h2', { text: 'Steps' }), timeline);
+    el('h2', {}, 'Steps ', formatToggle(() => refresh())), timeline);
 
   let thread = null;
   async function act(action) {
@@ -520,7 +538,8 @@ async function threadPage(id) {
           el('a', { href: `/n/${s.hash}`, text: s.hash }),
           prev ? el('a', { href: `/diff?a=${encodeURIComponent(prev)}&b=${encodeURIComponent(`${id}:${s.index}`)}`, text: 'diff with previous' }) : '',
           readOnly ? '' : el('button', { class: 'fork', text: 'fork from here', onclick: () => fork(s.hash) })),
-        el('pre', { class: 'output', text: JSON.stringify(s.output, null, 2) }));
+        s.bodyHtml ? markdownBlock(s.bodyHtml) : '',
+        el('pre', { class: 'output', 'data-format': outputFormat(), text: outputText(s) }));
     }));
     if (!steps.steps.length) timeline.append(el('p', { class: 'muted', text: '(no steps yet)' }));
   }

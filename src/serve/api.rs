@@ -237,6 +237,12 @@ pub async fn steps(State(app): State<Arc<App>>, Path(id): Path<String>) -> Answe
                     .get_payload(s.detail)
                     .ok()
                     .and_then(|detail| detail.get("durationMs").and_then(Value::as_u64));
+                // The Markdown the agent wrote after its frontmatter, as text and as cleaned
+                // HTML; the output also as YAML, where long strings read as blocks of text.
+                let body = render::body_of(s.detail, |h| app.store.get_payload(h).ok())
+                    .filter(|b| !b.trim().is_empty());
+                let body_html = body.as_deref().map(super::markdown::to_html);
+                let output = s.output();
                 json!({
                     "index": i + 1,
                     "hash": s.hash.to_string(),
@@ -245,7 +251,10 @@ pub async fn steps(State(app): State<Arc<App>>, Path(id): Path<String>) -> Answe
                     "at": s.timestamp,
                     "durationMs": took,
                     "sincePreviousMs": since_previous,
-                    "output": s.output(),
+                    "outputYaml": render::output_yaml(&output),
+                    "output": output,
+                    "body": body,
+                    "bodyHtml": body_html,
                     "error": s.error(),
                 })
             })

@@ -15,6 +15,7 @@ mod api;
 mod assets;
 pub mod error;
 mod live;
+mod markdown;
 pub mod security;
 
 use std::net::SocketAddr;
