@@ -149,8 +149,16 @@ async function threadsPage() {
   if (!readOnly) start.append(el('a', { href: '/workflows', text: 'Start a thread…' }));
   show(el('h1', { text: 'Threads' }), filters, start, notice, table, pager);
 
-  const cursors = []; // the cursors of the pages before this one
+  // The page is in the URL (`cursor`), and the cursors of the pages before it in the history
+  // entry, so Back and Reload return to the same page.
+  const cursors = (history.state && history.state.cursors) || [];
   let cursor = params.get('cursor') || '';
+  function turn() {
+    const q = new URLSearchParams(params);
+    if (cursor) q.set('cursor', cursor); else q.delete('cursor');
+    history.pushState({ cursors: [...cursors] }, '', '/' + (q.toString() ? '?' + q : ''));
+    load();
+  }
   const rows = new Map();
 
   function cells(t) {
@@ -165,6 +173,26 @@ async function threadsPage() {
     ];
   }
 
+  // The rows shown, asked again every two seconds while the tab is visible: a step starting
+  // changes no index row, yet its thread turns "running" within that time. One page, never
+  // the whole store.
+  async function recheck() {
+    if (document.visibilityState !== 'visible' || !document.body.contains(body)) return;
+    const q = new URLSearchParams(params);
+    q.delete('cursor');
+    if (cursor) q.set('cursor', cursor);
+    q.set('limit', '50');
+    let data;
+    try { data = await api('/api/threads?' + q); } catch { return; }
+    for (const t of data.items) {
+      const tr = rows.get(t.thread);
+      if (!tr) continue;
+      const shown = JSON.stringify([t.status, t.runningRole, t.next, t.steps]);
+      if (tr.dataset.shown !== shown) { tr.dataset.shown = shown; tr.replaceChildren(...cells(t)); }
+    }
+  }
+  const timer = setInterval(() => { if (!document.body.contains(body)) clearInterval(timer); else recheck(); }, 2000);
+
   async function load() {
     const q = new URLSearchParams(params);
     q.delete('cursor');
@@ -174,14 +202,14 @@ async function threadsPage() {
     try { data = await api('/api/threads?' + q); } catch (err) { body.replaceChildren(el('tr', {}, el('td', { colspan: 7 }, errorBox(err)))); return; }
     rows.clear();
     body.replaceChildren(...data.items.map((t) => {
-      const tr = el('tr', { 'data-id': t.thread }, cells(t));
+      const tr = el('tr', { 'data-id': t.thread, 'data-shown': JSON.stringify([t.status, t.runningRole, t.next, t.steps]) }, cells(t));
       rows.set(t.thread, tr);
       return tr;
     }));
     if (data.items.length === 0) body.append(el('tr', {}, el('td', { colspan: 7, class: 'muted', text: '(no threads)' })));
     pager.replaceChildren(
-      cursors.length ? el('button', { id: 'newer', text: '← newer', onclick: () => { cursor = cursors.pop(); load(); } }) : '',
-      data.next ? el('button', { id: 'older', text: 'older →', onclick: () => { cursors.push(cursor); cursor = data.next; load(); } }) : '',
+      cursors.length ? el('button', { id: 'newer', text: '← newer', onclick: () => { cursor = cursors.pop(); turn(); } }) : '',
+      data.next ? el('button', { id: 'older', text: 'older →', onclick: () => { cursors.push(cursor); cursor = data.next; turn(); } }) : '',
       el('span', { class: 'muted', text: `${data.items.length} shown` }));
   }
 
@@ -450,6 +478,21 @@ function graphSvg(graph, path, current, done) {
 
 // ---- Thread --------------------------------------------------------------------------------
 
+// A live log as a terminal shows it: chunks joined as they were written (a line may come in
+// pieces), and a carriage return going back to the start of its line (a progress line
+// rewriting itself). A chunk ending in \r waits for the next, which may start with \n.
+class LogView {
+  constructor() { this.text = ''; this.held = ''; }
+  add(chunk) {
+    let text = this.held + chunk;
+    this.held = '';
+    if (text.endsWith('\r')) { this.held = '\r'; text = text.slice(0, -1); }
+    this.text = (this.text + text).replace(/\r\n/g, '\n').replace(/[^\n]*\r/g, '');
+    // Keep the page light: the end of a long log.
+    if (this.text.length > 200000) this.text = this.text.slice(-150000);
+  }
+}
+
 // Outputs read as YAML (long strings as blocks of text) or as JSON; the choice is remembered.
 function formatToggle(redraw) {
   const button = (format) => el('button', { class: 'format', id: `format-${format}`, 'aria-pressed': String(outputFormat() === format), text: format.toUpperCase(),
@@ -520,7 +563,15 @@ async function threadPage(id) {
       el('details', {}, el('summary', { text: 'Prompt' }), el('pre', { id: 'prompt', text: t.prompt })));
     actions.replaceChildren();
     if (!readOnly && !t.done) {
-      for (const a of ['step', 'run', 'queue', t.paused ? 'resume' : 'pause', 'kill']) actions.append(el('button', { id: `do-${a}`, text: a, onclick: () => act(a) }));
+      for (const a of ['step', 'run', 'queue', t.paused ? 'resume' : 'pause']) actions.append(el('button', { id: `do-${a}`, text: a, onclick: () => act(a) }));
+      // Killing archives the thread for good: it asks first.
+      actions.append(el('button', { id: 'do-kill', class: 'danger', text: 'kill', onclick: () => {
+        message.replaceChildren(el('span', { class: 'confirm', id: 'confirm-kill' },
+          'Kill this thread? It stops and is archived as killed; it cannot be resumed (fork it to go on). ',
+          el('button', { id: 'confirm-kill-yes', class: 'danger', text: 'Kill it', onclick: () => act('kill') }), ' ',
+          el('button', { id: 'confirm-kill-no', text: 'Cancel', onclick: () => message.replaceChildren() })));
+        document.getElementById('confirm-kill-no').focus();
+      } }));
     }
     graphBox.replaceChildren(graphSvg(t.graph, t.path, current, t.status === 'done'));
     whyBox.replaceChildren(
@@ -552,16 +603,17 @@ async function threadPage(id) {
   }
 
   await refresh();
+  const logView = new LogView();
   let lastHead = thread && thread.head;
   stream(`/api/threads/${id}/live`, {
     log: (e) => {
-      log.append(document.createTextNode(e.data + '\n'));
-      // Keep the page light: the end of a long log.
-      if (log.textContent.length > 200000) log.textContent = log.textContent.slice(-150000);
+      logView.add(JSON.parse(e.data));
+      log.textContent = logView.text;
       log.scrollTop = log.scrollHeight;
     },
     thread: async (e) => {
       const t = JSON.parse(e.data);
+      refreshAwaiting();
       if (t.head !== lastHead || !thread || t.status !== thread.status || t.runningRole !== thread.runningRole || !!t.paused !== !!thread.paused) {
         lastHead = t.head;
         await refresh();
@@ -752,6 +804,7 @@ async function workflowPage(name) {
 // ---- router --------------------------------------------------------------------------------
 
 async function route() {
+  refreshAwaiting();
   for (const s of streams) s.close();
   streams = [];
   const path = location.pathname;

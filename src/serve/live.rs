@@ -16,7 +16,7 @@ use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream::Stream;
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
 
 use super::App;
@@ -108,10 +108,12 @@ fn follow_thread(app: &App, id: &str, resume: Option<u64>, tx: &mpsc::Sender<Eve
             offset += chunk.len() as u64;
             partial.extend_from_slice(&chunk);
             let text = crate::engine::thread::log::whole_chars(&mut partial);
+            // As a JSON string: the text exactly as written, carriage returns included (a
+            // progress line rewriting itself), which SSE's own lines would turn into breaks.
             let event = Event::default()
                 .event("log")
                 .id((offset - partial.len() as u64).to_string())
-                .data(text);
+                .data(Value::String(text).to_string());
             if tx.blocking_send(event).is_err() {
                 return;
             }

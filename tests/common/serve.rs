@@ -132,7 +132,10 @@ impl Server {
                 data.push(v.strip_prefix(' ').unwrap_or(v).to_owned());
             } else if line.is_empty() {
                 if event == "log" {
-                    return (event_id, data.join("\n"));
+                    // A log event's data is the text as a JSON string.
+                    let text: String =
+                        serde_json::from_str(&data.join("\n")).expect("a JSON string");
+                    return (event_id, text);
                 }
                 (event, data) = (String::new(), Vec::new());
             }
