@@ -147,7 +147,32 @@ async function threadsPage() {
   const pager = el('div', { class: 'pager' });
   const start = el('div', { class: 'actions' });
   if (!readOnly) start.append(el('a', { href: '/workflows', text: 'Start a thread…' }));
-  show(el('h1', { text: 'Threads' }), filters, start, notice, table, pager);
+  const keys = el('p', { class: 'muted keys' }, el('kbd', { text: '/' }), ' search · ', el('kbd', { text: 'j' }), ' ', el('kbd', { text: 'k' }),
+    ' down and up · ', el('kbd', { text: 'Enter' }), ' open');
+  show(el('h1', { text: 'Threads' }), filters, start, notice, table, pager, keys);
+
+  // The keyboard: `/` to search, j/k to move through the rows, Enter to open one. Keys typed
+  // into a field are the field's.
+  let selected = -1;
+  function select(i) {
+    const trs = [...body.querySelectorAll('tr[data-id]')];
+    if (!trs.length) return;
+    selected = Math.max(0, Math.min(trs.length - 1, i));
+    trs.forEach((tr, k) => { tr.classList.toggle('selected', k === selected); tr.setAttribute('aria-selected', String(k === selected)); });
+    trs[selected].scrollIntoView({ block: 'nearest' });
+  }
+  function onKey(e) {
+    if (!document.body.contains(body)) { document.removeEventListener('keydown', onKey); return; }
+    if (e.ctrlKey || e.metaKey || e.altKey || e.target.closest('input, textarea, select, [contenteditable]')) return;
+    if (e.key === '/') { e.preventDefault(); filters.elements.q.focus(); filters.elements.q.select(); }
+    else if (e.key === 'j') select(selected + 1);
+    else if (e.key === 'k') select(selected - 1);
+    else if (e.key === 'Enter' && selected >= 0) {
+      const tr = body.querySelectorAll('tr[data-id]')[selected];
+      if (tr) go(`/threads/${tr.dataset.id}`);
+    }
+  }
+  document.addEventListener('keydown', onKey);
 
   // The page is in the URL (`cursor`), and the cursors of the pages before it in the history
   // entry, so Back and Reload return to the same page.
@@ -201,6 +226,7 @@ async function threadsPage() {
     let data;
     try { data = await api('/api/threads?' + q); } catch (err) { body.replaceChildren(el('tr', {}, el('td', { colspan: 7 }, errorBox(err)))); return; }
     rows.clear();
+    selected = -1;
     body.replaceChildren(...data.items.map((t) => {
       const tr = el('tr', { 'data-id': t.thread, 'data-shown': JSON.stringify([t.status, t.runningRole, t.next, t.steps]) }, cells(t));
       rows.set(t.thread, tr);

@@ -469,17 +469,18 @@ async fn immutable_node(
     hash: &str,
     headers: &HeaderMap,
     render: impl FnOnce(Hash, Value) -> Response,
+    fail: impl FnOnce(ApiError) -> Response,
 ) -> Response {
     let hash = match parse_hash(hash) {
         Ok(h) => h,
-        Err(e) => return e.into_response(),
+        Err(e) => return fail(e),
     };
     if not_modified(headers, hash) {
         return immutable(hash, StatusCode::NOT_MODIFIED.into_response());
     }
     match blocking(&app, move |app| node_json(&app.store, hash)).await {
         Ok(v) => immutable(hash, render(hash, v)),
-        Err(e) => e.into_response(),
+        Err(e) => fail(e),
     }
 }
 
@@ -489,7 +490,14 @@ pub async fn node(
     Path(hash): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    immutable_node(app, &hash, &headers, |_, v| Json(v).into_response()).await
+    immutable_node(
+        app,
+        &hash,
+        &headers,
+        |_, v| Json(v).into_response(),
+        IntoResponse::into_response,
+    )
+    .await
 }
 
 /// `GET /n/<hash>`: a node's permalink page, immutable (`Cache-Control: immutable`, the hash as
@@ -511,7 +519,7 @@ pub async fn node_page(
             ),
         )
         .into_response()
-    })
+    }, ApiError::into_page)
     .await
 }
 

@@ -181,6 +181,36 @@ impl Browser {
         );
     }
 
+    /// Runs a Chrome DevTools Protocol command (`Emulation.setDeviceMetricsOverride`, …)
+    /// through chromedriver and returns its result.
+    pub fn cdp(&self, command: &str, params: Value) -> Value {
+        self.cmd(
+            Method::Post,
+            "/goog/cdp/execute",
+            json!({ "cmd": command, "params": params }),
+        )
+    }
+
+    /// Presses and releases each key of `keys` in turn on whatever has the focus (WebDriver
+    /// key codes for the special ones: `"\u{E007}"` is Enter).
+    pub fn press(&self, keys: &str) {
+        let actions: Vec<Value> = keys
+            .chars()
+            .flat_map(|k| {
+                let k = k.to_string();
+                [
+                    json!({"type": "keyDown", "value": k}),
+                    json!({"type": "keyUp", "value": k}),
+                ]
+            })
+            .collect();
+        self.cmd(
+            Method::Post,
+            "/actions",
+            json!({ "actions": [{ "type": "key", "id": "keyboard", "actions": actions }] }),
+        );
+    }
+
     /// The URL of the current page.
     pub fn url(&self) -> String {
         string(self.cmd(Method::Get, "/url", Value::Null))
