@@ -222,11 +222,28 @@ fn every_page_loads_clean_and_acts_through_the_engine() {
     let started_id = browser.url().rsplit('/').next().unwrap().to_owned();
     assert_eq!(show(&env, &started_id)["workflow"], "review");
 
-    // The answer form: refused with the schema's message, then accepted.
+    // The answer form: checked before sending (nothing chosen, a note too short), refused by
+    // the server's schema check where the page's own check is out of the way, then accepted.
     browser.goto(&format!("{base}/threads/{review}/answer"));
     drawn(&browser, &format!("/threads/{review}/answer"));
     let note = browser.find("#f-note").expect("the note field");
     browser.type_text(&note, "no");
+    browser.click(&browser.find("#submit-answer").unwrap());
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        browser.execute(
+            "return [...document.querySelectorAll('#answer-form :invalid')].map((e) => e.id)",
+            vec![]
+        ),
+        json!(["f-approved", "f-note"]),
+        "the page let an incomplete answer through"
+    );
+    assert_eq!(show(&env, &review)["status"], "awaiting");
+    browser.execute(
+        "document.getElementById('f-note').removeAttribute('minlength');
+         document.getElementById('f-approved').value = 'true';",
+        vec![],
+    );
     browser.click(&browser.find("#submit-answer").unwrap());
     let refused = browser.wait_until(Duration::from_secs(5), || {
         browser
@@ -238,7 +255,6 @@ fn every_page_loads_clean_and_acts_through_the_engine() {
     assert_eq!(show(&env, &review)["status"], "awaiting");
     browser.clear(&browser.find("#f-note").unwrap());
     browser.type_text(&browser.find("#f-note").unwrap(), "ship it");
-    browser.click(&browser.find("#f-approved").unwrap());
     browser.click(&browser.find("#submit-answer").unwrap());
     drawn(&browser, &format!("/threads/{review}"));
     assert_eq!(show(&env, &review)["steps"], 2);

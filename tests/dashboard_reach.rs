@@ -85,7 +85,11 @@ fn no_page_is_wider_than_a_phone() {
                .slice(0, 5).map((e) => e.tagName + '#' + e.id + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right));",
             vec![],
         );
-        assert_eq!(widths["screen"], json!(390), "the {name} page: {widths} {wide}");
+        assert_eq!(
+            widths["screen"],
+            json!(390),
+            "the {name} page: {widths} {wide}"
+        );
         assert!(
             widths["page"].as_u64().unwrap() <= 390,
             "the {name} page is wider than the phone: {widths}"
@@ -130,7 +134,11 @@ fn a_dark_system_scheme_gets_dark_pages() {
     for (css, property, dark) in [
         ("body", "backgroundColor", true),
         ("body", "color", false),
-        ("#graph g.node:not(.visited):not(.current) rect", "fill", true),
+        (
+            "#graph g.node:not(.visited):not(.current) rect",
+            "fill",
+            true,
+        ),
         ("pre", "backgroundColor", true),
     ] {
         let l = luminance(css, property);

@@ -651,22 +651,26 @@ async function threadPage(id) {
 
 // ---- Answer --------------------------------------------------------------------------------
 
+// One field of an answer form, from the property's schema. Nothing is chosen for the person:
+// choices and yes/no start unset ("— choose —"), and an optional one can be left so; the
+// schema's bounds become the browser's own checks, made before anything is sent.
 function field(name, schema, required) {
   const label = el('label', { for: `f-${name}`, text: name + (required ? ' *' : '') });
   const help = schema.description ? el('div', { class: 'muted', text: schema.description }) : '';
+  const unset = el('option', { value: '', text: required ? '— choose —' : '— leave unset —' });
   let input;
   if (schema.enum) {
-    input = el('select', { id: `f-${name}`, name }, schema.enum.map((v) => el('option', { value: JSON.stringify(v), text: String(v) })));
+    input = el('select', { id: `f-${name}`, name, required }, unset, schema.enum.map((v) => el('option', { value: JSON.stringify(v), text: String(v) })));
   } else if (schema.type === 'boolean') {
-    input = el('input', { id: `f-${name}`, name, type: 'checkbox' });
+    input = el('select', { id: `f-${name}`, name, required }, unset, el('option', { value: 'true', text: 'yes (true)' }), el('option', { value: 'false', text: 'no (false)' }));
   } else if (schema.type === 'number' || schema.type === 'integer') {
-    input = el('input', { id: `f-${name}`, name, type: 'number', step: schema.type === 'integer' ? '1' : 'any' });
+    input = el('input', { id: `f-${name}`, name, type: 'number', required, step: schema.type === 'integer' ? '1' : 'any', min: schema.minimum, max: schema.maximum });
   } else if (schema.type === 'string') {
-    input = el('textarea', { id: `f-${name}`, name, rows: 3, cols: 60 });
+    input = el('textarea', { id: `f-${name}`, name, rows: 3, cols: 60, required, minlength: schema.minLength, maxlength: schema.maxLength });
   } else if (schema.type === 'array' && schema.items && schema.items.type === 'string') {
-    input = el('textarea', { id: `f-${name}`, name, rows: 3, cols: 60, placeholder: 'one per line' });
+    input = el('textarea', { id: `f-${name}`, name, rows: 3, cols: 60, required, placeholder: 'one per line' });
   } else {
-    input = el('textarea', { id: `f-${name}`, name, rows: 3, cols: 60, placeholder: 'JSON' });
+    input = el('textarea', { id: `f-${name}`, name, rows: 3, cols: 60, required, placeholder: 'JSON' });
   }
   input.dataset.kind = schema.enum ? 'enum' : (schema.type === 'array' && schema.items && schema.items.type === 'string') ? 'lines' : (schema.type || 'json');
   return el('p', {}, label, el('br'), input, help);
@@ -674,8 +678,8 @@ function field(name, schema, required) {
 
 function readField(input) {
   const kind = input.dataset.kind;
-  if (kind === 'boolean') return input.checked;
   if (input.value === '') return undefined;
+  if (kind === 'boolean') return input.value === 'true';
   if (kind === 'enum') return JSON.parse(input.value);
   if (kind === 'number' || kind === 'integer') return Number(input.value);
   if (kind === 'string') return input.value;
@@ -692,17 +696,23 @@ async function answerPage(id) {
   const schema = q.schema || {};
   const props = schema.type === 'object' && schema.properties ? schema.properties : null;
   const required = new Set(schema.required || []);
+  // Fields in the order the workflow's author wrote them (the server's `fields`).
+  const order = (q.fields && q.fields.length ? q.fields : Object.keys(props || {})).filter((n) => props && props[n]);
   const form = el('form', { id: 'answer-form' });
-  const error = el('div', { id: 'answer-error', class: 'error' });
+  // Above the fields, so a refusal is seen where the person looks next.
+  const error = el('div', { id: 'answer-error', class: 'error', role: 'alert' });
+  form.append(error);
   if (props) {
-    for (const [name, s] of Object.entries(props)) form.append(field(name, s, required.has(name)));
+    for (const name of order) form.append(field(name, props[name], required.has(name)));
   } else {
-    form.append(el('p', {}, el('label', { for: 'f-json', text: 'answer (JSON)' }), el('br'), el('textarea', { id: 'f-json', name: 'json', rows: 8, cols: 70 })));
+    form.append(el('p', {}, el('label', { for: 'f-json', text: 'answer (JSON)' }), el('br'), el('textarea', { id: 'f-json', name: 'json', rows: 8, cols: 70, required: true })));
   }
   form.append(el('button', { type: 'submit', id: 'submit-answer', text: `Answer as ${q.role}`, disabled: readOnly }));
+  const refuse = (err) => { error.replaceChildren(errorBox(err)); error.scrollIntoView({ block: 'center' }); };
   form.addEventListener('submit', async (e) => {
     e.preventDefault();
     error.replaceChildren();
+    if (!form.reportValidity()) return;
     let answer;
     try {
       if (props) {
@@ -714,15 +724,15 @@ async function answerPage(id) {
       } else {
         answer = JSON.parse(form.querySelector('#f-json').value);
       }
-    } catch (err) { error.replaceChildren(errorBox(new Error('not valid JSON: ' + err.message))); return; }
+    } catch (err) { refuse(new Error('not valid JSON: ' + err.message)); return; }
     try {
       await api(`/api/threads/${id}/answer`, { method: 'POST', body: JSON.stringify(answer) });
       go(`/threads/${id}`);
-    } catch (err) { error.replaceChildren(errorBox(err)); }
+    } catch (err) { refuse(err); }
   });
   show(el('h1', {}, 'Answer ', el('a', { href: `/threads/${id}`, text: id }), ` as ${q.role}`),
     el('details', { open: true }, el('summary', { text: 'What the thread asks' }), el('pre', { id: 'question', text: q.prompt })),
-    form, error);
+    form);
 }
 
 // ---- Diff ----------------------------------------------------------------------------------

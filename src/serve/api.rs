@@ -301,7 +301,7 @@ pub async fn question(State(app): State<Arc<App>>, Path(id): Path<String>) -> An
             .and_then(|h| app.store.get_payload(h).ok())
             .unwrap_or(Value::Null);
         Ok(Json(
-            json!({"thread": id, "role": q.role, "prompt": q.prompt, "schema": schema}),
+            json!({"thread": id, "role": q.role, "prompt": q.prompt, "schema": schema, "fields": q.fields}),
         ))
     })
     .await

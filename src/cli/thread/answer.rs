@@ -71,7 +71,7 @@ fn in_editor(
         .tempdir()
         .map_err(|e| user_error!("cannot make a file for the answer: {e}"))?;
     let path = dir.path().join("ANSWER.yaml");
-    let mut text = template(id, &asked.role, &asked.task, &asked.schema);
+    let mut text = template(id, &asked.role, &asked.task, &asked.schema, &asked.fields);
     let mut problem: Option<String> = None;
     loop {
         let shown = match &problem {
@@ -125,7 +125,13 @@ fn edit(path: &Path) -> CliResult<()> {
 }
 
 /// The template a person fills in.
-pub(super) fn template(id: &str, role: &str, task: &str, schema: &Value) -> String {
+pub(super) fn template(
+    id: &str,
+    role: &str,
+    task: &str,
+    schema: &Value,
+    order: &[String],
+) -> String {
     let mut out = format!(
         "# Answer thread {id} as `{role}`. Lines starting with {COMMENT} are left out.\n\
          # Save and close the editor to send the answer; leave it empty to send nothing.\n#\n"
@@ -141,11 +147,16 @@ pub(super) fn template(id: &str, role: &str, task: &str, schema: &Value) -> Stri
         .map(|r| r.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
     let properties = schema.get("properties").and_then(Value::as_object);
-    let (Some(properties), described) = (properties, question::fields(schema)) else {
+    let (Some(properties), described) = (properties, question::fields(schema, order)) else {
         out.push_str(&yaml_of(&smallest));
         return out;
     };
-    for ((name, property), described) in properties.iter().zip(described) {
+    let names = crate::engine::workflow::field_order::ordered(schema, order);
+    for ((name, property), described) in names
+        .iter()
+        .map(|n| (n, &properties[n.as_str()]))
+        .zip(described)
+    {
         out.push_str(&format!("\n# {}\n", described.replace('`', "")));
         let value = smallest
             .get(name)
@@ -219,7 +230,7 @@ mod tests {
             },
             "required": ["approved"]
         });
-        let t = template("T1", "approver", "Release notes\n\nfor 2.0", &schema);
+        let t = template("T1", "approver", "Release notes\n\nfor 2.0", &schema, &[]);
         assert!(t.starts_with("# Answer thread T1 as `approver`."), "{t}");
         assert!(t.contains("# Release notes\n#\n# for 2.0\n"), "{t}");
         assert!(

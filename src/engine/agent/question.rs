@@ -17,21 +17,21 @@ use crate::engine::thread::render::output_yaml;
 pub const HOW_TO_ANSWER: &str = "## How to answer";
 
 /// The question for a person, from the prompt `parts` of the role thread `id` waits on.
-pub fn for_person(id: &str, parts: &PromptParts, schema: &Value) -> String {
+pub fn for_person(id: &str, parts: &PromptParts, schema: &Value, order: &[String]) -> String {
     let mut out = String::new();
     out.push_str(parts.role.trim_start());
     out.push_str(&parts.task);
     if !out.ends_with("\n\n") {
         out.push('\n');
     }
-    out.push_str(&how_to_answer(id, schema));
+    out.push_str(&how_to_answer(id, schema, order));
     out
 }
 
 /// The fields of `schema`, a smallest valid answer and the commands that send one.
-fn how_to_answer(id: &str, schema: &Value) -> String {
+fn how_to_answer(id: &str, schema: &Value, order: &[String]) -> String {
     let mut out = format!("{HOW_TO_ANSWER}\n\n");
-    let fields = fields(schema);
+    let fields = fields(schema, order);
     if fields.is_empty() {
         out.push_str("Answer with YAML or JSON that validates against the schema below.\n\n");
     } else {
@@ -41,7 +41,18 @@ fn how_to_answer(id: &str, schema: &Value) -> String {
         }
         out.push('\n');
     }
-    let example = output_yaml(&minimal(schema));
+    let smallest = minimal(schema);
+    // The example lists its fields in the author's order too.
+    let example = match smallest.as_object() {
+        Some(fields) if !fields.is_empty() => {
+            crate::engine::workflow::field_order::ordered(schema, order)
+                .iter()
+                .filter_map(|name| fields.get(name).map(|v| (name, v)))
+                .map(|(name, v)| output_yaml(&serde_json::json!({ name: v })))
+                .collect()
+        }
+        _ => output_yaml(&smallest),
+    };
     let _ = write!(
         out,
         "A smallest valid answer, to start from:\n\n```yaml\n{example}```\n\n\
@@ -53,8 +64,10 @@ fn how_to_answer(id: &str, schema: &Value) -> String {
     out
 }
 
-/// One line per top-level property: `name` (type, required) — description.
-pub fn fields(schema: &Value) -> Vec<String> {
+/// One line per top-level property, in `order` (the author's, see
+/// [`crate::engine::workflow::field_order`]; the rest sorted): `name` (type, required) —
+/// description.
+pub fn fields(schema: &Value, order: &[String]) -> Vec<String> {
     let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
         return Vec::new();
     };
@@ -63,9 +76,10 @@ pub fn fields(schema: &Value) -> Vec<String> {
         .and_then(Value::as_array)
         .map(|r| r.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
-    properties
-        .iter()
-        .map(|(name, property)| {
+    crate::engine::workflow::field_order::ordered(schema, order)
+        .into_iter()
+        .map(|name| {
+            let property = &properties[&name];
             let mut facts = vec![kind(property)];
             if required.contains(&name.as_str()) {
                 facts.push("required".to_owned());
@@ -134,7 +148,7 @@ mod tests {
             },
             "required": ["approved"]
         });
-        let q = for_person("T1", &parts(), &schema);
+        let q = for_person("T1", &parts(), &schema, &[]);
         assert!(q.starts_with("You are the `review` role."), "{q}");
         let task = q.find("## Task").unwrap();
         let how = q.find(HOW_TO_ANSWER).unwrap();
@@ -156,8 +170,25 @@ mod tests {
     }
 
     #[test]
+    fn fields_come_in_the_authors_order() {
+        let schema = json!({
+            "type": "object",
+            "properties": { "approved": { "type": "boolean" }, "title": { "type": "string" } },
+            "required": ["approved", "title"]
+        });
+        let order = ["title".to_owned(), "approved".to_owned()];
+        let q = for_person("T1", &parts(), &schema, &order);
+        let (title, approved) = (
+            q.find("- `title`").unwrap(),
+            q.find("- `approved`").unwrap(),
+        );
+        assert!(title < approved, "{q}");
+        assert!(q.contains("```yaml\ntitle: ''\napproved: false\n"), "{q}");
+    }
+
+    #[test]
     fn a_schema_without_properties_still_says_how_to_answer() {
-        let q = for_person("T1", &parts(), &json!({ "type": "object" }));
+        let q = for_person("T1", &parts(), &json!({ "type": "object" }), &[]);
         assert!(q.contains("validates against the schema below"), "{q}");
     }
 }

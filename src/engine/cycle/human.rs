@@ -169,6 +169,8 @@ pub struct Question {
     pub schema: serde_json::Value,
     /// The thread's task (its prompt).
     pub task: String,
+    /// The schema's top-level fields in the order the workflow's author wrote them.
+    pub fields: Vec<String>,
 }
 
 /// The question thread `id` waits on.
@@ -192,11 +194,18 @@ pub fn question(store: &Store, id: &str) -> Result<Question, HumanError> {
         &body_of,
     )
     .map_err(SubmitError::from)?;
+    let fields = crate::engine::workflow::field_order::of_role(
+        store,
+        view.workflow_hash,
+        &asked.role,
+        &schema,
+    );
     Ok(Question {
+        prompt: question::for_person(id, &parts, &schema, &fields),
         role: asked.role,
-        prompt: question::for_person(id, &parts, &schema),
         task: view.chain.start.prompt.clone(),
         schema,
+        fields,
     })
 }
 

@@ -375,7 +375,7 @@ fn child_task(parent: &str, role: &str, parts: &PromptParts, schema: &Value) -> 
         "## What this sub-workflow returns\n\nIts last output becomes the `{role}` step of \
          thread {parent}"
     ));
-    let fields = crate::engine::agent::question::fields(schema);
+    let fields = crate::engine::agent::question::fields(schema, &[]);
     if fields.is_empty() {
         out.push_str(".\n");
     } else {

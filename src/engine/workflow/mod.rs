@@ -4,6 +4,7 @@
 //! - [`definition`]: the YAML form and the stored form ([`Workflow`]), loading and storing.
 //! - [`validate`]: YAML text → a checked [`Definition`], every problem with its location.
 //! - [`registry`]: `registry.yaml`, names → current hash and earlier versions.
+//! - [`field_order`]: a role's output fields in the order its author wrote them.
 //! - [`graph`]: Mermaid and Graphviz renderings.
 //! - [`moderator`]: **where the next role is decided** — the JSONata conditions over a
 //!   thread's context, first matching transition wins.
@@ -13,6 +14,7 @@
 //! - [`jsonata`]: the only code that names the JSONata engine (limits, worker, conversion).
 pub mod decisions;
 pub mod definition;
+pub mod field_order;
 pub mod graph;
 pub mod jsonata;
 pub mod moderator;
