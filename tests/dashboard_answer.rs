@@ -76,13 +76,39 @@ fn a_person_answers_in_the_authors_order_with_nothing_chosen_for_them() {
     browser
         .wait_for("#answer-form", Duration::from_secs(10))
         .expect("the form");
-    let asks = browser.text(&browser.find("#question").unwrap());
-    let (task, how) = (
-        asks.find("The login page is blank").expect("the task"),
-        asks.find("## How to answer").expect("how to answer"),
+    // What the thread asks: the role and the task, rendered; how to answer from a terminal
+    // (the format, the schema) folded away under it.
+    let asks = browser.execute(
+        "const q = document.getElementById('question');
+         const h = document.getElementById('how-to-answer');
+         return { text: q.textContent, headings: [...q.querySelectorAll('h2')].map((e) => e.textContent),
+                  how: h ? h.textContent : null, open: h ? h.closest('details').open : null };",
+        vec![],
     );
-    assert!(task < how, "the task comes after the format: {asks}");
-    assert!(!asks.contains("## Output format"), "{asks}");
+    let text = asks["text"].as_str().unwrap();
+    assert!(
+        text.contains("Triage the report.") && text.contains("The login page is blank"),
+        "{asks}"
+    );
+    assert!(
+        !text.contains("How to answer") && !text.contains("Output format"),
+        "{asks}"
+    );
+    assert!(
+        asks["headings"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("Task")),
+        "{asks}"
+    );
+    assert!(
+        asks["how"]
+            .as_str()
+            .unwrap()
+            .starts_with("## How to answer"),
+        "{asks}"
+    );
+    assert_eq!(asks["open"], json!(false), "{asks}");
     let fields = browser.execute(
         "return [...document.querySelectorAll('#answer-form [name]')].map((e) => [e.name, e.value, e.required])",
         vec![],
@@ -98,6 +124,8 @@ fn a_person_answers_in_the_authors_order_with_nothing_chosen_for_them() {
         ]),
         "fields in the author's order, nothing chosen"
     );
+
+    browser.screenshot("dashboard-answer-form");
 
     // Nothing sent while a required field is empty.
     browser.click(&browser.find("#submit-answer").unwrap());
@@ -142,5 +170,4 @@ fn a_person_answers_in_the_authors_order_with_nothing_chosen_for_them() {
         json!({"title": "Blank login page", "severity": "sev2"}),
         "the answer recorded"
     );
-    browser.screenshot("dashboard-answer-form");
 }

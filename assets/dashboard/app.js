@@ -731,7 +731,9 @@ async function answerPage(id) {
     } catch (err) { refuse(err); }
   });
   show(el('h1', {}, 'Answer ', el('a', { href: `/threads/${id}`, text: id }), ` as ${q.role}`),
-    el('details', { open: true }, el('summary', { text: 'What the thread asks' }), el('pre', { id: 'question', text: q.prompt })),
+    el('details', { open: true }, el('summary', { text: 'What the thread asks' }),
+      q.asksHtml != null ? Object.assign(markdownBlock(q.asksHtml), { id: 'question' }) : el('pre', { id: 'question', text: q.prompt })),
+    q.howToAnswer ? el('details', {}, el('summary', { text: 'Answering from a terminal or a mount' }), el('pre', { id: 'how-to-answer', text: q.howToAnswer })) : '',
     form);
 }
 

@@ -294,6 +294,12 @@ pub async fn question(State(app): State<Arc<App>>, Path(id): Path<String>) -> An
     blocking(&app, move |app| {
         let id = resolve(app, &id)?;
         let q = human::question(&app.store, &id).map_err(|e| ApiError::refused(&e))?;
+        // The role and the task, rendered, for the page; how to answer from a terminal apart.
+        let at = q
+            .prompt
+            .find(crate::engine::agent::question::HOW_TO_ANSWER)
+            .unwrap_or(q.prompt.len());
+        let (asks, how) = q.prompt.split_at(at);
         let view = ThreadView::load(&app.store, &id).map_err(|e| ApiError::internal(&e))?;
         let schema = view
             .role_schema(&q.role)
@@ -301,7 +307,8 @@ pub async fn question(State(app): State<Arc<App>>, Path(id): Path<String>) -> An
             .and_then(|h| app.store.get_payload(h).ok())
             .unwrap_or(Value::Null);
         Ok(Json(
-            json!({"thread": id, "role": q.role, "prompt": q.prompt, "schema": schema, "fields": q.fields}),
+            json!({"thread": id, "role": q.role, "prompt": q.prompt, "schema": schema, "fields": q.fields,
+                   "asksHtml": super::markdown::to_html(asks), "howToAnswer": how}),
         ))
     })
     .await
