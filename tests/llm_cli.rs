@@ -1172,7 +1172,7 @@ fn config_errors_are_located_and_stop_steps() {
     let id = start_thread(&env, "solve-issue", "p");
     let err = env.fails(&["thread", "step", &id], 1);
     assert!(
-        err.contains("config.yaml is not valid:\n  line 4, column 14: agents.mine.timeout: expected an integer (0 or more), found a string"),
+        err.contains("config.yaml is not valid:\n  line 4, column 14: agents.mine.timeout: expected seconds or a duration (e.g. 900, 15m, 1h 30m), found a string"),
         "{err}"
     );
     std::fs::write(
@@ -1386,4 +1386,33 @@ fn setup_refuses_a_variable_that_is_no_name_and_an_empty_model() {
             "nothing is written"
         );
     }
+}
+
+/// An agent's timeout reads as seconds or as a duration (`2s`), as durations do everywhere.
+#[test]
+fn an_agent_timeout_reads_as_a_duration() {
+    let env = Env::new();
+    std::fs::create_dir_all(env.root()).unwrap();
+    let sleeper = common::script(&env, "sleeper.sh", "sleep 30");
+    std::fs::write(
+        env.root().join("config.yaml"),
+        format!(
+            "agents:\n  slow: {{ command: {}, timeout: 2s }}\n",
+            sleeper.display()
+        ),
+    )
+    .unwrap();
+    common::put_example(&env, "solve-issue");
+    let id = start_thread(&env, "solve-issue", "p");
+    let started = std::time::Instant::now();
+    let err = env.fails(&["thread", "step", &id, "--agent", "slow"], 1);
+    let took = started.elapsed();
+    assert!(
+        err.contains("2 s") || err.contains("2s") || err.contains("timed out"),
+        "{err}"
+    );
+    assert!(
+        took >= std::time::Duration::from_secs(2) && took < std::time::Duration::from_secs(20),
+        "the step took {took:?}: {err}"
+    );
 }

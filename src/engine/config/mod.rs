@@ -13,6 +13,7 @@
 //! checks are [`crate::engine::upkeep::doctor`]. Which agent runs a role is [`crate::engine::agent::resolve`].
 
 pub mod dotenv;
+mod duration;
 pub mod setup;
 
 pub use setup::{PRESETS, Setup, SetupError, apply_setup, default_key_env};
@@ -76,8 +77,12 @@ pub struct Provider {
     /// The environment variable holding the API key (none: send no key, e.g. a local server).
     #[serde(default)]
     pub api_key_env: Option<String>,
-    /// Seconds one request may take (default 120).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Seconds one request may take (default 120; `2m` reads as 120).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "duration::opt_seconds"
+    )]
     pub timeout: Option<u64>,
     /// Retries on 429, 5xx, timeouts and connection errors (default 3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -94,14 +99,14 @@ pub struct Model {
     pub name: Option<String>,
 }
 
-/// An agent: a command, its leading arguments, and a timeout in seconds.
+/// An agent: a command, its leading arguments, and a timeout in seconds (`900` or `15m`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AgentConfig {
     pub command: String,
     #[serde(default)]
     pub args: Vec<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "duration::opt_seconds")]
     pub timeout: Option<u64>,
     /// Added to the agent's environment; a value may name a `.env` secret as `${NAME}`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -180,8 +185,12 @@ pub struct ReactConfig {
     /// Offer the `run_command` tool (off unless set: it runs shell commands in the workdir).
     #[serde(default)]
     pub run_command: bool,
-    /// Seconds one `run_command` may take (default 60).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Seconds one `run_command` may take (default 60; `1m` reads as 60).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "duration::opt_seconds"
+    )]
     pub command_timeout: Option<u64>,
     /// Rounds before the loop gives up (default 20; `--max-rounds` wins).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -513,11 +522,11 @@ mod tests {
         };
         check(
             "agents:\n  mine:\n    command: x\n    timeout: soon\n",
-            "line 4, column 14: agents.mine.timeout: expected an integer (0 or more), found a string",
+            "line 4, column 14: agents.mine.timeout: expected seconds or a duration (e.g. 900, 15m, 1h 30m), found a string",
         );
         check(
             "agents:\n  mine: { command: x, timeout: -1 }\n",
-            "line 2, column 32: agents.mine.timeout: expected an integer (0 or more), found a negative integer",
+            "line 2, column 32: agents.mine.timeout: expected seconds or a duration (e.g. 900, 15m, 1h 30m), found a negative integer",
         );
         check(
             "agents:\n  mine:\n    args: [a]\n",
