@@ -12,6 +12,7 @@ mod export;
 mod knowledge;
 mod live;
 mod mount;
+mod open;
 mod scale;
 mod serve;
 mod setup;
@@ -184,6 +185,8 @@ uwf worker list"
     Worker(scale::worker::WorkerArgs),
     /// The web dashboard: threads, steps, live logs, answers, diffs and workflows in a browser
     Serve(serve::ServeArgs),
+    /// Open a thread's page (or the list) in the dashboard, or print its address
+    Open(open::OpenArgs),
 }
 
 /// Runs the CLI and returns the process exit code.
@@ -251,6 +254,7 @@ fn run(cli: Cli, out: &mut Out) -> CliResult {
         }
         Command::Worker(args) => scale::worker::run(args, &root, out),
         Command::Serve(args) => serve::run(args, &root, out),
+        Command::Open(args) => open::run(args, &root, out),
     }
 }
 
@@ -277,6 +281,7 @@ fn needs_a_store(command: &Command) -> bool {
         | Command::Live(_)
         | Command::Status(_)
         | Command::Serve(_)
+        | Command::Open(_)
         | Command::Worker(_) => true,
         Command::Eval(_)
         | Command::Knowledge(_)

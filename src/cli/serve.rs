@@ -43,7 +43,9 @@ pub fn run(args: ServeArgs, root: &Path, out: &mut Out) -> CliResult {
         workdir: super::thread::workdir(args.workdir.as_deref())?,
     };
     let mut printed = Ok(());
+    let mut record = None;
     crate::serve::serve(options, store, |started| {
+        record = Some(super::open::record(root, &started.url));
         printed = out
             .line(
                 json!({"url": started.url, "login": started.login_url, "pid": std::process::id()}),
@@ -57,6 +59,7 @@ pub fn run(args: ServeArgs, root: &Path, out: &mut Out) -> CliResult {
             None => eprintln!("uwf: serving {} (Ctrl-C stops)", started.url),
         }
     })?;
+    drop(record);
     printed?;
     Ok(())
 }
