@@ -245,7 +245,7 @@ impl Actions {
             }
             let changed = self.changed.clone();
             return Ok(Some(Box::new(move || {
-                let result = lifecycle::kill(&store, &id);
+                let result = lifecycle::kill(&store, &id, None);
                 changed.fetch_add(1, Ordering::SeqCst);
                 // Our worker of the stopped step has recorded its end: nothing is in flight.
                 jobs.wait_gone(&id, KILL_SETTLE);
@@ -291,7 +291,7 @@ impl Actions {
 
     /// `fork`: a new thread whose head is `step`. Returns its id.
     pub fn fork(&self, thread: &str, step: Hash) -> Result<String, FsError> {
-        match lifecycle::fork_from(&self.store, step, Some(thread)) {
+        match lifecycle::fork_from(&self.store, step, Some(thread), None) {
             Ok((_, id, _)) => {
                 self.changed.fetch_add(1, Ordering::SeqCst);
                 Ok(id)
@@ -310,7 +310,7 @@ impl Actions {
         // A broken config.yaml: the thread keeps no agents of its own (its steps say why).
         let loaded = config::load(self.store.root()).ok();
         let config = loaded.as_ref().map(|l| &l.config);
-        match lifecycle::start_in(&self.store, workflow, prompt, &self.workdir, config) {
+        match lifecycle::start_in(&self.store, workflow, prompt, (&self.workdir, config), None) {
             Ok((_, id)) => {
                 self.changed.fetch_add(1, Ordering::SeqCst);
                 Ok(id)
@@ -529,6 +529,7 @@ fn run_steps(store: &Store, id: &str, action: Action, cancel: &AtomicBool, chang
         agent: None,
         passthrough: false,
         from_queue: false,
+        by: None,
     };
     let max = if action == Action::Run {
         RUN_MAX_STEPS

@@ -242,6 +242,7 @@ fn step_claimed(shared: &Shared<'_>, id: &str) -> Result<(), WorkerError> {
         agent: shared.options.agent.clone(),
         passthrough: false,
         from_queue: true,
+        by: None,
     };
     let mut warm = Warm::default();
     // As `config.yaml` is now: an edit reaches the next thread a slot claims, no restart needed.
