@@ -10,6 +10,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::author::by_of;
 use super::error::ApiError;
 use super::{App, blocking};
 use crate::cas::{Hash, Store, builtin};
@@ -293,20 +294,6 @@ pub async fn question(State(app): State<Arc<App>>, Path(id): Path<String>) -> An
         ))
     })
     .await
-}
-
-/// Who acts through the dashboard: the `X-Uwf-By` header, else the JSON body's `by`, else
-/// `dashboard` (it has one token for everyone; per-person tokens would name them).
-fn by_of(headers: &HeaderMap, body: Option<&Value>) -> Result<String, ApiError> {
-    let named = match headers.get("x-uwf-by") {
-        Some(v) => Some(v.to_str().map_err(|_| {
-            ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "X-Uwf-By is not text")
-        })?),
-        None => body.and_then(|b| b["by"].as_str()),
-    };
-    Ok(author::checked(Some(named.unwrap_or("dashboard")))
-        .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?
-        .unwrap_or_default())
 }
 
 /// `POST /api/threads`: starts a thread → `{"thread", "workflow"}`.
