@@ -281,3 +281,27 @@ fn a_bad_name_is_refused_before_anything_happens() {
     assert_eq!(show["steps"], 0, "{show}");
     assert_eq!(show["lastAction"], Value::Null, "{show}");
 }
+
+#[test]
+fn a_workers_steps_name_who_runs_it() {
+    let machine = Machine::new(None, None);
+    let none = gitconfig(machine.dir.path(), None);
+    let me = Person {
+        machine: &machine,
+        user: "someone",
+        gitconfig: &none,
+        uwf_by: None,
+    };
+    let review = machine.dir.path().join("review.yaml");
+    std::fs::write(&review, REVIEW).unwrap();
+    me.ok(&["workflow", "put", review.to_str().unwrap()]);
+    let id = me.start(&["--queue"]);
+    me.ok(&["worker", "--until-idle", "--agent", "dry", "--by", "wendy"]);
+    let log = me.log(&id);
+    assert!(
+        log.contains("── step 1 · writer · agent dry · by wendy · "),
+        "{log}"
+    );
+    let show = me.show(&id);
+    assert_eq!(last_action(&show), ("finished".into(), "wendy".into()));
+}
