@@ -306,8 +306,9 @@ neither, your editor ($VISUAL, $EDITOR, else vi) opens on a template of the fiel
 the role's schema: plain YAML fields, YAML frontmatter (--- … ---) or a JSON object. A refused answer leaves the thread awaiting. \
 An answer is at most 16 MiB (UWF_MAX_INPUT=64MiB or `maxInput: 64MiB` in config.yaml raise it); a larger \
 one is refused and nothing is stored.\n\n\
---by NAME is recorded as agent `human:NAME`: 1 to 64 printable characters on one line (no control \
-characters such as newlines or ANSI escapes).\n\n\
+--by NAME is recorded as agent `human:NAME` (default: $UWF_BY, else git's user.name, else your \
+login name): 1 to 64 printable characters on one line (no control characters such as newlines or \
+ANSI escapes).\n\n\
 Examples:\n  echo '{\"approved\": true}' | uwf thread answer 01JD8X… - --by alice\n  \
 uwf thread answer 01JD8X… -f answer.md --by \"Alice Smith\""
     )]
