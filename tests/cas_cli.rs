@@ -114,8 +114,8 @@ fn refs_walk_and_list() {
     for h in [&leaf, &mid, &top, &link] {
         assert!(all.contains(h.as_str()));
     }
-    // Built-in schemas (8) + the bootstrap + our 4 nodes.
-    assert_eq!(all.lines().count(), 9 + 4);
+    // Built-in schemas (9) + the bootstrap + our 4 nodes.
+    assert_eq!(all.lines().count(), 10 + 4);
     assert!(env.ok(&["cas", "list", "--type", "step"]).is_empty());
 }
 
@@ -127,10 +127,10 @@ fn reindex_rebuilds_a_lost_index() {
     std::fs::remove_dir_all(env.root().join("cas/index/types")).unwrap();
     std::fs::create_dir_all(env.root().join("cas/index/types")).unwrap();
     assert_eq!(env.ok(&["cas", "list", "--type", "text"]), "");
-    assert_eq!(env.ok(&["cas", "reindex"]), "indexed 11 nodes");
+    assert_eq!(env.ok(&["cas", "reindex"]), "indexed 12 nodes");
     let listed = env.ok(&["cas", "list", "--type", "text"]);
     assert!(listed.contains(&a) && listed.contains(&b), "{listed}");
-    assert_eq!(env.ok(&["cas", "schema", "list"]).lines().count(), 9);
+    assert_eq!(env.ok(&["cas", "schema", "list"]).lines().count(), 10);
 }
 
 #[test]
@@ -241,7 +241,7 @@ fn invalid_json_schema_is_refused_with_locations() {
         1,
     );
     assert!(err.contains("2020-12"), "{err}");
-    assert_eq!(env.ok(&["cas", "schema", "list"]).lines().count(), 9);
+    assert_eq!(env.ok(&["cas", "schema", "list"]).lines().count(), 10);
 }
 
 #[test]
@@ -273,7 +273,7 @@ fn corrupt_node_is_a_hash_mismatch_and_fsck_finds_it() {
     let env = Env::new();
     let good = env.ok(&["cas", "put", "text", "\"good\""]);
     let bad = env.ok(&["cas", "put", "text", "\"original\""]);
-    assert!(env.ok(&["cas", "fsck"]).starts_with("ok: 11 nodes checked"));
+    assert!(env.ok(&["cas", "fsck"]).starts_with("ok: 12 nodes checked"));
 
     let path = env.object_path(&bad);
     make_writable(&path);
@@ -370,7 +370,7 @@ fn gc_keeps_what_roots_reach_and_removes_the_rest() {
         env.ok(&["cas", "has", h]);
     }
     // Built-ins survive, the index forgot the removed node, and the store is consistent.
-    assert_eq!(env.ok(&["cas", "schema", "list"]).lines().count(), 10);
+    assert_eq!(env.ok(&["cas", "schema", "list"]).lines().count(), 11);
     assert!(
         !env.ok(&["cas", "list", "--type", "text"])
             .contains(&garbage)

@@ -505,3 +505,53 @@ fn a_step_shows_its_own_duration() {
     browser.screenshot("dashboard-step-durations");
     assert_eq!(browser.console_errors(), Vec::<String>::new());
 }
+
+/// An answer given on the dashboard records the name typed on its form (else `dashboard`), and
+/// the thread page says who started the thread and who acted last (issue #41 "who did what").
+#[test]
+fn an_answer_from_the_dashboard_shows_its_author_on_the_thread_page() {
+    let _one = one_at_a_time();
+    let test = "an_answer_from_the_dashboard_shows_its_author_on_the_thread_page";
+    let Some(browser) = Browser::start(test) else {
+        return;
+    };
+    let env = store();
+    let id = env.ok(&[
+        "thread", "start", "review", "-p", "Notes", "--by", "ann", "-q",
+    ]);
+    env.ends(&["thread", "run", &id], 4);
+    let server = Server::start(&env, "127.0.0.1:0", &[]);
+    let base = origin(&server);
+
+    browser.goto(&format!("{base}/threads/{id}/answer"));
+    drawn(&browser, &format!("/threads/{id}/answer"));
+    browser.type_text(&browser.find("#answer-by").expect("a name field"), "Zoë");
+    browser.execute(
+        "document.getElementById('f-approved').value = 'true'",
+        vec![],
+    );
+    browser.click(&browser.find("#submit-answer").unwrap());
+    drawn(&browser, &format!("/threads/{id}"));
+    let authors = browser.text(&browser.find("#authors").expect("who did what"));
+    assert!(authors.contains("started by ann"), "{authors}");
+    assert!(authors.contains("last: finished by Zoë"), "{authors}");
+    let shown = show(&env, &id);
+    assert_eq!(shown["lastAction"]["by"], "Zoë", "{shown}");
+    let steps = env.ok(&["thread", "steps", &id, "--json"]);
+    assert!(steps.contains("\"agent\":\"human:Zoë\""), "{steps}");
+    assert_eq!(browser.console_errors(), Vec::<String>::new());
+
+    // A write that names no one is the dashboard's; a bad name is refused.
+    let other = env.ok(&["thread", "start", "review", "-p", "More", "-q"]);
+    let (status, body) = server.post_json(&format!("/api/threads/{other}/pause"), "");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(show(&env, &other)["lastAction"]["by"], "dashboard");
+    let (status, _, text) = server.request(
+        "POST",
+        &format!("/api/threads/{other}/resume"),
+        &[("origin", &base), ("x-uwf-by", "a%0Ab")],
+        None,
+    );
+    assert_eq!(status, 422, "{text}");
+    assert!(text.contains("a control character"), "{text}");
+}

@@ -89,6 +89,7 @@ fn a_warm_run_starts_from_a_head_another_process_moved() {
         agent: Some("dry".into()),
         passthrough: false,
         from_queue: false,
+        by: None,
     };
     let mut warm = Warm::default();
     let first = step::step_warm(&store, &config, &id, &options, &mut warm).unwrap();

@@ -206,9 +206,9 @@ fn an_empty_or_damaged_index_is_an_error_and_gc_removes_nothing() {
     // The first layout: an empty threads.yaml (uwf wrote `{}` for none).
     let env = legacy_env();
     std::fs::write(env.root().join("threads.yaml"), "").unwrap();
-    // Opening the store adds the two built-in schemas newer than the fixture (`workflow-v2`,
-    // `failure`); no node may go.
-    let nodes = count_nodes(&env) + 2;
+    // Opening the store adds the three built-in schemas newer than the fixture (`workflow-v2`,
+    // `failure`, `start-v2`); no node may go.
+    let nodes = count_nodes(&env) + 3;
     let err = env.fails(&["cas", "gc", "--grace", "0s"], 1);
     assert!(err.contains("threads.yaml is damaged"), "{err}");
     assert!(err.contains("nothing was removed"), "{err}");

@@ -37,6 +37,10 @@ class ApiError extends Error {
 
 async function api(path, options = {}) {
   const init = { method: options.method || 'GET', headers: {} };
+  // Who acts: the name given on the answer form (kept for this browser), else the server
+  // records `dashboard`.
+  const by = localStorage.getItem('uwf-by');
+  if (init.method !== 'GET' && by) init.headers['x-uwf-by'] = encodeURIComponent(by);
   if (options.json !== undefined) {
     init.body = JSON.stringify(options.json);
     init.headers['content-type'] = 'application/json';
@@ -585,6 +589,10 @@ async function threadPage(id) {
         t.workdir ? `runs in ${t.workdir}` : '',
         t.workdir && t.agents ? ' · ' : '',
         t.agents ? `agents: ${Object.entries(t.agents).map(([r, a]) => `${r}=${a}`).join(', ')}` : '') : '',
+      t.by || t.lastAction ? el('p', { class: 'muted', id: 'authors' },
+        t.by ? `started by ${t.by}` : '',
+        t.by && t.lastAction ? ' · ' : '',
+        t.lastAction ? `last: ${t.lastAction.event} by ${t.lastAction.by}, ${ago(t.lastAction.at)}` : '') : '',
       t.error ? el('div', { class: 'error', id: 'thread-error', text: t.error }) : '',
       el('details', {}, el('summary', { text: 'Prompt' }), el('pre', { id: 'prompt', text: t.prompt })));
     actions.replaceChildren();
@@ -707,6 +715,9 @@ async function answerPage(id) {
   } else {
     form.append(el('p', {}, el('label', { for: 'f-json', text: 'answer (JSON)' }), el('br'), el('textarea', { id: 'f-json', name: 'json', rows: 8, cols: 70, required: true })));
   }
+  // No `name`: the answer's fields are the inputs that have one.
+  const by = el('input', { id: 'answer-by', type: 'text', maxlength: 64, value: localStorage.getItem('uwf-by') || '', placeholder: 'dashboard' });
+  form.append(el('p', {}, el('label', { for: 'answer-by', text: 'your name' }), ' ', by));
   form.append(el('button', { type: 'submit', id: 'submit-answer', text: `Answer as ${q.role}`, disabled: readOnly }));
   const refuse = (err) => { error.replaceChildren(errorBox(err)); error.scrollIntoView({ block: 'center' }); };
   form.addEventListener('submit', async (e) => {
@@ -725,6 +736,7 @@ async function answerPage(id) {
         answer = JSON.parse(form.querySelector('#f-json').value);
       }
     } catch (err) { refuse(new Error('not valid JSON: ' + err.message)); return; }
+    if (by.value.trim()) localStorage.setItem('uwf-by', by.value.trim()); else localStorage.removeItem('uwf-by');
     try {
       await api(`/api/threads/${id}/answer`, { method: 'POST', body: JSON.stringify(answer) });
       go(`/threads/${id}`);

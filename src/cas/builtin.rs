@@ -1,5 +1,5 @@
-//! The built-in schemas every store holds: `workflow` (and `workflow-v2`), `start`, `step`,
-//! `text`, `detail`, `subthread` and `failure`.
+//! The built-in schemas every store holds: `workflow` (and `workflow-v2`), `start` (and
+//! `start-v2`), `step`, `text`, `detail`, `subthread` and `failure`.
 //!
 //! Their hashes are stable because their payloads are fixed here; changing a payload changes the
 //! hash of every node of that type, so treat these definitions as part of the on-disk format.
@@ -44,7 +44,7 @@ impl Builtin {
 /// All built-in schemas, in a fixed order. The hashes are written out (a test recomputes them
 /// from the payloads): a command that only needs to know them, like opening a store, builds and
 /// hashes no schema document.
-static ALL: [Builtin; 8] = [
+static ALL: [Builtin; 9] = [
     Builtin::new("workflow", 0x4820_ce14_dcc5_4ef0, workflow),
     Builtin::new("start", 0x7c66_81d4_9e5e_ecda, start),
     Builtin::new("step", 0xe718_2f91_68e6_9363, step),
@@ -53,6 +53,7 @@ static ALL: [Builtin; 8] = [
     Builtin::new("subthread", 0x3312_952a_ec5d_864b, subthread),
     Builtin::new("workflow-v2", 0x0b6e_b766_77c0_37f9, workflow_v2),
     Builtin::new("failure", 0x619e_2ccf_a673_4b97, failure),
+    Builtin::new("start-v2", 0xcf60_822f_458c_5ca2, start_v2),
 ];
 
 /// All built-in schemas, in a fixed order.
@@ -95,6 +96,7 @@ pub fn accepts(name: &str) -> Option<fn(&Value) -> bool> {
         "step" => Some(accepts_step),
         "detail" => Some(accepts_detail),
         "start" => Some(accepts_start),
+        "start-v2" => Some(accepts_start_v2),
         _ => None,
     }
 }
@@ -150,6 +152,22 @@ fn accepts_start(v: &Value) -> bool {
         && o.get("workflow").is_some_and(is_ref)
         && o.get("prompt").is_some_and(non_empty_string)
         && o.get("parent").is_none_or(is_ref)
+}
+
+/// A `start-v2` payload: a start's fields and `by`, the name of who started the thread.
+fn accepts_start_v2(v: &Value) -> bool {
+    let Some(o) = v.as_object() else {
+        return false;
+    };
+    o.keys()
+        .all(|k| matches!(k.as_str(), "workflow" | "prompt" | "parent" | "by"))
+        && o.get("workflow").is_some_and(is_ref)
+        && o.get("prompt").is_some_and(non_empty_string)
+        && o.get("parent").is_none_or(is_ref)
+        && o.get("by").is_some_and(|b| {
+            b.as_str()
+                .is_some_and(|b| (1..=64).contains(&b.chars().count()))
+        })
 }
 
 fn text() -> Value {
@@ -248,6 +266,20 @@ fn start() -> Value {
     schema
 }
 
+/// The start of a thread whose starter is known: [`start`] and `by`, the name of who started it
+/// (the start without one keeps the `start` type, so its hash stays what it was).
+fn start_v2() -> Value {
+    let mut schema = start();
+    schema["required"] = json!(["workflow", "prompt", "by"]);
+    schema["properties"]["by"] = json!({
+        "description": "who started the thread: the name `--by` gave, else the person running the command",
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 64
+    });
+    schema
+}
+
 /// The `start` schema before sub-workflows added `parent`. Stores written then hold start nodes
 /// of this type, which stay valid start nodes.
 fn legacy_start() -> Value {
@@ -273,9 +305,11 @@ pub fn is_workflow(type_hash: Hash) -> bool {
     type_hash == hash_of("workflow") || type_hash == hash_of("workflow-v2")
 }
 
-/// Whether `type_hash` is the type of a start node (today's or the legacy one).
+/// Whether `type_hash` is the type of a start node (`start`, `start-v2` or the legacy one).
 pub fn is_start(type_hash: Hash) -> bool {
-    type_hash == hash_of("start") || type_hash == legacy_start_hash()
+    type_hash == hash_of("start")
+        || type_hash == hash_of("start-v2")
+        || type_hash == legacy_start_hash()
 }
 
 /// The detail of a step that a sub-workflow took: the child thread and its terminal
@@ -408,6 +442,14 @@ mod tests {
             ),
             ("start", json!({"workflow": a, "prompt": "go"})),
             ("start", json!({"workflow": a, "prompt": "go", "parent": b})),
+            (
+                "start-v2",
+                json!({"workflow": a, "prompt": "go", "by": "alice"}),
+            ),
+            (
+                "start-v2",
+                json!({"workflow": a, "prompt": "go", "parent": b, "by": "Alice Smith"}),
+            ),
         ]
     }
 

@@ -51,6 +51,10 @@ pub struct MountArgs {
     /// threads started elsewhere keep their own
     #[arg(long, value_name = "DIR")]
     workdir: Option<PathBuf>,
+    /// Who acts through the mount: named by the threads it starts, steps, answers, forks and
+    /// kills (default: $UWF_BY, else git's user.name, else your login name)
+    #[arg(long, value_name = "NAME")]
+    by: Option<String>,
     /// Internal: this process is the daemon started by --background
     #[arg(long, hide = true)]
     daemon: bool,
@@ -94,10 +98,11 @@ pub fn run_mount(args: MountArgs, root: &Path, out: &mut Out) -> CliResult<()> {
     }
     // Resolved before a daemon is started in `/`, so "this directory" is the caller's.
     let workdir = super::thread::workdir(args.workdir.as_deref())?;
+    let by = super::thread::author::person(args.by.as_deref())?;
     if args.background && !args.daemon {
-        return spawn_daemon(&args, root, &dir, &workdir, out);
+        return spawn_daemon(&args, root, &dir, (&workdir, by.as_deref()), out);
     }
-    serve(&args, root, &dir, workdir)
+    serve(&args, root, &dir, (workdir, by))
 }
 
 /// Whether the directory has any entry a mount on it would hide.
@@ -112,7 +117,7 @@ fn spawn_daemon(
     args: &MountArgs,
     root: &Path,
     dir: &Path,
-    workdir: &Path,
+    (workdir, by): (&Path, Option<&str>),
     out: &mut Out,
 ) -> CliResult<()> {
     let exe = std::env::current_exe().context("cannot find the uwf executable")?;
@@ -136,6 +141,9 @@ fn spawn_daemon(
     }
     if args.allow_other {
         cmd.arg("--allow-other");
+    }
+    if let Some(by) = by {
+        cmd.arg("--by").arg(by);
     }
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -178,7 +186,12 @@ fn spawn_daemon(
 }
 
 /// Mounts and serves until unmounted.
-fn serve(args: &MountArgs, root: &Path, dir: &Path, workdir: PathBuf) -> CliResult<()> {
+fn serve(
+    args: &MountArgs,
+    root: &Path,
+    dir: &Path,
+    (workdir, by): (PathBuf, Option<String>),
+) -> CliResult<()> {
     // Block the stop signals before any thread starts, so every thread inherits the mask and
     // only the waiting thread below receives them.
     let mut signals = SigSet::empty();
@@ -198,6 +211,7 @@ fn serve(args: &MountArgs, root: &Path, dir: &Path, workdir: PathBuf) -> CliResu
             gid: nix::unistd::getegid().as_raw(),
             limits: Limits::default(),
             workdir,
+            by,
         },
     );
     let config = MountConfig {

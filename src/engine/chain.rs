@@ -72,6 +72,21 @@ pub struct Start {
     /// The parent thread's head, when a sub-workflow started this thread.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<Hash>,
+    /// Who started the thread (a `start-v2` node; none in a `start` node).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+}
+
+impl Start {
+    /// The built-in schema of this start's node: `start-v2` when it names who started the
+    /// thread, else `start` (so a start without a name hashes as it always did).
+    pub fn type_name(&self) -> &'static str {
+        if self.by.is_some() {
+            "start-v2"
+        } else {
+            "start"
+        }
+    }
 }
 
 /// The payload of a `step` node.
@@ -841,6 +856,7 @@ mod tests {
                 workflow: hash("2DHW2FP49YVD3"),
                 prompt: "say \"hi\"\nand\\or é".into(),
                 parent: None,
+                by: None,
             },
             start_timestamp: 1,
             start_size: 90,
@@ -898,6 +914,7 @@ mod tests {
                 workflow: Hash::of_bytes(b"workflow"),
                 prompt: "multi\nline \"prompt\" with spaces".into(),
                 parent: None,
+                by: None,
             },
             start_timestamp: 7,
             start_size: 123,

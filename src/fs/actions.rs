@@ -124,6 +124,9 @@ pub struct Actions {
     changed: Arc<AtomicU64>,
     /// Where the agents of threads started here run.
     workdir: std::path::PathBuf,
+    /// Who acts through the mount (`uwf mount --by`): named by what it starts, steps, answers,
+    /// forks and kills.
+    by: Option<String>,
 }
 
 fn record(files: &RunFiles, message: &str) {
@@ -135,12 +138,17 @@ fn record(files: &RunFiles, message: &str) {
 }
 
 impl Actions {
-    pub fn new(store: Arc<Store>, changed: Arc<AtomicU64>, workdir: std::path::PathBuf) -> Actions {
+    pub fn new(
+        store: Arc<Store>,
+        changed: Arc<AtomicU64>,
+        (workdir, by): (std::path::PathBuf, Option<String>),
+    ) -> Actions {
         Actions {
             store,
             jobs: Arc::new(Jobs::default()),
             changed,
             workdir,
+            by,
         }
     }
 
@@ -238,6 +246,7 @@ impl Actions {
         let store = self.store.clone();
         let jobs = self.jobs.clone();
         let id = id.to_owned();
+        let by = self.by.clone();
         if action == Action::Kill {
             // Stop a run of ours before its next step; the engine stops the agent.
             if let Some(job) = jobs.lock().get(&id) {
@@ -245,7 +254,7 @@ impl Actions {
             }
             let changed = self.changed.clone();
             return Ok(Some(Box::new(move || {
-                let result = lifecycle::kill(&store, &id);
+                let result = lifecycle::kill(&store, &id, by.as_deref());
                 changed.fetch_add(1, Ordering::SeqCst);
                 // Our worker of the stopped step has recorded its end: nothing is in flight.
                 jobs.wait_gone(&id, KILL_SETTLE);
@@ -279,7 +288,8 @@ impl Actions {
         let spawned = std::thread::Builder::new()
             .name("uwf-step".to_owned())
             .spawn(move || {
-                run_steps(&store, &worker_id, action, &cancel, &changed);
+                let job = (action, by);
+                run_steps(&store, &worker_id, job, &cancel, &changed);
                 worker_jobs.finish(&worker_id);
             });
         if let Err(e) = spawned {
@@ -291,7 +301,7 @@ impl Actions {
 
     /// `fork`: a new thread whose head is `step`. Returns its id.
     pub fn fork(&self, thread: &str, step: Hash) -> Result<String, FsError> {
-        match lifecycle::fork_from(&self.store, step, Some(thread)) {
+        match lifecycle::fork_from(&self.store, step, Some(thread), self.by.as_deref()) {
             Ok((_, id, _)) => {
                 self.changed.fetch_add(1, Ordering::SeqCst);
                 Ok(id)
@@ -310,7 +320,13 @@ impl Actions {
         // A broken config.yaml: the thread keeps no agents of its own (its steps say why).
         let loaded = config::load(self.store.root()).ok();
         let config = loaded.as_ref().map(|l| &l.config);
-        match lifecycle::start_in(&self.store, workflow, prompt, &self.workdir, config) {
+        match lifecycle::start_in(
+            &self.store,
+            workflow,
+            prompt,
+            (&self.workdir, config),
+            self.by.as_deref(),
+        ) {
             Ok((_, id)) => {
                 self.changed.fetch_add(1, Ordering::SeqCst);
                 Ok(id)
@@ -332,7 +348,7 @@ impl Actions {
             self.files(id).record_error(&text);
             FsError::Refused(text)
         })?;
-        match human::answer(&self.store, &loaded.config, id, text, None) {
+        match human::answer(&self.store, &loaded.config, id, text, self.by.as_deref()) {
             Ok(stepped) => {
                 self.changed.fetch_add(1, Ordering::SeqCst);
                 Ok(stepped.to_json())
@@ -352,7 +368,7 @@ impl Actions {
         })?;
         // The engine looks at an answer's text only once the thread is known to ask: an empty
         // one is refused as empty exactly when the thread awaits an answer, with nothing written.
-        match human::answer(&self.store, &loaded.config, id, "", None) {
+        match human::answer(&self.store, &loaded.config, id, "", self.by.as_deref()) {
             Ok(_) | Err(HumanError::Empty) => Ok(()),
             Err(e) if e.is_busy() => Err(FsError::Busy(with_hints(&e))),
             // Refused before the engine records anything.
@@ -516,7 +532,13 @@ fn thread_error(e: ThreadError, text: String) -> FsError {
 /// The worker of a `step` or `run` job. Failures are recorded by the engine in the run files
 /// (`error`, and the last outcome that `status` and `wait` show), except those that happen
 /// before it takes the lock, which are recorded here.
-fn run_steps(store: &Store, id: &str, action: Action, cancel: &AtomicBool, changed: &AtomicU64) {
+fn run_steps(
+    store: &Store,
+    id: &str,
+    (action, by): (Action, Option<String>),
+    cancel: &AtomicBool,
+    changed: &AtomicU64,
+) {
     let files = RunFiles::new(store.root(), id);
     let config = match config::load(store.root()) {
         Ok(c) => c,
@@ -529,6 +551,7 @@ fn run_steps(store: &Store, id: &str, action: Action, cancel: &AtomicBool, chang
         agent: None,
         passthrough: false,
         from_queue: false,
+        by,
     };
     let max = if action == Action::Run {
         RUN_MAX_STEPS

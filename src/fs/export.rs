@@ -68,6 +68,7 @@ pub fn export(source: Source, what: &Selection, dir: &Path) -> Result<Exported, 
             limits: Limits::default(),
             // An export only reads: no thread is started through it.
             workdir: std::path::PathBuf::from("/"),
+            by: None,
         },
     );
     let mut walk = Walk {

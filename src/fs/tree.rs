@@ -93,6 +93,8 @@ pub struct Options {
     pub limits: Limits,
     /// Where the agents of threads started through the mount run (`uwf mount --workdir`).
     pub workdir: std::path::PathBuf,
+    /// Who acts through the mount (`uwf mount --by`), already checked; `None` records no name.
+    pub by: Option<String>,
 }
 
 /// Directory, symbolic link or file, as `readdir` reports it.
@@ -131,7 +133,7 @@ impl Tree {
         let actions = Actions::new(
             source.shared_store(),
             source.index_generation(),
-            opts.workdir.clone(),
+            (opts.workdir.clone(), opts.by.clone()),
         );
         Tree {
             actions,

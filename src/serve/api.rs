@@ -10,6 +10,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::author::by_of;
 use super::error::ApiError;
 use super::{App, blocking};
 use crate::cas::{Hash, Store, builtin};
@@ -19,6 +20,7 @@ use crate::engine::cycle::controls;
 use crate::engine::cycle::human;
 use crate::engine::cycle::lifecycle;
 use crate::engine::cycle::step::{self, StepOptions};
+use crate::engine::thread::author;
 use crate::engine::thread::index;
 use crate::engine::thread::listing::{self, STATUSES};
 use crate::engine::thread::render;
@@ -190,6 +192,7 @@ pub async fn thread(State(app): State<Arc<App>>, Path(id): Path<String>) -> Answ
         json["parent"] = parent;
         json["children"] = children;
         crate::engine::cycle::rebase::show(&app.root, &summary, &mut json);
+        author::show(&app.store, &id, summary.head, &mut json);
         json["prompt"] = view.chain.start.prompt.clone().into();
         json["workflowHash"] = view.workflow_hash.to_string().into();
         json["path"] = view
@@ -315,8 +318,13 @@ pub async fn question(State(app): State<Arc<App>>, Path(id): Path<String>) -> An
 }
 
 /// `POST /api/threads`: starts a thread → `{"thread", "workflow"}`.
-pub async fn start(State(app): State<Arc<App>>, Json(body): Json<Value>) -> Response {
+pub async fn start(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Json(body): Json<Value>,
+) -> Response {
     let result = blocking(&app, move |app| {
+        let by = by_of(&headers, Some(&body))?;
         let workflow = body["workflow"].as_str().unwrap_or_default().to_owned();
         let prompt = body["prompt"].as_str().unwrap_or_default().to_owned();
         if workflow.is_empty() || prompt.trim().is_empty() {
@@ -327,9 +335,14 @@ pub async fn start(State(app): State<Arc<App>>, Json(body): Json<Value>) -> Resp
         }
         let loaded = config::load(&app.root).ok();
         let config = loaded.as_ref().map(|l| &l.config);
-        let (workflow, id) =
-            lifecycle::start_in(&app.store, &workflow, &prompt, &app.workdir, config)
-                .map_err(|e| ApiError::refused(&e))?;
+        let (workflow, id) = lifecycle::start_in(
+            &app.store,
+            &workflow,
+            &prompt,
+            (&app.workdir, config),
+            Some(&by),
+        )
+        .map_err(|e| ApiError::refused(&e))?;
         if body["queue"].as_bool() == Some(true) {
             index::queue(&app.root, &id).map_err(|e| ApiError::internal(&e))?;
         }
@@ -342,25 +355,29 @@ pub async fn start(State(app): State<Arc<App>>, Json(body): Json<Value>) -> Resp
     }
 }
 
-fn step_options() -> StepOptions {
+fn step_options(by: &str) -> StepOptions {
     StepOptions {
         agent: None,
         passthrough: false,
         from_queue: false,
+        by: Some(by.to_owned()),
     }
 }
 
-/// `POST /api/threads/<id>/{step,run,queue,kill,answer}`.
+/// `POST /api/threads/<id>/{step,run,queue,kill,answer}`, as the `X-Uwf-By` header names (else
+/// `dashboard`).
 pub async fn act(
     State(app): State<Arc<App>>,
     Path((id, action)): Path<(String, String)>,
+    headers: HeaderMap,
     body: String,
 ) -> Answer {
     blocking(&app, move |app| {
+        let by = by_of(&headers, None)?;
         let id = resolve(app, &id)?;
         let loaded = || config::load(&app.root).map_err(|e| ApiError::refused(&e));
         let value = match action.as_str() {
-            "step" => step::step(&app.store, &loaded()?, &id, &step_options())
+            "step" => step::step(&app.store, &loaded()?, &id, &step_options(&by))
                 .map_err(|e| ApiError::refused(&e))?
                 .to_json(),
             "run" => {
@@ -378,7 +395,7 @@ pub async fn act(
                                 &store,
                                 &config,
                                 &thread,
-                                &step_options(),
+                                &step_options(&by),
                                 &mut warm,
                             ) {
                                 Ok(s) if !s.done && !s.awaiting => {}
@@ -394,17 +411,19 @@ pub async fn act(
                 json!({"thread": id, "queued": true})
             }
             "kill" => {
-                let head = lifecycle::kill(&app.store, &id).map_err(|e| ApiError::refused(&e))?;
+                let head = lifecycle::kill(&app.store, &id, Some(&by))
+                    .map_err(|e| ApiError::refused(&e))?;
                 json!({"thread": id, "head": head.to_string(), "status": "killed"})
             }
             "pause" | "resume" => {
                 let paused = action == "pause";
-                controls::set_paused(&app.store, &id, paused).map_err(|e| ApiError::refused(&e))?;
+                controls::set_paused(&app.store, &id, paused, Some(&by))
+                    .map_err(|e| ApiError::refused(&e))?;
                 json!({"thread": id, "paused": paused})
             }
             "answer" => {
                 let config = loaded()?;
-                human::answer(&app.store, &config.config, &id, &body, None)
+                human::answer(&app.store, &config.config, &id, &body, Some(&by))
                     .map_err(|e| ApiError::refused(&e))?
                     .to_json()
             }
@@ -421,12 +440,17 @@ pub async fn act(
 }
 
 /// `POST /api/steps/<ref>/fork`: a new thread from a step → `{"thread", "workflow", "head"}`.
-pub async fn fork(State(app): State<Arc<App>>, Path(step): Path<String>) -> Answer {
+pub async fn fork(
+    State(app): State<Arc<App>>,
+    Path(step): Path<String>,
+    headers: HeaderMap,
+) -> Answer {
     blocking(&app, move |app| {
+        let by = by_of(&headers, None)?;
         let from =
             lifecycle::resolve_step(&app.store, &step).map_err(|e| ApiError::not_found(&e))?;
         let (workflow, id, head) =
-            lifecycle::fork(&app.store, from).map_err(|e| ApiError::refused(&e))?;
+            lifecycle::fork(&app.store, from, Some(&by)).map_err(|e| ApiError::refused(&e))?;
         Ok(Json(
             json!({"thread": id, "workflow": workflow, "head": head.to_string()}),
         ))

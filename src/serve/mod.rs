@@ -13,6 +13,7 @@
 
 mod api;
 mod assets;
+mod author;
 pub mod error;
 mod live;
 mod markdown;

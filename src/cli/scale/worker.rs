@@ -50,6 +50,10 @@ struct RunArgs {
     /// config's agentOverrides and defaultAgent)
     #[arg(long)]
     agent: Option<String>,
+    /// Who runs its steps, named in their log headers and events (default: $UWF_BY, else your
+    /// login name)
+    #[arg(long, value_name = "NAME")]
+    by: Option<String>,
 }
 
 pub fn run(args: WorkerArgs, root: &Path, out: &mut Out) -> CliResult<()> {
@@ -77,6 +81,7 @@ pub fn run(args: WorkerArgs, root: &Path, out: &mut Out) -> CliResult<()> {
         return Ok(());
     }
     let args = args.run;
+    let by = crate::cli::thread::author::runner(args.by.as_deref())?;
     let loaded = config::load(root)?;
     let stop = Arc::new(AtomicBool::new(false));
     // The first SIGTERM or Ctrl-C asks the slots to finish the step they are in and let their
@@ -91,6 +96,7 @@ pub fn run(args: WorkerArgs, root: &Path, out: &mut Out) -> CliResult<()> {
         max_steps: args.max_steps,
         until_idle: args.until_idle,
         agent: args.agent,
+        by,
     };
     eprintln!(
         "uwf: worker {} on {} with {} slot(s) over {}",

@@ -33,9 +33,7 @@ pub(super) fn command(
     out: &mut Out,
 ) -> CliResult<()> {
     // The name is checked before any input is read (a bad one wastes no typing).
-    if let Some(by) = &by {
-        human::check_by(by)?;
-    }
+    let by = super::author::person(by.as_deref())?;
     let root = store.root();
     let id = lifecycle::resolve_id(root, thread)?;
     let config = config::load(root)?;

@@ -27,9 +27,14 @@ pub fn workdir(given: Option<&Path>) -> CliResult<PathBuf> {
 }
 
 /// `thread pause` (`paused`) and `thread resume`.
-pub fn pause(store: &Store, thread: &str, paused: bool, out: &mut Out) -> CliResult<()> {
+pub fn pause(
+    store: &Store,
+    thread: &str,
+    (paused, by): (bool, Option<&str>),
+    out: &mut Out,
+) -> CliResult<()> {
     let id = lifecycle::resolve_id(store.root(), thread)?;
-    let was = controls::set_paused(store, &id, paused)?;
+    let was = controls::set_paused(store, &id, paused, by)?;
     if was == paused {
         let state = if paused { "paused" } else { "not paused" };
         eprintln!("uwf: thread {id} was {state} already");
@@ -48,11 +53,17 @@ pub fn pause(store: &Store, thread: &str, paused: bool, out: &mut Out) -> CliRes
 }
 
 /// `thread rebind`: prints the thread's bindings after the change.
-pub fn rebind(store: &Store, thread: &str, changes: &[String], out: &mut Out) -> CliResult<()> {
+pub fn rebind(
+    store: &Store,
+    thread: &str,
+    changes: &[String],
+    by: Option<&str>,
+    out: &mut Out,
+) -> CliResult<()> {
     let root = store.root();
     let id = lifecycle::resolve_id(root, thread)?;
     let config = config::load(root)?;
-    let bindings = controls::rebind(store, &config.config, &id, changes)?;
+    let bindings = controls::rebind(store, &config.config, &id, changes, by)?;
     let agents: serde_json::Map<String, serde_json::Value> = bindings
         .into_iter()
         .map(|(role, b)| (role, json!(b.name)))

@@ -6,7 +6,7 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 
 use super::Out;
-use super::terminal::output::{Mode, ago, shorten};
+use super::terminal::output::Mode;
 use crate::cas::{Store, builtin};
 use crate::cli::error::{CliResult, CommandError, Context, bail, user_error};
 use crate::engine::agent::interrupt;
@@ -30,9 +30,12 @@ pub use controls::workdir;
 pub use run::{RunArgs, start_and_run};
 use run::{print_notice, print_stepped, run_steps};
 mod answer;
+pub(super) mod author;
 mod list;
 mod rebase;
 mod show;
+mod steps;
+use steps::steps;
 pub(super) mod status;
 use list::{list, parse_since};
 
@@ -62,6 +65,9 @@ uwf thread step 01JD8X…\n  uwf thread step 01JD8X… --agent \"uwf agent scrip
         /// The agent: a configured agent name or a command line
         #[arg(long)]
         agent: Option<String>,
+        /// Who runs it (default: $UWF_BY, else your login name)
+        #[arg(long, value_name = "NAME")]
+        by: Option<String>,
     },
     /// Step until the thread is done (or --max-steps); prints one JSON line per step
     #[command(
@@ -79,6 +85,9 @@ Example:\n  uwf thread run 01JD8X… --agent dry --max-steps 20"
         /// config's agentOverrides and defaultAgent)
         #[arg(long)]
         agent: Option<String>,
+        /// Who runs it (default: $UWF_BY, else your login name)
+        #[arg(long, value_name = "NAME")]
+        by: Option<String>,
     },
     /// Show a thread: {"workflow","thread","head","done","status","next"}, and "error" when
     /// its last step failed
@@ -150,6 +159,9 @@ Examples:\n  uwf thread fork 4X5K4AE2AA5F2\n  uwf thread fork 01JD8X…:2"
         /// The step to continue from (hash, prefix, or THREAD:INDEX)
         #[arg(value_name = "STEP")]
         step: String,
+        /// Who does it (default: $UWF_BY, else git's user.name, else your login name)
+        #[arg(long, value_name = "NAME")]
+        by: Option<String>,
     },
     /// Print a step's execution detail as YAML
     #[command(
@@ -210,12 +222,18 @@ paused thread (a step says so and exits 1).\n\nExample:\n  uwf thread pause 01JD
     Pause {
         /// Thread id (a unique prefix is enough)
         thread: String,
+        /// Who does it (default: $UWF_BY, else git's user.name, else your login name)
+        #[arg(long, value_name = "NAME")]
+        by: Option<String>,
     },
     /// Let a paused thread take steps again
     #[command(after_help = "Example:\n  uwf thread resume 01JD8X…")]
     Resume {
         /// Thread id (a unique prefix is enough)
         thread: String,
+        /// Who does it (default: $UWF_BY, else git's user.name, else your login name)
+        #[arg(long, value_name = "NAME")]
+        by: Option<String>,
     },
     /// Bind a thread's roles to other agents (a thread keeps the agents it started with)
     #[command(
@@ -232,12 +250,18 @@ uwf thread rebind 01JD8X…   # every role from config.yaml as it is now"
         /// ROLE=AGENT pairs
         #[arg(value_name = "ROLE=AGENT")]
         bindings: Vec<String>,
+        /// Who does it (default: $UWF_BY, else git's user.name, else your login name)
+        #[arg(long, value_name = "NAME")]
+        by: Option<String>,
     },
     /// Stop a running step's agent and archive the thread as killed
     #[command(after_help = "Example:\n  uwf thread kill 01JD8X…")]
     Kill {
         /// Thread id (a unique prefix is enough)
         thread: String,
+        /// Who does it (default: $UWF_BY, else git's user.name, else your login name)
+        #[arg(long, value_name = "NAME")]
+        by: Option<String>,
     },
     /// Move a thread onto another version of its workflow (a fixed one): a new thread with the
     /// same steps, outputs re-validated; the old one is archived as rebased
@@ -282,8 +306,9 @@ neither, your editor ($VISUAL, $EDITOR, else vi) opens on a template of the fiel
 the role's schema: plain YAML fields, YAML frontmatter (--- … ---) or a JSON object. A refused answer leaves the thread awaiting. \
 An answer is at most 16 MiB (UWF_MAX_INPUT=64MiB or `maxInput: 64MiB` in config.yaml raise it); a larger \
 one is refused and nothing is stored.\n\n\
---by NAME is recorded as agent `human:NAME`: 1 to 64 printable characters on one line (no control \
-characters such as newlines or ANSI escapes).\n\n\
+--by NAME is recorded as agent `human:NAME` (default: $UWF_BY, else git's user.name, else your \
+login name): 1 to 64 printable characters on one line (no control characters such as newlines or \
+ANSI escapes).\n\n\
 Examples:\n  echo '{\"approved\": true}' | uwf thread answer 01JD8X… - --by alice\n  \
 uwf thread answer 01JD8X… -f answer.md --by \"Alice Smith\""
     )]
@@ -296,7 +321,8 @@ uwf thread answer 01JD8X… -f answer.md --by \"Alice Smith\""
         /// Read the answer from FILE (`-`: stdin, the default)
         #[arg(short = 'f', long = "file", value_name = "FILE")]
         file: Option<String>,
-        /// Who answers, recorded as agent `human:NAME` (at most 64 printable characters)
+        /// Who answers, recorded as agent `human:NAME` (at most 64 printable characters;
+        /// default: $UWF_BY, else git's user.name, else your login name)
         #[arg(long, value_name = "NAME")]
         by: Option<String>,
     },
@@ -330,6 +356,9 @@ pub struct StartArgs {
     /// Where the thread's agents run, whoever steps it (default: this directory)
     #[arg(long, value_name = "DIR")]
     pub workdir: Option<std::path::PathBuf>,
+    /// Who starts it (default: $UWF_BY, else git's user.name, else your login name)
+    #[arg(long, value_name = "NAME")]
+    pub by: Option<String>,
 }
 
 impl StartArgs {
@@ -353,6 +382,18 @@ impl StartArgs {
 
     /// Starts the thread with its agent context: returns `(workflow name, id)`.
     pub fn start(&self, store: &Store, root: &Path) -> CliResult<(String, String)> {
+        // Checked before the prompt is read (a bad name wastes no typing).
+        let by = author::person(self.by.as_deref())?;
+        self.start_by(store, root, by.as_deref())
+    }
+
+    /// [`StartArgs::start`] as `by`, already checked.
+    pub fn start_by(
+        &self,
+        store: &Store,
+        root: &Path,
+        by: Option<&str>,
+    ) -> CliResult<(String, String)> {
         let prompt = self.prompt(root)?;
         let workdir = controls::workdir(self.workdir.as_deref())?;
         // A broken config.yaml does not stop a start (its steps say what is wrong, where); the
@@ -365,7 +406,8 @@ impl StartArgs {
             );
         }
         let config = loaded.as_ref().ok().map(|l| &l.config);
-        let started = lifecycle::start_in(store, &self.workflow, &prompt, &workdir, config)?;
+        let setting = (workdir.as_path(), config);
+        let started = lifecycle::start_in(store, &self.workflow, &prompt, setting, by)?;
         if self.queue {
             index::queue(root, &started.1)?;
         }
@@ -395,13 +437,15 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             );
             out.said(&text, &id, &json!({"workflow": workflow, "thread": id}))?;
         }
-        ThreadCommand::Step { thread, agent } => {
+        ThreadCommand::Step { thread, agent, by } => {
+            let by = author::runner(by.as_deref())?;
             let id = lifecycle::resolve_id(root, &thread)?;
             let config = load_config(root, agent.as_deref())?;
             let options = StepOptions {
                 agent,
                 passthrough: true,
                 from_queue: false,
+                by,
             };
             let stepped = step::step(&store, &config, &id, &options)?;
             print_stepped(&store, out, &stepped)?;
@@ -410,9 +454,11 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             thread,
             max_steps,
             agent,
+            by,
         } => {
+            let by = author::runner(by.as_deref())?;
             let id = lifecycle::resolve_id(root, &thread)?;
-            run_steps(&store, &id, max_steps, agent, out)?;
+            run_steps(&store, &id, max_steps, (agent, by), out)?;
         }
         ThreadCommand::Show { thread } => {
             let id = lifecycle::resolve_id(root, &thread)?;
@@ -431,6 +477,7 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             json["parent"] = parent;
             json["children"] = children;
             crate::engine::cycle::rebase::show(root, &summary, &mut json);
+            crate::engine::thread::author::show(&store, &id, summary.head, &mut json);
             // A step someone stopped (Ctrl-C, a signal, a kill) left it as it was.
             if !summary.done()
                 && summary.status != "failed"
@@ -530,9 +577,10 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             out.page();
             out.text(&text)?;
         }
-        ThreadCommand::Fork { step } => {
+        ThreadCommand::Fork { step, by } => {
+            let by = author::person(by.as_deref())?;
             let from = lifecycle::resolve_step(&store, &step)?;
-            let (workflow, id, head) = lifecycle::fork(&store, from)?;
+            let (workflow, id, head) = lifecycle::fork(&store, from, by.as_deref())?;
             let text = format!(
                 "Forked thread {id} ({workflow}) at step {head}.\nNext: `uwf thread run {id}` \
                  goes on from there."
@@ -592,14 +640,26 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             change(root, &id)?;
             out.result(&id, &json!({"thread": id, "queued": !off}))?;
         }
-        ThreadCommand::Pause { thread } => controls::pause(&store, &thread, true, out)?,
-        ThreadCommand::Resume { thread } => controls::pause(&store, &thread, false, out)?,
-        ThreadCommand::Rebind { thread, bindings } => {
-            controls::rebind(&store, &thread, &bindings, out)?
+        ThreadCommand::Pause { thread, by } => {
+            let by = author::person(by.as_deref())?;
+            controls::pause(&store, &thread, (true, by.as_deref()), out)?
         }
-        ThreadCommand::Kill { thread } => {
+        ThreadCommand::Resume { thread, by } => {
+            let by = author::person(by.as_deref())?;
+            controls::pause(&store, &thread, (false, by.as_deref()), out)?
+        }
+        ThreadCommand::Rebind {
+            thread,
+            bindings,
+            by,
+        } => {
+            let by = author::person(by.as_deref())?;
+            controls::rebind(&store, &thread, &bindings, by.as_deref(), out)?
+        }
+        ThreadCommand::Kill { thread, by } => {
+            let by = author::person(by.as_deref())?;
             let id = lifecycle::resolve_id(root, &thread)?;
-            let head = lifecycle::kill(&store, &id)?;
+            let head = lifecycle::kill(&store, &id, by.as_deref())?;
             out.result(
                 &id,
                 &json!({"thread": id, "head": head.to_string(), "status": "killed"}),
@@ -715,80 +775,4 @@ fn load_config(root: &Path, agent: Option<&str>) -> CliResult<config::Loaded> {
         );
     }
     Ok(loaded)
-}
-
-/// `thread steps`: a table on a terminal, JSON lines otherwise, hashes with `-q`.
-fn steps(store: &Store, view: &ThreadView, out: &mut Out) -> CliResult<()> {
-    let now = crate::cas::store::now_ms();
-    let mut rows = Vec::new();
-    for (i, s) in view.chain.steps.iter().enumerate() {
-        let output = s.output();
-        let child = if s.agent.starts_with("workflow:")
-            && let Ok(detail) = store.get_payload(s.detail)
-            && let Some(child) = detail.get("thread")
-        {
-            Some(child.clone())
-        } else {
-            None
-        };
-        match out.mode {
-            Mode::Quiet => out.line(s.hash)?,
-            Mode::Json => {
-                let mut line = json!({
-                    "index": i + 1,
-                    "hash": s.hash.to_string(),
-                    "role": s.role,
-                    "agent": s.agent,
-                    "timestamp": s.timestamp,
-                    "summary": s.failure_line().unwrap_or_else(|| summarize(&output)),
-                    "output": output,
-                });
-                if let Some(child) = child {
-                    line["child"] = child;
-                }
-                if let Some(error) = s.error() {
-                    line["error"] = error;
-                }
-                out.line(line)?;
-            }
-            Mode::Table => rows.push(vec![
-                (i + 1).to_string(),
-                s.hash.to_string(),
-                s.role.clone(),
-                s.agent.clone(),
-                ago(s.timestamp, now),
-                shorten(
-                    &s.failure_line().unwrap_or_else(|| output_line(&output)),
-                    60,
-                ),
-            ]),
-        }
-    }
-    out.table(&["#", "STEP", "ROLE", "AGENT", "WHEN", "OUTPUT"], &rows)?;
-    Ok(())
-}
-
-/// An output as one line for people: `key: value, …` with strings unquoted.
-fn output_line(output: &serde_json::Value) -> String {
-    match output {
-        serde_json::Value::Object(map) => map
-            .iter()
-            .map(|(k, v)| match v {
-                serde_json::Value::String(text) => format!("{k}: {}", text.replace('\n', " ")),
-                other => format!("{k}: {other}"),
-            })
-            .collect::<Vec<_>>()
-            .join(", "),
-        other => other.to_string(),
-    }
-}
-
-/// A one-line summary of an output: its fields, shortened.
-fn summarize(output: &serde_json::Value) -> String {
-    let text = output.to_string();
-    if text.chars().count() > 120 {
-        format!("{}…", text.chars().take(119).collect::<String>())
-    } else {
-        text
-    }
 }

@@ -26,7 +26,7 @@ pub(super) fn run_steps(
     store: &Store,
     id: &str,
     max_steps: usize,
-    agent: Option<String>,
+    (agent, by): (Option<String>, Option<String>),
     out: &mut Out,
 ) -> CliResult<()> {
     // A finished thread has nothing left to run: done is not an error, killed is its own end.
@@ -39,6 +39,7 @@ pub(super) fn run_steps(
         agent,
         passthrough: true,
         from_queue: false,
+        by,
     };
     let progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
     // Steps are numbered as `thread log` numbers them: after the steps the thread already has.
@@ -162,10 +163,11 @@ pub fn start_and_run(args: RunArgs, root: &Path, out: &mut Out) -> CliResult<()>
     jsonata::prewarm();
     interrupt::catch_stop_signals().context("cannot catch stop signals")?;
     failure::report_to(print_notice);
+    let by = super::author::person(args.start.by.as_deref())?;
     let store = crate::engine::storage::open_store(root)?;
-    let (workflow, id) = args.start.start(&store, root)?;
+    let (workflow, id) = args.start.start_by(&store, root, by.as_deref())?;
     eprintln!("uwf: started thread {id} of {workflow}");
-    run_steps(&store, &id, args.max_steps, args.agent, out)
+    run_steps(&store, &id, args.max_steps, (args.agent, by), out)
 }
 
 /// Says on stderr when a role's agent runs again after a failed attempt, or when its failure

@@ -11,7 +11,13 @@ pub fn text(json: &Value) -> String {
     };
     let shown: Vec<(&str, String)> = fields
         .iter()
-        .map(|(key, value)| (key.as_str(), words(value).unwrap_or_else(|| "—".to_owned())))
+        .map(|(key, value)| {
+            let said = match key.as_str() {
+                "lastAction" => last_action(value),
+                _ => words(value),
+            };
+            (key.as_str(), said.unwrap_or_else(|| "—".to_owned()))
+        })
         .collect();
     let width = shown
         .iter()
@@ -27,6 +33,16 @@ pub fn text(json: &Value) -> String {
         out.push_str(&format!("\n{next}\n"));
     }
     out
+}
+
+/// The last act naming its author (`{"event", "by", "at"}`) as `paused by alice, 3m ago`.
+fn last_action(value: &Value) -> Option<String> {
+    let (event, by) = (value["event"].as_str()?, value["by"].as_str()?);
+    let when = value["at"].as_u64().map(|at| {
+        let now = crate::cas::store::now_ms();
+        format!(", {}", crate::cli::terminal::output::ago(at, now))
+    });
+    Some(format!("{event} by {by}{}", when.unwrap_or_default()))
 }
 
 /// A value in words, or `None` when there is nothing to say (null, empty list or map).

@@ -10,8 +10,8 @@ use crate::advice::Advice;
 use crate::cas::Store;
 use crate::engine::config::{Config, ConfigError};
 use crate::engine::storage::index_files::IndexError;
+use crate::engine::thread::author::{self, BadName};
 use crate::engine::thread::context::{self, Binding};
-use crate::engine::thread::events;
 use crate::engine::thread::index::{self, ThreadIndexError};
 use crate::engine::thread::run_files::RunFiles;
 use crate::engine::thread::view::{ThreadView, ViewError};
@@ -35,6 +35,8 @@ pub enum ControlError {
     View(#[from] ViewError),
     #[error(transparent)]
     Config(#[from] ConfigError),
+    #[error(transparent)]
+    BadName(#[from] BadName),
 }
 
 impl Advice for ControlError {
@@ -47,6 +49,7 @@ impl Advice for ControlError {
             ControlError::Files(e) => e.hints(),
             ControlError::View(e) => e.hints(),
             ControlError::Config(e) => e.hints(),
+            ControlError::BadName(e) => e.hints(),
             ControlError::UnknownRole { .. } => Vec::new(),
         }
     }
@@ -60,29 +63,38 @@ impl Advice for ControlError {
     }
 }
 
-/// Pauses (`true`) or resumes (`false`) active thread `id`. Returns whether it was paused
-/// before. Recorded in the thread's change feed.
-pub fn set_paused(store: &Store, id: &str, paused: bool) -> Result<bool, ControlError> {
+/// Pauses (`true`) or resumes (`false`) active thread `id`, as `by`. Returns whether it was
+/// paused before. Recorded, with `by`, in the thread's change feed and log.
+pub fn set_paused(
+    store: &Store,
+    id: &str,
+    paused: bool,
+    by: Option<&str>,
+) -> Result<bool, ControlError> {
+    let by = author::checked(by)?;
     let root = store.root();
     index::active_head(root, id)?;
     let was = context::is_paused(root, id)?;
     if was != paused {
         context::set_paused(root, id, paused)?;
         let kind = if paused { "paused" } else { "resumed" };
-        events::append(&RunFiles::new(root, id), id, kind, json!({}));
+        let files = RunFiles::new(root, id);
+        author::record(&files, id, kind, by.as_deref(), json!({}));
     }
     Ok(was)
 }
 
 /// Binds roles of active thread `id` to agents: each `ROLE=AGENT` of `changes` (a configured
 /// agent's name or a command line, as `--agent` takes), or, with no changes, every role to
-/// the agent `config` names for it now. Returns the thread's bindings after the change.
+/// the agent `config` names for it now, as `by`. Returns the thread's bindings after the change.
 pub fn rebind(
     store: &Store,
     config: &Config,
     id: &str,
     changes: &[String],
+    by: Option<&str>,
 ) -> Result<BTreeMap<String, Binding>, ControlError> {
+    let by = author::checked(by)?;
     let root = store.root();
     let view = ThreadView::load(store, id)?;
     let workflow = &view.workflow;
@@ -116,10 +128,11 @@ pub fn rebind(
         .iter()
         .map(|(role, b)| (role.as_str(), b.name.as_str()))
         .collect();
-    events::append(
+    author::record(
         &RunFiles::new(root, id),
         id,
         "rebound",
+        by.as_deref(),
         json!({ "agents": names }),
     );
     Ok(recorded.bindings)

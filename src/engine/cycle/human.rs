@@ -26,8 +26,10 @@ use crate::engine::agent::submit::{self, Submission, SubmitError};
 use crate::engine::config::Config;
 use crate::engine::cycle::lifecycle;
 use crate::engine::cycle::step::{self, Current, StepError, Stepped};
+use crate::engine::thread::author::{self, BadName};
 use crate::engine::thread::events;
 use crate::engine::thread::index::{self, State, ThreadIndexError};
+use crate::engine::thread::log;
 use crate::engine::thread::render::stored_body;
 use crate::engine::thread::run_files::RunFiles;
 use crate::engine::thread::view::{ThreadView, ViewError};
@@ -40,8 +42,8 @@ pub enum HumanError {
     NotAwaiting { id: String, doing: String },
     #[error("the answer is empty")]
     Empty,
-    #[error("--by {shown}: {problem}")]
-    BadName { shown: String, problem: String },
+    #[error(transparent)]
+    BadName(#[from] BadName),
     #[error(transparent)]
     Index(#[from] ThreadIndexError),
     #[error(transparent)]
@@ -68,9 +70,7 @@ impl Advice for HumanError {
             HumanError::Empty => vec![
                 "write the answer in the role's format: `uwf thread question <id>` shows it".into(),
             ],
-            HumanError::BadName { .. } => vec![format!(
-                "a name is 1 to {MAX_BY_CHARS} printable characters on one line, e.g. `--by alice` or `--by \"Alice Smith\"`"
-            )],
+            HumanError::BadName(e) => e.hints(),
             HumanError::Index(e) => e.hints(),
             HumanError::View(e) => e.hints(),
             HumanError::Submit(e) => e.hints(),
@@ -97,66 +97,6 @@ impl Advice for HumanError {
             _ => false,
         }
     }
-}
-
-/// The longest name `--by` accepts.
-pub const MAX_BY_CHARS: usize = 64;
-
-/// Checks the name of the person answering (`--by NAME`, recorded as agent `human:NAME` and shown
-/// as a heading by `uwf thread read`): 1 to [`MAX_BY_CHARS`] characters after trimming, none of
-/// them a control character (newlines, tabs, ESC of ANSI escapes) or an invisible formatting
-/// character (bidirectional overrides, zero-width characters), so a name cannot forge headings,
-/// colours or reordered text. The error points at the first bad character.
-pub fn check_by(name: &str) -> Result<(), HumanError> {
-    let shown = |name: &str| {
-        let short: String = name.chars().take(MAX_BY_CHARS).collect();
-        let more = if short.len() < name.len() { "…" } else { "" };
-        format!("{:?}{more}", short)
-    };
-    let name = name.trim();
-    if name.is_empty() {
-        return Err(HumanError::BadName {
-            shown: "\"\"".to_owned(),
-            problem: "the name is empty".to_owned(),
-        });
-    }
-    for (i, c) in name.chars().enumerate() {
-        let kind = if c.is_control() {
-            "a control character"
-        } else if invisible(c) {
-            "an invisible formatting character"
-        } else {
-            continue;
-        };
-        return Err(HumanError::BadName {
-            shown: shown(name),
-            problem: format!(
-                "character {} is U+{:04X}, {kind}; a name is printable text on one line",
-                i + 1,
-                c as u32
-            ),
-        });
-    }
-    let count = name.chars().count();
-    if count > MAX_BY_CHARS {
-        return Err(HumanError::BadName {
-            shown: shown(name),
-            problem: format!("the name has {count} characters; at most {MAX_BY_CHARS}"),
-        });
-    }
-    Ok(())
-}
-
-/// Unicode format characters that change how text around them is shown without being seen:
-/// bidirectional marks, embeddings, overrides and isolates, zero-width characters, the BOM.
-fn invisible(c: char) -> bool {
-    matches!(c,
-        '\u{00AD}' | '\u{061C}' | '\u{180E}'
-        | '\u{200B}'..='\u{200F}'
-        | '\u{2028}'..='\u{202E}'
-        | '\u{2060}'..='\u{206F}'
-        | '\u{FEFF}'
-        | '\u{FFF9}'..='\u{FFFB}')
 }
 
 /// What a person waiting on thread `id` is asked.
@@ -220,7 +160,7 @@ pub fn answer(
     by: Option<&str>,
 ) -> Result<Stepped, HumanError> {
     if let Some(by) = by {
-        check_by(by)?;
+        author::check(by)?;
     }
     let started = Instant::now();
     let files = RunFiles::new(store.root(), id);
@@ -274,7 +214,10 @@ pub fn answer(
             // As a step an agent played writes it, so a reader of the feed sees the thread move.
             let fields = json!({"step": step, "role": stepped.role,
                 "head": stepped.head.to_string(), "done": stepped.done});
-            events::append(&files, id, "finished", fields);
+            let by = by.map(str::trim);
+            events::append(&files, id, "finished", author::tagged(fields, by));
+            let who = by.map(|by| format!(" by {by}")).unwrap_or_default();
+            log::note(store.root(), id, &format!("step {step} answered{who}"));
         }
         Err(e) => lock.record_error(&format!(
             "answer refused ({} ms): {}",

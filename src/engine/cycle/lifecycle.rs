@@ -11,8 +11,8 @@ use crate::engine::thread::view::ThreadView;
 use crate::engine::agent::spawn;
 use crate::engine::chain;
 use crate::engine::config::Config;
+use crate::engine::thread::author;
 use crate::engine::thread::context::{self, ThreadContext};
-use crate::engine::thread::events;
 use crate::engine::thread::family::{self, ParentLink};
 use crate::engine::thread::forks;
 use crate::engine::thread::index::{self, State, ThreadIndexError};
@@ -26,20 +26,21 @@ use crate::engine::workflow::registry;
 /// Records no agent context: its steps run where they are taken, with the agents the
 /// configuration names then (see [`start_in`]).
 pub fn start(store: &Store, workflow: &str, prompt: &str) -> Result<(String, String), ThreadError> {
-    start_with(store, workflow, prompt, None)
+    start_with(store, workflow, prompt, None, None)
 }
 
 /// Starts a thread as [`start`] does, recording its agent context: it runs in `workdir` and
 /// keeps the agents `config` binds its roles to now (with no configuration — it does not
-/// load — each step takes the agent the configuration names then).
+/// load — each step takes the agent the configuration names then). `by`, who starts it, is
+/// recorded in its start node.
 pub fn start_in(
     store: &Store,
     workflow: &str,
     prompt: &str,
-    workdir: &Path,
-    config: Option<&Config>,
+    (workdir, config): (&Path, Option<&Config>),
+    by: Option<&str>,
 ) -> Result<(String, String), ThreadError> {
-    start_with(store, workflow, prompt, Some((workdir, config)))
+    start_with(store, workflow, prompt, Some((workdir, config)), by)
 }
 
 fn start_with(
@@ -47,17 +48,23 @@ fn start_with(
     workflow: &str,
     prompt: &str,
     setting: Option<(&Path, Option<&Config>)>,
+    by: Option<&str>,
 ) -> Result<(String, String), ThreadError> {
+    let by = author::checked(by)?;
     if prompt.trim().is_empty() {
         return Err(ThreadError::EmptyPrompt);
     }
     // From the start node until the index names it: GC keeps it (see `cas::gc`).
     let _pin = store.pin()?;
     let (hash, w) = registry::load(store, workflow)?;
-    let start = store.put(
-        builtin::hash_of("start"),
-        &json!({"workflow": hash.to_string(), "prompt": prompt}),
-    )?;
+    let start = chain::Start {
+        workflow: hash,
+        prompt: prompt.to_owned(),
+        parent: None,
+        by,
+    };
+    let payload = serde_json::to_value(&start).expect("a start node serializes");
+    let start = store.put(builtin::hash_of(start.type_name()), &payload)?;
     let id = index::new_id();
     if let Some((workdir, config)) = setting {
         // Before the index names the thread, so no step of it runs without its context.
@@ -112,9 +119,14 @@ pub fn start_child(
     Ok((w.name, id))
 }
 
-/// Starts a new thread whose head is `from` (a step or start node). Returns `(workflow name, id, head)`.
-pub fn fork(store: &Store, from: Hash) -> Result<(String, String, Hash), ThreadError> {
-    fork_from(store, from, None)
+/// Starts a new thread whose head is `from` (a step or start node), forked by `by` (recorded
+/// in the new thread's change feed). Returns `(workflow name, id, head)`.
+pub fn fork(
+    store: &Store,
+    from: Hash,
+    by: Option<&str>,
+) -> Result<(String, String, Hash), ThreadError> {
+    fork_from(store, from, None, by)
 }
 
 /// [`fork`], naming the thread `from` belongs to (found in the index when not given); the
@@ -123,7 +135,9 @@ pub fn fork_from(
     store: &Store,
     from: Hash,
     thread: Option<&str>,
+    by: Option<&str>,
 ) -> Result<(String, String, Hash), ThreadError> {
+    let by = author::checked(by)?;
     // `from` may be a step no head reaches (a step that was never published): pinned and
     // touched with the nodes it names, GC keeps them until the new thread's head names them.
     let _pin = store.pin()?;
@@ -156,6 +170,14 @@ pub fn fork_from(
         source.as_deref(),
         Some(view.chain.steps.len() as u64),
     )?;
+    let fields = json!({"from": from.to_string(), "source": source});
+    author::record(
+        &RunFiles::new(store.root(), &id),
+        &id,
+        "forked",
+        by.as_deref(),
+        fields,
+    );
     Ok((view.workflow.name, id, from))
 }
 
@@ -200,13 +222,15 @@ pub(crate) fn archive(
 /// first and held to the end, so no step can start between the one stopped here and the
 /// archive (a step that takes the step lock meanwhile gives up at once, see `step::step`).
 /// Threads that sub-workflows of this one started and that are still active are killed first
-/// too, children before parents.
-pub fn kill(store: &Store, id: &str) -> Result<Hash, ThreadError> {
+/// too, children before parents. `by`, who kills it, is recorded in the change feed and log.
+pub fn kill(store: &Store, id: &str, by: Option<&str>) -> Result<Hash, ThreadError> {
+    let by = author::checked(by)?;
+    let by = by.as_deref();
     let root = store.root();
     index::active_head(root, id)?;
     for child in family::children(root, id) {
         if let Ok(State::Active { .. }) = index::state(root, &child) {
-            match kill(store, &child) {
+            match kill(store, &child, by) {
                 // Ended meanwhile (done, or killed by someone else): nothing left to stop.
                 Ok(_) | Err(ThreadError::Index(ThreadIndexError::Archived { .. })) => {}
                 Err(e) => return Err(e),
@@ -266,7 +290,7 @@ pub fn kill(store: &Store, id: &str) -> Result<Hash, ThreadError> {
         lock.record_success(&outcome);
     }
     let head_text = archived.head.to_string();
-    events::append(&files, id, "killed", json!({ "head": head_text }));
+    author::record(&files, id, "killed", by, json!({ "head": head_text }));
     drop(lock);
     Ok(archived.head)
 }
@@ -282,7 +306,7 @@ pub fn end_children(store: &Store, id: &str) -> Vec<String> {
     let root = store.root();
     active_children(root, id)
         .into_iter()
-        .filter(|child| kill(store, child).is_ok())
+        .filter(|child| kill(store, child, None).is_ok())
         .collect()
 }
 

@@ -388,9 +388,10 @@ fn write(
         workflow: version,
         prompt: chain.start.prompt.clone(),
         parent: chain.start.parent,
+        by: chain.start.by.clone(),
     };
+    let start_type = builtin::hash_of(start.type_name());
     let start = serde_json::to_value(&start).expect("a start node serializes");
-    let start_type = builtin::hash_of("start");
     let step_type = builtin::hash_of("step");
     let start_hash = node_hash(start_type, &start);
     let mut nodes: Vec<(Hash, Value)> = vec![(start_type, start)];

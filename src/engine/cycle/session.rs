@@ -253,6 +253,7 @@ tick: [ { role: tick, condition: more }, { role: $END, condition: null } ]\n";
             agent: Some("uwf agent dry".into()),
             passthrough: false,
             from_queue: false,
+            by: None,
         };
         let prev = |stepped: &Stepped| {
             chain::read_step(&store.get(stepped.head).unwrap())
@@ -296,6 +297,7 @@ tick: [ { role: tick, condition: more }, { role: $END, condition: null } ]\n";
             agent: Some("uwf agent dry".into()),
             passthrough: false,
             from_queue: false,
+            by: None,
         };
         let cached = |kind: &str| {
             let mut names: Vec<String> = std::fs::read_dir(dir.path().join("cache").join(kind))
@@ -345,6 +347,7 @@ tick: [ { role: tick, condition: more }, { role: $END, condition: null } ]\n";
             agent: Some("uwf agent dry".into()),
             passthrough: false,
             from_queue: false,
+            by: None,
         };
         let chains = || {
             let mut names: Vec<String> = std::fs::read_dir(dir.path().join("cache/chains"))
@@ -383,6 +386,7 @@ tick: [ { role: tick, condition: more }, { role: $END, condition: null } ]\n";
             agent: Some("uwf agent dry".into()),
             passthrough: false,
             from_queue: false,
+            by: None,
         };
         let mut watched = Warm::watched();
         for _ in 0..2 {
@@ -413,6 +417,7 @@ tick: [ { role: tick, condition: more }, { role: $END, condition: null } ]\n";
             agent: Some("uwf agent dry".into()),
             passthrough: false,
             from_queue: false,
+            by: None,
         };
         let cached = |head: Hash| dir.path().join(format!("cache/chains/{head}.json"));
         let (a, b, c) = (

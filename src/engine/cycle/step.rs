@@ -21,6 +21,7 @@ use crate::engine::cycle::failure::{self, After};
 use crate::engine::cycle::lifecycle;
 pub use crate::engine::cycle::session::Warm;
 use crate::engine::cycle::session::{Kept, Saved};
+use crate::engine::thread::author::tagged;
 use crate::engine::thread::context::{self, ThreadContext};
 use crate::engine::thread::events;
 use crate::engine::thread::index::{self, ThreadIndexError};
@@ -173,6 +174,9 @@ pub struct StepOptions {
     /// thread off the queue while the step still holds the thread's lock, and records that the
     /// thread was queued, so that its answer puts it back (issue #27 item 7).
     pub from_queue: bool,
+    /// Who runs the step (`--by`, else the person running the command), named in its log
+    /// header and its events; already checked ([`crate::engine::thread::author::check`]).
+    pub by: Option<String>,
 }
 
 /// Runs one step of thread `id`. A process taking several steps calls [`step_warm`] instead,
@@ -195,6 +199,7 @@ pub fn step_warm(
     warm: &mut Warm,
 ) -> Result<Stepped, StepError> {
     let files = RunFiles::new(store.root(), id);
+    let by = options.by.as_deref();
     let lock = files.try_lock()?;
     // A kill under way waits for this lock to archive the thread: start nothing.
     files.check_not_killing()?;
@@ -234,7 +239,7 @@ pub fn step_warm(
         Ok(stepped) => {
             let fields = json!({"step": started.as_ref().map(|s: &Started| s.step),
                 "role": stepped.role, "head": stepped.head.to_string(), "done": stepped.done});
-            events::append(&files, id, "finished", fields);
+            events::append(&files, id, "finished", tagged(fields, by));
         }
         Err(e) => {
             if let Some(s) = &started {
@@ -244,6 +249,7 @@ pub fn step_warm(
                     fields["by"] = e.stopped_by().into();
                     "stopped"
                 } else {
+                    fields = tagged(fields, by);
                     "failed"
                 };
                 events::append(&files, id, kind, fields);
@@ -420,12 +426,13 @@ fn step_locked(
         // No process plays a person: record the question and let go of the thread. A second
         // step asks again, which changes nothing.
         if files.awaiting(view.head()).is_none() {
-            let log = StepLog::begin(root, id, view.history.len() + 1, &role, &spec.name);
+            let header = (view.history.len() + 1, role.as_str(), spec.name.as_str());
+            let log = StepLog::begin(root, id, header, options.by.as_deref());
             log.line(&format!(
                 "waiting for a person: `uwf thread question {id}`, then `uwf thread answer {id}`"
             ));
             let fields = json!({"step": step, "role": role, "agent": spec.name});
-            events::append(files, id, "awaiting", fields);
+            events::append(files, id, "awaiting", tagged(fields, options.by.as_deref()));
         }
         // A question asked again keeps the queue membership it was first asked with.
         let queued = options.from_queue
@@ -452,7 +459,7 @@ fn step_locked(
         });
     }
     let fields = json!({"step": step, "role": role, "agent": spec.name});
-    events::append(files, id, "started", fields);
+    events::append(files, id, "started", tagged(fields, options.by.as_deref()));
     *started = Some(Started {
         step,
         role: role.clone(),
@@ -531,7 +538,8 @@ fn run_agent(
     let root = store.root();
     // The thread log only grows: a header, then the agent's output as it arrives.
     let label = attempts.agent_label(&spec.name);
-    let log = Arc::new(StepLog::begin(root, id, step, role, &label));
+    let header = (step, role, label.as_str());
+    let log = Arc::new(StepLog::begin(root, id, header, options.by.as_deref()));
     if let Some(line) = attempts.log_line() {
         log.line(&line);
     }

@@ -198,7 +198,7 @@ pub fn run(store: &Store, config: &Loaded, job: &Delegation<'_>) -> Result<Hash,
             // The child does not outlive this attempt: a retry of the parent's step starts a
             // child of its own. (Best effort: if it cannot be killed now, the parent's step
             // ends it when this agent has exited.)
-            let _ = lifecycle::kill(store, &child);
+            let _ = lifecycle::kill(store, &child, None);
             return Err(e);
         }
     };
@@ -303,6 +303,7 @@ fn run_child(
         agent: None,
         passthrough: true,
         from_queue: false,
+        by: None,
     };
     let files = RunFiles::new(store.root(), id);
     let mut steps = 0;

@@ -57,6 +57,8 @@ pub struct WorkerOptions {
     pub until_idle: bool,
     /// `--agent`: an agent for every step (else the configured one).
     pub agent: Option<String>,
+    /// Who runs the steps (`--by`, else the person running the worker), already checked.
+    pub by: Option<String>,
 }
 
 /// What a worker did.
@@ -242,6 +244,7 @@ fn step_claimed(shared: &Shared<'_>, id: &str) -> Result<(), WorkerError> {
         agent: shared.options.agent.clone(),
         passthrough: false,
         from_queue: true,
+        by: shared.options.by.clone(),
     };
     let mut warm = Warm::default();
     // As `config.yaml` is now: an edit reaches the next thread a slot claims, no restart needed.

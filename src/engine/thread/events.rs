@@ -9,7 +9,11 @@
 //! null when the thread was already at its end), `failed` (`step`, `role`, `error`),
 //! `retrying` (`step`, `role`, `attempt` that failed, `attempts` in all, `error`: the role's
 //! agent runs again), `killed` (`head`), `rebased` (`head`, and `onto`: the thread it goes on
-//! as), `paused`, `resumed`, `rebound` (`agents`: role → agent).
+//! as), `paused`, `resumed`, `rebound` (`agents`: role → agent), `forked` (`from`: the step a
+//! fork goes on from, `source`: the thread it came from; a fork's first event). Who did it is
+//! `by` (see [`super::author`]) on `started`, `awaiting`, `finished`, `failed`, `paused`,
+//! `resumed`, `rebound`, `killed` and `forked`, when known; a `stopped` event's `by` says what
+//! stopped the step.
 //!
 //! Over PostgreSQL every line also goes to the database, for every machine to read.
 //!

@@ -58,7 +58,12 @@ impl StepLog {
     /// Appends the header of step `index` (1-based) to the log of thread `id` and returns the
     /// step's writer. A log that cannot be opened makes a writer that writes nothing: the log
     /// is for watching, and never fails a step.
-    pub fn begin(root: &Path, id: &str, index: usize, role: &str, agent: &str) -> StepLog {
+    pub fn begin(
+        root: &Path,
+        id: &str,
+        (index, role, agent): (usize, &str, &str),
+        by: Option<&str>,
+    ) -> StepLog {
         let file = OpenOptions::new()
             .create(true)
             .append(true)
@@ -72,7 +77,7 @@ impl StepLog {
             }),
             shared: run_sink::of(root).map(|sink| (id.to_owned(), sink)),
         };
-        log.line(&header(index, role, agent, now_ms()));
+        log.line(&header(index, role, agent, by, now_ms()));
         log
     }
 
@@ -151,11 +156,34 @@ pub fn whole_chars(pending: &mut Vec<u8>) -> String {
     text
 }
 
-/// A step's header line.
-fn header(index: usize, role: &str, agent: &str, ms: u64) -> String {
+/// A step's header line, naming who ran the step when known.
+fn header(index: usize, role: &str, agent: &str, by: Option<&str>, ms: u64) -> String {
+    let by = by.map(|by| format!(" · by {by}")).unwrap_or_default();
+    format!(
+        "{HEADER_PREFIX}{index} · {role} · agent {agent}{by} · {}",
+        clock(ms)
+    )
+}
+
+/// The time of day (UTC) of `ms` as `12:03:07`.
+fn clock(ms: u64) -> String {
     let secs = ms / 1000;
     let (h, m, s) = ((secs / 3600) % 24, (secs / 60) % 60, secs % 60);
-    format!("{HEADER_PREFIX}{index} · {role} · agent {agent} · {h:02}:{m:02}:{s:02}")
+    format!("{h:02}:{m:02}:{s:02}")
+}
+
+/// Appends a line of something that happened to thread `id` outside a step (`── paused by
+/// alice · 12:03:07`) to its log. Best effort: the log is for watching.
+pub fn note(root: &Path, id: &str, what: &str) {
+    let text = format!("── {what} · {}\n", clock(now_ms()));
+    let mut options = OpenOptions::new();
+    options.create(true).append(true);
+    if let Ok(mut file) = crate::file_util::open_in_dir(&options, &path(root, id)) {
+        let _ = file.write_all(text.as_bytes());
+    }
+    if let Some(sink) = run_sink::of(root) {
+        sink.append(id, RunFileKind::Log, text.as_bytes());
+    }
 }
 
 #[cfg(test)]
@@ -170,10 +198,10 @@ mod tests {
     fn steps_append_with_headers_and_never_truncate() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("runs")).unwrap();
-        let one = StepLog::begin(dir.path(), "T", 1, "writer", "llm");
+        let one = StepLog::begin(dir.path(), "T", (1, "writer", "llm"), None);
         one.write(b"first line\n");
         one.finish();
-        let two = StepLog::begin(dir.path(), "T", 2, "reviewer", "dry");
+        let two = StepLog::begin(dir.path(), "T", (2, "reviewer", "dry"), Some("alice"));
         two.write(b"no newline");
         two.finish();
         let text = read(dir.path());
@@ -183,10 +211,10 @@ mod tests {
             "{text}"
         );
         assert_eq!(lines[1], "first line");
-        assert!(lines[2].starts_with("── step 2 · reviewer · agent dry · "));
+        assert!(lines[2].starts_with("── step 2 · reviewer · agent dry · by alice · "));
         assert_eq!(lines[3], "no newline");
         assert_eq!(
-            header(4, "r", "a", 12 * 3_600_000 + 3 * 60_000 + 7_000),
+            header(4, "r", "a", None, 12 * 3_600_000 + 3 * 60_000 + 7_000),
             "── step 4 · r · agent a · 12:03:07"
         );
     }
@@ -206,7 +234,7 @@ mod tests {
     fn a_flood_keeps_head_and_tail_and_marks_the_cut() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("runs")).unwrap();
-        let log = StepLog::begin(dir.path(), "T", 1, "r", "a");
+        let log = StepLog::begin(dir.path(), "T", (1, "r", "a"), None);
         let chunk = vec![b'x'; 64 << 10];
         let total = 100 * chunk.len();
         for _ in 0..100 {

@@ -5,6 +5,7 @@
 //!   compare-and-set here.
 //! - [`listing`]: listing threads at scale, newest first, from index rows alone.
 //! - [`run_files`]: the per-thread step and kill locks and run files under `runs/`.
+//! - [`author`]: who did what: names checked, recorded in the feed and the log, read back.
 //! - [`events`]: the per-thread change feed (`runs/<id>.events`), one JSON line per event.
 //! - [`view`]: a thread as a step or an agent sees it (head, chain, workflow).
 //! - [`context`]: its working directory, agent bindings and pause, recorded at start.
@@ -13,6 +14,7 @@
 //! - [`forks`]: `forks.jsonl`, where each fork came from.
 //! - [`summary`]: a thread or step found by prefix, a thread's summary and family.
 //! - [`render`]: transcripts, outputs as YAML/JSON, details and diffs for people.
+pub mod author;
 pub mod context;
 pub mod events;
 pub mod family;

@@ -66,11 +66,14 @@ pub enum ThreadError {
     Chain(#[from] chain::ChainError),
     #[error(transparent)]
     Files(#[from] index_files::IndexError),
+    #[error(transparent)]
+    BadName(#[from] crate::engine::thread::author::BadName),
 }
 
 impl Advice for ThreadError {
     fn hints(&self) -> Vec<String> {
         match self {
+            ThreadError::BadName(e) => e.hints(),
             ThreadError::Index(e) => e.hints(),
             ThreadError::Registry(e) => e.hints(),
             ThreadError::View(e) => e.hints(),
@@ -181,7 +184,8 @@ pub fn resolve_step(store: &Store, text: &str) -> Result<Hash, ThreadError> {
         return Err(ThreadError::ShortStepPrefix(text.to_owned()));
     }
     let mut candidates = Vec::new();
-    for type_hash in [builtin::hash_of("step"), builtin::hash_of("start")] {
+    for name in ["step", "start", "start-v2"] {
+        let type_hash = builtin::hash_of(name);
         for hash in store.list_type(type_hash)? {
             let name = hash.to_string();
             if name.starts_with(&prefix) {

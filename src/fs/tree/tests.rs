@@ -57,6 +57,7 @@ impl Fx {
                 gid: 0,
                 limits,
                 workdir: dir.path().to_path_buf(),
+                by: Some("mounter".to_owned()),
             },
         );
         Fx { _dir: dir, tree }

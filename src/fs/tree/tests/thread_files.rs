@@ -468,3 +468,42 @@ fn warming_renders_a_whole_thread_and_knows_its_neighbours() {
         "nothing new to render"
     );
 }
+
+#[test]
+fn what_the_mount_starts_forks_and_kills_names_who_mounted_it() {
+    let fx = Fx::with_loop("exit 3");
+    let (ino, fh) = fx.open("workflows/loop/prompt", libc::O_RDWR);
+    fx.tree.write(fh, 0, b"Started here").unwrap();
+    let id = String::from_utf8(fx.tree.read(ino, fh, 12, 4096).unwrap()).unwrap();
+    fx.close(fh).unwrap();
+    let id = id.trim();
+    let head = crate::cas::Hash::parse(fx.cat(&format!("threads/{id}/head")).trim()).unwrap();
+    let mut shown = json!({});
+    crate::engine::thread::author::show(&fx.store(), id, head, &mut shown);
+    assert_eq!(shown["by"], "mounter", "{shown}");
+
+    fx.add_step(id, "planner", json!({"plan": "p"}), "");
+    let fork = format!("threads/{id}/steps/001-planner/fork");
+    let (ino, fh) = fx.open(&fork, libc::O_RDWR);
+    fx.tree.write(fh, 0, b"x").unwrap();
+    let new = String::from_utf8(fx.tree.read(ino, fh, 1, 4096).unwrap()).unwrap();
+    fx.close(fh).unwrap();
+    let log = fx.cat(&format!("threads/{}/log", new.trim()));
+    assert!(log.starts_with("── forked by mounter · "), "{log}");
+
+    let (_, fh) = fx.open(&format!("threads/{id}/kill"), WO);
+    fx.tree.write(fh, 0, b"\n").unwrap();
+    fx.close(fh).unwrap();
+    let log = format!("threads/{id}/log");
+    let started = std::time::Instant::now();
+    while !fx.cat(&log).contains("── killed by mounter · ")
+        && started.elapsed() < Duration::from_secs(10)
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        fx.cat(&log).contains("── killed by mounter · "),
+        "{}",
+        fx.cat(&log)
+    );
+}
