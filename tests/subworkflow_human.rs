@@ -103,10 +103,30 @@ fn three_levels_run_offline_and_the_parent_names_every_descendant() {
     assert_eq!(last["agent"], "workflow:child");
     assert_eq!(last["child"], child.as_str());
     assert_eq!(last["summary"], "{\"done\":true}");
+    // In a pipe the tree is JSON lines: each thread with its depth under the top one.
     let tree = env.ok(&["thread", "list", "--all", "--tree"]);
-    assert!(
-        tree.contains(&format!("\n  {child}")) && tree.contains(&format!("\n    {grandchild}")),
+    let rows: Vec<serde_json::Value> = tree.lines().map(json).collect();
+    let row = |id: &str| {
+        rows.iter()
+            .find(|r| r["thread"] == id)
+            .unwrap_or_else(|| panic!("{id} missing: {tree}"))
+    };
+    assert_eq!(
+        (row(&id)["depth"].clone(), row(&id)["top"].clone()),
+        (0.into(), id.as_str().into()),
         "{tree}"
+    );
+    assert_eq!(
+        (row(&child)["depth"].clone(), row(&child)["top"].clone()),
+        (1.into(), id.as_str().into()),
+        "{tree}"
+    );
+    assert_eq!(row(&grandchild)["depth"], 2, "{tree}");
+    assert_eq!(
+        env.ok(&["thread", "list", "--all", "--tree", "-q"])
+            .lines()
+            .count(),
+        rows.len()
     );
 
     // GC keeps the child reachable from the parent: the parent's chain reaches the child's

@@ -38,10 +38,10 @@ pub(super) fn list(
             // Children are printed under their parent (which may be archived even when they
             // are not), so only top-level threads start a line of their own here.
             if lifecycle::family_json(root, &summary.id).0.is_null() {
-                out.line(tree_line(0, summary)).and_then(|()| {
+                tree_row(out, 0, &summary.id, summary).and_then(|()| {
                     lifecycle::descendants(store, &summary.id)
                         .into_iter()
-                        .try_for_each(|(depth, child)| out.line(tree_line(depth, &child)))
+                        .try_for_each(|(depth, child)| tree_row(out, depth, &summary.id, &child))
                 })
             } else {
                 Ok(())
@@ -109,6 +109,21 @@ pub(super) fn parse_since(text: &str) -> Result<u64, String> {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0))
+}
+
+/// One row of `thread list --tree`: a line for a person, the id with `-q`, else the thread as
+/// JSON with its `depth` (0 for a top-level thread) and the top-level thread it is under (`top`).
+fn tree_row(out: &mut Out, depth: usize, top: &str, s: &lifecycle::Summary) -> std::io::Result<()> {
+    match out.mode {
+        Mode::Table => out.line(tree_line(depth, s)),
+        Mode::Quiet => out.line(&s.id),
+        Mode::Json => {
+            let mut json = s.to_json();
+            json["depth"] = depth.into();
+            json["top"] = top.into();
+            out.line(json)
+        }
+    }
 }
 
 /// One line of `thread list --tree`.

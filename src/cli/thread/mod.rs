@@ -137,7 +137,9 @@ uwf thread list --all --json --limit 1000 --before 01JD8X…   # the page after 
     },
     /// Print the thread as Markdown (for people and for agents' context)
     #[command(
-        after_help = "Examples:\n  uwf thread read 01JD8X…\n  uwf thread read 01JD8X… --quota 8000 --before 4X5K4AE2AA5F2"
+        after_help = "--json prints one object: the thread, its task, each step's output and body, and \
+the same Markdown.\n\nExamples:\n  uwf thread read 01JD8X…\n  uwf thread read 01JD8X… --quota 8000 --before 4X5K4AE2AA5F2\n  \
+uwf thread read 01JD8X… --json | jq '.steps[-1].output'"
     )]
     Read {
         /// Thread id (a unique prefix is enough)
@@ -187,7 +189,9 @@ Example:\n  uwf thread step-details 4X5K4AE2AA5F2"
         b: String,
     },
     /// Print the thread's log: every step's header and its agent's stdout and stderr
-    #[command(after_help = "Examples:\n  uwf thread log 01JD8X…\n  uwf thread log 01JD8X… | less")]
+    #[command(
+        after_help = "--json prints {\"thread\", \"log\"}.\n\nExamples:\n  uwf thread log 01JD8X…\n  uwf thread log 01JD8X… | less"
+    )]
     Log {
         /// Thread id (a unique prefix is enough)
         thread: String,
@@ -574,6 +578,22 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
                     ));
                 }
             }
+            if out.json_asked {
+                // `--json`: the same Markdown, with each step's parts as data.
+                let steps: Vec<serde_json::Value> = view.chain.steps[..upto]
+                    .iter()
+                    .enumerate()
+                    .map(|(i, e)| {
+                        json!({"index": i + 1, "hash": e.hash.to_string(), "role": e.role,
+                               "agent": e.agent, "at": e.timestamp, "output": e.output(),
+                               "body": render::checked_body(&store, e).ok().flatten()})
+                    })
+                    .collect();
+                out.line(json!({"thread": id, "workflow": view.workflow.name,
+                                "task": view.chain.start.prompt, "steps": steps,
+                                "markdown": text}))?;
+                return Ok(());
+            }
             out.page();
             out.text(&text)?;
         }
@@ -622,7 +642,9 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
                 .map_err(|e| {
                     CommandError::from(e).context(format!("cannot read the log of thread {id}"))
                 })?;
-            if bytes.is_empty() {
+            if out.json_asked {
+                out.line(json!({"thread": id, "log": String::from_utf8_lossy(&bytes)}))?;
+            } else if bytes.is_empty() {
                 eprintln!("uwf: thread {id} has no log yet (no step has run an agent)");
             } else {
                 out.page();
