@@ -332,6 +332,7 @@ fn ten_thousand_threads_show_their_first_rows_within_a_second() {
             archived: (i % 3 == 0).then(|| ("done".to_owned(), now - i)),
             steps: Some(0),
             next: Some("planner".to_owned()),
+            prompt: Some("the first of many".to_owned()),
         })
         .collect();
     uwf::engine::storage::index_db::insert_many(&env.root(), &rows).unwrap();

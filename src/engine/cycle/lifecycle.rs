@@ -68,7 +68,7 @@ fn start_with(
         };
         context::write(store.root(), &id, &recorded)?;
     }
-    index::add_at(store.root(), &id, start, hash, None, Some(0))?;
+    index::add_at(store.root(), &id, start, hash, None, Some(0), Some(prompt))?;
     Ok((w.name, id))
 }
 
@@ -108,6 +108,7 @@ pub fn start_child(
         hash,
         Some(&parent.thread),
         Some(0),
+        Some(prompt),
     )?;
     Ok((w.name, id))
 }
@@ -155,6 +156,7 @@ pub fn fork_from(
         view.workflow_hash,
         source.as_deref(),
         Some(view.chain.steps.len() as u64),
+        Some(&view.chain.start.prompt),
     )?;
     Ok((view.workflow.name, id, from))
 }
