@@ -201,7 +201,8 @@ const SEARCHABLE_BATCH: usize = 500;
 /// node reads a row), [`SEARCHABLE_BATCH`] rows a transaction. A row whose start cannot be read
 /// keeps an empty prompt (found by its id and workflow only; `cas fsck` reports the node). On
 /// an index whose rows all keep their prompts (every thread started by this binary) it costs
-/// one look at an empty index.
+/// one look at an empty index. Best effort, as the column is a cache: an index that cannot be
+/// written (a read-only disk) is searched as it is, its unfilled rows found by id and workflow.
 fn make_searchable(store: &Store, rows: &dyn ThreadIndex) -> Result<(), ThreadError> {
     let mut seen = std::collections::HashSet::new();
     loop {
@@ -217,7 +218,9 @@ fn make_searchable(store: &Store, rows: &dyn ThreadIndex) -> Result<(), ThreadEr
                 (id, prompt.unwrap_or_default())
             })
             .collect();
-        rows.note_prompts(&prompts)?;
+        if rows.note_prompts(&prompts).is_err() {
+            return Ok(());
+        }
     }
 }
 
