@@ -1,5 +1,5 @@
 //! The thread index at team scale: what `thread start`, `step`, `show`, `kill`, `answer`,
-//! `list`, `list --all` and the mount's `ls threads` cost in stores of 1,000, 10,000 and
+//! `list`, `list --all`, the dashboard's search and the mount's `ls threads` cost in stores of 1,000, 10,000 and
 //! 100,000 threads (half of them archived), over the directory store and over PostgreSQL,
 //! printed side by side in one run with a `uwf --version` spawn (the floor of any command) and
 //! the size of the directory store's write-ahead log, `index.db-wal`.
@@ -14,7 +14,12 @@
 //! process; a row is the median of several runs. The targets: start/step/show/kill/answer at
 //! 10,000 and 100,000 threads ≤ 1.2× their cost at 1,000; a one-shot `thread start` ≤ 3× a
 //! spawn; the log ≤ 8 MB; `list --all` (JSON lines) at 100,000 threads ≤ 1 s on both
-//! backends; `ls threads` ≤ 1 s warm.
+//! backends; `ls threads` ≤ 1 s warm; a search ≤ 200 ms at 100,000 threads.
+//!
+//! The search is the dashboard's (`GET /api/threads?q=…`, the same listing query as
+//! `thread list --all --search TEXT`), timed as that command with the dashboard's page of 50:
+//! a text only the oldest threads' prompts hold (so every row is looked at, and the match is
+//! the last), and a text no thread holds.
 //!
 //! Run: `cargo bench --bench index_scale` (env `INDEX_BENCH_SIZES`, default
 //! `1000,10000,100000`; `INDEX_BENCH_BACKENDS=directory` for the directory store alone;
@@ -70,6 +75,9 @@ const TEMPLATES: usize = 8;
 const RUNS: usize = 31;
 /// Runs of each listing.
 const LIST_RUNS: usize = 3;
+/// What only the oldest bulk row's prompt (and the first template's) says: a search for it
+/// looks at every row and finds the match last.
+const NEEDLE: &str = "needle in the haystack";
 
 struct Backend {
     name: &'static str,
@@ -184,7 +192,11 @@ fn templates(b: &Backend) -> Vec<Template> {
     b.ok(&["workflow", "put", &ask.to_string_lossy()]);
     let mut ids = Vec::new();
     for i in 0..TEMPLATES {
-        let id = b.start(&format!("template {} {i}", b.name));
+        let id = if i == 0 {
+            b.start(&format!("template {} {i}: the {NEEDLE}", b.name))
+        } else {
+            b.start(&format!("template {} {i}", b.name))
+        };
         b.ok(&[
             "thread",
             "run",
@@ -241,6 +253,12 @@ fn grow(b: &Backend, templates: &[Template], from: usize, count: usize) {
                 archived: (i % 2 == 1).then(|| ("done".to_owned(), at + 60_000)),
                 steps: Some(t.steps),
                 next: t.next.clone(),
+                // Row 0 is the oldest of every store (a year and an hour ago).
+                prompt: Some(if i == 0 {
+                    format!("bulk {i}: the {NEEDLE}")
+                } else {
+                    format!("bulk {i}: fix the login bug")
+                }),
             }
         })
         .collect();
@@ -270,17 +288,38 @@ fn grow(b: &Backend, templates: &[Template], from: usize, count: usize) {
                     .collect()
             };
             let nexts = col(&|r| r.next.clone().unwrap_or_default(), false);
+            let prompts = |a| {
+                col(
+                    &|r| index_db::search_text(r.prompt.as_deref().unwrap_or("")),
+                    a,
+                )
+            };
             tx.execute(
-                "insert into threads (id, workflow, head, steps, next)
-                 select * from unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[])",
-                &[&ids(false), &wfs(false), &heads(false), &steps(false), &nexts],
+                "insert into threads (id, workflow, head, steps, next, prompt)
+                 select * from unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[],
+                                      $6::text[])",
+                &[
+                    &ids(false),
+                    &wfs(false),
+                    &heads(false),
+                    &steps(false),
+                    &nexts,
+                    &prompts(false),
+                ],
             )
             .unwrap();
             tx.execute(
-                "insert into history (thread, workflow, head, status, steps)
-                 select a, b, c, 'done', d
-                 from unnest($1::text[], $2::text[], $3::text[], $4::bigint[]) as u(a, b, c, d)",
-                &[&ids(true), &wfs(true), &heads(true), &steps(true)],
+                "insert into history (thread, workflow, head, status, steps, prompt)
+                 select a, b, c, 'done', d, e
+                 from unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[])
+                      as u(a, b, c, d, e)",
+                &[
+                    &ids(true),
+                    &wfs(true),
+                    &heads(true),
+                    &steps(true),
+                    &prompts(true),
+                ],
             )
             .unwrap();
             tx.commit().unwrap();
@@ -308,7 +347,23 @@ struct Costs {
     log_mb: Option<f64>,
     list: f64,
     list_all: f64,
+    /// The dashboard's search: a text the oldest thread holds, and one no thread holds.
+    search_hit: f64,
+    search_miss: f64,
     ls: Option<f64>,
+}
+
+/// Times the dashboard's search for `text` (a page of 50, as it asks): the median, in ms, and
+/// how many threads it found.
+fn search(b: &Backend, text: &str) -> (f64, usize) {
+    let args = [
+        "thread", "list", "--all", "--json", "--limit", "50", "--search", text,
+    ];
+    let found = b.ok(&args).lines().count();
+    (
+        median((0..LIST_RUNS).map(|_| b.time(&args)).collect()),
+        found,
+    )
 }
 
 fn measure(b: &Backend, size: usize, mount: Option<&Path>) -> Costs {
@@ -370,6 +425,12 @@ fn measure(b: &Backend, size: usize, mount: Option<&Path>) -> Costs {
             .map(|_| b.time(&["thread", "list", "--all", "--json"]))
             .collect(),
     );
+    let (hit, found) = search(b, NEEDLE);
+    assert!(found >= 1, "the search found no thread saying `{NEEDLE}`");
+    costs.search_hit = hit;
+    let (miss, found) = search(b, "no thread says this");
+    assert_eq!(found, 0, "a search for what no thread says found some");
+    costs.search_miss = miss;
     // Archive the fresh threads again so every size has the same active share (timed: `kill`).
     costs.kill = median(
         fresh
@@ -531,7 +592,7 @@ fn main() {
     for (b, rows) in backends.iter().zip(&results) {
         println!("\n{}:", b.name);
         println!(
-            "{:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>11} {:>10} {:>8}",
+            "{:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>11} {:>11} {:>11} {:>10} {:>8}",
             "threads",
             "spawn",
             "start",
@@ -541,13 +602,15 @@ fn main() {
             "answer",
             "list",
             "list --all",
+            "search hit",
+            "search miss",
             "ls threads",
             "log MB"
         );
         let first = rows[0].1.clone();
         for (size, c) in rows {
             println!(
-                "{:>8} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>9.1} {:>11.1} {:>10} {:>8}",
+                "{:>8} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>9.1} {:>11.1} {:>11.1} {:>11.1} {:>10} {:>8}",
                 size,
                 c.version,
                 c.start,
@@ -557,6 +620,8 @@ fn main() {
                 c.answer,
                 c.list,
                 c.list_all,
+                c.search_hit,
+                c.search_miss,
                 c.ls.map_or("-".to_owned(), |v| format!("{v:.1}")),
                 c.log_mb.map_or("-".to_owned(), |v| format!("{v:.2}"))
             );
@@ -576,9 +641,12 @@ fn main() {
         }
         for (size, c) in rows {
             println!(
-                "{:>8} one-shot start = {:.2}× a spawn (target ≤ 3×)",
+                "{:>8} one-shot start = {:.2}× a spawn (target ≤ 3×); search {:.1} / {:.1} ms \
+                 (target ≤ 200 ms at 100,000)",
                 size,
-                c.start / c.version
+                c.start / c.version,
+                c.search_hit,
+                c.search_miss
             );
         }
     }

@@ -5,7 +5,7 @@
 //! the graph's current role is `thread show`'s next; answers are checked by the role's schema; a
 //! fork opens the new thread and its diff is `uwf thread diff`'s; a permalink comes from the
 //! browser's cache the second time; 10,000 threads show their first rows within a second, a page at
-//! a time.
+//! a time; a search finds a thread past the first 2,000 rows.
 //!
 //! Skips with a printed reason where Chromium or chromedriver is missing
 //! (`UWF_REQUIRE_ALL_TESTS=1` makes that fail).
@@ -348,6 +348,7 @@ fn ten_thousand_threads_show_their_first_rows_within_a_second() {
             archived: (i % 3 == 0).then(|| ("done".to_owned(), now - i)),
             steps: Some(0),
             next: Some("planner".to_owned()),
+            prompt: Some("the first of many".to_owned()),
         })
         .collect();
     uwf::engine::storage::index_db::insert_many(&env.root(), &rows).unwrap();
@@ -384,6 +385,91 @@ fn ten_thousand_threads_show_their_first_rows_within_a_second() {
         let rows = browser.find_all("#threads tbody tr").len();
         assert!(rows <= 300, "{rows} rows in the page");
     }
+    assert_eq!(browser.console_errors(), Vec::<String>::new());
+    assert_eq!(browser.foreign_requests(&base), Vec::<String>::new());
+}
+
+/// The search box finds a thread however old (issue #42: a search looked at the newest 2,000
+/// rows only and answered "(no threads)" for a match past them).
+#[test]
+fn a_search_finds_a_thread_past_the_first_two_thousand() {
+    let _one = one_at_a_time();
+    let Some(browser) = Browser::start("a_search_finds_a_thread_past_the_first_two_thousand")
+    else {
+        return;
+    };
+    let env = store();
+    let id = env.ok(&[
+        "thread",
+        "start",
+        "solve-issue",
+        "-p",
+        "the first of many",
+        "-q",
+    ]);
+    let shown = show(&env, &id);
+    let head: uwf::cas::Hash = shown["head"].as_str().unwrap().parse().unwrap();
+    let store = uwf::cas::Store::open(&env.root()).unwrap();
+    let workflow = uwf::engine::thread::view::ThreadView::load(&store, &id)
+        .unwrap()
+        .workflow_hash;
+    // The match's start node, which its row (the oldest of all) is at.
+    let needle_head = store
+        .put(
+            uwf::cas::builtin::hash_of("start"),
+            &json!({"workflow": workflow.to_string(), "prompt": "Rotate the Kraken credentials"}),
+        )
+        .unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let row = |i: u64, head, prompt: &str| uwf::engine::storage::index_db::Bulk {
+        id: ulid::Ulid::from_parts(now - 3_600_000 - i * 1000, u128::from(i)).to_string(),
+        workflow,
+        head,
+        parent: None,
+        archived: i.is_multiple_of(3).then(|| ("done".to_owned(), now - i)),
+        steps: Some(0),
+        next: Some("planner".to_owned()),
+        prompt: Some(prompt.to_owned()),
+    };
+    let mut rows: Vec<_> = (1..=2_100u64)
+        .map(|i| row(i, head, "the first of many"))
+        .collect();
+    let needle = row(2_200, needle_head, "Rotate the Kraken credentials");
+    let needle_id = needle.id.clone();
+    rows.push(needle);
+    uwf::engine::storage::index_db::insert_many(&env.root(), &rows).unwrap();
+    let server = Server::start(&env, "127.0.0.1:0", &[]);
+    let base = origin(&server);
+
+    browser.goto(&format!("{base}/"));
+    drawn(&browser, "/");
+    let search = browser
+        .find("#filters input[name=q]")
+        .expect("the search box");
+    browser.type_text(&search, "kRAKEN cred");
+    browser.click(&browser.find("#filters button[type=submit]").unwrap());
+    let found = browser.wait_until(Duration::from_secs(10), || {
+        browser
+            .find_all(&format!("#threads tbody tr[data-id='{needle_id}']"))
+            .len()
+            == 1
+    });
+    assert!(found, "the match is not shown: {}", page_text(&browser));
+    assert_eq!(browser.find_all("#threads tbody tr[data-id]").len(), 1);
+    assert!(page_text(&browser).contains("Rotate the Kraken credentials"));
+    assert!(browser.url().contains("q=kRAKEN"), "{}", browser.url());
+    browser.screenshot("dashboard-search");
+    // The API says the same, with no next page.
+    let (status, page) = server.get_json("/api/threads?q=KRAKEN&limit=50");
+    assert_eq!(status, 200);
+    assert_eq!(page["items"].as_array().map(Vec::len), Some(1), "{page}");
+    assert_eq!(page["items"][0]["thread"], needle_id.as_str());
+    assert_eq!(page["next"], Value::Null);
+    let (_, none) = server.get_json("/api/threads?q=no%20such%20thread&limit=50");
+    assert_eq!(none["items"], json!([]));
     assert_eq!(browser.console_errors(), Vec::<String>::new());
     assert_eq!(browser.foreign_requests(&base), Vec::<String>::new());
 }

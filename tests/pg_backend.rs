@@ -50,6 +50,7 @@ fn thread(id: &str, head: Hash) -> NewThread<'_> {
         parent: None,
         queued: false,
         steps: None,
+        prompt: None,
     }
 }
 

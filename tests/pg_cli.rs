@@ -467,3 +467,64 @@ fn lists_over_postgres_page_newest_first_across_active_and_archived() {
     );
     assert!(top["next"].is_string(), "{top}");
 }
+
+/// A database of schema version 6 (before the index kept prompts) is migrated on first use,
+/// and the first search fills every row, active or archived, from its start node.
+#[test]
+fn search_finds_threads_of_a_database_made_before_it_kept_prompts() {
+    let name = "search_finds_threads_of_a_database_made_before";
+    let Some(server) = pg_server::shared(name) else {
+        return;
+    };
+    let url = server.fresh_db(name);
+    let m = Machine::new(Some(&url), None);
+    m.ok(&["workflow", "put", &example()]);
+    let start = |prompt: &str| {
+        m.ok(&["thread", "start", "solve-issue", "-p", prompt, "-q"])
+            .trim()
+            .to_owned()
+    };
+    let stepped = start("Migrate the Billing service");
+    m.ok(&["thread", "step", &stepped, "--agent", "dry"]);
+    let killed = start("billing: 100% of invoices");
+    m.ok(&["thread", "kill", &killed]);
+    start("something else");
+    PgServer::raw(&url)
+        .batch_execute(
+            "alter table threads drop column prompt;
+             alter table history drop column prompt;
+             update uwf_meta set schema_version = 6;",
+        )
+        .unwrap();
+    let ids = |args: &[&str]| -> Vec<String> {
+        let mut all = vec!["thread", "list", "--json"];
+        all.extend_from_slice(args);
+        m.ok(&all)
+            .lines()
+            .map(|l| {
+                let v: Value = serde_json::from_str(l).unwrap();
+                v["thread"].as_str().unwrap().to_owned()
+            })
+            .collect()
+    };
+    assert_eq!(
+        ids(&["--all", "--search", "BILLING"]),
+        [killed.as_str(), stepped.as_str()]
+    );
+    let mut raw = PgServer::raw(&url);
+    let row = raw
+        .query_one(
+            "select (select schema_version from uwf_meta),
+                    (select count(*) from threads where prompt is null)
+                    + (select count(*) from history where prompt is null)",
+            &[],
+        )
+        .unwrap();
+    assert_eq!(
+        (row.get::<_, i32>(0), row.get::<_, i64>(1)),
+        (uwf::pg::SCHEMA_VERSION, 0)
+    );
+    assert_eq!(ids(&["--search", "billing"]), [stepped.as_str()]);
+    assert_eq!(ids(&["--all", "--search", "100%"]), [killed.as_str()]);
+    assert!(ids(&["--all", "--search", "100%_"]).is_empty());
+}

@@ -17,7 +17,7 @@ use std::time::Duration;
 use serde_json::json;
 use uwf::cas::gc::GcOptions;
 use uwf::cas::{Hash, Store, builtin};
-use uwf::engine::storage::index_db::NewRow;
+use uwf::engine::storage::index_db::{NewRow, Scan, TextFilter};
 use uwf::engine::storage::{self, Storage};
 use uwf::engine::thread::index::{self, State, Successor, ThreadIndexError};
 
@@ -57,6 +57,7 @@ fn add(s: &Storage, id: &str, head: Hash, parent: Option<&str>) {
             head,
             parent,
             steps: Some(0),
+            prompt: Some(id),
         })
         .expect("thread added");
 }
@@ -198,6 +199,7 @@ fn rebase(root: &Path, s: &Arc<Storage>, store: &Store) {
         workflow: Hash::from_u64(2),
         head: new,
         steps: 3,
+        prompt: "rebased",
     };
     // Not at the head it was read at: nothing happens.
     let moved = Successor {
@@ -258,6 +260,7 @@ fn successor(root: &Path, s: &Arc<Storage>, store: &Store) {
         workflow: Hash::from_u64(2),
         head: h2,
         steps: 1,
+        prompt: "onto",
     };
     assert_eq!(s.index().successor("FROM1").expect("read"), None);
     assert_eq!(index::rebased_from(root, "FORK1"), None);
@@ -459,6 +462,160 @@ fn the_registry_changes_only_when_the_change_is_kept() {
     on_both(
         "the_registry_changes_only_when_the_change_is_kept",
         registry,
+    );
+}
+
+/// The ids `scan` selects with `text` (and the workflow versions whose name holds it), in
+/// order.
+fn found(s: &Storage, text: &str, workflows: Vec<Hash>, scan: Scan) -> Vec<String> {
+    let scan = Scan {
+        text: Some(TextFilter {
+            text: text.to_owned(),
+            workflows,
+        }),
+        ..scan
+    };
+    let mut ids = Vec::new();
+    s.index()
+        .scan(&scan, &mut |row| {
+            ids.push(row.id);
+            true
+        })
+        .expect("scan");
+    ids
+}
+
+fn search(_root: &Path, s: &Arc<Storage>, store: &Store) {
+    let head = node(store, "h");
+    let add_with = |id: &str, prompt: Option<&str>, workflow: u64| {
+        s.index()
+            .add(&NewRow {
+                id,
+                workflow: Hash::from_u64(workflow),
+                head,
+                parent: None,
+                steps: Some(0),
+                prompt,
+            })
+            .expect("thread added");
+    };
+    // The oldest thread is the match: every other row is read before it, newest first.
+    add_with(
+        "S0000OLDEST",
+        Some("Fix the FLAKY 100%_done test in Größe"),
+        1,
+    );
+    add_with("S0001PERCENT", Some("100 x done, flaky too"), 1);
+    add_with("S0002BARE", None, 1);
+    add_with("S0003WORKFLOW", Some("nothing to see"), 3);
+    for i in 0..2_100 {
+        add_with(
+            &format!("S1{i:05}"),
+            Some(&format!("routine thread {i}")),
+            1,
+        );
+    }
+    let all = Scan {
+        all: true,
+        ..Scan::default()
+    };
+    assert_eq!(
+        found(s, "the flaky", vec![], all.clone()),
+        ["S0000OLDEST"],
+        "a match past any page is found"
+    );
+    assert_eq!(
+        found(s, "tHe FlAkY", vec![], all.clone()),
+        ["S0000OLDEST"],
+        "in any case"
+    );
+    assert_eq!(
+        found(s, "GRÖSSE", vec![], all.clone()),
+        Vec::<String>::new()
+    );
+    assert_eq!(found(s, "GRÖßE", vec![], all.clone()), ["S0000OLDEST"]);
+    assert_eq!(
+        found(s, "flaky", vec![], all.clone()),
+        ["S0001PERCENT", "S0000OLDEST"],
+        "newest first"
+    );
+    assert_eq!(
+        found(
+            s,
+            "flaky",
+            vec![],
+            Scan {
+                before_id: Some("S0001PERCENT".to_owned()),
+                ..all.clone()
+            }
+        ),
+        ["S0000OLDEST"],
+        "paged by the same cursor"
+    );
+    // `%` and `_` are characters, not wildcards.
+    assert_eq!(found(s, "100%_done", vec![], all.clone()), ["S0000OLDEST"]);
+    assert_eq!(found(s, "%", vec![], all.clone()), ["S0000OLDEST"]);
+    assert!(found(s, "0_0", vec![], all.clone()).is_empty());
+    // An id, or a workflow whose name holds the text, matches too.
+    assert_eq!(found(s, "s0001perc", vec![], all.clone()), ["S0001PERCENT"]);
+    assert_eq!(
+        found(s, "no such text", vec![Hash::from_u64(3)], all.clone()),
+        ["S0003WORKFLOW"]
+    );
+    // With a status: archived threads only when asked for, and with the workflow filter.
+    s.index().archive("S0000OLDEST", "done").expect("archived");
+    assert_eq!(
+        found(s, "flaky", vec![], Scan::default()),
+        ["S0001PERCENT"],
+        "active only"
+    );
+    assert_eq!(
+        found(s, "flaky", vec![], all.clone()),
+        ["S0001PERCENT", "S0000OLDEST"]
+    );
+    assert!(
+        found(
+            s,
+            "flaky",
+            vec![],
+            Scan {
+                workflows: Some(vec![Hash::from_u64(2)]),
+                ..all.clone()
+            }
+        )
+        .is_empty()
+    );
+    // A row that does not keep its prompt is named until one is noted, then found by it.
+    assert!(found(s, "bare prompt", vec![], all.clone()).is_empty());
+    let missing = s.index().unsearchable(100).expect("unsearchable");
+    assert_eq!(missing, [("S0002BARE".to_owned(), head)]);
+    s.index()
+        .note_prompts(&[("S0002BARE".to_owned(), "A Bare Prompt".to_owned())])
+        .expect("noted");
+    assert!(
+        s.index()
+            .unsearchable(100)
+            .expect("unsearchable")
+            .is_empty()
+    );
+    s.index()
+        .note_prompts(&[
+            ("S0002BARE".to_owned(), "another".to_owned()),
+            ("S0001PERCENT".to_owned(), "another".to_owned()),
+        ])
+        .expect("noted");
+    assert_eq!(found(s, "bare prompt", vec![], all.clone()), ["S0002BARE"]);
+    assert!(
+        found(s, "another", vec![], all.clone()).is_empty(),
+        "a kept prompt is never replaced"
+    );
+}
+
+#[test]
+fn search_finds_any_thread_in_any_case_with_filters_and_literal_wildcards() {
+    on_both(
+        "search_finds_any_thread_in_any_case_with_filters_and_literal_wildcards",
+        search,
     );
 }
 

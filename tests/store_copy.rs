@@ -176,6 +176,7 @@ fn make_threads(env: &Env) {
             archived: None,
             steps: None,
             next: None,
+            prompt: None,
         })
         .collect();
     index_db::insert_many(&root, &rows).expect("thread index rows");

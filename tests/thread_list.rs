@@ -1,6 +1,7 @@
 //! `uwf thread list` for people and programs (`docs/cli.md#paging-through-threads`): newest first,
 //! `--limit`, `--before` (keyset paging), `--since`, `--status`, `--workflow`; a terminal table
-//! shows the newest 50 and says how many more there are; JSON lines list everything.
+//! shows the newest 50 and says how many more there are; JSON lines list everything; `--search`
+//! finds threads by prompt, id or workflow, in an index of any version.
 
 mod common;
 
@@ -120,4 +121,51 @@ fn a_terminal_table_shows_the_newest_fifty_and_how_many_more() {
         &started[3]
     );
     assert!(text.contains(&more), "{text}");
+}
+
+/// An index written before it kept prompts (its second version, without the `prompt` column)
+/// is upgraded on first use, and the first search fills every row from its start node.
+#[test]
+fn search_finds_threads_of_an_index_made_before_it_kept_prompts() {
+    let env = Env::new();
+    put_example(&env, "solve-issue");
+    let stepped = start_thread(&env, "solve-issue", "Migrate the Billing service");
+    env.ok(&["thread", "step", &stepped, "--agent", "dry"]);
+    let killed = start_thread(&env, "solve-issue", "billing: 100% of invoices");
+    env.ok(&["thread", "kill", &killed]);
+    let other = start_thread(&env, "solve-issue", "something else");
+    let db = env.root().join("index.db");
+    {
+        let conn = rusqlite::Connection::open(&db).expect("open index");
+        conn.execute_batch(
+            "drop index threads_unsearchable;
+             alter table threads drop column prompt;
+             update meta set value = 2 where key = 'schema';",
+        )
+        .expect("back to the second version");
+    }
+    assert_eq!(
+        ids(&env, &["--all", "--search", "BILLING"]),
+        [killed.clone(), stepped.clone()]
+    );
+    let conn = rusqlite::Connection::open(&db).expect("open index");
+    let (version, unfilled): (i64, i64) = conn
+        .query_row(
+            "select (select value from meta where key = 'schema'), \
+                    (select count(*) from threads where prompt is null)",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .expect("read index");
+    assert_eq!((version, unfilled), (3, 0));
+    // With the other filters, and `%` as a character.
+    assert_eq!(ids(&env, &["--search", "billing"]), [stepped.as_str()]);
+    assert_eq!(
+        ids(&env, &["--status", "killed", "--search", "billing"]),
+        [killed.as_str()]
+    );
+    assert_eq!(ids(&env, &["--all", "--search", "100%"]), [killed]);
+    assert!(ids(&env, &["--all", "--search", "100%_"]).is_empty());
+    assert_eq!(ids(&env, &["--search", &other.to_lowercase()]), [other]);
+    assert_eq!(ids(&env, &["--all", "--search", "solve-iss"]).len(), 3);
 }

@@ -276,6 +276,17 @@ pub fn read_start(node: &Node) -> Result<Start, ChainError> {
     })
 }
 
+/// The start of the thread whose head is `head` (a start or a step node), in one or two node
+/// reads, without walking the chain.
+pub fn start_of(store: &Store, head: Hash) -> Result<Start, ChainError> {
+    let node = store.get(head)?;
+    if builtin::is_start(node.type_hash) {
+        return read_start(&node);
+    }
+    let step = read_step(&node)?;
+    read_start(&store.get(step.start)?)
+}
+
 /// Reads a step node.
 pub fn read_step(node: &Node) -> Result<StepNode, ChainError> {
     serde_json::from_value(node.payload.clone()).map_err(|e| ChainError::Malformed {

@@ -14,7 +14,7 @@ use postgres::Client;
 use super::error::{PgError, describe};
 
 /// The schema version this binary writes and understands.
-pub const SCHEMA_VERSION: i32 = 6;
+pub const SCHEMA_VERSION: i32 = 7;
 
 /// The advisory lock key of migrations (`uwf` + `mig` in ASCII, any fixed number would do).
 const LOCK_KEY: i64 = 0x0075_7766_006d_6967;
@@ -173,6 +173,16 @@ alter table history drop constraint history_status_check;
 alter table history add constraint history_status_check
     check (status in ('done', 'killed', 'rebased'));
 alter table history add column successor text;
+"#,
+    // Search over every thread: what a search reads of the start prompt (lowercase, its first
+    // 1,000 characters), kept with the row. Rows made before it have none (`NULL`, added at no
+    // cost to the tables); the first search fills them from their start nodes, found through
+    // these partial indexes, which hold only rows still to fill.
+    r#"
+alter table threads add column prompt text;
+alter table history add column prompt text;
+create index threads_unsearchable on threads (id) where prompt is null;
+create index history_unsearchable on history (thread) where prompt is null;
 "#,
 ];
 

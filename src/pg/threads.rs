@@ -23,6 +23,8 @@ pub struct NewThread<'a> {
     pub queued: bool,
     /// Steps from the start to `head`, when known.
     pub steps: Option<u64>,
+    /// What a search reads of the start prompt (lowercase and cut by the caller), when known.
+    pub prompt: Option<String>,
 }
 
 /// One page of a listing: newest first, keyset-paged by id.
@@ -36,6 +38,9 @@ pub struct ListPage {
     pub since_id: Option<String>,
     /// Only ids before this one (the last of the previous page).
     pub before_id: Option<String>,
+    /// Only threads whose prompt column or lowercased id holds this (lowercase) text, or whose
+    /// workflow is one of these versions.
+    pub text: Option<(String, Vec<Hash>)>,
     pub limit: usize,
 }
 
@@ -97,8 +102,8 @@ impl PgStore {
         let (workflow, head) = (thread.workflow.to_string(), thread.head.to_string());
         let inserted = self.with_client("add thread", |c| {
             c.execute(
-                "insert into threads (id, workflow, head, parent, queued, steps)
-                 select $1, $2, $3, $4, $5, $6
+                "insert into threads (id, workflow, head, parent, queued, steps, prompt)
+                 select $1, $2, $3, $4, $5, $6, $7
                  where not exists (select 1 from history where thread = $1)
                  on conflict (id) do nothing",
                 &[
@@ -108,6 +113,7 @@ impl PgStore {
                     &thread.parent,
                     &thread.queued,
                     &thread.steps.map(|s| s as i64),
+                    &thread.prompt,
                 ],
             )
         })?;
@@ -206,6 +212,11 @@ impl PgStore {
             .as_ref()
             .map(|w| w.iter().map(Hash::to_string).collect());
         let limit = page.limit as i64;
+        let (needle, text_workflows): (Option<&str>, Vec<String>) = match &page.text {
+            Some((needle, w)) => (Some(needle), w.iter().map(Hash::to_string).collect()),
+            None => (None, Vec::new()),
+        };
+        // `position` takes the text literally (`%` and `_` are no wildcards).
         let sql = "
             (select t.id, t.workflow, t.head, t.status, t.steps, t.next, t.error, t.awaiting,
                     (l.thread is not null and l.expires_at > now()),
@@ -213,6 +224,8 @@ impl PgStore {
              from threads t left join leases l on l.thread = t.id
              where ($1::text[] is null or t.workflow = any($1))
                and ($2::text is null or t.id >= $2) and ($3::text is null or t.id < $3)
+               and ($6::text is null or position($6 in t.prompt) > 0
+                    or position($6 in lower(t.id)) > 0 or t.workflow = any($7))
              order by t.id desc limit $4)
             union all
             (select h.thread, h.workflow, h.head, h.status, h.steps,
@@ -221,6 +234,8 @@ impl PgStore {
              from history h
              where $5 and ($1::text[] is null or h.workflow = any($1))
                and ($2::text is null or h.thread >= $2) and ($3::text is null or h.thread < $3)
+               and ($6::text is null or position($6 in h.prompt) > 0
+                    or position($6 in lower(h.thread)) > 0 or h.workflow = any($7))
              order by h.thread desc limit $4)
             order by 1 desc limit $4";
         let rows = self.with_client("list threads", |c| {
@@ -232,6 +247,8 @@ impl PgStore {
                     &page.before_id,
                     &limit,
                     &page.all,
+                    &needle,
+                    &text_workflows,
                 ],
             )
         })?;
@@ -289,6 +306,47 @@ impl PgStore {
         })
     }
 
+    /// Threads (active or archived) whose `prompt` column is empty, `(id, head)`, at most
+    /// `limit`.
+    pub fn unsearchable(&self, limit: usize) -> Result<Vec<(String, Hash)>, PgError> {
+        let rows = self.with_client("find rows to make searchable", |c| {
+            c.query(
+                "(select id, head from threads where prompt is null limit $1)
+                 union all
+                 (select thread, head from history where prompt is null limit $1)
+                 limit $1",
+                &[&(limit as i64)],
+            )
+        })?;
+        rows.iter()
+            .map(|r| Ok((r.get(0), hash_column(r, 1)?)))
+            .collect()
+    }
+
+    /// Fills the `prompt` column of rows that have none, `(id, search text)`.
+    pub fn note_prompts(&self, prompts: &[(String, String)]) -> Result<(), PgError> {
+        if prompts.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<&str> = prompts.iter().map(|p| p.0.as_str()).collect();
+        let texts: Vec<&str> = prompts.iter().map(|p| p.1.as_str()).collect();
+        self.with_client("make rows searchable", |c| {
+            c.execute(
+                "update threads t set prompt = u.prompt
+                 from unnest($1::text[], $2::text[]) as u(id, prompt)
+                 where t.id = u.id and t.prompt is null",
+                &[&ids, &texts],
+            )?;
+            c.execute(
+                "update history h set prompt = u.prompt
+                 from unnest($1::text[], $2::text[]) as u(id, prompt)
+                 where h.thread = u.id and h.prompt is null",
+                &[&ids, &texts],
+            )?;
+            Ok(())
+        })
+    }
+
     /// Ids of threads (active or archived) starting with `prefix`, sorted, at most `limit`.
     pub fn ids_with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<String>, PgError> {
         let rows = self.with_client("find thread", |c| {
@@ -323,8 +381,8 @@ impl PgStore {
             c.query_opt(
                 "with moved as (delete from threads where id = $1 returning *),
                       gone as (delete from leases where thread = $1)
-                 insert into history (thread, workflow, head, status, parent, steps)
-                 select id, workflow, head, $2, parent, steps from moved
+                 insert into history (thread, workflow, head, status, parent, steps, prompt)
+                 select id, workflow, head, $2, parent, steps, prompt from moved
                  returning thread, workflow, head, status, parent,
                            (extract(epoch from completed_at) * 1000)::bigint",
                 &[&id, &status],
@@ -358,10 +416,12 @@ impl PgStore {
                 "with moved as (delete from threads where id = $1 and head = $2 returning *),
                       gone as (delete from leases where thread = $1
                                and exists (select 1 from moved)),
-                      added as (insert into threads (id, workflow, head, parent, queued, steps)
-                                select $3, $4, $5, $6, $7, $8 from moved)
-                 insert into history (thread, workflow, head, status, parent, steps, successor)
-                 select id, workflow, head, 'rebased', parent, steps, $3 from moved
+                      added as (insert into threads (id, workflow, head, parent, queued, steps,
+                                                     prompt)
+                                select $3, $4, $5, $6, $7, $8, $9 from moved)
+                 insert into history (thread, workflow, head, status, parent, steps, successor,
+                                      prompt)
+                 select id, workflow, head, 'rebased', parent, steps, $3, prompt from moved
                  returning thread, workflow, head, status, parent,
                            (extract(epoch from completed_at) * 1000)::bigint",
                 &[
@@ -373,6 +433,7 @@ impl PgStore {
                     &new.parent,
                     &new.queued,
                     &steps,
+                    &new.prompt,
                 ],
             )
         })?;

@@ -31,10 +31,6 @@ use crate::engine::workflow::{self, Definition, Workflow};
 
 type Answer = Result<Json<Value>, ApiError>;
 
-/// Rows a list scans for a text search before it answers with what it found and a cursor (a
-/// prompt is read from the thread's start: a search costs a read per thread it looks at).
-const SEARCH_SCAN: usize = 2_000;
-
 /// Query of `GET /api/threads`.
 #[derive(Debug, Deserialize)]
 pub struct ListParams {
@@ -52,8 +48,8 @@ fn filled(text: Option<String>) -> Option<String> {
 
 /// The start prompt of the thread at `head`, cut to `max` characters.
 fn prompt_of(store: &Store, head: Hash, max: usize) -> String {
-    let prompt = chain::load(store, head)
-        .map(|c| c.start.prompt.clone())
+    let prompt = chain::start_of(store, head)
+        .map(|s| s.prompt)
         .unwrap_or_default();
     if prompt.chars().count() > max {
         let cut: String = prompt.chars().take(max).collect();
@@ -82,6 +78,7 @@ fn listing_query(
         since_ms: None,
         before: None,
         parent: None,
+        text: None,
     })
 }
 
@@ -95,27 +92,17 @@ pub async fn threads(State(app): State<Arc<App>>, Query(p): Query<ListParams>) -
             Some(parent) => Some(resolve(app, &parent)?),
             None => None,
         };
-        let q = filled(p.q).map(|q| q.to_lowercase());
+        // The index finds the matches among every thread (`docs/dashboard.md#search`).
+        query.text = filled(p.q);
         let mut items = Vec::new();
-        let (mut scanned, mut last, mut more) = (0usize, None::<String>, false);
+        let (mut last, mut more) = (None::<String>, false);
         listing::list_page(&app.store, &query, |listed| {
-            if items.len() >= limit || scanned >= SEARCH_SCAN {
+            if items.len() >= limit {
                 more = true;
                 return false;
             }
-            scanned += 1;
             let s = &listed.summary;
             last = Some(s.id.clone());
-            if let Some(q) = &q {
-                let hit = s.id.to_lowercase().contains(q)
-                    || s.workflow.to_lowercase().contains(q)
-                    || prompt_of(&app.store, s.head, usize::MAX)
-                        .to_lowercase()
-                        .contains(q);
-                if !hit {
-                    return true;
-                }
-            }
             let prompt = prompt_of(&app.store, s.head, 200);
             let mut row = s.to_json();
             row["updatedAt"] = listed.updated_ms.into();

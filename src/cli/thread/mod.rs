@@ -101,6 +101,7 @@ Example:\n  uwf thread run 01JD8X… --agent dry --max-steps 20"
     #[command(
         after_help = "Examples:\n  uwf thread list\n  uwf thread list --all --workflow solve-issue --json\n  \
 uwf thread list --status failed --since 2h\n  uwf thread list -q   # ids only\n  \
+uwf thread list --all --search 'flaky test'   # prompt, id or workflow name holds it\n  \
 uwf thread list --all --json --limit 1000 --before 01JD8X…   # the page after 01JD8X…"
     )]
     List {
@@ -123,6 +124,10 @@ uwf thread list --all --json --limit 1000 --before 01JD8X…   # the page after 
         /// Only threads older than this one: give the last id of a page to get the next
         #[arg(long, value_name = "THREAD")]
         before: Option<String>,
+        /// Only threads whose start prompt (its first 1,000 characters), id or workflow name
+        /// holds TEXT, in any case (the dashboard's search)
+        #[arg(long, value_name = "TEXT")]
+        search: Option<String>,
         /// One line per thread, children (started by sub-workflows) indented under their parent
         #[arg(long)]
         tree: bool,
@@ -504,6 +509,7 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             since,
             limit,
             before,
+            search,
             tree,
         } => {
             let query = crate::engine::thread::listing::Query {
@@ -513,6 +519,7 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
                 since_ms: since,
                 before: before.map(|b| b.trim().to_ascii_uppercase()),
                 parent: None,
+                text: search.filter(|s| !s.is_empty()),
             };
             list(&store, &query, limit, tree, out)?
         }

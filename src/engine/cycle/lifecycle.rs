@@ -75,7 +75,7 @@ fn start_with(
         };
         context::write(store.root(), &id, &recorded)?;
     }
-    index::add_at(store.root(), &id, start, hash, None, Some(0))?;
+    index::add_at(store.root(), &id, start, hash, None, Some(0), Some(prompt))?;
     Ok((w.name, id))
 }
 
@@ -115,6 +115,7 @@ pub fn start_child(
         hash,
         Some(&parent.thread),
         Some(0),
+        Some(prompt),
     )?;
     Ok((w.name, id))
 }
@@ -169,6 +170,7 @@ pub fn fork_from(
         view.workflow_hash,
         source.as_deref(),
         Some(view.chain.steps.len() as u64),
+        Some(&view.chain.start.prompt),
     )?;
     let fields = json!({"from": from.to_string(), "source": source});
     author::record(

@@ -259,6 +259,7 @@ pub fn rebase(store: &Store, id: &str, onto: Option<&str>) -> Result<Rebased, Re
         workflow: version,
         head: new_head,
         steps: old.chain.steps.len() as u64,
+        prompt: &old.chain.start.prompt,
     };
     // It goes on where the old one worked, with the agents its roles were bound to (a role new
     // in this version takes what config.yaml names), before the index names it.

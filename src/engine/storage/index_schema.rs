@@ -6,12 +6,17 @@
 //! status (`uwf thread rebase`) and the `successor` column, the thread a rebased one
 //! continues as. SQLite cannot change a `check` constraint in place, so the upgrade builds the
 //! table anew, copies the rows and renames it, in one transaction: a `kill -9` leaves the index
-//! of version 1 or of version 2, and the next command upgrades again if need be.
+//! of version 1 or of version 2, and the next command upgrades again if need be. 3 adds the
+//! `prompt` column, the start prompt as search reads it (lowercase, its first
+//! [`super::index_db::SEARCH_CHARS`] characters; see `docs/dashboard.md#search`), and an index of
+//! the rows that do not know it yet: the upgrade adds the column empty (`NULL`) in one
+//! transaction, without reading a node, and a search fills the rows that lack it from their
+//! start nodes before it runs ([`super::index_db::unsearchable`]).
 
 use rusqlite::{Connection, OptionalExtension, params};
 
 /// The schema version this binary writes and understands (`meta.schema`).
-pub(super) const SCHEMA: i64 = 2;
+pub(super) const SCHEMA: i64 = 3;
 
 /// The thread table, made by [`CREATE`] and by [`upgrade`] under another name.
 const THREADS: &str = "
@@ -28,7 +33,8 @@ create table threads (
     next text,
     error text,
     awaiting text,
-    successor text
+    successor text,
+    prompt text
 ) without rowid;
 ";
 
@@ -37,6 +43,7 @@ const INDEXES: &str = "
 create index threads_by_status on threads (status, id);
 create index threads_by_workflow on threads (workflow, id);
 create index threads_by_head on threads (head) where status = 'active';
+create index threads_unsearchable on threads (id) where prompt is null;
 ";
 
 /// The columns of version 1, all kept by version 2.
@@ -97,14 +104,29 @@ pub(super) fn create(conn: &Connection) -> rusqlite::Result<()> {
 /// second process upgrading at the same moment waits, then finds the work done).
 pub(super) fn upgrade(conn: &mut Connection) -> rusqlite::Result<()> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-    if version(&tx)? == Some(1) {
-        tx.execute_batch(&format!(
-            "{}\n insert into threads_v2 ({V1_COLUMNS}) select {V1_COLUMNS} from threads;
-             drop table threads;
-             alter table threads_v2 rename to threads;
-             {INDEXES}",
-            THREADS.replace("create table threads", "create table threads_v2")
-        ))?;
+    let upgraded = match version(&tx)? {
+        // The table is built anew with this version's columns (the new ones empty).
+        Some(1) => {
+            tx.execute_batch(&format!(
+                "{}\n insert into threads_v2 ({V1_COLUMNS}) select {V1_COLUMNS} from threads;
+                 drop table threads;
+                 alter table threads_v2 rename to threads;
+                 {INDEXES}",
+                THREADS.replace("create table threads", "create table threads_v2")
+            ))?;
+            true
+        }
+        // A column added empty: rows made before it are filled by the first search.
+        Some(2) => {
+            tx.execute_batch(
+                "alter table threads add column prompt text;
+                 create index threads_unsearchable on threads (id) where prompt is null;",
+            )?;
+            true
+        }
+        _ => false,
+    };
+    if upgraded {
         tx.execute(
             "update meta set value = ?1 where key = 'schema'",
             params![SCHEMA],
@@ -173,5 +195,57 @@ insert into threads values ('01A', 'W', 'H', 'done', null, 1, 2, 2, 3, '$END', n
             )
             .unwrap();
         assert_eq!(indexes, 3);
+        let unfilled: i64 = conn
+            .query_row(
+                "select count(*) from threads indexed by threads_unsearchable \
+                 where prompt is null",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(unfilled, 1, "a row of version 1 does not know its prompt");
+    }
+
+    /// The second version's tables, as binaries before version 3 made them.
+    fn v2() -> String {
+        format!(
+            "create table meta (key text primary key not null, value integer not null) \
+             without rowid;
+             {}
+             {}
+             insert into meta values ('schema', 2);
+             insert into threads ({V1_COLUMNS}) values
+                 ('01A', 'W', 'H', 'done', null, 1, 2, 2, 3, '$END', null, null);",
+            THREADS.replace(",\n    prompt text", ""),
+            INDEXES.replace(
+                "create index threads_unsearchable on threads (id) where prompt is null;",
+                ""
+            ),
+        )
+    }
+
+    #[test]
+    fn a_second_version_index_gets_an_empty_prompt_column_once() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(&v2()).unwrap();
+        assert!(
+            conn.execute("update threads set prompt = 'x'", []).is_err(),
+            "version 2 has no prompt column"
+        );
+        upgrade(&mut conn).unwrap();
+        upgrade(&mut conn).unwrap(); // and again: nothing left to do
+        let version: i64 = conn
+            .query_row("select value from meta", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, SCHEMA);
+        let (prompt, steps): (Option<String>, i64) = conn
+            .query_row(
+                "select prompt, steps from threads indexed by threads_unsearchable \
+                 where prompt is null and id = '01A'",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!((prompt, steps), (None, 3));
     }
 }

@@ -82,10 +82,11 @@ pub fn add(
     workflow: Hash,
     parent: Option<&str>,
 ) -> Result<(), ThreadIndexError> {
-    add_at(root, id, head, workflow, parent, None)
+    add_at(root, id, head, workflow, parent, None, None)
 }
 
-/// [`add`], knowing how many steps lead to `head` (kept for listings).
+/// [`add`], knowing how many steps lead to `head` (kept for listings) and the start prompt
+/// (kept for search; a row without it is filled by the first search).
 pub fn add_at(
     root: &Path,
     id: &str,
@@ -93,6 +94,7 @@ pub fn add_at(
     workflow: Hash,
     parent: Option<&str>,
     steps: Option<u64>,
+    prompt: Option<&str>,
 ) -> Result<(), ThreadIndexError> {
     storage_of(root)?.index().add(&index_db::NewRow {
         id,
@@ -100,6 +102,7 @@ pub fn add_at(
         head,
         parent,
         steps,
+        prompt,
     })
 }
 

@@ -7,12 +7,20 @@
 //! (`threads` and `history` merged by id), so neither costs a round trip or a file per thread.
 //! Rows the index knows less about (threads migrated from the first layout, copied stores) are
 //! summarised the slow way, from their nodes, exactly as `thread show` does.
+//!
+//! A text search ([`Query::text`], `docs/dashboard.md#search`) is a filter of the same scan:
+//! the index keeps each thread's start prompt for it, so the match is found in the index at any
+//! size and pages with the same cursor. Rows that do not keep their prompt yet (made by a
+//! binary before the index kept it, or copied) are filled from their start nodes, in batches,
+//! by the first search that meets them ([`make_searchable`]).
 
 use std::collections::HashMap;
 
 use crate::cas::{Hash, Store};
+use crate::engine::chain;
 use crate::engine::storage;
 use crate::engine::storage::index_db;
+use crate::engine::storage::seam::ThreadIndex;
 use crate::engine::workflow::END;
 
 use super::index;
@@ -35,6 +43,9 @@ pub struct Query {
     pub before: Option<String>,
     /// Only threads forked or spawned from this one.
     pub parent: Option<String>,
+    /// Only threads whose start prompt (its first [`index_db::SEARCH_CHARS`] characters), id
+    /// or workflow name holds this text, in any case.
+    pub text: Option<String>,
 }
 
 /// The statuses a thread can be listed in.
@@ -89,6 +100,26 @@ fn list_counting(
         Some(name) => {
             let versions = rows.thread_workflows()?;
             Some(names.hashes_named(store, name, &versions))
+        }
+        None => None,
+    };
+    let text = match &query.text {
+        Some(text) => {
+            make_searchable(store, rows)?;
+            let needle = text.to_lowercase();
+            let versions = rows.thread_workflows()?;
+            let workflows = versions
+                .into_iter()
+                .filter(|h| {
+                    names
+                        .name(store, *h)
+                        .is_some_and(|n| n.to_lowercase().contains(&needle))
+                })
+                .collect();
+            Some(index_db::TextFilter {
+                text: text.clone(),
+                workflows,
+            })
         }
         None => None,
     };
@@ -150,6 +181,7 @@ fn list_counting(
         workflows,
         since_id: query.since_ms.map(index_db::id_since),
         before_id: query.before.clone(),
+        text,
     };
     rows.scan(&scan, &mut take)?;
     rows.note_derived(&learned);
@@ -161,6 +193,36 @@ fn list_counting(
 
 /// Rows learned the slow way that are written back together.
 const LEARNED_BATCH: usize = 500;
+
+/// Rows made searchable per batch.
+const SEARCHABLE_BATCH: usize = 500;
+
+/// Fills the prompt of every row that does not keep it yet, from its start node (one or two
+/// node reads a row), [`SEARCHABLE_BATCH`] rows a transaction. A row whose start cannot be read
+/// keeps an empty prompt (found by its id and workflow only; `cas fsck` reports the node). On
+/// an index whose rows all keep their prompts (every thread started by this binary) it costs
+/// one look at an empty index. Best effort, as the column is a cache: an index that cannot be
+/// written (a read-only disk) is searched as it is, its unfilled rows found by id and workflow.
+fn make_searchable(store: &Store, rows: &dyn ThreadIndex) -> Result<(), ThreadError> {
+    let mut seen = std::collections::HashSet::new();
+    loop {
+        let missing = rows.unsearchable(SEARCHABLE_BATCH)?;
+        // A row seen before was not filled (a writer raced it): stop rather than loop.
+        if missing.is_empty() || !missing.iter().all(|(id, _)| seen.insert(id.clone())) {
+            return Ok(());
+        }
+        let prompts: Vec<(String, String)> = missing
+            .into_iter()
+            .map(|(id, head)| {
+                let prompt = chain::start_of(store, head).map(|s| s.prompt);
+                (id, prompt.unwrap_or_default())
+            })
+            .collect();
+        if rows.note_prompts(&prompts).is_err() {
+            return Ok(());
+        }
+    }
+}
 
 /// Workflow names by version, read once each.
 #[derive(Default)]

@@ -47,6 +47,7 @@ mod tests {
                 head: start,
                 parent: None,
                 steps: Some(0),
+                prompt: None,
             };
             crate::engine::storage::index_db::insert(root, &row).unwrap();
             std::fs::write(root.join(format!("runs/{id}.log")), "12345").unwrap();

@@ -156,8 +156,8 @@ fn open_existing(root: &Path) -> Result<Connection, IndexError> {
     let version = index_schema::version(&conn).map_err(&err)?;
     match version {
         Some(SCHEMA) => Ok(conn),
-        // An index of the first version: upgraded in place (`index_schema`).
-        Some(1) => index_schema::upgrade(&mut conn).map(|()| conn).map_err(err),
+        // An index of an earlier version: upgraded in place (`index_schema`).
+        Some(1 | 2) => index_schema::upgrade(&mut conn).map(|()| conn).map_err(err),
         Some(v) if v > SCHEMA => Err(IndexError::Damaged {
             path,
             reason: format!(

@@ -146,6 +146,7 @@ fn legacy_rows(root: &Path) -> Result<Vec<Bulk>, IndexError> {
             archived: Some((a.status, a.completed_at)),
             steps: None,
             next: None,
+            prompt: None,
         })
         .collect();
     rows.extend(active.into_iter().map(|(id, head)| {
@@ -158,6 +159,7 @@ fn legacy_rows(root: &Path) -> Result<Vec<Bulk>, IndexError> {
             archived: None,
             steps: facts.map(|f| f.1),
             next: None,
+            prompt: None,
         }
     }));
     Ok(rows)

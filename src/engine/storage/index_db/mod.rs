@@ -17,7 +17,9 @@
 //! exists without the schema (empty, truncated, overwritten) is damaged — an error naming the
 //! file, never "no threads" (a GC that read it as empty would delete every thread's nodes).
 //! Derived columns (`steps`, `next`, `error`, `awaiting`) are caches of what the nodes and run
-//! files say: `NULL` means "not known here", and readers then work it out the slow way.
+//! files say: `NULL` means "not known here", and readers then work it out the slow way. So is
+//! `prompt`, what a search reads of the start prompt ([`search`]): written with the row, and
+//! for rows made before it existed (or copied), by the first search.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -29,8 +31,10 @@ use crate::engine::storage::index_files::{Archived, Entry, IndexError};
 
 mod connection;
 mod make;
+mod search;
 pub use connection::{at_exit, close_all};
 use connection::{with, write};
+pub use search::{SEARCH_CHARS, TextFilter, note_prompts, search_text, unsearchable};
 
 /// The database's file name under the storage root.
 pub const FILE: &str = "index.db";
@@ -119,6 +123,8 @@ pub struct NewRow<'a> {
     pub parent: Option<&'a str>,
     /// Steps from the start to `head`, when the caller knows.
     pub steps: Option<u64>,
+    /// The start prompt, when the caller knows (else the first search reads it).
+    pub prompt: Option<&'a str>,
 }
 
 /// What a listing wants, in the database's terms (live statuses are the caller's).
@@ -132,6 +138,8 @@ pub struct Scan {
     pub since_id: Option<String>,
     /// Only threads whose id sorts before this (keyset paging: the last id of the page before).
     pub before_id: Option<String>,
+    /// Only threads whose prompt or id holds this text, or whose workflow is one of its versions.
+    pub text: Option<TextFilter>,
 }
 
 /// The outcome of a compare-and-set.
@@ -198,8 +206,8 @@ pub fn insert(root: &Path, row: &NewRow<'_>) -> Result<(), IndexError> {
 
 fn insert_row(c: &Connection, row: &NewRow<'_>, now: i64) -> rusqlite::Result<()> {
     c.prepare_cached(&format!(
-        "insert into threads ({COLUMNS}) \
-         values (?1, ?2, ?3, 'active', ?4, ?5, ?5, null, ?6, null, null, null)"
+        "insert into threads ({COLUMNS}, prompt) \
+         values (?1, ?2, ?3, 'active', ?4, ?5, ?5, null, ?6, null, null, null, ?7)"
     ))?
     .execute(params![
         row.id,
@@ -208,6 +216,7 @@ fn insert_row(c: &Connection, row: &NewRow<'_>, now: i64) -> rusqlite::Result<()
         row.parent,
         now,
         row.steps.map(ms),
+        row.prompt.map(search_text),
     ])
     .map(drop)
 }
@@ -506,6 +515,9 @@ const SCAN_BATCH: i64 = 1000;
 pub fn scan(root: &Path, scan: &Scan, mut each: impl FnMut(Row) -> bool) -> Result<(), IndexError> {
     let mut sql = format!("select {COLUMNS} from threads where id < ?1");
     let mut args: Vec<String> = vec![String::new()];
+    if let Some(text) = &scan.text {
+        search::push_condition(&mut sql, &mut args, text);
+    }
     if !scan.all {
         sql.push_str(" and status = 'active'");
     }
@@ -564,6 +576,8 @@ pub struct Bulk {
     pub steps: Option<u64>,
     /// The role the moderator picks at `head`, when known (archived threads: from the status).
     pub next: Option<String>,
+    /// The start prompt, when known (else the first search reads it).
+    pub prompt: Option<String>,
 }
 
 /// Adds threads in bulk, in one synced transaction (`uwf store copy`, benchmarks), only into an
@@ -610,8 +624,8 @@ fn insert_rows(
     replace: bool,
 ) -> rusqlite::Result<()> {
     let mut insert = tx.prepare_cached(&format!(
-        "insert {} into threads ({COLUMNS}) \
-         values (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, null, null)",
+        "insert {} into threads ({COLUMNS}, prompt) \
+         values (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, null, null, ?11)",
         if replace { "or replace" } else { "" }
     ))?;
     for t in threads {
@@ -635,6 +649,7 @@ fn insert_rows(
             completed,
             t.steps.map(ms),
             next,
+            t.prompt.as_deref().map(search_text),
         ])?;
     }
     Ok(())
@@ -669,6 +684,7 @@ mod tests {
                 head,
                 parent: None,
                 steps: Some(0),
+                prompt: Some(id),
             },
         )
         .unwrap();

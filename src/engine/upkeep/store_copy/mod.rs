@@ -677,6 +677,8 @@ impl Side {
                         )),
                         steps: indexes.known.get(&a.thread).map(|f| f.steps),
                         next: None,
+                        // Filled by the first search (`index_db::search`).
+                        prompt: None,
                     })
                     .chain(indexes.active.iter().map(|t| index_db::Bulk {
                         id: t.id.clone(),
@@ -686,6 +688,7 @@ impl Side {
                         archived: None,
                         steps: indexes.known.get(&t.id).map(|f| f.steps),
                         next: indexes.known.get(&t.id).and_then(|f| f.next.clone()),
+                        prompt: None,
                     }))
                     .collect();
                 match index_db::insert_all(root, &threads)? {

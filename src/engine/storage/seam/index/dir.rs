@@ -135,6 +135,7 @@ impl ThreadIndex for Dir {
             head: new.head,
             parent: Some(id),
             steps: Some(new.steps),
+            prompt: Some(new.prompt),
         };
         let done = index_db::rebase(&self.root, id, head, &row)?;
         if done.is_some() {
@@ -226,6 +227,14 @@ impl ThreadIndex for Dir {
 
     fn note_derived(&self, learned: &[(String, Hash, u64, Option<String>)]) {
         index_db::note_derived(&self.root, learned)
+    }
+
+    fn unsearchable(&self, limit: usize) -> Result<Vec<(String, Hash)>, IndexError> {
+        index_db::unsearchable(&self.root, limit)
+    }
+
+    fn note_prompts(&self, prompts: &[(String, String)]) -> Result<(), IndexError> {
+        index_db::note_prompts(&self.root, prompts)
     }
 
     fn registry(&self) -> Result<Registry, IndexError> {

@@ -96,6 +96,14 @@ pub trait ThreadIndex: Send + Sync {
     /// Writes back steps and next roles learned the slow way (best effort: a cache).
     fn note_derived(&self, learned: &[(String, Hash, u64, Option<String>)]);
 
+    /// Rows, active or archived, whose start prompt the index does not keep yet (made before
+    /// it did, or copied): `(id, head)`, at most `limit`.
+    fn unsearchable(&self, limit: usize) -> Result<Vec<(String, Hash)>, IndexError>;
+
+    /// Records the start prompts of such rows, `(id, prompt)`, so that a search finds them;
+    /// a row that knows its prompt already keeps it.
+    fn note_prompts(&self, prompts: &[(String, String)]) -> Result<(), IndexError>;
+
     /// The registry of workflow names.
     fn registry(&self) -> Result<Registry, IndexError>;
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::cas::gc::{GcOptions, GcReport};
 use crate::cas::{Hash, Store};
-use crate::engine::storage::index_db::{NewRow, Scan};
+use crate::engine::storage::index_db::{NewRow, Scan, search_text};
 use crate::engine::storage::index_files::{
     self, Archived, Entry, IndexError, Registry, Threads, archived_of,
 };
@@ -107,6 +107,7 @@ impl ThreadIndex for Pg {
             parent: row.parent,
             queued: false,
             steps: row.steps,
+            prompt: row.prompt.map(search_text),
         };
         self.pg
             .add_thread(&thread)
@@ -167,6 +168,7 @@ impl ThreadIndex for Pg {
             parent: Some(id),
             queued: false,
             steps: Some(new.steps),
+            prompt: Some(search_text(new.prompt)),
         };
         Ok(self
             .pg
@@ -264,6 +266,10 @@ impl ThreadIndex for Pg {
                 workflows: scan.workflows.clone(),
                 since_id: scan.since_id.clone(),
                 before_id: before.clone(),
+                text: scan
+                    .text
+                    .as_ref()
+                    .map(|t| (t.needle(), t.workflows.clone())),
                 limit: PAGE,
             })?;
             let full = page.len() == PAGE;
@@ -281,6 +287,18 @@ impl ThreadIndex for Pg {
 
     fn note_derived(&self, learned: &[(String, Hash, u64, Option<String>)]) {
         let _ = self.pg.note_derived(learned);
+    }
+
+    fn unsearchable(&self, limit: usize) -> Result<Vec<(String, Hash)>, IndexError> {
+        Ok(self.pg.unsearchable(limit)?)
+    }
+
+    fn note_prompts(&self, prompts: &[(String, String)]) -> Result<(), IndexError> {
+        let kept: Vec<(String, String)> = prompts
+            .iter()
+            .map(|(id, prompt)| (id.clone(), search_text(prompt)))
+            .collect();
+        Ok(self.pg.note_prompts(&kept)?)
     }
 
     fn registry(&self) -> Result<Registry, IndexError> {

@@ -91,4 +91,6 @@ pub struct Successor<'a> {
     pub workflow: Hash,
     pub head: Hash,
     pub steps: u64,
+    /// Its start prompt (what a search of the index reads).
+    pub prompt: &'a str,
 }
