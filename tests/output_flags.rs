@@ -294,6 +294,7 @@ const CASES: &[Case] = &[
     case(&["export", "{T}", "{DIR}"]),
     empty_list(&["worker", "list"]),
     nothing_quiet(&["status"]),
+    case(&["open", "{T}", "--print"]),
     case(&["knowledge", "sync", "--repo", "{REPO}"]),
     case(&["knowledge", "query", "--repo", "{SYNCED}", "lamp"]),
     case(&["knowledge", "status"]),

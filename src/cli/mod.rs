@@ -12,7 +12,6 @@ mod export;
 mod knowledge;
 mod live;
 mod mount;
-mod open;
 mod scale;
 mod serve;
 mod setup;
@@ -186,7 +185,7 @@ uwf worker list"
     /// The web dashboard: threads, steps, live logs, answers, diffs and workflows in a browser
     Serve(serve::ServeArgs),
     /// Open a thread's page (or the list) in the dashboard, or print its address
-    Open(open::OpenArgs),
+    Open(serve::open::OpenArgs),
 }
 
 /// Runs the CLI and returns the process exit code.
@@ -254,7 +253,7 @@ fn run(cli: Cli, out: &mut Out) -> CliResult {
         }
         Command::Worker(args) => scale::worker::run(args, &root, out),
         Command::Serve(args) => serve::run(args, &root, out),
-        Command::Open(args) => open::run(args, &root, out),
+        Command::Open(args) => serve::open::run(args, &root, out),
     }
 }
 

@@ -537,7 +537,7 @@ pub async fn node_page(
             ),
         )
         .into_response()
-    }, ApiError::into_page)
+    }, super::assets::error_page)
     .await
 }
 

@@ -100,6 +100,28 @@ pub async fn login(
     response
 }
 
+/// An API error as a page for a person (a permalink opened in the browser): the same status,
+/// message and hints, escaped.
+pub fn error_page(error: super::error::ApiError) -> Response {
+    let hints: String = error
+        .hints
+        .iter()
+        .map(|h| format!("<li>{}</li>", escape(h)))
+        .collect();
+    let title = error.status.canonical_reason().unwrap_or("Error");
+    let body = format!(
+        "<h1>{}</h1><p class=\"error\" id=\"error\">{}</p>{}<p><a href=\"/\">Threads</a></p>",
+        escape(title),
+        escape(&error.message),
+        if hints.is_empty() {
+            String::new()
+        } else {
+            format!("<ul class=\"muted\">{hints}</ul>")
+        }
+    );
+    (error.status, page(title, &body)).into_response()
+}
+
 /// Anything else.
 pub async fn not_found() -> Response {
     (

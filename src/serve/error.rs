@@ -1,6 +1,6 @@
 //! The API's one error type: every failure becomes a status and the same message and hints
-//! the CLI prints, as JSON (`{"error": …, "hints": […]}`), or as a page for a person where a
-//! browser opens the URL itself (a node's permalink).
+//! the CLI prints, as JSON (`{"error": …, "hints": […]}`); `assets::error_page` gives a
+//! person the same as a page where the browser opens the URL itself (a node's permalink).
 //!
 //! Statuses follow the CLI's exit codes: busy (exit 75) → 409, an unknown thread, step, node
 //! or workflow → 404, refused input → 422, anything else → 500.
@@ -58,31 +58,6 @@ impl ApiError {
     /// A failure the caller did not cause.
     pub fn internal<E: std::fmt::Display + Advice + ?Sized>(error: &E) -> ApiError {
         ApiError::from_engine(error, StatusCode::INTERNAL_SERVER_ERROR)
-    }
-}
-
-impl ApiError {
-    /// The error as a page for a person (a permalink opened in the browser), with the same
-    /// status, message and hints, escaped.
-    pub fn into_page(self) -> Response {
-        use super::assets::escape;
-        let hints: String = self
-            .hints
-            .iter()
-            .map(|h| format!("<li>{}</li>", escape(h)))
-            .collect();
-        let title = self.status.canonical_reason().unwrap_or("Error");
-        let body = format!(
-            "<h1>{}</h1><p class=\"error\" id=\"error\">{}</p>{}<p><a href=\"/\">Threads</a></p>",
-            escape(title),
-            escape(&self.message),
-            if hints.is_empty() {
-                String::new()
-            } else {
-                format!("<ul class=\"muted\">{hints}</ul>")
-            }
-        );
-        (self.status, super::assets::page(title, &body)).into_response()
     }
 }
 

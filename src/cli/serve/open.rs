@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use serde_json::{Value, json};
 
-use super::Out;
+use crate::cli::Out;
 use crate::cli::error::{CliResult, user_error};
 
 /// The file a running `uwf serve` names itself in.
@@ -60,7 +60,7 @@ pub fn run(args: OpenArgs, root: &Path, out: &mut Out) -> CliResult {
         }
         None => base.clone(),
     };
-    let person = out.mode == super::terminal::output::Mode::Table;
+    let person = out.mode == crate::cli::terminal::output::Mode::Table;
     if running == Some(false) && person {
         eprintln!(
             "uwf: no `uwf serve` runs for this store that I know of; start one with `uwf serve` (this is its default address)"

@@ -1,4 +1,7 @@
-//! `uwf serve`: the web dashboard (see `crate::serve`).
+//! `uwf serve`: the web dashboard (see `crate::serve`); `uwf open` ([`open`]): a thread's page
+//! in it.
+
+pub mod open;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -6,7 +9,7 @@ use std::path::Path;
 use clap::Args;
 use serde_json::json;
 
-use super::Out;
+use crate::cli::Out;
 use crate::cli::error::CliResult;
 
 #[derive(Debug, Args)]
@@ -40,12 +43,12 @@ pub fn run(args: ServeArgs, root: &Path, out: &mut Out) -> CliResult {
         root: root.to_path_buf(),
         bind: args.bind,
         read_only: args.read_only,
-        workdir: super::thread::workdir(args.workdir.as_deref())?,
+        workdir: crate::cli::thread::workdir(args.workdir.as_deref())?,
     };
     let mut printed = Ok(());
     let mut record = None;
     crate::serve::serve(options, store, |started| {
-        record = Some(super::open::record(root, &started.url));
+        record = Some(open::record(root, &started.url));
         printed = out
             .line(
                 json!({"url": started.url, "login": started.login_url, "pid": std::process::id()}),
