@@ -103,6 +103,24 @@ fn three_levels_run_offline_and_the_parent_names_every_descendant() {
     assert_eq!(last["agent"], "workflow:child");
     assert_eq!(last["child"], child.as_str());
     assert_eq!(last["summary"], "{\"done\":true}");
+    // A list shows the threads a person started; children come on request.
+    let listed = env.ok(&["thread", "list", "--all", "-q"]);
+    assert!(
+        listed.lines().any(|l| l == id)
+            && !listed.contains(child.as_str())
+            && !listed.contains(grandchild.as_str()),
+        "{listed}"
+    );
+    assert_eq!(
+        env.ok(&["thread", "list", "--all", "--limit", "1", "-q"]),
+        id,
+        "the newest thread a person started"
+    );
+    let everything = env.ok(&["thread", "list", "--all", "--children", "-q"]);
+    assert!(
+        everything.contains(child.as_str()) && everything.contains(grandchild.as_str()),
+        "{everything}"
+    );
     // In a pipe the tree is JSON lines: each thread with its depth under the top one.
     let tree = env.ok(&["thread", "list", "--all", "--tree"]);
     let rows: Vec<serde_json::Value> = tree.lines().map(json).collect();

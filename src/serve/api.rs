@@ -78,6 +78,7 @@ fn listing_query(
         since_ms: None,
         before: None,
         parent: None,
+        top_level: false,
         text: None,
     })
 }

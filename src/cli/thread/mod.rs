@@ -131,6 +131,10 @@ uwf thread list --all --json --limit 1000 --before 01JD8X…   # the page after 
         /// One line per thread, children (started by sub-workflows) indented under their parent
         #[arg(long)]
         tree: bool,
+        /// Also list threads started by sub-workflows (left out by default: they are listed
+        /// under their parent with --tree, and by `uwf thread show PARENT`)
+        #[arg(long)]
+        children: bool,
     },
     /// List a thread's steps: index, hash, role, agent, output summary
     #[command(
@@ -511,6 +515,7 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             before,
             search,
             tree,
+            children,
         } => {
             let query = crate::engine::thread::listing::Query {
                 all,
@@ -519,6 +524,7 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
                 since_ms: since,
                 before: before.map(|b| b.trim().to_ascii_uppercase()),
                 parent: None,
+                top_level: !children,
                 text: search.filter(|s| !s.is_empty()),
             };
             list(&store, &query, limit, tree, out)?

@@ -43,6 +43,9 @@ pub struct Query {
     pub before: Option<String>,
     /// Only threads forked or spawned from this one.
     pub parent: Option<String>,
+    /// Only threads no sub-workflow started: a child is listed under its parent on request
+    /// (`thread list --tree`, `--children`), not among the threads a person started.
+    pub top_level: bool,
     /// Only threads whose start prompt (its first [`index_db::SEARCH_CHARS`] characters), id
     /// or workflow name holds this text, in any case.
     pub text: Option<String>,
@@ -135,6 +138,13 @@ fn list_counting(
     let mut learned = Vec::new();
     let mut take = |row: IndexRow| -> bool {
         if query.parent.is_some() && row.parent != query.parent {
+            return true;
+        }
+        // A row with a parent is a fork, a rebase or a child; only a child has a parent link.
+        if query.top_level
+            && row.parent.is_some()
+            && crate::engine::thread::family::parent(store.root(), &row.id).is_some()
+        {
             return true;
         }
         if !wanted {
