@@ -274,8 +274,9 @@ fn first_child(env: &Env, parent: &str) -> String {
     child
 }
 
+/// Every active thread, children of sub-workflows included.
 fn active_threads(env: &Env) -> Vec<String> {
-    env.ok(&["thread", "list"])
+    env.ok(&["thread", "list", "--children"])
         .lines()
         .map(|l| json(l)["thread"].as_str().unwrap().to_owned())
         .collect()
@@ -331,7 +332,7 @@ agentOverrides:\n  one: { work: self-flow }\n"
             "attempt {attempt}: children left active"
         );
     }
-    let all = env.ok(&["thread", "list", "--all"]);
+    let all = env.ok(&["thread", "list", "--all", "--children"]);
     let killed = all
         .lines()
         .filter(|l| json(l)["status"] == "killed")
