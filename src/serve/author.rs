@@ -29,25 +29,7 @@ pub fn by_of(headers: &HeaderMap, body: Option<&Value>) -> Result<String, ApiErr
 
 /// `bytes` with each `%XX` replaced by the byte it names, as UTF-8 text (`None` when it is not).
 fn percent_decoded(bytes: &[u8]) -> Option<String> {
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = bytes
-            .get(i + 1..i + 3)
-            .and_then(|h| std::str::from_utf8(h).ok())
-            .and_then(|h| u8::from_str_radix(h, 16).ok());
-        match (bytes[i], hex) {
-            (b'%', Some(byte)) => {
-                out.push(byte);
-                i += 3;
-            }
-            (byte, _) => {
-                out.push(byte);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8(out).ok()
+    String::from_utf8(percent_encoding::percent_decode(bytes).collect()).ok()
 }
 
 #[cfg(test)]

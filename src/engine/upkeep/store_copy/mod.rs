@@ -81,26 +81,7 @@ impl Endpoint {
 /// `path` with its `%XX` escapes decoded (a `%` not followed by two hex digits stays).
 fn percent_decode(path: &str) -> std::ffi::OsString {
     use std::os::unix::ffi::OsStringExt;
-    let bytes = path.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = bytes
-            .get(i + 1..i + 3)
-            .and_then(|h| std::str::from_utf8(h).ok())
-            .and_then(|h| u8::from_str_radix(h, 16).ok());
-        match (bytes[i], hex) {
-            (b'%', Some(byte)) => {
-                out.push(byte);
-                i += 3;
-            }
-            (byte, _) => {
-                out.push(byte);
-                i += 1;
-            }
-        }
-    }
-    std::ffi::OsString::from_vec(out)
+    std::ffi::OsString::from_vec(percent_encoding::percent_decode_str(path).collect())
 }
 
 /// The endpoint as it may be shown: a path, or the URL without its password.
