@@ -27,7 +27,7 @@ pub struct SkillArgs {
 #[command(
     after_help = "Examples:\n  echo 'source <(uwf completions bash)' >> ~/.bashrc\n  \
 echo 'source <(uwf completions zsh)' >> ~/.zshrc\n  \
-echo 'uwf completions fish | source' > ~/.config/fish/completions/uwf.fish"
+mkdir -p ~/.config/fish/completions && echo 'uwf completions fish | source' > ~/.config/fish/completions/uwf.fish"
 )]
 pub struct CompletionsArgs {
     shell: clap_complete::Shell,

@@ -1,0 +1,244 @@
+//! Every ```sh block under `docs/` runs as pasted on a fresh store, or says in the page why not.
+//!
+//! A block is run by this test unless an HTML comment right above its fence says otherwise:
+//!
+//! - `<!-- before it runs: … -->` holds hidden lines that make the state the page's prose
+//!   assumes (a registered workflow, a thread in `$T`); they run first, in the same shell.
+//! - `<!-- not run: REASON -->`: the block is a script file shown, talks to a paid provider, or
+//!   starts a server that runs until stopped. The reason is printed by this test.
+//! - `<!-- run by tests/readme_tour.rs -->`: that test runs the block (it needs FUSE,
+//!   PostgreSQL, or looks at what the block prints).
+//!
+//! A run is one fresh `bash -x` from the clone (where `examples/` is), with `uwf` from this
+//! build first on PATH and an empty HOME, TMPDIR and storage root. A line that exits non-zero
+//! fails the test, unless its own comment says it "exits N" with that N (the docs say so where
+//! an exit code is the point, as `thread run`'s 4 for a thread waiting for a person).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// What the page says about one block.
+#[derive(Debug)]
+enum Mark {
+    Run { before: String },
+    NotRun(String),
+    ElsewhereRun,
+}
+
+/// One ```sh block of a page.
+#[derive(Debug)]
+struct Block {
+    page: String,
+    line: usize,
+    text: String,
+    mark: Mark,
+}
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The ```sh blocks of `page` with their marks.
+fn blocks_of(page: &Path) -> Vec<Block> {
+    let text = std::fs::read_to_string(page).unwrap_or_else(|e| panic!("{page:?}: {e}"));
+    let lines: Vec<&str> = text.lines().collect();
+    let name = page
+        .strip_prefix(repo())
+        .unwrap_or(page)
+        .display()
+        .to_string();
+    let mut blocks = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        if lines[i].trim_end() != "```sh" {
+            // Fences of other languages are skipped whole, so a ```sh inside them is not one.
+            if lines[i].starts_with("```") {
+                i += 1;
+                while i < lines.len() && !lines[i].starts_with("```") {
+                    i += 1;
+                }
+            }
+            i += 1;
+            continue;
+        }
+        let start = i;
+        let mut body = Vec::new();
+        i += 1;
+        while i < lines.len() && !lines[i].starts_with("```") {
+            body.push(lines[i]);
+            i += 1;
+        }
+        blocks.push(Block {
+            page: name.clone(),
+            line: start + 1,
+            text: body.join("\n") + "\n",
+            mark: mark_above(&lines[..start]),
+        });
+        i += 1;
+    }
+    blocks
+}
+
+/// The mark in the HTML comment that ends right above a fence (blank lines between allowed).
+fn mark_above(lines: &[&str]) -> Mark {
+    let mut end = lines.len();
+    while end > 0 && lines[end - 1].trim().is_empty() {
+        end -= 1;
+    }
+    if end == 0 || !lines[end - 1].trim_end().ends_with("-->") {
+        return Mark::Run {
+            before: String::new(),
+        };
+    }
+    let mut start = end - 1;
+    while !lines[start].trim_start().starts_with("<!--") {
+        assert!(start > 0, "an HTML comment's end without its start");
+        start -= 1;
+    }
+    let comment = lines[start..end].join("\n");
+    let inner = comment
+        .trim()
+        .trim_start_matches("<!--")
+        .trim_end_matches("-->")
+        .trim();
+    if let Some(reason) = inner.strip_prefix("not run:") {
+        Mark::NotRun(reason.trim().to_owned())
+    } else if inner == "run by tests/readme_tour.rs" {
+        Mark::ElsewhereRun
+    } else if let Some(before) = inner.strip_prefix("before it runs:") {
+        Mark::Run {
+            before: before.trim().to_owned() + "\n",
+        }
+    } else {
+        Mark::Run {
+            before: String::new(),
+        }
+    }
+}
+
+fn every_block() -> Vec<Block> {
+    let mut pages: Vec<PathBuf> = std::fs::read_dir(repo().join("docs"))
+        .expect("docs/")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    pages.sort();
+    pages.iter().flat_map(|p| blocks_of(p)).collect()
+}
+
+/// The shell run: a line that fails stops the run unless its own text says it "exits" with
+/// that code.
+const GUARD: &str = r#"trap 'rc=$?; l=$(sed -n "${LINENO}p" "$0"); case "$l" in *"exits $rc"*) ;; *) echo "that line exited $rc: $l" >&2; exit 99;; esac' ERR
+"#;
+
+fn run(block: &Block, before: &str) -> std::process::Output {
+    let home = tempfile::tempdir().expect("temp dir");
+    let store = home.path().join("store");
+    let script = home.path().join("block.sh");
+    std::fs::write(&script, format!("{GUARD}{before}{}exit 0\n", block.text))
+        .expect("write script");
+    let bin = Path::new(env!("CARGO_BIN_EXE_uwf"))
+        .parent()
+        .expect("bin dir");
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    Command::new("bash")
+        .args(["--noprofile", "--norc", "-x"])
+        .arg(&script)
+        .current_dir(repo())
+        .env_clear()
+        .env("PATH", path)
+        .env("HOME", home.path())
+        .env("TMPDIR", home.path())
+        .env("UWF_STORAGE_ROOT", &store)
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run bash")
+}
+
+#[test]
+fn every_sh_block_under_docs_runs_as_pasted_or_says_why_not() {
+    let blocks = every_block();
+    assert!(blocks.len() >= 10, "found only {} blocks", blocks.len());
+    let mut failures = Vec::new();
+    let mut ran = 0;
+    for block in &blocks {
+        match &block.mark {
+            Mark::NotRun(reason) => {
+                assert!(
+                    reason.len() >= 10,
+                    "{}:{}: a block not run must say why",
+                    block.page,
+                    block.line
+                );
+                println!("not run: {}:{}: {reason}", block.page, block.line);
+            }
+            Mark::ElsewhereRun => {
+                println!("run by tests/readme_tour.rs: {}:{}", block.page, block.line)
+            }
+            Mark::Run { before } => {
+                ran += 1;
+                let out = run(block, before);
+                let stderr = String::from_utf8_lossy(&out.stderr);
+                if !out.status.success() {
+                    failures.push(format!(
+                        "{}:{} ({:?}):\n{}\nstderr:\n{stderr}\nstdout:\n{}",
+                        block.page,
+                        block.line,
+                        out.status.code(),
+                        block.text,
+                        String::from_utf8_lossy(&out.stdout)
+                    ));
+                } else {
+                    println!("ran: {}:{}", block.page, block.line);
+                }
+            }
+        }
+    }
+    assert!(ran >= 5, "only {ran} blocks ran");
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+#[test]
+fn a_failing_line_fails_the_run_unless_it_says_its_exit_code() {
+    let block = |text: &str| Block {
+        page: "test".into(),
+        line: 1,
+        text: text.into(),
+        mark: Mark::Run {
+            before: String::new(),
+        },
+    };
+    let failed = |out: &std::process::Output| !out.status.success();
+    assert!(failed(&run(&block("false\necho after\n"), "")));
+    assert!(failed(&run(&block("uwf thread show NOPE\n"), "")));
+    assert!(!failed(&run(
+        &block("sh -c 'exit 4'   # exits 4 here\n"),
+        ""
+    )));
+    assert!(failed(&run(
+        &block("sh -c 'exit 5'   # exits 4 here\n"),
+        ""
+    )));
+    assert!(!failed(&run(&block("uwf --version\n"), "")));
+}
+
+#[test]
+fn marks_are_read_from_the_comment_above_the_fence() {
+    let page = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        page.path(),
+        "# P\n\n<!-- not run: a script file, shown -->\n```sh\nrm -rf /\n```\n\n\
+         <!-- before it runs:\nT=1\n-->\n\n```sh\necho $T\n```\n\n```yaml\na: 1\n```\n\n```sh\nls\n```\n",
+    )
+    .unwrap();
+    let blocks = blocks_of(page.path());
+    assert_eq!(blocks.len(), 3, "{blocks:?}");
+    assert!(matches!(&blocks[0].mark, Mark::NotRun(r) if r == "a script file, shown"));
+    assert!(matches!(&blocks[1].mark, Mark::Run { before } if before == "T=1\n"));
+    assert!(matches!(&blocks[2].mark, Mark::Run { before } if before.is_empty()));
+}
