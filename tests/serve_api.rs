@@ -388,3 +388,98 @@ fn over_postgres_one_machines_dashboard_shows_anothers_work() {
         "{text}"
     );
 }
+
+/// A token per person (issue #42 point 8: "everyone shares one token"): the token names the
+/// author of every write, whatever the page says of itself; once anyone has one the shared token
+/// lets no one in; revoking takes effect on the running server; the file keeps no token.
+#[test]
+fn a_personal_token_names_its_author_and_can_be_taken_back() {
+    let env = store();
+    let id = env.ok(&["thread", "start", "review", "-p", "whose hands", "-q"]);
+    let shared_server = Server::start(&env, "0.0.0.0:0", &[]);
+    assert!(shared_server.login.is_some(), "no one has a token yet");
+    drop(shared_server);
+    let shared = std::fs::read_to_string(env.root().join("serve.token")).expect("token file");
+    let shared = format!("Bearer {}", shared.trim());
+
+    let added: serde_json::Value =
+        serde_json::from_str(&env.ok(&["serve", "token", "add", "Ann Lee", "--json"])).unwrap();
+    let ann = added["token"].as_str().expect("a token").to_owned();
+    assert!(
+        added["login"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("/login?token={ann}")),
+        "{added}"
+    );
+    let bob = env.ok(&["serve", "token", "add", "bob", "-q"]);
+    let people = std::fs::read_to_string(env.root().join("serve.people")).unwrap();
+    assert!(!people.contains(&ann) && !people.contains(&bob), "{people}");
+    let listed = env.ok(&["serve", "token", "list", "--json"]);
+    assert!(
+        listed.contains("\"name\":\"Ann Lee\"")
+            && listed.contains("\"name\":\"bob\"")
+            && !listed.contains(&ann),
+        "{listed}"
+    );
+
+    let server = Server::start(&env, "0.0.0.0:0", &[]);
+    assert!(
+        server.login.is_none(),
+        "the shared login URL is not printed any more"
+    );
+    // The shared token no longer lets anyone in.
+    let (status, _, body) =
+        server.request("GET", "/api/threads", &[("authorization", &shared)], None);
+    assert_eq!(status, 401, "{body}");
+    assert!(body.contains("your own token"), "{body}");
+    // Ann pauses the thread, her page claiming to be someone else: the token decides.
+    let bearer = format!("Bearer {ann}");
+    let (status, _, body) = server.request(
+        "POST",
+        &format!("/api/threads/{id}/pause"),
+        &[("authorization", &bearer), ("x-uwf-by", "mallory")],
+        Some(""),
+    );
+    assert_eq!(status, 200, "{body}");
+    let show: serde_json::Value =
+        serde_json::from_str(&env.ok(&["thread", "show", &id, "--json"])).unwrap();
+    assert_eq!(show["lastAction"]["event"], "paused", "{show}");
+    assert_eq!(show["lastAction"]["by"], "Ann Lee", "{show}");
+    // Her login sets her cookie; the cookie works as the header does.
+    let (status, headers, _) = server.request("GET", &format!("/login?token={ann}"), &[], None);
+    assert_eq!(status, 303);
+    let cookie = header(&headers, "set-cookie").expect("a cookie").to_owned();
+    let pair = cookie.split(';').next().unwrap();
+    let (status, _, body) = server.request(
+        "POST",
+        &format!("/api/threads/{id}/resume"),
+        &[("cookie", pair)],
+        Some(""),
+    );
+    assert_eq!(status, 200, "{body}");
+    let show: serde_json::Value =
+        serde_json::from_str(&env.ok(&["thread", "show", &id, "--json"])).unwrap();
+    assert_eq!(show["lastAction"]["by"], "Ann Lee", "{show}");
+
+    // Revoked while the server runs: Ann is out at once, bob is not.
+    env.ok(&["serve", "token", "revoke", "Ann Lee"]);
+    let (status, _, _) = server.request("GET", "/api/threads", &[("authorization", &bearer)], None);
+    assert_eq!(status, 401);
+    let (status, _, _) = server.request("GET", &format!("/login?token={ann}"), &[], None);
+    assert_eq!(status, 401);
+    let (status, _, _) = server.request(
+        "GET",
+        "/api/threads",
+        &[("authorization", &format!("Bearer {bob}"))],
+        None,
+    );
+    assert_eq!(status, 200);
+    let out = env
+        .uwf()
+        .args(["serve", "token", "revoke", "Ann Lee"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Ann Lee has no token"));
+}

@@ -72,25 +72,40 @@ pub async fn file(Path(file): Path<String>) -> Response {
     response
 }
 
-/// `/login?token=…`: sets the token's cookie and goes to the threads.
+/// `/login?token=…`: sets the token's cookie and goes to the threads. A person's own token
+/// logs in on any server (on a loopback one it names who acts); the shared token only on a
+/// server that needs one and while no one has a personal token.
 pub async fn login(
     State(app): State<Arc<App>>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
-    let Some(token) = &app.token else {
-        return Redirect::to("/").into_response();
-    };
-    if q.get("token") != Some(token) {
+    let given = q.get("token").map(String::as_str).unwrap_or("");
+    let roster = super::people::Roster::read(&app.root).unwrap_or_default();
+    let person = !given.is_empty() && roster.who(given).is_some();
+    let shared = app
+        .token
+        .as_deref()
+        .is_some_and(|t| roster.is_empty() && super::people::same(t, given));
+    if !person && !shared {
+        if app.token.is_none() {
+            return Redirect::to("/").into_response();
+        }
+        let whose = if roster.is_empty() {
+            format!(
+                "Open the login URL <code>uwf serve</code> printed; the token is in <code>{}</code> on the serving machine.",
+                escape(&token_path(&app.root).display().to_string())
+            )
+        } else {
+            "Open the login URL <code>uwf serve token add YOUR-NAME</code> printed for you."
+                .to_owned()
+        };
         let body = page(
             "Login",
-            &format!(
-                "<h1>Wrong or missing token</h1><p>Open the login URL <code>uwf serve</code> printed; \
-                 the token is in <code>{}</code> on the serving machine.</p>",
-                escape(&token_path(&app.root).display().to_string())
-            ),
+            &format!("<h1>Wrong or missing token</h1><p>{whose}</p>"),
         );
         return (StatusCode::UNAUTHORIZED, body).into_response();
     }
+    let token = given;
     let mut response = Redirect::to("/").into_response();
     if let Ok(cookie) = HeaderValue::from_str(&format!(
         "{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict"

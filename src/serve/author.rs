@@ -1,7 +1,7 @@
-//! Who acts through the dashboard (`docs/dashboard.md#who-did-what`): the dashboard has one
-//! token for everyone, so a write names its author itself — the `X-Uwf-By` header (UTF-8,
-//! percent-encoded as the page sends it: `Zo%C3%AB`), else a JSON body's `by` — and is recorded
-//! as `dashboard` when it names none. Names are checked as `--by` checks them.
+//! Who acts through the dashboard (`docs/dashboard.md#who-did-what`): the `X-Uwf-By` header
+//! (UTF-8, percent-encoded as the page sends it: `Zo%C3%AB`), which [`super::security`] sets
+//! to the person whose own token a request carries, else a JSON body's `by`; `dashboard` when
+//! a write names none. Names are checked as `--by` checks them.
 
 use axum::http::{HeaderMap, StatusCode};
 use serde_json::Value;

@@ -17,6 +17,7 @@ mod author;
 pub mod error;
 mod live;
 mod markdown;
+pub mod people;
 pub mod security;
 
 use std::net::SocketAddr;
@@ -60,8 +61,12 @@ pub struct App {
 #[derive(Debug, Clone)]
 pub struct Started {
     pub url: String,
-    /// The URL that logs a browser in (sets the token's cookie), when a token is needed.
+    /// The URL that logs a browser in (sets the token's cookie), when the shared token is
+    /// needed.
     pub login_url: Option<String>,
+    /// How many people have their own token ([`people`]); while any has, the shared token
+    /// lets no one in.
+    pub people: usize,
 }
 
 /// Errors starting the server.
@@ -125,11 +130,16 @@ pub fn serve(
     } else {
         bind
     };
+    let people = people::Roster::read(&options.root)
+        .map(|r| r.people.len())
+        .unwrap_or(0);
     let report = Started {
         url: format!("http://{shown}/"),
         login_url: token
             .as_ref()
+            .filter(|_| people == 0)
             .map(|t| format!("http://{shown}/login?token={t}")),
+        people,
     };
     let (stop, stopping) = tokio::sync::watch::channel(false);
     let app = Arc::new(App {

@@ -1,5 +1,7 @@
 //! Who may use the dashboard (`docs/dashboard.md#security`): loopback by default; any other bind
-//! needs the token (a 0600 file in the storage root, shown once as a login URL); the `Host` header
+//! needs a token: a person's own ([`super::people`]), or, while no one has one, the shared token
+//! (a 0600 file in the storage root, shown once as a login URL). A request that carries a
+//! person's token acts as that person, whatever it says of itself. The `Host` header
 //! is checked against DNS rebinding and the `Origin` of every write against cross-site requests;
 //! `--read-only` answers writes with 405; every response carries a strict CSP.
 //!
@@ -18,6 +20,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::App;
 use super::error::ApiError;
+use super::people::Roster;
 
 /// The cookie that carries the token after a login.
 pub const COOKIE: &str = "uwf_token";
@@ -41,10 +44,7 @@ pub fn token(root: &Path) -> std::io::Result<String> {
             return Ok(text.to_owned());
         }
     }
-    let mut bytes = [0u8; 24];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))?;
-    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let token = super::people::random_token()?;
     std::fs::create_dir_all(root)?;
     let mut file = std::fs::OpenOptions::new()
         .write(true)
@@ -97,14 +97,7 @@ fn carried_token(headers: &HeaderMap) -> Option<String> {
     })
 }
 
-/// Compares two tokens in time independent of where they differ.
-fn same_token(a: &str, b: &str) -> bool {
-    a.len() == b.len()
-        && a.bytes()
-            .zip(b.bytes())
-            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-            == 0
-}
+use super::people::same as same_token;
 
 /// Whether a write's `Origin` is this server's own pages at `host`: over plain HTTP, or over
 /// HTTPS through a TLS-terminating proxy that forwards the browser's `Host`.
@@ -115,9 +108,22 @@ fn same_site(origin: &str, host: &str) -> bool {
 }
 
 /// The checks every request passes, and the headers every response gets.
-pub async fn guard(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
+pub async fn guard(State(app): State<Arc<App>>, mut request: Request, next: Next) -> Response {
     let mut response = match check(&app, &request) {
-        Ok(()) => next.run(request).await,
+        Ok(person) => {
+            if let Some(name) = person {
+                // The token names the author: what the page says of itself does not count.
+                let encoded = percent_encoding::utf8_percent_encode(
+                    &name,
+                    percent_encoding::NON_ALPHANUMERIC,
+                )
+                .to_string();
+                if let Ok(value) = HeaderValue::from_str(&encoded) {
+                    request.headers_mut().insert("x-uwf-by", value);
+                }
+            }
+            next.run(request).await
+        }
         Err(refusal) => refusal.into_response(),
     };
     let headers = response.headers_mut();
@@ -137,7 +143,8 @@ pub async fn guard(State(app): State<Arc<App>>, request: Request, next: Next) ->
     response
 }
 
-fn check(app: &App, request: &Request) -> Result<(), ApiError> {
+/// Passes `request` or says why not; the person whose token it carries, if any.
+fn check(app: &App, request: &Request) -> Result<Option<String>, ApiError> {
     let headers = request.headers();
     let host = headers
         .get(header::HOST)
@@ -152,18 +159,39 @@ fn check(app: &App, request: &Request) -> Result<(), ApiError> {
             ),
         ));
     }
-    if let Some(token) = &app.token {
-        let login = request.uri().path() == "/login";
-        let carried = carried_token(headers);
-        if !login && !carried.is_some_and(|c| same_token(&c, token)) {
-            let mut refusal = ApiError::new(
-                StatusCode::UNAUTHORIZED,
-                "this server needs its token: open the login URL it printed when it started",
-            );
-            refusal.hints.push(format!(
-                "the token is in {} on the serving machine",
-                token_path(&app.root).display()
-            ));
+    let roster = Roster::read(&app.root)
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    let carried = carried_token(headers);
+    let person = carried
+        .as_deref()
+        .and_then(|c| roster.who(c))
+        .map(str::to_owned);
+    if let Some(token) = &app.token
+        && person.is_none()
+        && request.uri().path() != "/login"
+    {
+        let shared = roster.is_empty() && carried.is_some_and(|c| same_token(&c, token));
+        if !shared {
+            let mut refusal = if roster.is_empty() {
+                ApiError::new(
+                    StatusCode::UNAUTHORIZED,
+                    "this server needs its token: open the login URL it printed when it started",
+                )
+            } else {
+                ApiError::new(
+                    StatusCode::UNAUTHORIZED,
+                    "this server needs your own token: open the login URL `uwf serve token add NAME` printed for you",
+                )
+            };
+            refusal.hints.push(if roster.is_empty() {
+                format!(
+                    "the token is in {} on the serving machine",
+                    token_path(&app.root).display()
+                )
+            } else {
+                "whoever runs the server gives you one with `uwf serve token add YOUR-NAME`"
+                    .to_owned()
+            });
             return Err(refusal);
         }
     }
@@ -183,7 +211,7 @@ fn check(app: &App, request: &Request) -> Result<(), ApiError> {
             ));
         }
     }
-    Ok(())
+    Ok(person)
 }
 
 #[cfg(test)]

@@ -86,7 +86,7 @@ fn env_url() -> Option<String> {
 }
 
 /// The address a running `uwf serve` of the store at `root` recorded, if its process lives.
-fn recorded(root: &Path) -> Option<String> {
+pub(super) fn recorded(root: &Path) -> Option<String> {
     let text = std::fs::read_to_string(root.join(RECORD)).ok()?;
     let v: Value = serde_json::from_str(&text).ok()?;
     let pid = i32::try_from(v["pid"].as_u64()?).ok()?;
