@@ -183,7 +183,7 @@ fn every_page_loads_clean_and_acts_through_the_engine() {
     let steps_cell = |b: &Browser| {
         b.execute(
             "const r = document.querySelector(`#threads tr[data-id='${arguments[0]}']`); \
-             return r ? r.children[4].textContent : null",
+             return r ? r.querySelector('td.steps').textContent : null",
             vec![json!(solve)],
         )
     };

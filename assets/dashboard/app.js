@@ -136,6 +136,7 @@ async function threadsPage() {
     el('input', { name: 'workflow', placeholder: 'workflow', value: params.get('workflow') || '' }),
     el('input', { name: 'parent', placeholder: 'parent thread', value: params.get('parent') || '', size: 14 }),
     el('input', { name: 'q', placeholder: 'search id, workflow, prompt', value: params.get('q') || '', size: 30 }),
+    el('label', { class: 'muted' }, 'since ', el('input', { type: 'date', name: 'since', 'aria-label': 'started since', value: params.get('since') || '' })),
     el('button', { type: 'submit', text: 'Filter' }));
   filters.addEventListener('submit', (e) => {
     e.preventDefault();
@@ -144,16 +145,61 @@ async function threadsPage() {
     go('/' + (q.toString() ? '?' + q : ''));
   });
   const body = el('tbody');
+  // Ticking rows (or the header's box, for the whole page) offers the bulk actions; the filter
+  // itself can be acted on too, every thread it matches.
+  const pickAll = el('input', { type: 'checkbox', id: 'pick-all', 'aria-label': 'select every row shown' });
   const table = el('table', { id: 'threads' },
-    el('thead', {}, el('tr', {}, ['thread', 'workflow', 'status', 'next', 'steps', 'updated', 'prompt'].map((h) => el('th', { text: h })))),
+    el('thead', {}, el('tr', {}, readOnly ? null : el('th', {}, pickAll),
+      ['thread', 'workflow', 'status', 'next', 'steps', 'updated', 'prompt'].map((h) => el('th', { text: h })))),
     body);
+  const bulk = el('div', { class: 'actions', id: 'bulk', hidden: readOnly });
+  const bulkNote = el('div', { id: 'bulk-note' });
+  const picked = () => [...body.querySelectorAll('input.pick:checked')].map((c) => c.dataset.id);
+  function drawBulk() {
+    if (readOnly) return;
+    const ids = picked();
+    const filtered = ['status', 'workflow', 'q', 'since', 'parent'].some((k) => params.get(k));
+    const ask = (action, target, label) => {
+      bulkNote.replaceChildren(el('span', { class: 'confirm', id: 'bulk-confirm' },
+        `${action[0].toUpperCase()}${action.slice(1)} ${label}? `,
+        action === 'kill' ? 'Killed threads are archived and cannot be resumed. ' : '',
+        el('button', { id: 'bulk-yes', class: action === 'kill' ? 'danger' : '', text: `${action} them`, onclick: () => runBulk(action, target) }), ' ',
+        el('button', { id: 'bulk-no', text: 'Cancel', onclick: () => bulkNote.replaceChildren() })));
+      document.getElementById('bulk-no').focus();
+    };
+    bulk.replaceChildren(
+      el('span', { class: 'muted', id: 'picked', text: ids.length ? `${ids.length} selected:` : 'select rows, or act on the filter:' }),
+      ...['queue', 'pause', 'resume', 'kill'].map((a) => el('button', {
+        id: `bulk-${a}`, class: a === 'kill' ? 'danger' : '', text: a, disabled: !ids.length,
+        onclick: () => ask(a, { threads: ids }, `${ids.length} thread(s)`) })),
+      filtered ? el('button', { id: 'bulk-filter', text: 'act on every match…', onclick: async () => {
+        const f = Object.fromEntries(['status', 'workflow', 'q', 'since', 'parent'].filter((k) => params.get(k)).map((k) => [k, params.get(k)]));
+        bulkNote.replaceChildren(el('span', { class: 'confirm', id: 'bulk-choose' }, 'Every thread this filter matches: ',
+          ...['queue', 'pause', 'resume', 'kill'].map((a) => el('button', { id: `bulk-filter-${a}`, class: a === 'kill' ? 'danger' : '', text: a,
+            onclick: () => ask(a, { filter: f }, 'every thread the filter matches') })), ' ',
+          el('button', { id: 'bulk-no', text: 'Cancel', onclick: () => bulkNote.replaceChildren() })));
+      } }) : '');
+  }
+  async function runBulk(action, target) {
+    bulkNote.replaceChildren(el('span', { class: 'muted', text: `${action}…` }));
+    try {
+      const r = await api(`/api/bulk/${action}`, { method: 'POST', json: target });
+      bulkNote.replaceChildren(el('div', { id: 'bulk-result' },
+        `${action}: ${r.done} of ${r.matched} done`, r.more ? ` (${r.more} more not acted on: narrow the filter)` : '',
+        r.refused.length ? el('ul', { class: 'muted' }, r.refused.map((x) => el('li', { text: `${x.thread}: ${x.error}` }))) : ''));
+      pickAll.checked = false;
+      await load();
+    } catch (err) { bulkNote.replaceChildren(errorBox(err)); }
+  }
+  pickAll.addEventListener('change', () => { body.querySelectorAll('input.pick').forEach((c) => { c.checked = pickAll.checked; }); drawBulk(); });
+  body.addEventListener('change', (e) => { if (e.target.classList.contains('pick')) drawBulk(); });
   const notice = el('div', { class: 'notice', id: 'news', hidden: true });
   const pager = el('div', { class: 'pager' });
   const start = el('div', { class: 'actions' });
   if (!readOnly) start.append(el('a', { href: '/workflows', text: 'Start a thread…' }));
   const keys = el('p', { class: 'muted keys' }, el('kbd', { text: '/' }), ' search · ', el('kbd', { text: 'j' }), ' ', el('kbd', { text: 'k' }),
     ' down and up · ', el('kbd', { text: 'Enter' }), ' open');
-  show(el('h1', { text: 'Threads' }), filters, start, notice, table, pager, keys);
+  show(el('h1', { text: 'Threads' }), filters, start, bulk, bulkNote, notice, table, pager, keys);
 
   // The keyboard: `/` to search, j/k to move through the rows, Enter to open one. Keys typed
   // into a field are the field's.
@@ -190,13 +236,38 @@ async function threadsPage() {
   }
   const rows = new Map();
 
-  function cells(t) {
+  // Children of sub-workflows are listed under their parent: a row with some has a toggle that
+  // shows them, indented by depth.
+  function kids(t, tr) {
+    const n = (t.children || []).length;
+    if (!n) return '';
+    const button = el('button', { class: 'kids', 'aria-expanded': 'false', title: 'sub-workflow children', text: `▸ ${n}` });
+    button.addEventListener('click', async () => {
+      const open = button.getAttribute('aria-expanded') === 'true';
+      for (const r of body.querySelectorAll(`tr[data-under="${t.thread}"]`)) r.remove();
+      button.setAttribute('aria-expanded', String(!open));
+      button.textContent = `${open ? '▸' : '▾'} ${n}`;
+      if (open) return;
+      let data;
+      try { data = await api(`/api/threads/${t.thread}/children`); } catch (err) { tr.after(el('tr', { 'data-under': t.thread }, el('td', { colspan: 8 }, errorBox(err)))); return; }
+      let after = tr;
+      for (const c of data.items) {
+        const row = el('tr', { class: `child depth-${Math.min(c.depth, 4)}`, 'data-under': t.thread, 'data-child': c.thread }, cells(c, null));
+        after.after(row);
+        after = row;
+      }
+    });
+    return button;
+  }
+
+  function cells(t, tr) {
     return [
-      el('td', {}, el('a', { href: `/threads/${t.thread}`, text: t.thread })),
+      readOnly ? null : el('td', {}, tr ? el('input', { type: 'checkbox', class: 'pick', 'data-id': t.thread, 'aria-label': `select ${t.thread}` }) : null),
+      el('td', { class: 'id' }, el('a', { href: `/threads/${t.thread}`, text: t.thread }), tr ? kids(t, tr) : null),
       el('td', { text: t.workflow }),
       el('td', {}, statusSpan(t.status)),
       el('td', { text: t.runningRole ? `${t.runningRole} (running)` : (t.next || '') }),
-      el('td', { text: t.steps }),
+      el('td', { class: 'steps', text: t.steps }),
       el('td', { class: 'muted', title: t.updatedAt ? new Date(t.updatedAt).toISOString() : '', text: ago(t.updatedAt) }),
       el('td', { text: t.prompt || '' }),
     ];
@@ -217,10 +288,18 @@ async function threadsPage() {
       const tr = rows.get(t.thread);
       if (!tr) continue;
       const shown = JSON.stringify([t.status, t.runningRole, t.next, t.steps]);
-      if (tr.dataset.shown !== shown) { tr.dataset.shown = shown; tr.replaceChildren(...cells(t)); }
+      if (tr.dataset.shown !== shown) { tr.dataset.shown = shown; redraw(tr, t); }
     }
   }
   const timer = setInterval(() => { if (!document.body.contains(body)) clearInterval(timer); else recheck(); }, 2000);
+
+  // A row drawn again keeps its tick.
+  function redraw(tr, t) {
+    const was = tr.querySelector('input.pick');
+    tr.replaceChildren(...cells(t, tr).filter(Boolean));
+    const now = tr.querySelector('input.pick');
+    if (was && now) now.checked = was.checked;
+  }
 
   async function load() {
     const q = new URLSearchParams(params);
@@ -228,15 +307,17 @@ async function threadsPage() {
     if (cursor) q.set('cursor', cursor);
     q.set('limit', '50');
     let data;
-    try { data = await api('/api/threads?' + q); } catch (err) { body.replaceChildren(el('tr', {}, el('td', { colspan: 7 }, errorBox(err)))); return; }
+    try { data = await api('/api/threads?' + q); } catch (err) { body.replaceChildren(el('tr', {}, el('td', { colspan: 8 }, errorBox(err)))); return; }
     rows.clear();
     selected = -1;
     body.replaceChildren(...data.items.map((t) => {
-      const tr = el('tr', { 'data-id': t.thread, 'data-shown': JSON.stringify([t.status, t.runningRole, t.next, t.steps]) }, cells(t));
+      const tr = el('tr', { 'data-id': t.thread, 'data-shown': JSON.stringify([t.status, t.runningRole, t.next, t.steps]) });
+      tr.append(...cells(t, tr).filter(Boolean));
       rows.set(t.thread, tr);
       return tr;
     }));
-    if (data.items.length === 0) body.append(el('tr', {}, el('td', { colspan: 7, class: 'muted', text: '(no threads)' })));
+    if (data.items.length === 0) body.append(el('tr', {}, el('td', { colspan: 8, class: 'muted', text: '(no threads)' })));
+    drawBulk();
     pager.replaceChildren(
       cursors.length ? el('button', { id: 'newer', text: '← newer', onclick: () => { cursor = cursors.pop(); turn(); } }) : '',
       data.next ? el('button', { id: 'older', text: 'older →', onclick: () => { cursors.push(cursor); cursor = data.next; turn(); } }) : '',
@@ -255,7 +336,7 @@ async function threadsPage() {
           const t = await api(`/api/threads/${id}`);
           t.updatedAt = Date.now();
           t.prompt = tr.lastChild.textContent;
-          tr.replaceChildren(...cells(t));
+          redraw(tr, t);
         } catch { /* gone: the next load says so */ }
       }
     },
@@ -541,19 +622,44 @@ function markdownBlock(html) {
   return box;
 }
 
+// The steps as a timeline: each a bar from when its agent started to when the step was written
+// (its own duration), on one time axis, so the waits between steps show as gaps.
+function stepBars(steps) {
+  const timed = steps.filter((s) => s.at && s.durationMs != null);
+  if (!timed.length) return '';
+  const from = Math.min(...timed.map((s) => s.at - s.durationMs));
+  const to = Math.max(...timed.map((s) => s.at));
+  const W = 640, ROW = 18, LEFT = 150;
+  const span = Math.max(1, to - from);
+  const x = (t) => LEFT + ((t - from) / span) * (W - LEFT - 8);
+  const box = svg('svg', { id: 'step-timeline', viewBox: `0 0 ${W} ${timed.length * ROW + 22}`, width: '100%', role: 'img',
+    'aria-label': `timeline of ${timed.length} step(s) over ${duration(span)}` });
+  timed.forEach((s, i) => {
+    const y = i * ROW + 4;
+    const x0 = x(s.at - s.durationMs), x1 = x(s.at);
+    box.append(svg('text', { x: 4, y: y + 12, class: 'bar-label', text: `${s.index} · ${s.role}` }),
+      svg('rect', { x: x0, y, width: Math.max(2, x1 - x0), height: ROW - 6, rx: 2, class: 'bar', 'data-index': s.index, 'data-ms': s.durationMs },
+        svg('title', { text: `step ${s.index} · ${s.role} · agent ${s.agent} · took ${duration(s.durationMs)}` })));
+  });
+  box.append(svg('text', { x: LEFT, y: timed.length * ROW + 18, class: 'bar-axis', text: '0' }),
+    svg('text', { x: W - 8, y: timed.length * ROW + 18, class: 'bar-axis', 'text-anchor': 'end', text: duration(span) }));
+  return box;
+}
+
 async function threadPage(id) {
   const head = el('div', { id: 'summary' });
   const actions = el('div', { class: 'actions', id: 'actions' });
   const graphBox = el('div', { id: 'graph-box' });
   const whyBox = el('div', { id: 'why' });
   const timeline = el('div', { id: 'timeline' });
+  const bars = el('div', { id: 'step-bars' });
   const log = el('pre', { id: 'log', 'aria-label': 'live log' });
   const message = el('div', { id: 'message' });
   show(el('h1', {}, 'Thread ', el('code', { text: id })), head, actions, message,
     el('div', { class: 'grid' },
       el('section', {}, el('h2', { text: 'Graph' }), graphBox, el('h2', { text: 'Why next' }), whyBox),
       el('section', {}, el('h2', { text: 'Live log' }), log)),
-    el('h2', {}, 'Steps ', formatToggle(() => refresh())), timeline);
+    el('h2', {}, 'Steps ', formatToggle(() => refresh())), bars, timeline);
 
   let thread = null;
   async function act(action) {
@@ -627,6 +733,7 @@ async function threadPage(id) {
         el('pre', { class: 'output', 'data-format': outputFormat(), text: outputText(s) }));
     }));
     if (!steps.steps.length) timeline.append(el('p', { class: 'muted', text: '(no steps yet)' }));
+    bars.replaceChildren(stepBars(steps.steps));
   }
 
   async function fork(hash) {

@@ -38,12 +38,45 @@ pub struct ListParams {
     parent: Option<String>,
     workflow: Option<String>,
     q: Option<String>,
+    /// Only threads started since: a date (`2026-11-27`, midnight UTC), a time, or a duration
+    /// ago (`2h`).
+    since: Option<String>,
+    /// `1`: children of sub-workflows among the rest (else they are listed under their parent).
+    children: Option<String>,
     cursor: Option<String>,
     limit: Option<usize>,
 }
 
-fn filled(text: Option<String>) -> Option<String> {
+pub(super) fn filled(text: Option<String>) -> Option<String> {
     text.map(|t| t.trim().to_owned()).filter(|t| !t.is_empty())
+}
+
+/// `since` as ms since the epoch: a date (`2026-11-27`, midnight UTC), a time
+/// (`2026-11-27T09:00:00Z`), or a duration ago (`2h`, `7days`).
+pub(super) fn since_ms(text: &str) -> Result<u64, ApiError> {
+    let now = std::time::SystemTime::now();
+    let at = match humantime::parse_duration(text) {
+        Ok(ago) => now.checked_sub(ago).unwrap_or(std::time::UNIX_EPOCH),
+        Err(_) => {
+            let time = if text.len() == 10 {
+                format!("{text}T00:00:00Z")
+            } else {
+                text.to_owned()
+            };
+            humantime::parse_rfc3339_weak(&time).map_err(|_| {
+                ApiError::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    format!(
+                        "`{text}` is neither a date (2026-11-27), a time (2026-11-27T09:00:00Z) nor a duration (2h)"
+                    ),
+                )
+            })?
+        }
+    };
+    Ok(at
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0))
 }
 
 /// The start prompt of the thread at `head`, cut to `max` characters.
@@ -59,7 +92,7 @@ fn prompt_of(store: &Store, head: Hash, max: usize) -> String {
     }
 }
 
-fn listing_query(
+pub(super) fn listing_query(
     status: Option<String>,
     workflow: Option<String>,
 ) -> Result<listing::Query, ApiError> {
@@ -95,6 +128,11 @@ pub async fn threads(State(app): State<Arc<App>>, Query(p): Query<ListParams>) -
         };
         // The index finds the matches among every thread (`docs/dashboard.md#search`).
         query.text = filled(p.q);
+        query.since_ms = filled(p.since).map(|s| since_ms(&s)).transpose()?;
+        // Children are shown under their parent, unless asked for among the rest (or searched).
+        query.top_level = query.parent.is_none()
+            && query.text.is_none()
+            && filled(p.children).is_none_or(|c| c != "1");
         let mut items = Vec::new();
         let (mut last, mut more) = (None::<String>, false);
         listing::list_page(&app.store, &query, |listed| {
@@ -111,6 +149,7 @@ pub async fn threads(State(app): State<Arc<App>>, Query(p): Query<ListParams>) -
             if let Some(role) = &s.running_role {
                 row["runningRole"] = role.clone().into();
             }
+            row["children"] = lifecycle::family_json(&app.root, &s.id).1;
             items.push(row);
             true
         })
@@ -363,8 +402,23 @@ pub async fn act(
     blocking(&app, move |app| {
         let by = by_of(&headers, None)?;
         let id = resolve(app, &id)?;
+        act_on(app, &id, &action, &by, &body).map(Json)
+    })
+    .await
+}
+
+/// One action on one thread, as `POST /api/threads/<id>/<action>` and the bulk actions do it.
+pub(super) fn act_on(
+    app: &App,
+    id: &str,
+    action: &str,
+    by: &str,
+    body: &str,
+) -> Result<Value, ApiError> {
+    let (id, by) = (id.to_owned(), by.to_owned());
+    {
         let loaded = || config::load(&app.root).map_err(|e| ApiError::refused(&e));
-        let value = match action.as_str() {
+        let value = match action {
             "step" => step::step(&app.store, &loaded()?, &id, &step_options(&by))
                 .map_err(|e| ApiError::refused(&e))?
                 .to_json(),
@@ -411,7 +465,7 @@ pub async fn act(
             }
             "answer" => {
                 let config = loaded()?;
-                human::answer(&app.store, &config.config, &id, &body, Some(&by))
+                human::answer(&app.store, &config.config, &id, body, Some(&by))
                     .map_err(|e| ApiError::refused(&e))?
                     .to_json()
             }
@@ -422,9 +476,8 @@ pub async fn act(
                 ));
             }
         };
-        Ok(Json(value))
-    })
-    .await
+        Ok(value)
+    }
 }
 
 /// `POST /api/steps/<ref>/fork`: a new thread from a step → `{"thread", "workflow", "head"}`.

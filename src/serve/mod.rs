@@ -14,6 +14,7 @@
 mod api;
 mod assets;
 mod author;
+mod bulk;
 pub mod error;
 mod live;
 mod markdown;
@@ -219,6 +220,8 @@ fn router(app: Arc<App>) -> Router {
         .route("/api/threads/{id}/why", get(api::why))
         .route("/api/threads/{id}/question", get(api::question))
         .route("/api/threads/{id}/live", get(live::thread_live))
+        .route("/api/threads/{id}/children", get(bulk::children))
+        .route("/api/bulk/{action}", post(bulk::bulk))
         .route("/api/threads/{id}/{action}", post(api::act))
         .route("/api/steps/{step}/fork", post(api::fork))
         .route("/api/nodes/{hash}", get(api::node))
