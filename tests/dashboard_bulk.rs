@@ -101,6 +101,12 @@ fn bulk_actions_ask_first_then_act_on_ticked_rows_or_on_every_match() {
         assert_eq!(t["lastAction"]["by"], "Ann", "{t}");
     }
     assert!(show(&env, &reviews[1])["paused"].is_null());
+    // The thread's page says who did what.
+    browser.goto(&format!("{base}/threads/{}", reviews[3]));
+    drawn(&browser, &format!("/threads/{}", reviews[3]));
+    click(&browser, "#acts summary");
+    let acts = text_of(&browser, "#acts ol");
+    assert!(acts.contains("Ann paused"), "{acts}");
 
     // On a filter: every review thread, whether shown or not, killed after asking; a thread the
     // filter does not match is left alone.

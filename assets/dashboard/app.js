@@ -699,6 +699,8 @@ async function threadPage(id) {
         t.by ? `started by ${t.by}` : '',
         t.by && t.lastAction ? ' · ' : '',
         t.lastAction ? `last: ${t.lastAction.event} by ${t.lastAction.by}, ${ago(t.lastAction.at)}` : '') : '',
+      (t.acts || []).length ? el('details', { id: 'acts' }, el('summary', { text: `Who did what (${t.acts.length})` }),
+        el('ol', {}, t.acts.map((a) => el('li', { title: new Date(a.at).toISOString() }, el('strong', { text: a.by }), ` ${a.event} · ${ago(a.at)}`)))) : '',
       t.error ? el('div', { class: 'error', id: 'thread-error', text: t.error }) : '',
       el('details', {}, el('summary', { text: 'Prompt' }), el('pre', { id: 'prompt', text: t.prompt })));
     actions.replaceChildren();

@@ -220,6 +220,13 @@ pub async fn thread(State(app): State<Arc<App>>, Path(id): Path<String>) -> Answ
         json["children"] = children;
         crate::engine::cycle::rebase::show(&app.root, &summary, &mut json);
         author::show(&app.store, &id, summary.head, &mut json);
+        // Who did what, the last hundred acts, oldest first.
+        let acts = author::acts(&crate::engine::thread::run_files::RunFiles::new(
+            app.store.root(),
+            &id,
+        ));
+        let skip = acts.len().saturating_sub(100);
+        json["acts"] = acts.iter().skip(skip).map(author::Act::to_json).collect();
         json["prompt"] = view.chain.start.prompt.clone().into();
         json["workflowHash"] = view.workflow_hash.to_string().into();
         json["path"] = view

@@ -155,31 +155,33 @@ pub fn show(store: &Store, id: &str, head: Hash, json: &mut Value) {
 /// and the last act that names its author. Nothing when the feed cannot be read (it is
 /// removed with old logs, see `uwf cas gc --keep-logs`).
 pub fn from_feed(files: &RunFiles) -> (Option<String>, Option<Act>) {
+    let acts = acts(files);
+    let forked_by = acts
+        .iter()
+        .find(|a| a.event == "forked")
+        .map(|a| a.by.clone());
+    (forked_by, acts.into_iter().last())
+}
+
+/// Every act on a thread that names its author, oldest first, as its change feed has them
+/// (the dashboard's "who did what"). A stopped step's `by` says what stopped it (a signal, a
+/// kill), not who, so it is left out.
+pub fn acts(files: &RunFiles) -> Vec<Act> {
     let Ok(bytes) = files.read_text_all(RunFileKind::Events) else {
-        return (None, None);
+        return Vec::new();
     };
-    let (mut forked_by, mut last) = (None, None);
-    for line in String::from_utf8_lossy(&bytes).lines() {
-        let Ok(event) = serde_json::from_str::<Value>(line) else {
-            continue;
-        };
-        let (Some(kind), Some(by)) = (event["event"].as_str(), event["by"].as_str()) else {
-            continue;
-        };
-        // A stopped step's `by` says what stopped it (a signal, a kill), not who.
-        if kind == "stopped" {
-            continue;
-        }
-        if kind == "forked" {
-            forked_by = Some(by.to_owned());
-        }
-        last = Some(Act {
-            event: kind.to_owned(),
-            by: by.to_owned(),
-            at: event["at"].as_u64().unwrap_or(0),
-        });
-    }
-    (forked_by, last)
+    String::from_utf8_lossy(&bytes)
+        .lines()
+        .filter_map(|line| {
+            let event = serde_json::from_str::<Value>(line).ok()?;
+            let (kind, by) = (event["event"].as_str()?, event["by"].as_str()?);
+            (kind != "stopped").then(|| Act {
+                event: kind.to_owned(),
+                by: by.to_owned(),
+                at: event["at"].as_u64().unwrap_or(0),
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]
