@@ -282,9 +282,10 @@ fn stopped_step(test: &str, agent: &str, interrupt: bool) {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+    let running = marked_processes(&s.mark);
     assert!(
-        !marked_processes(&s.mark).is_empty(),
-        "the program's processes are found while it runs"
+        running.iter().any(|p| p.contains(&format!("({agent}"))),
+        "the program's processes are found while it runs: {running:?}"
     );
     if interrupt {
         nix::sys::signal::kill(
@@ -342,4 +343,40 @@ fn ctrl_c_on_a_codex_step_ends_its_process_tree() {
         "codex",
         true,
     );
+}
+
+#[test]
+fn setup_makes_a_program_the_default_agent_and_says_what_it_needs() {
+    let env = Env::new();
+    let empty = env.dir.path().join("empty-bin");
+    std::fs::create_dir(&empty).unwrap();
+    let out = env
+        .uwf()
+        .args(["setup", "--agent", "codex"])
+        .env("PATH", &empty)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("not installed: `npm install -g @openai/codex`"),
+        "{stderr}"
+    );
+    let config = std::fs::read_to_string(env.root().join("config.yaml")).unwrap();
+    assert!(config.contains("defaultAgent: codex"), "{config}");
+    // The default agent is the built-in: a step runs `uwf agent codex`, which finds no codex.
+    env.ok_stdin(&["workflow", "put", "-"], WORKFLOW);
+    let id = json(&env.ok(&["thread", "start", "pair", "-p", "hi"]))["thread"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let out = env
+        .uwf()
+        .args(["thread", "step", &id])
+        .env("PATH", &empty)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("`codex` is not installed"), "{stderr}");
 }
