@@ -50,6 +50,10 @@ struct Setup {
 }
 
 fn setup(timeout: u64) -> Setup {
+    setup_with(timeout, "Say hello in a file")
+}
+
+fn setup_with(timeout: u64, prompt: &str) -> Setup {
     let env = Env::new();
     let work = env.dir.path().join("work");
     std::fs::create_dir(&work).unwrap();
@@ -67,15 +71,18 @@ agentOverrides:\n  pair: {{ developer: dev-claude, reviewer: rev-codex }}\n",
     )
     .unwrap();
     env.ok_stdin(&["workflow", "put", "-"], WORKFLOW);
-    let out = env.ok(&[
-        "thread",
-        "start",
-        "pair",
-        "-p",
-        "Say hello in a file",
-        "--workdir",
-        work.to_str().unwrap(),
-    ]);
+    let out = env.ok_stdin(
+        &[
+            "thread",
+            "start",
+            "pair",
+            "-p",
+            "-",
+            "--workdir",
+            work.to_str().unwrap(),
+        ],
+        prompt,
+    );
     let thread = json(&out)["thread"].as_str().unwrap().to_owned();
     let mark = format!("uwf-agent-programs-{}", std::process::id()) + &thread;
     Setup {
@@ -158,12 +165,33 @@ fn claude_develops_codex_reviews_and_the_thread_finishes() {
         return;
     }
     let s = setup(120);
+    run_pair(&s);
+}
+
+#[test]
+fn a_prompt_too_long_for_an_argument_reaches_both_programs_on_stdin() {
+    if !installed("a_prompt_too_long_for_an_argument_reaches_both_programs_on_stdin") {
+        return;
+    }
+    // Past the kernel's 128 KiB limit for one argument.
+    let prompt = format!(
+        "{}the end of a long task",
+        "Say hello in a file. ".repeat(8000)
+    );
+    let s = setup_with(120, &prompt);
+    run_pair(&s);
+    let (claude, codex) = s.mock.calls_with("the end of a long task");
+    assert!(claude >= 1 && codex >= 1, "{claude} {codex}");
+}
+
+/// Runs the setup's thread to its end and checks what both programs did.
+fn run_pair(s: &Setup) {
     let mock = &s.mock;
-    let out = uwf(&s, &["thread", "run", &s.thread]).output().unwrap();
+    let out = uwf(s, &["thread", "run", &s.thread]).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "thread run failed: {stderr}");
     let show = json(&String::from_utf8_lossy(
-        &uwf(&s, &["thread", "show", &s.thread, "--json"])
+        &uwf(s, &["thread", "show", &s.thread, "--json"])
             .output()
             .unwrap()
             .stdout,

@@ -47,6 +47,7 @@ struct State {
     claude: Reported,
     codex: Reported,
     requests: Vec<String>,
+    bodies: Vec<String>,
 }
 
 /// The running server (it lives as long as the test).
@@ -93,6 +94,20 @@ impl MockAgents {
 
     pub fn codex(&self) -> Reported {
         self.state.lock().unwrap().codex
+    }
+
+    /// How many model calls of each program (`/v1/messages`, `/v1/responses`) carried `needle`.
+    pub fn calls_with(&self, needle: &str) -> (usize, usize) {
+        let state = self.state.lock().unwrap();
+        let count = |path: &str| {
+            state
+                .requests
+                .iter()
+                .zip(&state.bodies)
+                .filter(|(r, b)| r.contains(path) && b.contains(needle))
+                .count()
+        };
+        (count("/v1/messages"), count("/v1/responses"))
     }
 
     /// `METHOD path` of every request, in order.
@@ -143,11 +158,13 @@ fn serve(
             reader.read_exact(&mut b)?;
             b
         };
-        state
-            .lock()
-            .unwrap()
-            .requests
-            .push(format!("{method} {path}"));
+        {
+            let mut state = state.lock().unwrap();
+            state.requests.push(format!("{method} {path}"));
+            state
+                .bodies
+                .push(String::from_utf8_lossy(&body).into_owned());
+        }
         if method == "HEAD" || method == "GET" {
             out.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")?;
             continue;

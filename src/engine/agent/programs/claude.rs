@@ -7,16 +7,19 @@ use serde_json::Value;
 
 use super::{Answer, Options, Program, ProgramError, Ran, Tokens};
 
-/// `claude -p --output-format json --permission-mode acceptEdits [--model M] EXTRA… -- PROMPT`,
-/// with outside traffic other than the model API turned off.
-pub fn command(cmd: &mut Command, options: &Options, prompt: &str) {
+/// `claude -p --output-format json --permission-mode acceptEdits [--model M] EXTRA… -- PROMPT`
+/// (without `prompt`, Claude Code reads it on stdin), with outside traffic other than the model
+/// API turned off.
+pub fn command(cmd: &mut Command, options: &Options, prompt: Option<&str>) {
     cmd.args(["-p", "--output-format", "json"]);
     cmd.args(["--permission-mode", "acceptEdits"]);
     if let Some(model) = &options.model {
         cmd.args(["--model", model]);
     }
     cmd.args(&options.extra);
-    cmd.arg("--").arg(prompt);
+    if let Some(prompt) = prompt {
+        cmd.arg("--").arg(prompt);
+    }
     if std::env::var_os("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC").is_none() {
         cmd.env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1");
     }

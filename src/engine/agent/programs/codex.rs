@@ -12,8 +12,8 @@ use super::{Answer, Options, Program, ProgramError, Ran, Tokens};
 const PROVIDER: &str = "uwf";
 
 /// `codex exec --json --sandbox workspace-write --skip-git-repo-check [-m M] -c … --disable …
-/// EXTRA… -- PROMPT`.
-pub fn command(cmd: &mut Command, options: &Options, prompt: &str) {
+/// EXTRA… -- PROMPT` (without `prompt`, `-`: Codex reads it on stdin).
+pub fn command(cmd: &mut Command, options: &Options, prompt: Option<&str>) {
     cmd.args(["exec", "--json", "--sandbox", "workspace-write"]);
     cmd.arg("--skip-git-repo-check");
     for setting in [
@@ -42,7 +42,7 @@ pub fn command(cmd: &mut Command, options: &Options, prompt: &str) {
         }
     }
     cmd.args(&options.extra);
-    cmd.arg("--").arg(prompt);
+    cmd.arg("--").arg(prompt.unwrap_or("-"));
 }
 
 const UNTRUSTED: &str = "Not inside a trusted directory";
@@ -229,7 +229,7 @@ mod tests {
             api_key_env: Some("MOCK_KEY".into()),
             ..Default::default()
         };
-        command(&mut cmd, &options, "-do it");
+        command(&mut cmd, &options, Some("-do it"));
         let args: Vec<String> = cmd
             .get_args()
             .map(|a| a.to_string_lossy().into_owned())

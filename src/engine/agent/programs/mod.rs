@@ -27,6 +27,8 @@ use crate::engine::agent::submit::{self, Submission, SubmitError};
 use crate::engine::config::Config;
 use crate::engine::thread::view::ThreadView;
 
+/// The longest prompt passed as an argument; a longer one is written to the program's stdin.
+const ARG_PROMPT_MAX: usize = 100 << 10;
 /// How much of the program's stderr is kept for messages and the detail node.
 const STDERR_TAIL: usize = 4096;
 
@@ -239,11 +241,14 @@ pub fn run(
     let prompt = role_prompt(store, &view, thread, role)?;
     let executable = find_executable(program, options)?;
     let mut cmd = Command::new(&executable);
+    // A prompt too long for one argument (the kernel's limit is 128 KiB) goes on stdin.
+    let on_stdin = prompt.len() > ARG_PROMPT_MAX;
+    let arg = (!on_stdin).then_some(prompt.as_str());
     match program {
-        Program::Claude => claude::command(&mut cmd, options, &prompt),
-        Program::Codex => codex::command(&mut cmd, options, &prompt),
+        Program::Claude => claude::command(&mut cmd, options, arg),
+        Program::Codex => codex::command(&mut cmd, options, arg),
     }
-    let ran = run_command(cmd, &executable)?;
+    let ran = run_command(cmd, &executable, on_stdin.then_some(prompt))?;
     let answer = match program {
         Program::Claude => claude::answer(&ran)?,
         Program::Codex => codex::answer(&ran, options)?,
@@ -303,11 +308,19 @@ fn is_executable(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
-/// Runs the program to its end: stdin from `/dev/null`, stdout collected, stderr passed through
-/// to ours (the step's log) with its tail kept.
-fn run_command(mut cmd: Command, executable: &Path) -> Result<Ran, ProgramError> {
+/// Runs the program to its end: stdin from `/dev/null` (or `input`, then closed), stdout
+/// collected, stderr passed through to ours (the step's log) with its tail kept.
+fn run_command(
+    mut cmd: Command,
+    executable: &Path,
+    input: Option<String>,
+) -> Result<Ran, ProgramError> {
     cmd.env_remove(crate::engine::agent::spawn::DIE_WITH_ENV)
-        .stdin(Stdio::null())
+        .stdin(if input.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     crate::engine::agent::spawn::die_with_parent(&mut cmd);
@@ -315,6 +328,13 @@ fn run_command(mut cmd: Command, executable: &Path) -> Result<Ran, ProgramError>
         executable: executable.display().to_string(),
         source,
     })?;
+    if let (Some(input), Some(mut stdin)) = (input, child.stdin.take()) {
+        // Written from a thread of its own, so a program that answers before it reads all of
+        // it cannot block us; dropping the pipe closes it.
+        std::thread::spawn(move || {
+            let _ = stdin.write_all(input.as_bytes());
+        });
+    }
     let stderr = child.stderr.take();
     let err_reader = std::thread::spawn(move || {
         let mut tail: VecDeque<u8> = VecDeque::new();
