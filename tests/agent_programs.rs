@@ -209,7 +209,7 @@ fn run_pair(s: &Setup) {
     );
     let detail = |i: usize| {
         let out = uwf(
-            &s,
+            s,
             &[
                 "thread",
                 "step-details",
