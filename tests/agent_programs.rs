@@ -392,6 +392,18 @@ fn setup_makes_a_program_the_default_agent_and_says_what_it_needs() {
     );
     let config = std::fs::read_to_string(env.root().join("config.yaml")).unwrap();
     assert!(config.contains("defaultAgent: codex"), "{config}");
+    let out = env
+        .uwf()
+        .args(["doctor", "--skip", "fuse"])
+        .env("PATH", &empty)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("FAIL agent codex: `codex` is not installed, and steps use it\n     hint: install it: `npm install -g @openai/codex`"),
+        "{stdout}"
+    );
     // The default agent is the built-in: a step runs `uwf agent codex`, which finds no codex.
     env.ok_stdin(&["workflow", "put", "-"], WORKFLOW);
     let id = json(&env.ok(&["thread", "start", "pair", "-p", "hi"]))["thread"]
