@@ -88,7 +88,7 @@ Example:\n  uwf thread run 01JD8X… --agent \"uwf agent script --file demo.yaml
     #[command(
         after_help = "Placeholders (shell-quoted): {prompt} {prompt_file} {task} {thread} {role} {workdir}\n\
 ({prompt} is the full role prompt; {task} only the thread's own prompt)\n\n\
-Examples:\n  --agent \"uwf agent exec --cmd 'claude -p {prompt}'\"\n  --agent \"uwf agent exec --cmd 'my-tool --input {prompt_file} --json'\""
+Examples:\n  --agent \"uwf agent exec --cmd 'my-llm-cli -p {prompt}'\"\n  --agent \"uwf agent exec --cmd 'my-tool --input {prompt_file} --json'\""
     )]
     Exec {
         /// The command line to run, with placeholders (see below)
@@ -200,7 +200,8 @@ agentOverrides: { solve-issue: { developer: develop-flow } }"
     Human { thread: String, role: String },
 }
 
-/// The flags `uwf agent claude` and `uwf agent codex` share.
+// The flags `uwf agent claude` and `uwf agent codex` share (a plain comment: a doc comment
+// would become their help's first line).
 #[derive(Debug, clap::Args)]
 pub struct ProgramArgs {
     /// The model, passed to the program as is

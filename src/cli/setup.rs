@@ -60,7 +60,7 @@ fn program_note(agent: &str) -> Option<String> {
         Err(_) => format!("not installed: `{}`", program.install_command()),
     };
     Some(format!(
-        "the `{agent}` agent runs `{}` in the thread's working directory ({installed}); it needs {needs} (docs/LLM.md#claude-code-and-codex)",
+        "the `{agent}` agent runs `{}` in the thread's working directory ({installed}); it needs {needs} (`uwf agent {agent} --help`)",
         program.name()
     ))
 }
