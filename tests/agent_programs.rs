@@ -420,3 +420,24 @@ fn setup_makes_a_program_the_default_agent_and_says_what_it_needs() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("`codex` is not installed"), "{stderr}");
 }
+
+#[test]
+fn a_refused_key_is_named_as_a_login_problem() {
+    if !installed("a_refused_key_is_named_as_a_login_problem") {
+        return;
+    }
+    let s = setup(60);
+    s.mock.refuse_key();
+    for (agent, hint) in [
+        ("dev-claude", "set ANTHROPIC_API_KEY"),
+        ("rev-codex", "run `codex login`"),
+    ] {
+        let out = uwf(&s, &["thread", "step", &s.thread, "--agent", agent])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains("is not logged in"), "{agent}: {stderr}");
+        assert!(stderr.contains(hint), "{agent}: {stderr}");
+    }
+}

@@ -55,6 +55,7 @@ pub struct MockAgents {
     pub port: u16,
     state: Arc<Mutex<State>>,
     hang: Arc<AtomicBool>,
+    refuse: Arc<AtomicBool>,
 }
 
 impl MockAgents {
@@ -63,16 +64,27 @@ impl MockAgents {
         let port = listener.local_addr().expect("addr").port();
         let state = Arc::new(Mutex::new(State::default()));
         let hang = Arc::new(AtomicBool::new(false));
-        let (s, h) = (state.clone(), hang.clone());
+        let refuse = Arc::new(AtomicBool::new(false));
+        let (s, h, r) = (state.clone(), hang.clone(), refuse.clone());
         std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
-                let (s, h, script) = (s.clone(), h.clone(), script.clone());
+                let (s, h, r, script) = (s.clone(), h.clone(), r.clone(), script.clone());
                 std::thread::spawn(move || {
-                    let _ = serve(stream, &script, &s, &h);
+                    let _ = serve(stream, &script, &s, (&h, &r));
                 });
             }
         });
-        MockAgents { port, state, hang }
+        MockAgents {
+            port,
+            state,
+            hang,
+            refuse,
+        }
+    }
+
+    /// From now on, refuse every model call with 401 (a bad key).
+    pub fn refuse_key(&self) {
+        self.refuse.store(true, Ordering::SeqCst);
     }
 
     /// From now on, take requests and never answer them.
@@ -120,7 +132,7 @@ fn serve(
     stream: TcpStream,
     script: &Script,
     state: &Mutex<State>,
-    hang: &AtomicBool,
+    (hang, refuse): (&AtomicBool, &AtomicBool),
 ) -> std::io::Result<()> {
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut out = stream;
@@ -172,6 +184,17 @@ fn serve(
         if hang.load(Ordering::SeqCst) {
             // Hold the connection, never answer.
             std::thread::sleep(std::time::Duration::from_secs(3600));
+            return Ok(());
+        }
+        if refuse.load(Ordering::SeqCst) {
+            let body = json!({"type": "error", "error": {"type": "authentication_error",
+                "message": "invalid x-api-key", "code": "invalid_api_key"}})
+            .to_string();
+            write!(
+                out,
+                "HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            )?;
             return Ok(());
         }
         let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
