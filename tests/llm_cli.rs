@@ -1227,15 +1227,13 @@ fn doctor_reports_one_line_per_check() {
             "{stdout}"
         );
     }
-    let expected = format!(
-        "ok   agent dry: `uwf` (this program)\n\
+    let expected = "ok   agent dry: `uwf` (this program)\n\
          FAIL agent ghost: `uwf-no-such-agent-program` is not on PATH\n     \
          hint: install it, or fix agents.ghost.command in config.yaml\n\
          ok   agent human: a person answers: `uwf thread question ID`, then `uwf thread answer ID` (or the mount's `answer` file)\n\
          ok   agent llm: `uwf agent llm` with model `fast`\n\
-         ok   agent react: `uwf agent react` with model `fast`\n"
-    );
-    assert!(stdout.contains(&expected), "{stdout}");
+         ok   agent react: `uwf agent react` with model `fast`\n";
+    assert!(stdout.contains(expected), "{stdout}");
     assert!(stdout.contains("ok   agent shell: `sh` is /"), "{stdout}");
     assert!(
         stdout.contains(&format!(
