@@ -42,6 +42,14 @@ const EXEMPT: &[(&str, &str)] = &[
         "prints as `agent dry` does (the same code), needs a model",
     ),
     (
+        "agent claude",
+        "prints as `agent dry` does (the same code), needs Claude Code (tests/agent_programs.rs)",
+    ),
+    (
+        "agent codex",
+        "prints as `agent dry` does (the same code), needs Codex (tests/agent_programs.rs)",
+    ),
+    (
         "agent workflow",
         "prints as `agent dry` does (the same code), runs a child thread",
     ),

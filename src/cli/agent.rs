@@ -9,6 +9,7 @@ use crate::cas::Store;
 use crate::cli::error::{CliResult, Context, user_error};
 use crate::engine::agent::builtin;
 use crate::engine::agent::llm::{self, ReactOptions};
+use crate::engine::agent::programs;
 use crate::engine::agent::submit::{self, Submission};
 use crate::engine::chain::Entry;
 use crate::engine::config;
@@ -87,12 +88,48 @@ Example:\n  uwf thread run 01JD8X… --agent \"uwf agent script --file demo.yaml
     #[command(
         after_help = "Placeholders (shell-quoted): {prompt} {prompt_file} {task} {thread} {role} {workdir}\n\
 ({prompt} is the full role prompt; {task} only the thread's own prompt)\n\n\
-Examples:\n  --agent \"uwf agent exec --cmd 'claude -p {prompt}'\"\n  --agent \"uwf agent exec --cmd 'my-tool --input {prompt_file} --json'\""
+Examples:\n  --agent \"uwf agent exec --cmd 'my-llm-cli -p {prompt}'\"\n  --agent \"uwf agent exec --cmd 'my-tool --input {prompt_file} --json'\""
     )]
     Exec {
         /// The command line to run, with placeholders (see below)
         #[arg(long)]
         cmd: String,
+        /// Thread id (a unique prefix is enough)
+        thread: String,
+        /// The role to play
+        role: String,
+    },
+    /// Built-in: Claude Code plays the role in the thread's working directory (edits files, answers)
+    #[command(
+        after_help = "Runs `claude -p --output-format json --permission-mode acceptEdits -- PROMPT` \
+(stdin /dev/null, CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1). The result text goes through \
+extraction; the step's detail records tokens, sessionId and turns. The key: ANTHROPIC_API_KEY \
+(or --api-key-env VAR), or a `claude` login.\n\n\
+Examples:\n  uwf thread step 01JD8X… --agent claude\n  \
+uwf thread step 01JD8X… --agent \"uwf agent claude --model claude-sonnet-4-5 --arg=--max-turns --arg=30\""
+    )]
+    Claude {
+        #[command(flatten)]
+        program: ProgramArgs,
+        /// Thread id (a unique prefix is enough)
+        thread: String,
+        /// The role to play
+        role: String,
+    },
+    /// Built-in: Codex plays the role in the thread's working directory (edits files, answers)
+    #[command(
+        after_help = "Runs `codex exec --json --sandbox workspace-write --skip-git-repo-check \
+-c check_for_update_on_startup=false -c analytics.enabled=false --disable plugins --disable \
+remote_plugin --disable apps -- PROMPT` (stdin /dev/null). With --base-url, Codex gets a model \
+provider `uwf` speaking the Responses API there, its key in --api-key-env (default \
+OPENAI_API_KEY); without, its own login. The last agent_message goes through extraction; the \
+step's detail records tokens, sessionId and turns.\n\n\
+Examples:\n  uwf thread step 01JD8X… --agent codex\n  \
+uwf thread step 01JD8X… --agent \"uwf agent codex --model gpt-5.5 --base-url http://127.0.0.1:8080/v1 --api-key-env MY_KEY\""
+    )]
+    Codex {
+        #[command(flatten)]
+        program: ProgramArgs,
         /// Thread id (a unique prefix is enough)
         thread: String,
         /// The role to play
@@ -161,6 +198,39 @@ agentOverrides: { solve-issue: { developer: develop-flow } }"
         after_help = "Use it like any agent: `--agent human`, or `agentOverrides: { review: { approver: human } }`. Stepping records the question and exits 0 with \"awaiting\":true; `uwf thread question ID` shows it, `uwf thread answer ID` completes the step.\n\nExample:\n  uwf thread step 01JD8X… --agent human && uwf thread question 01JD8X…"
     )]
     Human { thread: String, role: String },
+}
+
+// The flags `uwf agent claude` and `uwf agent codex` share (a plain comment: a doc comment
+// would become their help's first line).
+#[derive(Debug, clap::Args)]
+pub struct ProgramArgs {
+    /// The model, passed to the program as is
+    #[arg(long)]
+    model: Option<String>,
+    /// The model API's root URL (Claude: ANTHROPIC_BASE_URL; Codex: a Responses API provider)
+    #[arg(long, value_name = "URL")]
+    base_url: Option<String>,
+    /// The variable holding the API key
+    #[arg(long, value_name = "VAR")]
+    api_key_env: Option<String>,
+    /// One more argument for the program, before the prompt (repeatable: --arg=--max-turns --arg=5)
+    #[arg(long = "arg", value_name = "ARG", allow_hyphen_values = true)]
+    args: Vec<String>,
+    /// The program's executable (default: looked up on PATH)
+    #[arg(long, value_name = "PATH")]
+    executable: Option<PathBuf>,
+}
+
+impl ProgramArgs {
+    fn options(self) -> programs::Options {
+        programs::Options {
+            model: self.model,
+            base_url: self.base_url,
+            api_key_env: self.api_key_env,
+            extra: self.args,
+            executable: self.executable,
+        }
+    }
 }
 
 pub fn run(cmd: AgentCommand, root: &Path, out: &mut Out) -> CliResult<()> {
@@ -248,6 +318,40 @@ pub fn run(cmd: AgentCommand, root: &Path, out: &mut Out) -> CliResult<()> {
         AgentCommand::Exec { cmd, thread, role } => {
             let id = thread_id(&thread)?;
             let hash = builtin::exec(&store, &config()?, &cmd, &id, &role)?;
+            wrote(out, &id, &role, hash)?;
+            note_unpublished(root, &id, hash);
+        }
+        AgentCommand::Claude {
+            program,
+            thread,
+            role,
+        } => {
+            let id = thread_id(&thread)?;
+            let options = program.options();
+            let hash = programs::run(
+                &store,
+                &config()?,
+                programs::Program::Claude,
+                &options,
+                (&id, &role),
+            )?;
+            wrote(out, &id, &role, hash)?;
+            note_unpublished(root, &id, hash);
+        }
+        AgentCommand::Codex {
+            program,
+            thread,
+            role,
+        } => {
+            let id = thread_id(&thread)?;
+            let options = program.options();
+            let hash = programs::run(
+                &store,
+                &config()?,
+                programs::Program::Codex,
+                &options,
+                (&id, &role),
+            )?;
             wrote(out, &id, &role, hash)?;
             note_unpublished(root, &id, hash);
         }

@@ -15,6 +15,7 @@ use crate::engine::{config::dotenv, upkeep::doctor};
 #[command(after_help = "Examples:\n  \
 uwf setup --provider openai --api-key-env OPENAI_API_KEY --api-key - \\\n      --model gpt-4o-mini --agent llm < key.txt\n  \
 uwf setup --provider local --base-url http://127.0.0.1:8080/v1 --model qwen2.5-coder\n  \
+uwf setup --agent claude   (Claude Code plays every role; `codex` for Codex)\n  \
 uwf setup            (on a terminal: asks)\n\n\
 Known providers (base URL and key variable filled in): openai, openrouter, ollama.\n\
 The key goes to <root>/.env (mode 0600), never to config.yaml.")]
@@ -34,9 +35,34 @@ pub struct SetupArgs {
     /// A model name at the provider; it becomes the default model
     #[arg(long)]
     model: Option<String>,
-    /// The default agent (dry, llm, react, or one under `agents:`)
+    /// The default agent (dry, llm, react, claude, codex, or one under `agents:`)
     #[arg(long)]
     agent: Option<String>,
+}
+
+/// What a default agent that is a coding-agent program (`claude`, `codex`) needs, and whether
+/// it is installed.
+fn program_note(agent: &str) -> Option<String> {
+    use crate::engine::agent::programs::{self, Program};
+    let (program, needs) = match agent {
+        "claude" => (
+            Program::Claude,
+            "ANTHROPIC_API_KEY (or a `claude` login); ANTHROPIC_BASE_URL for another endpoint",
+        ),
+        "codex" => (
+            Program::Codex,
+            "a `codex login`, or an agent entry with --base-url URL --api-key-env VAR",
+        ),
+        _ => return None,
+    };
+    let installed = match programs::find_executable(program, &Default::default()) {
+        Ok(path) => format!("found at {}", path.display()),
+        Err(_) => format!("not installed: `{}`", program.install_command()),
+    };
+    Some(format!(
+        "the `{agent}` agent runs `{}` in the thread's working directory ({installed}); it needs {needs} (`uwf agent {agent} --help`)",
+        program.name()
+    ))
 }
 
 #[derive(Debug, Args)]
@@ -156,6 +182,9 @@ pub fn setup(args: SetupArgs, root: &Path, out: &mut Out) -> CliResult<()> {
                 said.join(", ")
             }
         ))?;
+    }
+    if let Some(note) = setup.agent.as_deref().and_then(program_note) {
+        eprintln!("uwf: note: {note}");
     }
     if key.is_none()
         && let Some(env) = &key_env

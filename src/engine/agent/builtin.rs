@@ -225,22 +225,7 @@ pub fn exec(
 ) -> Result<Hash, BuiltinError> {
     let t = Instant::now();
     let view = ThreadView::load(store, thread)?;
-    let schema = store
-        .get_payload(view.role_schema(role)?)
-        .map_err(SubmitError::from)?;
-    let body_of = |e: &crate::engine::chain::Entry| {
-        crate::engine::thread::render::stored_body(store, e.detail)
-    };
-    let prompt = crate::engine::agent::prompt::agent_prompt(
-        thread,
-        &view.workflow,
-        role,
-        &schema,
-        &view.chain,
-        None,
-        &body_of,
-    )
-    .map_err(SubmitError::from)?;
+    let prompt = role_prompt(store, &view, thread, role)?;
     let mut prompt_file = tempfile::Builder::new()
         .prefix("uwf-prompt-")
         .suffix(".md")
@@ -301,6 +286,32 @@ pub fn exec(
     };
     submission.extra.insert("command".into(), template.into());
     Ok(submit::submit_raw(store, &view, role, submission, config)?)
+}
+
+/// The whole prompt for `role` of `thread` (what `uwf agent prompt` prints): what `exec` and
+/// the agent programs (`claude`, `codex`) are given.
+pub fn role_prompt(
+    store: &Store,
+    view: &ThreadView,
+    thread: &str,
+    role: &str,
+) -> Result<String, BuiltinError> {
+    let schema = store
+        .get_payload(view.role_schema(role)?)
+        .map_err(SubmitError::from)?;
+    let body_of = |e: &crate::engine::chain::Entry| {
+        crate::engine::thread::render::stored_body(store, e.detail)
+    };
+    Ok(crate::engine::agent::prompt::agent_prompt(
+        thread,
+        &view.workflow,
+        role,
+        &schema,
+        &view.chain,
+        None,
+        &body_of,
+    )
+    .map_err(SubmitError::from)?)
 }
 
 /// Replaces `{name}` placeholders with shell-quoted values; other braces are left alone.

@@ -8,13 +8,14 @@
 //! - [`interrupt`]: SIGINT, SIGTERM and SIGHUP caught by a process that runs steps.
 //! - [`prompt`]: the prompt an agent gets (`uwf agent prompt`).
 //! - [`extract`]: raw output → structured output (frontmatter and JSON fast paths);
-//!   [`json_extract`], its third layer, a JSON-mode model completion.
+//!   its third layer, `extract::llm_layer`, a JSON-mode model completion.
 //! - [`submit`]: writing a step's nodes (`uwf agent submit`).
 //! - [`builtin`]: the offline built-in agents `dry`, `script` and `exec`.
 //! - [`minimal`]: the smallest value a schema accepts (for `dry` and examples).
 //! - [`llm`]: the `llm` and `react` built-in agents; [`workdir`]: `react`'s file tools,
 //!   confined to the thread's working directory.
 //! - [`in_process`]: built-ins run inside a process that takes many steps.
+//! - [`programs`]: coding-agent programs as built-ins, `claude` (Claude Code) and `codex`.
 //!
 //! Agents that drive steps themselves (a person answering, a child workflow) are part of the
 //! step cycle, [`crate::engine::cycle`].
@@ -22,10 +23,10 @@ pub mod builtin;
 pub mod extract;
 pub mod in_process;
 pub mod interrupt;
-pub mod json_extract;
 pub mod knowledge_tool;
 pub mod llm;
 pub mod minimal;
+pub mod programs;
 pub mod prompt;
 pub mod question;
 pub mod resolve;

@@ -67,6 +67,8 @@ fn builtin_agents() -> BTreeMap<String, AgentConfig> {
         env: BTreeMap::new(),
     };
     BTreeMap::from([
+        ("claude".to_owned(), builtin(&["agent", "claude"], 1800)),
+        ("codex".to_owned(), builtin(&["agent", "codex"], 1800)),
         ("dry".to_owned(), builtin(&["agent", "dry"], 60)),
         // Never run as a process: a step whose agent is `human` records a question.
         ("human".to_owned(), builtin(&["agent", "human"], 60)),

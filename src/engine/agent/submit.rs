@@ -8,8 +8,8 @@ use serde_json::{Map, Value, json};
 use crate::cas::canonical::node_hash;
 use crate::cas::{Hash, Store, StoreError, builtin};
 
+use crate::engine::agent::extract::llm_layer::extract_with_llm;
 use crate::engine::agent::extract::{ExtractError, extract};
-use crate::engine::agent::json_extract::extract_with_llm;
 use crate::engine::config::Config;
 use crate::engine::llm::client::{Client, Endpoint};
 use crate::engine::thread::index::ThreadIndexError;

@@ -365,11 +365,7 @@ fn kind_check(
                 .and_then(|i| agent.args.get(i + 1))
                 .map(String::as_str)
                 .or_else(|| config.model_for(kind));
-            let used = config.default_agent.as_deref() == Some(name)
-                || config
-                    .agent_overrides
-                    .values()
-                    .any(|roles| roles.values().any(|a| a == name));
+            let used = used(config, name);
             let hint = format!(
                 "configure a model: `uwf setup --provider … --model …`, or defaultModel / \
                  modelOverrides.{kind} in config.yaml"
@@ -380,6 +376,37 @@ fn kind_check(
                     Check::fail(label, "no model is configured, and steps use it", hint)
                 }
                 None => Check::off(label, "no model is configured (not used now)", hint),
+            })
+        }
+        Some(kind @ ("claude" | "codex")) => {
+            use crate::engine::agent::programs::{self, Program};
+            let program = if kind == "claude" {
+                Program::Claude
+            } else {
+                Program::Codex
+            };
+            let options = programs::Options {
+                executable: agent
+                    .args
+                    .iter()
+                    .position(|a| a == "--executable")
+                    .and_then(|i| agent.args.get(i + 1))
+                    .map(Into::into),
+                ..Default::default()
+            };
+            let hint = format!("install it: `{}`", program.install_command());
+            Some(match programs::find_executable(program, &options) {
+                Ok(path) => Check::ok(label, format!("`uwf agent {kind}` runs {}", path.display())),
+                Err(_) if used(config, name) => Check::fail(
+                    label,
+                    format!("`{kind}` is not installed, and steps use it"),
+                    hint,
+                ),
+                Err(_) => Check::off(
+                    label,
+                    format!("`{kind}` is not installed (not used now)"),
+                    hint,
+                ),
             })
         }
         Some("human") => Some(Check::ok(
@@ -414,6 +441,15 @@ fn kind_check(
         }
         _ => None,
     }
+}
+
+/// Whether steps use the agent `name`: it is the default agent or named in `agentOverrides`.
+fn used(config: &Config, name: &str) -> bool {
+    config.default_agent.as_deref() == Some(name)
+        || config
+            .agent_overrides
+            .values()
+            .any(|roles| roles.values().any(|a| a == name))
 }
 
 /// Where `program` would be run from: itself when it has a `/`, else the first executable

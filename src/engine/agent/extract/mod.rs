@@ -5,6 +5,8 @@
 //! body, and a JSON object (the whole output, or a ```json fence). Either must validate against
 //! the role's schema. Failures say precisely what was wrong; the caller keeps the raw output.
 
+pub mod llm_layer;
+
 use std::borrow::Cow;
 
 use crate::advice::Advice;
