@@ -1,4 +1,4 @@
-//! `uwf thread pause`, `resume` and `rebind`, and the working directory a new thread records.
+//! `uwf thread pause`, `resume`, `rebind` and `budget`, and the working directory a new thread records.
 
 use std::path::{Path, PathBuf};
 
@@ -7,7 +7,8 @@ use serde_json::json;
 use super::super::Out;
 use crate::cas::Store;
 use crate::cli::error::{CliResult, bail};
-use crate::engine::config;
+use crate::engine::config::{self, budget::Budget};
+use crate::engine::thread::cost;
 use crate::engine::cycle::{controls, lifecycle};
 
 /// The working directory a thread started now records: `given`, or this process's directory,
@@ -74,5 +75,48 @@ pub fn rebind(
         .collect();
     let text = format!("Thread {id} plays its roles with: {}.", bound.join(", "));
     out.said(&text, &id, &json!({"thread": id, "agents": agents}))?;
+    Ok(())
+}
+
+/// `thread budget`: with limits, sets them as the thread's own (a raise); then prints the budget
+/// and what the thread spent.
+pub fn budget(
+    store: &Store,
+    thread: &str,
+    limits: Budget,
+    by: Option<&str>,
+    out: &mut Out,
+) -> CliResult<()> {
+    let root = store.root();
+    let id = lifecycle::resolve_id(root, thread)?;
+    if !limits.is_empty() {
+        cost::set_budget(root, &id, limits, by)?;
+    }
+    let config = config::load(root)?.config;
+    let summary = lifecycle::summary(store, &id)?;
+    let json = cost::show_json(store, &id, summary.head, &summary.workflow, &config)?;
+    let budget = &json["budget"];
+    let limit = |key: &str, unit: &dyn Fn(&serde_json::Value) -> String| {
+        budget.get(key).filter(|v| !v.is_null()).map(unit)
+    };
+    let limits: Vec<String> = [
+        limit("maxTokens", &|v| format!("{v} tokens")),
+        limit("maxCost", &|v| cost::dollars(v.as_f64().unwrap_or(0.0))),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let said = if limits.is_empty() {
+        "no budget".to_owned()
+    } else {
+        format!("a budget of {}", limits.join(" and "))
+    };
+    let spent = cost::line_of(&json["cost"]).unwrap_or_default();
+    let text = format!("Thread {id} has {said}; it spent {spent}.");
+    let mut result = json!({"thread": id});
+    if let (Some(r), serde_json::Value::Object(j)) = (result.as_object_mut(), json) {
+        r.extend(j);
+    }
+    out.said(&text, &id, &result)?;
     Ok(())
 }

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use clap::{Args, Subcommand};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::Out;
 use super::terminal::output::Mode;
@@ -11,12 +11,13 @@ use crate::cas::{Store, builtin};
 use crate::cli::error::{CliResult, CommandError, Context, bail, user_error};
 use crate::engine::agent::interrupt;
 use crate::engine::chain::{self, Entry};
-use crate::engine::config;
+use crate::engine::config::{self, budget::Budget};
 use crate::engine::cycle::failure;
 use crate::engine::cycle::human;
 use crate::engine::cycle::lifecycle;
 use crate::engine::cycle::step::{self, StepOptions};
 use crate::engine::input::{self, Source};
+use crate::engine::thread::cost;
 use crate::engine::thread::index;
 use crate::engine::thread::render;
 use crate::engine::thread::run_files::RunFiles;
@@ -239,6 +240,27 @@ paused thread (a step says so and exits 1).\n\nExample:\n  uwf thread pause 01JD
         #[arg(long, value_name = "NAME")]
         by: Option<String>,
     },
+    /// Show a thread's budget and what it spent, or raise it (`--max-tokens`, `--max-cost`)
+    #[command(
+        after_help = "Before each step the thread's spending (input plus output tokens, and \
+dollars) is checked against its budget: config.yaml's `budgets` (default and per workflow), over \
+which `thread start --max-tokens/--max-cost` and this command set the thread's own. A thread that \
+reached it stops before its next step until the budget is raised or the thread killed.\n\n\
+Examples:\n  uwf thread budget 01JD8X…\n  uwf thread budget 01JD8X… --max-cost 10"
+    )]
+    Budget {
+        /// Thread id (a unique prefix is enough)
+        thread: String,
+        /// The new token limit (input plus output)
+        #[arg(long, value_name = "N")]
+        max_tokens: Option<u64>,
+        /// The new limit in US dollars
+        #[arg(long, value_name = "USD")]
+        max_cost: Option<f64>,
+        /// Who does it (default: $UWF_BY, else git's user.name, else your login name)
+        #[arg(long, value_name = "NAME")]
+        by: Option<String>,
+    },
     /// Let a paused thread take steps again
     #[command(after_help = "Example:\n  uwf thread resume 01JD8X…")]
     Resume {
@@ -372,6 +394,12 @@ pub struct StartArgs {
     /// Who starts it (default: $UWF_BY, else git's user.name, else your login name)
     #[arg(long, value_name = "NAME")]
     pub by: Option<String>,
+    /// Stop before a step once the thread has spent this many tokens (over config.yaml's budgets)
+    #[arg(long, value_name = "N")]
+    pub max_tokens: Option<u64>,
+    /// Stop before a step once the thread has spent this many US dollars
+    #[arg(long, value_name = "USD")]
+    pub max_cost: Option<f64>,
 }
 
 impl StartArgs {
@@ -421,6 +449,13 @@ impl StartArgs {
         let config = loaded.as_ref().ok().map(|l| &l.config);
         let setting = (workdir.as_path(), config);
         let started = lifecycle::start_in(store, &self.workflow, &prompt, setting, by)?;
+        let budget = Budget {
+            max_tokens: self.max_tokens,
+            max_cost: self.max_cost,
+        };
+        if !budget.is_empty() {
+            cost::set_budget(root, &started.1, budget, by)?;
+        }
         if self.queue {
             index::queue(root, &started.1)?;
         }
@@ -491,6 +526,13 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             json["children"] = children;
             crate::engine::cycle::rebase::show(root, &summary, &mut json);
             crate::engine::thread::author::show(&store, &id, summary.head, &mut json);
+            let config = config::load(root).map(|l| l.config).unwrap_or_default();
+            let head = summary.head;
+            if let Ok(Value::Object(cost)) =
+                cost::show_json(&store, &id, head, &summary.workflow, &config)
+            {
+                json.as_object_mut().map(|j| j.extend(cost));
+            }
             // A step someone stopped (Ctrl-C, a signal, a kill) left it as it was.
             if !summary.done()
                 && summary.status != "failed"
@@ -678,6 +720,19 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
         ThreadCommand::Pause { thread, by } => {
             let by = author::person(by.as_deref())?;
             controls::pause(&store, &thread, (true, by.as_deref()), out)?
+        }
+        ThreadCommand::Budget {
+            thread,
+            max_tokens,
+            max_cost,
+            by,
+        } => {
+            let by = author::person(by.as_deref())?;
+            let limits = Budget {
+                max_tokens,
+                max_cost,
+            };
+            controls::budget(&store, &thread, limits, by.as_deref(), out)?
         }
         ThreadCommand::Resume { thread, by } => {
             let by = author::person(by.as_deref())?;

@@ -14,6 +14,7 @@ pub fn text(json: &Value) -> String {
         .map(|(key, value)| {
             let said = match key.as_str() {
                 "lastAction" => last_action(value),
+                "cost" | "childrenCost" => crate::engine::thread::cost::line_of(value),
                 _ => words(value),
             };
             (key.as_str(), said.unwrap_or_else(|| "—".to_owned()))

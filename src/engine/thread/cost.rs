@@ -381,6 +381,80 @@ pub fn set_budget(root: &Path, id: &str, budget: Budget, by: Option<&str>) -> Re
     Ok(now)
 }
 
+/// The head of thread `id`, active or archived.
+fn head_of(root: &Path, id: &str) -> Option<Hash> {
+    match crate::engine::thread::index::state(root, id).ok()? {
+        crate::engine::thread::index::State::Active { head } => Some(head),
+        crate::engine::thread::index::State::Archived(a) => Some(a.head),
+    }
+}
+
+/// What the sub-workflow children of thread `id` spent, and theirs, down the tree.
+pub fn children_spent(store: &Store, id: &str, prices: &Prices) -> Spent {
+    let mut total = Spent::default();
+    let mut todo = crate::engine::thread::family::children(store.root(), id);
+    let mut seen = std::collections::BTreeSet::new();
+    while let Some(child) = todo.pop() {
+        if !seen.insert(child.clone()) {
+            continue;
+        }
+        if let Some(spent) = head_of(store.root(), &child)
+            .and_then(|head| spent_at(store, head, prices).ok())
+        {
+            total.merge(&spent);
+        }
+        todo.extend(crate::engine::thread::family::children(store.root(), &child));
+    }
+    total
+}
+
+/// What `thread show` adds for thread `id` at `head` of `workflow`: `cost` (its own steps),
+/// `childrenCost` (its sub-workflows', when it has any) and `budget` (null when none).
+pub fn show_json(
+    store: &Store,
+    id: &str,
+    head: Hash,
+    workflow: &str,
+    config: &Config,
+) -> Result<Value, CostError> {
+    let spent = spent_at(store, head, &config.prices)?;
+    let budget = budget_of(store.root(), id, workflow, config)?;
+    let mut json = json!({"cost": spent.to_json()});
+    json["budget"] = if budget.is_empty() {
+        Value::Null
+    } else {
+        serde_json::to_value(budget).unwrap_or(Value::Null)
+    };
+    if !crate::engine::thread::family::children(store.root(), id).is_empty() {
+        json["childrenCost"] = children_spent(store, id, &config.prices).to_json();
+    }
+    Ok(json)
+}
+
+/// A `cost` object of [`Spent::to_json`] as one line (for tables and `thread show`).
+pub fn line_of(json: &Value) -> Option<String> {
+    let count = |k: &str| json.get(k).and_then(Value::as_u64);
+    let (input, output, cached) = (count("input")?, count("output")?, count("cached")?);
+    let steps = count("steps").unwrap_or(0) as usize;
+    let cost = json.get("costUsd").and_then(Value::as_f64);
+    let known = json.get("costKnownUsd").and_then(Value::as_f64);
+    let spent = Spent {
+        input,
+        output,
+        cached,
+        steps,
+        cost_usd: cost.or(known).unwrap_or(0.0),
+        unknown: if cost.is_some() || steps == 0 {
+            0
+        } else if known.is_some() {
+            1
+        } else {
+            steps
+        },
+    };
+    Some(spent.line())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
