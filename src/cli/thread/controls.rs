@@ -8,8 +8,8 @@ use super::super::Out;
 use crate::cas::Store;
 use crate::cli::error::{CliResult, bail};
 use crate::engine::config::{self, budget::Budget};
-use crate::engine::thread::cost;
 use crate::engine::cycle::{controls, lifecycle};
+use crate::engine::thread::cost;
 
 /// The working directory a thread started now records: `given`, or this process's directory,
 /// made absolute (it is used from other directories and machines later).

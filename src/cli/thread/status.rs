@@ -135,7 +135,9 @@ fn next_command(summary: &Summary) -> String {
                 .as_deref()
                 .is_some_and(|e| e.starts_with("budget reached")) =>
         {
-            format!("uwf thread budget {id} --max-cost X (or --max-tokens N); uwf thread kill {id} ends it")
+            format!(
+                "uwf thread budget {id} --max-cost X (or --max-tokens N); uwf thread kill {id} ends it"
+            )
         }
         "failed" => format!("uwf thread show {id}; uwf thread step {id} tries again"),
         "running" => format!("uwf live {id}"),

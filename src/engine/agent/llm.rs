@@ -17,8 +17,8 @@ use serde_json::{Map, Value, json};
 
 use crate::cas::schema::CompiledSchema;
 use crate::cas::{Hash, Store, builtin};
-use crate::engine::thread::view::ThreadView;
 use crate::engine::thread::cost::Tokens;
+use crate::engine::thread::view::ThreadView;
 
 use crate::engine::agent::knowledge_tool::KnowledgeTool;
 use crate::engine::agent::prompt::PromptParts;
@@ -359,7 +359,11 @@ fn add_usage(total: &mut Map<String, Value>, tokens: &mut Option<Tokens>, respon
     let Some(Value::Object(usage)) = &response.usage else {
         return;
     };
-    if let Some(more) = response.usage.as_ref().and_then(|u| Tokens::from_usage(u, None)) {
+    if let Some(more) = response
+        .usage
+        .as_ref()
+        .and_then(|u| Tokens::from_usage(u, None))
+    {
         *tokens.get_or_insert_with(Tokens::default) += &more;
     }
     for key in ["prompt_tokens", "completion_tokens", "total_tokens"] {

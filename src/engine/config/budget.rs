@@ -94,10 +94,8 @@ mod tests {
 
     #[test]
     fn a_workflows_budget_overlays_the_default() {
-        let budgets: Budgets = serde_yaml::from_str(
-            "default: {maxCost: 5}\ndevelop: {maxTokens: 200000}\n",
-        )
-        .unwrap();
+        let budgets: Budgets =
+            serde_yaml::from_str("default: {maxCost: 5}\ndevelop: {maxTokens: 200000}\n").unwrap();
         assert_eq!(
             configured(&budgets, "develop"),
             Budget {

@@ -82,8 +82,7 @@ impl Tokens {
     /// `input_tokens` leaves the cached ones out). `None` when it holds no counts.
     pub fn from_usage(usage: &Value, model: Option<&str>) -> Option<Tokens> {
         let map = usage.as_object()?;
-        let tokens = if map.contains_key("prompt_tokens") || map.contains_key("completion_tokens")
-        {
+        let tokens = if map.contains_key("prompt_tokens") || map.contains_key("completion_tokens") {
             let cached = usage
                 .pointer("/prompt_tokens_details/cached_tokens")
                 .and_then(Value::as_u64)
@@ -275,7 +274,12 @@ pub fn spent_at(store: &Store, head: Hash, prices: &Prices) -> Result<Spent, Cos
     Ok(spent)
 }
 
-fn add_detail(store: &Store, detail: Hash, prices: &Prices, spent: &mut Spent) -> Result<(), CostError> {
+fn add_detail(
+    store: &Store,
+    detail: Hash,
+    prices: &Prices,
+    spent: &mut Spent,
+) -> Result<(), CostError> {
     let node = store.get(detail)?;
     if let Some(tokens) = Tokens::from_detail(&node.payload) {
         spent.add(&tokens, prices);
@@ -290,7 +294,12 @@ pub fn workflow_name(store: &Store, workflow: Hash) -> Option<String> {
 }
 
 /// The budget of thread `id` of `workflow`: its own limits over `config.yaml`'s.
-pub fn budget_of(root: &Path, id: &str, workflow: &str, config: &Config) -> Result<Budget, CostError> {
+pub fn budget_of(
+    root: &Path,
+    id: &str,
+    workflow: &str,
+    config: &Config,
+) -> Result<Budget, CostError> {
     let configured = budget::configured(&config.budgets, workflow);
     let own = context::read(root, id)?.budget.unwrap_or_default();
     Ok(configured.overlaid(own))
@@ -307,7 +316,11 @@ pub struct Reached {
 impl std::fmt::Display for Reached {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let t = &self.thread;
-        if let Some(max) = self.budget.max_cost.filter(|max| self.spent.cost_usd >= *max) {
+        if let Some(max) = self
+            .budget
+            .max_cost
+            .filter(|max| self.spent.cost_usd >= *max)
+        {
             write!(
                 f,
                 "budget reached: {} of {} — raise it with `uwf thread budget {t} --max-cost {}` or end it with `uwf thread kill {t}`",
@@ -364,7 +377,12 @@ pub fn check(
 
 /// Sets thread `id`'s own budget to `budget` over what it had (a raise, or the limits
 /// `thread start` was given), recording the act as a `budget` event of `by`.
-pub fn set_budget(root: &Path, id: &str, budget: Budget, by: Option<&str>) -> Result<Budget, CostError> {
+pub fn set_budget(
+    root: &Path,
+    id: &str,
+    budget: Budget,
+    by: Option<&str>,
+) -> Result<Budget, CostError> {
     if budget.max_tokens == Some(0) {
         return Err(CostError::BadLimit("--max-tokens 0".into()));
     }
@@ -398,12 +416,15 @@ pub fn children_spent(store: &Store, id: &str, prices: &Prices) -> Spent {
         if !seen.insert(child.clone()) {
             continue;
         }
-        if let Some(spent) = head_of(store.root(), &child)
-            .and_then(|head| spent_at(store, head, prices).ok())
+        if let Some(spent) =
+            head_of(store.root(), &child).and_then(|head| spent_at(store, head, prices).ok())
         {
             total.merge(&spent);
         }
-        todo.extend(crate::engine::thread::family::children(store.root(), &child));
+        todo.extend(crate::engine::thread::family::children(
+            store.root(),
+            &child,
+        ));
     }
     total
 }
@@ -467,7 +488,8 @@ mod tests {
         let t = Tokens::from_usage(&openai, Some("gpt-4o-mini")).unwrap();
         assert_eq!((t.input, t.output, t.cached), (100, 20, 40));
         assert_eq!(t.model.as_deref(), Some("gpt-4o-mini"));
-        let anthropic = json!({"input_tokens": 60, "output_tokens": 20, "cache_read_input_tokens": 40});
+        let anthropic =
+            json!({"input_tokens": 60, "output_tokens": 20, "cache_read_input_tokens": 40});
         let t = Tokens::from_usage(&anthropic, None).unwrap();
         assert_eq!((t.input, t.output, t.cached), (100, 20, 40));
         assert_eq!(Tokens::from_usage(&json!({}), None), None);
@@ -541,7 +563,13 @@ mod tests {
             max_cost: None,
         };
         assert!(reached(&spent, &tokens));
-        assert!(!reached(&spent, &Budget { max_tokens: Some(101), max_cost: None }));
+        assert!(!reached(
+            &spent,
+            &Budget {
+                max_tokens: Some(101),
+                max_cost: None
+            }
+        ));
         let cost = Budget {
             max_tokens: None,
             max_cost: Some(5.0),
@@ -553,7 +581,13 @@ mod tests {
             budget: cost,
         }
         .to_string();
-        assert!(message.contains("budget reached: $5.02 of $5.00"), "{message}");
-        assert!(message.contains("uwf thread budget T --max-cost 10"), "{message}");
+        assert!(
+            message.contains("budget reached: $5.02 of $5.00"),
+            "{message}"
+        );
+        assert!(
+            message.contains("uwf thread budget T --max-cost 10"),
+            "{message}"
+        );
     }
 }
