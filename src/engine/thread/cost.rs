@@ -452,6 +452,37 @@ pub fn show_json(
     Ok(json)
 }
 
+/// [`show_json`] as lines for a person (the mount's `threads/<id>/cost`):
+/// `spent: …`, `children: …` (when it has any), `budget: …`.
+pub fn text(
+    store: &Store,
+    id: &str,
+    head: Hash,
+    workflow: &str,
+    config: &Config,
+) -> Result<String, CostError> {
+    let json = show_json(store, id, head, workflow, config)?;
+    let mut out = format!("spent: {}\n", line_of(&json["cost"]).unwrap_or_default());
+    if let Some(children) = line_of(&json["childrenCost"]) {
+        out.push_str(&format!("children: {children}\n"));
+    }
+    let budget = &json["budget"];
+    let limits: Vec<String> = [
+        budget["maxTokens"].as_u64().map(|n| format!("{n} tokens")),
+        budget["maxCost"].as_f64().map(dollars),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let limits = if limits.is_empty() {
+        "none".to_owned()
+    } else {
+        limits.join(", ")
+    };
+    out.push_str(&format!("budget: {limits}\n"));
+    Ok(out)
+}
+
 /// A `cost` object of [`Spent::to_json`] as one line (for tables and `thread show`).
 pub fn line_of(json: &Value) -> Option<String> {
     let count = |k: &str| json.get(k).and_then(Value::as_u64);
