@@ -10,6 +10,7 @@ mod pg_server;
 
 use common::json;
 use common::machine::Machine;
+use common::serve::Server;
 use mock_llm::{Mock, Reply};
 use serde_json::{Value, json};
 
@@ -153,6 +154,12 @@ fn totals_equal_the_sum_of_what_the_server_reported(url: Option<&str>) {
     );
     let budget = json(&m.ok(&["thread", "budget", &id]));
     assert_eq!((&budget["budget"], &budget["cost"]), (&Value::Null, cost));
+    // The dashboard: the thread's totals and each step's tokens.
+    let server = Server::start_with(m.uwf(), "127.0.0.1:0", &[]);
+    let (status, thread) = server.get_json(&format!("/api/threads/{id}"));
+    assert_eq!((status, &thread["cost"]), (200, cost), "{thread}");
+    let (_, steps) = server.get_json(&format!("/api/threads/{id}/steps"));
+    assert_eq!(steps["steps"][2]["tokens"]["input"], 300, "{steps}");
 }
 
 #[test]
