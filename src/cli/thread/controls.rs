@@ -95,21 +95,9 @@ pub fn budget(
     let config = config::load(root)?.config;
     let summary = lifecycle::summary(store, &id)?;
     let json = cost::show_json(store, &id, summary.head, &summary.workflow, &config)?;
-    let budget = &json["budget"];
-    let limit = |key: &str, unit: &dyn Fn(&serde_json::Value) -> String| {
-        budget.get(key).filter(|v| !v.is_null()).map(unit)
-    };
-    let limits: Vec<String> = [
-        limit("maxTokens", &|v| format!("{v} tokens")),
-        limit("maxCost", &|v| cost::dollars(v.as_f64().unwrap_or(0.0))),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
-    let said = if limits.is_empty() {
-        "no budget".to_owned()
-    } else {
-        format!("a budget of {}", limits.join(" and "))
+    let said = match cost::budget_words(&json["budget"]).as_str() {
+        "none" => "no budget".to_owned(),
+        limits => format!("a budget of {limits}"),
     };
     let spent = cost::line_of(&json["cost"]).unwrap_or_default();
     let text = format!("Thread {id} has {said}; it spent {spent}.");

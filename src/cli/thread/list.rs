@@ -143,6 +143,17 @@ fn tree_line(depth: usize, s: &lifecycle::Summary) -> String {
     )
 }
 
+/// A row's `cost`: what the thread's own steps spent (null when its chain cannot be read).
+fn cost_json(
+    store: &Store,
+    summary: &lifecycle::Summary,
+    prices: &crate::engine::config::budget::Prices,
+) -> serde_json::Value {
+    crate::engine::thread::cost::spent_at(store, summary.head, prices)
+        .map(|spent| spent.to_json())
+        .unwrap_or(serde_json::Value::Null)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -156,15 +167,4 @@ mod tests {
         let err = parse_since("yesterday-ish").unwrap_err();
         assert!(err.contains("neither a duration"), "{err}");
     }
-}
-
-/// A row's `cost`: what the thread's own steps spent (null when its chain cannot be read).
-fn cost_json(
-    store: &Store,
-    summary: &lifecycle::Summary,
-    prices: &crate::engine::config::budget::Prices,
-) -> serde_json::Value {
-    crate::engine::thread::cost::spent_at(store, summary.head, prices)
-        .map(|spent| spent.to_json())
-        .unwrap_or(serde_json::Value::Null)
 }

@@ -528,10 +528,9 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             crate::engine::thread::author::show(&store, &id, summary.head, &mut json);
             let config = config::load(root).map(|l| l.config).unwrap_or_default();
             let head = summary.head;
-            if let Ok(Value::Object(cost)) =
-                cost::show_json(&store, &id, head, &summary.workflow, &config)
-            {
-                json.as_object_mut().map(|j| j.extend(cost));
+            let cost = cost::show_json(&store, &id, head, &summary.workflow, &config);
+            if let (Ok(Value::Object(cost)), Some(json)) = (cost, json.as_object_mut()) {
+                json.extend(cost);
             }
             // A step someone stopped (Ctrl-C, a signal, a kill) left it as it was.
             if !summary.done()

@@ -15,6 +15,7 @@ pub fn text(json: &Value) -> String {
             let said = match key.as_str() {
                 "lastAction" => last_action(value),
                 "cost" | "childrenCost" => crate::engine::thread::cost::line_of(value),
+                "budget" => Some(crate::engine::thread::cost::budget_words(value)),
                 _ => words(value),
             };
             (key.as_str(), said.unwrap_or_else(|| "—".to_owned()))

@@ -466,7 +466,13 @@ pub fn text(
     if let Some(children) = line_of(&json["childrenCost"]) {
         out.push_str(&format!("children: {children}\n"));
     }
-    let budget = &json["budget"];
+    out.push_str(&format!("budget: {}\n", budget_words(&json["budget"])));
+    Ok(out)
+}
+
+/// A `budget` object (`{"maxTokens", "maxCost"}`, or null) in words: `200000 tokens, $5.00`,
+/// or `none`.
+pub fn budget_words(budget: &Value) -> String {
     let limits: Vec<String> = [
         budget["maxTokens"].as_u64().map(|n| format!("{n} tokens")),
         budget["maxCost"].as_f64().map(dollars),
@@ -474,13 +480,11 @@ pub fn text(
     .into_iter()
     .flatten()
     .collect();
-    let limits = if limits.is_empty() {
+    if limits.is_empty() {
         "none".to_owned()
     } else {
         limits.join(", ")
-    };
-    out.push_str(&format!("budget: {limits}\n"));
-    Ok(out)
+    }
 }
 
 /// A `cost` object of [`Spent::to_json`] as one line (for tables and `thread show`).
