@@ -83,15 +83,13 @@ pub fn rebind(
 pub fn budget(
     store: &Store,
     thread: &str,
-    limits: Budget,
+    limits: (Option<u64>, Option<f64>),
     by: Option<&str>,
     out: &mut Out,
 ) -> CliResult<()> {
     let root = store.root();
     let id = lifecycle::resolve_id(root, thread)?;
-    if !limits.is_empty() {
-        cost::set_budget(root, &id, limits, by)?;
-    }
+    start_budget(root, &id, limits, by)?;
     let config = config::load(root)?.config;
     let summary = lifecycle::summary(store, &id)?;
     let json = cost::show_json(store, &id, summary.head, &summary.workflow, &config)?;
@@ -106,5 +104,22 @@ pub fn budget(
         r.extend(j);
     }
     out.said(&text, &id, &result)?;
+    Ok(())
+}
+
+/// Sets thread `id`'s own budget from `--max-tokens` and `--max-cost`, when either is given.
+pub fn start_budget(
+    root: &Path,
+    id: &str,
+    (max_tokens, max_cost): (Option<u64>, Option<f64>),
+    by: Option<&str>,
+) -> CliResult<()> {
+    let budget = Budget {
+        max_tokens,
+        max_cost,
+    };
+    if !budget.is_empty() {
+        cost::set_budget(root, id, budget, by)?;
+    }
     Ok(())
 }

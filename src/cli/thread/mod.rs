@@ -3,21 +3,19 @@
 use std::path::Path;
 
 use clap::{Args, Subcommand};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::Out;
-use super::terminal::output::Mode;
 use crate::cas::{Store, builtin};
 use crate::cli::error::{CliResult, CommandError, Context, bail, user_error};
 use crate::engine::agent::interrupt;
 use crate::engine::chain::{self, Entry};
-use crate::engine::config::{self, budget::Budget};
+use crate::engine::config;
 use crate::engine::cycle::failure;
 use crate::engine::cycle::human;
 use crate::engine::cycle::lifecycle;
 use crate::engine::cycle::step::{self, StepOptions};
 use crate::engine::input::{self, Source};
-use crate::engine::thread::cost;
 use crate::engine::thread::index;
 use crate::engine::thread::render;
 use crate::engine::thread::run_files::RunFiles;
@@ -449,13 +447,7 @@ impl StartArgs {
         let config = loaded.as_ref().ok().map(|l| &l.config);
         let setting = (workdir.as_path(), config);
         let started = lifecycle::start_in(store, &self.workflow, &prompt, setting, by)?;
-        let budget = Budget {
-            max_tokens: self.max_tokens,
-            max_cost: self.max_cost,
-        };
-        if !budget.is_empty() {
-            cost::set_budget(root, &started.1, budget, by)?;
-        }
+        controls::start_budget(root, &started.1, (self.max_tokens, self.max_cost), by)?;
         if self.queue {
             index::queue(root, &started.1)?;
         }
@@ -508,45 +500,7 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             let id = lifecycle::resolve_id(root, &thread)?;
             run_steps(&store, &id, max_steps, (agent, by), out)?;
         }
-        ThreadCommand::Show { thread } => {
-            let id = lifecycle::resolve_id(root, &thread)?;
-            let summary = lifecycle::summary(&store, &id)?;
-            if out.quiet() {
-                out.line(summary.head)?;
-                return Ok(());
-            }
-            let mut json = summary.to_json();
-            // The head records its role's failure: the thread went on by its `onFailure`.
-            if let Some((role, mut error)) = chain::recorded_failure(&store, summary.head)? {
-                error["role"] = role.into();
-                json["failure"] = error;
-            }
-            let (parent, children) = lifecycle::family_json(root, &id);
-            json["parent"] = parent;
-            json["children"] = children;
-            crate::engine::cycle::rebase::show(root, &summary, &mut json);
-            crate::engine::thread::author::show(&store, &id, summary.head, &mut json);
-            let config = config::load(root).map(|l| l.config).unwrap_or_default();
-            let head = summary.head;
-            let cost = cost::show_json(&store, &id, head, &summary.workflow, &config);
-            if let (Ok(Value::Object(cost)), Some(json)) = (cost, json.as_object_mut()) {
-                json.extend(cost);
-            }
-            // A step someone stopped (Ctrl-C, a signal, a kill) left it as it was.
-            if !summary.done()
-                && summary.status != "failed"
-                && let Some(last) = RunFiles::new(root, &id).last_outcome()
-                && let Some(stopped) = last.get("stopped").filter(|s| s.is_string())
-            {
-                json["stopped"] = stopped.clone();
-                json["stoppedBy"] = last["by"].clone();
-            }
-            if out.mode == Mode::Table {
-                out.text(&show::text(&json))?;
-            } else {
-                out.object(&json)?;
-            }
-        }
+        ThreadCommand::Show { thread } => show::show(&store, &thread, out)?,
         ThreadCommand::List {
             all,
             workflow,
@@ -727,11 +681,7 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             by,
         } => {
             let by = author::person(by.as_deref())?;
-            let limits = Budget {
-                max_tokens,
-                max_cost,
-            };
-            controls::budget(&store, &thread, limits, by.as_deref(), out)?
+            controls::budget(&store, &thread, (max_tokens, max_cost), by.as_deref(), out)?
         }
         ThreadCommand::Resume { thread, by } => {
             let by = author::person(by.as_deref())?;
