@@ -266,6 +266,7 @@ const CASES: &[Case] = &[
     case(&["thread", "pause", "{T}"]),
     case(&["thread", "resume", "{T}"]),
     case(&["thread", "rebind", "{T}", "developer=dry"]),
+    case(&["thread", "budget", "{T}", "--max-tokens", "1000000"]),
     case(&["thread", "kill", "{K}"]),
     case(&["thread", "rebase", "{K}", "--workflow", "solve-issue@{V1}"]),
     case(&["thread", "eval", "{T}", "$count(steps)"]),

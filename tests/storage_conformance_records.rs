@@ -126,6 +126,11 @@ fn a_context() -> ThreadContext {
             },
         )]),
         paused: false,
+        // A thread's own budget (`thread budget`) is kept with its context on both backends.
+        budget: Some(uwf::engine::config::budget::Budget {
+            max_tokens: Some(200_000),
+            max_cost: Some(5.5),
+        }),
     }
 }
 

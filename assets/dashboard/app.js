@@ -671,6 +671,17 @@ async function threadPage(id) {
     } catch (err) { message.replaceChildren(errorBox(err)); }
   }
 
+  // A thread's `cost` (`docs/LLM.md#tokens-cost-and-budgets`): tokens, then dollars or "cost unknown".
+  function costText(c) {
+    const usd = (x) => `$${x.toFixed(x < 1 ? 4 : 2)}`;
+    const cost = c.costUsd != null ? usd(c.costUsd) : c.steps ? (c.costKnownUsd != null ? `cost unknown (at least ${usd(c.costKnownUsd)})` : 'cost unknown') : '$0';
+    return `${c.tokens} tokens (${c.input} in, ${c.output} out, ${c.cached} cached) · ${cost}`;
+  }
+  function budgetText(b) {
+    if (!b) return 'none';
+    return [b.maxTokens != null ? `${b.maxTokens} tokens` : '', b.maxCost != null ? `$${b.maxCost.toFixed(2)}` : ''].filter(Boolean).join(', ');
+  }
+
   async function refresh() {
     let t, steps, why;
     try {
@@ -701,6 +712,9 @@ async function threadPage(id) {
         t.lastAction ? `last: ${t.lastAction.event} by ${t.lastAction.by}, ${ago(t.lastAction.at)}` : '') : '',
       (t.acts || []).length ? el('details', { id: 'acts' }, el('summary', { text: `Who did what (${t.acts.length})` }),
         el('ol', {}, t.acts.map((a) => el('li', { title: new Date(a.at).toISOString() }, el('strong', { text: a.by }), ` ${a.event} · ${ago(a.at)}`)))) : '',
+      t.cost ? el('p', { class: 'muted', id: 'cost' }, `spent ${costText(t.cost)}`,
+        t.childrenCost ? ` · sub-workflows ${costText(t.childrenCost)}` : '',
+        ` · budget ${budgetText(t.budget)}`) : '',
       t.error ? el('div', { class: 'error', id: 'thread-error', text: t.error }) : '',
       el('details', {}, el('summary', { text: 'Prompt' }), el('pre', { id: 'prompt', text: t.prompt })));
     actions.replaceChildren();
@@ -727,6 +741,7 @@ async function threadPage(id) {
         el('header', {},
           el('strong', { text: `${s.index} · ${s.role}` }), el('span', { class: 'muted', text: `agent ${s.agent}` }),
           el('span', { class: 'muted took', title: 'how long the step itself took (its agent\'s run)', text: s.durationMs == null ? 'took —' : `took ${duration(s.durationMs)}` }),
+          s.tokens ? el('span', { class: 'muted tokens', title: `${s.tokens.input} in (${s.tokens.cached} cached), ${s.tokens.output} out${s.tokens.model ? ` · ${s.tokens.model}` : ''}`, text: `${s.tokens.input + s.tokens.output} tokens` }) : '',
           el('span', { class: 'muted', title: `${new Date(s.at).toISOString()} · ${duration(s.sincePreviousMs)} after ${s.index > 1 ? 'the previous step' : 'the thread started'}`, text: ago(s.at) }),
           el('a', { href: `/n/${s.hash}`, text: s.hash }),
           prev ? el('a', { href: `/diff?a=${encodeURIComponent(prev)}&b=${encodeURIComponent(`${id}:${s.index}`)}`, text: 'diff with previous' }) : '',

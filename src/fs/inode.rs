@@ -199,10 +199,12 @@ pub enum ThreadFile {
     Question,
     /// Write a complete answer and close: the human step completes.
     Answer,
+    /// What the thread spent (tokens, dollars), its sub-workflows' and its budget, as text.
+    Cost,
 }
 
 impl ThreadFile {
-    pub const ALL: [ThreadFile; 16] = [
+    pub const ALL: [ThreadFile; 17] = [
         ThreadFile::Prompt,
         ThreadFile::Head,
         ThreadFile::Status,
@@ -219,6 +221,7 @@ impl ThreadFile {
         ThreadFile::Parent,
         ThreadFile::Question,
         ThreadFile::Answer,
+        ThreadFile::Cost,
     ];
 
     pub fn name(self) -> &'static str {
@@ -239,6 +242,7 @@ impl ThreadFile {
             ThreadFile::Parent => "parent",
             ThreadFile::Question => "question",
             ThreadFile::Answer => "answer",
+            ThreadFile::Cost => "cost",
         }
     }
 

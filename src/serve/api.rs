@@ -21,6 +21,7 @@ use crate::engine::cycle::human;
 use crate::engine::cycle::lifecycle;
 use crate::engine::cycle::step::{self, StepOptions};
 use crate::engine::thread::author;
+use crate::engine::thread::cost;
 use crate::engine::thread::index;
 use crate::engine::thread::listing::{self, STATUSES};
 use crate::engine::thread::render;
@@ -237,6 +238,14 @@ pub async fn thread(State(app): State<Arc<App>>, Path(id): Path<String>) -> Answ
             .collect::<Vec<_>>()
             .into();
         json["graph"] = graph_json(&view.workflow);
+        // What it spent (`cost`, `childrenCost`) and its `budget` (`docs/LLM.md`).
+        let config = crate::engine::config::load(&app.root)
+            .map(|l| l.config)
+            .unwrap_or_default();
+        let cost = cost::show_json(&app.store, &id, summary.head, &summary.workflow, &config);
+        if let (Ok(Value::Object(cost)), Some(json)) = (cost, json.as_object_mut()) {
+            json.extend(cost);
+        }
         if let Some(role) = &summary.running_role {
             json["runningRole"] = role.clone().into();
         }
@@ -269,11 +278,15 @@ pub async fn steps(State(app): State<Arc<App>>, Path(id): Path<String>) -> Answe
                 let since_previous = s.timestamp.saturating_sub(before);
                 before = s.timestamp;
                 // The step's own time, as its agent's run recorded it in the detail node.
-                let took = app
-                    .store
-                    .get_payload(s.detail)
-                    .ok()
+                let detail = app.store.get_payload(s.detail).ok();
+                let took = detail
+                    .as_ref()
                     .and_then(|detail| detail.get("durationMs").and_then(Value::as_u64));
+                // The tokens it spent, as its agent recorded them (`docs/LLM.md`).
+                let tokens = detail
+                    .as_ref()
+                    .and_then(cost::Tokens::from_detail)
+                    .map(|t| t.to_json());
                 // The Markdown the agent wrote after its frontmatter, as text and as cleaned
                 // HTML; the output also as YAML, where long strings read as blocks of text.
                 let body = render::body_of(s.detail, |h| app.store.get_payload(h).ok())
@@ -287,6 +300,7 @@ pub async fn steps(State(app): State<Arc<App>>, Path(id): Path<String>) -> Answe
                     "agent": s.agent,
                     "at": s.timestamp,
                     "durationMs": took,
+                    "tokens": tokens,
                     "sincePreviousMs": since_previous,
                     "outputYaml": render::output_yaml(&output),
                     "output": output,

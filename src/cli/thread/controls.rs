@@ -1,4 +1,4 @@
-//! `uwf thread pause`, `resume` and `rebind`, and the working directory a new thread records.
+//! `uwf thread pause`, `resume`, `rebind` and `budget`, and the working directory a new thread records.
 
 use std::path::{Path, PathBuf};
 
@@ -7,8 +7,9 @@ use serde_json::json;
 use super::super::Out;
 use crate::cas::Store;
 use crate::cli::error::{CliResult, bail};
-use crate::engine::config;
+use crate::engine::config::{self, budget::Budget};
 use crate::engine::cycle::{controls, lifecycle};
+use crate::engine::thread::cost;
 
 /// The working directory a thread started now records: `given`, or this process's directory,
 /// made absolute (it is used from other directories and machines later).
@@ -74,5 +75,51 @@ pub fn rebind(
         .collect();
     let text = format!("Thread {id} plays its roles with: {}.", bound.join(", "));
     out.said(&text, &id, &json!({"thread": id, "agents": agents}))?;
+    Ok(())
+}
+
+/// `thread budget`: with limits, sets them as the thread's own (a raise); then prints the budget
+/// and what the thread spent.
+pub fn budget(
+    store: &Store,
+    thread: &str,
+    limits: (Option<u64>, Option<f64>),
+    by: Option<&str>,
+    out: &mut Out,
+) -> CliResult<()> {
+    let root = store.root();
+    let id = lifecycle::resolve_id(root, thread)?;
+    start_budget(root, &id, limits, by)?;
+    let config = config::load(root)?.config;
+    let summary = lifecycle::summary(store, &id)?;
+    let json = cost::show_json(store, &id, summary.head, &summary.workflow, &config)?;
+    let said = match cost::budget_words(&json["budget"]).as_str() {
+        "none" => "no budget".to_owned(),
+        limits => format!("a budget of {limits}"),
+    };
+    let spent = cost::line_of(&json["cost"]).unwrap_or_default();
+    let text = format!("Thread {id} has {said}; it spent {spent}.");
+    let mut result = json!({"thread": id});
+    if let (Some(r), serde_json::Value::Object(j)) = (result.as_object_mut(), json) {
+        r.extend(j);
+    }
+    out.said(&text, &id, &result)?;
+    Ok(())
+}
+
+/// Sets thread `id`'s own budget from `--max-tokens` and `--max-cost`, when either is given.
+pub fn start_budget(
+    root: &Path,
+    id: &str,
+    (max_tokens, max_cost): (Option<u64>, Option<f64>),
+    by: Option<&str>,
+) -> CliResult<()> {
+    let budget = Budget {
+        max_tokens,
+        max_cost,
+    };
+    if !budget.is_empty() {
+        cost::set_budget(root, id, budget, by)?;
+    }
     Ok(())
 }

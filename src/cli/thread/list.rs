@@ -25,6 +25,9 @@ pub(super) fn list(
         Mode::Table if !tree => Some(limit.unwrap_or(TABLE_ROWS)),
         _ => limit,
     };
+    let prices = crate::engine::config::load(root)
+        .map(|l| l.config.prices)
+        .unwrap_or_default();
     let mut shown = 0usize;
     let mut rows = Vec::new();
     let mut failed = None;
@@ -52,6 +55,7 @@ pub(super) fn list(
                 Mode::Json => {
                     let mut json = summary.to_json();
                     json["updatedAt"] = listed.updated_ms.into();
+                    json["cost"] = cost_json(store, summary, &prices);
                     out.line(json)
                 }
                 Mode::Table => {
@@ -137,6 +141,17 @@ fn tree_line(depth: usize, s: &lifecycle::Summary) -> String {
         s.steps,
         if s.steps == 1 { "" } else { "s" }
     )
+}
+
+/// A row's `cost`: what the thread's own steps spent (null when its chain cannot be read).
+fn cost_json(
+    store: &Store,
+    summary: &lifecycle::Summary,
+    prices: &crate::engine::config::budget::Prices,
+) -> serde_json::Value {
+    crate::engine::thread::cost::spent_at(store, summary.head, prices)
+        .map(|spent| spent.to_json())
+        .unwrap_or(serde_json::Value::Null)
 }
 
 #[cfg(test)]

@@ -6,7 +6,6 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 
 use super::Out;
-use super::terminal::output::Mode;
 use crate::cas::{Store, builtin};
 use crate::cli::error::{CliResult, CommandError, Context, bail, user_error};
 use crate::engine::agent::interrupt;
@@ -239,6 +238,27 @@ paused thread (a step says so and exits 1).\n\nExample:\n  uwf thread pause 01JD
         #[arg(long, value_name = "NAME")]
         by: Option<String>,
     },
+    /// Show a thread's budget and what it spent, or raise it (`--max-tokens`, `--max-cost`)
+    #[command(
+        after_help = "Before each step the thread's spending (input plus output tokens, and \
+dollars) is checked against its budget: config.yaml's `budgets` (default and per workflow), over \
+which `thread start --max-tokens/--max-cost` and this command set the thread's own. A thread that \
+reached it stops before its next step until the budget is raised or the thread killed.\n\n\
+Examples:\n  uwf thread budget 01JD8X…\n  uwf thread budget 01JD8X… --max-cost 10"
+    )]
+    Budget {
+        /// Thread id (a unique prefix is enough)
+        thread: String,
+        /// The new token limit (input plus output)
+        #[arg(long, value_name = "N")]
+        max_tokens: Option<u64>,
+        /// The new limit in US dollars
+        #[arg(long, value_name = "USD")]
+        max_cost: Option<f64>,
+        /// Who does it (default: $UWF_BY, else git's user.name, else your login name)
+        #[arg(long, value_name = "NAME")]
+        by: Option<String>,
+    },
     /// Let a paused thread take steps again
     #[command(after_help = "Example:\n  uwf thread resume 01JD8X…")]
     Resume {
@@ -372,6 +392,12 @@ pub struct StartArgs {
     /// Who starts it (default: $UWF_BY, else git's user.name, else your login name)
     #[arg(long, value_name = "NAME")]
     pub by: Option<String>,
+    /// Stop before a step once the thread has spent this many tokens (over config.yaml's budgets)
+    #[arg(long, value_name = "N")]
+    pub max_tokens: Option<u64>,
+    /// Stop before a step once the thread has spent this many US dollars
+    #[arg(long, value_name = "USD")]
+    pub max_cost: Option<f64>,
 }
 
 impl StartArgs {
@@ -421,6 +447,7 @@ impl StartArgs {
         let config = loaded.as_ref().ok().map(|l| &l.config);
         let setting = (workdir.as_path(), config);
         let started = lifecycle::start_in(store, &self.workflow, &prompt, setting, by)?;
+        controls::start_budget(root, &started.1, (self.max_tokens, self.max_cost), by)?;
         if self.queue {
             index::queue(root, &started.1)?;
         }
@@ -473,39 +500,7 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             let id = lifecycle::resolve_id(root, &thread)?;
             run_steps(&store, &id, max_steps, (agent, by), out)?;
         }
-        ThreadCommand::Show { thread } => {
-            let id = lifecycle::resolve_id(root, &thread)?;
-            let summary = lifecycle::summary(&store, &id)?;
-            if out.quiet() {
-                out.line(summary.head)?;
-                return Ok(());
-            }
-            let mut json = summary.to_json();
-            // The head records its role's failure: the thread went on by its `onFailure`.
-            if let Some((role, mut error)) = chain::recorded_failure(&store, summary.head)? {
-                error["role"] = role.into();
-                json["failure"] = error;
-            }
-            let (parent, children) = lifecycle::family_json(root, &id);
-            json["parent"] = parent;
-            json["children"] = children;
-            crate::engine::cycle::rebase::show(root, &summary, &mut json);
-            crate::engine::thread::author::show(&store, &id, summary.head, &mut json);
-            // A step someone stopped (Ctrl-C, a signal, a kill) left it as it was.
-            if !summary.done()
-                && summary.status != "failed"
-                && let Some(last) = RunFiles::new(root, &id).last_outcome()
-                && let Some(stopped) = last.get("stopped").filter(|s| s.is_string())
-            {
-                json["stopped"] = stopped.clone();
-                json["stoppedBy"] = last["by"].clone();
-            }
-            if out.mode == Mode::Table {
-                out.text(&show::text(&json))?;
-            } else {
-                out.object(&json)?;
-            }
-        }
+        ThreadCommand::Show { thread } => show::show(&store, &thread, out)?,
         ThreadCommand::List {
             all,
             workflow,
@@ -678,6 +673,15 @@ pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
         ThreadCommand::Pause { thread, by } => {
             let by = author::person(by.as_deref())?;
             controls::pause(&store, &thread, (true, by.as_deref()), out)?
+        }
+        ThreadCommand::Budget {
+            thread,
+            max_tokens,
+            max_cost,
+            by,
+        } => {
+            let by = author::person(by.as_deref())?;
+            controls::budget(&store, &thread, (max_tokens, max_cost), by.as_deref(), out)?
         }
         ThreadCommand::Resume { thread, by } => {
             let by = author::person(by.as_deref())?;

@@ -4,6 +4,59 @@
 
 use serde_json::Value;
 
+use crate::cas::Store;
+use crate::cli::Out;
+use crate::cli::error::CliResult;
+use crate::cli::terminal::output::Mode;
+use crate::engine::chain;
+use crate::engine::config;
+use crate::engine::cycle::lifecycle;
+use crate::engine::thread::cost;
+use crate::engine::thread::run_files::RunFiles;
+
+/// `uwf thread show`: the head with `-q`, else the thread's facts (JSON, or lines on a terminal).
+pub fn show(store: &Store, thread: &str, out: &mut Out) -> CliResult<()> {
+    let root = store.root();
+    let id = lifecycle::resolve_id(root, thread)?;
+    let summary = lifecycle::summary(store, &id)?;
+    if out.quiet() {
+        out.line(summary.head)?;
+        return Ok(());
+    }
+    let mut json = summary.to_json();
+    // The head records its role's failure: the thread went on by its `onFailure`.
+    if let Some((role, mut error)) = chain::recorded_failure(store, summary.head)? {
+        error["role"] = role.into();
+        json["failure"] = error;
+    }
+    let (parent, children) = lifecycle::family_json(root, &id);
+    json["parent"] = parent;
+    json["children"] = children;
+    crate::engine::cycle::rebase::show(root, &summary, &mut json);
+    crate::engine::thread::author::show(store, &id, summary.head, &mut json);
+    // What it spent and its budget (`docs/LLM.md#tokens-cost-and-budgets`).
+    let config = config::load(root).map(|l| l.config).unwrap_or_default();
+    let cost = cost::show_json(store, &id, summary.head, &summary.workflow, &config);
+    if let (Ok(Value::Object(cost)), Some(json)) = (cost, json.as_object_mut()) {
+        json.extend(cost);
+    }
+    // A step someone stopped (Ctrl-C, a signal, a kill) left it as it was.
+    if !summary.done()
+        && summary.status != "failed"
+        && let Some(last) = RunFiles::new(root, &id).last_outcome()
+        && let Some(stopped) = last.get("stopped").filter(|s| s.is_string())
+    {
+        json["stopped"] = stopped.clone();
+        json["stoppedBy"] = last["by"].clone();
+    }
+    if out.mode == Mode::Table {
+        out.text(&text(&json))?;
+    } else {
+        out.object(&json)?;
+    }
+    Ok(())
+}
+
 /// The lines `thread show` prints on a terminal for the thread `json` describes.
 pub fn text(json: &Value) -> String {
     let Some(fields) = json.as_object() else {
@@ -14,6 +67,8 @@ pub fn text(json: &Value) -> String {
         .map(|(key, value)| {
             let said = match key.as_str() {
                 "lastAction" => last_action(value),
+                "cost" | "childrenCost" => cost::line_of(value),
+                "budget" => Some(cost::budget_words(value)),
                 _ => words(value),
             };
             (key.as_str(), said.unwrap_or_else(|| "—".to_owned()))

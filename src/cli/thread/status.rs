@@ -12,6 +12,7 @@ use crate::cli::error::CliResult;
 use crate::cli::terminal::output::{Mode, Out, ago};
 use crate::engine::cycle::worker::{self, WorkerStatus};
 use crate::engine::thread::context;
+use crate::engine::thread::cost;
 use crate::engine::thread::listing::{self, Listed, Query};
 use crate::engine::thread::summary::Summary;
 
@@ -39,8 +40,11 @@ pub fn run(args: StatusArgs, store: &Store, out: &mut Out) -> CliResult {
     }
     // Workers are shown as a machine and a process: best effort, a store without any has none.
     let workers = worker::list(store).unwrap_or_default();
+    let prices = crate::engine::config::load(store.root())
+        .map(|l| l.config.prices)
+        .unwrap_or_default();
     match out.mode {
-        Mode::Table => out.text(&text(&sections, &workers))?,
+        Mode::Table => out.text(&text(store, &sections, &workers, &prices))?,
         Mode::Quiet => {
             for s in &sections {
                 for t in &s.threads {
@@ -58,6 +62,9 @@ pub fn run(args: StatusArgs, store: &Store, out: &mut Out) -> CliResult {
                         let mut v = t.summary.to_json();
                         v["updatedAt"] = t.updated_ms.into();
                         v["command"] = next_command(&t.summary).into();
+                        v["cost"] = cost::spent_at(store, t.summary.head, &prices)
+                            .map(|spent| spent.to_json())
+                            .unwrap_or(Value::Null);
                         if let Some(w) = worker_of(&workers, &t.summary.id) {
                             v["worker"] = json!({"machine": w.machine, "pid": w.pid});
                         }
@@ -122,6 +129,16 @@ fn next_command(summary: &Summary) -> String {
     }
     match summary.status.as_str() {
         "awaiting" => format!("uwf thread question {id} && uwf thread answer {id}"),
+        "failed"
+            if summary
+                .error
+                .as_deref()
+                .is_some_and(|e| e.starts_with("budget reached")) =>
+        {
+            format!(
+                "uwf thread budget {id} --max-cost X (or --max-tokens N); uwf thread kill {id} ends it"
+            )
+        }
         "failed" => format!("uwf thread show {id}; uwf thread step {id} tries again"),
         "running" => format!("uwf live {id}"),
         _ => format!("uwf thread show {id}"),
@@ -129,7 +146,12 @@ fn next_command(summary: &Summary) -> String {
 }
 
 /// The sections for a person: a heading each, a line per thread, then its command.
-fn text(sections: &[Section], workers: &[WorkerStatus]) -> String {
+fn text(
+    store: &Store,
+    sections: &[Section],
+    workers: &[WorkerStatus],
+    prices: &crate::engine::config::budget::Prices,
+) -> String {
     let now = crate::cas::store::now_ms();
     let mut out = String::new();
     let mut quiet = true;
@@ -159,8 +181,12 @@ fn text(sections: &[Section], workers: &[WorkerStatus]) -> String {
                 }
                 _ => format!("next: {}", summary.next.as_deref().unwrap_or("?")),
             };
+            let spent = match cost::spent_at(store, summary.head, prices) {
+                Ok(spent) if spent.steps > 0 => format!("\n      spent {}", spent.line()),
+                _ => String::new(),
+            };
             out.push_str(&format!(
-                "  {}  {}  {}  {what}\n      → {}\n",
+                "  {}  {}  {}  {what}{spent}\n      → {}\n",
                 summary.id,
                 summary.workflow,
                 ago(t.updated_ms, now),

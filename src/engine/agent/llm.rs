@@ -17,6 +17,7 @@ use serde_json::{Map, Value, json};
 
 use crate::cas::schema::CompiledSchema;
 use crate::cas::{Hash, Store, builtin};
+use crate::engine::thread::cost::Tokens;
 use crate::engine::thread::view::ThreadView;
 
 use crate::engine::agent::knowledge_tool::KnowledgeTool;
@@ -163,10 +164,11 @@ pub fn llm(
         ..Default::default()
     };
     model_detail(client.endpoint(), &mut submission.extra);
-    submission.extra.insert(
-        "usage".into(),
-        response.usage.clone().unwrap_or(Value::Null),
-    );
+    let usage = response.usage.clone().unwrap_or(Value::Null);
+    if let Some(tokens) = Tokens::from_usage(&usage, Some(&client.endpoint().model)) {
+        submission.extra.insert("tokens".into(), tokens.to_json());
+    }
+    submission.extra.insert("usage".into(), usage);
     submission.extra.insert(
         "finishReason".into(),
         response
@@ -351,11 +353,19 @@ fn run_tool(
     }
 }
 
-/// Adds a response's token counts to the running totals.
-fn add_usage(total: &mut Map<String, Value>, response: &ChatResponse) {
+/// Adds a response's token counts to the running totals: the provider's own `usage` keys and
+/// the step's `tokens`.
+fn add_usage(total: &mut Map<String, Value>, tokens: &mut Option<Tokens>, response: &ChatResponse) {
     let Some(Value::Object(usage)) = &response.usage else {
         return;
     };
+    if let Some(more) = response
+        .usage
+        .as_ref()
+        .and_then(|u| Tokens::from_usage(u, None))
+    {
+        *tokens.get_or_insert_with(Tokens::default) += &more;
+    }
     for key in ["prompt_tokens", "completion_tokens", "total_tokens"] {
         if let Some(n) = usage.get(key).and_then(Value::as_u64) {
             let sum = total.get(key).and_then(Value::as_u64).unwrap_or(0) + n;
@@ -415,6 +425,7 @@ Calling `resolve` ends your turn. A reply without a tool call is not accepted.\n
     ];
     let mut turns: Vec<Value> = Vec::new();
     let mut usage = Map::new();
+    let mut tokens: Option<Tokens> = None;
     let keep = |turns: &[Value]| -> Result<Hash, SubmitError> {
         let text = serde_json::to_string_pretty(turns).unwrap_or_default();
         Ok(store.put(builtin::hash_of("text"), &Value::String(text))?)
@@ -434,7 +445,7 @@ Calling `resolve` ends your turn. A reply without a tool call is not accepted.\n
                 });
             }
         };
-        add_usage(&mut usage, &response);
+        add_usage(&mut usage, &mut tokens, &response);
         let content = response.message.content.clone().unwrap_or_default();
         let calls = response.message.tool_calls.clone();
         let mut echoed = response.message.clone();
@@ -507,6 +518,10 @@ Calling `resolve` ends your turn. A reply without a tool call is not accepted.\n
             extra.insert("extractedBy".into(), "resolve".into());
             extra.insert("rounds".into(), round.into());
             extra.insert("usage".into(), Value::Object(usage));
+            if let Some(mut tokens) = tokens {
+                tokens.model = Some(client.endpoint().model.clone());
+                extra.insert("tokens".into(), tokens.to_json());
+            }
             extra.insert(
                 "workdir".into(),
                 workdir.root().display().to_string().into(),

@@ -12,6 +12,7 @@
 //! Beside it: [`dotenv`] (the secrets file) and [`setup`] (`uwf setup`'s writer); `uwf doctor`'s
 //! checks are [`crate::engine::upkeep::doctor`]. Which agent runs a role is [`crate::engine::agent::resolve`].
 
+pub mod budget;
 pub mod dotenv;
 mod duration;
 pub mod setup;
@@ -157,6 +158,12 @@ pub struct Config {
         deserialize_with = "deserialize_size"
     )]
     pub max_input: Option<u64>,
+    /// Model name (or alias) → dollars per million tokens (`docs/LLM.md#tokens-cost-and-budgets`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub prices: budget::Prices,
+    /// `default` or a workflow's name → the budget its threads start with.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub budgets: budget::Budgets,
 }
 
 /// A size given as a number of bytes or with a unit (`64MiB`); zero is refused.

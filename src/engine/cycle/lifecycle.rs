@@ -71,7 +71,7 @@ fn start_with(
         let recorded = ThreadContext {
             workdir: Some(workdir.to_path_buf()),
             bindings: config.map(|c| c.bindings(&w)).unwrap_or_default(),
-            paused: false,
+            ..Default::default()
         };
         context::write(store.root(), &id, &recorded)?;
     }
@@ -104,7 +104,7 @@ pub fn start_child(
     let recorded = ThreadContext {
         workdir: context::read(store.root(), &parent.thread)?.workdir,
         bindings: config.bindings(&w),
-        paused: false,
+        ..Default::default()
     };
     context::write(store.root(), &id, &recorded)?;
     family::link(store.root(), &id, parent)?;

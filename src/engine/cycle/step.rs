@@ -23,6 +23,7 @@ pub use crate::engine::cycle::session::Warm;
 use crate::engine::cycle::session::{Kept, Saved};
 use crate::engine::thread::author::tagged;
 use crate::engine::thread::context::{self, ThreadContext};
+use crate::engine::thread::cost;
 use crate::engine::thread::events;
 use crate::engine::thread::index::{self, ThreadIndexError};
 use crate::engine::thread::log::StepLog;
@@ -82,6 +83,11 @@ pub enum StepError {
     /// `thread pause`: no step starts until `thread resume`.
     #[error("thread {thread} is paused; no step starts until it is resumed")]
     Paused { thread: String },
+    /// The thread has spent its budget: no step starts until `thread budget` raises it.
+    #[error("{0}")]
+    Budget(cost::Reached),
+    #[error(transparent)]
+    Cost(#[from] cost::CostError),
     #[error("agent `{agent}` returned {hash}, which is not a valid step for this thread: {reason}")]
     Rejected {
         agent: String,
@@ -112,6 +118,7 @@ impl Advice for StepError {
             StepError::Agent(e) => e.hints(),
             StepError::Store(e) => e.hints(),
             StepError::Chain(e) => e.hints(),
+            StepError::Cost(e) => e.hints(),
             StepError::Paused { thread } => vec![format!("`uwf thread resume {thread}` lets it go on")],
             StepError::Attempts { last, .. } => last.hints(),
             StepError::Damaged { .. } => vec![
@@ -129,6 +136,7 @@ impl Advice for StepError {
             StepError::Agent(e) => e.is_busy(),
             StepError::Store(e) => e.is_busy(),
             StepError::Chain(e) => e.is_busy(),
+            StepError::Cost(e) => e.is_busy(),
             _ => false,
         }
     }
@@ -409,6 +417,10 @@ fn step_locked(
             done: true,
             awaiting: false,
         });
+    }
+    // The budget is checked against what the published steps spent, before the agent runs.
+    if let Some(reached) = cost::check(store, id, head, &view.workflow.name, &config.config)? {
+        return Err(StepError::Budget(reached));
     }
     let role = next;
     view.verify_schema(store, id, &role, warm)?;

@@ -61,6 +61,7 @@ mod tests {
                 },
             )]),
             paused: false,
+            budget: None,
         };
         write(root, "T1", &context).unwrap();
         assert_eq!(read(root, "T1").unwrap(), context);

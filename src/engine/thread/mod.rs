@@ -16,6 +16,7 @@
 //! - [`render`]: transcripts, outputs as YAML/JSON, details and diffs for people.
 pub mod author;
 pub mod context;
+pub mod cost;
 pub mod events;
 pub mod family;
 pub mod forks;

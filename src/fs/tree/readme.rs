@@ -46,6 +46,7 @@ threads/
     parent -> ../<id>              the thread whose step started this one (child threads only)
     question                       while a person is asked: what to answer (`uwf thread question`)
     answer                         write the answer (YAML or JSON) and close: it becomes the step
+    cost                           tokens and dollars spent, its sub-workflows', its budget
     forks/<id> -> ../../<id>       the threads forked from this one
     step                           touch it (or write to it): one step starts in the background
     run                            write to it: steps run until the thread is done (100 at most)

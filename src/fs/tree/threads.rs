@@ -241,6 +241,17 @@ impl Tree {
         Ok(summary.status_line(&self.source.run_files(id)))
     }
 
+    /// The `cost` file of a thread: what it spent, its sub-workflows' and its budget.
+    fn cost_text(&self, id: &str, t: &ThreadRef) -> Result<String, FsError> {
+        let summary = self.source.summary(id, t)?;
+        let store = self.source.store();
+        let config = crate::engine::config::load(store.root())
+            .map(|l| l.config)
+            .unwrap_or_default();
+        crate::engine::thread::cost::text(store, id, t.head, &summary.workflow, &config)
+            .map_err(|e| FsError::internal(format!("thread {id} cost: {e}")))
+    }
+
     /// The bytes of a file of `threads/`.
     pub(super) fn thread_content(&self, key: &ThreadKey) -> Result<Arc<[u8]>, FsError> {
         let text = |s: String| -> Arc<[u8]> { Arc::from(s.into_bytes()) };
@@ -266,6 +277,7 @@ impl Tree {
                         self.source.transcript(id, &t, &status)?.bytes
                     }
                     ThreadFile::Question => text(self.question(id, &t)),
+                    ThreadFile::Cost => text(self.cost_text(id, &t)?),
                     ThreadFile::Answer => Arc::from(Vec::new()),
                     ThreadFile::Workflow | ThreadFile::Origin | ThreadFile::Parent => {
                         return Err(FsError::Invalid("a symbolic link"));
@@ -376,6 +388,10 @@ impl Tree {
                         file(len, 0o444, head_time, live(&t, Caching::Volatile))
                     }
                     ThreadFile::Answer => file(0, 0o644, started, live(&t, Caching::Volatile)),
+                    ThreadFile::Cost => {
+                        let len = self.cost_text(id, &t)?.len() as u64;
+                        file(len, 0o444, head_time, live(&t, Caching::Volatile))
+                    }
                     ThreadFile::Prompt => file(
                         chain.start.prompt.len() as u64,
                         0o444,

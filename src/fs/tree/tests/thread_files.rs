@@ -129,12 +129,17 @@ fn a_thread_reads_like_the_cli_renders_it() {
             "transcript.md",
             "question",
             "answer",
+            "cost",
             "steps",
             "forks"
         ]
     );
     // `wait` is not listed (walking never blocks) but is there by name.
     assert!(fx.cat(&format!("{t}/wait")).starts_with('{'));
+    // What it spent: these steps recorded no tokens.
+    let cost = fx.cat(&format!("{t}/cost"));
+    assert!(cost.starts_with("spent: 0 tokens"), "{cost}");
+    assert!(cost.ends_with("budget: none\n"), "{cost}");
     assert_eq!(
         fx.names(&format!("{t}/steps")),
         ["001-planner", "002-reviewer", "003-planner", "latest"]

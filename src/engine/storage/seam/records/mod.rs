@@ -47,6 +47,10 @@ pub struct ThreadContext {
     /// Set by `thread pause`: no step starts until `thread resume`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub paused: bool,
+    /// The thread's own budget (`thread start --max-cost`, `thread budget`), over the one
+    /// `config.yaml` gives its workflow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<crate::engine::config::budget::Budget>,
 }
 
 impl ThreadContext {

@@ -1,0 +1,298 @@
+//! Tokens, cost and budgets through the real binary (`docs/LLM.md#tokens-cost-and-budgets`),
+//! on the directory store and on PostgreSQL: the `llm` and `react` agents against a scripted
+//! server with known `usage`, the totals of `thread show`, `thread list --json`, `uwf status`
+//! and `thread budget`, prices from `config.yaml`, and a budget that stops a thread until it
+//! is raised.
+
+mod common;
+mod mock_llm;
+mod pg_server;
+
+use common::json;
+use common::machine::Machine;
+use common::serve::Server;
+use mock_llm::{Mock, Reply};
+use serde_json::{Value, json};
+
+const KEY_ENV: &str = "UWF_TEST_TOKENS_KEY";
+
+const WORKFLOW: &str = r#"
+name: trio
+description: Three roles one after another.
+roles:
+  first: &role
+    description: Writes a note.
+    goal: You write notes.
+    procedure: Write one.
+    output: A note.
+    meta:
+      type: object
+      properties:
+        notes: { type: string, description: The note. }
+      required: [notes]
+      additionalProperties: false
+  second: *role
+  third: *role
+conditions: {}
+graph:
+  $START:
+    - role: first
+      condition: null
+  first:
+    - role: second
+      condition: null
+  second:
+    - role: third
+      condition: null
+  third:
+    - role: $END
+      condition: null
+"#;
+
+const NOTE: &str = "---\nnotes: done\n---\n";
+
+/// A completion of `NOTE` whose usage is `prompt` tokens in (`cached` of them from the cache)
+/// and `completion` out.
+fn answer(prompt: u64, completion: u64, cached: u64) -> Reply {
+    with_usage(mock_llm::content(NOTE), prompt, completion, cached)
+}
+
+fn with_usage(reply: Reply, prompt: u64, completion: u64, cached: u64) -> Reply {
+    let Reply::Http { status, body, .. } = reply else {
+        panic!("a JSON reply")
+    };
+    let mut body: Value = serde_json::from_str(&body).unwrap();
+    body["usage"] = json!({"prompt_tokens": prompt, "completion_tokens": completion,
+        "total_tokens": prompt + completion, "prompt_tokens_details": {"cached_tokens": cached}});
+    Reply::json(status, body)
+}
+
+/// A machine (on `url`'s PostgreSQL when given) with the `trio` workflow and a config pointing
+/// at `mock`, `extra` appended to it.
+fn machine(url: Option<&str>, mock: &Mock, extra: &str) -> Machine {
+    let m = Machine::new(url, None);
+    let file = m.dir.path().join("trio.yaml");
+    std::fs::write(&file, WORKFLOW).unwrap();
+    m.ok(&["workflow", "put", file.to_str().unwrap()]);
+    std::fs::write(
+        m.root().join("config.yaml"),
+        format!(
+            "providers:\n  mock: {{ baseUrl: '{}', apiKeyEnv: {KEY_ENV}, timeout: 5, retries: 0 }}\n\
+             models:\n  fast: {{ provider: mock, name: mock-fast-1 }}\n\
+             defaultModel: fast\ndefaultAgent: llm\n{extra}",
+            mock.base_url
+        ),
+    )
+    .unwrap();
+    std::fs::write(m.root().join(".env"), format!("{KEY_ENV}=sk-test\n")).unwrap();
+    common::chmod_600(&m.root().join(".env"));
+    m
+}
+
+fn start(m: &Machine, extra: &[&str]) -> String {
+    let mut args = vec!["thread", "start", "trio", "-p", "Write three notes"];
+    args.extend(extra);
+    json(&m.ok(&args))["thread"].as_str().unwrap().to_owned()
+}
+
+/// The `cost` of a thread in `thread list --json`.
+fn listed_cost(m: &Machine, id: &str) -> Value {
+    m.ok(&["thread", "list", "--all", "--json"])
+        .lines()
+        .map(json)
+        .find(|row| row["thread"] == id)
+        .unwrap_or_else(|| panic!("{id} listed"))["cost"]
+        .clone()
+}
+
+const PRICES: &str = "prices:\n  mock-fast-1: { input: 1, output: 2, cached: 0.5 }\n";
+
+fn totals_equal_the_sum_of_what_the_server_reported(url: Option<&str>) {
+    let mock = Mock::start(vec![
+        answer(100, 10, 0),
+        answer(200, 20, 50),
+        answer(300, 30, 0),
+    ]);
+    let m = machine(url, &mock, PRICES);
+    let id = start(&m, &[]);
+    m.ok(&["thread", "run", &id]);
+    assert_eq!(mock.requests().len(), 3);
+    let show = json(&m.ok(&["thread", "show", &id, "--json"]));
+    let cost = &show["cost"];
+    assert_eq!(
+        (
+            &cost["input"],
+            &cost["output"],
+            &cost["cached"],
+            &cost["tokens"],
+            &cost["steps"]
+        ),
+        (&json!(600), &json!(60), &json!(50), &json!(660), &json!(3)),
+        "{show}"
+    );
+    // (550 fresh × $1 + 50 cached × $0.50 + 60 out × $2) per million.
+    let usd = cost["costUsd"].as_f64().unwrap();
+    assert!((usd - 0.000_695).abs() < 1e-12, "{usd}");
+    assert_eq!(show["budget"], Value::Null);
+    assert_eq!(&listed_cost(&m, &id), cost);
+    // Each step's detail keeps its own tokens in the shared shape.
+    let steps: Vec<Value> = m
+        .ok(&["thread", "steps", &id, "--json"])
+        .lines()
+        .map(json)
+        .collect();
+    let node = json(&m.ok(&[
+        "cas",
+        "get",
+        steps[1]["hash"].as_str().unwrap(),
+        "--payload",
+    ]));
+    let detail = json(&m.ok(&["cas", "get", node["detail"].as_str().unwrap(), "--payload"]));
+    assert_eq!(
+        detail["tokens"],
+        json!({"input": 200, "output": 20, "cached": 50, "model": "mock-fast-1"})
+    );
+    let budget = json(&m.ok(&["thread", "budget", &id]));
+    assert_eq!((&budget["budget"], &budget["cost"]), (&Value::Null, cost));
+    // The dashboard: the thread's totals and each step's tokens.
+    let server = Server::start_with(m.uwf(), "127.0.0.1:0", &[]);
+    let (status, thread) = server.get_json(&format!("/api/threads/{id}"));
+    assert_eq!((status, &thread["cost"]), (200, cost), "{thread}");
+    let (_, steps) = server.get_json(&format!("/api/threads/{id}/steps"));
+    assert_eq!(steps["steps"][2]["tokens"]["input"], 300, "{steps}");
+}
+
+#[test]
+fn totals_equal_the_sum_over_files() {
+    totals_equal_the_sum_of_what_the_server_reported(None);
+}
+
+#[test]
+fn totals_equal_the_sum_over_postgres() {
+    let name = "tokens_totals_equal_the_sum_over_postgres";
+    let Some(server) = pg_server::shared(name) else {
+        return;
+    };
+    let url = server.fresh_db(name);
+    totals_equal_the_sum_of_what_the_server_reported(Some(&url));
+}
+
+#[test]
+fn react_rounds_add_up_and_a_cost_without_a_price_is_unknown() {
+    let mock = Mock::start(vec![
+        with_usage(mock_llm::content("thinking"), 40, 4, 10),
+        with_usage(mock_llm::call("resolve", json!({"notes": "n"})), 60, 6, 0),
+    ]);
+    let m = machine(None, &mock, "");
+    let id = start(&m, &[]);
+    m.ok(&["thread", "step", &id, "--agent", "react"]);
+    let show = json(&m.ok(&["thread", "show", &id, "--json"]));
+    let cost = &show["cost"];
+    assert_eq!(
+        (
+            &cost["input"],
+            &cost["output"],
+            &cost["cached"],
+            &cost["steps"]
+        ),
+        (&json!(100), &json!(10), &json!(10), &json!(1)),
+        "{show}"
+    );
+    // No price for the model and none reported: unknown, never 0.
+    assert_eq!(cost["costUsd"], Value::Null, "{show}");
+    assert_eq!(&listed_cost(&m, &id), cost);
+}
+
+fn a_budget_stops_the_thread_until_it_is_raised(url: Option<&str>) {
+    let mock = Mock::start(vec![
+        answer(100, 10, 0),
+        answer(100, 10, 0),
+        answer(100, 10, 0),
+    ]);
+    let m = machine(url, &mock, "");
+    let id = start(&m, &["--max-tokens", "100", "--by", "alice"]);
+    // The first step spends 110 tokens, reaching 100: the second does not run.
+    let out = m.run(&["thread", "run", &id]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{err}");
+    assert!(err.contains("budget reached: 110 of 100 tokens"), "{err}");
+    assert!(
+        err.contains(&format!("uwf thread budget {id} --max-tokens")),
+        "{err}"
+    );
+    assert_eq!(mock.requests().len(), 1);
+    let show = json(&m.ok(&["thread", "show", &id, "--json"]));
+    assert!(
+        show["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("budget reached"),
+        "{show}"
+    );
+    assert_eq!(show["budget"], json!({"maxTokens": 100}));
+    let status = json(&m.ok(&["status", "--json"]));
+    let failed = &status["failed"]["threads"][0];
+    assert_eq!(failed["thread"], id.as_str(), "{status}");
+    assert_eq!(failed["cost"]["tokens"], 110, "{status}");
+    assert!(
+        failed["command"]
+            .as_str()
+            .unwrap()
+            .contains("uwf thread budget"),
+        "{status}"
+    );
+    let err = m.fails(&["thread", "step", &id]);
+    assert!(err.contains("budget reached"), "{err}");
+    assert_eq!(mock.requests().len(), 1);
+    // A raise, and it goes on to its end.
+    let raised = json(&m.ok(&["thread", "budget", &id, "--max-tokens", "1000", "--json"]));
+    assert_eq!(raised["budget"], json!({"maxTokens": 1000}));
+    m.ok(&["thread", "run", &id]);
+    let show = json(&m.ok(&["thread", "show", &id, "--json"]));
+    assert_eq!(show["status"], "done", "{show}");
+    assert_eq!(show["cost"]["tokens"], 330, "{show}");
+    let log = m.ok(&["thread", "log", &id]);
+    assert!(log.contains("budget by"), "{log}");
+}
+
+#[test]
+fn a_budget_stops_the_thread_over_files() {
+    a_budget_stops_the_thread_until_it_is_raised(None);
+}
+
+#[test]
+fn a_budget_stops_the_thread_over_postgres() {
+    let name = "tokens_a_budget_stops_the_thread_over_postgres";
+    let Some(server) = pg_server::shared(name) else {
+        return;
+    };
+    let url = server.fresh_db(name);
+    a_budget_stops_the_thread_until_it_is_raised(Some(&url));
+}
+
+#[test]
+fn a_cost_budget_from_config_counts_priced_steps() {
+    let mock = Mock::start(vec![
+        answer(100, 10, 0),
+        answer(100, 10, 0),
+        answer(100, 10, 0),
+    ]);
+    // Each step: (100 × $100 + 10 × $200) per million = $0.012.
+    let extra = "prices:\n  mock-fast-1: { input: 100, output: 200 }\n\
+                 budgets:\n  default: { maxCost: 5 }\n  trio: { maxCost: 0.02 }\n";
+    let m = machine(None, &mock, extra);
+    let id = start(&m, &[]);
+    let out = m.run(&["thread", "run", &id]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{err}");
+    // Two steps ran (0 < 0.02, then 0.012 < 0.02); the third would start at $0.024.
+    assert!(err.contains("budget reached: $0.0240 of $0.0200"), "{err}");
+    assert_eq!(mock.requests().len(), 2);
+    m.ok(&["thread", "budget", &id, "--max-cost", "1"]);
+    m.ok(&["thread", "run", &id]);
+    let cost = json(&m.ok(&["thread", "show", &id, "--json"]))["cost"].clone();
+    assert!(
+        (cost["costUsd"].as_f64().unwrap() - 0.036).abs() < 1e-9,
+        "{cost}"
+    );
+}
