@@ -116,6 +116,7 @@ def main():
         default=os.path.join(HERE, "questions.yaml"),
         help="the questions (questions.yaml, the set the ranking was tuned on; questions-heldout.yaml, never tuned on)",
     )
+    ap.add_argument("--misses", action="store_true", help="print each question whose right file is not first, words only")
     args = ap.parse_args()
     binary = os.path.abspath(args.uwf)
     spec = yaml.safe_load(open(args.questions))
@@ -149,6 +150,12 @@ def main():
         for q in r["questions"]:
             words = [(h["file"], h["startLine"], h["endLine"]) for h in hits(binary, words_root, repo, q["q"], 10)]
             per["uwf words"].append((q, score(words, q)))
+            if args.misses and not per["uwf words"][-1][1][0]:
+                top = []
+                for f, s_, e in words:
+                    if f not in top:
+                        top.append(f)
+                print(f"  miss [{q['kind']}] {q['q']!r}: want {q['file']}, got {top[:4]}", file=sys.stderr)
             per["bm25s"].append((q, score(rank_bm25s(q["q"]), q)))
             if args.port:
                 pool = hits(binary, fused_root, repo, q["q"], 200)
