@@ -282,16 +282,18 @@ impl Index {
         })
     }
 
-    /// Every chunk in scope (one repository, or all) as its id, term weights, file path and
-    /// defined names, to `each`.
+    /// Every chunk in scope (one repository, or all) as its id, term weights, file path,
+    /// defined names and title, to `each`.
     pub fn scan_terms(
         &self,
         repo: Option<i64>,
-        mut each: impl FnMut(u32, &[u8], &str, &str),
+        mut each: impl FnMut(u32, &[u8], &str, &str, Option<&str>),
     ) -> Result<(), KnowledgeError> {
         let mut stmt = self
             .conn
-            .prepare("select id, terms, path, symbols from chunks where ?1 is null or repo = ?1")
+            .prepare(
+                "select id, terms, path, symbols, title from chunks where ?1 is null or repo = ?1",
+            )
             .map_err(self.err())?;
         let mut rows = stmt.query([repo]).map_err(self.err())?;
         while let Some(row) = rows.next().map_err(self.err())? {
@@ -307,7 +309,8 @@ impl Index {
                 .map_err(self.err())?
                 .as_blob()
                 .unwrap_or_default();
-            each(id, terms, text(2), text(3));
+            let title = row.get_ref(4).ok().and_then(|v| v.as_str().ok());
+            each(id, terms, text(2), text(3), title);
         }
         Ok(())
     }

@@ -35,31 +35,7 @@ fn joins(c: char) -> bool {
 fn with_identifier_parts(text: &str) -> String {
     let mut extra = String::new();
     for word in text.split(|c: char| !(c.is_alphanumeric() || joins(c))) {
-        let word = word.trim_matches(joins);
-        let mut parts = Vec::new();
-        let mut part = String::new();
-        let mut previous_lower = false;
-        let mut previous_upper = false;
-        let chars: Vec<char> = word.chars().collect();
-        for (i, &c) in chars.iter().enumerate() {
-            // `parseConfig` → parse|Config; `HTTPServer` → HTTP|Server (an acronym ends
-            // before the capital that starts a lowercase word).
-            let acronym_end = c.is_uppercase()
-                && previous_upper
-                && chars.get(i + 1).is_some_and(|n| n.is_lowercase());
-            let boundary = joins(c) || (c.is_uppercase() && previous_lower) || acronym_end;
-            if boundary && !part.is_empty() {
-                parts.push(std::mem::take(&mut part));
-            }
-            if c.is_alphanumeric() {
-                part.push(c);
-            }
-            previous_lower = c.is_lowercase() || c.is_ascii_digit();
-            previous_upper = c.is_uppercase();
-        }
-        if !part.is_empty() {
-            parts.push(part);
-        }
+        let parts = identifier_parts(word);
         if parts.len() > 1 {
             extra.push(' ');
             extra.push_str(&parts.join(" "));
@@ -70,6 +46,47 @@ fn with_identifier_parts(text: &str) -> String {
     } else {
         format!("{text}\n{extra}")
     }
+}
+
+/// The parts of one compound name (see [`joins`], and `camelCase`): `parseConfig` → parse,
+/// Config; `HTTPServer` → HTTP, Server (an acronym ends before the capital that starts a
+/// lowercase word); a plain word is its one part.
+pub fn identifier_parts(word: &str) -> Vec<String> {
+    let word = word.trim_matches(joins);
+    let mut parts = Vec::new();
+    let mut part = String::new();
+    let mut previous_lower = false;
+    let mut previous_upper = false;
+    let chars: Vec<char> = word.chars().collect();
+    for (i, &c) in chars.iter().enumerate() {
+        let acronym_end = c.is_uppercase()
+            && previous_upper
+            && chars.get(i + 1).is_some_and(|n| n.is_lowercase());
+        let boundary = !c.is_alphanumeric() || (c.is_uppercase() && previous_lower) || acronym_end;
+        if boundary && !part.is_empty() {
+            parts.push(std::mem::take(&mut part));
+        }
+        if c.is_alphanumeric() {
+            part.push(c);
+        }
+        previous_lower = c.is_lowercase() || c.is_ascii_digit();
+        previous_upper = c.is_uppercase();
+    }
+    if !part.is_empty() {
+        parts.push(part);
+    }
+    parts
+}
+
+/// A name folded for comparing names: its parts ([`identifier_parts`]) lowercased and
+/// English-stemmed, run together. `load_dotenv`, `LoadDotenv` and `load-dotenv` are all
+/// `loaddotenv`; `fish_completions` and `fish completion` are both `fishcomplet`.
+pub fn fold_name(name: &str) -> String {
+    let stemmer = rust_stemmers::Stemmer::create(rust_stemmers::Algorithm::English);
+    identifier_parts(name)
+        .iter()
+        .map(|p| stemmer.stem(&p.to_lowercase()).into_owned())
+        .collect()
 }
 
 /// How many terms a text has (its BM25 document length).
@@ -202,6 +219,14 @@ mod tests {
                 "{want} in {tokens:?}"
             );
         }
+    }
+
+    #[test]
+    fn names_fold_to_stemmed_parts() {
+        assert_eq!(fold_name("load_dotenv"), "loaddotenv");
+        assert_eq!(fold_name("LoadDotenv"), fold_name("load-dotenv"));
+        assert_eq!(fold_name("fish_completions"), fold_name("fish completion"));
+        assert_eq!(fold_name("HTTPServerConfig"), "httpserverconfig");
     }
 
     #[test]

@@ -17,8 +17,9 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::KnowledgeError;
+use super::chunk::is_markdown;
 use super::index::Index;
-use super::lexical::Ranking;
+use super::lexical::{Ranking, fold_name};
 use super::vectors::{self, Embeddings};
 
 /// How much the words' ranking weighs in a fused score (the meaning's weighs the rest).
@@ -217,7 +218,7 @@ pub fn query(
         .split(|c: char| !c.is_alphanumeric())
         .any(|w| w.to_lowercase().starts_with("test") || w.eq_ignore_ascii_case("spec"));
     let mut boosts: HashMap<u32, f32> = HashMap::new();
-    index.scan_terms(repo, |id, weights, path, symbols| {
+    index.scan_terms(repo, |id, weights, path, symbols, title| {
         scanned += 1;
         if filtered {
             if !parsed.admits(&globs, path, symbols) {
@@ -225,7 +226,7 @@ pub fn query(
             }
             admitted.insert(id);
         }
-        let mut boost = boost(&names, path, symbols);
+        let mut boost = boost(&names, path, symbols, title);
         if !about_tests && is_test(path) {
             boost *= TEST_FILE_FACTOR;
         }
@@ -312,27 +313,19 @@ pub fn query(
     Ok(found)
 }
 
-/// A name folded for comparison: lowercase letters and digits only (`load_dotenv`,
-/// `LoadDotenv` and `load-dotenv` are all `loaddotenv`).
-fn fold(name: &str) -> String {
-    name.chars()
-        .filter(|c| c.is_alphanumeric())
-        .flat_map(char::to_lowercase)
-        .collect()
-}
-
 /// The names a query may be saying, with the share of the query each covers: each word of
 /// three letters or more (a share of one over their number), and all its words run together
-/// (`load dotenv` → `loaddotenv`, the whole query), folded.
+/// (`load dotenv` → `loaddotenv`, the whole query), folded ([`fold_name`]: parts lowercased
+/// and stemmed, so `fish completion` names `fish_completions.go`).
 fn named(words: &str) -> Vec<(String, f32)> {
     let folded: Vec<String> = words
         .split_whitespace()
-        .map(fold)
+        .map(fold_name)
         .filter(|w| w.chars().count() >= 3)
         .collect();
     let share = 1.0 / folded.len().max(1) as f32;
     let mut names: Vec<(String, f32)> = folded.into_iter().map(|w| (w, share)).collect();
-    let joined = fold(words);
+    let joined = fold_name(words);
     if words.split_whitespace().count() > 1 && joined.chars().count() >= 3 {
         names.push((joined, 1.0));
     }
@@ -342,7 +335,11 @@ fn named(words: &str) -> Vec<(String, f32)> {
 /// How much a chunk's BM25 score is multiplied by for defining a name the query says, and
 /// for being in a file of that name: the full boost when the name is the whole query
 /// (`lexer`, `load dotenv`), a share of it when the name is one word of a longer question.
-fn boost(names: &[(String, f32)], path: &str, symbols: &str) -> f32 {
+/// A section of a Markdown page defines its own heading, as code defines its names (`route
+/// priority` → `## Route priority`); the part of a page before its first heading is headed by
+/// the page's file name (`event hooks` → `event-hooks.md`, as documentation sites title a page
+/// that has no heading).
+fn boost(names: &[(String, f32)], path: &str, symbols: &str, title: Option<&str>) -> f32 {
     let share = |name: &str| {
         names
             .iter()
@@ -350,14 +347,20 @@ fn boost(names: &[(String, f32)], path: &str, symbols: &str) -> f32 {
             .map(|(_, s)| *s)
             .fold(0f32, f32::max)
     };
+    let file = path.rsplit('/').next().unwrap_or(path);
+    let stem = file.split_once('.').map_or(file, |(stem, _)| stem);
+    let heading = is_markdown(path).then(|| match title {
+        Some(trail) => trail.rsplit(" › ").next().unwrap_or(trail),
+        None => stem,
+    });
     let defines = symbols
         .split(' ')
         .filter(|s| !s.is_empty())
-        .map(|s| share(&fold(s)))
+        .chain(heading)
+        .map(|s| share(&fold_name(s)))
         .fold(0f32, f32::max);
-    let file = path.rsplit('/').next().unwrap_or(path);
-    let stem = file.split_once('.').map_or(file, |(stem, _)| stem);
-    (1.0 + (DEFINES_BOOST - 1.0) * defines) * (1.0 + (FILE_NAME_BOOST - 1.0) * share(&fold(stem)))
+    (1.0 + (DEFINES_BOOST - 1.0) * defines)
+        * (1.0 + (FILE_NAME_BOOST - 1.0) * share(&fold_name(stem)))
 }
 
 /// Whether a file is a test by its path: in a `test`, `tests`, `spec` or `__tests__` folder, or
@@ -549,21 +552,62 @@ mod tests {
             ]
         );
         assert_eq!(
-            boost(&names, "src/main.py", "load_dotenv find"),
+            boost(&names, "src/main.py", "load_dotenv find", None),
             DEFINES_BOOST
         );
-        assert_eq!(boost(&names, "tests/test_load.py", "test_load_dotenv"), 1.0);
+        assert_eq!(
+            boost(&names, "tests/test_load.py", "test_load_dotenv", None),
+            1.0
+        );
         let lexer = named("lexer");
         assert_eq!(
-            boost(&lexer, "src/lexer.rs", "Lexer"),
+            boost(&lexer, "src/lexer.rs", "Lexer", None),
             DEFINES_BOOST * FILE_NAME_BOOST
         );
-        assert_eq!(boost(&lexer, "src/lexer.rs", ""), FILE_NAME_BOOST);
+        assert_eq!(boost(&lexer, "src/lexer.rs", "", None), FILE_NAME_BOOST);
         // One word of a longer question weighs its share only.
         let question = named("how does a worker renew its lease");
-        let renew = boost(&question, "src/pg/leases.rs", "renew");
+        let renew = boost(&question, "src/pg/leases.rs", "renew", None);
         assert!(renew > 1.0 && renew < 1.2, "{renew}");
-        assert_eq!(boost(&named("a"), "src/a.rs", "a"), 1.0);
+        assert_eq!(boost(&named("a"), "src/a.rs", "a", None), 1.0);
+    }
+
+    #[test]
+    fn names_match_across_plural_and_case() {
+        // `fish completion` names fish_completions.go (the plural and the underscore aside).
+        let names = named("shell completion");
+        assert_eq!(
+            boost(&names, "shell_completions.go", "", None),
+            FILE_NAME_BOOST
+        );
+        assert_eq!(
+            boost(&named("retry policies"), "src/a.py", "RetryPolicy", None),
+            DEFINES_BOOST
+        );
+    }
+
+    #[test]
+    fn a_markdown_section_defines_its_heading() {
+        let names = named("retry policy");
+        assert_eq!(
+            boost(&names, "docs/guide.md", "", Some("Guide › Retry policy")),
+            DEFINES_BOOST
+        );
+        // Only its own heading: not one above it.
+        assert_eq!(
+            boost(&names, "docs/guide.md", "", Some("Retry policy › Backoff")),
+            1.0
+        );
+        // Before its first heading a page is headed by its file name.
+        assert_eq!(
+            boost(&names, "docs/retry-policy.md", "", None),
+            DEFINES_BOOST * FILE_NAME_BOOST
+        );
+        // A code chunk's title is its definitions' trail, which `symbols` already holds.
+        assert_eq!(
+            boost(&names, "src/a.py", "", Some("class Retry › def policy")),
+            1.0
+        );
     }
 
     #[test]
