@@ -9,7 +9,7 @@
 //! - `<!-- run by tests/readme_tour.rs -->`: that test runs the block (it needs FUSE,
 //!   PostgreSQL, or looks at what the block prints).
 //!
-//! A run is one fresh `bash -x` from the clone (where `examples/` is), with `uwf` from this
+//! A run is one fresh `bash -x` in a temp folder holding the clone's `examples/`, with `uwf` from this
 //! build first on PATH and an empty HOME, TMPDIR and storage root. A line that exits non-zero
 //! fails the test, unless its own comment says it "exits N" with that N (the docs say so where
 //! an exit code is the point, as `thread run`'s 4 for a thread waiting for a person).
@@ -134,6 +134,11 @@ const GUARD: &str = r#"trap 'rc=$?; l=$(sed -n "${LINENO}p" "$0"); case "$l" in 
 fn run(block: &Block, before: &str) -> std::process::Output {
     let home = tempfile::tempdir().expect("temp dir");
     let store = home.path().join("store");
+    // The blocks run from a folder of their own that has the clone's examples: what they
+    // write (a worker's log, a thread's files) stays out of the clone.
+    let work = home.path().join("work");
+    std::fs::create_dir(&work).expect("work dir");
+    std::os::unix::fs::symlink(repo().join("examples"), work.join("examples")).expect("examples");
     let script = home.path().join("block.sh");
     std::fs::write(&script, format!("{GUARD}{before}{}exit 0\n", block.text))
         .expect("write script");
@@ -148,7 +153,7 @@ fn run(block: &Block, before: &str) -> std::process::Output {
     Command::new("bash")
         .args(["--noprofile", "--norc", "-x"])
         .arg(&script)
-        .current_dir(repo())
+        .current_dir(&work)
         .env_clear()
         .env("PATH", path)
         .env("HOME", home.path())

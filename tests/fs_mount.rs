@@ -899,7 +899,7 @@ fn a_finished_thread_browses_with_ls_cat_find_and_diff_like_the_cli() {
     assert_eq!(m.ok("ls threads"), format!("{id}\n"));
     assert_eq!(
         m.ok(&format!("ls {t}")),
-        "answer\nerror\nevents\nforks\nhead\nkill\nlog\nprompt\nquestion\nrun\nstatus\nstep\nsteps\ntranscript.md\nworkflow\n"
+        "answer\ncost\nerror\nevents\nforks\nhead\nkill\nlog\nprompt\nquestion\nrun\nstatus\nstep\nsteps\ntranscript.md\nworkflow\n"
     );
     assert_eq!(
         m.ok(&format!("ls {t}/steps")),
@@ -967,11 +967,11 @@ fn a_finished_thread_browses_with_ls_cat_find_and_diff_like_the_cli() {
         "{diff}"
     );
     assert_eq!(m.ok(&format!("cat {t}/steps/001-planner/diff")), "");
-    // find sees every file: 12 in the thread (the workflow link is no file, `wait` is not
+    // find sees every file: 13 in the thread (the workflow link is no file, `wait` is not
     // listed), 9 per step (no `child` link: no sub-workflow played these).
     assert_eq!(
         m.ok(&format!("find {t} -type f | wc -l")).trim(),
-        (12 + 4 * 9).to_string()
+        (13 + 4 * 9).to_string()
     );
     assert_eq!(m.ok(&format!("find {t} -type l | wc -l")).trim(), "2");
     // ls -lt sorts steps by their nodes' time.

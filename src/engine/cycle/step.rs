@@ -419,7 +419,13 @@ fn step_locked(
         });
     }
     // The budget is checked against what the published steps spent, before the agent runs.
-    if let Some(reached) = cost::check(store, id, head, &view.workflow.name, &config.config)? {
+    if let Some(reached) = cost::check(
+        store,
+        (id, context.budget),
+        head,
+        &view.workflow.name,
+        &config.config,
+    )? {
         return Err(StepError::Budget(reached));
     }
     let role = next;

@@ -228,11 +228,14 @@ impl Spent {
         json
     }
 
-    /// One line: `1,234 tokens (1,000 in, 234 out, 0 cached) · $0.0123`.
+    /// One line: `1,234 tokens (1,000 in, 234 out, 0 cached) · $0.0123`; `none reported` when
+    /// no step's agent reported tokens (the offline agents, a person).
     pub fn line(&self) -> String {
+        if self.steps == 0 {
+            return "none reported".to_owned();
+        }
         let cost = match self.cost() {
             Some(cost) => dollars(cost),
-            None if self.steps == 0 => "$0".to_owned(),
             None if self.steps > self.unknown => {
                 format!("cost unknown (at least {})", dollars(self.cost_usd))
             }
@@ -356,14 +359,15 @@ pub fn reached(spent: &Spent, budget: &Budget) -> bool {
 }
 
 /// Checks thread `id` at `head` against its budget before a step: `Some` when it has reached it.
+/// `own` is the thread's own budget, as its context (which the step has read already) holds it.
 pub fn check(
     store: &Store,
-    id: &str,
+    (id, own): (&str, Option<Budget>),
     head: Hash,
     workflow: &str,
     config: &Config,
 ) -> Result<Option<Reached>, CostError> {
-    let budget = budget_of(store.root(), id, workflow, config)?;
+    let budget = budget::configured(&config.budgets, workflow).overlaid(own.unwrap_or_default());
     if budget.is_empty() {
         return Ok(None);
     }
