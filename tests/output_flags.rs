@@ -345,10 +345,29 @@ fn every_command_prints_json_lines_with_json() {
             "uwf {name} --json printed nothing"
         );
         for line in out.lines() {
+            let value = serde_json::from_str::<serde_json::Value>(line);
             assert!(
-                serde_json::from_str::<serde_json::Value>(line).is_ok(),
+                value.is_ok(),
                 "uwf {name} --json: not a JSON line: {line:?}\n{out}"
             );
+            // One naming scheme (docs/cli.md#lists-colour-and-the-pager): camelCase fields,
+            // times as `at`/`…At`; only `uwf cas` shows a node's stored `timestamp`.
+            let value = value.unwrap();
+            for key in value
+                .as_object()
+                .map(|o| o.keys().collect())
+                .unwrap_or_else(Vec::new)
+            {
+                assert!(
+                    key.chars().next().is_some_and(|c| c.is_ascii_lowercase())
+                        && key.chars().all(|c| c.is_ascii_alphanumeric()),
+                    "uwf {name} --json: field `{key}` is not camelCase: {line}"
+                );
+                assert!(
+                    key != "timestamp" || case.words[0] == "cas",
+                    "uwf {name} --json: a time is `at` or `…At`, not `timestamp`: {line}"
+                );
+            }
         }
     }
 }

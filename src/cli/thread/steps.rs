@@ -30,7 +30,7 @@ pub(super) fn steps(store: &Store, view: &ThreadView, out: &mut Out) -> CliResul
                     "hash": s.hash.to_string(),
                     "role": s.role,
                     "agent": s.agent,
-                    "timestamp": s.timestamp,
+                    "at": s.timestamp,
                     "summary": s.failure_line().unwrap_or_else(|| summarize(&output)),
                     "output": output,
                 });
