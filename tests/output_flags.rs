@@ -353,11 +353,11 @@ fn every_command_prints_json_lines_with_json() {
             // One naming scheme (docs/cli.md#lists-colour-and-the-pager): camelCase fields,
             // times as `at`/`…At`; only `uwf cas` shows a node's stored `timestamp`.
             let value = value.unwrap();
-            for key in value
+            let keys: Vec<&String> = value
                 .as_object()
                 .map(|o| o.keys().collect())
-                .unwrap_or_else(Vec::new)
-            {
+                .unwrap_or_default();
+            for key in keys {
                 assert!(
                     key.chars().next().is_some_and(|c| c.is_ascii_lowercase())
                         && key.chars().all(|c| c.is_ascii_alphanumeric()),
