@@ -14,17 +14,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::browser::Browser;
+use common::browser::{Browser, one_at_a_time};
 use common::serve::{Server, store};
 use serde_json::{Value, json};
-
-/// One browser at a time: two at once on a small machine make each other's timings
-/// meaningless.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// Waits until the page's script has drawn `path` (it marks the body when done).
 fn drawn(browser: &Browser, path: &str) {

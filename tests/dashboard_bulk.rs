@@ -11,23 +11,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::browser::Browser;
+use common::browser::{Browser, drawn, one_at_a_time};
 use common::serve::{Server, store};
 use serde_json::json;
-
-/// One browser at a time: several at once on a small machine slow each other past timeouts.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn drawn(browser: &Browser, path: &str) {
-    let ok = browser.wait_until(Duration::from_secs(10), || {
-        browser.execute("return document.body.dataset.ready || ''", vec![]) == json!(path)
-    });
-    assert!(ok, "the page {path} was not drawn");
-}
 
 fn show(env: &common::Env, id: &str) -> serde_json::Value {
     common::json(&env.ok(&["thread", "show", id, "--json"]))

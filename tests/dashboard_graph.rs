@@ -14,16 +14,9 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::browser::Browser;
+use common::browser::{Browser, drawn, one_at_a_time};
 use common::serve::Server;
 use serde_json::{Value, json};
-
-/// One browser at a time: several at once on a small machine slow each other past timeouts.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 const EXAMPLES: [&str; 5] = [
     "analyze-topic",
@@ -60,13 +53,6 @@ fn edges_of(name: &str) -> Vec<(String, String, Option<String>)> {
         }
     }
     edges
-}
-
-fn drawn(browser: &Browser, path: &str) {
-    let ok = browser.wait_until(Duration::from_secs(10), || {
-        browser.execute("return document.body.dataset.ready || ''", vec![]) == json!(path)
-    });
-    assert!(ok, "the page {path} was not drawn");
 }
 
 /// What the drawn graph looks like, measured in the page: nodes' boxes, and for each edge its

@@ -237,6 +237,16 @@ pub fn run(cmd: AgentCommand, root: &Path, out: &mut Out) -> CliResult<()> {
     let store = crate::engine::storage::open_store(root)?;
     let thread_id = |t: &str| crate::engine::cycle::lifecycle::resolve_id(root, t);
     let config = || config::load(root).map(|l| l.config);
+    // Claude Code or Codex playing `role` of thread `id`.
+    let run_program = |which, program: ProgramArgs, id: &str, role: &str| -> CliResult<_> {
+        Ok(programs::run(
+            &store,
+            &config()?,
+            which,
+            &program.options(),
+            (id, role),
+        )?)
+    };
     match cmd {
         AgentCommand::Prompt {
             thread,
@@ -327,14 +337,7 @@ pub fn run(cmd: AgentCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             role,
         } => {
             let id = thread_id(&thread)?;
-            let options = program.options();
-            let hash = programs::run(
-                &store,
-                &config()?,
-                programs::Program::Claude,
-                &options,
-                (&id, &role),
-            )?;
+            let hash = run_program(programs::Program::Claude, program, &id, &role)?;
             wrote(out, &id, &role, hash)?;
             note_unpublished(root, &id, hash);
         }
@@ -344,14 +347,7 @@ pub fn run(cmd: AgentCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             role,
         } => {
             let id = thread_id(&thread)?;
-            let options = program.options();
-            let hash = programs::run(
-                &store,
-                &config()?,
-                programs::Program::Codex,
-                &options,
-                (&id, &role),
-            )?;
+            let hash = run_program(programs::Program::Codex, program, &id, &role)?;
             wrote(out, &id, &role, hash)?;
             note_unpublished(root, &id, hash);
         }

@@ -52,32 +52,9 @@ pub(super) fn filled(text: Option<String>) -> Option<String> {
     text.map(|t| t.trim().to_owned()).filter(|t| !t.is_empty())
 }
 
-/// `since` as ms since the epoch: a date (`2026-11-27`, midnight UTC), a time
-/// (`2026-11-27T09:00:00Z`), or a duration ago (`2h`, `7days`).
+/// `since` as ms since the epoch ([`listing::since_ms`]); a bad one is a 422.
 pub(super) fn since_ms(text: &str) -> Result<u64, ApiError> {
-    let now = std::time::SystemTime::now();
-    let at = match humantime::parse_duration(text) {
-        Ok(ago) => now.checked_sub(ago).unwrap_or(std::time::UNIX_EPOCH),
-        Err(_) => {
-            let time = if text.len() == 10 {
-                format!("{text}T00:00:00Z")
-            } else {
-                text.to_owned()
-            };
-            humantime::parse_rfc3339_weak(&time).map_err(|_| {
-                ApiError::new(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    format!(
-                        "`{text}` is neither a date (2026-11-27), a time (2026-11-27T09:00:00Z) nor a duration (2h)"
-                    ),
-                )
-            })?
-        }
-    };
-    Ok(at
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0))
+    listing::since_ms(text).map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e))
 }
 
 /// The start prompt of the thread at `head`, cut to `max` characters.

@@ -646,3 +646,20 @@ fn request(
         _ => Err(format!("{url}: HTTP {status}: {text}")),
     }
 }
+
+/// One browser at a time in a test binary: several at once on a small machine slow each other
+/// past their timeouts.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Holds the browser turn of this test binary until dropped.
+pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Waits until the dashboard's script has drawn `path` (it marks the body when done).
+pub fn drawn(browser: &Browser, path: &str) {
+    let ok = browser.wait_until(Duration::from_secs(10), || {
+        browser.execute("return document.body.dataset.ready || ''", vec![]) == json!(path)
+    });
+    assert!(ok, "the page {path} was not drawn");
+}

@@ -98,21 +98,9 @@ pub(super) fn list(
     Ok(())
 }
 
-/// `--since`: a duration ago (`2h`) or a time (RFC 3339), as ms since the epoch.
+/// `--since`: a duration ago (`2h`), a date or a time (RFC 3339), as ms since the epoch.
 pub(super) fn parse_since(text: &str) -> Result<u64, String> {
-    let now = std::time::SystemTime::now();
-    let at = match humantime::parse_duration(text) {
-        Ok(ago) => now.checked_sub(ago).unwrap_or(std::time::UNIX_EPOCH),
-        Err(_) => humantime::parse_rfc3339_weak(text).map_err(|_| {
-            format!(
-                "`{text}` is neither a duration (30m, 2h, 7days) nor a time (2026-11-27T09:00:00Z)"
-            )
-        })?,
-    };
-    Ok(at
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0))
+    crate::engine::thread::listing::since_ms(text)
 }
 
 /// One row of `thread list --tree`: a line for a person, the id with `-q`, else the thread as

@@ -51,6 +51,32 @@ pub struct Query {
     pub text: Option<String>,
 }
 
+/// A "since" as ms since the epoch: a duration ago (`2h`, `7days`), a date (`2026-11-27`,
+/// midnight UTC) or a time (`2026-11-27T09:00:00Z`). `thread list --since` and the dashboard's
+/// date filter read it alike.
+pub fn since_ms(text: &str) -> Result<u64, String> {
+    let now = std::time::SystemTime::now();
+    let at = match humantime::parse_duration(text) {
+        Ok(ago) => now.checked_sub(ago).unwrap_or(std::time::UNIX_EPOCH),
+        Err(_) => {
+            let time = if text.len() == 10 {
+                format!("{text}T00:00:00Z")
+            } else {
+                text.to_owned()
+            };
+            humantime::parse_rfc3339_weak(&time).map_err(|_| {
+                format!(
+                    "`{text}` is neither a duration (30m, 2h, 7days), a date (2026-11-27) nor a time (2026-11-27T09:00:00Z)"
+                )
+            })?
+        }
+    };
+    Ok(at
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0))
+}
+
 /// The statuses a thread can be listed in.
 pub const STATUSES: [&str; 7] = [
     "active", "running", "awaiting", "failed", "done", "killed", "rebased",

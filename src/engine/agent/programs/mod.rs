@@ -169,33 +169,9 @@ fn stderr_note(tail: &str) -> String {
     )
 }
 
-/// Token counts of one step, as the detail node's `tokens` field holds them: `input` counts
-/// every prompt token, cached ones included.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Tokens {
-    pub input: u64,
-    pub output: u64,
-    pub cached: u64,
-    pub model: Option<String>,
-    pub cost_usd: Option<f64>,
-}
-
-impl Tokens {
-    /// `{"input", "output", "cached", "model"?, "costUsd"?}`.
-    pub fn to_json(&self) -> Value {
-        let mut map = Map::new();
-        map.insert("input".into(), self.input.into());
-        map.insert("output".into(), self.output.into());
-        map.insert("cached".into(), self.cached.into());
-        if let Some(model) = &self.model {
-            map.insert("model".into(), model.clone().into());
-        }
-        if let Some(cost) = self.cost_usd.and_then(serde_json::Number::from_f64) {
-            map.insert("costUsd".into(), Value::Number(cost));
-        }
-        Value::Object(map)
-    }
-}
+/// Token counts of one step, as the detail node's `tokens` field holds them (one type for
+/// every agent: the thread's totals and budgets add these up).
+pub use crate::engine::thread::cost::Tokens;
 
 /// What a program answered.
 #[derive(Debug, Clone, Default)]
