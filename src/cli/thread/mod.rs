@@ -113,8 +113,8 @@ uwf thread list --all --json --limit 1000 --before 01JD8X…   # the page after 
         /// Only threads in this status (done, killed and rebased look at archived threads)
         #[arg(long, value_parser = crate::engine::thread::listing::STATUSES)]
         status: Option<String>,
-        /// Only threads started since WHEN: a duration ago (30m, 2h, 7days) or a time
-        /// (2026-11-27T09:00:00Z)
+        /// Only threads started since WHEN: a duration ago (30m, 2h, 7days), a date
+        /// (2026-11-27, midnight UTC) or a time (2026-11-27T09:00:00Z)
         #[arg(long, value_name = "WHEN", value_parser = parse_since)]
         since: Option<u64>,
         /// At most N threads (a terminal shows 50 unless this is given)
