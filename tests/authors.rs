@@ -305,3 +305,148 @@ fn a_workers_steps_name_who_runs_it() {
     let show = me.show(&id);
     assert_eq!(last_action(&show), ("finished".into(), "wendy".into()));
 }
+
+/// The real git, for the wrapper that counts calls.
+fn real_git() -> std::path::PathBuf {
+    std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .map(|dir| dir.join("git"))
+        .find(|p| p.is_file())
+        .expect("git on PATH")
+}
+
+#[test]
+fn gits_user_name_is_read_from_its_files_without_a_git_process_when_they_are_plain() {
+    if !common::has(
+        "gits_user_name_is_read_from_its_files_without_a_git_process_when_they_are_plain",
+        &[common::Need::Tool("git")],
+    ) {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let machine = Machine::new(None, None);
+    let dir = machine.dir.path();
+    let review = dir.join("review.yaml");
+    std::fs::write(&review, REVIEW).unwrap();
+    machine.ok(&["workflow", "put", review.to_str().unwrap()]);
+
+    // A `git` first on PATH that notes each call, then runs the real one.
+    let bin = dir.join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let calls = dir.join("git-calls");
+    let wrapper = bin.join("git");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\necho \"$@\" >> '{}'\nexec '{}' \"$@\"\n",
+            calls.display(),
+            real_git().display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display());
+
+    let home = dir.join("home");
+    let xdg = dir.join("xdg");
+    let repo = dir.join("repo");
+    std::fs::create_dir_all(xdg.join("git")).unwrap();
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(repo.join("sub")).unwrap();
+    let init = Command::new(real_git())
+        .args(["init", "-q"])
+        .current_dir(&repo)
+        .env("HOME", &home)
+        .output()
+        .unwrap();
+    assert!(init.status.success(), "{init:?}");
+    let cwd = repo.join("sub");
+
+    // What uwf records as the starter, and what git itself says, in the same place.
+    let recorded = || {
+        let out = machine
+            .uwf()
+            .args(["thread", "start", "review", "-p", "x"])
+            .env("HOME", &home)
+            .env("XDG_CONFIG_HOME", &xdg)
+            .env("PATH", &path)
+            .env_remove("UWF_BY")
+            .env("USER", "login-name")
+            .current_dir(&cwd)
+            .output()
+            .unwrap();
+        let id = json(&success_stdout(&["thread", "start"], &out))["thread"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let show = json(&machine.ok(&["thread", "show", &id, "--json"]));
+        show["by"]
+            .as_str()
+            .unwrap_or_else(|| panic!("a starter in {show}"))
+            .to_owned()
+    };
+    let git_says = || {
+        let out = Command::new(real_git())
+            .args(["config", "--get", "user.name"])
+            .env("HOME", &home)
+            .env("XDG_CONFIG_HOME", &xdg)
+            .current_dir(&cwd)
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    };
+    let git_calls = || std::fs::read_to_string(&calls).unwrap_or_default();
+    let local = repo.join(".git").join("config");
+    let local_text = std::fs::read_to_string(&local).unwrap();
+
+    // Plain files, read by uwf alone, each agreeing with git.
+    let cases: [(&str, &str, &str, &str); 4] = [
+        (
+            "global",
+            "[user]\n\tname = \"  Ada \" Lovelace  # a comment\n",
+            "",
+            "",
+        ),
+        (
+            "xdg below global",
+            "[user] name = Global\n",
+            "[user]\nname = Xdg\n",
+            "",
+        ),
+        (
+            "xdg alone",
+            "",
+            "[User]\n\tNAME = Grace \\\"Amazing\\\" Hopper ; note\n",
+            "",
+        ),
+        (
+            "the repository's own",
+            "[user]\nname = Global\n",
+            "",
+            "[user]\n\tname = Repo Person\n",
+        ),
+    ];
+    for (case, global, xdg_text, repo_text) in cases {
+        std::fs::write(home.join(".gitconfig"), global).unwrap();
+        std::fs::write(xdg.join("git").join("config"), xdg_text).unwrap();
+        std::fs::write(&local, format!("{local_text}{repo_text}")).unwrap();
+        let _ = std::fs::remove_file(&calls);
+        let expected = git_says();
+        assert!(!expected.is_empty(), "{case}: git names someone");
+        assert_eq!(recorded(), expected, "{case}: {expected:?}");
+        assert_eq!(git_calls(), "", "{case}: no git process");
+    }
+
+    // An include is git's to follow: uwf asks git, and agrees with it.
+    std::fs::write(home.join("other"), "[user]\n\tname = Included Person\n").unwrap();
+    std::fs::write(
+        home.join(".gitconfig"),
+        "[user]\nname = Before\n[include]\n\tpath = other\n",
+    )
+    .unwrap();
+    std::fs::write(xdg.join("git").join("config"), "").unwrap();
+    std::fs::write(&local, &local_text).unwrap();
+    let _ = std::fs::remove_file(&calls);
+    assert_eq!(git_says(), "Included Person");
+    assert_eq!(recorded(), "Included Person");
+    assert!(git_calls().contains("user.name"), "{}", git_calls());
+}

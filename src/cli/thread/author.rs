@@ -1,7 +1,7 @@
 //! Who a thread command acts as (`docs/cli.md#who-did-what`): `--by NAME`, else the person
 //! running it.
 //!
-//! The person running a command is `$UWF_BY` when set, else `git config user.name` (for the
+//! The person running a command is `$UWF_BY` when set, else git's `user.name` (for the
 //! commands a person types once: start, fork, kill, pause, resume, rebind, answer), else the
 //! login name (`$USER`, `$LOGNAME`, else the name of this process's user id). Steps skip git:
 //! `thread step` and `thread run` are on the hot path, and a `git` process per step costs more
@@ -43,8 +43,19 @@ fn by_or(
     Ok(default().and_then(|name| author::checked(Some(&name)).ok().flatten()))
 }
 
+/// git's `user.name`: read from its files when they are plain (`git_name.rs`), else asked of
 /// `git config --get user.name`, when git is there and says one.
 fn git_user_name() -> Option<String> {
+    match super::git_name::user_name() {
+        Ok(name) => name
+            .filter(|n| !n.trim().is_empty())
+            .map(|n| n.trim().to_owned()),
+        Err(super::git_name::Unsure) => ask_git(),
+    }
+}
+
+/// `git config --get user.name`, when git is there and says one.
+fn ask_git() -> Option<String> {
     let out = Command::new("git")
         .args(["config", "--get", "user.name"])
         .stdin(Stdio::null())

@@ -30,6 +30,7 @@ pub use run::{RunArgs, start_and_run};
 use run::{print_notice, print_stepped, run_steps};
 mod answer;
 pub(super) mod author;
+mod git_name;
 mod list;
 mod rebase;
 mod show;
