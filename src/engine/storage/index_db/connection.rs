@@ -146,6 +146,8 @@ fn release(close: impl Fn(u64) -> bool) {
 fn open_existing(root: &Path) -> Result<Connection, IndexError> {
     let path = path_of(root);
     let err = db_error(root, "opening");
+    let log = root.join(format!("{FILE}-wal"));
+    let log_before = identity(&log);
     let mut conn = Connection::open_with_flags(
         &path,
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
@@ -154,6 +156,8 @@ fn open_existing(root: &Path) -> Result<Connection, IndexError> {
     conn.busy_timeout(BUSY_WAIT).map_err(&err)?;
     index_schema::set_up(&conn).map_err(&err)?;
     let version = index_schema::version(&conn).map_err(&err)?;
+    // That first read opened the log, making it if it was not there.
+    sync_new_log(root, log_before, identity(&log))?;
     match version {
         Some(SCHEMA) => Ok(conn),
         // An index of an earlier version: upgraded in place (`index_schema`).
@@ -174,4 +178,29 @@ fn open_existing(root: &Path) -> Result<Connection, IndexError> {
             reason: "it has no thread index schema (an empty or overwritten file)".to_owned(),
         }),
     }
+}
+
+/// Syncs the store's folder when the write-ahead log this connection opened is not the file
+/// that was there before it opened (it was made just now, by it or by a process racing it), so
+/// that the log's name is on the disk before any commit in it is reported done.
+///
+/// Architecture Invariant: SQLite is built without its own folder sync
+/// (`SQLITE_DISABLE_DIRSYNC`, `.cargo/config.toml`), which it did on every connection's first
+/// commit whether or not the log was new: one device flush per command. The log is kept for
+/// the store's life (`index_schema::set_up` makes it persistent), so it is made once, when the
+/// index is, or again only after someone deleted it; this sync covers both.
+fn sync_new_log(
+    root: &Path,
+    before: Option<(u64, u64)>,
+    after: Option<(u64, u64)>,
+) -> Result<(), IndexError> {
+    if before.is_some() && before == after {
+        return Ok(());
+    }
+    std::fs::File::open(root)
+        .and_then(|dir| dir.sync_all())
+        .map_err(|source| IndexError::Io {
+            path: root.to_path_buf(),
+            source,
+        })
 }
