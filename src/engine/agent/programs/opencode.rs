@@ -20,7 +20,8 @@ pub const QUIET_ENV: [(&str, &str); 4] = [
     ("OPENCODE_DISABLE_SHARE", "1"),
 ];
 
-/// `opencode run --format json --title uwf [-m M] EXTRA…`, the prompt on stdin (OpenCode reads
+/// `opencode run --format json --title uwf [-m M] EXTRA…` with `PWD` set to the working
+/// directory, the prompt on stdin (OpenCode reads
 /// its message there when none is given as an argument, so no prompt is ever taken for a flag).
 /// With `--base-url`, `OPENCODE_CONFIG_CONTENT` defines the provider `uwf` there (the package
 /// `@ai-sdk/openai-compatible`, built into OpenCode), its key read from `--api-key-env`.
@@ -30,6 +31,11 @@ pub fn command(cmd: &mut Command, options: &Options) -> Result<(), ProgramError>
     cmd.args(["--title", "uwf"]);
     for (key, value) in QUIET_ENV {
         cmd.env(key, value);
+    }
+    // OpenCode takes its project directory from $PWD, not from the process's working directory:
+    // an inherited PWD would put it elsewhere (and refuse writes to the thread's directory).
+    if let Ok(dir) = std::env::current_dir() {
+        cmd.env("PWD", dir);
     }
     match (&options.base_url, &options.model) {
         (Some(url), Some(model)) => {
