@@ -1250,7 +1250,7 @@ fn doctor_reports_one_line_per_check() {
         stdout.contains(&format!("ok   storage: {} is writable\n", root.display())),
         "{stdout}"
     );
-    assert!(stdout.ends_with("1 of 13 checks failed\n"), "{stdout}");
+    assert!(stdout.ends_with("1 of 14 checks failed\n"), "{stdout}");
     let probe = &mock.requests()[0];
     assert_eq!(
         (probe.method.as_str(), probe.path.as_str()),
@@ -1290,7 +1290,7 @@ fn doctor_reports_one_line_per_check() {
     let out = t.run(&["doctor", "--skip", "fuse", "--skip", "providers"]);
     let (stdout, stderr) = texts(&out);
     assert!(out.status.success(), "{stdout}{stderr}");
-    assert!(stdout.ends_with("all 10 checks passed\n"), "{stdout}");
+    assert!(stdout.ends_with("all 11 checks passed\n"), "{stdout}");
 }
 
 #[test]
