@@ -157,9 +157,9 @@ fn opencode_installed(test: &str) -> bool {
     has(test, &[Need::Tool("opencode")])
 }
 
-/// OpenCode takes seconds of CPU to start: its tests run one at a time, so that a busy machine
-/// does not make them miss their timeouts.
-fn opencode_alone() -> std::sync::MutexGuard<'static, ()> {
+/// OpenCode takes seconds of CPU to start: its tests and the stopped-step tests (whose timeouts
+/// are short) run one at a time, so that a busy machine does not make them miss their timeouts.
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     static ALONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
     ALONE.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -324,7 +324,7 @@ fn stopped_step(test: &str, agent: &str, interrupt: bool) {
     if !installed {
         return;
     }
-    let _alone = (agent == "opencode").then(opencode_alone);
+    let _alone = one_at_a_time();
     // OpenCode takes seconds to start on a busy machine: its timeout must let it reach the model.
     let limit = if agent == "opencode" { 60 } else { 4 };
     let timeout = if interrupt { 120 } else { limit };
@@ -443,7 +443,7 @@ fn opencode_develops_over_chat_completions_and_the_thread_finishes() {
     if !opencode_installed(test) {
         return;
     }
-    let _alone = opencode_alone();
+    let _alone = one_at_a_time();
     let s = setup(300);
     let out = uwf(
         &s,
@@ -513,7 +513,7 @@ fn opencode_with_a_refused_key_is_named_as_a_login_problem() {
     if !opencode_installed("opencode_with_a_refused_key_is_named_as_a_login_problem") {
         return;
     }
-    let _alone = opencode_alone();
+    let _alone = one_at_a_time();
     let s = setup(300);
     s.mock.refuse_key();
     let out = uwf(
