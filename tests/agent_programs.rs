@@ -580,6 +580,38 @@ fn setup_makes_a_program_the_default_agent_and_says_what_it_needs() {
 }
 
 #[test]
+fn setup_and_doctor_name_opencode_and_its_install_command() {
+    let env = Env::new();
+    let empty = env.dir.path().join("empty-bin");
+    std::fs::create_dir(&empty).unwrap();
+    let out = env
+        .uwf()
+        .args(["setup", "--agent", "opencode"])
+        .env("PATH", &empty)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("not installed: `npm install -g opencode-ai`")
+            && stderr.contains("--base-url URL --model M --api-key-env VAR"),
+        "{stderr}"
+    );
+    let out = env
+        .uwf()
+        .args(["doctor", "--skip", "fuse"])
+        .env("PATH", &empty)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("FAIL agent opencode: `opencode` is not installed, and steps use it\n     hint: install it: `npm install -g opencode-ai`"),
+        "{stdout}"
+    );
+}
+
+#[test]
 fn a_refused_key_is_named_as_a_login_problem() {
     if !installed("a_refused_key_is_named_as_a_login_problem") {
         return;
