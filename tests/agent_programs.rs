@@ -488,6 +488,12 @@ fn opencode_develops_over_chat_completions_and_the_thread_finishes() {
     let chat = s.mock.chat();
     assert_eq!(chat.calls, 2, "a tool turn and the answer, no title call");
     assert_eq!(
+        s.mock.requests(),
+        ["POST /v1/chat/completions", "POST /v1/chat/completions"]
+    );
+    // Its plugin package was not fetched: npm's cache was never made in the sealed HOME.
+    assert!(!s.env.dir.path().join(".npm").exists());
+    assert_eq!(
         (chat.input, chat.cached, chat.output),
         (2 * CHAT_USAGE.0, 2 * CHAT_USAGE.1, 2 * CHAT_USAGE.2)
     );
