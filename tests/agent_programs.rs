@@ -1,10 +1,11 @@
-//! Claude Code and Codex as roles of a workflow (`docs/LLM.md#claude-code-and-codex`), driven
-//! for real against a scripted model server on loopback (`tests/mock_agents/`): a thread whose
-//! developer is `uwf agent claude` and whose reviewer is `uwf agent codex` edits files in its
-//! working directory and finishes, with the tokens the mock reported in each step's detail; a
-//! program missing from PATH is named with its install command; a timeout and Ctrl-C end the
-//! program's whole process tree. Skipped (with a line saying so) when `claude` or `codex` is
-//! not installed, unless `UWF_REQUIRE_ALL_TESTS=1`.
+//! Claude Code, Codex and OpenCode as roles of a workflow
+//! (`docs/LLM.md#claude-code-codex-and-opencode`), driven for real against a scripted model
+//! server on loopback (`tests/mock_agents/`): a thread whose developer is `uwf agent claude` and
+//! whose reviewer is `uwf agent codex` edits files in its working directory and finishes, and so
+//! does one whose developer is `uwf agent opencode` (OpenAI Chat Completions), with the tokens
+//! the mock reported in each step's detail; a program missing from PATH is named with its
+//! install command; a timeout and Ctrl-C end the program's whole process tree. Skipped (with a
+//! line saying so) when a program is not installed, unless `UWF_REQUIRE_ALL_TESTS=1`.
 
 mod common;
 mod mock_agents;
@@ -14,7 +15,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{Env, Need, has, json};
-use mock_agents::{CLAUDE_USAGE, CODEX_USAGE, MockAgents, Script};
+use mock_agents::{CHAT_USAGE, CLAUDE_USAGE, CODEX_USAGE, MockAgents, Script};
 
 const UWF: &str = env!("CARGO_BIN_EXE_uwf");
 
@@ -39,7 +40,8 @@ graph:
 "#;
 
 /// A store with the workflow, a working directory, a config binding developer → Claude Code
-/// and reviewer → Codex (both at `mock`, each with `timeout` seconds), and a started thread.
+/// and reviewer → Codex (both at `mock`, each with `timeout` seconds; `dev-opencode` names
+/// OpenCode there too), and a started thread.
 struct Setup {
     env: Env,
     mock: MockAgents,
@@ -63,11 +65,28 @@ fn setup_with(timeout: u64, prompt: &str) -> Setup {
         env.root().join("config.yaml"),
         format!(
             "agents:\n  dev-claude: {{ command: uwf, args: [agent, claude, --base-url, '{}'], timeout: {timeout} }}\n  \
-rev-codex: {{ command: uwf, args: [agent, codex, --model, gpt-5.5, --base-url, '{}', --api-key-env, MOCK_KEY], timeout: {timeout} }}\n\
+rev-codex: {{ command: uwf, args: [agent, codex, --model, gpt-5.5, --base-url, '{}', --api-key-env, MOCK_KEY], timeout: {timeout} }}\n  \
+dev-opencode: {{ command: uwf, args: [agent, opencode, --model, mock-model, --base-url, '{}', --api-key-env, MOCK_KEY], timeout: {timeout} }}\n\
 agentOverrides:\n  pair: {{ developer: dev-claude, reviewer: rev-codex }}\n",
             mock.claude_url(),
-            mock.codex_url()
+            mock.codex_url(),
+            mock.chat_url()
         ),
+    )
+    .unwrap();
+    // OpenCode installs its plugin package into its config directory at every start, from the
+    // npm registry, unless that directory's lock file already lists it: this one does, so
+    // nothing leaves the machine (docs/LLM.md#claude-code-codex-and-opencode).
+    let opencode_config = env.dir.path().join(".config/opencode");
+    std::fs::create_dir_all(opencode_config.join("node_modules")).unwrap();
+    std::fs::write(
+        opencode_config.join("package.json"),
+        r#"{"dependencies":{"@opencode-ai/plugin":"*"}}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        opencode_config.join("package-lock.json"),
+        r#"{"packages":{"":{"dependencies":{"@opencode-ai/plugin":"*"}}}}"#,
     )
     .unwrap();
     env.ok_stdin(&["workflow", "put", "-"], WORKFLOW);
@@ -101,6 +120,8 @@ fn script(work: &Path) -> Script {
         content: "hello from the mock".into(),
         claude_answer: "Done.\n```json\n{\"summary\": \"wrote hello.txt\"}\n```".into(),
         codex_answer: "{\"approved\": true}".into(),
+        chat_file: work.join("chat.txt").display().to_string(),
+        chat_answer: "Done.\n```json\n{\"summary\": \"wrote chat.txt\"}\n```".into(),
     }
 }
 
@@ -116,6 +137,12 @@ fn uwf(s: &Setup, args: &[&str]) -> Command {
         .env("MOCK_KEY", "sk-test")
         .env("CLAUDE_CODE_MAX_RETRIES", "0")
         .env("NO_COLOR", "1")
+        .env_remove("XDG_CONFIG_HOME")
+        .env_remove("XDG_DATA_HOME")
+        .env_remove("XDG_CACHE_HOME")
+        .env_remove("XDG_STATE_HOME")
+        .env_remove("OPENCODE_CONFIG")
+        .env_remove("OPENCODE_CONFIG_DIR")
         .env("UWF_TEST_MARK", &s.mark)
         .current_dir(s.env.dir.path())
         .stdin(Stdio::null());
@@ -124,6 +151,17 @@ fn uwf(s: &Setup, args: &[&str]) -> Command {
 
 fn installed(test: &str) -> bool {
     has(test, &[Need::Tool("claude"), Need::Tool("codex")])
+}
+
+fn opencode_installed(test: &str) -> bool {
+    has(test, &[Need::Tool("opencode")])
+}
+
+/// OpenCode takes seconds of CPU to start: its tests and the stopped-step tests (whose timeouts
+/// are short) run one at a time, so that a busy machine does not make them miss their timeouts.
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static ALONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ALONE.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The processes (not zombies) whose environment carries `mark`, as `pid name`.
@@ -260,6 +298,7 @@ fn a_program_missing_from_path_is_named_with_its_install_command() {
     for (agent, install) in [
         ("claude", "npm install -g @anthropic-ai/claude-code"),
         ("codex", "npm install -g @openai/codex"),
+        ("opencode", "npm install -g opencode-ai"),
     ] {
         let out = uwf(&s, &["thread", "step", &s.thread, "--agent", agent])
             .env("PATH", &empty)
@@ -277,17 +316,25 @@ fn a_program_missing_from_path_is_named_with_its_install_command() {
 
 /// Runs one step of `agent` against a hanging mock; `stop` ends it (or the timeout does).
 fn stopped_step(test: &str, agent: &str, interrupt: bool) {
-    if !installed(test) {
+    let installed = if agent == "opencode" {
+        opencode_installed(test)
+    } else {
+        installed(test)
+    };
+    if !installed {
         return;
     }
-    let timeout = if interrupt { 120 } else { 4 };
+    let _alone = one_at_a_time();
+    // OpenCode takes seconds to start on a busy machine: its timeout must let it reach the model.
+    let limit = if agent == "opencode" { 60 } else { 4 };
+    let timeout = if interrupt { 120 } else { limit };
     let s = setup(timeout);
     let mock = &s.mock;
     mock.hang();
-    let config_name = if agent == "claude" {
-        "dev-claude"
-    } else {
-        "rev-codex"
+    let (config_name, wanted) = match agent {
+        "claude" => ("dev-claude", "POST /v1/messages"),
+        "codex" => ("rev-codex", "POST /v1/responses"),
+        _ => ("dev-opencode", "POST /v1/chat/completions"),
     };
     let started = Instant::now();
     let child = uwf(&s, &["thread", "step", &s.thread, "--agent", config_name])
@@ -296,12 +343,7 @@ fn stopped_step(test: &str, agent: &str, interrupt: bool) {
         .spawn()
         .unwrap();
     // The program is running once the model server has its request.
-    let wanted = if agent == "claude" {
-        "POST /v1/messages"
-    } else {
-        "POST /v1/responses"
-    };
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + Duration::from_secs(limit.max(60));
     while !mock.requests().iter().any(|r| r.starts_with(wanted)) {
         assert!(
             Instant::now() < deadline,
@@ -330,8 +372,11 @@ fn stopped_step(test: &str, agent: &str, interrupt: bool) {
         assert!(stderr.contains("interrupted by SIGINT"), "{stderr}");
     } else {
         assert_eq!(out.status.code(), Some(1), "{stderr}");
-        assert!(stderr.contains("timed out after 4s"), "{stderr}");
-        assert!(elapsed < Duration::from_secs(30), "{elapsed:?}");
+        assert!(
+            stderr.contains(&format!("timed out after {limit}s")),
+            "{stderr}"
+        );
+        assert!(elapsed < Duration::from_secs(limit + 26), "{elapsed:?}");
     }
     let left = leftovers(&s.mark);
     assert!(left.is_empty(), "left running: {left:?}");
@@ -371,6 +416,125 @@ fn ctrl_c_on_a_codex_step_ends_its_process_tree() {
         "codex",
         true,
     );
+}
+
+#[test]
+fn an_opencode_step_that_times_out_ends_its_process_tree() {
+    stopped_step(
+        "an_opencode_step_that_times_out_ends_its_process_tree",
+        "opencode",
+        false,
+    );
+}
+
+#[test]
+fn ctrl_c_on_an_opencode_step_ends_its_process_tree() {
+    stopped_step(
+        "ctrl_c_on_an_opencode_step_ends_its_process_tree",
+        "opencode",
+        true,
+    );
+}
+
+/// OpenCode develops (a `write` tool call over Chat Completions, then the answer); `dry` reviews.
+#[test]
+fn opencode_develops_over_chat_completions_and_the_thread_finishes() {
+    let test = "opencode_develops_over_chat_completions_and_the_thread_finishes";
+    if !opencode_installed(test) {
+        return;
+    }
+    let _alone = one_at_a_time();
+    let s = setup(300);
+    let out = uwf(
+        &s,
+        &["thread", "step", &s.thread, "--agent", "dev-opencode"],
+    )
+    .output()
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "opencode step failed: {stderr}");
+    let out = uwf(&s, &["thread", "run", &s.thread, "--agent", "dry"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let show = json(&String::from_utf8_lossy(
+        &uwf(&s, &["thread", "show", &s.thread, "--json"])
+            .output()
+            .unwrap()
+            .stdout,
+    ));
+    assert_eq!(show["status"], "done", "{show}");
+    assert_eq!(
+        std::fs::read_to_string(s.work.join("chat.txt")).unwrap(),
+        "hello from the mock\n",
+        "OpenCode wrote the file"
+    );
+    let out = uwf(
+        &s,
+        &[
+            "thread",
+            "step-details",
+            &format!("{}:1", s.thread),
+            "--json",
+        ],
+    )
+    .output()
+    .unwrap();
+    let dev = json(&String::from_utf8_lossy(&out.stdout));
+    let chat = s.mock.chat();
+    assert_eq!(chat.calls, 2, "a tool turn and the answer, no title call");
+    assert_eq!(
+        s.mock.requests(),
+        ["POST /v1/chat/completions", "POST /v1/chat/completions"]
+    );
+    // Its plugin package was not fetched: npm's cache was never made in the sealed HOME.
+    assert!(!s.env.dir.path().join(".npm").exists());
+    assert_eq!(
+        (chat.input, chat.cached, chat.output),
+        (2 * CHAT_USAGE.0, 2 * CHAT_USAGE.1, 2 * CHAT_USAGE.2)
+    );
+    assert_eq!(dev["program"]["name"], "opencode", "{dev}");
+    assert_eq!(dev["tokens"]["input"], chat.input, "{dev}");
+    assert_eq!(dev["tokens"]["cached"], chat.cached, "{dev}");
+    assert_eq!(dev["tokens"]["output"], chat.output, "{dev}");
+    assert_eq!(dev["tokens"]["model"], "mock-model", "{dev}");
+    assert_eq!(dev["turns"], 2, "{dev}");
+    assert!(dev["sessionId"].is_string(), "{dev}");
+    // The thread's totals add up what the mock reported.
+    let cost = &show["cost"];
+    assert_eq!(
+        (&cost["input"], &cost["cached"], &cost["output"]),
+        (&chat.input.into(), &chat.cached.into(), &chat.output.into()),
+        "{show}"
+    );
+    assert!(leftovers(&s.mark).is_empty());
+}
+
+#[test]
+fn opencode_with_a_refused_key_is_named_as_a_login_problem() {
+    if !opencode_installed("opencode_with_a_refused_key_is_named_as_a_login_problem") {
+        return;
+    }
+    let _alone = one_at_a_time();
+    let s = setup(300);
+    s.mock.refuse_key();
+    let out = uwf(
+        &s,
+        &["thread", "step", &s.thread, "--agent", "dev-opencode"],
+    )
+    .output()
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("opencode is not logged in") && stderr.contains("HTTP 401"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("opencode auth login"), "{stderr}");
 }
 
 #[test]
@@ -419,6 +583,38 @@ fn setup_makes_a_program_the_default_agent_and_says_what_it_needs() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("`codex` is not installed"), "{stderr}");
+}
+
+#[test]
+fn setup_and_doctor_name_opencode_and_its_install_command() {
+    let env = Env::new();
+    let empty = env.dir.path().join("empty-bin");
+    std::fs::create_dir(&empty).unwrap();
+    let out = env
+        .uwf()
+        .args(["setup", "--agent", "opencode"])
+        .env("PATH", &empty)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("not installed: `npm install -g opencode-ai`")
+            && stderr.contains("--base-url URL --model M --api-key-env VAR"),
+        "{stderr}"
+    );
+    let out = env
+        .uwf()
+        .args(["doctor", "--skip", "fuse"])
+        .env("PATH", &empty)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("FAIL agent opencode: `opencode` is not installed, and steps use it\n     hint: install it: `npm install -g opencode-ai`"),
+        "{stdout}"
+    );
 }
 
 #[test]

@@ -1216,8 +1216,9 @@ fn doctor_reports_one_line_per_check() {
         root = root.display()
     );
     assert!(stdout.starts_with(&expected), "{stdout}");
-    // Claude Code and Codex: `ok` with their path where installed, else `off` (no role uses them).
-    for program in ["claude", "codex"] {
+    // Claude Code, Codex and OpenCode: `ok` with their path where installed, else `off` (no role
+    // uses them).
+    for program in ["claude", "codex", "opencode"] {
         assert!(
             stdout.contains(&format!(
                 "ok   agent {program}: `uwf agent {program}` runs /"
@@ -1231,9 +1232,12 @@ fn doctor_reports_one_line_per_check() {
          FAIL agent ghost: `uwf-no-such-agent-program` is not on PATH\n     \
          hint: install it, or fix agents.ghost.command in config.yaml\n\
          ok   agent human: a person answers: `uwf thread question ID`, then `uwf thread answer ID` (or the mount's `answer` file)\n\
-         ok   agent llm: `uwf agent llm` with model `fast`\n\
-         ok   agent react: `uwf agent react` with model `fast`\n";
+         ok   agent llm: `uwf agent llm` with model `fast`\n";
     assert!(stdout.contains(expected), "{stdout}");
+    assert!(
+        stdout.contains("ok   agent react: `uwf agent react` with model `fast`\n"),
+        "{stdout}"
+    );
     assert!(stdout.contains("ok   agent shell: `sh` is /"), "{stdout}");
     assert!(
         stdout.contains(&format!(
@@ -1246,7 +1250,7 @@ fn doctor_reports_one_line_per_check() {
         stdout.contains(&format!("ok   storage: {} is writable\n", root.display())),
         "{stdout}"
     );
-    assert!(stdout.ends_with("1 of 13 checks failed\n"), "{stdout}");
+    assert!(stdout.ends_with("1 of 14 checks failed\n"), "{stdout}");
     let probe = &mock.requests()[0];
     assert_eq!(
         (probe.method.as_str(), probe.path.as_str()),
@@ -1286,7 +1290,7 @@ fn doctor_reports_one_line_per_check() {
     let out = t.run(&["doctor", "--skip", "fuse", "--skip", "providers"]);
     let (stdout, stderr) = texts(&out);
     assert!(out.status.success(), "{stdout}{stderr}");
-    assert!(stdout.ends_with("all 10 checks passed\n"), "{stdout}");
+    assert!(stdout.ends_with("all 11 checks passed\n"), "{stdout}");
 }
 
 #[test]

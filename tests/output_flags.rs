@@ -50,6 +50,10 @@ const EXEMPT: &[(&str, &str)] = &[
         "prints as `agent dry` does (the same code), needs Codex (tests/agent_programs.rs)",
     ),
     (
+        "agent opencode",
+        "prints as `agent dry` does (the same code), needs OpenCode (tests/agent_programs.rs)",
+    ),
+    (
         "agent workflow",
         "prints as `agent dry` does (the same code), runs a child thread",
     ),

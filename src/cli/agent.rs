@@ -135,6 +135,26 @@ uwf thread step 01JD8X… --agent \"uwf agent codex --model gpt-5.5 --base-url h
         /// The role to play
         role: String,
     },
+    /// Built-in: OpenCode plays the role in the thread's working directory (edits files, answers)
+    #[command(
+        after_help = "Runs `opencode run --format json --title uwf [-m M] ARGS…` with the prompt on stdin \
+and OPENCODE_DISABLE_AUTOUPDATE, OPENCODE_DISABLE_MODELS_FETCH, OPENCODE_DISABLE_LSP_DOWNLOAD and \
+OPENCODE_DISABLE_SHARE set. With --base-url (and --model), OpenCode gets a provider `uwf` speaking \
+the OpenAI Chat Completions API there (@ai-sdk/openai-compatible), its key in --api-key-env \
+(default OPENAI_API_KEY); without, --model is OpenCode's provider/model and its own login. The \
+text of its last message goes through extraction; the step's detail records tokens, cost, \
+sessionId and turns.\n\n\
+Examples:\n  uwf thread step 01JD8X… --agent opencode\n  \
+uwf thread step 01JD8X… --agent \"uwf agent opencode --model qwen2.5-coder --base-url http://127.0.0.1:8080/v1 --api-key-env MY_KEY\""
+    )]
+    Opencode {
+        #[command(flatten)]
+        program: ProgramArgs,
+        /// Thread id (a unique prefix is enough)
+        thread: String,
+        /// The role to play
+        role: String,
+    },
     /// Built-in: one chat completion (system: format and role; user: task and history) → extract
     #[command(
         after_help = "The model: --model, else modelOverrides.llm, else defaultModel (config.yaml; see `uwf setup`).\n\n\
@@ -200,14 +220,15 @@ agentOverrides: { solve-issue: { developer: develop-flow } }"
     Human { thread: String, role: String },
 }
 
-// The flags `uwf agent claude` and `uwf agent codex` share (a plain comment: a doc comment
+// The flags `uwf agent claude`, `uwf agent codex` and `uwf agent opencode` share (a plain comment: a doc comment
 // would become their help's first line).
 #[derive(Debug, clap::Args)]
 pub struct ProgramArgs {
     /// The model, passed to the program as is
     #[arg(long)]
     model: Option<String>,
-    /// The model API's root URL (Claude: ANTHROPIC_BASE_URL; Codex: a Responses API provider)
+    /// The model API's root URL (Claude: ANTHROPIC_BASE_URL; Codex: a Responses API provider;
+    /// OpenCode: a Chat Completions provider)
     #[arg(long, value_name = "URL")]
     base_url: Option<String>,
     /// The variable holding the API key
@@ -237,7 +258,7 @@ pub fn run(cmd: AgentCommand, root: &Path, out: &mut Out) -> CliResult<()> {
     let store = crate::engine::storage::open_store(root)?;
     let thread_id = |t: &str| crate::engine::cycle::lifecycle::resolve_id(root, t);
     let config = || config::load(root).map(|l| l.config);
-    // Claude Code or Codex playing `role` of thread `id`.
+    // Claude Code, Codex or OpenCode playing `role` of thread `id`.
     let run_program = |which, program: ProgramArgs, id: &str, role: &str| -> CliResult<_> {
         Ok(programs::run(
             &store,
@@ -348,6 +369,16 @@ pub fn run(cmd: AgentCommand, root: &Path, out: &mut Out) -> CliResult<()> {
         } => {
             let id = thread_id(&thread)?;
             let hash = run_program(programs::Program::Codex, program, &id, &role)?;
+            wrote(out, &id, &role, hash)?;
+            note_unpublished(root, &id, hash);
+        }
+        AgentCommand::Opencode {
+            program,
+            thread,
+            role,
+        } => {
+            let id = thread_id(&thread)?;
+            let hash = run_program(programs::Program::OpenCode, program, &id, &role)?;
             wrote(out, &id, &role, hash)?;
             note_unpublished(root, &id, hash);
         }

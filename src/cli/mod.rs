@@ -108,7 +108,7 @@ uwf run analyze-topic -p 'Summarise RFC 9110' --agent dry --max-steps 5"
 hash of the step it wrote.\n\n\
 Examples:\n  uwf agent prompt \"$1\" \"$2\" | my-llm-cli |\n    uwf agent submit \"$1\" \"$2\" --agent my-llm-cli\n  \
 uwf thread step $T --agent \"uwf agent script --file demo.yaml\"\n  \
-uwf thread step $T --agent claude   (Claude Code; `codex` for Codex)"
+uwf thread step $T --agent claude   (Claude Code; `codex` for Codex, `opencode` for OpenCode)"
     )]
     Agent(agent::AgentCommand),
     /// Register, inspect, version and draw workflow definitions

@@ -15,7 +15,7 @@ use crate::engine::{config::dotenv, upkeep::doctor};
 #[command(after_help = "Examples:\n  \
 uwf setup --provider openai --api-key-env OPENAI_API_KEY --api-key - \\\n      --model gpt-4o-mini --agent llm < key.txt\n  \
 uwf setup --provider local --base-url http://127.0.0.1:8080/v1 --model qwen2.5-coder\n  \
-uwf setup --agent claude   (Claude Code plays every role; `codex` for Codex)\n  \
+uwf setup --agent claude   (Claude Code plays every role; `codex` for Codex, `opencode` for OpenCode)\n  \
 uwf setup            (on a terminal: asks)\n\n\
 Known providers (base URL and key variable filled in): openai, openrouter, ollama.\n\
 The key goes to <root>/.env (mode 0600), never to config.yaml.")]
@@ -35,12 +35,12 @@ pub struct SetupArgs {
     /// A model name at the provider; it becomes the default model
     #[arg(long)]
     model: Option<String>,
-    /// The default agent (dry, llm, react, claude, codex, or one under `agents:`)
+    /// The default agent (dry, llm, react, claude, codex, opencode, or one under `agents:`)
     #[arg(long)]
     agent: Option<String>,
 }
 
-/// What a default agent that is a coding-agent program (`claude`, `codex`) needs, and whether
+/// What a default agent that is a coding-agent program (`claude`, `codex`, `opencode`) needs, and whether
 /// it is installed.
 fn program_note(agent: &str) -> Option<String> {
     use crate::engine::agent::programs::{self, Program};
@@ -52,6 +52,10 @@ fn program_note(agent: &str) -> Option<String> {
         "codex" => (
             Program::Codex,
             "a `codex login`, or an agent entry with --base-url URL --api-key-env VAR",
+        ),
+        "opencode" => (
+            Program::OpenCode,
+            "an `opencode auth login`, or an agent entry with --base-url URL --model M --api-key-env VAR",
         ),
         _ => return None,
     };

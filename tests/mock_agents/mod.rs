@@ -1,6 +1,7 @@
 //! A scripted model server on loopback for the agent-program tests (`tests/agent_programs.rs`):
-//! it speaks Anthropic Messages (streamed, with `tool_use`) to Claude Code and the OpenAI
-//! Responses API (streamed, with an `apply_patch` custom tool call) to Codex. The first model
+//! it speaks Anthropic Messages (streamed, with `tool_use`) to Claude Code, the OpenAI
+//! Responses API (streamed, with an `apply_patch` custom tool call) to Codex and OpenAI Chat
+//! Completions (streamed, with a `write` tool call) to OpenCode. The first model
 //! call of a run asks the program to write a file; once the tool's result comes back, the model
 //! answers with the role's output. Every reply reports token usage, summed here for the tests to
 //! compare. In hang mode it takes requests and never answers. Nothing beyond 127.0.0.1.
@@ -17,6 +18,9 @@ use serde_json::{Value, json};
 pub const CLAUDE_USAGE: (u64, u64, u64, u64) = (100, 10, 5, 20);
 /// Usage the mock reports for each Responses call: input (cached included), cached, output.
 pub const CODEX_USAGE: (u64, u64, u64) = (300, 50, 30);
+/// Usage the mock reports for each Chat Completions call: prompt (cached included), cached,
+/// completion.
+pub const CHAT_USAGE: (u64, u64, u64) = (400, 100, 50);
 
 /// What the model does in a run.
 #[derive(Debug, Clone)]
@@ -31,6 +35,10 @@ pub struct Script {
     pub claude_answer: String,
     /// The final answer for Codex (the role's output).
     pub codex_answer: String,
+    /// OpenCode: the absolute path its write tool creates.
+    pub chat_file: String,
+    /// The final answer for OpenCode (the role's output).
+    pub chat_answer: String,
 }
 
 /// Token totals the mock reported.
@@ -46,6 +54,7 @@ pub struct Reported {
 struct State {
     claude: Reported,
     codex: Reported,
+    chat: Reported,
     requests: Vec<String>,
     bodies: Vec<String>,
 }
@@ -106,6 +115,15 @@ impl MockAgents {
 
     pub fn codex(&self) -> Reported {
         self.state.lock().unwrap().codex
+    }
+
+    /// What the Chat Completions calls (OpenCode's) reported.
+    pub fn chat(&self) -> Reported {
+        self.state.lock().unwrap().chat
+    }
+
+    pub fn chat_url(&self) -> String {
+        format!("http://127.0.0.1:{}/v1", self.port)
     }
 
     /// How many model calls of each program (`/v1/messages`, `/v1/responses`) carried `needle`.
@@ -202,6 +220,8 @@ fn serve(
             anthropic(&request, script, &mut state.lock().unwrap().claude)
         } else if path.starts_with("/v1/responses") {
             responses(&request, script, &mut state.lock().unwrap().codex)
+        } else if path.starts_with("/v1/chat/completions") {
+            chat(&request, script, &mut state.lock().unwrap().chat)
         } else {
             out.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")?;
             continue;
@@ -210,7 +230,15 @@ fn serve(
             b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n",
         )?;
         for (name, data) in events {
-            write!(out, "event: {name}\ndata: {data}\n\n")?;
+            // Chat Completions chunks are bare `data:` lines, ended by `data: [DONE]`.
+            if name.is_empty() {
+                write!(out, "data: {data}\n\n")?;
+            } else {
+                write!(out, "event: {name}\ndata: {data}\n\n")?;
+            }
+        }
+        if path.starts_with("/v1/chat/completions") {
+            out.write_all(b"data: [DONE]\n\n")?;
         }
         out.flush()?;
         return Ok(());
@@ -348,4 +376,56 @@ fn responses(request: &Value, script: &Script, total: &mut Reported) -> Vec<(Str
                          "total_tokens": input + output}}}),
     ));
     events
+}
+
+/// OpenAI Chat Completions SSE chunks: a `write` tool call first (its arguments streamed in two
+/// pieces); after a `tool` message, the answer. The last chunk carries `usage` (asked for with
+/// `stream_options.include_usage`).
+fn chat(request: &Value, script: &Script, total: &mut Reported) -> Vec<(String, Value)> {
+    let after_tool = request["messages"]
+        .as_array()
+        .is_some_and(|m| m.iter().any(|m| m["role"] == "tool"));
+    let (prompt, cached, completion) = CHAT_USAGE;
+    total.calls += 1;
+    total.input += prompt;
+    total.cached += cached;
+    total.output += completion;
+    let chunk = |delta: Value, finish: Value| {
+        (
+            String::new(),
+            json!({"id": format!("chatcmpl-{}", total.calls), "object": "chat.completion.chunk",
+                   "created": 1, "model": request["model"],
+                   "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}),
+        )
+    };
+    let mut chunks = Vec::new();
+    let finish = if after_tool {
+        chunks.push(chunk(
+            json!({"role": "assistant", "content": script.chat_answer}),
+            Value::Null,
+        ));
+        "stop"
+    } else {
+        let args =
+            json!({"filePath": script.chat_file, "content": format!("{}\n", script.content)})
+                .to_string();
+        let (head, tail) = args.split_at(args.len() / 2);
+        chunks.push(chunk(
+            json!({"role": "assistant", "content": null, "tool_calls": [{"index": 0, "id": "call_1",
+                   "type": "function", "function": {"name": "write", "arguments": head}}]}),
+            Value::Null,
+        ));
+        chunks.push(chunk(
+            json!({"tool_calls": [{"index": 0, "function": {"arguments": tail}}]}),
+            Value::Null,
+        ));
+        "tool_calls"
+    };
+    chunks.push(chunk(json!({}), json!(finish)));
+    let mut last = chunk(json!({}), Value::Null);
+    last.1["choices"] = json!([]);
+    last.1["usage"] = json!({"prompt_tokens": prompt, "completion_tokens": completion,
+        "total_tokens": prompt + completion, "prompt_tokens_details": {"cached_tokens": cached}});
+    chunks.push(last);
+    chunks
 }

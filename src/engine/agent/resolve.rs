@@ -73,6 +73,7 @@ fn builtin_agents() -> BTreeMap<String, AgentConfig> {
         // Never run as a process: a step whose agent is `human` records a question.
         ("human".to_owned(), builtin(&["agent", "human"], 60)),
         ("llm".to_owned(), builtin(&["agent", "llm"], 600)),
+        ("opencode".to_owned(), builtin(&["agent", "opencode"], 1800)),
         ("react".to_owned(), builtin(&["agent", "react"], 1800)),
     ])
 }

@@ -573,7 +573,7 @@ mod tests {
             "defaultModel: unknown model `slow` (models: fast)",
             "modelOverrides.extract: unknown model `fast2`",
             "agents.zero.timeout: must be at least 1 second",
-            "defaultAgent: unknown agent `ghost` (agents: claude, codex, dry, human, llm, react, zero)",
+            "defaultAgent: unknown agent `ghost` (agents: claude, codex, dry, human, llm, opencode, react, zero)",
             "agentOverrides.wf.coder: unknown agent `nobody`",
         ] {
             assert!(text.contains(want), "missing {want:?} in\n{text}");

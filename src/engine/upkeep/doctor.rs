@@ -378,12 +378,12 @@ fn kind_check(
                 None => Check::off(label, "no model is configured (not used now)", hint),
             })
         }
-        Some(kind @ ("claude" | "codex")) => {
+        Some(kind @ ("claude" | "codex" | "opencode")) => {
             use crate::engine::agent::programs::{self, Program};
-            let program = if kind == "claude" {
-                Program::Claude
-            } else {
-                Program::Codex
+            let program = match kind {
+                "claude" => Program::Claude,
+                "codex" => Program::Codex,
+                _ => Program::OpenCode,
             };
             let options = programs::Options {
                 executable: agent

@@ -1,6 +1,7 @@
-//! Coding-agent programs as built-in agents (`docs/LLM.md#claude-code-and-codex`): `uwf agent
-//! claude` runs Claude Code and `uwf agent codex` runs Codex, each non-interactive and quiet, in
-//! the thread's working directory, stdin from `/dev/null`. Their structured output gives the
+//! Coding-agent programs as built-in agents (`docs/LLM.md#claude-code-codex-and-opencode`): `uwf
+//! agent claude` runs Claude Code, `uwf agent codex` runs Codex and `uwf agent opencode` runs
+//! OpenCode, each non-interactive and quiet, in the thread's working directory, stdin from
+//! `/dev/null` (OpenCode reads its prompt there). Their structured output gives the
 //! answer, which goes through extraction like any agent's raw output, and the step's detail
 //! records `tokens`, `sessionId` and `turns`.
 //!
@@ -11,6 +12,7 @@
 
 pub mod claude;
 pub mod codex;
+pub mod opencode;
 
 use std::collections::VecDeque;
 use std::io::{Read, Write};
@@ -37,6 +39,7 @@ const STDERR_TAIL: usize = 4096;
 pub enum Program {
     Claude,
     Codex,
+    OpenCode,
 }
 
 impl Program {
@@ -45,6 +48,7 @@ impl Program {
         match self {
             Program::Claude => "claude",
             Program::Codex => "codex",
+            Program::OpenCode => "opencode",
         }
     }
 
@@ -53,17 +57,18 @@ impl Program {
         match self {
             Program::Claude => "npm install -g @anthropic-ai/claude-code",
             Program::Codex => "npm install -g @openai/codex",
+            Program::OpenCode => "npm install -g opencode-ai",
         }
     }
 }
 
-/// What the caller chose for the program (`uwf agent claude|codex` flags).
+/// What the caller chose for the program (`uwf agent claude|codex|opencode` flags).
 #[derive(Debug, Clone, Default)]
 pub struct Options {
     /// The model, passed through as the program's `--model`.
     pub model: Option<String>,
     /// The model API's root URL (Claude: `ANTHROPIC_BASE_URL`; Codex: a model provider of its
-    /// own, speaking the Responses API).
+    /// own, speaking the Responses API; OpenCode: one speaking Chat Completions).
     pub base_url: Option<String>,
     /// The variable holding the API key (Claude: copied to `ANTHROPIC_API_KEY`; Codex: the
     /// provider's `env_key`).
@@ -98,6 +103,8 @@ pub enum ProgramError {
     Login { program: Program, message: String },
     #[error("{} does not trust the working directory: {message}", .program.name())]
     Untrusted { program: Program, message: String },
+    #[error("{} needs --model with --base-url: the provider uwf defines there has no default model", .program.name())]
+    NeedsModel { program: Program },
     #[error("{}'s model provider failed: {message}", .program.name())]
     Provider { program: Program, message: String },
     #[error(
@@ -135,6 +142,15 @@ impl Advice for ProgramError {
                 ..
             } => vec![
                 "run `codex login`, or give a provider: --base-url URL --api-key-env VAR".into(),
+            ],
+            ProgramError::Login {
+                program: Program::OpenCode,
+                ..
+            } => vec![
+                "give a provider: --base-url URL --model M --api-key-env VAR, or run `opencode auth login`".into(),
+            ],
+            ProgramError::NeedsModel { .. } => vec![
+                "add --model NAME: the model's name at that server (e.g. gpt-4o-mini)".into(),
             ],
             ProgramError::Untrusted { .. } => vec![
                 "uwf passes --skip-git-repo-check to Codex; if the extra arguments override it, run the thread in a git repository".into(),
@@ -203,7 +219,7 @@ impl Ran {
     }
 }
 
-/// `uwf agent claude|codex`: plays `role` of `thread` with the program, in this process's
+/// `uwf agent claude|codex|opencode`: plays `role` of `thread` with the program, in this process's
 /// working directory (the thread's, when a step runs it). Returns the step hash.
 pub fn run(
     store: &Store,
@@ -217,17 +233,20 @@ pub fn run(
     let prompt = role_prompt(store, &view, thread, role)?;
     let executable = find_executable(program, options)?;
     let mut cmd = Command::new(&executable);
-    // A prompt too long for one argument (the kernel's limit is 128 KiB) goes on stdin.
-    let on_stdin = prompt.len() > ARG_PROMPT_MAX;
+    // A prompt too long for one argument (the kernel's limit is 128 KiB) goes on stdin;
+    // OpenCode's always does (an argument that starts with `-` would be taken for a flag).
+    let on_stdin = prompt.len() > ARG_PROMPT_MAX || program == Program::OpenCode;
     let arg = (!on_stdin).then_some(prompt.as_str());
     match program {
         Program::Claude => claude::command(&mut cmd, options, arg),
         Program::Codex => codex::command(&mut cmd, options, arg),
+        Program::OpenCode => opencode::command(&mut cmd, options)?,
     }
     let ran = run_command(cmd, &executable, on_stdin.then_some(prompt))?;
     let answer = match program {
         Program::Claude => claude::answer(&ran)?,
         Program::Codex => codex::answer(&ran, options)?,
+        Program::OpenCode => opencode::answer(&ran, options)?,
     };
     let mut submission = Submission {
         agent: program.name().into(),
