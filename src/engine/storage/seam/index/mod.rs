@@ -127,8 +127,9 @@ pub trait ThreadIndex: Send + Sync {
     fn collect_garbage(&self, store: &Store, options: &GcOptions) -> Result<GcReport, GcError>;
 
     /// Checks this root's nodes one by one (`cas fsck`): the node files, or the rows of the
-    /// table they cache (and then the cache files), with the table the walk from the roots
-    /// ([`crate::engine::upkeep::fsck::check_with`]) reads, if the files are only a cache.
+    /// table they cache (and then the cache files), with the verdicts the walk from the roots
+    /// ([`crate::engine::upkeep::fsck::check_with`]) reads. Written once over the node store
+    /// (`nodes/upkeep.rs`), as [`ThreadIndex::collect_garbage`] is.
     fn check_nodes<'a>(&'a self, store: &'a Store) -> Result<NodeCheck<'a>, MaintenanceError>;
 
     /// How many active threads, archived threads and registered workflows there are (a copy

@@ -127,9 +127,10 @@ pub struct Derived {
     pub problem: String,
 }
 
-/// Where the nodes really live when the store's files are only a cache of them (PostgreSQL):
-/// the walk asks it, so a node missing or damaged there is reported even when this machine
-/// still holds a good copy, and a damaged cache file is not mistaken for a damaged node.
+/// What a check of the stored nodes found, for the walk from the roots: when the store's files
+/// are only a cache (PostgreSQL), a node missing or damaged in the table is reported even when
+/// this machine still holds a good copy, and a damaged cache file is not mistaken for a
+/// damaged node.
 pub trait NodeTable {
     /// The node, or what is wrong with it in the table.
     fn read(&self, hash: Hash) -> Result<crate::cas::Node, Condition>;
@@ -142,6 +143,6 @@ pub struct NodeCheck<'a> {
     /// The derived files of the node cache that disagree with the table (none in a directory
     /// store, whose files are the nodes).
     pub cache: Vec<Derived>,
-    /// Where the walk reads nodes when the files are only a cache.
+    /// Where the walk reads nodes (every store gives one; `None` reads the files).
     pub table: Option<Box<dyn NodeTable + 'a>>,
 }
