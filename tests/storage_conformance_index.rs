@@ -15,11 +15,13 @@ use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
 use serde_json::json;
+use uwf::cas::canonical::node_bytes;
 use uwf::cas::gc::GcOptions;
 use uwf::cas::{Hash, Store, builtin};
 use uwf::engine::storage::index_db::{NewRow, Scan, TextFilter};
 use uwf::engine::storage::{self, Storage};
 use uwf::engine::thread::index::{self, State, Successor, ThreadIndexError};
+use uwf::engine::upkeep::fsck;
 
 /// Runs `check` over a directory root, then over a PostgreSQL root.
 fn on_both(name: &str, check: impl Fn(&Path, &Arc<Storage>, &Store)) {
@@ -417,6 +419,97 @@ fn gc_live(root: &Path, s: &Arc<Storage>, store: &Store) {
 #[test]
 fn gc_keeps_the_heads_of_active_and_archived_threads() {
     on_both("gc_keeps_the_heads_of_active_and_archived_threads", gc_live);
+}
+
+/// Makes node `hash` hold other content than its hash names: its file in a directory store,
+/// its row in a database (whose cached file still holds the good copy).
+fn corrupt(root: &Path, store: &Store, hash: Hash) {
+    let bad = node_bytes(builtin::hash_of("text"), &json!("tampered by hand"));
+    match std::fs::read_to_string(root.join("config.yaml")) {
+        Ok(config) => {
+            let url = config
+                .trim()
+                .trim_start_matches("storage: '")
+                .trim_end_matches('\'');
+            let changed = pg_server::PgServer::raw(url)
+                .execute(
+                    "update nodes set bytes = $1 where hash = $2",
+                    &[&bad, &hash.to_string()],
+                )
+                .expect("row tampered");
+            assert_eq!(changed, 1);
+        }
+        Err(_) => {
+            let path = store.object_path(hash);
+            std::fs::remove_file(&path).expect("node file removed");
+            std::fs::write(&path, &bad).expect("node file tampered");
+        }
+    }
+}
+
+fn gc_reach_and_fsck(root: &Path, s: &Arc<Storage>, store: &Store) {
+    // A head that names a node below it, through a schema of its own.
+    let schema = store
+        .put(
+            Hash::META,
+            &json!({"type": "object", "properties": {"next": {"type": "string", "format": "cas_ref"}}, "required": ["next"]}),
+        )
+        .expect("schema stored");
+    let below = node(store, "below the head");
+    let head = store
+        .put(schema, &json!({"next": below.to_string()}))
+        .expect("head stored");
+    let orphan = node(store, "reached by nothing");
+    add(s, "GREACH", head, None);
+    std::thread::sleep(Duration::from_millis(50));
+    let options = GcOptions {
+        grace: Duration::ZERO,
+        dry_run: false,
+    };
+    let report = s
+        .index()
+        .collect_garbage(store, &options)
+        .expect("collected");
+    assert!(report.removed.contains(&orphan), "{report:?}");
+    for kept in [head, below, schema] {
+        assert!(
+            !report.removed.contains(&kept),
+            "{kept} removed: {report:?}"
+        );
+        store.get(kept).expect("a reachable node is still readable");
+    }
+    assert!(store.get(orphan).is_err(), "the unreachable node is gone");
+
+    // fsck names the node whose content no longer matches its hash, and the thread it hurts.
+    corrupt(root, store, below);
+    let check = s.index().check_nodes(store).expect("checked");
+    assert!(
+        check.nodes.problems.iter().any(|p| p.hash == Some(below)),
+        "{:?}",
+        check.nodes.problems
+    );
+    let walked = fsck::check_with(store, check.table.as_deref()).expect("walked");
+    let damaged = walked
+        .damaged
+        .iter()
+        .find(|d| d.hash == below)
+        .expect("the corrupted node is named");
+    assert!(
+        matches!(damaged.condition, fsck::Condition::Corrupt(_)),
+        "{damaged:?}"
+    );
+    assert!(
+        damaged.reached_from.contains("thread GREACH"),
+        "{damaged:?}"
+    );
+}
+
+#[test]
+fn gc_keeps_what_a_root_reaches_and_fsck_names_a_corrupted_node() {
+    on_both(
+        "gc_keeps_what_a_root_reaches_and_fsck_names_a_corrupted_node",
+        gc_reach_and_fsck,
+    );
 }
 
 fn registry(_root: &Path, s: &Arc<Storage>, store: &Store) {

@@ -862,6 +862,8 @@ const BACKEND_QUESTIONS: &[&str] = &[
     "remote().is_none()",
     "Backend::Pg",
     "Backend::Dir",
+    // A side of a copy or a maintenance task holding a database of its own.
+    "PgStore",
 ];
 
 /// The folders whose code may know which backend a root uses.

@@ -748,7 +748,7 @@ impl Store {
         &self.tmp
     }
 
-    // ── `uwf store copy` (engine/store_copy.rs) ─────────────────────────────────────────────
+    // ── `uwf store copy` (engine/upkeep/store_copy/) ────────────────────────────────────────
 
     /// Writes a node copied from another store as it was there, its timestamp included, without
     /// schema validation (the copy verifies hashes, and `cas fsck` the rest): nodes arrive in

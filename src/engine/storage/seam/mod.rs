@@ -8,7 +8,10 @@
 //! - [`ThreadRecords`] (`records/`): what a thread keeps beside its chain: context, lineage
 //!   (forks, parent and children);
 //! - [`RunLog`] (`runs/`): run files, logs and events, appended and read back;
-//! - [`Coordination`] (`coordination/`): the queue, step leases, workers and change wake-ups.
+//! - [`Coordination`] (`coordination/`): the queue, step leases, workers and change wake-ups;
+//!
+//! and beside them [`Nodes`] (`nodes/`), a store's nodes in bulk, for copies and maintenance,
+//! and [`Endpoint`], a whole store named on a command line (`uwf store copy`).
 //!
 //! Each trait has a directory implementation (files and `index.db` under the root) and a
 //! PostgreSQL one; only this module and the two implementations know which a root uses.
@@ -24,15 +27,20 @@ use std::sync::{Arc, Mutex, OnceLock};
 use super::{Backend, StorageError, backend};
 
 pub mod coordination;
+mod endpoint;
 mod index;
+mod nodes;
 pub mod records;
 pub mod runs;
 
+pub use crate::pg::{ArchivedThread, CopiedThread, Occupancy, RowFacts};
 pub use coordination::{ChangeListener, Claimed, Coordination, Feed};
+pub use endpoint::{Endpoint, EndpointError, Opened};
 pub use index::{
-    Condition, Derived, GcError, IndexRow, MaintenanceError, NodeCheck, NodeTable, Pruned, REBASED,
-    State, Successor, ThreadIndex, ThreadIndexError, is_archived_status,
+    Condition, Derived, ExportError, Exported, GcError, IndexRow, NodeCheck, NodeTable, Pruned,
+    REBASED, State, Successor, ThreadIndex, ThreadIndexError, is_archived_status,
 };
+pub use nodes::{MaintenanceError, Nodes};
 pub use records::ThreadRecords;
 pub use runs::{RunLog, local as local_run_log};
 

@@ -4,14 +4,21 @@
 
 use std::path::{Path, PathBuf};
 
+use std::collections::HashMap;
+
+use serde_json::Value;
+
 use super::{
-    GcError, IndexRow, MaintenanceError, NodeCheck, Pruned, REBASED, State, Successor, ThreadIndex,
-    ThreadIndexError,
+    ExportError, Exported, GcError, IndexRow, MaintenanceError, NodeCheck, Nodes, Pruned, REBASED,
+    State, Successor, ThreadIndex, ThreadIndexError, ThreadRecords,
 };
-use crate::cas::gc::{GcOptions, GcReport, gc};
-use crate::cas::{Hash, Store};
+use crate::cas::gc::{GcOptions, GcReport};
+use crate::cas::{Hash, Node, Store, builtin};
 use crate::engine::storage::index_db::{self, NewRow, Scan};
 use crate::engine::storage::index_files::{self, Archived, Entry, IndexError, Registry, Threads};
+use crate::engine::storage::seam::nodes::DirNodes;
+use crate::engine::storage::seam::nodes::upkeep::{check_nodes, collect_garbage};
+use crate::pg::{ArchivedThread, CopiedThread, Occupancy, RowFacts};
 
 /// `index.db` and the files under one root.
 pub(super) struct Dir {
@@ -295,18 +302,155 @@ impl ThreadIndex for Dir {
     fn collect_garbage(&self, store: &Store, options: &GcOptions) -> Result<GcReport, GcError> {
         let roots =
             || crate::engine::storage::threads::gc_roots(&self.root).map_err(GcError::Roots);
-        gc(store, roots, options)
+        collect_garbage(store, &DirNodes(store), roots, options)
     }
 
     fn check_nodes<'a>(&'a self, store: &'a Store) -> Result<NodeCheck<'a>, MaintenanceError> {
-        Ok(NodeCheck {
-            nodes: crate::cas::fsck::fsck(store)?,
-            cache: Vec::new(),
-            table: None,
+        check_nodes(store, Box::new(DirNodes(store)))
+    }
+
+    fn occupancy(&self) -> Result<Occupancy, IndexError> {
+        let (threads, archived) = index_db::counts(&self.root)?;
+        let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        Ok(Occupancy {
+            threads: count(threads),
+            archived: count(archived),
+            workflows: count(index_files::read_registry_file(&self.root)?.len() as u64),
         })
+    }
+
+    /// Each active thread's workflow and start time come from its start node, its parent from
+    /// the sub-workflow link or the fork record.
+    fn export_threads(
+        &self,
+        records: &dyn ThreadRecords,
+        nodes: &dyn Nodes,
+    ) -> Result<Exported, ExportError> {
+        let root = &self.root;
+        let forked_from: HashMap<String, String> = records
+            .forks()?
+            .into_iter()
+            .filter_map(|f| f.from.map(|from| (f.thread, from)))
+            .collect();
+        let parent = |id: &str| {
+            records
+                .parent(id)
+                .map(|link| link.thread)
+                .or_else(|| forked_from.get(id).cloned())
+        };
+        let mut active = Vec::new();
+        for (id, head) in crate::engine::storage::threads::read_threads(root)? {
+            let (workflow, started) =
+                start_of(nodes, head).map_err(|reason| ExportError::BadThread {
+                    thread: id.clone(),
+                    reason,
+                })?;
+            active.push(CopiedThread {
+                parent: parent(&id),
+                id,
+                workflow,
+                head,
+                started_ms: Some(started),
+            });
+        }
+        let archived = crate::engine::storage::threads::read_history(root)?
+            .into_iter()
+            .map(|a| ArchivedThread {
+                parent: parent(&a.thread),
+                thread: a.thread,
+                workflow: a.workflow,
+                head: a.head,
+                status: a.status,
+                completed_ms: i64::try_from(a.completed_at).unwrap_or(i64::MAX),
+            })
+            .collect();
+        // What the rows know beyond heads (an archived thread's next role follows from its
+        // status, so only active threads' is kept).
+        let mut known = HashMap::new();
+        let all = Scan {
+            all: true,
+            ..Default::default()
+        };
+        index_db::scan(root, &all, |row| {
+            if let Some(steps) = row.steps {
+                let next = row.next.filter(|_| row.status == "active");
+                known.insert(row.id, RowFacts { steps, next });
+            }
+            true
+        })?;
+        Ok(Exported {
+            active,
+            archived,
+            known,
+        })
+    }
+
+    fn import_threads(&self, threads: &Exported) -> Result<Result<(), Occupancy>, IndexError> {
+        let known = &threads.known;
+        let rows: Vec<index_db::Bulk> = threads
+            .archived
+            .iter()
+            .map(|a| index_db::Bulk {
+                id: a.thread.clone(),
+                workflow: a.workflow,
+                head: a.head,
+                parent: a.parent.clone(),
+                archived: Some((a.status.clone(), u64::try_from(a.completed_ms).unwrap_or(0))),
+                steps: known.get(&a.thread).map(|f| f.steps),
+                next: None,
+                // Filled by the first search (`index_db::search`).
+                prompt: None,
+            })
+            .chain(threads.active.iter().map(|t| index_db::Bulk {
+                id: t.id.clone(),
+                workflow: t.workflow,
+                head: t.head,
+                parent: t.parent.clone(),
+                archived: None,
+                steps: known.get(&t.id).map(|f| f.steps),
+                next: known.get(&t.id).and_then(|f| f.next.clone()),
+                prompt: None,
+            }))
+            .collect();
+        Ok(
+            index_db::insert_all(&self.root, &rows)?.map_err(|(active, archived)| Occupancy {
+                threads: i64::try_from(active).unwrap_or(i64::MAX),
+                archived: i64::try_from(archived).unwrap_or(i64::MAX),
+                workflows: 0,
+            }),
+        )
     }
 
     fn shared(&self) -> bool {
         false
     }
+}
+
+/// The workflow and start time of the thread at `head` (a step or its start node), from its
+/// start node; a reason in words when `head` is not one of those.
+fn start_of(nodes: &dyn Nodes, head: Hash) -> Result<(Hash, i64), String> {
+    let get = |hash: Hash| nodes.read(hash).map_err(|e| e.to_string());
+    let mut node = get(head)?;
+    if node.type_hash == builtin::hash_of("step") {
+        let start = ref_field(&node, "start")?;
+        node = get(start)?;
+    }
+    if !builtin::is_start(node.type_hash) {
+        return Err(format!(
+            "{} is a {} node, not a step or start node",
+            node.hash,
+            builtin::name_of(node.type_hash).unwrap_or("data")
+        ));
+    }
+    let workflow = ref_field(&node, "workflow")?;
+    Ok((workflow, i64::try_from(node.timestamp).unwrap_or(i64::MAX)))
+}
+
+/// A `cas_ref` field of a node's payload.
+fn ref_field(node: &Node, field: &str) -> Result<Hash, String> {
+    node.payload
+        .get(field)
+        .and_then(Value::as_str)
+        .and_then(|t| Hash::parse(t).ok())
+        .ok_or_else(|| format!("node {} has no valid `{field}` reference", node.hash))
 }

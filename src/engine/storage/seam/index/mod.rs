@@ -4,6 +4,7 @@
 //! store's implementation (`index.db` and files under the root) is `dir.rs`, PostgreSQL's is
 //! `pg.rs`. Only [`open`] knows which a root uses.
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use crate::cas::gc::{GcOptions, GcReport};
@@ -11,14 +12,17 @@ use crate::cas::{Hash, Store};
 use crate::engine::storage::Backend;
 use crate::engine::storage::index_db::{NewRow, Scan};
 use crate::engine::storage::index_files::{Archived, Entry, IndexError, Registry, Threads};
+use crate::pg::{ArchivedThread, CopiedThread, Occupancy, RowFacts};
+
+use super::nodes::{MaintenanceError, Nodes};
+use super::records::ThreadRecords;
 
 mod dir;
 mod nodes;
 mod pg;
-mod pg_nodes;
 mod state;
 
-pub use nodes::{Condition, Derived, GcError, MaintenanceError, NodeCheck, NodeTable, Pruned};
+pub use nodes::{Condition, Derived, GcError, NodeCheck, NodeTable, Pruned};
 pub use state::{REBASED, State, Successor, ThreadIndexError, is_archived_status};
 
 /// Thread rows, heads and their compare-and-set, archive, rebase and listing, over one root.
@@ -123,9 +127,29 @@ pub trait ThreadIndex: Send + Sync {
     fn collect_garbage(&self, store: &Store, options: &GcOptions) -> Result<GcReport, GcError>;
 
     /// Checks this root's nodes one by one (`cas fsck`): the node files, or the rows of the
-    /// table they cache (and then the cache files), with the table the walk from the roots
-    /// ([`crate::engine::upkeep::fsck::check_with`]) reads, if the files are only a cache.
+    /// table they cache (and then the cache files), with the verdicts the walk from the roots
+    /// ([`crate::engine::upkeep::fsck::check_with`]) reads. Written once over the node store
+    /// (`nodes/upkeep.rs`), as [`ThreadIndex::collect_garbage`] is.
     fn check_nodes<'a>(&'a self, store: &'a Store) -> Result<NodeCheck<'a>, MaintenanceError>;
+
+    /// How many active threads, archived threads and registered workflows there are (a copy
+    /// goes only into an index with none).
+    fn occupancy(&self) -> Result<Occupancy, IndexError>;
+
+    /// Every thread as a copy takes it: the active ones with their workflow, start time and
+    /// parent, the archived ones, and what rows know beyond heads. `records` and `nodes` are
+    /// this store's: an index that does not keep a thread's workflow, start or parent reads
+    /// them there.
+    fn export_threads(
+        &self,
+        records: &dyn ThreadRecords,
+        nodes: &dyn Nodes,
+    ) -> Result<Exported, ExportError>;
+
+    /// Adds copied threads (start and completion times kept, none queued) in one go, only
+    /// into an index with no thread at all: otherwise nothing is written and the answer is
+    /// what is there (its `workflows` not counted, 0).
+    fn import_threads(&self, threads: &Exported) -> Result<Result<(), Occupancy>, IndexError>;
 
     /// Whether other machines move these heads too (a shared database): a step recorded on
     /// this machine may have been overtaken by one taken elsewhere.
@@ -149,6 +173,46 @@ pub struct IndexRow {
     pub running: Option<bool>,
     pub updated_ms: u64,
     pub parent: Option<String>,
+}
+
+/// Every thread of a store, in the form both backends map onto (what `uwf store copy` moves).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Exported {
+    pub active: Vec<CopiedThread>,
+    pub archived: Vec<ArchivedThread>,
+    /// What rows know beyond heads (steps, an active thread's next role), by thread.
+    pub known: HashMap<String, RowFacts>,
+}
+
+/// Why the threads of an index could not be read whole.
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    /// A head that is not a step or start node, or whose start cannot be read.
+    #[error("thread {thread}: {reason}")]
+    BadThread { thread: String, reason: String },
+    #[error(transparent)]
+    Index(#[from] IndexError),
+    #[error(transparent)]
+    Nodes(#[from] MaintenanceError),
+}
+
+impl crate::advice::Advice for ExportError {
+    fn hints(&self) -> Vec<String> {
+        match self {
+            ExportError::BadThread { .. } => {
+                vec!["run `uwf cas fsck` on the source, and repair it before copying".to_owned()]
+            }
+            ExportError::Index(e) => e.hints(),
+            ExportError::Nodes(e) => e.hints(),
+        }
+    }
+    fn is_busy(&self) -> bool {
+        match self {
+            ExportError::Index(e) => e.is_busy(),
+            ExportError::Nodes(e) => e.is_busy(),
+            ExportError::BadThread { .. } => false,
+        }
+    }
 }
 
 pub(super) fn open(root: &Path, backend: &Backend) -> Box<dyn ThreadIndex> {

@@ -11,13 +11,16 @@ use crate::engine::storage::index_db::{NewRow, Scan, search_text};
 use crate::engine::storage::index_files::{
     self, Archived, Entry, IndexError, Registry, Threads, archived_of,
 };
-use crate::pg::{ListPage, ListedRow, NewThread, PgError, PgStore, ThreadState};
-
-use super::pg_nodes;
-use super::{
-    GcError, IndexRow, MaintenanceError, NodeCheck, Pruned, State, Successor, ThreadIndex,
-    ThreadIndexError, is_archived_status,
+use crate::pg::{
+    CopiedThread, ListPage, ListedRow, NewThread, Occupancy, PgError, PgStore, ThreadState,
 };
+
+use super::{
+    ExportError, Exported, GcError, IndexRow, MaintenanceError, NodeCheck, Nodes, Pruned, State,
+    Successor, ThreadIndex, ThreadIndexError, ThreadRecords, is_archived_status,
+};
+use crate::engine::storage::seam::nodes::PgNodes;
+use crate::engine::storage::seam::nodes::upkeep::{check_nodes, collect_garbage};
 
 /// Rows per page of a listing.
 const PAGE: usize = 2000;
@@ -33,6 +36,14 @@ impl Pg {
         Pg {
             root: root.to_path_buf(),
             pg,
+        }
+    }
+
+    /// The nodes table, with `store`'s files as its cache.
+    fn nodes<'a>(&self, store: &'a Store) -> PgNodes<'a> {
+        PgNodes {
+            pg: self.pg.clone(),
+            cache: Some(store),
         }
     }
 }
@@ -328,24 +339,48 @@ impl ThreadIndex for Pg {
     fn collect_garbage(&self, store: &Store, options: &GcOptions) -> Result<GcReport, GcError> {
         let roots =
             || crate::engine::storage::threads::gc_roots(&self.root).map_err(GcError::Roots);
-        pg_nodes::gc(store, &self.pg, roots, options)
+        collect_garbage(store, &self.nodes(store), roots, options)
     }
 
     fn check_nodes<'a>(&'a self, store: &'a Store) -> Result<NodeCheck<'a>, MaintenanceError> {
-        let (nodes, rows) = pg_nodes::check_rows(store, &self.pg)?;
-        // The cache first: the walk reads through the store, which replaces a damaged cache
-        // file it meets with the row.
-        let cache = pg_nodes::check_cache(store, &self.pg, &rows)?;
-        let table = pg_nodes::Table {
-            store,
-            pg: self.pg.clone(),
-            rows,
-        };
-        Ok(NodeCheck {
-            nodes,
-            cache,
-            table: Some(Box::new(table)),
+        check_nodes(store, Box::new(self.nodes(store)))
+    }
+
+    fn occupancy(&self) -> Result<Occupancy, IndexError> {
+        Ok(self.pg.occupancy()?)
+    }
+
+    /// The rows keep all a copy takes: start times, parents and what lists show.
+    fn export_threads(
+        &self,
+        _records: &dyn ThreadRecords,
+        _nodes: &dyn Nodes,
+    ) -> Result<Exported, ExportError> {
+        let mut starts = self.pg.thread_starts().map_err(IndexError::from)?;
+        let active = self
+            .pg
+            .active_threads(None)
+            .map_err(IndexError::from)?
+            .into_iter()
+            .map(|t| CopiedThread {
+                started_ms: starts.remove(&t.id),
+                id: t.id,
+                workflow: t.workflow,
+                head: t.head,
+                parent: t.parent,
+            })
+            .collect();
+        Ok(Exported {
+            active,
+            archived: self.pg.archived_threads().map_err(IndexError::from)?,
+            known: self.pg.row_facts().map_err(IndexError::from)?,
         })
+    }
+
+    fn import_threads(&self, threads: &Exported) -> Result<Result<(), Occupancy>, IndexError> {
+        Ok(self
+            .pg
+            .insert_copied_threads(&threads.active, &threads.archived, &threads.known)?)
     }
 
     fn shared(&self) -> bool {
