@@ -272,7 +272,7 @@ pub(crate) fn input_limit(root: &std::path::Path) -> CliResult<u64> {
 fn needs_a_store(command: &Command) -> bool {
     match command {
         Command::Workflow(cmd) => cmd.only_reads(),
-        Command::Cas(cmd) => cmd.only_reads(),
+        Command::Cas(cmd) => cmd.needs_a_store(),
         Command::Thread(_)
         | Command::Run(_)
         | Command::Agent(_)
