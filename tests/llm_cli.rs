@@ -1428,3 +1428,83 @@ fn an_agent_timeout_reads_as_a_duration() {
         "the step took {took:?}: {err}"
     );
 }
+
+/// `uwf setup` on a terminal, answering `lines` one by one as a person types them; everything
+/// it printed.
+fn setup_on_terminal(env: &Env, lines: &[&str]) -> String {
+    let typed: String = lines
+        .iter()
+        .map(|l| format!("sleep 0.3; echo '{l}'; "))
+        .collect();
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "({typed} sleep 1) | script -qec '{} setup' /dev/null",
+            env!("CARGO_BIN_EXE_uwf")
+        ))
+        .env("UWF_STORAGE_ROOT", env.root())
+        .env("HOME", env.dir.path())
+        .env_remove("WORKFLOW_STORAGE_ROOT")
+        .env_remove("LOCAL_API_KEY")
+        .env("NO_COLOR", "1")
+        .env("TERM", "xterm")
+        .current_dir(env.dir.path())
+        .output()
+        .expect("run script(1)");
+    String::from_utf8_lossy(&out.stdout).replace('\r', "")
+}
+
+/// A keyless server (llama.cpp's, a local vLLM) is set up on a terminal by answering `none`
+/// to the key-variable question, and by flags with `--no-key`: no key variable is written, and
+/// no key is asked for or said to be missing (issue #41 item 8).
+#[test]
+fn a_keyless_server_is_set_up_on_a_terminal_and_with_no_key() {
+    if !common::has(
+        "a_keyless_server_is_set_up_on_a_terminal_and_with_no_key",
+        &[common::Need::Tool("script")],
+    ) {
+        return;
+    }
+    let env = Env::new();
+    let said = setup_on_terminal(
+        &env,
+        &["local", "http://127.0.0.1:8080/v1", "none", "llama3", ""],
+    );
+    let config = std::fs::read_to_string(env.root().join("config.yaml")).expect("config.yaml");
+    assert!(!config.contains("apiKeyEnv"), "{config}\n{said}");
+    assert!(
+        config.contains("baseUrl: http://127.0.0.1:8080/v1"),
+        "{config}"
+    );
+    assert!(
+        said.contains("provider local (http://127.0.0.1:8080/v1, no key)"),
+        "{said}"
+    );
+    assert!(!said.contains("API key for"), "no key is asked: {said}");
+    assert!(!said.contains("is set neither"), "{said}");
+
+    // By flags; and a provider that had a key variable loses it.
+    let flags = Env::new();
+    let setup = |args: &[&str]| flags.uwf().arg("setup").args(args).output().unwrap();
+    let out = setup(&[
+        "--provider",
+        "lab",
+        "--base-url",
+        "http://127.0.0.1:8000/v1",
+        "--model",
+        "m",
+    ]);
+    assert!(out.status.success(), "{:?}", texts(&out));
+    let config = std::fs::read_to_string(flags.root().join("config.yaml")).unwrap();
+    assert!(config.contains("apiKeyEnv: LAB_API_KEY"), "{config}");
+    let out = setup(&["--provider", "lab", "--no-key"]);
+    let (stdout, stderr) = texts(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains("no key"), "{stdout}");
+    assert!(!stderr.contains("is set neither"), "{stderr}");
+    let config = std::fs::read_to_string(flags.root().join("config.yaml")).unwrap();
+    assert!(!config.contains("apiKeyEnv"), "{config}");
+    // A key and no key at once is a usage error.
+    let out = setup(&["--provider", "lab", "--no-key", "--api-key-env", "LAB_KEY"]);
+    assert_eq!(out.status.code(), Some(2), "{:?}", texts(&out));
+}
