@@ -805,3 +805,35 @@ fn run_and_live_exit_with_how_the_thread_ended() {
     env.ok_stdin(&["thread", "answer", &thread], "approved: true");
     assert_eq!(ended(&env, &["live", &thread]).0, Some(0));
 }
+
+/// `uwf run` (start, then run) exits as `thread run` does: 0 done, 3 still active after
+/// `--max-steps`, 5 a step failed (`docs/cli.md#exit-codes`; 4 is in the test above).
+#[test]
+fn uwf_run_exits_with_how_the_thread_ended() {
+    let env = Env::new();
+    env.ok_stdin(&["workflow", "put", "-"], ASK);
+    let (code, out, err) = ended(&env, &["run", "ask", "-p", "done", "--agent", "dry"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert_eq!(json(out.lines().last().unwrap())["done"], true, "{out}");
+    let (code, out, err) = ended(
+        &env,
+        &[
+            "run",
+            "ask",
+            "-p",
+            "one step",
+            "--agent",
+            "dry",
+            "--max-steps",
+            "1",
+        ],
+    );
+    assert_eq!(code, Some(3), "{out}{err}");
+    assert!(err.contains("still active"), "{err}");
+    let (code, out, err) = ended(&env, &["run", "ask", "-p", "fails", "--agent", "false"]);
+    assert_eq!(code, Some(5), "{out}{err}");
+    assert!(
+        err.starts_with("error: ") || err.contains("\nerror: "),
+        "{err}"
+    );
+}
