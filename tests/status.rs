@@ -130,8 +130,7 @@ fn status_names_the_worker_that_runs_a_step() {
         let text = common::on_terminal(&env, &["status"], &[("NO_COLOR", "1")]);
         assert!(text.contains("Running (1):"), "{text}");
         assert!(
-            text.contains(&format!("writer on worker "))
-                && text.contains(&format!("(pid {})", worker.id())),
+            text.contains("writer on worker ") && text.contains(&format!("(pid {})", worker.id())),
             "{text}"
         );
         assert!(text.contains(&format!("→ uwf live {id}")), "{text}");

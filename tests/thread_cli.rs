@@ -837,3 +837,42 @@ fn uwf_run_exits_with_how_the_thread_ended() {
         "{err}"
     );
 }
+
+/// A running step stopped by `uwf thread kill` says it was stopped by the kill, not only
+/// "exited with signal 15"; the kill names who asked for it (`--by`) in `thread show` and
+/// `thread log`, and the thread counts as killed, not failed (issue #41).
+#[test]
+fn a_step_stopped_by_a_kill_says_so_and_who_asked() {
+    let env = Env::new();
+    put_example(&env, "solve-issue");
+    let id = start_thread(&env, "solve-issue", "p");
+    let slow = script(&env, "slow.sh", "sleep 30");
+    let step = spawn_step(&env, &id, slow.to_str().unwrap());
+    wait_for_agent(&env, &id);
+    env.ok(&["thread", "kill", &id, "--by", "zed"]);
+    let out = step.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("was stopped: the thread was killed (`uwf thread kill`)"),
+        "{err}"
+    );
+    assert!(!err.contains("signal 15"), "{err}");
+    let show = json(&env.ok(&["thread", "show", &id]));
+    assert_eq!(show["status"], "killed", "{show}");
+    assert_eq!(
+        (
+            show["lastAction"]["event"].clone(),
+            show["lastAction"]["by"].clone()
+        ),
+        ("killed".into(), "zed".into()),
+        "{show}"
+    );
+    let log = env.ok(&["thread", "log", &id]);
+    assert!(log.contains("── killed by zed · "), "{log}");
+    let failed = env.ok(&["thread", "list", "--all", "--status", "failed", "-q"]);
+    assert!(
+        !failed.contains(&id),
+        "a killed thread listed as failed: {failed}"
+    );
+}
