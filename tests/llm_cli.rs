@@ -1508,3 +1508,52 @@ fn a_keyless_server_is_set_up_on_a_terminal_and_with_no_key() {
     let out = setup(&["--provider", "lab", "--no-key", "--api-key-env", "LAB_KEY"]);
     assert_eq!(out.status.code(), Some(2), "{:?}", texts(&out));
 }
+
+/// Every duration in `config.yaml` — a provider's `timeout`, react's `commandTimeout`, an
+/// agent's `timeout` — reads `1m`, `30s` and `1h 30m` as the CLI's flags do, and a word that is
+/// none is located and named the same way for each (issue #41: durations read the same
+/// everywhere).
+#[test]
+fn every_config_duration_reads_as_a_duration() {
+    let env = Env::new();
+    let config = "providers:\n  lab: { baseUrl: 'http://127.0.0.1:9/v1', timeout: 1m }\n\
+                  models:\n  m: { provider: lab, name: m }\n\
+                  react: { commandTimeout: 30s }\n\
+                  agents:\n  slow: { command: sleep, timeout: 1h 30m }\n";
+    let doctor = |text: &str| {
+        std::fs::write(env.root().join("config.yaml"), text).unwrap();
+        env.uwf()
+            .args([
+                "doctor",
+                "--skip",
+                "providers",
+                "--skip",
+                "fuse",
+                "--skip",
+                "knowledge",
+            ])
+            .args(["--skip", "agents", "--skip", "storage", "--skip", "secrets"])
+            .output()
+            .unwrap()
+    };
+    let out = doctor(config);
+    let (stdout, stderr) = texts(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("ok   config:"), "{stdout}");
+    for (from, field) in [
+        ("timeout: 1m", "providers.lab.timeout"),
+        ("commandTimeout: 30s", "react.commandTimeout"),
+        ("timeout: 1h 30m", "agents.slow.timeout"),
+    ] {
+        let broken = config.replace(from, &format!("{}: soon", from.split(':').next().unwrap()));
+        let out = doctor(&broken);
+        let (stdout, stderr) = texts(&out);
+        assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+        assert!(
+            stdout.contains(&format!(
+                "{field}: expected seconds or a duration (e.g. 900, 15m, 1h 30m), found a string"
+            )),
+            "{field}: {stdout}{stderr}"
+        );
+    }
+}
