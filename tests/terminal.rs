@@ -375,3 +375,38 @@ fn thread_show_ends_with_the_next_thing_to_do_in_every_state() {
         last_line(&done)
     );
 }
+
+/// `uwf run` (start, then run) speaks as `thread run` does on a terminal: one readable line per
+/// step, no JSON lines (issue #41).
+#[test]
+fn uwf_run_prints_one_line_per_step_on_a_terminal() {
+    if !common::has(
+        "uwf_run_prints_one_line_per_step_on_a_terminal",
+        &[Need::Tool("script")],
+    ) {
+        return;
+    }
+    let env = Env::new();
+    put_example(&env, "solve-issue");
+    let ran = on_terminal(
+        &env,
+        &[
+            "run",
+            "solve-issue",
+            "-p",
+            "Fix it",
+            "--agent",
+            "dry",
+            "--max-steps",
+            "2",
+        ],
+        &[("NO_COLOR", "1")],
+    );
+    assert!(ran.contains("✓ step 1 · planner · agent dry → "), "{ran:?}");
+    assert!(ran.contains("✓ step 2 · "), "{ran:?}");
+    assert!(
+        !ran.contains("{\"workflow\""),
+        "no JSON lines for a person: {ran:?}"
+    );
+    assert!(ran.contains("uwf: started thread "), "{ran:?}");
+}
