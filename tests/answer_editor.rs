@@ -94,3 +94,47 @@ fn an_answer_left_empty_sends_nothing() {
     let show = json(&env.ok(&["thread", "show", &id]));
     assert_eq!(show["status"], "awaiting", "{show}");
 }
+
+/// The template lists the fields in the order the workflow's author wrote them, not sorted:
+/// here `verdict` before `approved` before `notes`, each after its description as a comment.
+#[test]
+fn the_template_keeps_the_authors_field_order_with_descriptions_as_comments() {
+    if !common::has(
+        "the_template_keeps_the_authors_field_order_with_descriptions_as_comments",
+        &[Need::Tool("script")],
+    ) {
+        return;
+    }
+    let env = Env::new();
+    let workflow = REVIEW.replace(
+        "properties: { approved: { type: boolean, description: Whether it ships. }, comments: { type: string } }, required: [approved]",
+        "properties: { verdict: { type: string, description: One line for the changelog. }, approved: { type: boolean, description: Whether it ships. }, notes: { type: string } }, required: [verdict, approved]",
+    );
+    assert_ne!(workflow, REVIEW);
+    env.ok_stdin(&["workflow", "put", "-"], &workflow);
+    let id = start_thread(&env, "review", "Release notes for 2.1");
+    env.ok(&["thread", "step", &id, "--agent", "dry"]);
+    env.ok(&["thread", "step", &id, "--agent", "human"]);
+    let seen = env.dir.path().join("template");
+    let editor = common::script(
+        &env,
+        "keep.sh",
+        &format!("cp \"$1\" {}\n: > \"$1\"", seen.display()),
+    );
+    let shown = common::on_terminal(
+        &env,
+        &["thread", "answer", &id],
+        &[("EDITOR", editor.to_str().unwrap()), ("NO_COLOR", "1")],
+    );
+    let template = std::fs::read_to_string(&seen).expect("the editor was opened");
+    let at = |text: &str| {
+        template
+            .find(text)
+            .unwrap_or_else(|| panic!("`{text}` missing: {template}\n{shown}"))
+    };
+    let verdict = at("# verdict (string, required): One line for the changelog.\nverdict: ");
+    let approved = at("# approved (true or false, required): Whether it ships.\napproved: false\n");
+    let notes = at("# notes: ''");
+    assert!(verdict < approved && approved < notes, "{template}");
+    assert!(shown.contains("nothing was sent"), "{shown}");
+}

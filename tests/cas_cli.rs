@@ -157,6 +157,28 @@ fn schema_commands() {
 }
 
 #[test]
+fn built_in_schemas_need_no_store_and_nothing_is_made() {
+    let env = Env::new();
+    std::fs::remove_dir(env.root()).unwrap();
+    // Without a store, the built-ins answer as a fresh store's listing does.
+    let without = env.ok(&["cas", "schema", "list"]);
+    let step = env.ok(&["cas", "schema", "get", "step"]);
+    let meta = env.ok(&["cas", "schema", "get", "meta", "--json"]);
+    let quiet = env.ok(&["cas", "schema", "list", "-q"]);
+    assert!(!env.root().exists(), "a built-in schema made a store");
+    // A schema that is not built in still needs the store, and says so.
+    let err = env.fails(&["cas", "schema", "get", "827F196W26J4M"], 1);
+    assert!(err.contains("no uwf store at"), "{err}");
+    assert!(!env.root().exists());
+    env.ok(&["cas", "put", "text", "\"x\""]);
+    assert_eq!(without, env.ok(&["cas", "schema", "list"]));
+    assert_eq!(quiet, env.ok(&["cas", "schema", "list", "-q"]));
+    assert_eq!(step, env.ok(&["cas", "schema", "get", "step"]));
+    assert_eq!(meta, env.ok(&["cas", "schema", "get", "meta", "--json"]));
+    assert_eq!(without.lines().count(), 10, "{without}");
+}
+
+#[test]
 fn bad_hashes_and_unknown_nodes() {
     let env = Env::new();
     for args in [

@@ -4,8 +4,12 @@
 //!
 //! - `<!-- before it runs: … -->` holds hidden lines that make the state the page's prose
 //!   assumes (a registered workflow, a thread in `$T`); they run first, in the same shell.
-//! - `<!-- not run: REASON -->`: the block is a script file shown, talks to a paid provider, or
-//!   starts a server that runs until stopped. The reason is printed by this test.
+//! - `<!-- script: WHAT -->`: the block is a script file shown (it starts with `#!`), for a
+//!   program the reader has and this machine lacks. It is not run, but its interpreter
+//!   (`sh` or `bash`) parses it with `-n`, so a syntax error fails this test. A block that starts
+//!   with `#!` must be marked so, and a block marked so must start with `#!`.
+//! - `<!-- not run: REASON -->`: the block talks to a paid provider, or starts a server that runs
+//!   until stopped, or takes minutes. The reason is printed by this test.
 //! - `<!-- run by tests/readme_tour.rs -->`: that test runs the block (it needs FUSE,
 //!   PostgreSQL, or looks at what the block prints).
 //!
@@ -22,6 +26,7 @@ use std::process::Command;
 enum Mark {
     Run { before: String },
     NotRun(String),
+    Script(String),
     ElsewhereRun,
 }
 
@@ -103,6 +108,8 @@ fn mark_above(lines: &[&str]) -> Mark {
         .trim();
     if let Some(reason) = inner.strip_prefix("not run:") {
         Mark::NotRun(reason.trim().to_owned())
+    } else if let Some(what) = inner.strip_prefix("script:") {
+        Mark::Script(what.trim().to_owned())
     } else if inner == "run by tests/readme_tour.rs" {
         Mark::ElsewhereRun
     } else if let Some(before) = inner.strip_prefix("before it runs:") {
@@ -130,6 +137,35 @@ fn every_block() -> Vec<Block> {
 /// that code.
 const GUARD: &str = r#"trap 'rc=$?; l=$(sed -n "${LINENO}p" "$0"); case "$l" in *"exits $rc"*) ;; *) echo "that line exited $rc: $l" >&2; exit 99;; esac' ERR
 "#;
+
+/// The interpreter a script block's `#!` line names, if it is one this test can parse with.
+fn shell_of(text: &str) -> Option<&'static str> {
+    let first = text.lines().next()?.strip_prefix("#!")?;
+    let program = first.split_whitespace().next_back()?;
+    ["sh", "bash"]
+        .into_iter()
+        .find(|&s| program == s || program.ends_with(&format!("/{s}")))
+}
+
+/// Parses a script block with its shell's `-n` (nothing runs): `Err` holds why it does not parse.
+fn parse_check(block: &Block) -> Result<&'static str, String> {
+    let Some(shell) = shell_of(&block.text) else {
+        return Err("a script block must start with `#!/bin/sh` or `#!/bin/bash`".into());
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("script.sh");
+    std::fs::write(&file, &block.text).expect("write script");
+    let out = Command::new(shell)
+        .arg("-n")
+        .arg(&file)
+        .output()
+        .unwrap_or_else(|e| panic!("run {shell} -n: {e}"));
+    if out.status.success() {
+        Ok(shell)
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
 
 fn run(block: &Block, before: &str) -> std::process::Output {
     let home = tempfile::tempdir().expect("temp dir");
@@ -171,8 +207,37 @@ fn every_sh_block_under_docs_runs_as_pasted_or_says_why_not() {
     assert!(blocks.len() >= 10, "found only {} blocks", blocks.len());
     let mut failures = Vec::new();
     let mut ran = 0;
+    let mut scripts = 0;
     for block in &blocks {
+        if block.text.starts_with("#!") && !matches!(block.mark, Mark::Script(_)) {
+            failures.push(format!(
+                "{}:{}: a block that starts with `#!` is a script file: mark it `<!-- script: WHAT -->` so it is parse-checked",
+                block.page, block.line
+            ));
+            continue;
+        }
         match &block.mark {
+            Mark::Script(what) => {
+                assert!(
+                    what.len() >= 10,
+                    "{}:{}: a script block must say what it stands for",
+                    block.page,
+                    block.line
+                );
+                match parse_check(block) {
+                    Ok(shell) => {
+                        scripts += 1;
+                        println!(
+                            "parsed with {shell} -n, not run: {}:{}: {what}",
+                            block.page, block.line
+                        );
+                    }
+                    Err(why) => failures.push(format!(
+                        "{}:{}: the script does not parse:\n{}\n{why}",
+                        block.page, block.line, block.text
+                    )),
+                }
+            }
             Mark::NotRun(reason) => {
                 assert!(
                     reason.len() >= 10,
@@ -205,6 +270,10 @@ fn every_sh_block_under_docs_runs_as_pasted_or_says_why_not() {
         }
     }
     assert!(ran >= 5, "only {ran} blocks ran");
+    assert!(
+        scripts >= 3,
+        "only {scripts} script blocks were parse-checked"
+    );
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
@@ -233,16 +302,48 @@ fn a_failing_line_fails_the_run_unless_it_says_its_exit_code() {
 }
 
 #[test]
+fn a_script_block_is_parsed_and_a_syntax_error_fails() {
+    let block = |text: &str| Block {
+        page: "test".into(),
+        line: 1,
+        text: text.into(),
+        mark: Mark::Script("a script file".into()),
+    };
+    assert_eq!(
+        parse_check(&block("#!/bin/sh\nuwf agent prompt \"$1\" | my-llm-cli\n")),
+        Ok("sh")
+    );
+    assert_eq!(
+        parse_check(&block("#!/usr/bin/env bash\n[[ -n $1 ]] && echo yes\n")),
+        Ok("bash")
+    );
+    // Parsed, never run: a script that would remove a file leaves it.
+    let dir = tempfile::tempdir().unwrap();
+    let kept = dir.path().join("kept");
+    std::fs::write(&kept, "x").unwrap();
+    assert!(parse_check(&block(&format!("#!/bin/sh\nrm {}\n", kept.display()))).is_ok());
+    assert!(kept.exists(), "a script block was run, not parsed");
+    let err = parse_check(&block("#!/bin/sh\nif true; then echo unclosed\n")).unwrap_err();
+    assert!(!err.is_empty(), "an unclosed if must not parse");
+    assert!(parse_check(&block("#!/usr/bin/python3\nprint(1)\n")).is_err());
+    assert!(parse_check(&block("echo no shebang\n")).is_err());
+}
+
+#[test]
 fn marks_are_read_from_the_comment_above_the_fence() {
     let page = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(
         page.path(),
         "# P\n\n<!-- not run: a script file, shown -->\n```sh\nrm -rf /\n```\n\n\
-         <!-- before it runs:\nT=1\n-->\n\n```sh\necho $T\n```\n\n```yaml\na: 1\n```\n\n```sh\nls\n```\n",
+         <!-- before it runs:\nT=1\n-->\n\n```sh\necho $T\n```\n\n```yaml\na: 1\n```\n\n```sh\nls\n```\n\n\
+         <!-- script: my-agent.sh, for a CLI this machine lacks -->\n```sh\n#!/bin/sh\ntrue\n```\n",
     )
     .unwrap();
     let blocks = blocks_of(page.path());
-    assert_eq!(blocks.len(), 3, "{blocks:?}");
+    assert_eq!(blocks.len(), 4, "{blocks:?}");
+    assert!(
+        matches!(&blocks[3].mark, Mark::Script(w) if w == "my-agent.sh, for a CLI this machine lacks")
+    );
     assert!(matches!(&blocks[0].mark, Mark::NotRun(r) if r == "a script file, shown"));
     assert!(matches!(&blocks[1].mark, Mark::Run { before } if before == "T=1\n"));
     assert!(matches!(&blocks[2].mark, Mark::Run { before } if before.is_empty()));

@@ -2367,3 +2367,54 @@ fn the_mount_runs_agents_in_its_workdir_keeps_bindings_and_honours_pause() {
         "001-planner\n002-reviewer\nlatest\n"
     );
 }
+
+/// Who did what through a real mount: a thread started, stepped, answered and killed through
+/// its files names the person who mounted it (`uwf mount --by NAME`), in the thread's `log`
+/// file and in `uwf thread show` (issue #41).
+#[test]
+fn what_is_done_through_the_mount_names_who_mounted_it() {
+    if !common::has(
+        "what_is_done_through_the_mount_names_who_mounted_it",
+        &[Need::Fuse],
+    ) {
+        return;
+    }
+    let env = Env::new();
+    put(
+        &env,
+        "name: ask\nroles:\n  approver:\n    meta: { type: object, properties: { approved: { type: boolean } }, required: [approved] }\n\
+graph:\n  $START: [ { role: approver, condition: null } ]\n  approver: [ { role: $END, condition: null } ]\n",
+    );
+    std::fs::write(
+        env.root().join("config.yaml"),
+        "agentOverrides:\n  ask: { approver: human }\n",
+    )
+    .unwrap();
+    let m = Mounted::start(&env, "authors", &["--by", "Mia Wong"]);
+    m.ok("echo 'Ship 2.0?' > workflows/ask/prompt");
+    let id = m.ok("ls threads").trim().to_owned();
+    assert_eq!(id.len(), 26, "one thread: {id}");
+    let t = format!("threads/{id}");
+    m.ok(&format!("touch {t}/step"));
+    m.ok(&format!("cat {t}/wait > /dev/null"));
+    m.ok(&format!("echo 'approved: true' > {t}/answer"));
+    let show = common::json(&env.ok(&["thread", "show", &id]));
+    assert_eq!(show["status"], "done", "{show}");
+    assert_eq!(show["by"], "Mia Wong", "{show}");
+    assert_eq!(show["lastAction"]["by"], "Mia Wong", "{show}");
+    let log = eventually(&m, &format!("cat {t}/log"), |l| l.contains("answered by"));
+    assert!(log.contains("by Mia Wong"), "{log}");
+    assert!(log.contains("answered by Mia Wong"), "{log}");
+
+    // A kill through the mount, by the same person.
+    let other = thread_of(&env.ok(&["thread", "start", "ask", "-p", "Ship 2.1?", "--by", "cli"]));
+    let o = format!("threads/{other}");
+    eventually(&m, "ls threads", |l| l.contains(&other));
+    m.ok(&format!("echo > {o}/kill"));
+    let show = common::json(&env.ok(&["thread", "show", &other]));
+    assert_eq!(show["status"], "killed", "{show}");
+    assert_eq!(show["by"], "cli", "{show}");
+    assert_eq!(show["lastAction"]["by"], "Mia Wong", "{show}");
+    let log = m.ok(&format!("cat {o}/log"));
+    assert!(log.contains("killed by Mia Wong"), "{log}");
+}

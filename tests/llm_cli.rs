@@ -1432,3 +1432,132 @@ fn an_agent_timeout_reads_as_a_duration() {
         "the step took {took:?}: {err}"
     );
 }
+
+/// `uwf setup` on a terminal, answering `lines` one by one as a person types them; everything
+/// it printed.
+fn setup_on_terminal(env: &Env, lines: &[&str]) -> String {
+    let typed: String = lines
+        .iter()
+        .map(|l| format!("sleep 0.3; echo '{l}'; "))
+        .collect();
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "({typed} sleep 1) | script -qec '{} setup' /dev/null",
+            env!("CARGO_BIN_EXE_uwf")
+        ))
+        .env("UWF_STORAGE_ROOT", env.root())
+        .env("HOME", env.dir.path())
+        .env_remove("WORKFLOW_STORAGE_ROOT")
+        .env_remove("LOCAL_API_KEY")
+        .env("NO_COLOR", "1")
+        .env("TERM", "xterm")
+        .current_dir(env.dir.path())
+        .output()
+        .expect("run script(1)");
+    String::from_utf8_lossy(&out.stdout).replace('\r', "")
+}
+
+/// A keyless server (llama.cpp's, a local vLLM) is set up on a terminal by answering `none`
+/// to the key-variable question, and by flags with `--no-key`: no key variable is written, and
+/// no key is asked for or said to be missing (issue #41 item 8).
+#[test]
+fn a_keyless_server_is_set_up_on_a_terminal_and_with_no_key() {
+    if !common::has(
+        "a_keyless_server_is_set_up_on_a_terminal_and_with_no_key",
+        &[common::Need::Tool("script")],
+    ) {
+        return;
+    }
+    let env = Env::new();
+    let said = setup_on_terminal(
+        &env,
+        &["local", "http://127.0.0.1:8080/v1", "none", "llama3", ""],
+    );
+    let config = std::fs::read_to_string(env.root().join("config.yaml")).expect("config.yaml");
+    assert!(!config.contains("apiKeyEnv"), "{config}\n{said}");
+    assert!(
+        config.contains("baseUrl: http://127.0.0.1:8080/v1"),
+        "{config}"
+    );
+    assert!(
+        said.contains("provider local (http://127.0.0.1:8080/v1, no key)"),
+        "{said}"
+    );
+    assert!(!said.contains("API key for"), "no key is asked: {said}");
+    assert!(!said.contains("is set neither"), "{said}");
+
+    // By flags; and a provider that had a key variable loses it.
+    let flags = Env::new();
+    let setup = |args: &[&str]| flags.uwf().arg("setup").args(args).output().unwrap();
+    let out = setup(&[
+        "--provider",
+        "lab",
+        "--base-url",
+        "http://127.0.0.1:8000/v1",
+        "--model",
+        "m",
+    ]);
+    assert!(out.status.success(), "{:?}", texts(&out));
+    let config = std::fs::read_to_string(flags.root().join("config.yaml")).unwrap();
+    assert!(config.contains("apiKeyEnv: LAB_API_KEY"), "{config}");
+    let out = setup(&["--provider", "lab", "--no-key"]);
+    let (stdout, stderr) = texts(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains("no key"), "{stdout}");
+    assert!(!stderr.contains("is set neither"), "{stderr}");
+    let config = std::fs::read_to_string(flags.root().join("config.yaml")).unwrap();
+    assert!(!config.contains("apiKeyEnv"), "{config}");
+    // A key and no key at once is a usage error.
+    let out = setup(&["--provider", "lab", "--no-key", "--api-key-env", "LAB_KEY"]);
+    assert_eq!(out.status.code(), Some(2), "{:?}", texts(&out));
+}
+
+/// Every duration in `config.yaml` — a provider's `timeout`, react's `commandTimeout`, an
+/// agent's `timeout` — reads `1m`, `30s` and `1h 30m` as the CLI's flags do, and a word that is
+/// none is located and named the same way for each (issue #41: durations read the same
+/// everywhere).
+#[test]
+fn every_config_duration_reads_as_a_duration() {
+    let env = Env::new();
+    let config = "providers:\n  lab: { baseUrl: 'http://127.0.0.1:9/v1', timeout: 1m }\n\
+                  models:\n  m: { provider: lab, name: m }\n\
+                  react: { commandTimeout: 30s }\n\
+                  agents:\n  slow: { command: sleep, timeout: 1h 30m }\n";
+    let doctor = |text: &str| {
+        std::fs::write(env.root().join("config.yaml"), text).unwrap();
+        env.uwf()
+            .args([
+                "doctor",
+                "--skip",
+                "providers",
+                "--skip",
+                "fuse",
+                "--skip",
+                "knowledge",
+            ])
+            .args(["--skip", "agents", "--skip", "storage", "--skip", "secrets"])
+            .output()
+            .unwrap()
+    };
+    let out = doctor(config);
+    let (stdout, stderr) = texts(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("ok   config:"), "{stdout}");
+    for (from, field) in [
+        ("timeout: 1m", "providers.lab.timeout"),
+        ("commandTimeout: 30s", "react.commandTimeout"),
+        ("timeout: 1h 30m", "agents.slow.timeout"),
+    ] {
+        let broken = config.replace(from, &format!("{}: soon", from.split(':').next().unwrap()));
+        let out = doctor(&broken);
+        let (stdout, stderr) = texts(&out);
+        assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+        assert!(
+            stdout.contains(&format!(
+                "{field}: expected seconds or a duration (e.g. 900, 15m, 1h 30m), found a string"
+            )),
+            "{field}: {stdout}{stderr}"
+        );
+    }
+}

@@ -453,3 +453,48 @@ fn every_command_is_in_the_table_or_exempt_with_a_reason() {
         "commands neither tested for --json and -q nor exempt: {missing:?}"
     );
 }
+
+/// A command whose output is text by nature refuses `--json` (a usage error saying where the
+/// JSON is) instead of ignoring it; `thread read`, `thread log` and `thread list --tree`, once
+/// ignoring it, print JSON (issue #41: `--json` never silently ignored).
+#[test]
+fn json_is_honoured_or_refused_never_ignored() {
+    let store = Store::new();
+    let t = store.thread.as_str();
+    let (a, b) = (format!("{t}:1"), format!("{t}:2"));
+    for args in [
+        &["live", t, "--once"][..],
+        &["thread", "live", t, "--once"],
+        &["thread", "diff", &a, &b],
+        &["agent", "prompt", t, "planner"],
+        &["skill"],
+        &["completions", "bash"],
+    ] {
+        let mut with = args.to_vec();
+        with.push("--json");
+        let err = store.env.fails(&with, 2);
+        assert!(
+            err.contains("`--json` does not apply here") && err.contains("hint: "),
+            "uwf {args:?} --json: {err}"
+        );
+        // Without it, the command runs as before.
+        let out = store.env.run(args);
+        assert!(
+            out.status.code() != Some(2),
+            "uwf {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let read = json(&store.env.ok(&["thread", "read", t, "--json"]));
+    assert_eq!(read["thread"], t, "{read}");
+    let log = json(&store.env.ok(&["thread", "log", t, "--json"]));
+    assert_eq!(log["thread"], t, "{log}");
+    for line in store
+        .env
+        .ok(&["thread", "list", "--tree", "--json"])
+        .lines()
+    {
+        let row = json(line);
+        assert!(row["depth"].is_u64() && row["thread"].is_string(), "{row}");
+    }
+}

@@ -220,6 +220,30 @@ fn the_api_answers_as_the_cli_does() {
     assert!(!page.contains("<script>x()"), "{page}");
 }
 
+/// A person's answer posted to the API as they would type it, plain YAML, is taken as the CLI
+/// and the mount take it; a refused one says which field and why (issue #41).
+#[test]
+fn the_api_takes_an_answer_in_plain_yaml() {
+    let env = store();
+    let id = env.ok(&["thread", "start", "review", "-p", "Notes", "-q"]);
+    env.ends(&["thread", "run", &id], 4);
+    let server = Server::start(&env, "127.0.0.1:0", &[]);
+    let answer = format!("/api/threads/{id}/answer");
+    let (status, refused) = server.post_json(&answer, "approved: yes please\n");
+    assert_eq!(status, 422, "{refused}");
+    let message = refused["error"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("the field `approved` must be true or false"),
+        "{message}"
+    );
+    let (status, answered) = server.post_json(&answer, "approved: true\n");
+    assert_eq!(status, 200, "{answered}");
+    let shown = common::json(&env.ok(&["thread", "show", &id]));
+    assert_eq!(shown["status"], "done", "{shown}");
+    let steps = env.ok(&["thread", "steps", &id]);
+    assert!(steps.contains("\"approved\":true"), "{steps}");
+}
+
 #[test]
 fn the_security_model_holds() {
     let env = store();

@@ -87,3 +87,55 @@ fn status_reads_as_sections_on_a_terminal() {
     let text = common::on_terminal(&empty, &["status"], &[("NO_COLOR", "1")]);
     assert!(text.starts_with("Nothing needs you"), "{text}");
 }
+
+/// A step a worker runs shows under "Running" with the worker's machine and pid and the
+/// command to watch it, in JSON and on a terminal (issue #41).
+#[test]
+fn status_names_the_worker_that_runs_a_step() {
+    let env = Env::new();
+    env.ok_stdin(&["workflow", "put", "-"], REVIEW);
+    let id = env.ok(&["thread", "start", "review", "-p", "queued", "--queue", "-q"]);
+    let slow = common::script(&env, "slow.sh", "sleep 6; exit 1");
+    let mut worker = std::process::Command::new(env!("CARGO_BIN_EXE_uwf"))
+        .args(["worker", "--until-idle", "--agent", slow.to_str().unwrap()])
+        .env("UWF_STORAGE_ROOT", env.root())
+        .env("HOME", env.dir.path())
+        .env_remove("WORKFLOW_STORAGE_ROOT")
+        .env_remove("UWF_STORAGE_URL")
+        .current_dir(env.dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn worker");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let running = loop {
+        let report = json(&env.ok(&["status"]));
+        let running = report["running"]["threads"][0].clone();
+        if running["thread"] == id.as_str() && running.get("worker").is_some() {
+            break running;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the worker's step never showed as running: {report}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert_eq!(running["worker"]["pid"], worker.id(), "{running}");
+    assert!(running["worker"]["machine"].is_string(), "{running}");
+    assert_eq!(running["command"], format!("uwf live {id}"), "{running}");
+    if common::has(
+        "status_names_the_worker_that_runs_a_step (terminal)",
+        &[Need::Tool("script")],
+    ) {
+        let text = common::on_terminal(&env, &["status"], &[("NO_COLOR", "1")]);
+        assert!(text.contains("Running (1):"), "{text}");
+        assert!(
+            text.contains("writer on worker ") && text.contains(&format!("(pid {})", worker.id())),
+            "{text}"
+        );
+        assert!(text.contains(&format!("→ uwf live {id}")), "{text}");
+    }
+    worker
+        .wait()
+        .expect("the worker ends when its queue is empty");
+}

@@ -264,3 +264,149 @@ fn commands_speak_to_a_person_on_a_terminal_and_print_json_when_asked() {
     let json = on_terminal(&env, &["thread", "resume", &id, "--json"], &[]);
     assert_eq!(common::json(json.trim())["paused"], false, "{json:?}");
 }
+
+/// `thread show` on a terminal ends with the next thing to do for the state the thread is in:
+/// answer a person's question, resume a pause, why a step failed, go on after a stop, read a
+/// finished thread (issue #41).
+#[test]
+fn thread_show_ends_with_the_next_thing_to_do_in_every_state() {
+    if !common::has(
+        "thread_show_ends_with_the_next_thing_to_do_in_every_state",
+        &[Need::Tool("script")],
+    ) {
+        return;
+    }
+    let env = Env::new();
+    env.ok_stdin(
+        &["workflow", "put", "-"],
+        "name: ask\nroles:\n  writer:\n    meta: { type: object, properties: { text: { type: string } }, required: [text] }\n  approver:\n    meta: { type: object, properties: { approved: { type: boolean } }, required: [approved] }\ngraph:\n  $START: [ { role: writer, condition: null } ]\n  writer: [ { role: approver, condition: null } ]\n  approver: [ { role: $END, condition: null } ]\n",
+    );
+    let last_line = |id: &str| {
+        let shown = on_terminal(
+            &env,
+            &["thread", "show", id, "--no-pager"],
+            &[("NO_COLOR", "1")],
+        );
+        shown
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or_default()
+            .to_owned()
+    };
+
+    let asks = start_thread(&env, "ask", "asks");
+    env.ok(&["thread", "step", &asks, "--agent", "dry"]);
+    env.ok(&["thread", "step", &asks, "--agent", "human"]);
+    let next = last_line(&asks);
+    assert!(
+        next.contains("answer as `approver`")
+            && next.contains(&format!("uwf thread question {asks}"))
+            && next.contains(&format!("uwf thread answer {asks}")),
+        "{next}"
+    );
+
+    let paused = start_thread(&env, "ask", "paused");
+    env.ok(&["thread", "pause", &paused]);
+    assert!(
+        last_line(&paused).contains(&format!("Resume it with `uwf thread resume {paused}`")),
+        "{}",
+        last_line(&paused)
+    );
+
+    let failed = start_thread(&env, "ask", "fails");
+    env.fails(&["thread", "step", &failed, "--agent", "false"], 1);
+    let shown = on_terminal(
+        &env,
+        &["thread", "show", &failed, "--no-pager"],
+        &[("NO_COLOR", "1")],
+    );
+    assert!(shown.contains("exited with"), "why it failed: {shown}");
+    let next = last_line(&failed);
+    assert!(
+        next.contains("its last step failed") && next.contains(&format!("uwf thread log {failed}")),
+        "{next}"
+    );
+
+    // A step stopped by Ctrl-C: nothing failed, and it says who stopped it and how to go on.
+    let stopped = start_thread(&env, "ask", "stopped");
+    let slow = common::script(&env, "slow.sh", "sleep 30");
+    let mut step = std::process::Command::new(env!("CARGO_BIN_EXE_uwf"))
+        .args([
+            "thread",
+            "step",
+            &stopped,
+            "--agent",
+            slow.to_str().unwrap(),
+        ])
+        .env("UWF_STORAGE_ROOT", env.root())
+        .env("HOME", env.dir.path())
+        .env_remove("WORKFLOW_STORAGE_ROOT")
+        .current_dir(env.dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn uwf");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while common::json(&env.ok(&["thread", "show", &stopped]))["status"] != "running" {
+        assert!(std::time::Instant::now() < deadline, "the step never ran");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(step.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    step.wait().unwrap();
+    let next = last_line(&stopped);
+    assert!(
+        next.contains("was stopped (by SIGINT")
+            && next.contains("nothing failed")
+            && next.contains(&format!("uwf thread step {stopped}")),
+        "{next}"
+    );
+
+    let done = start_thread(&env, "ask", "done");
+    env.ok(&["thread", "step", &done, "--agent", "dry"]);
+    env.ok(&["thread", "step", &done, "--agent", "dry"]);
+    assert!(
+        last_line(&done).contains(&format!("Read it with `uwf thread read {done}`")),
+        "{}",
+        last_line(&done)
+    );
+}
+
+/// `uwf run` (start, then run) speaks as `thread run` does on a terminal: one readable line per
+/// step, no JSON lines (issue #41).
+#[test]
+fn uwf_run_prints_one_line_per_step_on_a_terminal() {
+    if !common::has(
+        "uwf_run_prints_one_line_per_step_on_a_terminal",
+        &[Need::Tool("script")],
+    ) {
+        return;
+    }
+    let env = Env::new();
+    put_example(&env, "solve-issue");
+    let ran = on_terminal(
+        &env,
+        &[
+            "run",
+            "solve-issue",
+            "-p",
+            "Fix it",
+            "--agent",
+            "dry",
+            "--max-steps",
+            "2",
+        ],
+        &[("NO_COLOR", "1")],
+    );
+    assert!(ran.contains("✓ step 1 · planner · agent dry → "), "{ran:?}");
+    assert!(ran.contains("✓ step 2 · "), "{ran:?}");
+    assert!(
+        !ran.contains("{\"workflow\""),
+        "no JSON lines for a person: {ran:?}"
+    );
+    assert!(ran.contains("uwf: started thread "), "{ran:?}");
+}

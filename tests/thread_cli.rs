@@ -805,3 +805,74 @@ fn run_and_live_exit_with_how_the_thread_ended() {
     env.ok_stdin(&["thread", "answer", &thread], "approved: true");
     assert_eq!(ended(&env, &["live", &thread]).0, Some(0));
 }
+
+/// `uwf run` (start, then run) exits as `thread run` does: 0 done, 3 still active after
+/// `--max-steps`, 5 a step failed (`docs/cli.md#exit-codes`; 4 is in the test above).
+#[test]
+fn uwf_run_exits_with_how_the_thread_ended() {
+    let env = Env::new();
+    env.ok_stdin(&["workflow", "put", "-"], ASK);
+    let (code, out, err) = ended(&env, &["run", "ask", "-p", "done", "--agent", "dry"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert_eq!(json(out.lines().last().unwrap())["done"], true, "{out}");
+    let (code, out, err) = ended(
+        &env,
+        &[
+            "run",
+            "ask",
+            "-p",
+            "one step",
+            "--agent",
+            "dry",
+            "--max-steps",
+            "1",
+        ],
+    );
+    assert_eq!(code, Some(3), "{out}{err}");
+    assert!(err.contains("still active"), "{err}");
+    let (code, out, err) = ended(&env, &["run", "ask", "-p", "fails", "--agent", "false"]);
+    assert_eq!(code, Some(5), "{out}{err}");
+    assert!(
+        err.starts_with("error: ") || err.contains("\nerror: "),
+        "{err}"
+    );
+}
+
+/// A running step stopped by `uwf thread kill` says it was stopped by the kill, not only
+/// "exited with signal 15"; the kill names who asked for it (`--by`) in `thread show` and
+/// `thread log`, and the thread counts as killed, not failed (issue #41).
+#[test]
+fn a_step_stopped_by_a_kill_says_so_and_who_asked() {
+    let env = Env::new();
+    put_example(&env, "solve-issue");
+    let id = start_thread(&env, "solve-issue", "p");
+    let slow = script(&env, "slow.sh", "sleep 30");
+    let step = spawn_step(&env, &id, slow.to_str().unwrap());
+    wait_for_agent(&env, &id);
+    env.ok(&["thread", "kill", &id, "--by", "zed"]);
+    let out = step.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("was stopped: the thread was killed (`uwf thread kill`)"),
+        "{err}"
+    );
+    assert!(!err.contains("signal 15"), "{err}");
+    let show = json(&env.ok(&["thread", "show", &id]));
+    assert_eq!(show["status"], "killed", "{show}");
+    assert_eq!(
+        (
+            show["lastAction"]["event"].clone(),
+            show["lastAction"]["by"].clone()
+        ),
+        ("killed".into(), "zed".into()),
+        "{show}"
+    );
+    let log = env.ok(&["thread", "log", &id]);
+    assert!(log.contains("── killed by zed · "), "{log}");
+    let failed = env.ok(&["thread", "list", "--all", "--status", "failed", "-q"]);
+    assert!(
+        !failed.contains(&id),
+        "a killed thread listed as failed: {failed}"
+    );
+}

@@ -465,3 +465,34 @@ fn workflow_put_takes_several_files_and_folders_and_names_the_refused_one() {
     let err = env.fails(&["workflow", "put", empty.to_str().unwrap()], 1);
     assert!(err.contains("holds no .yaml or .yml file"), "{err}");
 }
+
+/// The dry agent fills each required field with the smallest value of its type — a number at
+/// its minimum, `false`, a list of its `minItems`, an enum's first choice, a nested object's own
+/// required fields — and leaves optional ones out, so a dry run passes only when a real
+/// agent's output could (issue #41).
+#[test]
+fn dry_fills_required_fields_by_their_types() {
+    let env = Env::new();
+    env.ok_stdin(
+        &["workflow", "put", "-"],
+        "name: typed\nroles:\n  filler:\n    meta:\n      type: object\n      properties:\n        \
+         count: { type: integer, minimum: 3 }\n        ratio: { type: number }\n        \
+         ok: { type: boolean }\n        tags: { type: array, items: { type: string, minLength: 2 }, minItems: 2 }\n        \
+         level: { enum: [high, low] }\n        title: { type: string, minLength: 1 }\n        \
+         author: { type: object, properties: { name: { type: string } }, required: [name] }\n        \
+         note: { type: string }\n      \
+         required: [count, ratio, ok, tags, level, title, author]\n\
+         graph:\n  $START: [ { role: filler, condition: null } ]\n  filler: [ { role: $END, condition: null } ]\n",
+    );
+    let id = common::start_thread(&env, "typed", "go");
+    let step = json(&env.ok(&["thread", "step", &id, "--agent", "dry"]));
+    let node = json(&env.ok(&["cas", "get", step["head"].as_str().unwrap(), "--payload"]));
+    let output = json(&env.ok(&["cas", "get", node["output"].as_str().unwrap(), "--payload"]));
+    assert_eq!(
+        output,
+        serde_json::json!({
+            "count": 3, "ratio": 0, "ok": false, "tags": ["xx", "xx"], "level": "high",
+            "title": "x", "author": {"name": ""}
+        })
+    );
+}

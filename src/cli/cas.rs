@@ -145,6 +145,26 @@ impl CasCommand {
                 | CasCommand::Reindex
         )
     }
+
+    /// Whether this command needs a store that exists: every reading command but those the
+    /// built-in schemas answer (`schema list`, `schema get` of a built-in), which need none.
+    pub fn needs_a_store(&self) -> bool {
+        match self {
+            CasCommand::Schema(SchemaCommand::List) => false,
+            CasCommand::Schema(SchemaCommand::Get { schema }) => builtin_schema(schema).is_none(),
+            _ => self.only_reads(),
+        }
+    }
+}
+
+/// The payload of a built-in schema (or of `meta`) named by its name or hash, if it is one.
+fn builtin_schema(text: &str) -> Option<(Hash, Value)> {
+    let hash = parse_type(text).ok()?;
+    if hash == Hash::META {
+        return Some((hash, builtin::bootstrap_payload()));
+    }
+    // As a store gives it back: keys in canonical order.
+    builtin::by_hash(hash).map(|b| (hash, crate::cas::canonical::sorted(b.schema())))
 }
 
 pub fn run(cmd: CasCommand, root: &Path, out: &mut Out) -> CliResult<()> {
@@ -157,6 +177,15 @@ pub fn run(cmd: CasCommand, root: &Path, out: &mut Out) -> CliResult<()> {
         } else {
             Err(CommandError::silent(1))
         };
+    }
+    let remote = std::env::var_os(storage::URL_VAR).is_some_and(|u| !u.is_empty());
+    if let CasCommand::Schema(schema) = &cmd
+        && !cmd.needs_a_store()
+        && !root.exists()
+        && !remote
+    {
+        // No store: the built-in schemas answer, and nothing is made.
+        return builtin_schemas(schema, out);
     }
     let store = crate::engine::storage::open_store(root)?;
     match cmd {
@@ -420,19 +449,49 @@ fn spoken_duration(duration: Duration) -> String {
     format!("{n} {unit}{}", if n == 1 { "" } else { "s" })
 }
 
+/// `schema list` and `schema get` of a built-in without a store: the built-ins every store
+/// holds, printed as a store's listing would print them.
+fn builtin_schemas(cmd: &SchemaCommand, out: &mut Out) -> CliResult<()> {
+    match cmd {
+        SchemaCommand::List => {
+            schema_line(
+                out,
+                Hash::META,
+                "meta (bootstrap: the type of every schema)",
+            )?;
+            for b in builtin::all() {
+                schema_line(out, b.hash, b.name)?;
+            }
+        }
+        SchemaCommand::Get { schema } => {
+            let (hash, payload) = builtin_schema(schema)
+                .ok_or_else(|| user_error!("`{schema}` is not a built-in schema"))?;
+            print_node(out, hash, &payload)?;
+        }
+        SchemaCommand::Put { .. } => unreachable!("schema put makes its store"),
+    }
+    Ok(())
+}
+
+/// One line of `schema list`: a hash and what it is.
+fn schema_line(out: &mut Out, hash: Hash, label: &str) -> std::io::Result<()> {
+    if out.quiet() {
+        out.line(hash)
+    } else if out.json_asked {
+        out.line(json!({"hash": hash, "name": label}))
+    } else {
+        out.line(format!("{hash}  {label}"))
+    }
+}
+
 fn run_schema(store: &Store, cmd: SchemaCommand, out: &mut Out) -> CliResult<()> {
     match cmd {
         SchemaCommand::List => {
-            let mut schema_line = |hash: Hash, label: &str| {
-                if out.quiet() {
-                    out.line(hash)
-                } else if out.json_asked {
-                    out.line(json!({"hash": hash, "name": label}))
-                } else {
-                    out.line(format!("{hash}  {label}"))
-                }
-            };
-            schema_line(Hash::META, "meta (bootstrap: the type of every schema)")?;
+            schema_line(
+                out,
+                Hash::META,
+                "meta (bootstrap: the type of every schema)",
+            )?;
             for h in store.list_type(Hash::META)? {
                 let label = match builtin::name_of(h) {
                     Some(name) => name.to_owned(),
@@ -442,13 +501,14 @@ fn run_schema(store: &Store, cmd: SchemaCommand, out: &mut Out) -> CliResult<()>
                         .and_then(|p| p.get("title").and_then(Value::as_str).map(str::to_owned))
                         .unwrap_or_else(|| "-".into()),
                 };
-                schema_line(h, &label)?;
+                schema_line(out, h, &label)?;
             }
         }
         SchemaCommand::Get { schema } => {
             let hash = parse_type(&schema)?;
             let node = store.get(hash)?;
-            if !node.is_schema() {
+            // `meta` is the schema of schemas: its own type is the zero hash.
+            if !node.is_schema() && hash != Hash::META {
                 return Err(StoreError::NotASchema(hash).into());
             }
             print_node(out, hash, &node.payload)?;

@@ -230,6 +230,14 @@ fn run(cli: Cli, out: &mut Out) -> CliResult {
             .hint("give the storage root with --root DIR or UWF_STORAGE_ROOT=DIR")
             .hint("`uwf workflow put FILE` creates a store and registers a workflow"));
     }
+    if cli.json
+        && let Some((what, instead)) = text_only(&cli.command)
+    {
+        return Err(error::CommandError::usage(format!(
+            "`--json` does not apply here: this command {what}"
+        ))
+        .hint(instead));
+    }
     load_dotenv(&root);
     match cli.command {
         Command::Cas(cmd) => cas::run(cmd, &root, out),
@@ -264,6 +272,30 @@ pub(crate) fn input_limit(root: &std::path::Path) -> CliResult<u64> {
     Ok(crate::engine::input::max_input(&config.config)?)
 }
 
+/// The commands whose output is text by nature, so that `--json` is refused rather than
+/// silently ignored: what they print, and where the JSON is instead.
+fn text_only(command: &Command) -> Option<(&'static str, &'static str)> {
+    use agent::AgentCommand;
+    use thread::ThreadCommand;
+    Some(match command {
+        Command::Live(_) | Command::Thread(ThreadCommand::Live(_)) => (
+            "streams the thread's log as text",
+            "`uwf thread log T --json` gives the log, `uwf thread show T --json` the status",
+        ),
+        Command::Thread(ThreadCommand::Diff { .. }) => (
+            "prints a unified diff",
+            "`uwf thread steps T --json` holds each step's output",
+        ),
+        Command::Agent(AgentCommand::Prompt { .. }) => (
+            "prints the prompt an agent reads",
+            "`uwf thread question T --json` gives what a thread asks as JSON",
+        ),
+        Command::Skill(_) => ("prints reference text", "leave out --json"),
+        Command::Completions(_) => ("prints a shell script", "leave out --json"),
+        _ => return None,
+    })
+}
+
 /// Whether a command needs a store that already exists: the commands that only
 /// read, and every thread and agent command (a thread needs a registered workflow, so a missing
 /// store can only be a wrong root). They refuse a root that does not exist instead of creating
@@ -272,7 +304,7 @@ pub(crate) fn input_limit(root: &std::path::Path) -> CliResult<u64> {
 fn needs_a_store(command: &Command) -> bool {
     match command {
         Command::Workflow(cmd) => cmd.only_reads(),
-        Command::Cas(cmd) => cmd.only_reads(),
+        Command::Cas(cmd) => cmd.needs_a_store(),
         Command::Thread(_)
         | Command::Run(_)
         | Command::Agent(_)

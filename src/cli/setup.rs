@@ -14,7 +14,7 @@ use crate::engine::{config::dotenv, upkeep::doctor};
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  \
 uwf setup --provider openai --api-key-env OPENAI_API_KEY --api-key - \\\n      --model gpt-4o-mini --agent llm < key.txt\n  \
-uwf setup --provider local --base-url http://127.0.0.1:8080/v1 --model qwen2.5-coder\n  \
+uwf setup --provider local --base-url http://127.0.0.1:8080/v1 --no-key --model qwen2.5-coder\n  \
 uwf setup --agent claude   (Claude Code plays every role; `codex` for Codex, `opencode` for OpenCode)\n  \
 uwf setup            (on a terminal: asks)\n\n\
 Known providers (base URL and key variable filled in): openai, openrouter, ollama.\n\
@@ -27,8 +27,11 @@ pub struct SetupArgs {
     #[arg(long, value_name = "URL")]
     base_url: Option<String>,
     /// The environment variable that holds the provider's key (default: <PROVIDER>_API_KEY)
-    #[arg(long, value_name = "VAR")]
+    #[arg(long, value_name = "VAR", conflicts_with = "no_key")]
     api_key_env: Option<String>,
+    /// The provider takes no key (a local server): no key variable is set or asked for
+    #[arg(long, conflicts_with = "api_key")]
+    no_key: bool,
     /// The API key, stored in <root>/.env; `-` reads it from stdin (keeps it out of shell history)
     #[arg(long, value_name = "KEY")]
     api_key: Option<String>,
@@ -85,6 +88,7 @@ pub fn setup(args: SetupArgs, root: &Path, out: &mut Out) -> CliResult<()> {
         && args.base_url.is_none()
         && args.api_key_env.is_none()
         && args.api_key.is_none()
+        && !args.no_key
         && args.model.is_none()
         && args.agent.is_none();
     let (setup, key) = if no_flags {
@@ -126,7 +130,7 @@ pub fn setup(args: SetupArgs, root: &Path, out: &mut Out) -> CliResult<()> {
             return Err(user_error!(
                 "`{name}` is not a variable name (letters, digits and _, not starting with a digit)"
             )
-            .hint("leave --api-key-env out for a provider that takes no key"));
+            .hint("`--no-key` for a provider that takes no key"));
         }
         if args.model.as_deref().is_some_and(|m| m.trim().is_empty()) {
             return Err(user_error!("the model is empty; nothing was written")
@@ -136,6 +140,7 @@ pub fn setup(args: SetupArgs, root: &Path, out: &mut Out) -> CliResult<()> {
             provider: args.provider,
             base_url: args.base_url,
             api_key_env: args.api_key_env,
+            no_key: args.no_key,
             model: args.model,
             agent: args.agent,
         };
@@ -143,7 +148,7 @@ pub fn setup(args: SetupArgs, root: &Path, out: &mut Out) -> CliResult<()> {
     };
     if key.as_deref() == Some("") {
         return Err(user_error!("the API key is empty; nothing was written").hint(
-            "pipe the key into `--api-key -`, or leave --api-key out for a provider that takes no key",
+            "pipe the key into `--api-key -`, or give `--no-key` for a provider that takes no key",
         ));
     }
     if key.is_some() && setup.provider.is_none() && setup.api_key_env.is_none() {
@@ -156,12 +161,12 @@ pub fn setup(args: SetupArgs, root: &Path, out: &mut Out) -> CliResult<()> {
         && let Some(provider) = config.providers.get(p)
     {
         said.push(format!(
-            "provider {p} ({}, key in {})",
+            "provider {p} ({}, {})",
             provider.base_url.as_deref().unwrap_or("?"),
             provider
                 .api_key_env
                 .as_deref()
-                .map(|e| format!("${e}"))
+                .map(|e| format!("key in ${e}"))
                 .unwrap_or_else(|| "no key".into())
         ));
     }
@@ -298,6 +303,7 @@ fn interactive(
         Setup {
             provider: some(provider),
             base_url: some(base_url),
+            no_key: api_key_env.is_empty(),
             api_key_env: some(api_key_env),
             model: some(model),
             agent: some(agent),
@@ -432,6 +438,7 @@ mod tests {
                 provider: Some("openai".into()),
                 base_url: Some("https://api.openai.com/v1".into()),
                 api_key_env: Some("OPENAI_API_KEY".into()),
+                no_key: false,
                 model: Some("gpt-4o-mini".into()),
                 agent: Some("dry".into()),
             }
@@ -461,6 +468,7 @@ mod tests {
         let (setup, key) =
             interactive(&mut input, &mut prompts, &|_| panic!("no key is asked")).unwrap();
         assert_eq!(setup.api_key_env, None);
+        assert!(setup.no_key);
         assert_eq!(setup.model.as_deref(), Some("llama3"));
         assert_eq!(key, None);
         let prompts = String::from_utf8(prompts).unwrap();

@@ -12,6 +12,8 @@ pub struct Setup {
     pub provider: Option<String>,
     pub base_url: Option<String>,
     pub api_key_env: Option<String>,
+    /// The provider takes no key (a local server): its `apiKeyEnv` is removed, none is made up.
+    pub no_key: bool,
     /// A model name at the provider; it becomes an alias of the same name and `defaultModel`.
     pub model: Option<String>,
     /// The new `defaultAgent`.
@@ -106,15 +108,25 @@ pub fn apply_setup(root: &Path, setup: &Setup) -> Result<(Config, Option<String>
                 "provider `{p}` needs --base-url (the OpenAI-compatible API root, e.g. https://api.openai.com/v1)"
             )));
         }
-        let key_env = setup.api_key_env.clone().or_else(|| {
-            if entry.contains_key("apiKeyEnv") {
-                return None;
-            }
-            match preset {
-                Some((_, _, env)) => env.map(str::to_owned),
-                None => Some(default_key_env(p)),
-            }
-        });
+        if setup.no_key {
+            entry.remove(key("apiKeyEnv"));
+        }
+        let key_env = setup
+            .api_key_env
+            .clone()
+            .filter(|_| !setup.no_key)
+            .or_else(|| {
+                if setup.no_key {
+                    return None;
+                }
+                if entry.contains_key("apiKeyEnv") {
+                    return None;
+                }
+                match preset {
+                    Some((_, _, env)) => env.map(str::to_owned),
+                    None => Some(default_key_env(p)),
+                }
+            });
         if let Some(env) = key_env {
             entry.insert(key("apiKeyEnv"), Value::String(env));
         }
