@@ -126,7 +126,7 @@ async function refreshAwaiting() {
 
 // ---- Threads -----------------------------------------------------------------------------
 
-const STATUSES = ['', 'active', 'running', 'awaiting', 'failed', 'done', 'killed', 'rebased'];
+const STATUSES = ['', 'active', 'running', 'awaiting', 'over-budget', 'failed', 'done', 'killed', 'rebased'];
 
 async function threadsPage() {
   const params = new URLSearchParams(location.search);

@@ -34,8 +34,8 @@ pub struct Query {
     pub all: bool,
     /// Only threads of the workflow of this name.
     pub workflow: Option<String>,
-    /// Only threads in this status (`active`, `running`, `awaiting`, `failed`, `done`, `killed`,
-    /// `rebased`).
+    /// Only threads in this status (`active`, `running`, `awaiting`, `over-budget`, `failed`,
+    /// `done`, `killed`, `rebased`).
     pub status: Option<String>,
     /// Only threads started at or after this time (ms since the epoch).
     pub since_ms: Option<u64>,
@@ -78,8 +78,15 @@ pub fn since_ms(text: &str) -> Result<u64, String> {
 }
 
 /// The statuses a thread can be listed in.
-pub const STATUSES: [&str; 7] = [
-    "active", "running", "awaiting", "failed", "done", "killed", "rebased",
+pub const STATUSES: [&str; 8] = [
+    "active",
+    "running",
+    "awaiting",
+    "over-budget",
+    "failed",
+    "done",
+    "killed",
+    "rebased",
 ];
 
 /// One listed thread.
@@ -337,7 +344,7 @@ fn summarise(store: &Store, names: &mut Names, row: IndexRow) -> Result<Listed, 
 
 /// What an active thread's row says of it now, without its nodes.
 struct Live {
-    /// `running`, `awaiting`, `failed` or `active`; an archived row's own status.
+    /// `running`, `awaiting`, `over-budget`, `failed` or `active`; an archived row's own status.
     status: String,
     running_role: Option<String>,
     awaiting: Option<String>,
@@ -379,7 +386,7 @@ fn live(store: &Store, row: &IndexRow) -> Live {
         "awaiting".to_owned()
     } else if let Some(error) = &row.error {
         live.error = Some(error.clone()).filter(|e| !e.is_empty());
-        "failed".to_owned()
+        summary::failed_status(error).to_owned()
     } else {
         "active".to_owned()
     };
