@@ -372,3 +372,60 @@ fn a_queued_thread_resumes_after_a_raise_over_postgres() {
     let url = server.fresh_db(name);
     a_queued_thread_resumes_after_a_raise(Some(&url));
 }
+
+/// A workflow's totals are the sum over its threads, in `workflow show`, `workflow list` and
+/// the dashboard's workflow API alike.
+fn workflow_totals_are_the_sum_over_its_threads(url: Option<&str>) {
+    let mock = Mock::start(vec![
+        answer(100, 10, 0),
+        answer(200, 20, 50),
+        answer(300, 30, 0),
+        answer(400, 40, 10),
+    ]);
+    let m = machine(url, &mock, PRICES);
+    let done = start(&m, &[]);
+    m.ok(&["thread", "run", &done]);
+    let one_step = start(&m, &[]);
+    m.ok(&["thread", "step", &one_step]);
+    let _idle = start(&m, &[]);
+    let (a, b) = (listed_cost(&m, &done), listed_cost(&m, &one_step));
+    let shown = json(&m.ok(&["workflow", "show", "trio", "--json"]))["cost"].clone();
+    for field in ["input", "output", "cached", "tokens", "steps"] {
+        assert_eq!(
+            shown[field].as_u64().unwrap(),
+            a[field].as_u64().unwrap() + b[field].as_u64().unwrap(),
+            "{field}: {shown} = {a} + {b}"
+        );
+    }
+    assert_eq!(
+        (&shown["input"], &shown["threads"]),
+        (&json!(1000), &json!(3))
+    );
+    let usd = a["costUsd"].as_f64().unwrap() + b["costUsd"].as_f64().unwrap();
+    assert!(
+        (shown["costUsd"].as_f64().unwrap() - usd).abs() < 1e-12,
+        "{shown}"
+    );
+    let listed = json(&m.ok(&["workflow", "list", "--json"]));
+    assert_eq!(listed["cost"], shown, "{listed}");
+    let server = Server::start_with(m.uwf(), "127.0.0.1:0", &[]);
+    let (status, all) = server.get_json("/api/workflows");
+    assert_eq!((status, &all["items"][0]["cost"]), (200, &shown), "{all}");
+    let (_, one) = server.get_json("/api/workflows/trio");
+    assert_eq!(one["cost"], shown, "{one}");
+}
+
+#[test]
+fn workflow_totals_over_files() {
+    workflow_totals_are_the_sum_over_its_threads(None);
+}
+
+#[test]
+fn workflow_totals_over_postgres() {
+    let name = "tokens_workflow_totals_over_postgres";
+    let Some(server) = pg_server::shared(name) else {
+        return;
+    };
+    let url = server.fresh_db(name);
+    workflow_totals_are_the_sum_over_its_threads(Some(&url));
+}
