@@ -95,7 +95,8 @@ pub fn budget(
     let summary = lifecycle::summary(store, &id)?;
     // Under its budget now (raised here, or in `config.yaml`): a thread that waited at it
     // goes on, and a worker takes it again if it is queued.
-    let resumed = cost::resume_under_budget(store, &id, summary.head, &summary.workflow, &config)?;
+    let resumed = !summary.done()
+        && cost::resume_under_budget(store, &id, summary.head, &summary.workflow, &config)?;
     let json = cost::show_json(store, &id, summary.head, &summary.workflow, &config)?;
     let said = match cost::budget_words(&json["budget"]).as_str() {
         "none" => "no budget".to_owned(),
