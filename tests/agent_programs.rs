@@ -1,14 +1,16 @@
 //! Claude Code, Codex and OpenCode as roles of a workflow
 //! (`docs/LLM.md#claude-code-codex-and-opencode`), driven for real against a scripted model
 //! server on loopback (`tests/mock_agents/`): a thread whose developer is `uwf agent claude` and
-//! whose reviewer is `uwf agent codex` edits files in its working directory and finishes, and so
-//! does one whose developer is `uwf agent opencode` (OpenAI Chat Completions), with the tokens
-//! the mock reported in each step's detail; a program missing from PATH is named with its
-//! install command; a timeout and Ctrl-C end the program's whole process tree. Skipped (with a
-//! line saying so) when a program is not installed, unless `UWF_REQUIRE_ALL_TESTS=1`.
+//! whose reviewer is `uwf agent codex` edits files in its working directory and finishes, with
+//! the tokens the mock reported in each step's detail and their sum as the thread's totals, on
+//! the directory store and on PostgreSQL; so does one whose developer is `uwf agent opencode`
+//! (OpenAI Chat Completions); a program missing from PATH is named with its install command; a
+//! timeout and Ctrl-C end the program's whole process tree. Skipped (with a line saying so) when
+//! a program is not installed, unless `UWF_REQUIRE_ALL_TESTS=1`.
 
 mod common;
 mod mock_agents;
+mod pg_server;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -56,6 +58,12 @@ fn setup(timeout: u64) -> Setup {
 }
 
 fn setup_with(timeout: u64, prompt: &str) -> Setup {
+    setup_on(timeout, prompt, None)
+}
+
+/// [`setup_with`] on the PostgreSQL database at `url`, when given (`storage:` in `config.yaml`,
+/// so every command and every agent's `uwf agent submit` uses it).
+fn setup_on(timeout: u64, prompt: &str, url: Option<&str>) -> Setup {
     let env = Env::new();
     let work = env.dir.path().join("work");
     std::fs::create_dir(&work).unwrap();
@@ -64,10 +72,12 @@ fn setup_with(timeout: u64, prompt: &str) -> Setup {
     std::fs::write(
         env.root().join("config.yaml"),
         format!(
-            "agents:\n  dev-claude: {{ command: uwf, args: [agent, claude, --base-url, '{}'], timeout: {timeout} }}\n  \
+            "{}agents:\n  dev-claude: {{ command: uwf, args: [agent, claude, --base-url, '{}'], timeout: {timeout} }}\n  \
 rev-codex: {{ command: uwf, args: [agent, codex, --model, gpt-5.5, --base-url, '{}', --api-key-env, MOCK_KEY], timeout: {timeout} }}\n  \
 dev-opencode: {{ command: uwf, args: [agent, opencode, --model, mock-model, --base-url, '{}', --api-key-env, MOCK_KEY], timeout: {timeout} }}\n\
 agentOverrides:\n  pair: {{ developer: dev-claude, reviewer: rev-codex }}\n",
+            url.map(|u| format!("storage: '{u}'\n"))
+                .unwrap_or_default(),
             mock.claude_url(),
             mock.codex_url(),
             mock.chat_url()
@@ -207,6 +217,20 @@ fn claude_develops_codex_reviews_and_the_thread_finishes() {
 }
 
 #[test]
+fn claude_and_codex_totals_over_postgres() {
+    let name = "claude_and_codex_totals_over_postgres";
+    if !installed(name) {
+        return;
+    }
+    let Some(server) = pg_server::shared(name) else {
+        return;
+    };
+    let url = server.fresh_db(name);
+    let s = setup_on(120, "Say hello in a file", Some(&url));
+    run_pair(&s);
+}
+
+#[test]
 fn a_prompt_too_long_for_an_argument_reaches_both_programs_on_stdin() {
     if !installed("a_prompt_too_long_for_an_argument_reaches_both_programs_on_stdin") {
         return;
@@ -280,6 +304,33 @@ fn run_pair(s: &Setup) {
     assert_eq!(rev["tokens"]["cached"], codex.cached, "{rev}");
     assert_eq!(rev["tokens"]["model"], "gpt-5.5", "{rev}");
     assert!(rev["sessionId"].is_string(), "{rev}");
+    // The thread's totals are the sum of what the mock reported to both programs, in
+    // `thread show` and in `thread list --json` alike.
+    let cost = &show["cost"];
+    assert_eq!(
+        (
+            &cost["input"],
+            &cost["output"],
+            &cost["cached"],
+            &cost["steps"]
+        ),
+        (
+            &(claude.input + codex.input).into(),
+            &(claude.output + codex.output).into(),
+            &(claude.cached + codex.cached).into(),
+            &2.into()
+        ),
+        "{show}"
+    );
+    let listed = uwf(s, &["thread", "list", "--all", "--json"])
+        .output()
+        .unwrap();
+    let row = String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .map(json)
+        .find(|row| row["thread"] == s.thread.as_str())
+        .expect("listed");
+    assert_eq!(&row["cost"], cost, "{row}");
     assert_eq!(
         (claude.input, codex.input),
         (

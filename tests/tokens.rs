@@ -211,10 +211,11 @@ fn a_budget_stops_the_thread_until_it_is_raised(url: Option<&str>) {
     ]);
     let m = machine(url, &mock, "");
     let id = start(&m, &["--max-tokens", "100", "--by", "alice"]);
-    // The first step spends 110 tokens, reaching 100: the second does not run.
+    // The first step spends 110 tokens, reaching 100: the second does not run, and the thread
+    // waits for a person (exit 4, as for a question), saying why.
     let out = m.run(&["thread", "run", &id]);
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(5), "{err}");
+    assert_eq!(out.status.code(), Some(4), "{err}");
     assert!(err.contains("budget reached: 110 of 100 tokens"), "{err}");
     assert!(
         err.contains(&format!("uwf thread budget {id} --max-tokens")),
@@ -222,6 +223,7 @@ fn a_budget_stops_the_thread_until_it_is_raised(url: Option<&str>) {
     );
     assert_eq!(mock.requests().len(), 1);
     let show = json(&m.ok(&["thread", "show", &id, "--json"]));
+    assert_eq!(show["status"], "over-budget", "{show}");
     assert!(
         show["error"]
             .as_str()
@@ -230,23 +232,46 @@ fn a_budget_stops_the_thread_until_it_is_raised(url: Option<&str>) {
         "{show}"
     );
     assert_eq!(show["budget"], json!({"maxTokens": 100}));
+    // Listed as such, and found by that status.
+    let row = m
+        .ok(&["thread", "list", "--json"])
+        .lines()
+        .map(json)
+        .find(|row| row["thread"] == id.as_str())
+        .expect("listed");
+    assert_eq!(row["status"], "over-budget", "{row}");
+    assert_eq!(
+        m.ok(&["thread", "list", "--status", "over-budget", "-q"])
+            .trim(),
+        id
+    );
+    assert_eq!(
+        m.ok(&["thread", "list", "--status", "failed", "-q"]).trim(),
+        ""
+    );
+    // `uwf status` shows it among what waits for a person, with the raise command.
     let status = json(&m.ok(&["status", "--json"]));
-    let failed = &status["failed"]["threads"][0];
-    assert_eq!(failed["thread"], id.as_str(), "{status}");
-    assert_eq!(failed["cost"]["tokens"], 110, "{status}");
+    let waiting = &status["awaiting"]["threads"][0];
+    assert_eq!(waiting["thread"], id.as_str(), "{status}");
+    assert_eq!(waiting["status"], "over-budget", "{status}");
+    assert_eq!(waiting["cost"]["tokens"], 110, "{status}");
     assert!(
-        failed["command"]
+        waiting["command"]
             .as_str()
             .unwrap()
             .contains("uwf thread budget"),
         "{status}"
     );
+    assert_eq!(status["failed"]["total"], 0, "{status}");
     let err = m.fails(&["thread", "step", &id]);
     assert!(err.contains("budget reached"), "{err}");
     assert_eq!(mock.requests().len(), 1);
-    // A raise, and it goes on to its end.
+    // A raise, and it no longer waits: no `thread queue` or step needed to say so.
     let raised = json(&m.ok(&["thread", "budget", &id, "--max-tokens", "1000", "--json"]));
     assert_eq!(raised["budget"], json!({"maxTokens": 1000}));
+    assert_eq!(raised["resumed"], true, "{raised}");
+    let show = json(&m.ok(&["thread", "show", &id, "--json"]));
+    assert_eq!(show["status"], "active", "{show}");
     m.ok(&["thread", "run", &id]);
     let show = json(&m.ok(&["thread", "show", &id, "--json"]));
     assert_eq!(show["status"], "done", "{show}");
@@ -284,7 +309,7 @@ fn a_cost_budget_from_config_counts_priced_steps() {
     let id = start(&m, &[]);
     let out = m.run(&["thread", "run", &id]);
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(5), "{err}");
+    assert_eq!(out.status.code(), Some(4), "{err}");
     // Two steps ran (0 < 0.02, then 0.012 < 0.02); the third would start at $0.024.
     assert!(err.contains("budget reached: $0.0240 of $0.0200"), "{err}");
     assert_eq!(mock.requests().len(), 2);
@@ -295,4 +320,112 @@ fn a_cost_budget_from_config_counts_priced_steps() {
         (cost["costUsd"].as_f64().unwrap() - 0.036).abs() < 1e-9,
         "{cost}"
     );
+}
+
+/// A queued thread at its budget stays queued and waits; a worker passes it by (and goes idle),
+/// and takes it again once a raise clears it, with no `thread queue`.
+fn a_queued_thread_resumes_after_a_raise(url: Option<&str>) {
+    let mock = Mock::start(vec![
+        answer(100, 10, 0),
+        answer(100, 10, 0),
+        answer(100, 10, 0),
+    ]);
+    let m = machine(url, &mock, "");
+    let id = start(&m, &["--max-tokens", "100"]);
+    m.ok(&["thread", "queue", &id]);
+    let out = m.run(&["worker", "--until-idle"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("waits for a person"), "{err}");
+    assert_eq!(mock.requests().len(), 1);
+    let show = json(&m.ok(&["thread", "show", &id, "--json"]));
+    assert_eq!(show["status"], "over-budget", "{show}");
+    // Raising less than it spent changes nothing.
+    let raised = json(&m.ok(&["thread", "budget", &id, "--max-tokens", "110", "--json"]));
+    assert_eq!(raised["resumed"], Value::Null, "{raised}");
+    m.ok(&["worker", "--until-idle"]);
+    assert_eq!(mock.requests().len(), 1);
+    let raised = json(&m.ok(&["thread", "budget", &id, "--max-tokens", "1000", "--json"]));
+    assert_eq!(raised["resumed"], true, "{raised}");
+    let out = m.run(&["worker", "--until-idle"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let show = json(&m.ok(&["thread", "show", &id, "--json"]));
+    assert_eq!(show["status"], "done", "{show}");
+    assert_eq!(mock.requests().len(), 3);
+}
+
+#[test]
+fn a_queued_thread_resumes_after_a_raise_over_files() {
+    a_queued_thread_resumes_after_a_raise(None);
+}
+
+#[test]
+fn a_queued_thread_resumes_after_a_raise_over_postgres() {
+    let name = "tokens_a_queued_thread_resumes_after_a_raise_over_postgres";
+    let Some(server) = pg_server::shared(name) else {
+        return;
+    };
+    let url = server.fresh_db(name);
+    a_queued_thread_resumes_after_a_raise(Some(&url));
+}
+
+/// A workflow's totals are the sum over its threads, in `workflow show`, `workflow list` and
+/// the dashboard's workflow API alike.
+fn workflow_totals_are_the_sum_over_its_threads(url: Option<&str>) {
+    let mock = Mock::start(vec![
+        answer(100, 10, 0),
+        answer(200, 20, 50),
+        answer(300, 30, 0),
+        answer(400, 40, 10),
+    ]);
+    let m = machine(url, &mock, PRICES);
+    let done = start(&m, &[]);
+    m.ok(&["thread", "run", &done]);
+    let one_step = start(&m, &[]);
+    m.ok(&["thread", "step", &one_step]);
+    let _idle = start(&m, &[]);
+    let (a, b) = (listed_cost(&m, &done), listed_cost(&m, &one_step));
+    let shown = json(&m.ok(&["workflow", "show", "trio", "--json"]))["cost"].clone();
+    for field in ["input", "output", "cached", "tokens", "steps"] {
+        assert_eq!(
+            shown[field].as_u64().unwrap(),
+            a[field].as_u64().unwrap() + b[field].as_u64().unwrap(),
+            "{field}: {shown} = {a} + {b}"
+        );
+    }
+    assert_eq!(
+        (&shown["input"], &shown["threads"]),
+        (&json!(1000), &json!(3))
+    );
+    let usd = a["costUsd"].as_f64().unwrap() + b["costUsd"].as_f64().unwrap();
+    assert!(
+        (shown["costUsd"].as_f64().unwrap() - usd).abs() < 1e-12,
+        "{shown}"
+    );
+    let listed = json(&m.ok(&["workflow", "list", "--json"]));
+    assert_eq!(listed["cost"], shown, "{listed}");
+    let server = Server::start_with(m.uwf(), "127.0.0.1:0", &[]);
+    let (status, all) = server.get_json("/api/workflows");
+    assert_eq!((status, &all["items"][0]["cost"]), (200, &shown), "{all}");
+    let (_, one) = server.get_json("/api/workflows/trio");
+    assert_eq!(one["cost"], shown, "{one}");
+}
+
+#[test]
+fn workflow_totals_over_files() {
+    workflow_totals_are_the_sum_over_its_threads(None);
+}
+
+#[test]
+fn workflow_totals_over_postgres() {
+    let name = "tokens_workflow_totals_over_postgres";
+    let Some(server) = pg_server::shared(name) else {
+        return;
+    };
+    let url = server.fresh_db(name);
+    workflow_totals_are_the_sum_over_its_threads(Some(&url));
 }

@@ -126,7 +126,7 @@ async function refreshAwaiting() {
 
 // ---- Threads -----------------------------------------------------------------------------
 
-const STATUSES = ['', 'active', 'running', 'awaiting', 'failed', 'done', 'killed', 'rebased'];
+const STATUSES = ['', 'active', 'running', 'awaiting', 'over-budget', 'failed', 'done', 'killed', 'rebased'];
 
 async function threadsPage() {
   const params = new URLSearchParams(location.search);
@@ -906,15 +906,25 @@ async function diffPage() {
 
 // ---- Workflows -----------------------------------------------------------------------------
 
+// What a workflow's threads spent (`cost` of `/api/workflows`), as one line.
+function workflowSpent(c) {
+  if (!c || !c.steps) return c && c.threads ? `none reported (${c.threads} threads)` : '—';
+  const usd = (x) => `$${x.toFixed(x < 1 ? 4 : 2)}`;
+  const cost = c.costUsd != null ? usd(c.costUsd) : 'cost unknown';
+  const over = c.threadsCounted != null ? `the newest ${c.threadsCounted} of ${c.threads} threads` : `${c.threads} threads`;
+  return `${c.tokens} tokens (${c.input} in, ${c.output} out, ${c.cached} cached) · ${cost} over ${over}`;
+}
+
 async function workflowsPage() {
   let data;
   try { data = await api('/api/workflows'); } catch (err) { show(el('h1', { text: 'Workflows' }), errorBox(err)); return; }
   show(el('h1', { text: 'Workflows' }), el('table', { id: 'workflows' },
-    el('thead', {}, el('tr', {}, ['name', 'hash', 'versions', 'registered'].map((h) => el('th', { text: h })))),
+    el('thead', {}, el('tr', {}, ['name', 'hash', 'versions', 'registered', 'spent'].map((h) => el('th', { text: h })))),
     el('tbody', {}, data.items.map((w) => el('tr', {},
       el('td', {}, el('a', { href: `/workflows/${w.name}`, text: w.name })),
       el('td', {}, el('a', { href: `/n/${w.hash}`, text: w.hash })),
-      el('td', { text: w.versions }), el('td', { class: 'muted', text: ago(w.registeredAt) }))))),
+      el('td', { text: w.versions }), el('td', { class: 'muted', text: ago(w.registeredAt) }),
+      el('td', { class: 'muted', text: workflowSpent(w.cost) }))))),
     data.items.length ? '' : el('p', { class: 'muted', text: '(none registered: `uwf workflow put FILE`)' }));
 }
 
@@ -966,6 +976,7 @@ async function workflowPage(name) {
     },
   });
   show(el('h1', {}, 'Workflow ', el('code', { text: w.name })),
+    el('p', { class: 'muted', id: 'workflow-cost' }, `its threads spent ${workflowSpent(w.cost)}`),
     el('p', { class: 'muted' }, 'current version ', el('a', { href: `/n/${w.hash}`, text: w.hash }),
       ' · ', el('a', { href: `/?workflow=${encodeURIComponent(w.name)}`, text: 'its threads' })),
     readOnly ? '' : el('section', {}, el('h2', { text: 'Start a thread' }), start, message),

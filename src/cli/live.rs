@@ -130,6 +130,13 @@ pub fn run(args: LiveArgs, root: &Path, out: &mut Out) -> CliResult {
                     ),
                     ended::AWAITING,
                 )),
+                "over-budget" => Some((
+                    format!(
+                        "thread {id} waits for a person to raise its budget: {}",
+                        summary.error.as_deref().unwrap_or("").trim_end()
+                    ),
+                    ended::AWAITING,
+                )),
                 "failed" if running || !args.once => Some((
                     format!(
                         "thread {id} failed: {}",

@@ -11,6 +11,7 @@ use super::terminal::output::{Mode, ago};
 use crate::cas::Store;
 use crate::cas::store::now_ms;
 use crate::cli::error::{CliResult, Context, bail};
+use crate::engine::thread::listing;
 use crate::engine::workflow::graph;
 use crate::engine::workflow::registry::{self, Registered};
 use crate::engine::workflow::{self, Definition, WorkflowError};
@@ -101,19 +102,27 @@ pub fn run(cmd: WorkflowCommand, root: &Path, out: &mut Out) -> CliResult<()> {
                 out.line(hash)?;
                 return Ok(());
             }
+            let definition = Definition::load(&store, hash)?;
             if out.json_asked {
                 // The definition as `to_yaml` renders it (schemas inline), and its hash.
-                let yaml = Definition::load(&store, hash)?.to_yaml();
+                let yaml = definition.to_yaml();
                 let mut json: serde_json::Value = serde_yaml::from_str(&yaml)
                     .context("the rendered definition is not JSON-compatible")?;
                 json["hash"] = hash.to_string().into();
+                json["cost"] = workflow_spent(&store, &definition.workflow.name)?.to_json();
                 out.line(json)?;
                 return Ok(());
             }
             // The text as it was saved (comments kept), else the definition rendered.
             match registry::source_text(&store, hash) {
                 Some(text) => out.text(&text)?,
-                None => out.text(&Definition::load(&store, hash)?.to_yaml())?,
+                None => out.text(&definition.to_yaml())?,
+            }
+            // On a terminal, what its threads spent, as a comment after the YAML (a pipe gets
+            // the YAML alone, to be saved and put again).
+            if out.mode == Mode::Table {
+                let spent = workflow_spent(&store, &definition.workflow.name)?;
+                out.line(format!("# spent: {}", spent.line()))?;
             }
         }
         WorkflowCommand::List => {
@@ -126,16 +135,18 @@ pub fn run(cmd: WorkflowCommand, root: &Path, out: &mut Out) -> CliResult<()> {
                         "hash": entry.hash,
                         "registeredAt": entry.registered_at,
                         "versions": entry.history.len() + 1,
+                        "cost": workflow_spent(&store, &name)?.to_json(),
                     }))?,
                     Mode::Table => rows.push(vec![
-                        name,
+                        name.clone(),
                         entry.hash.to_string(),
                         (entry.history.len() + 1).to_string(),
                         ago(entry.registered_at, now_ms()),
+                        short_spent(&workflow_spent(&store, &name)?),
                     ]),
                 }
             }
-            out.table(&["NAME", "HASH", "VERSIONS", "REGISTERED"], &rows)?;
+            out.table(&["NAME", "HASH", "VERSIONS", "REGISTERED", "SPENT"], &rows)?;
         }
         WorkflowCommand::History { name } => {
             let entry = registry::entry(root, &name)?;
@@ -202,6 +213,38 @@ pub fn run(cmd: WorkflowCommand, root: &Path, out: &mut Out) -> CliResult<()> {
 }
 
 /// `workflow put` of every file named, folders opened to their YAML files (sorted by name).
+/// What the threads of workflow `name` spent: the newest page of them
+/// ([`listing::WORKFLOW_SPENT_PAGE`]), priced by `config.yaml`.
+fn workflow_spent(store: &Store, name: &str) -> CliResult<listing::WorkflowSpent> {
+    let prices = crate::engine::config::load(store.root())
+        .map(|l| l.config.prices)
+        .unwrap_or_default();
+    Ok(listing::workflow_spent(
+        store,
+        name,
+        &prices,
+        listing::WORKFLOW_SPENT_PAGE,
+    )?)
+}
+
+/// A table cell: `660 tokens · $0.0007 (3 threads)`, or `—` when no step reported tokens.
+fn short_spent(w: &listing::WorkflowSpent) -> String {
+    if w.spent.steps == 0 {
+        return "—".to_owned();
+    }
+    let cost = w
+        .spent
+        .cost()
+        .map(crate::engine::thread::cost::dollars)
+        .unwrap_or_else(|| "cost unknown".to_owned());
+    let more = if w.counted < w.threads { "+" } else { "" };
+    format!(
+        "{} tokens · {cost} ({}{more})",
+        w.spent.tokens(),
+        crate::engine::thread::summary::plural(w.counted as usize, "thread")
+    )
+}
+
 fn put_all(store: &Store, args: &[String], check: bool, out: &mut Out) -> CliResult<()> {
     let mut files = Vec::new();
     for arg in args {

@@ -613,7 +613,17 @@ pub async fn diff(State(app): State<Arc<App>>, Query(p): Query<DiffParams>) -> A
     .await
 }
 
-/// `GET /api/workflows`: every registered workflow.
+/// What the threads of workflow `name` spent (the newest page of them), or null.
+fn workflow_cost(app: &App, name: &str) -> Value {
+    let prices = crate::engine::config::load(&app.root)
+        .map(|l| l.config.prices)
+        .unwrap_or_default();
+    listing::workflow_spent(&app.store, name, &prices, listing::WORKFLOW_SPENT_PAGE)
+        .map(|w| w.to_json())
+        .unwrap_or(Value::Null)
+}
+
+/// `GET /api/workflows`: every registered workflow, with what its threads spent.
 pub async fn workflows(State(app): State<Arc<App>>) -> Answer {
     blocking(&app, move |app| {
         let list = registry::list(&app.root).map_err(|e| ApiError::internal(&e))?;
@@ -621,7 +631,7 @@ pub async fn workflows(State(app): State<Arc<App>>) -> Answer {
             .iter()
             .map(|(name, e)| {
                 json!({"name": name, "hash": e.hash.to_string(), "registeredAt": e.registered_at,
-                       "versions": e.history.len() + 1})
+                       "versions": e.history.len() + 1, "cost": workflow_cost(app, name)})
             })
             .collect();
         Ok(Json(json!({"items": items})))
@@ -629,7 +639,7 @@ pub async fn workflows(State(app): State<Arc<App>>) -> Answer {
     .await
 }
 
-/// `GET /api/workflows/<name>`: its YAML as saved, graph and versions.
+/// `GET /api/workflows/<name>`: its YAML as saved, graph, versions and what its threads spent.
 pub async fn workflow(State(app): State<Arc<App>>, Path(name): Path<String>) -> Answer {
     blocking(&app, move |app| {
         let entry = registry::entry(&app.root, &name).map_err(|e| ApiError::not_found(&e))?;
@@ -651,7 +661,8 @@ pub async fn workflow(State(app): State<Arc<App>>, Path(name): Path<String>) -> 
         );
         Ok(Json(
             json!({"name": name, "hash": entry.hash.to_string(), "yaml": yaml,
-                       "graph": graph_json(&w), "versions": versions}),
+                       "graph": graph_json(&w), "versions": versions,
+                       "cost": workflow_cost(app, &name)}),
         ))
     })
     .await

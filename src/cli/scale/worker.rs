@@ -128,6 +128,9 @@ pub fn run(args: WorkerArgs, root: &Path, out: &mut Out) -> CliResult<()> {
                 crate::advice::with_hints(error)
             );
         }
+        Event::OverBudget { thread, error } => {
+            eprintln!("uwf: thread {thread}: waits for a person (it stays queued): {error}");
+        }
         Event::Interrupted { thread, error } => {
             eprintln!(
                 "uwf: thread {thread}: step interrupted, the store does not answer (the thread stays queued): {error}"

@@ -78,8 +78,9 @@ pub fn rebind(
     Ok(())
 }
 
-/// `thread budget`: with limits, sets them as the thread's own (a raise); then prints the budget
-/// and what the thread spent.
+/// `thread budget`: with limits, sets them as the thread's own (a raise); a thread that waited
+/// at its budget and is under it now goes on (`resumed`); then prints the budget and what the
+/// thread spent.
 pub fn budget(
     store: &Store,
     thread: &str,
@@ -92,14 +93,24 @@ pub fn budget(
     start_budget(root, &id, limits, by)?;
     let config = config::load(root)?.config;
     let summary = lifecycle::summary(store, &id)?;
+    // Under its budget now (raised here, or in `config.yaml`): a thread that waited at it
+    // goes on, and a worker takes it again if it is queued.
+    let resumed = !summary.done()
+        && cost::resume_under_budget(store, &id, summary.head, &summary.workflow, &config)?;
     let json = cost::show_json(store, &id, summary.head, &summary.workflow, &config)?;
     let said = match cost::budget_words(&json["budget"]).as_str() {
         "none" => "no budget".to_owned(),
         limits => format!("a budget of {limits}"),
     };
     let spent = cost::line_of(&json["cost"]).unwrap_or_default();
-    let text = format!("Thread {id} has {said}; it spent {spent}.");
+    let mut text = format!("Thread {id} has {said}; it spent {spent}.");
+    if resumed {
+        text.push_str(" It no longer waits at its budget: it can step again.");
+    }
     let mut result = json!({"thread": id});
+    if resumed {
+        result["resumed"] = true.into();
+    }
     if let (Some(r), serde_json::Value::Object(j)) = (result.as_object_mut(), json) {
         r.extend(j);
     }

@@ -244,7 +244,9 @@ paused thread (a step says so and exits 1).\n\nExample:\n  uwf thread pause 01JD
         after_help = "Before each step the thread's spending (input plus output tokens, and \
 dollars) is checked against its budget: config.yaml's `budgets` (default and per workflow), over \
 which `thread start --max-tokens/--max-cost` and this command set the thread's own. A thread that \
-reached it stops before its next step until the budget is raised or the thread killed.\n\n\
+reached it stops before its next step and waits for a person (status over-budget) until the \
+budget is raised or the thread killed; once it is under its budget, this command lets it go on \
+(a queued one is taken by a worker again).\n\n\
 Examples:\n  uwf thread budget 01JD8X…\n  uwf thread budget 01JD8X… --max-cost 10"
     )]
     Budget {

@@ -117,11 +117,16 @@ fn finished(id: &str, status: &str, already: bool) -> CliResult<()> {
 }
 
 /// A step that did not publish: [`ended::FAILED`] when the thread recorded a failed step,
+/// [`ended::AWAITING`] when it was refused at the thread's budget,
 /// [`ended::KILLED`] when it was killed meanwhile; any other error (busy, a stop signal, a
 /// thread that is not there) keeps its own code.
 fn step_failed(store: &Store, id: &str, e: CommandError) -> CommandError {
     match lifecycle::summary(store, id).map(|s| s.status) {
         Ok(status) if status == "failed" => e.ended(ended::FAILED),
+        // Refused at its budget: it waits for a person to raise it (the error says how).
+        Ok(status) if status == crate::engine::thread::cost::OVER_BUDGET => {
+            e.ended(ended::AWAITING)
+        }
         Ok(status) if status == "killed" || status == "rebased" => e.ended(ended::KILLED),
         _ => e,
     }

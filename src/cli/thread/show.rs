@@ -135,6 +135,11 @@ pub fn next_thing(json: &Value) -> Option<String> {
             )
         }
         _ if paused => format!("Next: it is paused. Resume it with `uwf thread resume {id}`."),
+        "over-budget" => format!(
+            "Next: it reached its budget (the reason above) and waits for a person: raise it with \
+             `uwf thread budget {id} --max-cost X` (or `--max-tokens N`) and it goes on (a worker \
+             takes it again if it is queued), or end it with `uwf thread kill {id}`."
+        ),
         "failed" => format!(
             "Next: its last step failed (the error above). Try the step again with \
              `uwf thread step {id}`, or read what happened with `uwf thread log {id}`."
@@ -198,6 +203,8 @@ mod tests {
                 .contains("uwf thread resume T")
         );
         assert!(next(json!({"thread": "T", "status": "failed"})).contains("failed"));
+        let over = next(json!({"thread": "T", "status": "over-budget"}));
+        assert!(over.contains("uwf thread budget T"), "{over}");
         assert!(next(json!({"thread": "T", "status": "done"})).starts_with("Done."));
     }
 }

@@ -1,4 +1,5 @@
-//! `uwf status`: what needs a person now — threads waiting for an answer, steps that failed,
+//! `uwf status`: what needs a person now — threads waiting for an answer or at their budget
+//! (for a raise), steps that failed,
 //! steps running (and on which worker), paused threads — each with the command that deals
 //! with it. Every section reads the thread index through the listing (newest first) and
 //! stops at its page, so the cost follows the page, not the store; `and N more` names the
@@ -104,10 +105,26 @@ fn section(store: &Store, status: &'static str, limit: usize) -> CliResult<Secti
         })?;
         seen
     } else {
-        listing::list(store, &query, |listed| {
+        let mut total = listing::list(store, &query, |listed| {
             threads.push(listed);
             threads.len() < limit
-        })?
+        })?;
+        if status == "awaiting" {
+            // A thread at its budget waits for a person too: for a raise, not an answer.
+            let query = Query {
+                status: Some(cost::OVER_BUDGET.to_owned()),
+                ..Query::default()
+            };
+            let mut over = Vec::new();
+            total += listing::list(store, &query, |listed| {
+                over.push(listed);
+                over.len() < limit
+            })?;
+            threads.extend(over);
+            threads.sort_by_key(|t| std::cmp::Reverse(t.updated_ms));
+            threads.truncate(limit);
+        }
+        total
     };
     Ok(Section {
         status,
@@ -129,16 +146,9 @@ fn next_command(summary: &Summary) -> String {
     }
     match summary.status.as_str() {
         "awaiting" => format!("uwf thread question {id} && uwf thread answer {id}"),
-        "failed"
-            if summary
-                .error
-                .as_deref()
-                .is_some_and(|e| e.starts_with("budget reached")) =>
-        {
-            format!(
-                "uwf thread budget {id} --max-cost X (or --max-tokens N); uwf thread kill {id} ends it"
-            )
-        }
+        cost::OVER_BUDGET => format!(
+            "uwf thread budget {id} --max-cost X (or --max-tokens N); uwf thread kill {id} ends it"
+        ),
         "failed" => format!("uwf thread show {id}; uwf thread step {id} tries again"),
         "running" => format!("uwf live {id}"),
         _ => format!("uwf thread show {id}"),
@@ -170,6 +180,9 @@ fn text(
         for t in &s.threads {
             let summary = &t.summary;
             let what = match s.status {
+                "awaiting" if summary.status == cost::OVER_BUDGET => {
+                    first_line(summary.error.as_deref().unwrap_or(""))
+                }
                 "awaiting" => format!("asks `{}`", summary.awaiting.as_deref().unwrap_or("?")),
                 "failed" => first_line(summary.error.as_deref().unwrap_or("")),
                 "running" => {

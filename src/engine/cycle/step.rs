@@ -83,7 +83,9 @@ pub enum StepError {
     /// `thread pause`: no step starts until `thread resume`.
     #[error("thread {thread} is paused; no step starts until it is resumed")]
     Paused { thread: String },
-    /// The thread has spent its budget: no step starts until `thread budget` raises it.
+    /// The thread has spent its budget: no step starts until `thread budget` raises it. The
+    /// refusal is recorded as the last outcome, and the thread lists as `over-budget` (waiting
+    /// for a person, not failed) until a raise clears it (`cost::resume_under_budget`).
     #[error("{0}")]
     Budget(cost::Reached),
     #[error(transparent)]

@@ -108,6 +108,11 @@ pub enum Event<'a> {
         thread: &'a str,
         error: &'a StepError,
     },
+    /// The thread reached its budget: it waits for a person to raise it, and stays queued.
+    OverBudget {
+        thread: &'a str,
+        error: &'a StepError,
+    },
     /// A step failed while the store did not answer; its thread stays queued.
     Interrupted {
         thread: &'a str,
@@ -279,6 +284,15 @@ fn step_claimed(shared: &Shared<'_>, id: &str) -> Result<(), WorkerError> {
             // Paused (since it was claimed): it keeps its place in the queue, and claims skip
             // it until it is resumed.
             Err(step::StepError::Paused { .. }) => return Ok(()),
+            // At its budget: it waits for a person, keeping its place in the queue; claims
+            // pass it by until a raise clears the refusal (`cost::resume_under_budget`).
+            Err(e @ step::StepError::Budget(_)) => {
+                (shared.on_event)(Event::OverBudget {
+                    thread: id,
+                    error: &e,
+                });
+                return Ok(());
+            }
             // The database went away mid-step: the thread keeps its place in the queue.
             Err(e) if !store_answers(shared) => {
                 (shared.on_event)(Event::Interrupted {
@@ -316,7 +330,10 @@ fn claim(shared: &Shared<'_>) -> Result<Option<(String, Option<lease::LeaseGuard
             {
                 return false;
             }
-            if is_paused(root, id) || RunFiles::new(root, id).check_idle().is_err() {
+            if is_paused(root, id)
+                || over_budget(root, id)
+                || RunFiles::new(root, id).check_idle().is_err()
+            {
                 return false;
             }
             let mut current = shared.current.lock().unwrap_or_else(|p| p.into_inner());
@@ -345,6 +362,15 @@ fn claim(shared: &Shared<'_>) -> Result<Option<(String, Option<lease::LeaseGuard
 /// keep a worker from being idle). Asked of a candidate only, not of the whole queue.
 fn is_paused(root: &std::path::Path, id: &str) -> bool {
     context::is_paused(root, id).unwrap_or(false)
+}
+
+/// Whether a directory store's queued thread waits at its budget (its last step was refused
+/// there): claims pass it by until a raise clears the refusal. PostgreSQL's claims pass it by
+/// as they pass every thread whose row says it failed.
+fn over_budget(root: &std::path::Path, id: &str) -> bool {
+    RunFiles::new(root, id)
+        .last_failure()
+        .is_some_and(|e| crate::engine::thread::cost::is_budget_stop(&e))
 }
 
 /// A worker's configuration, read again when `config.yaml` changes (its modification time
@@ -413,6 +439,7 @@ fn idle(shared: &Shared<'_>) -> Result<bool, WorkerError> {
                 .workflow
                 .is_none_or(|w| workflow_of(shared.store, id) == Some(w))
                 && !is_paused(root, id)
+                && !over_budget(root, id)
         }),
         Err(e) => {
             failed = Some(e);

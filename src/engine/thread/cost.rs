@@ -308,6 +308,20 @@ pub fn budget_of(
     Ok(configured.overlaid(own))
 }
 
+/// The status of an active thread whose last step was refused at its budget: it waits for a
+/// person to raise the budget (`uwf thread budget`) or end it (`uwf thread kill`), and no
+/// worker claims it meanwhile. Derived, like `failed`, from the last outcome the refusal
+/// recorded (its error begins with [`REACHED`]).
+pub const OVER_BUDGET: &str = "over-budget";
+
+/// How the error of a step refused at its budget begins.
+pub const REACHED: &str = "budget reached: ";
+
+/// Whether a recorded step error is a refusal at the thread's budget.
+pub fn is_budget_stop(error: &str) -> bool {
+    error.starts_with(REACHED)
+}
+
 /// The budget a thread has reached, with what it spent: the step does not run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Reached {
@@ -326,7 +340,7 @@ impl std::fmt::Display for Reached {
         {
             write!(
                 f,
-                "budget reached: {} of {} — raise it with `uwf thread budget {t} --max-cost {}` or end it with `uwf thread kill {t}`",
+                "{REACHED}{} of {} — raise it with `uwf thread budget {t} --max-cost {}` or end it with `uwf thread kill {t}`",
                 dollars(self.spent.cost_usd),
                 dollars(max),
                 suggest_cost(max)
@@ -335,7 +349,7 @@ impl std::fmt::Display for Reached {
             let max = self.budget.max_tokens.unwrap_or(0);
             write!(
                 f,
-                "budget reached: {} of {max} tokens — raise it with `uwf thread budget {t} --max-tokens {}` or end it with `uwf thread kill {t}`",
+                "{REACHED}{} of {max} tokens — raise it with `uwf thread budget {t} --max-tokens {}` or end it with `uwf thread kill {t}`",
                 self.spent.tokens(),
                 max.saturating_mul(2).max(1)
             )
@@ -401,6 +415,33 @@ pub fn set_budget(
     let fields = json!({"maxTokens": now.max_tokens, "maxCost": now.max_cost});
     author::record(&files, id, "budget", by, fields);
     Ok(now)
+}
+
+/// After a raise (or an edit of `config.yaml`'s budgets): when thread `id`, at `head` of
+/// `workflow`, waits at its budget ([`OVER_BUDGET`]) and is under it now, clears the refusal its
+/// last step recorded, so that it steps again; a queued one is claimed by a worker again
+/// (claims pass a thread waiting at its budget by and leave it queued). `false` when it was not
+/// waiting at its budget, is still over it, or a step holds it (which records its own outcome).
+pub fn resume_under_budget(
+    store: &Store,
+    id: &str,
+    head: Hash,
+    workflow: &str,
+    config: &Config,
+) -> Result<bool, CostError> {
+    let files = RunFiles::new(store.root(), id);
+    if !files.last_failure().is_some_and(|e| is_budget_stop(&e)) {
+        return Ok(false);
+    }
+    let own = context::read(store.root(), id)?.budget;
+    if check(store, (id, own), head, workflow, config)?.is_some() {
+        return Ok(false);
+    }
+    let Ok(lock) = files.try_lock() else {
+        return Ok(false);
+    };
+    lock.record_success(&json!({"thread": id, "resumed": "under its budget"}));
+    Ok(true)
 }
 
 /// The head of thread `id`, active or archived.

@@ -34,8 +34,8 @@ pub struct Query {
     pub all: bool,
     /// Only threads of the workflow of this name.
     pub workflow: Option<String>,
-    /// Only threads in this status (`active`, `running`, `awaiting`, `failed`, `done`, `killed`,
-    /// `rebased`).
+    /// Only threads in this status (`active`, `running`, `awaiting`, `over-budget`, `failed`,
+    /// `done`, `killed`, `rebased`).
     pub status: Option<String>,
     /// Only threads started at or after this time (ms since the epoch).
     pub since_ms: Option<u64>,
@@ -78,8 +78,15 @@ pub fn since_ms(text: &str) -> Result<u64, String> {
 }
 
 /// The statuses a thread can be listed in.
-pub const STATUSES: [&str; 7] = [
-    "active", "running", "awaiting", "failed", "done", "killed", "rebased",
+pub const STATUSES: [&str; 8] = [
+    "active",
+    "running",
+    "awaiting",
+    "over-budget",
+    "failed",
+    "done",
+    "killed",
+    "rebased",
 ];
 
 /// One listed thread.
@@ -227,6 +234,69 @@ fn list_counting(
     }
 }
 
+/// How many of a workflow's threads (the newest) [`workflow_spent`] sums: a page, so that a
+/// workflow with many threads costs what a page of them does.
+pub const WORKFLOW_SPENT_PAGE: usize = 200;
+
+/// What the threads of workflow `name` spent (`docs/LLM.md#tokens-cost-and-budgets`): the sum
+/// over its newest `page` threads, active and archived, each thread's own steps.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WorkflowSpent {
+    pub spent: super::cost::Spent,
+    /// Threads summed.
+    pub counted: u64,
+    /// Threads of the workflow in all.
+    pub threads: u64,
+}
+
+impl WorkflowSpent {
+    /// [`super::cost::Spent::to_json`] with `threads` (in all) and, when the page held fewer,
+    /// `threadsCounted`.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut json = self.spent.to_json();
+        json["threads"] = self.threads.into();
+        if self.counted < self.threads {
+            json["threadsCounted"] = self.counted.into();
+        }
+        json
+    }
+
+    /// One line: what [`super::cost::Spent::line`] says, over how many threads.
+    pub fn line(&self) -> String {
+        let over = if self.counted < self.threads {
+            format!("the newest {} of {} threads", self.counted, self.threads)
+        } else {
+            summary::plural(self.threads as usize, "thread")
+        };
+        format!("{} over {over}", self.spent.line())
+    }
+}
+
+/// Sums what the newest `page` threads of workflow `name` spent (one listing page and each
+/// thread's chain; the threads past the page are counted from the index alone).
+pub fn workflow_spent(
+    store: &Store,
+    name: &str,
+    prices: &crate::engine::config::budget::Prices,
+    page: usize,
+) -> Result<WorkflowSpent, ThreadError> {
+    let query = Query {
+        all: true,
+        workflow: Some(name.to_owned()),
+        ..Query::default()
+    };
+    let mut total = WorkflowSpent::default();
+    let threads = list(store, &query, |listed| {
+        if let Ok(spent) = super::cost::spent_at(store, listed.summary.head, prices) {
+            total.spent.merge(&spent);
+        }
+        total.counted += 1;
+        (total.counted as usize) < page
+    })?;
+    total.threads = threads;
+    Ok(total)
+}
+
 /// Rows learned the slow way that are written back together.
 const LEARNED_BATCH: usize = 500;
 
@@ -337,7 +407,7 @@ fn summarise(store: &Store, names: &mut Names, row: IndexRow) -> Result<Listed, 
 
 /// What an active thread's row says of it now, without its nodes.
 struct Live {
-    /// `running`, `awaiting`, `failed` or `active`; an archived row's own status.
+    /// `running`, `awaiting`, `over-budget`, `failed` or `active`; an archived row's own status.
     status: String,
     running_role: Option<String>,
     awaiting: Option<String>,
@@ -379,9 +449,44 @@ fn live(store: &Store, row: &IndexRow) -> Live {
         "awaiting".to_owned()
     } else if let Some(error) = &row.error {
         live.error = Some(error.clone()).filter(|e| !e.is_empty());
-        "failed".to_owned()
+        summary::failed_status(error).to_owned()
     } else {
         "active".to_owned()
     };
     live
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_workflows_totals_say_when_they_cover_only_a_page() {
+        let spent = super::super::cost::Spent {
+            input: 10,
+            output: 5,
+            steps: 2,
+            cost_usd: 0.5,
+            ..Default::default()
+        };
+        let all = WorkflowSpent {
+            spent: spent.clone(),
+            counted: 3,
+            threads: 3,
+        };
+        assert_eq!(all.to_json()["threads"], 3);
+        assert!(all.to_json().get("threadsCounted").is_none());
+        assert!(all.line().ends_with("over 3 threads"), "{}", all.line());
+        let page = WorkflowSpent {
+            spent,
+            counted: 200,
+            threads: 250,
+        };
+        assert_eq!(page.to_json()["threadsCounted"], 200);
+        assert!(
+            page.line().ends_with("over the newest 200 of 250 threads"),
+            "{}",
+            page.line()
+        );
+    }
 }

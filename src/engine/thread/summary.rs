@@ -11,6 +11,7 @@ use crate::cas::{Hash, Store, builtin};
 use crate::engine::chain;
 use crate::engine::storage::index_files;
 use crate::engine::thread::context;
+use crate::engine::thread::cost;
 use crate::engine::thread::family;
 use crate::engine::thread::index::{self, State, ThreadIndexError};
 use crate::engine::thread::run_files::RunFiles;
@@ -222,11 +223,12 @@ pub struct Summary {
     pub workflow_hash: Hash,
     pub head: Hash,
     pub steps: usize,
-    /// `active`, `running`, `awaiting`, `failed`, `done`, `killed` or `rebased`.
+    /// `active`, `running`, `awaiting`, `over-budget`, `failed`, `done`, `killed` or
+    /// `rebased`.
     pub status: String,
     /// The role the moderator picks now (`$END` when finished); `None` if it cannot decide.
     pub next: Option<String>,
-    /// Why the last step failed, when `status` is `failed`.
+    /// Why the last step failed, when `status` is `failed` (or was refused, `over-budget`).
     pub error: Option<String>,
     pub running_role: Option<String>,
     /// The role a person is asked to answer, when `status` is `awaiting`.
@@ -298,7 +300,7 @@ impl Summary {
             self.status = "awaiting".into();
             self.awaiting = Some(question.role);
         } else if let Some(error) = files.last_failure() {
-            self.status = "failed".into();
+            self.status = failed_status(&error).into();
             self.error = Some(error).filter(|e| !e.is_empty());
         } else {
             self.status = "active".into();
@@ -351,6 +353,15 @@ impl Summary {
                     .next()
                     .unwrap_or("")
             ),
+            cost::OVER_BUDGET => format!(
+                "over-budget: {}",
+                self.error
+                    .clone()
+                    .unwrap_or_default()
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+            ),
             "awaiting" => format!(
                 "awaiting role={}",
                 self.awaiting.clone().unwrap_or_else(|| "?".into())
@@ -365,6 +376,16 @@ impl Summary {
             },
             other => other.to_owned(),
         }
+    }
+}
+
+/// The status of an active thread whose last step recorded `error`: `over-budget` when the
+/// step was refused at the thread's budget (it waits for a person to raise it), else `failed`.
+pub fn failed_status(error: &str) -> &'static str {
+    if cost::is_budget_stop(error) {
+        cost::OVER_BUDGET
+    } else {
+        "failed"
     }
 }
 
