@@ -15,7 +15,7 @@ use crate::engine::{config::dotenv, upkeep::doctor};
 #[command(after_help = "Examples:\n  \
 uwf setup --provider openai --api-key-env OPENAI_API_KEY --api-key - \\\n      --model gpt-4o-mini --agent llm < key.txt\n  \
 uwf setup --provider local --base-url http://127.0.0.1:8080/v1 --no-key --model qwen2.5-coder\n  \
-uwf setup --agent claude   (Claude Code plays every role; `codex` for Codex, `opencode` for OpenCode)\n  \
+uwf setup --agent claude   (Claude Code plays every role; or `codex`, `opencode`)\n  \
 uwf setup            (on a terminal: asks)\n\n\
 Known providers (base URL and key variable filled in): openai, openrouter, ollama.\n\
 The key goes to <root>/.env (mode 0600), never to config.yaml.")]
