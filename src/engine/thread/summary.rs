@@ -344,22 +344,11 @@ impl Summary {
                     .unwrap_or_else(|| "?".into());
                 format!("running role={role} pid={pid}")
             }
-            "failed" => format!(
-                "failed: {}",
+            status @ ("failed" | cost::OVER_BUDGET) => format!(
+                "{status}: {}",
                 self.error
-                    .clone()
-                    .unwrap_or_default()
-                    .lines()
-                    .next()
-                    .unwrap_or("")
-            ),
-            cost::OVER_BUDGET => format!(
-                "over-budget: {}",
-                self.error
-                    .clone()
-                    .unwrap_or_default()
-                    .lines()
-                    .next()
+                    .as_deref()
+                    .and_then(|e| e.lines().next())
                     .unwrap_or("")
             ),
             "awaiting" => format!(
