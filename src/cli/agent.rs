@@ -259,14 +259,12 @@ pub fn run(cmd: AgentCommand, root: &Path, out: &mut Out) -> CliResult<()> {
     let thread_id = |t: &str| crate::engine::cycle::lifecycle::resolve_id(root, t);
     let config = || config::load(root).map(|l| l.config);
     // Claude Code, Codex or OpenCode playing `role` of thread `id`.
-    let run_program = |which, program: ProgramArgs, id: &str, role: &str| -> CliResult<_> {
-        Ok(programs::run(
-            &store,
-            &config()?,
-            which,
-            &program.options(),
-            (id, role),
-        )?)
+    let run_program = |which, program: ProgramArgs, thread: &str, role: &str, out: &mut Out| {
+        let id = thread_id(thread)?;
+        let hash = programs::run(&store, &config()?, which, &program.options(), (&id, role))?;
+        wrote(out, &id, role, hash)?;
+        note_unpublished(root, &id, hash);
+        CliResult::Ok(())
     };
     match cmd {
         AgentCommand::Prompt {
@@ -356,32 +354,17 @@ pub fn run(cmd: AgentCommand, root: &Path, out: &mut Out) -> CliResult<()> {
             program,
             thread,
             role,
-        } => {
-            let id = thread_id(&thread)?;
-            let hash = run_program(programs::Program::Claude, program, &id, &role)?;
-            wrote(out, &id, &role, hash)?;
-            note_unpublished(root, &id, hash);
-        }
+        } => run_program(programs::Program::Claude, program, &thread, &role, out)?,
         AgentCommand::Codex {
             program,
             thread,
             role,
-        } => {
-            let id = thread_id(&thread)?;
-            let hash = run_program(programs::Program::Codex, program, &id, &role)?;
-            wrote(out, &id, &role, hash)?;
-            note_unpublished(root, &id, hash);
-        }
+        } => run_program(programs::Program::Codex, program, &thread, &role, out)?,
         AgentCommand::Opencode {
             program,
             thread,
             role,
-        } => {
-            let id = thread_id(&thread)?;
-            let hash = run_program(programs::Program::OpenCode, program, &id, &role)?;
-            wrote(out, &id, &role, hash)?;
-            note_unpublished(root, &id, hash);
-        }
+        } => run_program(programs::Program::OpenCode, program, &thread, &role, out)?,
         AgentCommand::Llm {
             model,
             thread,
