@@ -454,11 +454,7 @@ fn spoken_duration(duration: Duration) -> String {
 fn builtin_schemas(cmd: &SchemaCommand, out: &mut Out) -> CliResult<()> {
     match cmd {
         SchemaCommand::List => {
-            schema_line(
-                out,
-                Hash::META,
-                "meta (bootstrap: the type of every schema)",
-            )?;
+            schema_line(out, Hash::META, META_LABEL)?;
             for b in builtin::all() {
                 schema_line(out, b.hash, b.name)?;
             }
@@ -472,6 +468,9 @@ fn builtin_schemas(cmd: &SchemaCommand, out: &mut Out) -> CliResult<()> {
     }
     Ok(())
 }
+
+/// How `schema list` names the bootstrap schema.
+const META_LABEL: &str = "meta (bootstrap: the type of every schema)";
 
 /// One line of `schema list`: a hash and what it is.
 fn schema_line(out: &mut Out, hash: Hash, label: &str) -> std::io::Result<()> {
@@ -487,11 +486,7 @@ fn schema_line(out: &mut Out, hash: Hash, label: &str) -> std::io::Result<()> {
 fn run_schema(store: &Store, cmd: SchemaCommand, out: &mut Out) -> CliResult<()> {
     match cmd {
         SchemaCommand::List => {
-            schema_line(
-                out,
-                Hash::META,
-                "meta (bootstrap: the type of every schema)",
-            )?;
+            schema_line(out, Hash::META, META_LABEL)?;
             for h in store.list_type(Hash::META)? {
                 let label = match builtin::name_of(h) {
                     Some(name) => name.to_owned(),
