@@ -14,14 +14,19 @@ overlap the answer). The fused lists are re-fused here for a range of word weigh
 
 The checkouts get a knowledge.yaml (from the questions file) if they have none. `--questions
 scripts/knowledge-eval/questions-heldout.yaml` runs the held-out set (starlette and chi, written
-and committed before any run over them; nothing was tuned on it).
+and committed before any run over them; nothing was tuned on it); `--questions
+scripts/knowledge-eval/questions-heldout2.yaml` a second held-out set (uvicorn and axum, from
+PyPI and crates.io: a missing checkout of a `pypi:` or `crates:` source is fetched).
 """
 import argparse
+import glob
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
+import tarfile
 import tempfile
 
 import yaml
@@ -35,6 +40,38 @@ def uwf(args, root, binary):
     if out.returncode != 0:
         sys.exit(f"uwf {' '.join(args)} failed:\n{out.stderr}")
     return out.stdout
+
+
+def fetch(source, dest):
+    """Unpacks a question set's `source` from its package registry into `dest`:
+    `pypi:NAME==VERSION` (the sdist, by pip) or `crates:NAME==VERSION` (by cargo, through a
+    scratch crate). Sources of the form `owner/name@commit` are git checkouts to clone by hand."""
+    kind, _, spec = source.partition(":")
+    name, _, version = spec.partition("==")
+    with tempfile.TemporaryDirectory(prefix="uwf-eval-fetch-") as tmp:
+        if kind == "pypi":
+            subprocess.run(
+                [sys.executable, "-m", "pip", "download", "--no-binary", ":all:", "--no-deps", "-d", tmp, spec],
+                check=True,
+                capture_output=True,
+            )
+            (archive,) = glob.glob(os.path.join(tmp, "*.tar.gz"))
+            with tarfile.open(archive) as tar:
+                tar.extractall(tmp, filter="data")
+            (top,) = [p for p in glob.glob(os.path.join(tmp, "*")) if os.path.isdir(p)]
+        elif kind == "crates":
+            os.makedirs(os.path.join(tmp, "src"))
+            with open(os.path.join(tmp, "Cargo.toml"), "w") as f:
+                f.write(f'[package]\nname = "fetch"\nversion = "0.0.0"\nedition = "2021"\n[dependencies]\n{name} = "={version}"\n')
+            with open(os.path.join(tmp, "src", "main.rs"), "w") as f:
+                f.write("fn main() {}\n")
+            subprocess.run(["cargo", "fetch", "--quiet"], cwd=tmp, check=True)
+            home = os.environ.get("CARGO_HOME", os.path.expanduser("~/.cargo"))
+            (top,) = glob.glob(os.path.join(home, "registry", "src", "*", f"{name}-{version}"))[:1]
+        else:
+            sys.exit(f"{dest} is missing: clone {source} there (at that commit)")
+        shutil.copytree(top, dest)
+    print(f"fetched {source} into {dest}", file=sys.stderr)
 
 
 def hits(binary, root, repo, q, limit):
@@ -136,6 +173,8 @@ def main():
     totals = {s: [] for s in systems}
     for name, r in spec["repos"].items():
         repo = os.path.realpath(os.path.join(args.checkouts, name))
+        if not os.path.isdir(repo):
+            fetch(r["source"], repo)
         manifest = os.path.join(repo, "knowledge.yaml")
         if not os.path.exists(manifest):
             with open(manifest, "w") as f:
