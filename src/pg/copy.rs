@@ -12,8 +12,9 @@ use crate::cas::canonical::node_bytes;
 use crate::cas::{Hash, Node};
 
 use super::error::PgError;
+use super::rows::{Exported, RowFacts, from_bigint, to_bigint};
 use super::store::{PgStore, parse_typed_row};
-use super::threads::{ArchivedThread, hash_column};
+use super::threads::hash_column;
 
 /// What a database already holds besides nodes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -28,27 +29,6 @@ impl Occupancy {
     pub fn is_empty(&self) -> bool {
         self.threads == 0 && self.archived == 0 && self.workflows == 0
     }
-}
-
-/// An active thread copied from another store.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CopiedThread {
-    pub id: String,
-    pub workflow: Hash,
-    pub head: Hash,
-    /// The thread it was forked or spawned from, when the source knows.
-    pub parent: Option<String>,
-    /// When it started (its start node's timestamp), in milliseconds since the epoch.
-    pub started_ms: Option<i64>,
-}
-
-/// What a thread's row knows beyond its head, which lists show without reading the thread.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RowFacts {
-    /// Steps from the start to the head.
-    pub steps: u64,
-    /// The role the moderator picks at the head (active threads).
-    pub next: Option<String>,
 }
 
 /// `timestamptz` from milliseconds since the epoch, exactly (integer arithmetic on an interval).
@@ -161,25 +141,13 @@ impl PgStore {
         Ok(rows
             .iter()
             .map(|row| {
-                let steps: i64 = row.get(1);
                 let facts = RowFacts {
-                    steps: u64::try_from(steps).unwrap_or(0),
+                    steps: from_bigint(row.get(1)),
                     next: row.get(2),
                 };
                 (row.get(0), facts)
             })
             .collect())
-    }
-
-    /// When each active thread was registered (milliseconds since the epoch), by id.
-    pub fn thread_starts(&self) -> Result<HashMap<String, i64>, PgError> {
-        let rows = self.with_client("list threads", |c| {
-            c.query(
-                "select id, (extract(epoch from created_at) * 1000)::bigint from threads",
-                &[],
-            )
-        })?;
-        Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
     }
 
     /// Adds copied active and archived threads in one transaction, keeping start and
@@ -189,15 +157,10 @@ impl PgStore {
     /// check and the inserts. Active threads are not queued.
     pub fn insert_copied_threads(
         &self,
-        active: &[CopiedThread],
-        archived: &[ArchivedThread],
-        known: &HashMap<String, RowFacts>,
+        threads: &Exported,
     ) -> Result<Result<(), Occupancy>, PgError> {
-        let steps_of = |id: &str| {
-            known
-                .get(id)
-                .map(|f| i64::try_from(f.steps).unwrap_or(i64::MAX))
-        };
+        let (active, archived, known) = (&threads.active, &threads.archived, &threads.known);
+        let steps_of = |id: &str| known.get(id).map(|f| to_bigint(f.steps));
         let ids: Vec<&str> = active.iter().map(|t| t.id.as_str()).collect();
         let steps: Vec<Option<i64>> = active.iter().map(|t| steps_of(&t.id)).collect();
         let nexts: Vec<Option<&str>> = active
@@ -207,14 +170,15 @@ impl PgStore {
         let workflows: Vec<String> = active.iter().map(|t| t.workflow.to_string()).collect();
         let heads: Vec<String> = active.iter().map(|t| t.head.to_string()).collect();
         let parents: Vec<Option<&str>> = active.iter().map(|t| t.parent.as_deref()).collect();
-        let started: Vec<Option<i64>> = active.iter().map(|t| t.started_ms).collect();
+        let started: Vec<Option<i64>> =
+            active.iter().map(|t| t.started_ms.map(to_bigint)).collect();
 
         let a_ids: Vec<&str> = archived.iter().map(|a| a.thread.as_str()).collect();
         let a_workflows: Vec<String> = archived.iter().map(|a| a.workflow.to_string()).collect();
         let a_heads: Vec<String> = archived.iter().map(|a| a.head.to_string()).collect();
         let a_status: Vec<&str> = archived.iter().map(|a| a.status.as_str()).collect();
         let a_parents: Vec<Option<&str>> = archived.iter().map(|a| a.parent.as_deref()).collect();
-        let a_completed: Vec<i64> = archived.iter().map(|a| a.completed_ms).collect();
+        let a_completed: Vec<i64> = archived.iter().map(|a| to_bigint(a.completed_ms)).collect();
         let a_steps: Vec<Option<i64>> = archived.iter().map(|a| steps_of(&a.thread)).collect();
 
         self.with_client("copy threads", |c| {

@@ -16,6 +16,7 @@ pub mod leases;
 pub mod listen;
 pub mod maintenance;
 pub mod registry;
+pub mod rows;
 pub mod runs;
 pub mod schema;
 pub mod store;
@@ -23,13 +24,17 @@ pub mod threads;
 pub mod workers;
 
 pub use config::{PgConfig, redact};
-pub use copy::{CopiedThread, Occupancy, RowFacts};
+pub use copy::Occupancy;
 pub use error::PgError;
 pub use leases::{Holder, Lease};
 pub use listen::Listener;
 pub use registry::{Registered, RegistryName, RegistryRow, RegistryVersion};
+pub use rows::{
+    ActiveThread, ArchivedThread, Entry, Exported, IndexRow, NewThread, RowFacts, SEARCH_CHARS,
+    Successor, search_text,
+};
 pub use runs::{LineageRow, RunAppend, RunFileKind, RunStateChange};
 pub use schema::{CHANNEL, RUNS_CHANNEL, SCHEMA_VERSION};
 pub use store::PgStore;
-pub use threads::{ActiveThread, ArchivedThread, ListPage, ListedRow, NewThread, ThreadState};
+pub use threads::{ListPage, ThreadState};
 pub use workers::WorkerRow;

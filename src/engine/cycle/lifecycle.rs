@@ -210,7 +210,7 @@ pub(crate) fn archive(
     id: &str,
     workflow: Hash,
     status: &str,
-) -> Result<crate::engine::storage::index_files::Archived, ThreadIndexError> {
+) -> Result<crate::pg::ArchivedThread, ThreadIndexError> {
     let archived = index::archive(store.root(), id, workflow, status)?;
     chain::drop_spare(store, id);
     crate::engine::workflow::decisions::drop_spare(store, id);

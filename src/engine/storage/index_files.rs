@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cas::Hash;
 use crate::engine::storage::{self, StorageError};
+pub use crate::pg::{ArchivedThread, Entry};
 use crate::pg::{PgError, RegistryName, RegistryVersion};
 
 /// Errors reading the index files.
@@ -111,17 +112,6 @@ pub type Registry = BTreeMap<String, RegistryEntry>;
 
 /// `threads.yaml`: thread id → head hash.
 pub type Threads = BTreeMap<String, Hash>;
-
-/// One line of `history.jsonl`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Archived {
-    pub thread: String,
-    pub workflow: Hash,
-    pub head: Hash,
-    pub status: String,
-    pub completed_at: u64,
-}
 
 fn read_optional(path: &Path) -> Result<Option<String>, IndexError> {
     let io = |source| IndexError::Io {
@@ -275,18 +265,8 @@ fn parse_threads_plain(text: &str) -> Option<Threads> {
     Some(threads)
 }
 
-/// One thread of the index, active or archived.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Entry {
-    pub id: String,
-    pub workflow: Hash,
-    pub head: Hash,
-    /// `done`, `killed` or `rebased` once archived.
-    pub archived: Option<String>,
-}
-
 /// Reads the first layout's `history.jsonl` under `root` (to migrate it).
-pub fn read_legacy_history(root: &Path) -> Result<Vec<Archived>, IndexError> {
+pub fn read_legacy_history(root: &Path) -> Result<Vec<ArchivedThread>, IndexError> {
     let path = root.join("history.jsonl");
     let Some(text) = read_optional(&path)? else {
         return Ok(Vec::new());
@@ -303,17 +283,6 @@ pub fn read_legacy_history(root: &Path) -> Result<Vec<Archived>, IndexError> {
         out.push(entry);
     }
     Ok(out)
-}
-
-/// A history row of the PostgreSQL store as a `history.jsonl` entry.
-pub fn archived_of(a: crate::pg::ArchivedThread) -> Archived {
-    Archived {
-        thread: a.thread,
-        workflow: a.workflow,
-        head: a.head,
-        status: a.status,
-        completed_at: u64::try_from(a.completed_ms).unwrap_or(0),
-    }
 }
 
 /// Where the lock files of the index files live.

@@ -5,7 +5,9 @@ use std::path::Path;
 
 use crate::cas::Hash;
 
-use crate::engine::storage::index_files::{Archived, Entry, IndexError, Threads, read_registry};
+use crate::engine::storage::index_files::{
+    ArchivedThread, Entry, IndexError, Threads, read_registry,
+};
 
 /// Every active thread and its head (the thread index of either backend).
 pub fn read_threads(root: &Path) -> Result<Threads, IndexError> {
@@ -13,7 +15,7 @@ pub fn read_threads(root: &Path) -> Result<Threads, IndexError> {
 }
 
 /// Every archived thread, in the order they ended (the thread index of either backend).
-pub fn read_history(root: &Path) -> Result<Vec<Archived>, IndexError> {
+pub fn read_history(root: &Path) -> Result<Vec<ArchivedThread>, IndexError> {
     crate::engine::storage::handle(root)?.index().archived()
 }
 

@@ -13,13 +13,13 @@ use std::sync::Arc;
 
 use crate::cas::Hash;
 
-use crate::engine::storage::index_db;
-use crate::engine::storage::index_files::{Archived, IndexError};
+use crate::engine::storage::index_files::IndexError;
 use crate::engine::storage::{self, Storage};
 
 pub use crate::engine::storage::seam::{
-    REBASED, State, Successor, ThreadIndexError, is_archived_status,
+    ArchivedThread, REBASED, State, Successor, ThreadIndexError, is_archived_status,
 };
+use crate::pg::NewThread;
 
 /// The thread index of `root` (its storage handle's).
 fn storage_of(root: &Path) -> Result<Arc<Storage>, ThreadIndexError> {
@@ -96,11 +96,12 @@ pub fn add_at(
     steps: Option<u64>,
     prompt: Option<&str>,
 ) -> Result<(), ThreadIndexError> {
-    storage_of(root)?.index().add(&index_db::NewRow {
+    storage_of(root)?.index().add(&NewThread {
         id,
         workflow,
         head,
         parent,
+        queued: false,
         steps,
         prompt,
     })
@@ -137,7 +138,7 @@ pub fn archive(
     id: &str,
     workflow: Hash,
     status: &str,
-) -> Result<Archived, ThreadIndexError> {
+) -> Result<ArchivedThread, ThreadIndexError> {
     let _ = workflow;
     storage_of(root)?.index().archive(id, status)
 }
@@ -150,7 +151,7 @@ pub fn rebase(
     id: &str,
     head: Hash,
     new: &Successor<'_>,
-) -> Result<Archived, ThreadIndexError> {
+) -> Result<ArchivedThread, ThreadIndexError> {
     let done = storage_of(root)?.index().rebase(id, head, new)?;
     match done {
         Some(archived) => Ok(archived),

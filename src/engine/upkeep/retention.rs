@@ -41,11 +41,12 @@ mod tests {
             .unwrap();
         let workflow = start;
         for id in ["OLD", "NEW", "LIVE"] {
-            let row = crate::engine::storage::index_db::NewRow {
+            let row = crate::pg::NewThread {
                 id,
                 workflow,
                 head: start,
                 parent: None,
+                queued: false,
                 steps: Some(0),
                 prompt: None,
             };

@@ -18,10 +18,7 @@ use super::parse_hash;
 use crate::cas::Hash;
 use crate::engine::storage::index_files::IndexError;
 
-/// The characters of a start prompt a search looks at: long enough for what a person types to
-/// find a thread, short enough that a pass over 100,000 rows stays well under the dashboard's
-/// 200 ms.
-pub const SEARCH_CHARS: usize = 1000;
+pub use crate::pg::{SEARCH_CHARS, search_text};
 
 /// A text to search for, as a listing's filter.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -37,15 +34,6 @@ impl TextFilter {
     pub fn needle(&self) -> String {
         self.text.to_lowercase()
     }
-}
-
-/// What the index keeps of a start prompt: its first [`SEARCH_CHARS`] characters, lowercase.
-pub fn search_text(prompt: &str) -> String {
-    let cut = match prompt.char_indices().nth(SEARCH_CHARS) {
-        Some((at, _)) => &prompt[..at],
-        None => prompt,
-    };
-    cut.to_lowercase()
 }
 
 /// Adds the text condition to a scan's `where` clause, its arguments after `args`.

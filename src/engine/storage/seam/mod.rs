@@ -33,12 +33,14 @@ mod nodes;
 pub mod records;
 pub mod runs;
 
-pub use crate::pg::{ArchivedThread, CopiedThread, Occupancy, RowFacts};
+pub use crate::pg::{
+    ActiveThread, ArchivedThread, Exported, IndexRow, Occupancy, RowFacts, Successor,
+};
 pub use coordination::{ChangeListener, Claimed, Coordination, Feed};
 pub use endpoint::{Endpoint, EndpointError, Opened};
 pub use index::{
-    Condition, Derived, ExportError, Exported, GcError, IndexRow, NodeCheck, NodeTable, Pruned,
-    REBASED, State, Successor, ThreadIndex, ThreadIndexError, is_archived_status,
+    Condition, Derived, ExportError, GcError, NodeCheck, NodeTable, Pruned, REBASED, State,
+    ThreadIndex, ThreadIndexError, is_archived_status,
 };
 pub use nodes::{MaintenanceError, Nodes};
 pub use records::ThreadRecords;

@@ -308,7 +308,7 @@ impl Indexes {
         }
         let (ours, theirs) = (&self.threads, &written.threads);
         let key =
-            |t: &crate::engine::storage::seam::CopiedThread| (t.id.clone(), t.workflow, t.head);
+            |t: &crate::engine::storage::seam::ActiveThread| (t.id.clone(), t.workflow, t.head);
         let (mut a, mut b): (Vec<_>, Vec<_>) = (
             ours.active.iter().map(key).collect(),
             theirs.active.iter().map(key).collect(),
