@@ -14,7 +14,7 @@ use std::str::FromStr;
 const ALPHABET: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
 
 /// Number of symbols in a rendered hash.
-pub const HASH_LEN: usize = 13;
+pub(crate) const HASH_LEN: usize = 13;
 
 /// A 64-bit content hash, displayed as 13 Crockford Base32 symbols.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -16,10 +16,10 @@ use serde_json::Value;
 use super::id::Hash;
 
 /// The `$schema` URI schema nodes may name (or leave out).
-pub const DRAFT_2020_12: &str = "https://json-schema.org/draft/2020-12/schema";
+pub(crate) const DRAFT_2020_12: &str = "https://json-schema.org/draft/2020-12/schema";
 
 /// The format name that marks a string field as a reference to another node.
-pub const CAS_REF_FORMAT: &str = "cas_ref";
+pub(crate) const CAS_REF_FORMAT: &str = "cas_ref";
 
 /// How deep the ref walker follows nested schemas before giving up (guards `$ref` cycles).
 const MAX_WALK_DEPTH: usize = 256;

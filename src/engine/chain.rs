@@ -91,7 +91,7 @@ impl Start {
 
 /// The payload of a `step` node.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StepNode {
+pub(crate) struct StepNode {
     pub start: Hash,
     pub prev: Option<Hash>,
     pub role: String,
@@ -257,7 +257,10 @@ impl Chain {
 
 /// The failure that step `hash` records (a role's `onFailure`): its role, and its `{"message",
 /// "attempts"}`; `None` for a start node or a step with an output of its role.
-pub fn recorded_failure(store: &Store, hash: Hash) -> Result<Option<(String, Value)>, ChainError> {
+pub(crate) fn recorded_failure(
+    store: &Store,
+    hash: Hash,
+) -> Result<Option<(String, Value)>, ChainError> {
     let node = store.get(hash)?;
     if node.type_hash != builtin::hash_of("step") {
         return Ok(None);
@@ -269,7 +272,7 @@ pub fn recorded_failure(store: &Store, hash: Hash) -> Result<Option<(String, Val
 }
 
 /// Reads a start node.
-pub fn read_start(node: &Node) -> Result<Start, ChainError> {
+pub(crate) fn read_start(node: &Node) -> Result<Start, ChainError> {
     serde_json::from_value(node.payload.clone()).map_err(|e| ChainError::Malformed {
         hash: node.hash,
         reason: e.to_string(),
@@ -278,7 +281,7 @@ pub fn read_start(node: &Node) -> Result<Start, ChainError> {
 
 /// The start of the thread whose head is `head` (a start or a step node), in one or two node
 /// reads, without walking the chain.
-pub fn start_of(store: &Store, head: Hash) -> Result<Start, ChainError> {
+pub(crate) fn start_of(store: &Store, head: Hash) -> Result<Start, ChainError> {
     let node = store.get(head)?;
     if builtin::is_start(node.type_hash) {
         return read_start(&node);
@@ -288,7 +291,7 @@ pub fn start_of(store: &Store, head: Hash) -> Result<Start, ChainError> {
 }
 
 /// Reads a step node.
-pub fn read_step(node: &Node) -> Result<StepNode, ChainError> {
+pub(crate) fn read_step(node: &Node) -> Result<StepNode, ChainError> {
     serde_json::from_value(node.payload.clone()).map_err(|e| ChainError::Malformed {
         hash: node.hash,
         reason: e.to_string(),
@@ -298,7 +301,7 @@ pub fn read_step(node: &Node) -> Result<StepNode, ChainError> {
 /// A chain as its cache text, with only the header parsed: what a step needs (head, start,
 /// position, visits, the moderator context) at a cost that does not grow with the chain.
 #[derive(Debug, Clone)]
-pub struct History {
+pub(crate) struct History {
     header: Header,
     /// The step lines, each ending in `\n`.
     lines: String,
@@ -334,44 +337,45 @@ fn checksum(lines: &str) -> u64 {
 
 impl History {
     /// The head: the last step, or the start node.
-    pub fn head(&self) -> Hash {
+    pub(crate) fn head(&self) -> Hash {
         self.header.head
     }
 
-    pub fn start_hash(&self) -> Hash {
+    pub(crate) fn start_hash(&self) -> Hash {
         self.header.start_hash
     }
 
-    pub fn start(&self) -> &Start {
+    pub(crate) fn start(&self) -> &Start {
         &self.header.start
     }
 
     /// How many steps.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.header.len
     }
 
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.header.len == 0
     }
 
     /// The moderator's position: the last step's role, or `$START`.
-    pub fn position(&self) -> &str {
+    pub(crate) fn position(&self) -> &str {
         &self.header.position
     }
 
     /// How many steps of `role` the chain has.
-    pub fn visits(&self, role: &str) -> usize {
+    pub(crate) fn visits(&self, role: &str) -> usize {
         self.header.visits.get(role).copied().unwrap_or(0)
     }
 
     /// Whether the last step records its role's failure ([`Entry::error`]).
-    pub fn failed(&self) -> bool {
+    pub(crate) fn failed(&self) -> bool {
         self.header.failed
     }
 
     /// The moderator context as JSON text (as [`Chain::context_json`]), joined from the lines.
-    pub fn context_json(&self) -> String {
+    pub(crate) fn context_json(&self) -> String {
         let mut out = String::with_capacity(self.lines.len() + 256);
         write_context_start(&mut out, &self.header.start);
         for (i, line) in self.lines.lines().enumerate() {
@@ -385,7 +389,7 @@ impl History {
     }
 
     /// The whole chain, every step parsed.
-    pub fn to_chain(&self) -> Option<Chain> {
+    pub(crate) fn to_chain(&self) -> Option<Chain> {
         let steps = self
             .lines
             .lines()
@@ -560,7 +564,7 @@ fn spare_path(store: &Store, thread: &str) -> PathBuf {
 }
 
 /// Removes `thread`'s spare cache file (an archived thread takes no more steps).
-pub fn drop_spare(store: &Store, thread: &str) {
+pub(crate) fn drop_spare(store: &Store, thread: &str) {
     let _ = std::fs::remove_file(spare_path(store, thread));
 }
 
@@ -591,7 +595,7 @@ fn write_history(store: &Store, history: &History) {
 ///
 /// The cache never stands in for a head that is gone: a missing head node is an error even
 /// when its history is cached (a stat; a step re-hashes what it builds on itself).
-pub fn history(store: &Store, head: Hash) -> Result<History, ChainError> {
+pub(crate) fn history(store: &Store, head: Hash) -> Result<History, ChainError> {
     if !store.has(head) {
         return Err(StoreError::NotFound(head).into());
     }
@@ -603,24 +607,9 @@ pub fn history(store: &Store, head: Hash) -> Result<History, ChainError> {
     Ok(history)
 }
 
-/// The history of `step`, the new head of `thread` whose previous head is `parent`'s; cached.
-/// The parent's cache file is retired (no thread has that head any more) and its inode reused
-/// through the thread's spare file ([`crate::file_util::write_recycling`]). Also returns the
-/// new step's entry.
-pub fn extend_history(
-    store: &Store,
-    thread: &str,
-    parent: &History,
-    step: Hash,
-) -> Result<(History, Entry), ChainError> {
-    let (history, entry) = extend_in_memory(store, parent, step)?;
-    save_history(store.root(), thread, &history, parent.head());
-    Ok((history, entry))
-}
-
 /// [`extend_history`] without writing the cache file: a session keeps the history in memory
 /// and saves only the last one ([`save_history`]) when it lets go of the thread.
-pub fn extend_in_memory(
+pub(crate) fn extend_in_memory(
     store: &Store,
     parent: &History,
     step: Hash,
@@ -635,7 +624,7 @@ pub fn extend_in_memory(
 /// Writes the cache file of `history`, the history of `thread`'s head, and retires the cache
 /// file of `retired`, the thread's earlier head, reusing its inode through the thread's spare.
 /// Best effort, like every cache write.
-pub fn save_history(root: &Path, thread: &str, history: &History, retired: Hash) {
+pub(crate) fn save_history(root: &Path, thread: &str, history: &History, retired: Hash) {
     let path = |name: String| cache_file_in(root, "chains", &name);
     let _ = crate::file_util::write_recycling(
         &path(format!("{thread}.spare")),
@@ -712,7 +701,7 @@ fn entry_with(node: &Node, step: StepNode, output: Node, [s, o, d]: [u64; 3]) ->
 /// Checks that the nodes a cached step stands for — its step, output and detail nodes — are
 /// still there with the lengths recorded when it was cached (a `stat` each), naming the first
 /// that is not. Their content is not re-hashed: that is `uwf cas fsck`'s job.
-pub fn check_entry(store: &Store, entry: &Entry) -> Result<(), ChainError> {
+pub(crate) fn check_entry(store: &Store, entry: &Entry) -> Result<(), ChainError> {
     let sizes = entry.sizes;
     for (kind, hash, size) in [
         ("step", entry.hash, sizes.step),
@@ -725,7 +714,7 @@ pub fn check_entry(store: &Store, entry: &Entry) -> Result<(), ChainError> {
 }
 
 /// [`check_entry`] for a chain's start node.
-pub fn check_start(store: &Store, chain: &Chain) -> Result<(), ChainError> {
+pub(crate) fn check_start(store: &Store, chain: &Chain) -> Result<(), ChainError> {
     check_node(store, "start", chain.start_hash, chain.start_size, None)
 }
 
@@ -763,7 +752,7 @@ fn check_node(
 ///
 /// The head node is read and verified first, so the cache never stands in for a head that is
 /// gone or damaged.
-pub fn load(store: &Store, head: Hash) -> Result<Chain, ChainError> {
+pub(crate) fn load(store: &Store, head: Hash) -> Result<Chain, ChainError> {
     store.get(head)?;
     if let Some(chain) = read_cache(store, head) {
         return Ok(chain);

@@ -16,7 +16,7 @@ use super::error::FsError;
 use super::inode::Ino;
 
 /// Longest file name, in bytes.
-pub const NAME_MAX: usize = 255;
+pub(crate) const NAME_MAX: usize = 255;
 
 /// Who is asking.
 #[derive(Debug, Clone, Copy)]
@@ -33,7 +33,7 @@ pub struct Owner {
 }
 
 /// Refuses names longer than [`NAME_MAX`] (ENAMETOOLONG).
-pub fn check_name(name: &str) -> Result<(), FsError> {
+pub(crate) fn check_name(name: &str) -> Result<(), FsError> {
     if name.len() > NAME_MAX {
         return Err(FsError::NameTooLong);
     }
@@ -232,11 +232,11 @@ impl RenameFlags {
 
 /// Whether the program whose request is waiting has a signal to handle (asked again and again
 /// while a read blocks; a blocked read then ends with EINTR).
-pub type Interrupted<'a> = &'a dyn Fn() -> bool;
+pub(crate) type Interrupted<'a> = &'a dyn Fn() -> bool;
 
 /// A read that blocks until it has its bytes, or until [`Interrupted`] says so
 /// ([`FsError::Interrupted`]).
-pub type Blocking = Box<dyn FnOnce(Interrupted<'_>) -> Result<Vec<u8>, FsError> + Send>;
+pub(crate) type Blocking = Box<dyn FnOnce(Interrupted<'_>) -> Result<Vec<u8>, FsError> + Send>;
 
 /// The answer to a read: the bytes, or (for `wait`) a job that blocks until it has them, for
 /// the adapter to run off the FUSE loop.
@@ -247,7 +247,7 @@ pub enum Reading {
 
 /// Work that a request's answer waits for, for the adapter to run off the FUSE loop: a `kill`
 /// returns only once the thread is killed.
-pub type Finish = Box<dyn FnOnce() -> Result<(), FsError> + Send>;
+pub(crate) type Finish = Box<dyn FnOnce() -> Result<(), FsError> + Send>;
 
 /// What `statfs` reports: the numbers of the filesystem holding the store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -19,10 +19,10 @@ use std::sync::Arc;
 use crate::cas::Hash;
 
 /// An inode number.
-pub type Ino = u64;
+pub(crate) type Ino = u64;
 
 /// The root directory's inode number (fixed by FUSE).
-pub const ROOT: Ino = 1;
+pub(crate) const ROOT: Ino = 1;
 
 /// What an inode is. Views are named by what they show; scratch files by their id.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -308,12 +308,12 @@ impl StepFile {
 }
 
 /// `NNN-role`: the step's 1-based index, zero-padded to width 3 (wider past 999), and its role.
-pub fn step_dir_name(index: usize, role: &str) -> String {
+pub(crate) fn step_dir_name(index: usize, role: &str) -> String {
     format!("{:03}-{role}", index + 1)
 }
 
 /// The 0-based index a step directory name claims, if it has the shape `NNN-role`.
-pub fn parse_step_dir(name: &str) -> Option<(usize, &str)> {
+pub(crate) fn parse_step_dir(name: &str) -> Option<(usize, &str)> {
     let (number, role) = name.split_once('-')?;
     if number.len() < 3 || !number.bytes().all(|b| b.is_ascii_digit()) || role.is_empty() {
         return None;
@@ -324,12 +324,12 @@ pub fn parse_step_dir(name: &str) -> Option<(usize, &str)> {
 }
 
 /// Whether `name` is spelled like a thread id (an uppercase ULID).
-pub fn is_thread_id(name: &str) -> bool {
+pub(crate) fn is_thread_id(name: &str) -> bool {
     ulid::Ulid::from_string(name).is_ok_and(|u| u.to_string() == name)
 }
 
 /// `<13 symbols><suffix>` → the hash (`cas/schemas/<hash>.json`, `versions/<hash>.yaml`).
-pub fn hash_name(name: &str, suffix: &str) -> Option<Hash> {
+pub(crate) fn hash_name(name: &str, suffix: &str) -> Option<Hash> {
     Hash::parse(name.strip_suffix(suffix)?).ok()
 }
 
@@ -343,7 +343,7 @@ struct Slot {
 
 /// Inode numbers ↔ keys.
 #[derive(Debug)]
-pub struct InodeTable {
+pub(crate) struct InodeTable {
     by_key: HashMap<Key, Ino>,
     by_ino: HashMap<Ino, Slot>,
     next: Ino,
@@ -356,7 +356,7 @@ impl Default for InodeTable {
 }
 
 impl InodeTable {
-    pub fn new() -> InodeTable {
+    pub(crate) fn new() -> InodeTable {
         let mut table = InodeTable {
             by_key: HashMap::new(),
             by_ino: HashMap::new(),
@@ -375,7 +375,7 @@ impl InodeTable {
     }
 
     /// The inode of `key`, allocated on first use.
-    pub fn ino(&mut self, key: &Key) -> Ino {
+    pub(crate) fn ino(&mut self, key: &Key) -> Ino {
         if let Some(ino) = self.by_key.get(key) {
             return *ino;
         }
@@ -394,17 +394,17 @@ impl InodeTable {
     }
 
     /// The inode of `key` if it has one already.
-    pub fn existing(&self, key: &Key) -> Option<Ino> {
+    pub(crate) fn existing(&self, key: &Key) -> Option<Ino> {
         self.by_key.get(key).copied()
     }
 
     /// What `ino` stands for.
-    pub fn key(&self, ino: Ino) -> Option<&Key> {
+    pub(crate) fn key(&self, ino: Ino) -> Option<&Key> {
         self.by_ino.get(&ino).map(|s| &s.key)
     }
 
     /// Counts one kernel reference (a lookup or create reply) on `ino`.
-    pub fn remember(&mut self, ino: Ino) {
+    pub(crate) fn remember(&mut self, ino: Ino) {
         if let Some(slot) = self.by_ino.get_mut(&ino) {
             slot.lookups += 1;
         }
@@ -414,7 +414,7 @@ impl InodeTable {
     ///
     /// A number is never reused and a forgotten inode leaves the table, so the first time is
     /// while the kernel's inode is new, with nothing in its page cache and no file open on it.
-    pub fn first_fill(&mut self, ino: Ino) -> bool {
+    pub(crate) fn first_fill(&mut self, ino: Ino) -> bool {
         match self.by_ino.get_mut(&ino) {
             Some(slot) if !slot.filled => {
                 slot.filled = true;
@@ -425,7 +425,7 @@ impl InodeTable {
     }
 
     /// The kernel dropped `n` references; the inode is forgotten when none remain.
-    pub fn forget(&mut self, ino: Ino, n: u64) {
+    pub(crate) fn forget(&mut self, ino: Ino, n: u64) {
         if ino == ROOT {
             return;
         }
@@ -444,7 +444,7 @@ impl InodeTable {
 
     /// Makes `ino` stand for `key` from now on (a rename moved it there). Whatever inode stood
     /// for `key` before becomes [`Key::Gone`]; `ino`'s old key gets a fresh inode when next seen.
-    pub fn rebind(&mut self, ino: Ino, key: Key) {
+    pub(crate) fn rebind(&mut self, ino: Ino, key: Key) {
         if let Some(old) = self.by_key.get(&key).copied()
             && old != ino
         {
@@ -472,22 +472,13 @@ impl InodeTable {
     }
 
     /// Marks `ino` as gone: its entry no longer exists, the number is never reused.
-    pub fn retire(&mut self, ino: Ino) {
+    pub(crate) fn retire(&mut self, ino: Ino) {
         if let Some(slot) = self.by_ino.get_mut(&ino) {
             let previous = std::mem::replace(&mut slot.key, Key::Gone);
             if self.by_key.get(&previous) == Some(&ino) {
                 self.by_key.remove(&previous);
             }
         }
-    }
-
-    /// How many inodes the table holds (for tests and bounds).
-    pub fn len(&self) -> usize {
-        self.by_ino.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.by_ino.is_empty()
     }
 }
 

@@ -80,7 +80,7 @@ use threads::{growing, read_at};
 const PAGE: usize = 1024;
 
 /// The largest file whose bytes go into the kernel's page cache at its first open.
-pub const PREFILL_MAX: usize = 128 << 10;
+pub(crate) const PREFILL_MAX: usize = 128 << 10;
 
 /// How a mount behaves.
 #[derive(Debug, Clone)]

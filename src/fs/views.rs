@@ -41,11 +41,13 @@ mod thread_source;
 mod warm;
 mod watch;
 
-pub use thread_source::ThreadRef;
-pub use warm::{Order, Warmer};
+pub(crate) use thread_source::ThreadRef;
+#[cfg(test)]
+pub(crate) use warm::Order;
+pub(crate) use warm::Warmer;
 
 /// How long a listing of a big directory (`cas/`) is reused.
-pub const LISTING_TTL: Duration = Duration::from_secs(1);
+pub(crate) const LISTING_TTL: Duration = Duration::from_secs(1);
 
 /// How old an index file's mtime must be before it can stand for the file's content.
 ///
@@ -54,7 +56,7 @@ pub const LISTING_TTL: Duration = Duration::from_secs(1);
 /// the same stamp). Until the mtime is older than this, the file is re-read at every look and
 /// directories built from it report the current time as their mtime (a new one each time), so
 /// the kernel never keeps a listing under an mtime that a later change could repeat.
-pub const SETTLE: Duration = Duration::from_millis(100);
+pub(crate) const SETTLE: Duration = Duration::from_millis(100);
 
 /// The mtime a directory built from files stamped `mtime`, read at `read_at`, reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,7 +124,7 @@ pub struct Content {
 }
 
 /// A directory listing: names and what they are, in display order.
-pub type Listing = Vec<(String, Key)>;
+pub(crate) type Listing = Vec<(String, Key)>;
 
 /// The store seen as files.
 pub struct Source {
@@ -178,7 +180,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// versions (of a thread's head, of a workflow) within one millisecond would share a time; as a
 /// directory's mtime this one differs for every hash, so the kernel never keeps a listing of
 /// one version under the mtime of another.
-pub fn versioned(time: SystemTime, hash: Hash) -> SystemTime {
+pub(crate) fn versioned(time: SystemTime, hash: Hash) -> SystemTime {
     use std::hash::{Hash as _, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     hash.hash(&mut h);
@@ -186,7 +188,7 @@ pub fn versioned(time: SystemTime, hash: Hash) -> SystemTime {
 }
 
 /// Milliseconds since the epoch as a time.
-pub fn from_ms(ms: u64) -> SystemTime {
+pub(crate) fn from_ms(ms: u64) -> SystemTime {
     UNIX_EPOCH + Duration::from_millis(ms)
 }
 

@@ -12,7 +12,7 @@ use super::error::PgError;
 use super::store::{PgStore, parse_hashes, parse_typed_row};
 
 /// How many rows one page of a scan or one delete holds.
-pub const BATCH: usize = 1000;
+pub(crate) const BATCH: usize = 1000;
 
 /// One row of the nodes table as a scan read it.
 #[derive(Debug)]

@@ -8,20 +8,20 @@
 //! Architecture Invariant: the same node has the same hash and the same canonical bytes here as
 //! in the directory store; rows are write-once and verified on read; heads move only by
 //! compare-and-set; a step lease is taken in one race-safe statement.
-pub mod config;
-pub mod context;
-pub mod copy;
-pub mod error;
-pub mod leases;
-pub mod listen;
-pub mod maintenance;
-pub mod registry;
-pub mod rows;
-pub mod runs;
-pub mod schema;
-pub mod store;
-pub mod threads;
-pub mod workers;
+pub(crate) mod config;
+pub(crate) mod context;
+pub(crate) mod copy;
+pub(crate) mod error;
+pub(crate) mod leases;
+pub(crate) mod listen;
+pub(crate) mod maintenance;
+pub(crate) mod registry;
+pub(crate) mod rows;
+pub(crate) mod runs;
+pub(crate) mod schema;
+pub(crate) mod store;
+pub(crate) mod threads;
+pub(crate) mod workers;
 
 pub use config::{PgConfig, redact};
 pub use copy::Occupancy;

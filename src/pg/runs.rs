@@ -94,7 +94,7 @@ with texts as (
 select thread, file from texts";
 
 /// Prepares [`write_batch`]'s statement on a connection of its own (the run sink's).
-pub fn prepare_batch(client: &mut Client) -> Result<Statement, postgres::Error> {
+pub(crate) fn prepare_batch(client: &mut Client) -> Result<Statement, postgres::Error> {
     client.prepare(WRITE_BATCH)
 }
 
@@ -102,7 +102,7 @@ pub fn prepare_batch(client: &mut Client) -> Result<Statement, postgres::Error> 
 /// changes distinct threads (merge them first). Returns the indexes into `appends` that were
 /// not made because another writer appended to the same file at the same moment: send them
 /// again.
-pub fn write_batch(
+pub(crate) fn write_batch(
     client: &mut Client,
     statement: &Statement,
     appends: &[RunAppend],

@@ -188,7 +188,7 @@ create index history_unsearchable on history (thread) where prompt is null;
 
 /// Brings the database to [`SCHEMA_VERSION`], or refuses a newer one. Returns the version found
 /// before migrating (0 for a fresh database).
-pub fn migrate(client: &mut Client) -> Result<i32, PgError> {
+pub(crate) fn migrate(client: &mut Client) -> Result<i32, PgError> {
     let query = |e: postgres::Error| PgError::Query {
         action: "migration",
         reason: describe(&e),
@@ -229,7 +229,7 @@ pub fn migrate(client: &mut Client) -> Result<i32, PgError> {
 }
 
 /// The version recorded in `uwf_meta`, or none on a database uwf never touched.
-pub fn read_version(client: &mut Client) -> Result<Option<i32>, PgError> {
+pub(crate) fn read_version(client: &mut Client) -> Result<Option<i32>, PgError> {
     let query = |e: postgres::Error| PgError::Query {
         action: "reading the schema version",
         reason: describe(&e),

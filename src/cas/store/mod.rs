@@ -47,7 +47,7 @@ mod listing;
 mod pins;
 mod type_index;
 
-pub use pins::{PIN_SLACK, Pin};
+pub(crate) use pins::PIN_SLACK;
 
 /// One node as stored.
 #[derive(Debug, Clone, PartialEq)]
@@ -76,7 +76,7 @@ impl Node {
 }
 
 /// Where the store lives: `$UWF_STORAGE_ROOT`, else `$WORKFLOW_STORAGE_ROOT`, else `~/.uwf`.
-pub fn default_root() -> Result<PathBuf, StoreError> {
+pub(crate) fn default_root() -> Result<PathBuf, StoreError> {
     for var in ["UWF_STORAGE_ROOT", "WORKFLOW_STORAGE_ROOT"] {
         if let Some(value) = std::env::var_os(var)
             && !value.is_empty()

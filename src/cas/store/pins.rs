@@ -27,7 +27,7 @@ use crate::cas::error::StoreError;
 /// How much older than the earliest live pin a node must be for GC to delete it: node files'
 /// mtimes come from the kernel's coarse clock, a tick or so behind the clock a pin's start is
 /// read from.
-pub const PIN_SLACK: Duration = Duration::from_secs(2);
+pub(crate) const PIN_SLACK: Duration = Duration::from_secs(2);
 
 /// The pins a [`Store`] handle holds, by start (ms); several at one start share one lock byte.
 #[derive(Debug, Default)]

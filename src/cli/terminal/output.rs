@@ -170,7 +170,7 @@ impl Drop for Out {
 
 /// Rows under `header` as aligned columns, two spaces apart, the last column not padded;
 /// nothing at all for no rows, so an empty list stays empty.
-pub fn format_table(header: &[&str], rows: &[Vec<String>]) -> String {
+pub(crate) fn format_table(header: &[&str], rows: &[Vec<String>]) -> String {
     if rows.is_empty() {
         return String::new();
     }
@@ -199,7 +199,7 @@ pub fn format_table(header: &[&str], rows: &[Vec<String>]) -> String {
 
 /// How long ago `ms` (milliseconds since the epoch) was, for people: `just now`, `42s ago`,
 /// `5 min ago`, `3 h ago`, `1 day ago`, `12 days ago`.
-pub fn ago(ms: u64, now_ms: u64) -> String {
+pub(crate) fn ago(ms: u64, now_ms: u64) -> String {
     let secs = now_ms.saturating_sub(ms) / 1000;
     match secs {
         0..=4 => "just now".to_owned(),
@@ -214,7 +214,7 @@ pub fn ago(ms: u64, now_ms: u64) -> String {
 }
 
 /// `text` cut to `max` characters, with `…` when cut.
-pub fn shorten(text: &str, max: usize) -> String {
+pub(crate) fn shorten(text: &str, max: usize) -> String {
     if text.chars().count() > max {
         format!("{}…", text.chars().take(max - 1).collect::<String>())
     } else {

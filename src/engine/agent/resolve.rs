@@ -164,7 +164,7 @@ impl Config {
 
 /// The first `${NAME}` of `value` that names no variable of this process's environment
 /// (which holds the root's `.env`), or the value with every `${NAME}` replaced.
-pub fn expand(
+pub(crate) fn expand(
     value: &str,
     mut lookup: impl FnMut(&str) -> Option<String>,
 ) -> Result<String, String> {
@@ -185,14 +185,14 @@ pub fn expand(
 
 /// An agent's `env` with its secrets filled in from this process's environment; `Err` names
 /// the first secret that is not set.
-pub fn expand_env(env: &BTreeMap<String, String>) -> Result<Vec<(String, String)>, String> {
+pub(crate) fn expand_env(env: &BTreeMap<String, String>) -> Result<Vec<(String, String)>, String> {
     env.iter()
         .map(|(key, value)| Ok((key.clone(), expand(value, |n| std::env::var(n).ok())?)))
         .collect()
 }
 
 /// The secrets (`${NAME}`) an agent's `env` names.
-pub fn secrets_named(env: &BTreeMap<String, String>) -> Vec<String> {
+pub(crate) fn secrets_named(env: &BTreeMap<String, String>) -> Vec<String> {
     let mut names = Vec::new();
     for value in env.values() {
         let _ = expand(value, |name| {

@@ -57,13 +57,13 @@ impl Budget {
 }
 
 /// `prices:` model name (or alias) → price.
-pub type Prices = BTreeMap<String, Price>;
+pub(crate) type Prices = BTreeMap<String, Price>;
 
 /// `budgets:` `default` or a workflow's name → budget.
-pub type Budgets = BTreeMap<String, Budget>;
+pub(crate) type Budgets = BTreeMap<String, Budget>;
 
 /// The budget `config.yaml` gives threads of `workflow`: its own entry over `default`.
-pub fn configured(budgets: &Budgets, workflow: &str) -> Budget {
+pub(crate) fn configured(budgets: &Budgets, workflow: &str) -> Budget {
     let default = budgets.get("default").copied().unwrap_or_default();
     match budgets.get(workflow) {
         Some(own) => default.overlaid(*own),

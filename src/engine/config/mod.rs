@@ -13,11 +13,11 @@
 //! checks are [`crate::engine::upkeep::doctor`]. Which agent runs a role is [`crate::engine::agent::resolve`].
 
 pub mod budget;
-pub mod dotenv;
+pub(crate) mod dotenv;
 mod duration;
-pub mod setup;
+pub(crate) mod setup;
 
-pub use setup::{PRESETS, Setup, SetupError, apply_setup, default_key_env};
+pub(crate) use setup::{PRESETS, Setup, apply_setup, default_key_env};
 
 use crate::advice::Advice;
 use std::collections::BTreeMap;
@@ -27,10 +27,10 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 /// The default nesting limit of sub-workflows.
-pub const DEFAULT_MAX_DEPTH: usize = 4;
+pub(crate) const DEFAULT_MAX_DEPTH: usize = 4;
 
 /// The default agent timeout when the config gives none.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 
 /// Errors reading the configuration.
 #[derive(Debug, thiserror::Error)]
@@ -242,7 +242,7 @@ pub fn load(root: &Path) -> Result<Loaded, ConfigError> {
 }
 
 /// Parses and validates the text of a `config.yaml`; the error lists located problems.
-pub fn parse(text: &str) -> Result<Config, Vec<String>> {
+pub(crate) fn parse(text: &str) -> Result<Config, Vec<String>> {
     if text.trim().is_empty() {
         return Ok(Config::default());
     }
@@ -323,7 +323,7 @@ fn found_words(found: &str) -> &'static str {
 }
 
 /// Whether `name` can be an environment variable name.
-pub fn is_env_name(name: &str) -> bool {
+pub(crate) fn is_env_name(name: &str) -> bool {
     let mut chars = name.chars();
     chars
         .next()

@@ -20,7 +20,7 @@ pub fn read_history(root: &Path) -> Result<Vec<ArchivedThread>, IndexError> {
 }
 
 /// Every thread, active and archived, with its workflow: one read of either backend's index.
-pub fn read_entries(root: &Path) -> Result<Vec<Entry>, IndexError> {
+pub(crate) fn read_entries(root: &Path) -> Result<Vec<Entry>, IndexError> {
     crate::engine::storage::handle(root)?.index().entries()
 }
 

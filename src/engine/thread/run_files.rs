@@ -37,7 +37,7 @@ use crate::engine::thread::index::ThreadIndexError;
 use crate::pg::RunFileKind;
 
 /// How long the end of a step waits for its log and events to reach the database.
-pub const SINK_FLUSH: std::time::Duration = std::time::Duration::from_secs(2);
+pub(crate) const SINK_FLUSH: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The run files of one thread under `<root>/runs/`.
 #[derive(Debug, Clone)]

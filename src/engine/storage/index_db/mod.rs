@@ -33,12 +33,15 @@ use crate::pg::{ArchivedThread, Entry, IndexRow, NewThread, Successor};
 mod connection;
 mod make;
 mod search;
-pub use connection::{at_exit, close_all};
+pub use crate::pg::search_text;
+pub(crate) use connection::at_exit;
+pub use connection::close_all;
 use connection::{with, write};
-pub use search::{SEARCH_CHARS, TextFilter, note_prompts, search_text, unsearchable};
+pub use search::TextFilter;
+pub(crate) use search::{note_prompts, unsearchable};
 
 /// The database's file name under the storage root.
-pub const FILE: &str = "index.db";
+pub(crate) const FILE: &str = "index.db";
 
 /// Every column a row is written with (and `prompt`).
 const COLUMNS: &str = "id, workflow, head, status, parent, created_ms, updated_ms, completed_ms, \
@@ -92,7 +95,7 @@ pub struct Scan {
 
 /// The outcome of a compare-and-set.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Cas {
+pub(crate) enum Cas {
     Moved,
     /// Not moved: the thread's row as it is (another head, or archived).
     Refused(Box<IndexRow>),
@@ -125,14 +128,14 @@ fn ms(v: u64) -> i64 {
 }
 
 /// When a thread was started, from its id (a ULID's first 48 bits are milliseconds).
-pub fn created_of(id: &str) -> Option<i64> {
+pub(crate) fn created_of(id: &str) -> Option<i64> {
     ulid::Ulid::from_string(id)
         .ok()
         .map(|u| ms(u.timestamp_ms()))
 }
 
 /// The smallest ULID of millisecond `at` (for "started since").
-pub fn id_since(at_ms: u64) -> String {
+pub(crate) fn id_since(at_ms: u64) -> String {
     ulid::Ulid::from_parts(at_ms, 0).to_string()
 }
 
@@ -148,7 +151,7 @@ pub fn get(root: &Path, id: &str) -> Result<Option<IndexRow>, IndexError> {
 
 /// Adds an active thread (an id that exists is an error). Whether it is queued is not the
 /// database's: the run queue is files beside it.
-pub fn insert(root: &Path, row: &NewThread<'_>) -> Result<(), IndexError> {
+pub(crate) fn insert(root: &Path, row: &NewThread<'_>) -> Result<(), IndexError> {
     let now = ms(crate::cas::store::now_ms());
     write(root, "adding a thread", |c| insert_row(c, row, now))
 }
@@ -173,7 +176,7 @@ fn insert_row(c: &Connection, row: &NewThread<'_>, now: i64) -> rusqlite::Result
 /// Archives active thread `id`, still at `head`, as `rebased` onto the new thread `new` and
 /// adds `new` with `id` as its parent, in one transaction: both or neither. `None` when `id` is
 /// not active at `head`.
-pub fn rebase(
+pub(crate) fn rebase(
     root: &Path,
     id: &str,
     head: Hash,
@@ -207,7 +210,7 @@ pub fn rebase(
 }
 
 /// The thread that thread `id` was rebased onto, if it was.
-pub fn successor(root: &Path, id: &str) -> Result<Option<String>, IndexError> {
+pub(crate) fn successor(root: &Path, id: &str) -> Result<Option<String>, IndexError> {
     Ok(with(root, false, "reading a thread", |c| {
         c.prepare_cached("select successor from threads where id = ?1")?
             .query_row(params![id], |r| r.get::<_, Option<String>>(0))
@@ -219,7 +222,7 @@ pub fn successor(root: &Path, id: &str) -> Result<Option<String>, IndexError> {
 
 /// Moves an active thread's head from `expected` to `new` (a step continuing `expected`, so
 /// one step more), with the role the moderator picks at `new` when known.
-pub fn compare_and_set(
+pub(crate) fn compare_and_set(
     root: &Path,
     id: &str,
     expected: Hash,
@@ -251,7 +254,11 @@ pub fn compare_and_set(
 
 /// Archives an active thread with `status` (`done` or `killed`; `rebased` is [`rebase`]);
 /// `None` if there is no active thread `id` (look it up to say why).
-pub fn archive(root: &Path, id: &str, status: &str) -> Result<Option<ArchivedThread>, IndexError> {
+pub(crate) fn archive(
+    root: &Path,
+    id: &str,
+    status: &str,
+) -> Result<Option<ArchivedThread>, IndexError> {
     let now = ms(crate::cas::store::now_ms());
     let next = (status == "done").then_some(crate::engine::END);
     let row = write(root, "archiving a thread", |c| {
@@ -275,19 +282,10 @@ fn note(root: &Path, sql: &'static str, args: &[&dyn rusqlite::ToSql]) {
     });
 }
 
-/// The role the moderator picks at `head` (if the thread is still there).
-pub fn note_next(root: &Path, id: &str, head: Hash, next: Option<&str>) {
-    note(
-        root,
-        "update threads set next = ?2 where id = ?1 and head = ?3 and status = 'active'",
-        &[&id, &next, &head.to_string()],
-    );
-}
-
 /// What a reader worked out the slow way for rows that did not know it (migrated or copied
 /// threads): `(id, head, steps, next)`, each kept only while the thread is still at `head`.
 /// One transaction, not synced (a cache).
-pub fn note_derived(root: &Path, facts: &[(String, Hash, u64, Option<String>)]) {
+pub(crate) fn note_derived(root: &Path, facts: &[(String, Hash, u64, Option<String>)]) {
     if facts.is_empty() {
         return;
     }
@@ -313,7 +311,7 @@ pub fn note_derived(root: &Path, facts: &[(String, Hash, u64, Option<String>)]) 
 }
 
 /// The last step attempt's error, or `None` after a success.
-pub fn note_error(root: &Path, id: &str, error: Option<&str>) {
+pub(crate) fn note_error(root: &Path, id: &str, error: Option<&str>) {
     note(
         root,
         "update threads set error = ?2 where id = ?1 and error is not ?2",
@@ -322,7 +320,7 @@ pub fn note_error(root: &Path, id: &str, error: Option<&str>) {
 }
 
 /// The question the thread waits on (JSON), or `None` once answered.
-pub fn note_awaiting(root: &Path, id: &str, question: Option<&str>) {
+pub(crate) fn note_awaiting(root: &Path, id: &str, question: Option<&str>) {
     note(
         root,
         "update threads set awaiting = ?2 where id = ?1 and awaiting is not ?2",
@@ -331,7 +329,7 @@ pub fn note_awaiting(root: &Path, id: &str, question: Option<&str>) {
 }
 
 /// Active threads: id → head.
-pub fn active(root: &Path) -> Result<BTreeMap<String, Hash>, IndexError> {
+pub(crate) fn active(root: &Path) -> Result<BTreeMap<String, Hash>, IndexError> {
     let rows = with(root, false, "listing threads", |c| {
         let mut stmt =
             c.prepare_cached("select id, head from threads where status = 'active' order by id")?;
@@ -347,7 +345,7 @@ pub fn active(root: &Path) -> Result<BTreeMap<String, Hash>, IndexError> {
 }
 
 /// Every thread, by id (one statement; the mount's `threads/`).
-pub fn entries(root: &Path) -> Result<Vec<Entry>, IndexError> {
+pub(crate) fn entries(root: &Path) -> Result<Vec<Entry>, IndexError> {
     let rows = with(root, false, "listing threads", |c| {
         let mut stmt =
             c.prepare_cached("select id, workflow, head, status from threads order by id")?;
@@ -375,7 +373,7 @@ pub fn entries(root: &Path) -> Result<Vec<Entry>, IndexError> {
 }
 
 /// Archived threads, in the order they ended.
-pub fn archived(root: &Path) -> Result<Vec<ArchivedThread>, IndexError> {
+pub(crate) fn archived(root: &Path) -> Result<Vec<ArchivedThread>, IndexError> {
     Ok(with(root, false, "listing archived threads", |c| {
         let mut stmt = c.prepare_cached(&format!(
             "select {READ} from threads where status != 'active' order by completed_ms, id"
@@ -387,7 +385,7 @@ pub fn archived(root: &Path) -> Result<Vec<ArchivedThread>, IndexError> {
 }
 
 /// Active threads whose head is `head`.
-pub fn active_at(root: &Path, head: Hash) -> Result<Vec<String>, IndexError> {
+pub(crate) fn active_at(root: &Path, head: Hash) -> Result<Vec<String>, IndexError> {
     Ok(with(root, false, "finding threads at a head", |c| {
         let mut stmt = c.prepare_cached(
             "select id from threads where head = ?1 and status = 'active' order by id",
@@ -399,7 +397,7 @@ pub fn active_at(root: &Path, head: Hash) -> Result<Vec<String>, IndexError> {
 }
 
 /// Counts of active and archived threads.
-pub fn counts(root: &Path) -> Result<(u64, u64), IndexError> {
+pub(crate) fn counts(root: &Path) -> Result<(u64, u64), IndexError> {
     Ok(with(root, false, "counting threads", |c| {
         c.query_row(
             "select count(*) filter (where status = 'active'), \
@@ -413,7 +411,7 @@ pub fn counts(root: &Path) -> Result<(u64, u64), IndexError> {
 
 /// The threads that changed (started, stepped, noted or ended) at or after `since_ms`, with the
 /// latest change time among them; for watchers that patch what they show.
-pub fn changed_since(root: &Path, since_ms: u64) -> Result<(Vec<String>, u64), IndexError> {
+pub(crate) fn changed_since(root: &Path, since_ms: u64) -> Result<(Vec<String>, u64), IndexError> {
     Ok(with(root, false, "listing changed threads", |c| {
         let mut stmt = c.prepare_cached(
             "select id, max(updated_ms, coalesce(completed_ms, 0)) as at from threads \
@@ -435,7 +433,11 @@ pub fn changed_since(root: &Path, since_ms: u64) -> Result<(Vec<String>, u64), I
 }
 
 /// Ids starting with `prefix` (at most `limit`).
-pub fn with_prefix(root: &Path, prefix: &str, limit: usize) -> Result<Vec<String>, IndexError> {
+pub(crate) fn with_prefix(
+    root: &Path,
+    prefix: &str,
+    limit: usize,
+) -> Result<Vec<String>, IndexError> {
     Ok(with(root, false, "finding a thread", |c| {
         let mut stmt =
             c.prepare_cached("select id from threads where id >= ?1 order by id limit ?2")?;
@@ -454,7 +456,7 @@ pub fn with_prefix(root: &Path, prefix: &str, limit: usize) -> Result<Vec<String
 }
 
 /// Every distinct workflow version threads were started on.
-pub fn workflows(root: &Path) -> Result<Vec<Hash>, IndexError> {
+pub(crate) fn workflows(root: &Path) -> Result<Vec<Hash>, IndexError> {
     let texts = with(root, false, "listing workflows of threads", |c| {
         let mut stmt = c.prepare_cached("select distinct workflow from threads")?;
         let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
@@ -471,7 +473,7 @@ const SCAN_BATCH: i64 = 1000;
 /// read in batches of [`SCAN_BATCH`] (keyset by id), and `each` runs between them without the
 /// connection held: the first row reaches the caller before the last is read, and `each` may
 /// use the index itself.
-pub fn scan(
+pub(crate) fn scan(
     root: &Path,
     scan: &Scan,
     mut each: impl FnMut(IndexRow) -> bool,
@@ -545,7 +547,10 @@ pub struct Bulk {
 
 /// Adds threads in bulk, in one synced transaction (`uwf store copy`, benchmarks), only into an
 /// index with no thread: `Ok(Err((active, archived)))` counts what is there, and nothing is added.
-pub fn insert_all(root: &Path, threads: &[Bulk]) -> Result<Result<(), (u64, u64)>, IndexError> {
+pub(crate) fn insert_all(
+    root: &Path,
+    threads: &[Bulk],
+) -> Result<Result<(), (u64, u64)>, IndexError> {
     insert_bulk(root, threads, true)
 }
 
@@ -619,7 +624,7 @@ fn insert_rows(
 }
 
 /// The files whose stamps change with every committed change (the mount watches them).
-pub fn watched_files(root: &Path) -> [PathBuf; 2] {
+pub(crate) fn watched_files(root: &Path) -> [PathBuf; 2] {
     [path_of(root), root.join(format!("{FILE}-wal"))]
 }
 

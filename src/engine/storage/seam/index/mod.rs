@@ -21,8 +21,9 @@ mod nodes;
 mod pg;
 mod state;
 
-pub use nodes::{Condition, Derived, GcError, NodeCheck, NodeTable, Pruned};
-pub use state::{REBASED, State, ThreadIndexError, is_archived_status};
+pub(crate) use nodes::{GcError, NodeCheck, Pruned};
+pub(crate) use state::is_archived_status;
+pub use state::{REBASED, State, ThreadIndexError};
 
 /// Thread rows, heads and their compare-and-set, archive, rebase and listing, over one root.
 ///

@@ -73,7 +73,7 @@ impl Advice for ThreadIndexError {
 pub const REBASED: &str = "rebased";
 
 /// Whether `status` is an archived thread's: `done`, `killed` or [`REBASED`].
-pub fn is_archived_status(status: &str) -> bool {
+pub(crate) fn is_archived_status(status: &str) -> bool {
     matches!(status, "done" | "killed" | REBASED)
 }
 
