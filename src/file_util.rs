@@ -118,12 +118,12 @@ pub enum FileError {
 
 impl FileError {
     /// The kind of the underlying I/O error (`StorageFull`, `NotFound`, …).
-    pub fn kind(&self) -> ErrorKind {
+    pub(crate) fn kind(&self) -> ErrorKind {
         self.io().kind()
     }
 
     /// The underlying I/O error.
-    pub fn io(&self) -> &std::io::Error {
+    pub(crate) fn io(&self) -> &std::io::Error {
         match self {
             FileError::CreateDir { error, .. }
             | FileError::CreateTemp { error, .. }

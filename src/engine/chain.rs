@@ -80,7 +80,7 @@ pub struct Start {
 impl Start {
     /// The built-in schema of this start's node: `start-v2` when it names who started the
     /// thread, else `start` (so a start without a name hashes as it always did).
-    pub fn type_name(&self) -> &'static str {
+    pub(crate) fn type_name(&self) -> &'static str {
         if self.by.is_some() {
             "start-v2"
         } else {
@@ -132,25 +132,25 @@ pub struct Sizes {
 
 impl Entry {
     /// The step's structured output.
-    pub fn output(&self) -> Value {
+    pub(crate) fn output(&self) -> Value {
         serde_json::from_str(self.raw_output.get()).unwrap_or(Value::Null)
     }
 
     /// The output as compact JSON text.
-    pub fn output_json(&self) -> &str {
+    pub(crate) fn output_json(&self) -> &str {
         self.raw_output.get()
     }
 
     /// The failure this step records instead of an output (`{"message", "attempts"}`): its
     /// role's agent failed every attempt and the role's `onFailure` moved the thread on.
-    pub fn error(&self) -> Option<Value> {
+    pub(crate) fn error(&self) -> Option<Value> {
         let raw = self.raw_error.as_ref()?;
         serde_json::from_str(raw.get()).ok()
     }
 
     /// The failure this step records, in one line for people: `failed (3 attempts): <the
     /// error's first line>`.
-    pub fn failure_line(&self) -> Option<String> {
+    pub(crate) fn failure_line(&self) -> Option<String> {
         let error = self.error()?;
         let attempts = error["attempts"].as_u64().unwrap_or(1);
         let message = error["message"].as_str().unwrap_or_default();
@@ -163,7 +163,7 @@ impl Entry {
     }
 
     /// This step as an item of the moderator context's `steps`, as JSON text.
-    pub fn context_json(&self) -> String {
+    pub(crate) fn context_json(&self) -> String {
         let mut out = String::with_capacity(self.output_json().len() + 80);
         self.write_context(&mut out);
         out
@@ -211,18 +211,19 @@ pub struct Chain {
 
 impl Chain {
     /// The head: the last step, or the start node.
-    pub fn head(&self) -> Hash {
+    #[cfg(test)]
+    pub(crate) fn head(&self) -> Hash {
         self.steps.last().map(|s| s.hash).unwrap_or(self.start_hash)
     }
 
     /// The moderator context: `{"start": {"workflow", "prompt"}, "steps": [{"role", "output",
     /// "detail", "agent"}]}`.
-    pub fn context(&self) -> Value {
+    pub(crate) fn context(&self) -> Value {
         serde_json::from_str(&self.context_json()).expect("the context text is valid JSON")
     }
 
     /// The moderator context as JSON text, assembled from the raw outputs.
-    pub fn context_json(&self) -> String {
+    pub(crate) fn context_json(&self) -> String {
         let mut out = String::with_capacity(
             128 + self
                 .steps
@@ -242,16 +243,11 @@ impl Chain {
     }
 
     /// The moderator's position: the last step's role, or `$START`.
-    pub fn position(&self) -> &str {
+    pub(crate) fn position(&self) -> &str {
         self.steps
             .last()
             .map(|s| s.role.as_str())
             .unwrap_or(crate::engine::START)
-    }
-
-    /// How many steps of `role` the chain has.
-    pub fn visits(&self, role: &str) -> usize {
-        self.steps.iter().filter(|s| s.role == role).count()
     }
 }
 

@@ -37,6 +37,6 @@ pub mod upkeep;
 pub mod workflow;
 
 /// Where every thread starts: the moderator's position before the first step.
-pub const START: &str = "$START";
+pub(crate) const START: &str = "$START";
 /// Where a thread ends: the target of a transition that finishes it.
-pub const END: &str = "$END";
+pub(crate) const END: &str = "$END";

@@ -67,7 +67,7 @@ struct Job {
 
 /// The mount's background jobs, by thread id.
 #[derive(Debug, Default)]
-pub struct Jobs {
+pub(crate) struct Jobs {
     running: Mutex<HashMap<String, Job>>,
     idle: Condvar,
     /// How many step/run jobs were ever started (for tests of the trigger rules).
@@ -80,17 +80,19 @@ impl Jobs {
     }
 
     /// Whether a job started through the mount is in flight for `id`.
-    pub fn in_flight(&self, id: &str) -> bool {
+    pub(crate) fn in_flight(&self, id: &str) -> bool {
         self.lock().contains_key(id)
     }
 
     /// How many step and run jobs were started so far.
-    pub fn started(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn started(&self) -> u64 {
         self.started.load(Ordering::SeqCst)
     }
 
     /// Blocks until no job is in flight (bounded by `limit`); true when idle.
-    pub fn wait_idle(&self, limit: Duration) -> bool {
+    #[cfg(test)]
+    pub(crate) fn wait_idle(&self, limit: Duration) -> bool {
         let guard = self.lock();
         let (guard, _) = self
             .idle
@@ -100,7 +102,7 @@ impl Jobs {
     }
 
     /// Blocks until no job is in flight for `id` (bounded by `limit`).
-    pub fn wait_gone(&self, id: &str, limit: Duration) {
+    pub(crate) fn wait_gone(&self, id: &str, limit: Duration) {
         let guard = self.lock();
         let _ = self
             .idle

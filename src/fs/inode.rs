@@ -26,7 +26,7 @@ pub(crate) const ROOT: Ino = 1;
 
 /// What an inode is. Views are named by what they show; scratch files by their id.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Key {
+pub(crate) enum Key {
     Root,
     /// `README.md`
     Readme,
@@ -45,7 +45,7 @@ pub enum Key {
 
 /// An entry of `workflows/`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum WfKey {
+pub(crate) enum WfKey {
     /// `workflows/`
     Root,
     /// `workflows/error`
@@ -76,7 +76,7 @@ pub enum WfKey {
 
 /// An entry of `threads/`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum ThreadKey {
+pub(crate) enum ThreadKey {
     /// `threads/`
     Root,
     /// `threads/<id>/`
@@ -99,7 +99,7 @@ pub enum ThreadKey {
 
 /// An entry of `cas/`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum CasKey {
+pub(crate) enum CasKey {
     /// `cas/`
     Root,
     /// `cas/<hash>`
@@ -112,7 +112,7 @@ pub enum CasKey {
 
 impl Key {
     /// Whether the entry is a directory.
-    pub fn is_dir(&self) -> bool {
+    pub(crate) fn is_dir(&self) -> bool {
         match self {
             Key::Root => true,
             Key::Workflows(k) => matches!(
@@ -133,7 +133,7 @@ impl Key {
     }
 
     /// Whether the entry is a symbolic link.
-    pub fn is_link(&self) -> bool {
+    pub(crate) fn is_link(&self) -> bool {
         matches!(
             self,
             Key::Workflows(WfKey::Latest(_) | WfKey::ThreadLink(..) | WfKey::CurrentVersion(_))
@@ -150,13 +150,13 @@ impl Key {
     }
 
     /// Whether files can be created, deleted and renamed in this directory.
-    pub fn is_writable_dir(&self) -> bool {
+    pub(crate) fn is_writable_dir(&self) -> bool {
         matches!(self, Key::Workflows(WfKey::Root | WfKey::Dir(_)))
     }
 
     /// The directory holding this directory (the root for the root and for files, whose `..`
     /// is never asked for).
-    pub fn parent(&self) -> Key {
+    pub(crate) fn parent(&self) -> Key {
         match self {
             Key::Workflows(WfKey::Dir(_)) => Key::Workflows(WfKey::Root),
             Key::Workflows(WfKey::Versions(n) | WfKey::Threads(n)) => {
@@ -175,7 +175,7 @@ impl Key {
 
 /// The entries of `threads/<id>/` other than `steps/` and `forks/`, in listing order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum ThreadFile {
+pub(crate) enum ThreadFile {
     Prompt,
     Head,
     Status,
@@ -204,7 +204,7 @@ pub enum ThreadFile {
 }
 
 impl ThreadFile {
-    pub const ALL: [ThreadFile; 17] = [
+    pub(crate) const ALL: [ThreadFile; 17] = [
         ThreadFile::Prompt,
         ThreadFile::Head,
         ThreadFile::Status,
@@ -224,7 +224,7 @@ impl ThreadFile {
         ThreadFile::Cost,
     ];
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             ThreadFile::Prompt => "prompt",
             ThreadFile::Head => "head",
@@ -246,19 +246,19 @@ impl ThreadFile {
         }
     }
 
-    pub fn from_name(name: &str) -> Option<ThreadFile> {
+    pub(crate) fn from_name(name: &str) -> Option<ThreadFile> {
         ThreadFile::ALL.into_iter().find(|f| f.name() == name)
     }
 
     /// Files whose write is an action (`step`, `run`, `kill`).
-    pub fn is_control(self) -> bool {
+    pub(crate) fn is_control(self) -> bool {
         matches!(self, ThreadFile::Step | ThreadFile::Run | ThreadFile::Kill)
     }
 }
 
 /// The entries of `threads/<id>/steps/NNN-role/`, in listing order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum StepFile {
+pub(crate) enum StepFile {
     OutputYaml,
     OutputJson,
     Body,
@@ -274,7 +274,7 @@ pub enum StepFile {
 }
 
 impl StepFile {
-    pub const ALL: [StepFile; 10] = [
+    pub(crate) const ALL: [StepFile; 10] = [
         StepFile::OutputYaml,
         StepFile::OutputJson,
         StepFile::Body,
@@ -287,7 +287,7 @@ impl StepFile {
         StepFile::Child,
     ];
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             StepFile::OutputYaml => "output.yaml",
             StepFile::OutputJson => "output.json",
@@ -302,7 +302,7 @@ impl StepFile {
         }
     }
 
-    pub fn from_name(name: &str) -> Option<StepFile> {
+    pub(crate) fn from_name(name: &str) -> Option<StepFile> {
         StepFile::ALL.into_iter().find(|f| f.name() == name)
     }
 }

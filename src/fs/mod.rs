@@ -34,5 +34,4 @@ pub(crate) mod tree;
 pub mod unmount;
 pub(crate) mod views;
 
-pub use error::FsError;
-pub use tree::{Options, Tree};
+pub(crate) use tree::{Options, Tree};

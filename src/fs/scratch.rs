@@ -17,7 +17,7 @@ use super::inode::Key;
 
 /// Memory bounds for scratch files.
 #[derive(Debug, Clone, Copy)]
-pub struct Limits {
+pub(crate) struct Limits {
     /// Largest size of one file, in bytes.
     pub file: u64,
     /// Largest size of all scratch data together, in bytes.
@@ -264,6 +264,7 @@ impl Scratches {
     }
 
     /// Bytes held by all scratch files.
+    #[cfg(test)]
     pub(crate) fn bytes(&self) -> u64 {
         self.bytes
     }

@@ -118,7 +118,7 @@ enum Render {
 
 /// Rendered bytes of an immutable file and the time of the node they come from.
 #[derive(Debug, Clone)]
-pub struct Content {
+pub(crate) struct Content {
     pub bytes: Arc<[u8]>,
     pub time: SystemTime,
 }
@@ -127,7 +127,7 @@ pub struct Content {
 pub(crate) type Listing = Vec<(String, Key)>;
 
 /// The store seen as files.
-pub struct Source {
+pub(crate) struct Source {
     store: Arc<Store>,
     root: PathBuf,
     mounted_at: SystemTime,
@@ -200,7 +200,7 @@ fn store_error(e: StoreError) -> FsError {
 }
 
 impl Source {
-    pub fn new(store: Store) -> Source {
+    pub(crate) fn new(store: Store) -> Source {
         Source {
             root: store.root().to_path_buf(),
             watch: watch::Watch::of(&store),
@@ -216,31 +216,31 @@ impl Source {
         }
     }
 
-    pub fn store(&self) -> &Store {
+    pub(crate) fn store(&self) -> &Store {
         &self.store
     }
 
     /// The store, shared with background steps.
-    pub fn shared_store(&self) -> Arc<Store> {
+    pub(crate) fn shared_store(&self) -> Arc<Store> {
         self.store.clone()
     }
 
-    pub fn root(&self) -> &Path {
+    pub(crate) fn root(&self) -> &Path {
         &self.root
     }
 
     /// When the mount started: the time of entries that have no better one.
-    pub fn mounted_at(&self) -> SystemTime {
+    pub(crate) fn mounted_at(&self) -> SystemTime {
         self.mounted_at
     }
 
     /// The registry, re-read only when `registry.yaml` changed on disk.
-    pub fn registry(&self) -> Result<Arc<Registry>, FsError> {
+    pub(crate) fn registry(&self) -> Result<Arc<Registry>, FsError> {
         Ok(self.registry_version()?.0)
     }
 
     /// A workflow was registered through the mount: read the registry at the next look.
-    pub fn registry_changed(&self) {
+    pub(crate) fn registry_changed(&self) {
         self.registry_generation.fetch_add(1, Ordering::SeqCst);
     }
 
@@ -286,12 +286,12 @@ impl Source {
     }
 
     /// The registry entry of `name`, if registered.
-    pub fn entry(&self, name: &str) -> Result<Option<RegistryEntry>, FsError> {
+    pub(crate) fn entry(&self, name: &str) -> Result<Option<RegistryEntry>, FsError> {
         Ok(self.registry()?.get(name).cloned())
     }
 
     /// The mtime of `workflows/`: the version of `registry.yaml` (see [`Version`]).
-    pub fn registry_mtime(&self) -> Result<SystemTime, FsError> {
+    pub(crate) fn registry_mtime(&self) -> Result<SystemTime, FsError> {
         Ok(self.registry_version()?.1.time())
     }
 
@@ -299,17 +299,17 @@ impl Source {
     /// period. Node files appear (a write) and disappear (`uwf cas gc`) without any index file
     /// changing, so these listings are made afresh once per period, and the period is their
     /// version: the kernel reads them again in the next one.
-    pub fn cas_mtime(&self) -> SystemTime {
+    pub(crate) fn cas_mtime(&self) -> SystemTime {
         listing_period(SystemTime::now())
     }
 
     /// Whether a node exists.
-    pub fn has(&self, hash: Hash) -> bool {
+    pub(crate) fn has(&self, hash: Hash) -> bool {
         self.store.has(hash)
     }
 
     /// `cas/<hash>`: the node as pretty JSON.
-    pub fn node_json(&self, hash: Hash) -> Result<Content, FsError> {
+    pub(crate) fn node_json(&self, hash: Hash) -> Result<Content, FsError> {
         self.rendered(Render::Node, hash, || {
             let node = self.store.get(hash).map_err(store_error)?;
             Ok((pretty(&node.to_json())?, node.timestamp))
@@ -317,7 +317,7 @@ impl Source {
     }
 
     /// `cas/schemas/<hash>.json`: a schema node's payload; `NotFound` for other nodes.
-    pub fn schema_json(&self, hash: Hash) -> Result<Content, FsError> {
+    pub(crate) fn schema_json(&self, hash: Hash) -> Result<Content, FsError> {
         self.rendered(Render::Schema, hash, || {
             let node = self.store.get(hash).map_err(store_error)?;
             if !node.is_schema() && hash != Hash::META {
@@ -328,7 +328,7 @@ impl Source {
     }
 
     /// A workflow version as YAML with its schemas inline.
-    pub fn workflow_yaml(&self, hash: Hash) -> Result<Content, FsError> {
+    pub(crate) fn workflow_yaml(&self, hash: Hash) -> Result<Content, FsError> {
         self.rendered(Render::Yaml, hash, || {
             let node = self.store.get(hash).map_err(store_error)?;
             let def = Definition::load(&self.store, hash).map_err(FsError::internal)?;
@@ -337,7 +337,7 @@ impl Source {
     }
 
     /// A `text` node's string: the saved source of a workflow version.
-    pub fn text(&self, hash: Hash) -> Result<Content, FsError> {
+    pub(crate) fn text(&self, hash: Hash) -> Result<Content, FsError> {
         self.rendered(Render::Text, hash, || {
             let node = self.store.get(hash).map_err(store_error)?;
             let text = node.payload.as_str().ok_or(FsError::NotFound)?;
@@ -346,7 +346,7 @@ impl Source {
     }
 
     /// A workflow version's Mermaid flowchart.
-    pub fn workflow_graph(&self, hash: Hash) -> Result<Content, FsError> {
+    pub(crate) fn workflow_graph(&self, hash: Hash) -> Result<Content, FsError> {
         self.rendered(Render::Graph, hash, || {
             let node = self.store.get(hash).map_err(store_error)?;
             let w = Workflow::load(&self.store, hash).map_err(FsError::internal)?;
@@ -379,7 +379,7 @@ impl Source {
     }
 
     /// The entries of `cas/` (every node) or `cas/schemas/`, reused for [`LISTING_TTL`].
-    pub fn cas_listing(&self, dir: &CasKey) -> Result<Arc<Listing>, FsError> {
+    pub(crate) fn cas_listing(&self, dir: &CasKey) -> Result<Arc<Listing>, FsError> {
         let period = self.cas_mtime();
         let mut cache = lock(&self.listings);
         if let Some((made, listing)) = cache.get(dir)

@@ -26,7 +26,7 @@ pub struct Occupancy {
 
 impl Occupancy {
     /// Whether there is no thread (active or archived) and no registered workflow.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.threads == 0 && self.archived == 0 && self.workflows == 0
     }
 }
@@ -36,7 +36,7 @@ const FROM_MS: &str = "timestamptz 'epoch' + ms * interval '1 millisecond'";
 
 impl PgStore {
     /// How many active threads, archived threads and registered workflows there are.
-    pub fn occupancy(&self) -> Result<Occupancy, PgError> {
+    pub(crate) fn occupancy(&self) -> Result<Occupancy, PgError> {
         self.with_client("count threads and workflows", |c| {
             let row = c.query_one(
                 "select (select count(*) from threads), (select count(*) from history),
@@ -53,7 +53,7 @@ impl PgStore {
 
     /// Reads the nodes `hashes` in one query, each verified as [`PgStore::get_node`] does, in
     /// the order asked. A hash with no row is [`PgError::NotFound`].
-    pub fn nodes_by_hash(&self, hashes: &[Hash]) -> Result<Vec<Node>, PgError> {
+    pub(crate) fn nodes_by_hash(&self, hashes: &[Hash]) -> Result<Vec<Node>, PgError> {
         let keys: Vec<String> = hashes.iter().map(Hash::to_string).collect();
         let rows = self.with_client("read nodes", |c| {
             c.query(
@@ -79,7 +79,7 @@ impl PgStore {
     /// were new; a node already there with the same bytes is success, with different bytes a
     /// [`PgError::Collision`]; a node whose content does not hash to its `hash` is refused
     /// before anything is written.
-    pub fn put_copied_nodes(&self, nodes: &[Node]) -> Result<usize, PgError> {
+    pub(crate) fn put_copied_nodes(&self, nodes: &[Node]) -> Result<usize, PgError> {
         let mut keys = Vec::with_capacity(nodes.len());
         let mut types = Vec::with_capacity(nodes.len());
         let mut all_bytes = Vec::with_capacity(nodes.len());
@@ -130,7 +130,7 @@ impl PgStore {
 
     /// What each thread's row knows of it beyond its head (steps, and the next role of an
     /// active one), by id; threads whose row does not know are left out.
-    pub fn row_facts(&self) -> Result<HashMap<String, RowFacts>, PgError> {
+    pub(crate) fn row_facts(&self) -> Result<HashMap<String, RowFacts>, PgError> {
         let rows = self.with_client("list threads", |c| {
             c.query(
                 "select id, steps, next from threads where steps is not null
@@ -155,7 +155,7 @@ impl PgStore {
     /// written and the answer is what is there (its `workflows` is not counted, 0). The tables
     /// are locked against writers for the transaction, so no thread can slip in between the
     /// check and the inserts. Active threads are not queued.
-    pub fn insert_copied_threads(
+    pub(crate) fn insert_copied_threads(
         &self,
         threads: &Exported,
     ) -> Result<Result<(), Occupancy>, PgError> {

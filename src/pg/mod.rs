@@ -23,18 +23,22 @@ pub(crate) mod store;
 pub(crate) mod threads;
 pub(crate) mod workers;
 
-pub use config::{PgConfig, redact};
-pub use copy::Occupancy;
+pub use config::PgConfig;
+pub(crate) use config::redact;
+pub(crate) use copy::Occupancy;
 pub use error::PgError;
-pub use leases::{Holder, Lease};
+pub use leases::Holder;
+pub(crate) use leases::Lease;
 pub use listen::Listener;
-pub use registry::{Registered, RegistryName, RegistryRow, RegistryVersion};
-pub use rows::{
-    ActiveThread, ArchivedThread, Entry, Exported, IndexRow, NewThread, RowFacts, SEARCH_CHARS,
-    Successor, search_text,
-};
-pub use runs::{LineageRow, RunAppend, RunFileKind, RunStateChange};
-pub use schema::{CHANNEL, RUNS_CHANNEL, SCHEMA_VERSION};
+pub use registry::Registered;
+pub(crate) use registry::{RegistryName, RegistryVersion};
+pub(crate) use rows::{ActiveThread, ArchivedThread, Entry, Exported, IndexRow, RowFacts};
+pub use rows::{NewThread, Successor, search_text};
+pub(crate) use runs::LineageRow;
+pub use runs::{RunAppend, RunFileKind, RunStateChange};
+pub(crate) use schema::CHANNEL;
+pub use schema::{RUNS_CHANNEL, SCHEMA_VERSION};
 pub use store::PgStore;
-pub use threads::{ListPage, ThreadState};
-pub use workers::WorkerRow;
+pub(crate) use threads::ListPage;
+pub use threads::ThreadState;
+pub(crate) use workers::WorkerRow;

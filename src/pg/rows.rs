@@ -14,7 +14,7 @@ use crate::cas::Hash;
 /// The characters of a start prompt a search looks at: long enough for what a person types to
 /// find a thread, short enough that a pass over 100,000 rows stays well under the dashboard's
 /// 200 ms.
-pub const SEARCH_CHARS: usize = 1000;
+pub(crate) const SEARCH_CHARS: usize = 1000;
 
 /// What a search reads of a start prompt: its first [`SEARCH_CHARS`] characters, lowercase
 /// (both stores keep this in their `prompt` column).
@@ -81,12 +81,12 @@ pub struct IndexRow {
 }
 
 impl IndexRow {
-    pub fn is_active(&self) -> bool {
+    pub(crate) fn is_active(&self) -> bool {
         self.status == "active"
     }
 
     /// The row of an archived thread as [`ArchivedThread`].
-    pub fn archived(&self) -> ArchivedThread {
+    pub(crate) fn archived(&self) -> ArchivedThread {
         ArchivedThread {
             thread: self.id.clone(),
             workflow: self.workflow,

@@ -21,7 +21,7 @@ const LOCK_KEY: i64 = 0x0075_7766_006d_6967;
 
 /// The channel on which head changes, archives and queue changes are notified (payload: the
 /// thread id).
-pub const CHANNEL: &str = "uwf_threads";
+pub(crate) const CHANNEL: &str = "uwf_threads";
 
 /// The channel on which appends to a thread's log or event feed are notified (payload: the
 /// thread id). Apart from [`CHANNEL`], so that a chatty agent does not make every mount re-read

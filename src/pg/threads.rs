@@ -17,7 +17,7 @@ use super::store::PgStore;
 
 /// One page of a listing: newest first, keyset-paged by id.
 #[derive(Debug, Clone, Default)]
-pub struct ListPage {
+pub(crate) struct ListPage {
     /// Archived threads too.
     pub all: bool,
     /// Only these workflow versions.
@@ -127,7 +127,7 @@ impl PgStore {
     /// Every thread with its workflow: the archived ones in the order they ended, then the
     /// active ones oldest first (so that a reader keeping the last entry of an id keeps an
     /// active one).
-    pub fn entries(&self) -> Result<Vec<Entry>, PgError> {
+    pub(crate) fn entries(&self) -> Result<Vec<Entry>, PgError> {
         let rows = self.with_client("list threads", |c| {
             c.query(
                 "select thread, workflow, head, status, 0 as part, completed_at as at
@@ -158,7 +158,7 @@ impl PgStore {
 
     /// [`PgStore::compare_and_set`] to a step continuing `expected` (one step more), with the
     /// role the moderator picks at `new` when known (listings show both).
-    pub fn compare_and_set_next(
+    pub(crate) fn compare_and_set_next(
         &self,
         id: &str,
         expected: Hash,
@@ -179,7 +179,7 @@ impl PgStore {
     /// One page of threads, newest first: one query over both tables, each walked by its
     /// primary key (or by workflow and id), the leases joined for `running`. An active
     /// thread's status is `active` (its error and question columns tell failed and awaiting).
-    pub fn list_page(&self, page: &ListPage) -> Result<Vec<IndexRow>, PgError> {
+    pub(crate) fn list_page(&self, page: &ListPage) -> Result<Vec<IndexRow>, PgError> {
         let workflows: Option<Vec<String>> = page
             .workflows
             .as_ref()
@@ -247,7 +247,7 @@ impl PgStore {
     /// Writes back what a listing worked out from the nodes for rows that did not know it:
     /// `(id, head, steps, next)`, each kept only while the thread is still at `head` (an
     /// archived thread's row keeps its steps; its next role follows from its status).
-    pub fn note_derived(
+    pub(crate) fn note_derived(
         &self,
         facts: &[(String, Hash, u64, Option<String>)],
     ) -> Result<(), PgError> {
@@ -281,7 +281,7 @@ impl PgStore {
 
     /// Threads (active or archived) whose `prompt` column is empty, `(id, head)`, at most
     /// `limit`.
-    pub fn unsearchable(&self, limit: usize) -> Result<Vec<(String, Hash)>, PgError> {
+    pub(crate) fn unsearchable(&self, limit: usize) -> Result<Vec<(String, Hash)>, PgError> {
         let rows = self.with_client("find rows to make searchable", |c| {
             c.query(
                 "(select id, head from threads where prompt is null limit $1)
@@ -297,7 +297,7 @@ impl PgStore {
     }
 
     /// Fills the `prompt` column of rows that have none, `(id, search text)`.
-    pub fn note_prompts(&self, prompts: &[(String, String)]) -> Result<(), PgError> {
+    pub(crate) fn note_prompts(&self, prompts: &[(String, String)]) -> Result<(), PgError> {
         if prompts.is_empty() {
             return Ok(());
         }
@@ -321,7 +321,11 @@ impl PgStore {
     }
 
     /// Ids of threads (active or archived) starting with `prefix`, sorted, at most `limit`.
-    pub fn ids_with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<String>, PgError> {
+    pub(crate) fn ids_with_prefix(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<String>, PgError> {
         let rows = self.with_client("find thread", |c| {
             c.query(
                 "select id from threads where left(id, length($1)) = $1
@@ -334,7 +338,7 @@ impl PgStore {
     }
 
     /// Every workflow version threads (active or archived) were started on.
-    pub fn thread_workflows(&self) -> Result<Vec<Hash>, PgError> {
+    pub(crate) fn thread_workflows(&self) -> Result<Vec<Hash>, PgError> {
         let rows = self.with_client("list workflows of threads", |c| {
             c.query(
                 "select workflow from threads union select workflow from history",
@@ -376,7 +380,7 @@ impl PgStore {
     /// Archives active thread `id`, still at `head`, as `rebased` onto `new`, which enters
     /// `threads` in the same statement with `id` as its parent, not queued (both or neither;
     /// `id`'s lease goes too). `None` when `id` is not active at `head`.
-    pub fn rebase(
+    pub(crate) fn rebase(
         &self,
         id: &str,
         head: Hash,
@@ -413,29 +417,18 @@ impl PgStore {
     }
 
     /// The thread that archived thread `id` was rebased onto, if it was.
-    pub fn successor_of(&self, id: &str) -> Result<Option<String>, PgError> {
+    pub(crate) fn successor_of(&self, id: &str) -> Result<Option<String>, PgError> {
         let row = self.with_client("read thread", |c| {
             c.query_opt("select successor from history where thread = $1", &[&id])
         })?;
         Ok(row.and_then(|r| r.get::<_, Option<String>>(0)))
     }
 
-    /// Sets an active thread's status (`active`, `failed`, `awaiting`, …).
-    pub fn set_status(&self, id: &str, status: &str) -> Result<(), PgError> {
-        let n = self.with_client("set thread status", |c| {
-            c.execute(
-                "update threads set status = $2, updated_at = now() where id = $1",
-                &[&id, &status],
-            )
-        })?;
-        self.require_active(id, n)
-    }
-
     /// Records how a thread's last step attempt ended, for every machine to see: `Some(error)`
     /// makes it `failed` with that text, `None` (a step published) makes a failed thread
     /// `active` again. Writes nothing when nothing changes (the common case: a step after a
     /// step), so a successful step costs a round trip but no commit flush.
-    pub fn set_outcome(&self, id: &str, error: Option<&str>) -> Result<(), PgError> {
+    pub(crate) fn set_outcome(&self, id: &str, error: Option<&str>) -> Result<(), PgError> {
         self.with_client("record step outcome", |c| match error {
             Some(error) => c.execute(
                 "update threads set status = 'failed', error = $2
@@ -452,7 +445,7 @@ impl PgStore {
     }
 
     /// The error of a thread whose last step attempt failed (on any machine), if it did.
-    pub fn failure_of(&self, id: &str) -> Result<Option<String>, PgError> {
+    pub(crate) fn failure_of(&self, id: &str) -> Result<Option<String>, PgError> {
         let row = self.with_client("read step outcome", |c| {
             c.query_opt(
                 "select error from threads where id = $1 and status = 'failed'",
@@ -464,7 +457,7 @@ impl PgStore {
 
     /// Records the question a thread waits on (`Some`, its JSON: role, head, time asked),
     /// making it `awaiting`, or forgets it (`None`: answered), making it `active` again.
-    pub fn set_awaiting(&self, id: &str, question: Option<&str>) -> Result<(), PgError> {
+    pub(crate) fn set_awaiting(&self, id: &str, question: Option<&str>) -> Result<(), PgError> {
         self.with_client("record question", |c| {
             c.execute(
                 "update threads set awaiting = $2,
@@ -479,7 +472,7 @@ impl PgStore {
     }
 
     /// The question an active thread waits on (its JSON), if any.
-    pub fn awaiting_of(&self, id: &str) -> Result<Option<String>, PgError> {
+    pub(crate) fn awaiting_of(&self, id: &str) -> Result<Option<String>, PgError> {
         let row = self.with_client("read question", |c| {
             c.query_opt(
                 "select awaiting from threads where id = $1 and status = 'awaiting'",
@@ -490,12 +483,12 @@ impl PgStore {
     }
 
     /// Makes a thread runnable for workers (`uwf thread queue`).
-    pub fn queue(&self, id: &str) -> Result<(), PgError> {
+    pub(crate) fn queue(&self, id: &str) -> Result<(), PgError> {
         self.set_queued(id, true)
     }
 
     /// Takes a thread off the run queue (it finished, failed or awaits a human).
-    pub fn dequeue(&self, id: &str) -> Result<(), PgError> {
+    pub(crate) fn dequeue(&self, id: &str) -> Result<(), PgError> {
         self.set_queued(id, false)
     }
 

@@ -242,7 +242,7 @@ pub fn load(root: &Path) -> Result<Loaded, ConfigError> {
 }
 
 /// Parses and validates the text of a `config.yaml`; the error lists located problems.
-pub(crate) fn parse(text: &str) -> Result<Config, Vec<String>> {
+pub fn parse(text: &str) -> Result<Config, Vec<String>> {
     if text.trim().is_empty() {
         return Ok(Config::default());
     }
@@ -333,7 +333,7 @@ pub(crate) fn is_env_name(name: &str) -> bool {
 
 impl Config {
     /// The cross-reference problems of a parsed config, each naming its field.
-    pub fn problems(&self) -> Vec<String> {
+    pub(crate) fn problems(&self) -> Vec<String> {
         let mut problems = Vec::new();
         let known = |names: Vec<&String>| {
             if names.is_empty() {
@@ -440,7 +440,7 @@ impl Config {
     }
 
     /// The model alias for a purpose: `modelOverrides.<purpose>` → `defaultModel`.
-    pub fn model_for(&self, purpose: &str) -> Option<&str> {
+    pub(crate) fn model_for(&self, purpose: &str) -> Option<&str> {
         self.model_overrides
             .get(purpose)
             .or(self.default_model.as_ref())

@@ -63,7 +63,7 @@ pub(crate) struct WorkerOptions {
 
 /// What a worker did.
 #[derive(Debug, Default, Clone, PartialEq, Eq, Serialize)]
-pub(crate) struct Report {
+pub struct Report {
     pub steps: u64,
     /// Threads it took to their end.
     pub finished: u64,

@@ -46,7 +46,7 @@ pub(crate) struct Query {
     /// Only threads no sub-workflow started: a child is listed under its parent on request
     /// (`thread list --tree`, `--children`), not among the threads a person started.
     pub top_level: bool,
-    /// Only threads whose start prompt (its first [`crate::pg::SEARCH_CHARS`] characters), id
+    /// Only threads whose start prompt (its first [`crate::pg::rows::SEARCH_CHARS`] characters), id
     /// or workflow name holds this text, in any case.
     pub text: Option<String>,
 }

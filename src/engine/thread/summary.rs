@@ -217,7 +217,7 @@ pub(crate) fn plural(n: usize, noun: &str) -> String {
 
 /// Everything `thread show` and `thread list` report about a thread.
 #[derive(Debug, Clone)]
-pub struct Summary {
+pub(crate) struct Summary {
     pub id: String,
     pub workflow: String,
     pub workflow_hash: Hash,
@@ -243,11 +243,11 @@ pub struct Summary {
 
 impl Summary {
     /// Whether the thread is archived (`done`, `killed` or `rebased`): it takes no more steps.
-    pub fn done(&self) -> bool {
+    pub(crate) fn done(&self) -> bool {
         index::is_archived_status(&self.status)
     }
 
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         let mut json = json!({
             "workflow": self.workflow,
             "thread": self.id,
@@ -281,7 +281,7 @@ impl Summary {
     ///
     /// The rest of a summary is a function of the head, so a caller that keeps summaries by head
     /// (the mount) refreshes only this part.
-    pub fn refresh(&mut self, files: &RunFiles) {
+    pub(crate) fn refresh(&mut self, files: &RunFiles) {
         if self.done() {
             return;
         }
@@ -321,7 +321,7 @@ impl Summary {
     }
 
     /// The one-line status of the mount's `status` file.
-    pub fn status_line(&self, files: &RunFiles) -> String {
+    pub(crate) fn status_line(&self, files: &RunFiles) -> String {
         let line = self.live_line(files);
         match (self.paused, self.status.as_str()) {
             (true, "running") => format!("{line} (paused: no step after this one)"),

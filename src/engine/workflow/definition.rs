@@ -138,7 +138,7 @@ pub struct Workflow {
 
 impl Workflow {
     /// Reads a stored workflow.
-    pub fn load(store: &Store, hash: Hash) -> Result<Workflow, WorkflowError> {
+    pub(crate) fn load(store: &Store, hash: Hash) -> Result<Workflow, WorkflowError> {
         let node = store.get(hash)?;
         if !builtin::is_workflow(node.type_hash) {
             return Err(WorkflowError::NotAWorkflow(hash));
@@ -151,7 +151,7 @@ impl Workflow {
 
     /// Roles in the order a reader meets them: breadth first from `$START` along the graph
     /// (a role's `onFailure` target after its transitions), then any unreachable ones by name.
-    pub fn role_order(&self) -> Vec<&str> {
+    pub(crate) fn role_order(&self) -> Vec<&str> {
         let mut order: Vec<&str> = Vec::new();
         let mut queue = VecDeque::from([START]);
         let mut seen = BTreeSet::from([START]);

@@ -98,14 +98,15 @@ impl Outcome {
 /// Where a thread stands for routing: its position (the last step's role, or `$START`) and
 /// whether the step there recorded its role's failure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct At<'a> {
+pub(crate) struct At<'a> {
     pub position: &'a str,
     pub failed: bool,
 }
 
 impl<'a> At<'a> {
     /// At `position`, whose step (if any) did not fail.
-    pub fn ok(position: &'a str) -> At<'a> {
+    #[cfg(test)]
+    pub(crate) fn ok(position: &'a str) -> At<'a> {
         At {
             position,
             failed: false,
@@ -113,7 +114,7 @@ impl<'a> At<'a> {
     }
 
     /// Where `context` stands: its last step's role, and whether that step has an `error`.
-    pub fn of(context: &'a Value) -> At<'a> {
+    pub(crate) fn of(context: &'a Value) -> At<'a> {
         let last = context
             .get("steps")
             .and_then(Value::as_array)
@@ -139,7 +140,7 @@ impl History {
 
 impl Entry {
     /// Where a thread whose last step is this one stands.
-    pub fn at(&self) -> At<'_> {
+    pub(crate) fn at(&self) -> At<'_> {
         At {
             position: &self.role,
             failed: self.error().is_some(),

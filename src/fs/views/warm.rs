@@ -115,7 +115,7 @@ impl Warmer {
 
 /// In which order to warm a thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Order {
+pub(crate) enum Order {
     /// As `find` lists them: the transcript (in the thread directory), then `steps/`.
     Listing,
     /// The steps first: the reader is rendering the transcript itself right now.
@@ -137,7 +137,7 @@ impl Source {
     /// Renders thread `id`'s transcript (a finished thread's; an active one's changes) and every
     /// file of its steps into the caches. Errors end the warming quietly: the reader will meet
     /// them itself.
-    pub fn warm_thread(&self, id: &str, order: Order) {
+    pub(crate) fn warm_thread(&self, id: &str, order: Order) {
         let Ok(Some(t)) = self.thread(id) else {
             return;
         };

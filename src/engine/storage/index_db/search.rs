@@ -1,6 +1,6 @@
 //! Searching the directory store's thread index (`docs/dashboard.md#search`): every row keeps
 //! what a search reads of its start prompt in the `prompt` column (lowercase, the first
-//! [`crate::pg::SEARCH_CHARS`] characters), so a search is one pass over the rows by id, newest first,
+//! [`crate::pg::rows::SEARCH_CHARS`] characters), so a search is one pass over the rows by id, newest first,
 //! reading no node.
 //!
 //! The match is a case-insensitive substring: the text is lowercased here, as the column was,
@@ -96,7 +96,7 @@ pub(crate) fn note_prompts(root: &Path, prompts: &[(String, String)]) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pg::SEARCH_CHARS;
+    use crate::pg::rows::SEARCH_CHARS;
 
     #[test]
     fn the_kept_text_is_lowercase_and_bounded_by_characters() {

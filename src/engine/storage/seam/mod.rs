@@ -35,14 +35,14 @@ pub mod runs;
 
 pub use crate::pg::Successor;
 pub(crate) use crate::pg::{ActiveThread, ArchivedThread, Exported, IndexRow, Occupancy, RowFacts};
-pub use coordination::Coordination;
+pub(crate) use coordination::Coordination;
 pub(crate) use coordination::{ChangeListener, Feed};
 pub(crate) use endpoint::{Endpoint, EndpointError, Opened};
 pub(crate) use index::{ExportError, GcError, Pruned, is_archived_status};
 pub use index::{REBASED, State, ThreadIndex, ThreadIndexError};
 pub(crate) use nodes::MaintenanceError;
-pub use records::ThreadRecords;
-pub use runs::RunLog;
+pub(crate) use records::ThreadRecords;
+pub(crate) use runs::RunLog;
 pub(crate) use runs::local as local_run_log;
 
 /// Everything a root's backend keeps besides nodes, one trait object per concern.
