@@ -22,7 +22,7 @@ pub trait Advice {
 }
 
 /// An error's message followed by its hints as `hint: …` lines, for text files.
-pub fn with_hints<E: std::fmt::Display + Advice + ?Sized>(error: &E) -> String {
+pub(crate) fn with_hints<E: std::fmt::Display + Advice + ?Sized>(error: &E) -> String {
     let mut text = error.to_string();
     for hint in error.hints() {
         let _ = write!(text, "\nhint: {hint}");

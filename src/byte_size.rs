@@ -3,7 +3,7 @@
 
 /// A size as `1048576`, `512KiB`, `256MiB`, `1GiB` (also `K`, `M`, `G`, `KB`, `MB`, `GB`, all
 /// powers of 1024).
-pub fn parse_size(text: &str) -> Option<usize> {
+pub(crate) fn parse_size(text: &str) -> Option<usize> {
     let text = text.trim();
     let split = text
         .find(|c: char| !c.is_ascii_digit())
@@ -21,7 +21,7 @@ pub fn parse_size(text: &str) -> Option<usize> {
 }
 
 /// A size in the largest binary unit that divides it (`256 MiB`).
-pub fn show_size(bytes: usize) -> String {
+pub(crate) fn show_size(bytes: usize) -> String {
     for (shift, unit) in [(30, "GiB"), (20, "MiB"), (10, "KiB")] {
         if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
             return format!("{} {unit}", bytes >> shift);

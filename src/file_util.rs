@@ -24,7 +24,7 @@ use std::time::{Duration, SystemTime};
 
 /// How the names of temp files start. Nothing else uses this prefix. The writer's pid and a
 /// `-` follow (`.uwf-tmp-<pid>-<random>`), so that a collector can tell a live writer's file.
-pub const TEMP_PREFIX: &str = ".uwf-tmp-";
+pub(crate) const TEMP_PREFIX: &str = ".uwf-tmp-";
 
 /// This process's temp file prefix: [`TEMP_PREFIX`], its pid and a `-`.
 fn own_temp_prefix() -> &'static str {
@@ -34,7 +34,7 @@ fn own_temp_prefix() -> &'static str {
 
 /// Whether the temp file named `name` belongs to a process that is still running (by the pid
 /// in its name; a name without one belongs to none). A recycled pid only keeps a file longer.
-pub fn temp_of_live_process(name: &str) -> bool {
+pub(crate) fn temp_of_live_process(name: &str) -> bool {
     let Some(pid) = name
         .strip_prefix(TEMP_PREFIX)
         .and_then(|rest| rest.split_once('-'))
@@ -53,7 +53,7 @@ pub fn temp_of_live_process(name: &str) -> bool {
 
 /// Temp files older than this are abandoned: no write takes an hour between creating its temp
 /// file and renaming it.
-pub const STALE_TEMP_AGE: Duration = Duration::from_secs(3600);
+pub(crate) const STALE_TEMP_AGE: Duration = Duration::from_secs(3600);
 
 /// Why a file could not be written. Each variant names the file and the operation.
 ///
@@ -118,12 +118,12 @@ pub enum FileError {
 
 impl FileError {
     /// The kind of the underlying I/O error (`StorageFull`, `NotFound`, …).
-    pub fn kind(&self) -> ErrorKind {
+    pub(crate) fn kind(&self) -> ErrorKind {
         self.io().kind()
     }
 
     /// The underlying I/O error.
-    pub fn io(&self) -> &std::io::Error {
+    pub(crate) fn io(&self) -> &std::io::Error {
         match self {
             FileError::CreateDir { error, .. }
             | FileError::CreateTemp { error, .. }
@@ -141,7 +141,7 @@ impl FileError {
 
 /// What [`AtomicWrite::create_new`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Created {
+pub(crate) enum Created {
     /// The file was written.
     New,
     /// A file of that name already existed; it was left alone and nothing was written.
@@ -152,7 +152,7 @@ pub enum Created {
 /// unless [`AtomicWrite::temp_in`] says otherwise, which must be on the same filesystem), which
 /// is fsynced and then renamed onto the target, or linked to it without clobbering.
 #[derive(Debug, Clone, Copy)]
-pub struct AtomicWrite<'a> {
+pub(crate) struct AtomicWrite<'a> {
     target: &'a Path,
     temp_dir: Option<&'a Path>,
     durable: bool,
@@ -161,7 +161,7 @@ pub struct AtomicWrite<'a> {
 
 impl<'a> AtomicWrite<'a> {
     /// A durable write of `target` with a temp file beside it and the default mode.
-    pub fn new(target: &'a Path) -> AtomicWrite<'a> {
+    pub(crate) fn new(target: &'a Path) -> AtomicWrite<'a> {
         AtomicWrite {
             target,
             temp_dir: None,
@@ -171,7 +171,7 @@ impl<'a> AtomicWrite<'a> {
     }
 
     /// Creates the temp file in `dir` (same filesystem as the target).
-    pub fn temp_in(self, dir: &'a Path) -> Self {
+    pub(crate) fn temp_in(self, dir: &'a Path) -> Self {
         AtomicWrite {
             temp_dir: Some(dir),
             ..self
@@ -179,7 +179,7 @@ impl<'a> AtomicWrite<'a> {
     }
 
     /// Skips the fsync: for derived files that are rebuilt when lost.
-    pub fn without_fsync(self) -> Self {
+    pub(crate) fn without_fsync(self) -> Self {
         AtomicWrite {
             durable: false,
             ..self
@@ -188,7 +188,7 @@ impl<'a> AtomicWrite<'a> {
 
     /// Creates the file with these permission bits (`0o444` read-only, `0o600` private), so it
     /// never exists with wider ones, not even as a temp file.
-    pub fn mode(self, mode: u32) -> Self {
+    pub(crate) fn mode(self, mode: u32) -> Self {
         AtomicWrite {
             mode: Some(mode),
             ..self
@@ -196,7 +196,7 @@ impl<'a> AtomicWrite<'a> {
     }
 
     /// Replaces the target with `bytes` (creating its directory if missing).
-    pub fn replace(&self, bytes: &[u8]) -> Result<(), FileError> {
+    pub(crate) fn replace(&self, bytes: &[u8]) -> Result<(), FileError> {
         let temp = self.write_temp(bytes)?;
         temp.persist(self.target).map_err(|e| FileError::Rename {
             from: e.file.path().to_path_buf(),
@@ -208,7 +208,8 @@ impl<'a> AtomicWrite<'a> {
 
     /// Writes the target only if no file of that name exists (`link`, which never clobbers);
     /// an existing file is [`Created::Existed`]. Creates the target's directory if missing.
-    pub fn create_new(&self, bytes: &[u8]) -> Result<Created, FileError> {
+    #[cfg(test)]
+    pub(crate) fn create_new(&self, bytes: &[u8]) -> Result<Created, FileError> {
         let temp = self.write_temp(bytes)?;
         self.link_new(temp)
     }
@@ -218,7 +219,7 @@ impl<'a> AtomicWrite<'a> {
     /// writes before finishing any lets their disk writes overlap: four small files staged
     /// together took 0.42 ms here against 0.78 ms one after another, and three 0.33 against
     /// 0.58 (`sync_file_range` then `fsync` each, against `fsync` each in turn).
-    pub fn stage(&self, bytes: &[u8]) -> Result<Staged<'a>, FileError> {
+    pub(crate) fn stage(&self, bytes: &[u8]) -> Result<Staged<'a>, FileError> {
         let temp = self.fill_temp(bytes)?;
         if self.durable {
             start_writeback(temp.as_file());
@@ -326,7 +327,7 @@ impl<'a> AtomicWrite<'a> {
 /// A write [`AtomicWrite::stage`]d: its temp file is written and on its way to disk, not yet
 /// synced or in place. Dropped unfinished, the temp file is removed.
 #[derive(Debug)]
-pub struct Staged<'a> {
+pub(crate) struct Staged<'a> {
     write: AtomicWrite<'a>,
     temp: tempfile::NamedTempFile,
     synced: bool,
@@ -336,7 +337,7 @@ impl Staged<'_> {
     /// Waits until the temp file is on disk (if durable). Syncing all of several staged files
     /// before linking any is cheapest: a link dirties the inode table block the next file's
     /// fsync would then write again.
-    pub fn sync(&mut self) -> Result<(), FileError> {
+    pub(crate) fn sync(&mut self) -> Result<(), FileError> {
         if self.write.durable && !self.synced {
             self.write.sync_temp(&self.temp)?;
         }
@@ -346,7 +347,7 @@ impl Staged<'_> {
 
     /// Finishes [`AtomicWrite::create_new`]: syncs the temp file (if durable and not yet
     /// synced) and links it to the target without clobbering.
-    pub fn create_new(mut self) -> Result<Created, FileError> {
+    pub(crate) fn create_new(mut self) -> Result<Created, FileError> {
         self.sync()?;
         self.write.link_new(self.temp)
     }
@@ -365,7 +366,7 @@ fn start_writeback(file: &File) {
 /// Opens `path` with `options`, creating its directory first only when it is missing: the
 /// common case, a directory that exists, costs one `open` instead of a `mkdir` that fails and a
 /// `stat` before it.
-pub fn open_in_dir(options: &OpenOptions, path: &Path) -> std::io::Result<File> {
+pub(crate) fn open_in_dir(options: &OpenOptions, path: &Path) -> std::io::Result<File> {
     match options.open(path) {
         Err(e) if e.kind() == ErrorKind::NotFound => {
             if let Some(dir) = path.parent() {
@@ -405,13 +406,13 @@ fn sweep_once(dir: &Path) {
 
 /// Removes the temp files (named [`TEMP_PREFIX`]…) in `dir` last modified at least `age` ago.
 /// Returns how many were removed. A missing directory has none.
-pub fn remove_stale_temps(dir: &Path, age: Duration) -> Result<usize, FileError> {
+pub(crate) fn remove_stale_temps(dir: &Path, age: Duration) -> Result<usize, FileError> {
     remove_old_files(dir, age, |name| name.starts_with(TEMP_PREFIX))
 }
 
 /// Removes the files in `dir` whose names `select` picks and that were last modified at least
 /// `age` ago. Returns how many were removed (or vanished meanwhile). A missing `dir` has none.
-pub fn remove_old_files(
+pub(crate) fn remove_old_files(
     dir: &Path,
     age: Duration,
     select: impl Fn(&str) -> bool,
@@ -458,7 +459,8 @@ pub fn remove_old_files(
 /// racing the write may see a torn text, and a failed write (a full disk) leaves one, so this is
 /// only for files nobody but the writer reads as a whole: the spares of
 /// [`write_recycling`] and [`replace_recycling`].
-pub fn overwrite(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
+#[cfg(test)]
+pub(crate) fn overwrite(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
     overwrite_open(path, bytes).map(drop)
 }
 
@@ -490,7 +492,7 @@ fn overwrite_open(path: &Path, bytes: &[u8]) -> Result<File, FileError> {
 /// Why not temp file + rename + unlink: ext4 without a journal does not reuse an inode freed in
 /// the last minute and checks them one by one at every allocation, so a store that freed a few
 /// inodes per step created files ~5× slower after a few hundred steps.
-pub fn write_recycling(
+pub(crate) fn write_recycling(
     spare: &Path,
     target: &Path,
     bytes: &[u8],
@@ -524,7 +526,11 @@ pub fn write_recycling(
 /// `spare`. No fsync: for small informational files whose loss in a power cut costs nothing.
 /// Where the filesystem cannot exchange, a plain rename replaces the target (and the spare is
 /// created again next time).
-pub fn replace_recycling(spare: &Path, target: &Path, bytes: &[u8]) -> Result<(), FileError> {
+pub(crate) fn replace_recycling(
+    spare: &Path,
+    target: &Path,
+    bytes: &[u8],
+) -> Result<(), FileError> {
     drop(fill_spare(spare, bytes)?);
     exchange(spare, target)
 }
@@ -535,7 +541,7 @@ pub fn replace_recycling(spare: &Path, target: &Path, bytes: &[u8]) -> Result<()
 /// ~150–230 µs against ~450 µs a write on this store's ext4). For index files, read with
 /// [`read_settled`]: a reader holding the old file open may see it rewritten as the next spare,
 /// and `read_settled` notices and reads again.
-pub fn replace_recycling_durable(
+pub(crate) fn replace_recycling_durable(
     spare: &Path,
     target: &Path,
     bytes: &[u8],
@@ -559,7 +565,7 @@ pub fn replace_recycling_durable(
 /// one version, never a torn mix. A read is kept when the file did not change while it was
 /// read (same inode, size and change time before and after) and is still the one at `path`;
 /// otherwise it is read again. `None` when there is no such file.
-pub fn read_settled(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
+pub(crate) fn read_settled(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
     use std::io::Read;
     use std::os::unix::fs::MetadataExt;
     let stamp = |m: &fs::Metadata| (m.dev(), m.ino(), m.size(), m.ctime(), m.ctime_nsec());
@@ -631,20 +637,6 @@ fn rename(from: &Path, to: &Path) -> Result<(), FileError> {
         to: to.to_path_buf(),
         error,
     })
-}
-
-/// Empties a file in place, keeping its inode (creating it if missing).
-///
-/// Truncating here is cheap (ext4's flush-on-close after a truncation only writes data still
-/// waiting for allocation, and this descriptor writes none), and replacing the file instead
-/// would free an inode.
-pub fn truncate(path: &Path) -> Result<(), FileError> {
-    File::create(path)
-        .map(drop)
-        .map_err(|error| FileError::Overwrite {
-            path: path.to_path_buf(),
-            error,
-        })
 }
 
 #[cfg(test)]

@@ -4,15 +4,19 @@
 //! → `cas`. All may use the crate's loose helpers — `file_util` (atomic and inode-recycling file
 //! writes), `process_group`, `byte_size`, `advice` — which import none of the layers.
 //! `tests/tidy.rs` holds the arrows one way.
+//!
+//! `pub` marks what the binary, the integration tests and the benches use; everything else is
+//! `pub(crate)`, and `unreachable_pub` keeps it so.
+#![warn(unreachable_pub)]
 pub mod advice;
-pub mod byte_size;
+pub(crate) mod byte_size;
 pub mod cas;
 pub mod cli;
 pub mod engine;
-pub mod file_util;
+pub(crate) mod file_util;
 pub mod fs;
-pub mod malloc_tuning;
+pub(crate) mod malloc_tuning;
 pub mod pg;
-pub mod process_group;
-pub mod profile;
-pub mod serve;
+pub(crate) mod process_group;
+pub(crate) mod profile;
+pub(crate) mod serve;

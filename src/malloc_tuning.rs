@@ -14,7 +14,7 @@
 const TOP_PAD: i32 = 1 << 20;
 
 /// Applies the tuning; called first thing by the CLI. A no-op where the C library is not glibc.
-pub fn apply() {
+pub(crate) fn apply() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     if !std::env::var("GLIBC_TUNABLES").is_ok_and(|t| sets(&t, "glibc.malloc.top_pad")) {
         // SAFETY: `mallopt` takes two integers and only changes the allocator's parameters

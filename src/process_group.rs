@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 /// A process's state, process group and start time (clock ticks after boot), from
 /// `/proc/<pid>/stat`; `None` when there is no such process.
-pub fn proc_stat(pid: u32) -> Option<ProcStat> {
+pub(crate) fn proc_stat(pid: u32) -> Option<ProcStat> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // `pid (comm) state ppid pgrp …`: comm may hold spaces and parentheses; it ends at the last
     // `)`. The start time is field 22, the 20th after comm.
@@ -21,7 +21,7 @@ pub fn proc_stat(pid: u32) -> Option<ProcStat> {
 
 /// What [`proc_stat`] reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ProcStat {
+pub(crate) struct ProcStat {
     pub state: char,
     pub pgrp: u32,
     /// Clock ticks after boot.
@@ -40,7 +40,7 @@ pub struct ProcStat {
 /// children, unless the group emptied and a new process with that pid made a group of its own
 /// and died too; members started before the agent cannot be its children, so only members
 /// started at or after `start` are killed.
-pub fn kill_leftover_group(pgid: u32, start: u64) -> usize {
+pub(crate) fn kill_leftover_group(pgid: u32, start: u64) -> usize {
     use nix::sys::signal::{Signal, kill};
     use nix::unistd::Pid;
     if pgid <= 1 {
@@ -80,7 +80,7 @@ pub fn kill_leftover_group(pgid: u32, start: u64) -> usize {
 }
 
 /// Sends `signal` to a process group; errors (already gone) are ignored.
-pub fn signal_group(pgid: u32, signal: nix::sys::signal::Signal) {
+pub(crate) fn signal_group(pgid: u32, signal: nix::sys::signal::Signal) {
     if let Ok(pgid) = i32::try_from(pgid)
         && pgid > 1
     {
@@ -89,7 +89,7 @@ pub fn signal_group(pgid: u32, signal: nix::sys::signal::Signal) {
 }
 
 /// Whether any process of the group is still alive.
-pub fn group_alive(pgid: u32) -> bool {
+pub(crate) fn group_alive(pgid: u32) -> bool {
     match i32::try_from(pgid) {
         Ok(pgid) if pgid > 1 => {
             nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), None).is_ok()
@@ -99,7 +99,7 @@ pub fn group_alive(pgid: u32) -> bool {
 }
 
 /// SIGTERM to the group, then SIGKILL after `grace` if anything is left.
-pub fn stop_group(pgid: u32, grace: Duration) {
+pub(crate) fn stop_group(pgid: u32, grace: Duration) {
     signal_group(pgid, nix::sys::signal::Signal::SIGTERM);
     let deadline = Instant::now() + grace;
     while group_alive(pgid) && Instant::now() < deadline {

@@ -8,7 +8,7 @@ use std::time::Instant;
 static START: OnceLock<Option<Instant>> = OnceLock::new();
 
 /// Starts the clock when `UWF_PROFILE` is set (called first thing by the CLI).
-pub fn start() {
+pub(crate) fn start() {
     START.get_or_init(|| std::env::var_os("UWF_PROFILE").map(|_| Instant::now()));
 }
 
@@ -16,7 +16,7 @@ pub fn start() {
 /// `CLOCK_MONOTONIC` time, so that a caller timing the process from outside can tell its start
 /// (exec, loading, relocation) and its exit from the work in between
 /// (`scripts/step-timeline.py`). One write per mark, so marks of threads do not interleave.
-pub fn mark(label: &str) {
+pub(crate) fn mark(label: &str) {
     if let Some(Some(t)) = START.get() {
         let mono = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
             .map(|t| t.tv_sec() as f64 * 1e3 + t.tv_nsec() as f64 / 1e6)

@@ -18,10 +18,11 @@ use serde_json::json;
 use uwf::cas::canonical::node_bytes;
 use uwf::cas::gc::GcOptions;
 use uwf::cas::{Hash, Store, builtin};
-use uwf::engine::storage::index_db::{NewRow, Scan, TextFilter};
+use uwf::engine::storage::index_db::{Scan, TextFilter};
 use uwf::engine::storage::{self, Storage};
 use uwf::engine::thread::index::{self, State, Successor, ThreadIndexError};
 use uwf::engine::upkeep::fsck;
+use uwf::pg::NewThread;
 
 /// Runs `check` over a directory root, then over a PostgreSQL root.
 fn on_both(name: &str, check: impl Fn(&Path, &Arc<Storage>, &Store)) {
@@ -53,11 +54,12 @@ fn node(store: &Store, text: &str) -> Hash {
 /// Registers active thread `id` at `head`.
 fn add(s: &Storage, id: &str, head: Hash, parent: Option<&str>) {
     s.index()
-        .add(&NewRow {
+        .add(&NewThread {
             id,
             workflow: Hash::from_u64(1),
             head,
             parent,
+            queued: false,
             steps: Some(0),
             prompt: Some(id),
         })
@@ -582,11 +584,12 @@ fn search(_root: &Path, s: &Arc<Storage>, store: &Store) {
     let head = node(store, "h");
     let add_with = |id: &str, prompt: Option<&str>, workflow: u64| {
         s.index()
-            .add(&NewRow {
+            .add(&NewThread {
                 id,
                 workflow: Hash::from_u64(workflow),
                 head,
                 parent: None,
+                queued: false,
                 steps: Some(0),
                 prompt,
             })

@@ -246,7 +246,7 @@ fn history(root: &Path) -> BTreeSet<String> {
         .map(|a| {
             format!(
                 "{} {} {} {} {}",
-                a.thread, a.workflow, a.head, a.status, a.completed_at
+                a.thread, a.workflow, a.head, a.status, a.completed_ms
             )
         })
         .collect()

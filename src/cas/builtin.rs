@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use super::id::Hash;
 
 /// The payload of the bootstrap meta-schema node (type [`Hash::ZERO`], hash [`Hash::META`]).
-pub fn bootstrap_payload() -> Value {
+pub(crate) fn bootstrap_payload() -> Value {
     json!({"$schema": super::schema::DRAFT_2020_12})
 }
 
@@ -36,7 +36,7 @@ impl Builtin {
     }
 
     /// The schema document, the payload of the node `hash` names.
-    pub fn schema(&self) -> &Value {
+    pub(crate) fn schema(&self) -> &Value {
         self.schema.get_or_init(self.payload)
     }
 }
@@ -74,7 +74,7 @@ pub fn hash_of(name: &str) -> Hash {
 }
 
 /// The name of a built-in schema, if `hash` is one.
-pub fn name_of(hash: Hash) -> Option<&'static str> {
+pub(crate) fn name_of(hash: Hash) -> Option<&'static str> {
     if hash == legacy_start_hash() {
         return Some("start");
     }
@@ -82,7 +82,7 @@ pub fn name_of(hash: Hash) -> Option<&'static str> {
 }
 
 /// The built-in schema whose hash is `hash` (today's built-ins, not the legacy start schema).
-pub fn by_hash(hash: Hash) -> Option<&'static Builtin> {
+pub(crate) fn by_hash(hash: Hash) -> Option<&'static Builtin> {
     all().iter().find(|b| b.hash == hash)
 }
 
@@ -90,7 +90,7 @@ pub fn by_hash(hash: Hash) -> Option<&'static Builtin> {
 /// the schema accepts (a test holds it to that on generated payloads), and it accepts every
 /// payload uwf itself writes, so a step validates its text, detail and step nodes without
 /// compiling a JSON Schema validator. A payload it turns down goes to the real validator.
-pub fn accepts(name: &str) -> Option<fn(&Value) -> bool> {
+pub(crate) fn accepts(name: &str) -> Option<fn(&Value) -> bool> {
     match name {
         "text" => Some(Value::is_string),
         "step" => Some(accepts_step),
@@ -295,18 +295,18 @@ fn legacy_start() -> Value {
 }
 
 /// The hash of [`legacy_start`] (recomputed by a test).
-pub const fn legacy_start_hash() -> Hash {
+pub(crate) const fn legacy_start_hash() -> Hash {
     Hash::from_u64(0x0a8b_d040_3ca8_5277)
 }
 
 /// Whether `type_hash` is the type of a workflow node: `workflow`, or `workflow-v2` for a
 /// workflow whose roles use the fields added since (`retry`, `onFailure`).
-pub fn is_workflow(type_hash: Hash) -> bool {
+pub(crate) fn is_workflow(type_hash: Hash) -> bool {
     type_hash == hash_of("workflow") || type_hash == hash_of("workflow-v2")
 }
 
 /// Whether `type_hash` is the type of a start node (`start`, `start-v2` or the legacy one).
-pub fn is_start(type_hash: Hash) -> bool {
+pub(crate) fn is_start(type_hash: Hash) -> bool {
     type_hash == hash_of("start")
         || type_hash == hash_of("start-v2")
         || type_hash == legacy_start_hash()

@@ -15,7 +15,7 @@ use super::id::Hash;
 /// Keys are sorted by code point (Rust's `str` order on UTF-8 is code-point order), there is no
 /// insignificant whitespace, strings escape only `"`, `\` and control characters, integers are
 /// plain decimal and other numbers use the shortest form that round-trips.
-pub fn to_canonical_bytes(value: &Value) -> Vec<u8> {
+pub(crate) fn to_canonical_bytes(value: &Value) -> Vec<u8> {
     let mut out = Vec::with_capacity(128);
     write_value(&mut out, value);
     out
@@ -39,7 +39,7 @@ pub fn node_hash(type_hash: Hash, payload: &Value) -> Hash {
 
 /// A copy of `value` whose objects iterate in sorted key order (for stable rendering: serde_json
 /// maps keep insertion order in this build).
-pub fn sorted(value: &Value) -> Value {
+pub(crate) fn sorted(value: &Value) -> Value {
     match value {
         Value::Object(map) => {
             let mut entries: Vec<(&String, &Value)> = map.iter().collect();

@@ -66,7 +66,7 @@ pub fn fsck(store: &Store) -> Result<FsckReport, StoreError> {
 /// whose type is a usable schema and whose payload validates. Returns the problems in words
 /// and the references its schema locates (pointer, target), for the caller to resolve as its
 /// storage answers fastest.
-pub fn check_node(store: &Store, node: &Node) -> (Vec<String>, Vec<(String, Hash)>) {
+pub(crate) fn check_node(store: &Store, node: &Node) -> (Vec<String>, Vec<(String, Hash)>) {
     if node.type_hash == Hash::ZERO {
         if node.payload != super::builtin::bootstrap_payload() {
             return (vec![StoreError::Reserved.to_string()], Vec::new());
@@ -100,6 +100,6 @@ pub fn check_node(store: &Store, node: &Node) -> (Vec<String>, Vec<(String, Hash
 }
 
 /// The problem of a reference that names no node.
-pub fn dangling(pointer: &str, target: Hash) -> String {
+pub(crate) fn dangling(pointer: &str, target: Hash) -> String {
     format!("dangling reference: field {pointer} names {target}, which is not in the store")
 }

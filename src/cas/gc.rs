@@ -70,7 +70,7 @@ pub struct Cutoff {
 
 impl Cutoff {
     /// The cutoff of a collection starting now, with the earliest live pin `pin` (ms).
-    pub fn new(grace: Duration, pin: Option<u64>) -> Cutoff {
+    pub(crate) fn new(grace: Duration, pin: Option<u64>) -> Cutoff {
         let pinned = pin.map(|ms| {
             let at = SystemTime::UNIX_EPOCH + Duration::from_millis(ms);
             at.checked_sub(PIN_SLACK).unwrap_or(SystemTime::UNIX_EPOCH)
@@ -83,7 +83,7 @@ impl Cutoff {
     }
 
     /// Whether something last modified at `modified` may go.
-    pub fn passed(&self, modified: SystemTime) -> bool {
+    pub(crate) fn passed(&self, modified: SystemTime) -> bool {
         let old = self
             .now
             .duration_since(modified)
@@ -93,7 +93,7 @@ impl Cutoff {
 
     /// The same in ms since the epoch (a database row's `created_ms`): rows created before it
     /// may go.
-    pub fn as_ms(&self) -> i64 {
+    pub(crate) fn as_ms(&self) -> i64 {
         let by_grace = self
             .now
             .checked_sub(self.grace)
@@ -124,7 +124,7 @@ pub fn gc<E: From<StoreError>>(
 /// Marks every node reachable from `roots` and the built-in schemas (reading through `store`,
 /// so with a remote, what is not cached is fetched); notes the count and the roots that name
 /// no node in `report`.
-pub fn mark(
+pub(crate) fn mark(
     store: &Store,
     roots: &[Hash],
     report: &mut GcReport,
@@ -159,7 +159,7 @@ pub fn mark(
 /// exclusively ([`Store::lock_exclusive`]) since before it read the pins and the roots. With a
 /// remote these files are only this machine's cache, so this frees disk and decides nothing
 /// for others. Hashes already in `report.removed` are not counted twice.
-pub fn sweep_locked(
+pub(crate) fn sweep_locked(
     store: &Store,
     marked: &HashSet<Hash>,
     cutoff: &Cutoff,

@@ -14,7 +14,7 @@ use std::str::FromStr;
 const ALPHABET: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
 
 /// Number of symbols in a rendered hash.
-pub const HASH_LEN: usize = 13;
+pub(crate) const HASH_LEN: usize = 13;
 
 /// A 64-bit content hash, displayed as 13 Crockford Base32 symbols.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -43,7 +43,7 @@ impl Hash {
     /// The reserved hash `0000000000000`: the type of the bootstrap meta-schema node.
     ///
     /// It names no stored node.
-    pub const ZERO: Hash = Hash(0);
+    pub(crate) const ZERO: Hash = Hash(0);
 
     /// `F5VV55NBKX1R5`, the hash of the bootstrap meta-schema node: the type of every schema
     /// node. Pinned by a test in `canonical.rs`.
@@ -60,12 +60,13 @@ impl Hash {
     }
 
     /// The raw 64-bit value.
-    pub const fn as_u64(self) -> u64 {
+    #[cfg(test)]
+    pub(crate) const fn as_u64(self) -> u64 {
         self.0
     }
 
     /// Renders the 13 symbols into a fixed buffer (no allocation).
-    pub fn to_symbols(self) -> [u8; HASH_LEN] {
+    pub(crate) fn to_symbols(self) -> [u8; HASH_LEN] {
         let mut out = [0u8; HASH_LEN];
         for (i, slot) in out.iter_mut().enumerate() {
             let shift = 5 * (HASH_LEN - 1 - i);
@@ -75,13 +76,14 @@ impl Hash {
     }
 
     /// The first two symbols: the fan-out directory of the node file.
-    pub fn fanout(self) -> String {
+    pub(crate) fn fanout(self) -> String {
         let s = self.to_symbols();
         String::from_utf8_lossy(&s[..2]).into_owned()
     }
 
     /// The remaining eleven symbols: the node file's stem inside its fan-out directory.
-    pub fn rest(self) -> String {
+    #[cfg(test)]
+    pub(crate) fn rest(self) -> String {
         let s = self.to_symbols();
         String::from_utf8_lossy(&s[2..]).into_owned()
     }

@@ -3,12 +3,12 @@
 //! This layer imports nothing else from the crate but the leaf module [`crate::file_util`].
 pub mod builtin;
 pub mod canonical;
-pub mod error;
+pub(crate) mod error;
 pub mod fsck;
 pub mod gc;
-pub mod id;
-pub mod remote;
-pub mod schema;
+pub(crate) mod id;
+pub(crate) mod remote;
+pub(crate) mod schema;
 pub mod store;
 
 pub use error::StoreError;

@@ -23,7 +23,7 @@ pub struct RemoteError {
 }
 
 /// A shared, write-once node table.
-pub trait RemoteNodes: Send + Sync + std::fmt::Debug {
+pub(crate) trait RemoteNodes: Send + Sync + std::fmt::Debug {
     /// Stores a node (write-once; the same content again is success, other content under the
     /// same hash is an error with `collision` set).
     fn put(&self, type_hash: Hash, payload: &Value) -> Result<(), RemoteError>;

@@ -16,10 +16,10 @@ use serde_json::Value;
 use super::id::Hash;
 
 /// The `$schema` URI schema nodes may name (or leave out).
-pub const DRAFT_2020_12: &str = "https://json-schema.org/draft/2020-12/schema";
+pub(crate) const DRAFT_2020_12: &str = "https://json-schema.org/draft/2020-12/schema";
 
 /// The format name that marks a string field as a reference to another node.
-pub const CAS_REF_FORMAT: &str = "cas_ref";
+pub(crate) const CAS_REF_FORMAT: &str = "cas_ref";
 
 /// How deep the ref walker follows nested schemas before giving up (guards `$ref` cycles).
 const MAX_WALK_DEPTH: usize = 256;
@@ -44,7 +44,7 @@ impl std::fmt::Display for Violation {
 }
 
 /// A schema ready to validate instances and find their references.
-pub struct CompiledSchema {
+pub(crate) struct CompiledSchema {
     /// Borrowed for a built-in schema (the binary's own copy), owned otherwise.
     schema: Cow<'static, Value>,
     check: Check,
@@ -77,7 +77,7 @@ impl CompiledSchema {
     /// Checks that `schema` is a valid JSON Schema 2020-12 and compiles it.
     ///
     /// On refusal every meta-schema violation is listed, each with its pointer into the schema.
-    pub fn compile(schema: &Value) -> Result<CompiledSchema, Vec<Violation>> {
+    pub(crate) fn compile(schema: &Value) -> Result<CompiledSchema, Vec<Violation>> {
         if let Some(uri) = schema.get("$schema")
             && uri.as_str() != Some(DRAFT_2020_12)
         {
@@ -93,7 +93,7 @@ impl CompiledSchema {
 
     /// Compiles a schema that was checked when it was stored. The validator still refuses an
     /// invalid schema, but only the first problem is reported (the full listing is for puts).
-    pub fn compile_stored(schema: &Value) -> Result<CompiledSchema, Vec<Violation>> {
+    pub(crate) fn compile_stored(schema: &Value) -> Result<CompiledSchema, Vec<Violation>> {
         Self::build(schema, false)
     }
 
@@ -158,12 +158,12 @@ impl CompiledSchema {
     }
 
     /// The schema document itself.
-    pub fn schema(&self) -> &Value {
+    pub(crate) fn schema(&self) -> &Value {
         &self.schema
     }
 
     /// Validates `instance`, listing every failed rule with its JSON pointer.
-    pub fn validate(&self, instance: &Value) -> Result<(), Vec<Violation>> {
+    pub(crate) fn validate(&self, instance: &Value) -> Result<(), Vec<Violation>> {
         let validator = match &self.check {
             Check::Compiled(validator) => validator,
             Check::Builtin { accepts, .. } if accepts(instance) => return Ok(()),
@@ -194,7 +194,7 @@ impl CompiledSchema {
     /// Every `cas_ref` string in `instance`, in document order, without duplicates.
     ///
     /// Strings that do not parse as hashes are skipped (validation reports them).
-    pub fn refs(&self, instance: &Value) -> Vec<Hash> {
+    pub(crate) fn refs(&self, instance: &Value) -> Vec<Hash> {
         let mut seen = std::collections::HashSet::new();
         self.located_refs(instance)
             .into_iter()
@@ -204,7 +204,7 @@ impl CompiledSchema {
     }
 
     /// Every `cas_ref` string in `instance` with the JSON pointer where it stands.
-    pub fn located_refs(&self, instance: &Value) -> Vec<(String, Hash)> {
+    pub(crate) fn located_refs(&self, instance: &Value) -> Vec<(String, Hash)> {
         let mut out = Vec::new();
         let mut walk = RefWalk {
             root: &self.schema,

@@ -21,7 +21,7 @@ use crate::engine::thread::view::ThreadView;
 
 #[derive(Debug, Subcommand)]
 #[command(defer = true)]
-pub enum AgentCommand {
+pub(super) enum AgentCommand {
     /// Print the full prompt for a role: output format, role, task and history
     #[command(after_help = "Example (a whole agent in one line):\n  \
 uwf agent prompt \"$1\" \"$2\" | my-llm-cli | uwf agent submit \"$1\" \"$2\" --agent my-llm-cli")]
@@ -223,7 +223,7 @@ agentOverrides: { solve-issue: { developer: develop-flow } }"
 // The flags `uwf agent claude`, `uwf agent codex` and `uwf agent opencode` share (a plain comment: a doc comment
 // would become their help's first line).
 #[derive(Debug, clap::Args)]
-pub struct ProgramArgs {
+pub(super) struct ProgramArgs {
     /// The model, passed to the program as is
     #[arg(long)]
     model: Option<String>,
@@ -254,7 +254,7 @@ impl ProgramArgs {
     }
 }
 
-pub fn run(cmd: AgentCommand, root: &Path, out: &mut Out) -> CliResult<()> {
+pub(super) fn run(cmd: AgentCommand, root: &Path, out: &mut Out) -> CliResult<()> {
     let store = crate::engine::storage::open_store(root)?;
     let thread_id = |t: &str| crate::engine::cycle::lifecycle::resolve_id(root, t);
     let config = || config::load(root).map(|l| l.config);

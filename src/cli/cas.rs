@@ -17,7 +17,7 @@ use crate::engine::upkeep::retention;
 
 #[derive(Debug, Subcommand)]
 #[command(defer = true)]
-pub enum CasCommand {
+pub(super) enum CasCommand {
     /// Print a node as pretty JSON
     #[command(after_help = "Example:\n  uwf cas get 2DHW2FP49YVD3 --payload")]
     Get {
@@ -97,7 +97,7 @@ Exit status 1 when any problem is found.\n\nExamples:\n  uwf cas fsck\n  uwf cas
 }
 
 #[derive(Debug, Args)]
-pub struct GcArgs {
+pub(super) struct GcArgs {
     /// Keep unreachable nodes younger than this (e.g. 0s, 30m, 24h)
     #[arg(long, default_value = "24h", value_parser = parse_duration)]
     grace: Duration,
@@ -112,7 +112,7 @@ pub struct GcArgs {
 
 #[derive(Debug, Subcommand)]
 #[command(defer = true)]
-pub enum SchemaCommand {
+pub(super) enum SchemaCommand {
     /// List schema nodes (built-ins with their names)
     #[command(after_help = "Example:\n  uwf cas schema list")]
     List,
@@ -137,7 +137,7 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
 
 impl CasCommand {
     /// Whether the command only reads the store (see `needs_a_store`).
-    pub fn only_reads(&self) -> bool {
+    pub(super) fn only_reads(&self) -> bool {
         !matches!(
             self,
             CasCommand::Put { .. }
@@ -148,7 +148,7 @@ impl CasCommand {
 
     /// Whether this command needs a store that exists: every reading command but those the
     /// built-in schemas answer (`schema list`, `schema get` of a built-in), which need none.
-    pub fn needs_a_store(&self) -> bool {
+    pub(super) fn needs_a_store(&self) -> bool {
         match self {
             CasCommand::Schema(SchemaCommand::List) => false,
             CasCommand::Schema(SchemaCommand::Get { schema }) => builtin_schema(schema).is_none(),
@@ -167,7 +167,7 @@ fn builtin_schema(text: &str) -> Option<(Hash, Value)> {
     builtin::by_hash(hash).map(|b| (hash, crate::cas::canonical::sorted(b.schema())))
 }
 
-pub fn run(cmd: CasCommand, root: &Path, out: &mut Out) -> CliResult<()> {
+pub(super) fn run(cmd: CasCommand, root: &Path, out: &mut Out) -> CliResult<()> {
     if let CasCommand::Has { hash } = &cmd {
         // `has` answers with its exit status only; a malformed hash is a usage error.
         let hash = Hash::parse(hash).map_err(|e| CommandError::usage(e.to_string()))?;

@@ -17,20 +17,20 @@ use crate::advice::Advice;
 
 /// How `uwf thread run`, `uwf run` and `uwf live` end, for scripts (`docs/cli.md#exit-codes`):
 /// 0 when the thread is done (or was already), and these otherwise.
-pub mod ended {
+pub(crate) mod ended {
     /// Still active after `--max-steps` steps.
-    pub const STOPPED: u8 = 3;
+    pub(crate) const STOPPED: u8 = 3;
     /// Waiting for a person to answer (`uwf thread answer`).
-    pub const AWAITING: u8 = 4;
+    pub(crate) const AWAITING: u8 = 4;
     /// A step failed: the thread stays active, its error recorded.
-    pub const FAILED: u8 = 5;
+    pub(crate) const FAILED: u8 = 5;
     /// Killed (or rebased away): it takes no more steps.
-    pub const KILLED: u8 = 6;
+    pub(crate) const KILLED: u8 = 6;
 }
 
 /// What kind of failure a command had; decides the exit code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// Bad input or a refused action (exit 1).
     User,
     /// Another process holds the thread (exit 75, EX_TEMPFAIL).
@@ -50,7 +50,7 @@ pub enum Kind {
 
 /// A command's failure: what happened, why, and what to do instead.
 #[derive(Debug)]
-pub struct CommandError {
+pub(crate) struct CommandError {
     pub kind: Kind,
     pub message: String,
     /// Underlying causes, outermost first.
@@ -59,7 +59,7 @@ pub struct CommandError {
 }
 
 /// The result of a command.
-pub type CliResult<T = ()> = Result<T, CommandError>;
+pub(super) type CliResult<T = ()> = Result<T, CommandError>;
 
 impl CommandError {
     fn new(kind: Kind, message: impl Into<String>) -> CommandError {
@@ -72,29 +72,29 @@ impl CommandError {
     }
 
     /// Bad input or a refused action.
-    pub fn user(message: impl Into<String>) -> CommandError {
+    pub(crate) fn user(message: impl Into<String>) -> CommandError {
         CommandError::new(Kind::User, message)
     }
 
     /// A command line clap accepted but that cannot work (exit 2).
-    pub fn usage(message: impl Into<String>) -> CommandError {
+    pub(crate) fn usage(message: impl Into<String>) -> CommandError {
         CommandError::new(Kind::Usage, message)
     }
 
     /// Ends the command with `code` without printing anything more.
-    pub fn silent(code: u8) -> CommandError {
+    pub(crate) fn silent(code: u8) -> CommandError {
         CommandError::new(Kind::Silent(code), String::new())
     }
 
     /// The same failure, put down to stop signal `signal` (which picks the exit code).
-    pub fn interrupted_by(mut self, signal: i32) -> CommandError {
+    pub(crate) fn interrupted_by(mut self, signal: i32) -> CommandError {
         self.kind = Kind::Interrupted(u8::try_from(signal).unwrap_or(u8::MAX - 128));
         self
     }
 
     /// The same failure, as a thread ending with `code` (one of [`ended`]'s); a busy thread or
     /// a stop signal keeps its own code.
-    pub fn ended(mut self, code: u8) -> CommandError {
+    pub(crate) fn ended(mut self, code: u8) -> CommandError {
         if matches!(self.kind, Kind::User | Kind::Internal) {
             self.kind = Kind::Ended(code);
         }
@@ -102,19 +102,19 @@ impl CommandError {
     }
 
     /// Adds a hint (printed after the message and causes).
-    pub fn hint(mut self, hint: impl Into<String>) -> CommandError {
+    pub(crate) fn hint(mut self, hint: impl Into<String>) -> CommandError {
         self.hints.push(hint.into());
         self
     }
 
     /// Puts `message` on top: the current message becomes the first cause.
-    pub fn context(mut self, message: impl Display) -> CommandError {
+    pub(crate) fn context(mut self, message: impl Display) -> CommandError {
         let inner = std::mem::replace(&mut self.message, message.to_string());
         self.causes.insert(0, inner);
         self
     }
 
-    pub fn exit_code(&self) -> u8 {
+    pub(crate) fn exit_code(&self) -> u8 {
         match self.kind {
             Kind::User | Kind::Internal => 1,
             Kind::Usage => 2,
@@ -125,7 +125,7 @@ impl CommandError {
     }
 
     /// The text printed on stderr (nothing for [`Kind::Silent`]).
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         if let Kind::Silent(_) = self.kind {
             return String::new();
         }
@@ -140,7 +140,7 @@ impl CommandError {
     }
 
     /// Prints the error on stderr (coloured on a terminal) and returns the process exit code.
-    pub fn report(&self) -> ExitCode {
+    pub(crate) fn report(&self) -> ExitCode {
         let text = self.render();
         if super::terminal::style::stderr_color() {
             use super::terminal::style::Paint;
@@ -209,7 +209,7 @@ fn is_io(error: &(dyn std::error::Error + 'static)) -> bool {
 }
 
 /// `.context(…)` for any result whose error becomes a [`CommandError`].
-pub trait Context<T> {
+pub(super) trait Context<T> {
     /// Puts `message` on top of the error.
     fn context(self, message: impl Display) -> CliResult<T>;
     /// Like [`Context::context`], with the message built only on failure.

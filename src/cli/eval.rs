@@ -18,7 +18,7 @@ JSONata code (e.g. T2006). --input is limited to 16 MiB (UWF_MAX_INPUT=64MiB or 
 in config.yaml raise it).\n\n\
 Examples:\n  uwf eval '1 + 2'\n  echo '{\"steps\":[{\"role\":\"reviewer\",\"output\":{\"approved\":false}}]}' \\\n    | uwf eval 'steps[-1].output.approved = false' --input -\n  uwf eval '$count(steps) < $max' --input ctx.json --bind max=3"
 )]
-pub struct EvalArgs {
+pub(super) struct EvalArgs {
     /// The JSONata expression
     expression: String,
     /// Input document: a JSON file, or `-` for stdin (default: no input)
@@ -40,13 +40,13 @@ pub struct EvalArgs {
 }
 
 /// Parses `--max-memory`.
-pub fn parse_memory(text: &str) -> Result<usize, String> {
+pub(super) fn parse_memory(text: &str) -> Result<usize, String> {
     jsonata::parse_size(text)
         .filter(|&n| n > 0)
         .ok_or_else(|| format!("`{text}` is not a size (e.g. 64MiB, 1GiB, 1048576)"))
 }
 
-pub fn run(args: EvalArgs, root: &Path, out: &mut Out) -> CliResult<()> {
+pub(super) fn run(args: EvalArgs, root: &Path, out: &mut Out) -> CliResult<()> {
     let input = match args.input.as_deref() {
         None => None,
         Some(file) => {

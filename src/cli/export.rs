@@ -21,7 +21,7 @@ Examples:
   uwf export 01JD8X… ./snapshot          # threads/01JD8X…/ under ./snapshot
   uwf export --all ./snapshot             # every thread, and workflows/
   diff -r ./snapshot/threads/A/steps/001-planner ./snapshot/threads/B/steps/001-planner")]
-pub struct ExportArgs {
+pub(super) struct ExportArgs {
     /// THREAD DIR (a thread id or unique prefix, and the directory to write into), or DIR
     /// alone with --all
     #[arg(num_args = 0..=2, value_names = ["THREAD", "DIR"])]
@@ -31,7 +31,7 @@ pub struct ExportArgs {
     all: bool,
 }
 
-pub fn run(args: ExportArgs, root: &Path, out: &mut Out) -> CliResult<()> {
+pub(super) fn run(args: ExportArgs, root: &Path, out: &mut Out) -> CliResult<()> {
     let (what, dir) = match (args.all, args.args.as_slice()) {
         (true, [dir]) => (Selection::All, dir.clone()),
         (false, [thread, dir]) => {

@@ -37,7 +37,7 @@ killed or rebased (6); --once when the current step ends (0). On a terminal a pr
 Examples:\n  uwf thread live 01JD8X…            # in one terminal\n  \
 uwf thread run 01JD8X…             # in another\n  uwf live 01JD8X… --once"
 )]
-pub struct LiveArgs {
+pub(super) struct LiveArgs {
     /// Thread id (a unique prefix is enough)
     thread: String,
     /// Only the current step: end when it ends (at once when no step runs)
@@ -45,7 +45,7 @@ pub struct LiveArgs {
     once: bool,
 }
 
-pub fn run(args: LiveArgs, root: &Path, out: &mut Out) -> CliResult {
+pub(super) fn run(args: LiveArgs, root: &Path, out: &mut Out) -> CliResult {
     let store = crate::engine::storage::open_store(root)?;
     let id = lifecycle::resolve_id(root, &args.thread)?;
     let files = RunFiles::new(root, &id);

@@ -9,6 +9,7 @@ mod cas;
 mod error;
 mod eval;
 mod export;
+#[allow(unreachable_pub)]
 mod knowledge;
 mod live;
 mod mount;
@@ -25,7 +26,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-pub use terminal::output::Out;
+pub(crate) use terminal::output::Out;
 
 use error::CliResult;
 
@@ -46,7 +47,7 @@ uwf thread run \"$id\"                                  # the dry agent by defau
 uwf mount --background ~/uwf && ls ~/uwf/threads\n  uwf skill author\n\n\
 Storage root: --root, else $UWF_STORAGE_ROOT, else $WORKFLOW_STORAGE_ROOT, else ~/.uwf"
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     /// Storage root (overrides $UWF_STORAGE_ROOT)
     #[arg(long, global = true, value_name = "DIR", display_order = 900)]
     root: Option<PathBuf>,

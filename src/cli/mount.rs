@@ -32,7 +32,7 @@ Examples:
   uwf mount --background ~/uwf         # returns once mounted
   uwf mount --background --read-only /srv/uwf
   uwf umount ~/uwf")]
-pub struct MountArgs {
+pub(super) struct MountArgs {
     /// An existing, empty directory to mount on (see --nonempty)
     dir: PathBuf,
     /// Detach and return once the mount is ready
@@ -68,7 +68,7 @@ not connected\"). Busy mounts (a shell inside, an open file) are detached lazily
 Examples:
   uwf umount ~/uwf
   uwf umount --force ~/uwf             # the daemon hangs: abort its connection first")]
-pub struct UmountArgs {
+pub(super) struct UmountArgs {
     /// The mount point
     dir: PathBuf,
     /// Abort the kernel connection first (releases processes stuck on a hung daemon)
@@ -76,7 +76,7 @@ pub struct UmountArgs {
     force: bool,
 }
 
-pub fn run_mount(args: MountArgs, root: &Path, out: &mut Out) -> CliResult<()> {
+pub(super) fn run_mount(args: MountArgs, root: &Path, out: &mut Out) -> CliResult<()> {
     let dir = unmount::lexical_absolute(&args.dir)
         .with_context(|| format!("bad mount point {}", args.dir.display()))?;
     if unmount::find(&dir)?.is_some() {
@@ -276,7 +276,7 @@ fn detach_stdio() {
     }
 }
 
-pub fn run_umount(args: UmountArgs, out: &mut Out) -> CliResult<()> {
+pub(super) fn run_umount(args: UmountArgs, out: &mut Out) -> CliResult<()> {
     let how = unmount::unmount(&args.dir, args.force)?;
     if how == Unmounted::Lazy {
         eprintln!(

@@ -19,7 +19,7 @@ uwf setup --agent claude   (Claude Code plays every role; or `codex`, `opencode`
 uwf setup            (on a terminal: asks)\n\n\
 Known providers (base URL and key variable filled in): openai, openrouter, ollama.\n\
 The key goes to <root>/.env (mode 0600), never to config.yaml.")]
-pub struct SetupArgs {
+pub(super) struct SetupArgs {
     /// Provider name (e.g. openai); created or updated
     #[arg(long)]
     provider: Option<String>,
@@ -77,13 +77,13 @@ fn program_note(agent: &str) -> Option<String> {
     after_help = "Checks: config, secrets, agents, providers, storage, fuse, knowledge.\n\
 Exit status 1 when a check fails.\n\nExamples:\n  uwf doctor\n  uwf doctor --skip fuse --skip providers"
 )]
-pub struct DoctorArgs {
+pub(super) struct DoctorArgs {
     /// Leave out a group of checks (repeatable)
     #[arg(long, value_name = "CHECK", value_parser = clap::builder::PossibleValuesParser::new(doctor::GROUPS))]
     skip: Vec<String>,
 }
 
-pub fn setup(args: SetupArgs, root: &Path, out: &mut Out) -> CliResult<()> {
+pub(super) fn setup(args: SetupArgs, root: &Path, out: &mut Out) -> CliResult<()> {
     let no_flags = args.provider.is_none()
         && args.base_url.is_none()
         && args.api_key_env.is_none()
@@ -379,7 +379,7 @@ fn read_hidden(input: &mut dyn BufRead) -> std::io::Result<String> {
     read.map(|_| line)
 }
 
-pub fn doctor(args: DoctorArgs, root: &Path, out: &mut Out) -> CliResult<()> {
+pub(super) fn doctor(args: DoctorArgs, root: &Path, out: &mut Out) -> CliResult<()> {
     let checks = doctor::run(root, &args.skip);
     let failed = checks.iter().filter(|c| !c.ok).count();
     let color = out.color();

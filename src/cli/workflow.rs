@@ -18,7 +18,7 @@ use crate::engine::workflow::{self, Definition, WorkflowError};
 
 #[derive(Debug, Subcommand)]
 #[command(defer = true)]
-pub enum WorkflowCommand {
+pub(super) enum WorkflowCommand {
     /// Validate a YAML definition and register it under its `name`
     #[command(
         after_help = "Prints {\"name\",\"hash\",\"status\"} with status new, updated or unchanged. \
@@ -87,12 +87,12 @@ Examples:\n  uwf workflow graph solve-issue > graph.mmd\n  uwf workflow graph so
 
 impl WorkflowCommand {
     /// Whether the command only reads the store (see `needs_a_store`).
-    pub fn only_reads(&self) -> bool {
+    pub(super) fn only_reads(&self) -> bool {
         !matches!(self, WorkflowCommand::Put { .. })
     }
 }
 
-pub fn run(cmd: WorkflowCommand, root: &Path, out: &mut Out) -> CliResult<()> {
+pub(super) fn run(cmd: WorkflowCommand, root: &Path, out: &mut Out) -> CliResult<()> {
     let store = crate::engine::storage::open_store(root)?;
     match cmd {
         WorkflowCommand::Put { files, check } => put_all(&store, &files, check, out)?,

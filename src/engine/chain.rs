@@ -80,7 +80,7 @@ pub struct Start {
 impl Start {
     /// The built-in schema of this start's node: `start-v2` when it names who started the
     /// thread, else `start` (so a start without a name hashes as it always did).
-    pub fn type_name(&self) -> &'static str {
+    pub(crate) fn type_name(&self) -> &'static str {
         if self.by.is_some() {
             "start-v2"
         } else {
@@ -91,7 +91,7 @@ impl Start {
 
 /// The payload of a `step` node.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StepNode {
+pub(crate) struct StepNode {
     pub start: Hash,
     pub prev: Option<Hash>,
     pub role: String,
@@ -132,25 +132,25 @@ pub struct Sizes {
 
 impl Entry {
     /// The step's structured output.
-    pub fn output(&self) -> Value {
+    pub(crate) fn output(&self) -> Value {
         serde_json::from_str(self.raw_output.get()).unwrap_or(Value::Null)
     }
 
     /// The output as compact JSON text.
-    pub fn output_json(&self) -> &str {
+    pub(crate) fn output_json(&self) -> &str {
         self.raw_output.get()
     }
 
     /// The failure this step records instead of an output (`{"message", "attempts"}`): its
     /// role's agent failed every attempt and the role's `onFailure` moved the thread on.
-    pub fn error(&self) -> Option<Value> {
+    pub(crate) fn error(&self) -> Option<Value> {
         let raw = self.raw_error.as_ref()?;
         serde_json::from_str(raw.get()).ok()
     }
 
     /// The failure this step records, in one line for people: `failed (3 attempts): <the
     /// error's first line>`.
-    pub fn failure_line(&self) -> Option<String> {
+    pub(crate) fn failure_line(&self) -> Option<String> {
         let error = self.error()?;
         let attempts = error["attempts"].as_u64().unwrap_or(1);
         let message = error["message"].as_str().unwrap_or_default();
@@ -163,7 +163,7 @@ impl Entry {
     }
 
     /// This step as an item of the moderator context's `steps`, as JSON text.
-    pub fn context_json(&self) -> String {
+    pub(crate) fn context_json(&self) -> String {
         let mut out = String::with_capacity(self.output_json().len() + 80);
         self.write_context(&mut out);
         out
@@ -211,18 +211,19 @@ pub struct Chain {
 
 impl Chain {
     /// The head: the last step, or the start node.
-    pub fn head(&self) -> Hash {
+    #[cfg(test)]
+    pub(crate) fn head(&self) -> Hash {
         self.steps.last().map(|s| s.hash).unwrap_or(self.start_hash)
     }
 
     /// The moderator context: `{"start": {"workflow", "prompt"}, "steps": [{"role", "output",
     /// "detail", "agent"}]}`.
-    pub fn context(&self) -> Value {
+    pub(crate) fn context(&self) -> Value {
         serde_json::from_str(&self.context_json()).expect("the context text is valid JSON")
     }
 
     /// The moderator context as JSON text, assembled from the raw outputs.
-    pub fn context_json(&self) -> String {
+    pub(crate) fn context_json(&self) -> String {
         let mut out = String::with_capacity(
             128 + self
                 .steps
@@ -242,22 +243,20 @@ impl Chain {
     }
 
     /// The moderator's position: the last step's role, or `$START`.
-    pub fn position(&self) -> &str {
+    pub(crate) fn position(&self) -> &str {
         self.steps
             .last()
             .map(|s| s.role.as_str())
             .unwrap_or(crate::engine::START)
     }
-
-    /// How many steps of `role` the chain has.
-    pub fn visits(&self, role: &str) -> usize {
-        self.steps.iter().filter(|s| s.role == role).count()
-    }
 }
 
 /// The failure that step `hash` records (a role's `onFailure`): its role, and its `{"message",
 /// "attempts"}`; `None` for a start node or a step with an output of its role.
-pub fn recorded_failure(store: &Store, hash: Hash) -> Result<Option<(String, Value)>, ChainError> {
+pub(crate) fn recorded_failure(
+    store: &Store,
+    hash: Hash,
+) -> Result<Option<(String, Value)>, ChainError> {
     let node = store.get(hash)?;
     if node.type_hash != builtin::hash_of("step") {
         return Ok(None);
@@ -269,7 +268,7 @@ pub fn recorded_failure(store: &Store, hash: Hash) -> Result<Option<(String, Val
 }
 
 /// Reads a start node.
-pub fn read_start(node: &Node) -> Result<Start, ChainError> {
+pub(crate) fn read_start(node: &Node) -> Result<Start, ChainError> {
     serde_json::from_value(node.payload.clone()).map_err(|e| ChainError::Malformed {
         hash: node.hash,
         reason: e.to_string(),
@@ -278,7 +277,7 @@ pub fn read_start(node: &Node) -> Result<Start, ChainError> {
 
 /// The start of the thread whose head is `head` (a start or a step node), in one or two node
 /// reads, without walking the chain.
-pub fn start_of(store: &Store, head: Hash) -> Result<Start, ChainError> {
+pub(crate) fn start_of(store: &Store, head: Hash) -> Result<Start, ChainError> {
     let node = store.get(head)?;
     if builtin::is_start(node.type_hash) {
         return read_start(&node);
@@ -288,7 +287,7 @@ pub fn start_of(store: &Store, head: Hash) -> Result<Start, ChainError> {
 }
 
 /// Reads a step node.
-pub fn read_step(node: &Node) -> Result<StepNode, ChainError> {
+pub(crate) fn read_step(node: &Node) -> Result<StepNode, ChainError> {
     serde_json::from_value(node.payload.clone()).map_err(|e| ChainError::Malformed {
         hash: node.hash,
         reason: e.to_string(),
@@ -298,7 +297,7 @@ pub fn read_step(node: &Node) -> Result<StepNode, ChainError> {
 /// A chain as its cache text, with only the header parsed: what a step needs (head, start,
 /// position, visits, the moderator context) at a cost that does not grow with the chain.
 #[derive(Debug, Clone)]
-pub struct History {
+pub(crate) struct History {
     header: Header,
     /// The step lines, each ending in `\n`.
     lines: String,
@@ -334,44 +333,45 @@ fn checksum(lines: &str) -> u64 {
 
 impl History {
     /// The head: the last step, or the start node.
-    pub fn head(&self) -> Hash {
+    pub(crate) fn head(&self) -> Hash {
         self.header.head
     }
 
-    pub fn start_hash(&self) -> Hash {
+    pub(crate) fn start_hash(&self) -> Hash {
         self.header.start_hash
     }
 
-    pub fn start(&self) -> &Start {
+    pub(crate) fn start(&self) -> &Start {
         &self.header.start
     }
 
     /// How many steps.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.header.len
     }
 
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.header.len == 0
     }
 
     /// The moderator's position: the last step's role, or `$START`.
-    pub fn position(&self) -> &str {
+    pub(crate) fn position(&self) -> &str {
         &self.header.position
     }
 
     /// How many steps of `role` the chain has.
-    pub fn visits(&self, role: &str) -> usize {
+    pub(crate) fn visits(&self, role: &str) -> usize {
         self.header.visits.get(role).copied().unwrap_or(0)
     }
 
     /// Whether the last step records its role's failure ([`Entry::error`]).
-    pub fn failed(&self) -> bool {
+    pub(crate) fn failed(&self) -> bool {
         self.header.failed
     }
 
     /// The moderator context as JSON text (as [`Chain::context_json`]), joined from the lines.
-    pub fn context_json(&self) -> String {
+    pub(crate) fn context_json(&self) -> String {
         let mut out = String::with_capacity(self.lines.len() + 256);
         write_context_start(&mut out, &self.header.start);
         for (i, line) in self.lines.lines().enumerate() {
@@ -385,7 +385,7 @@ impl History {
     }
 
     /// The whole chain, every step parsed.
-    pub fn to_chain(&self) -> Option<Chain> {
+    pub(crate) fn to_chain(&self) -> Option<Chain> {
         let steps = self
             .lines
             .lines()
@@ -560,7 +560,7 @@ fn spare_path(store: &Store, thread: &str) -> PathBuf {
 }
 
 /// Removes `thread`'s spare cache file (an archived thread takes no more steps).
-pub fn drop_spare(store: &Store, thread: &str) {
+pub(crate) fn drop_spare(store: &Store, thread: &str) {
     let _ = std::fs::remove_file(spare_path(store, thread));
 }
 
@@ -591,7 +591,7 @@ fn write_history(store: &Store, history: &History) {
 ///
 /// The cache never stands in for a head that is gone: a missing head node is an error even
 /// when its history is cached (a stat; a step re-hashes what it builds on itself).
-pub fn history(store: &Store, head: Hash) -> Result<History, ChainError> {
+pub(crate) fn history(store: &Store, head: Hash) -> Result<History, ChainError> {
     if !store.has(head) {
         return Err(StoreError::NotFound(head).into());
     }
@@ -603,24 +603,9 @@ pub fn history(store: &Store, head: Hash) -> Result<History, ChainError> {
     Ok(history)
 }
 
-/// The history of `step`, the new head of `thread` whose previous head is `parent`'s; cached.
-/// The parent's cache file is retired (no thread has that head any more) and its inode reused
-/// through the thread's spare file ([`crate::file_util::write_recycling`]). Also returns the
-/// new step's entry.
-pub fn extend_history(
-    store: &Store,
-    thread: &str,
-    parent: &History,
-    step: Hash,
-) -> Result<(History, Entry), ChainError> {
-    let (history, entry) = extend_in_memory(store, parent, step)?;
-    save_history(store.root(), thread, &history, parent.head());
-    Ok((history, entry))
-}
-
 /// [`extend_history`] without writing the cache file: a session keeps the history in memory
 /// and saves only the last one ([`save_history`]) when it lets go of the thread.
-pub fn extend_in_memory(
+pub(crate) fn extend_in_memory(
     store: &Store,
     parent: &History,
     step: Hash,
@@ -635,7 +620,7 @@ pub fn extend_in_memory(
 /// Writes the cache file of `history`, the history of `thread`'s head, and retires the cache
 /// file of `retired`, the thread's earlier head, reusing its inode through the thread's spare.
 /// Best effort, like every cache write.
-pub fn save_history(root: &Path, thread: &str, history: &History, retired: Hash) {
+pub(crate) fn save_history(root: &Path, thread: &str, history: &History, retired: Hash) {
     let path = |name: String| cache_file_in(root, "chains", &name);
     let _ = crate::file_util::write_recycling(
         &path(format!("{thread}.spare")),
@@ -712,7 +697,7 @@ fn entry_with(node: &Node, step: StepNode, output: Node, [s, o, d]: [u64; 3]) ->
 /// Checks that the nodes a cached step stands for — its step, output and detail nodes — are
 /// still there with the lengths recorded when it was cached (a `stat` each), naming the first
 /// that is not. Their content is not re-hashed: that is `uwf cas fsck`'s job.
-pub fn check_entry(store: &Store, entry: &Entry) -> Result<(), ChainError> {
+pub(crate) fn check_entry(store: &Store, entry: &Entry) -> Result<(), ChainError> {
     let sizes = entry.sizes;
     for (kind, hash, size) in [
         ("step", entry.hash, sizes.step),
@@ -725,7 +710,7 @@ pub fn check_entry(store: &Store, entry: &Entry) -> Result<(), ChainError> {
 }
 
 /// [`check_entry`] for a chain's start node.
-pub fn check_start(store: &Store, chain: &Chain) -> Result<(), ChainError> {
+pub(crate) fn check_start(store: &Store, chain: &Chain) -> Result<(), ChainError> {
     check_node(store, "start", chain.start_hash, chain.start_size, None)
 }
 
@@ -763,7 +748,7 @@ fn check_node(
 ///
 /// The head node is read and verified first, so the cache never stands in for a head that is
 /// gone or damaged.
-pub fn load(store: &Store, head: Hash) -> Result<Chain, ChainError> {
+pub(crate) fn load(store: &Store, head: Hash) -> Result<Chain, ChainError> {
     store.get(head)?;
     if let Some(chain) = read_cache(store, head) {
         return Ok(chain);

@@ -18,21 +18,21 @@ use crate::engine::workflow::jsonata::{parse_size, show_size};
 
 /// The default largest input: 16 MiB, far above any prompt or answer a person writes, far
 /// below what would make a node, a transcript or a context unwieldy.
-pub const DEFAULT_MAX_INPUT: u64 = 16 << 20;
+pub(crate) const DEFAULT_MAX_INPUT: u64 = 16 << 20;
 
 /// The environment variable that sets the input limit, e.g. `UWF_MAX_INPUT=64MiB`.
-pub const MAX_INPUT_ENV: &str = "UWF_MAX_INPUT";
+pub(crate) const MAX_INPUT_ENV: &str = "UWF_MAX_INPUT";
 
 /// Where an input comes from.
 #[derive(Debug, Clone, Copy)]
-pub enum Source<'a> {
+pub(crate) enum Source<'a> {
     Stdin,
     File(&'a Path),
 }
 
 impl Source<'_> {
     /// `-` is stdin, anything else a file.
-    pub fn of(arg: &str) -> Source<'_> {
+    pub(crate) fn of(arg: &str) -> Source<'_> {
         if arg == "-" {
             Source::Stdin
         } else {
@@ -50,7 +50,7 @@ impl Source<'_> {
 
 /// Errors reading an input.
 #[derive(Debug, thiserror::Error)]
-pub enum InputError {
+pub(crate) enum InputError {
     #[error("{source_name} is {} bytes; an input has at most {}", size.map_or_else(|| format!("more than {limit}"), |s| s.to_string()), limit_words(*limit))]
     TooLarge {
         source_name: String,
@@ -98,7 +98,7 @@ fn limit_words(limit: u64) -> String {
 }
 
 /// The input limit: `UWF_MAX_INPUT` → `maxInput` in `config` → [`DEFAULT_MAX_INPUT`].
-pub fn max_input(config: &Config) -> Result<u64, InputError> {
+pub(crate) fn max_input(config: &Config) -> Result<u64, InputError> {
     if let Ok(value) = std::env::var(MAX_INPUT_ENV) {
         return parse_limit(&value).ok_or(InputError::BadLimit { value });
     }
@@ -106,12 +106,12 @@ pub fn max_input(config: &Config) -> Result<u64, InputError> {
 }
 
 /// A limit as `1048576`, `512KiB`, `16MiB`, `1GiB`; zero is not a limit.
-pub fn parse_limit(text: &str) -> Option<u64> {
+pub(crate) fn parse_limit(text: &str) -> Option<u64> {
     parse_size(text).filter(|&n| n > 0).map(|n| n as u64)
 }
 
 /// Reads all of `source` as UTF-8 text, refusing it when it holds more than `limit` bytes.
-pub fn read_text(source: Source, limit: u64) -> Result<String, InputError> {
+pub(crate) fn read_text(source: Source, limit: u64) -> Result<String, InputError> {
     let bytes = read_bytes(source, limit)?;
     String::from_utf8(bytes).map_err(|_| InputError::NotText {
         source_name: source.name(),
@@ -120,7 +120,7 @@ pub fn read_text(source: Source, limit: u64) -> Result<String, InputError> {
 
 /// Reads all of `source`, refusing it when it holds more than `limit` bytes; reads at most
 /// `limit + 1` bytes whatever the source holds.
-pub fn read_bytes(source: Source, limit: u64) -> Result<Vec<u8>, InputError> {
+pub(crate) fn read_bytes(source: Source, limit: u64) -> Result<Vec<u8>, InputError> {
     let io = |source_name: String| {
         move |source| InputError::Io {
             source_name,

@@ -22,20 +22,21 @@
 //!   workflows, workers.
 //! - [`upkeep`]: store-level maintenance — `fsck`, `doctor`, `cas gc`'s log retention,
 //!   PostgreSQL upkeep, `uwf store copy`.
-pub mod agent;
-pub mod chain;
+pub(crate) mod agent;
+pub(crate) mod chain;
 pub mod config;
 pub mod cycle;
-pub mod input;
+pub(crate) mod input;
+#[allow(unreachable_pub)]
 pub mod knowledge;
-pub mod llm;
+pub(crate) mod llm;
 pub mod storage;
-pub mod suggest;
+pub(crate) mod suggest;
 pub mod thread;
 pub mod upkeep;
 pub mod workflow;
 
 /// Where every thread starts: the moderator's position before the first step.
-pub const START: &str = "$START";
+pub(crate) const START: &str = "$START";
 /// Where a thread ends: the target of a transition that finishes it.
-pub const END: &str = "$END";
+pub(crate) const END: &str = "$END";

@@ -2,7 +2,7 @@
 
 /// The name in `known` closest to `word`, when it is close enough to be a typo of it: at most
 /// one edit per three characters (and at least one), case ignored. Ties keep the first.
-pub fn closest<'a>(word: &str, known: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+pub(crate) fn closest<'a>(word: &str, known: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     let word_lower = word.to_lowercase();
     let limit = (word.chars().count() / 3).max(1);
     known

@@ -37,7 +37,7 @@ use super::attr::{Finish, Interrupted};
 use super::error::FsError;
 
 /// How many steps a `run` takes at most (the default of `uwf thread run`).
-pub const RUN_MAX_STEPS: usize = 100;
+pub(crate) const RUN_MAX_STEPS: usize = 100;
 
 /// How often a `wait` looks again at a step lock held by another process, and at its reader's
 /// signals.
@@ -49,7 +49,7 @@ const KILL_SETTLE: Duration = Duration::from_secs(5);
 
 /// What a write to a thread's control file asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
+pub(crate) enum Action {
     /// One step.
     Step,
     /// Steps until the thread is done.
@@ -67,7 +67,7 @@ struct Job {
 
 /// The mount's background jobs, by thread id.
 #[derive(Debug, Default)]
-pub struct Jobs {
+pub(crate) struct Jobs {
     running: Mutex<HashMap<String, Job>>,
     idle: Condvar,
     /// How many step/run jobs were ever started (for tests of the trigger rules).
@@ -80,17 +80,19 @@ impl Jobs {
     }
 
     /// Whether a job started through the mount is in flight for `id`.
-    pub fn in_flight(&self, id: &str) -> bool {
+    pub(crate) fn in_flight(&self, id: &str) -> bool {
         self.lock().contains_key(id)
     }
 
     /// How many step and run jobs were started so far.
-    pub fn started(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn started(&self) -> u64 {
         self.started.load(Ordering::SeqCst)
     }
 
     /// Blocks until no job is in flight (bounded by `limit`); true when idle.
-    pub fn wait_idle(&self, limit: Duration) -> bool {
+    #[cfg(test)]
+    pub(crate) fn wait_idle(&self, limit: Duration) -> bool {
         let guard = self.lock();
         let (guard, _) = self
             .idle
@@ -100,7 +102,7 @@ impl Jobs {
     }
 
     /// Blocks until no job is in flight for `id` (bounded by `limit`).
-    pub fn wait_gone(&self, id: &str, limit: Duration) {
+    pub(crate) fn wait_gone(&self, id: &str, limit: Duration) {
         let guard = self.lock();
         let _ = self
             .idle
@@ -117,7 +119,7 @@ impl Jobs {
 
 /// Runs the actions of control files against one storage root.
 #[derive(Debug, Clone)]
-pub struct Actions {
+pub(crate) struct Actions {
     store: Arc<Store>,
     jobs: Arc<Jobs>,
     /// Bumped after every change of the thread index, so the views look at it again at once.
@@ -138,7 +140,7 @@ fn record(files: &RunFiles, message: &str) {
 }
 
 impl Actions {
-    pub fn new(
+    pub(crate) fn new(
         store: Arc<Store>,
         changed: Arc<AtomicU64>,
         (workdir, by): (std::path::PathBuf, Option<String>),
@@ -152,7 +154,7 @@ impl Actions {
         }
     }
 
-    pub fn jobs(&self) -> &Arc<Jobs> {
+    pub(crate) fn jobs(&self) -> &Arc<Jobs> {
         &self.jobs
     }
 
@@ -161,14 +163,19 @@ impl Actions {
     }
 
     /// Whether a step is running on `id`: one started here, or one holding the step lock.
-    pub fn busy(&self, id: &str) -> bool {
+    pub(crate) fn busy(&self, id: &str) -> bool {
         busy(&self.jobs, &self.files(id), id)
     }
 
     /// Whether `action` may start on `id` now (checked when a control file is opened for
     /// writing, so `touch step` on a busy thread fails at once, and again when it fires). A
     /// refusal is also written to the thread's `error` file.
-    pub fn check(&self, id: &str, finished: Option<&str>, action: Action) -> Result<(), FsError> {
+    pub(crate) fn check(
+        &self,
+        id: &str,
+        finished: Option<&str>,
+        action: Action,
+    ) -> Result<(), FsError> {
         let files = self.files(id);
         let refuse = |text: String, e: FsError| {
             record(&files, &text);
@@ -236,7 +243,7 @@ impl Actions {
     /// Starts `action` on `id` in the background (after [`Actions::check`] passed again). A
     /// `kill` comes back as the work its writer's answer waits for: it returns once the thread
     /// is killed.
-    pub fn fire(
+    pub(crate) fn fire(
         &self,
         id: &str,
         finished: Option<&str>,
@@ -300,7 +307,7 @@ impl Actions {
     }
 
     /// `fork`: a new thread whose head is `step`. Returns its id.
-    pub fn fork(&self, thread: &str, step: Hash) -> Result<String, FsError> {
+    pub(crate) fn fork(&self, thread: &str, step: Hash) -> Result<String, FsError> {
         match lifecycle::fork_from(&self.store, step, Some(thread), self.by.as_deref()) {
             Ok((_, id, _)) => {
                 self.changed.fetch_add(1, Ordering::SeqCst);
@@ -316,7 +323,7 @@ impl Actions {
 
     /// `workflows/<name>/prompt`: starts a thread. Returns its id; the caller reports errors.
     /// Its agents run in the mount's working directory, bound as `config.yaml` says now.
-    pub fn start(&self, workflow: &str, prompt: &str) -> Result<String, FsError> {
+    pub(crate) fn start(&self, workflow: &str, prompt: &str) -> Result<String, FsError> {
         // A broken config.yaml: the thread keeps no agents of its own (its steps say why).
         let loaded = config::load(self.store.root()).ok();
         let config = loaded.as_ref().map(|l| &l.config);
@@ -342,7 +349,11 @@ impl Actions {
     /// through the same engine call as `uwf thread answer`. Returns the published step's
     /// JSON. Busy while a step or another answer holds the thread; any other refusal is EINVAL,
     /// its reason (and the kept answer) in the thread's `error`.
-    pub fn answer_question(&self, id: &str, text: &str) -> Result<serde_json::Value, FsError> {
+    pub(crate) fn answer_question(
+        &self,
+        id: &str,
+        text: &str,
+    ) -> Result<serde_json::Value, FsError> {
         let loaded = config::load(self.store.root()).map_err(|e| {
             let text = with_hints(&e);
             self.files(id).record_error(&text);
@@ -360,7 +371,7 @@ impl Actions {
     /// Whether thread `id`, which the mount saw ask nothing, takes an answer after all (checked
     /// when `answer` is opened for writing, so `echo garbage > answer` fails at once). A
     /// refusal is `uwf thread answer`'s, also in the thread's `error`.
-    pub fn check_answerable(&self, id: &str) -> Result<(), FsError> {
+    pub(crate) fn check_answerable(&self, id: &str) -> Result<(), FsError> {
         let loaded = config::load(self.store.root()).map_err(|e| {
             let text = with_hints(&e);
             self.files(id).record_error(&text);
@@ -384,7 +395,7 @@ impl Actions {
     /// whole answer the role refuses is EINVAL, its reason (and the kept answer) in the thread's
     /// `error`. Anything else (a text not whole yet, a thread busy or no longer asking) is for
     /// the close to decide, as before.
-    pub fn check_answer(&self, id: &str, text: &str) -> Result<(), FsError> {
+    pub(crate) fn check_answer(&self, id: &str, text: &str) -> Result<(), FsError> {
         match human::check_answer(&self.store, id, text) {
             Err(e @ HumanError::Refused { .. }) => {
                 let text = with_hints(&e);
@@ -397,7 +408,7 @@ impl Actions {
     }
 
     /// An empty answer (`echo "" > answer`), refused at the write as the engine refuses it.
-    pub fn empty_answer(&self, id: &str) -> FsError {
+    pub(crate) fn empty_answer(&self, id: &str) -> FsError {
         self.answer_refused(id, &HumanError::Empty)
     }
 
@@ -417,13 +428,13 @@ impl Actions {
 
     /// What `wait` shows when no step runs: the last step attempt's JSON, or the thread's
     /// state as JSON (`uwf thread show`'s) before any step.
-    pub fn answer(&self, id: &str) -> Arc<[u8]> {
+    pub(crate) fn answer(&self, id: &str) -> Arc<[u8]> {
         answer(&self.store, &self.files(id), id)
     }
 
     /// A blocking wait for `id` to have no step running, returning [`Actions::answer`]; it
     /// gives up with [`FsError::Interrupted`] as soon as `interrupted` says so.
-    pub fn waiter(
+    pub(crate) fn waiter(
         &self,
         id: &str,
     ) -> impl FnOnce(Interrupted<'_>) -> Result<Arc<[u8]>, FsError> + Send + 'static {

@@ -16,24 +16,24 @@ use super::error::FsError;
 use super::inode::Ino;
 
 /// Longest file name, in bytes.
-pub const NAME_MAX: usize = 255;
+pub(crate) const NAME_MAX: usize = 255;
 
 /// Who is asking.
 #[derive(Debug, Clone, Copy)]
-pub struct Caller {
+pub(crate) struct Caller {
     pub uid: u32,
     pub gid: u32,
 }
 
 /// Who owns an entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Owner {
+pub(crate) struct Owner {
     pub uid: u32,
     pub gid: u32,
 }
 
 /// Refuses names longer than [`NAME_MAX`] (ENAMETOOLONG).
-pub fn check_name(name: &str) -> Result<(), FsError> {
+pub(crate) fn check_name(name: &str) -> Result<(), FsError> {
     if name.len() > NAME_MAX {
         return Err(FsError::NameTooLong);
     }
@@ -42,7 +42,7 @@ pub fn check_name(name: &str) -> Result<(), FsError> {
 
 /// Directory, regular file or symbolic link (the tree has nothing else).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     Dir,
     File,
     Symlink,
@@ -50,7 +50,7 @@ pub enum Kind {
 
 /// How long the kernel may trust what it was told about an entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Caching {
+pub(crate) enum Caching {
     /// Never changes while it exists (nodes, versions): cache for long, keep pages across opens.
     Immutable,
     /// Changes when the store or registry changes: trust for at most a second.
@@ -69,7 +69,7 @@ pub enum Caching {
 
 /// What `stat` reports.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Attr {
+pub(crate) struct Attr {
     pub ino: Ino,
     pub kind: Kind,
     pub size: u64,
@@ -85,12 +85,18 @@ pub struct Attr {
 
 impl Attr {
     /// A directory: size 0, two links, all three times `time`.
-    pub fn dir(ino: Ino, owner: Owner, perm: u16, time: SystemTime, caching: Caching) -> Attr {
+    pub(crate) fn dir(
+        ino: Ino,
+        owner: Owner,
+        perm: u16,
+        time: SystemTime,
+        caching: Caching,
+    ) -> Attr {
         Attr::new(ino, Kind::Dir, owner, 0, perm, time, caching)
     }
 
     /// A regular file of `size` bytes: one link, all three times `time`.
-    pub fn file(
+    pub(crate) fn file(
         ino: Ino,
         owner: Owner,
         size: u64,
@@ -102,7 +108,13 @@ impl Attr {
     }
 
     /// A symbolic link whose target is `size` bytes long: mode 0777, one link.
-    pub fn symlink(ino: Ino, owner: Owner, size: u64, time: SystemTime, caching: Caching) -> Attr {
+    pub(crate) fn symlink(
+        ino: Ino,
+        owner: Owner,
+        size: u64,
+        time: SystemTime,
+        caching: Caching,
+    ) -> Attr {
         Attr::new(ino, Kind::Symlink, owner, size, 0o777, time, caching)
     }
 
@@ -133,7 +145,7 @@ impl Attr {
 
 /// The answer to a lookup.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Lookup {
+pub(crate) enum Lookup {
     Found(Attr),
     /// No such name; `permanent` when the name can never appear there (cache the miss long).
     Missing {
@@ -143,7 +155,7 @@ pub enum Lookup {
 
 /// An opened file or directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Opened {
+pub(crate) struct Opened {
     pub fh: u64,
     pub caching: Caching,
     pub writable: bool,
@@ -151,7 +163,7 @@ pub struct Opened {
 
 /// One directory entry of a `readdir` page.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DirEntry {
+pub(crate) struct DirEntry {
     pub ino: Ino,
     /// The offset to continue from after this entry.
     pub offset: u64,
@@ -161,14 +173,14 @@ pub struct DirEntry {
 
 /// A time to set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TimeSet {
+pub(crate) enum TimeSet {
     Now,
     At(SystemTime),
 }
 
 impl TimeSet {
     /// The time this stands for, `Now` read at the call.
-    pub fn resolve(self) -> SystemTime {
+    pub(crate) fn resolve(self) -> SystemTime {
         match self {
             TimeSet::Now => SystemTime::now(),
             TimeSet::At(t) => t,
@@ -178,7 +190,7 @@ impl TimeSet {
 
 /// The changes of a `setattr`.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct SetAttr {
+pub(crate) struct SetAttr {
     pub mode: Option<u32>,
     pub uid: Option<u32>,
     pub gid: Option<u32>,
@@ -189,7 +201,7 @@ pub struct SetAttr {
 
 impl SetAttr {
     /// Whether nothing is to change (a `setattr` that only asks for the attributes).
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.mode.is_none()
             && self.uid.is_none()
             && self.gid.is_none()
@@ -204,54 +216,57 @@ impl SetAttr {
 /// Only `RENAME_NOREPLACE` is honoured; any other bit (`RENAME_EXCHANGE`, `RENAME_WHITEOUT`, or
 /// one this build does not know) makes the rename fail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct RenameFlags(u32);
+pub(crate) struct RenameFlags(u32);
 
 impl RenameFlags {
     /// No flags: a plain `rename(2)`.
-    pub const NONE: RenameFlags = RenameFlags(0);
+    #[cfg(test)]
+    pub(crate) const NONE: RenameFlags = RenameFlags(0);
     /// `RENAME_NOREPLACE`: fail with EEXIST instead of replacing the destination.
-    pub const NOREPLACE: RenameFlags = RenameFlags(libc::RENAME_NOREPLACE);
+    #[cfg(test)]
+    pub(crate) const NOREPLACE: RenameFlags = RenameFlags(libc::RENAME_NOREPLACE);
     /// `RENAME_EXCHANGE`: swap the two names (refused here).
-    pub const EXCHANGE: RenameFlags = RenameFlags(libc::RENAME_EXCHANGE);
+    #[cfg(test)]
+    pub(crate) const EXCHANGE: RenameFlags = RenameFlags(libc::RENAME_EXCHANGE);
 
     /// The flags of these `renameat2` bits.
-    pub fn from_bits(bits: u32) -> RenameFlags {
+    pub(crate) fn from_bits(bits: u32) -> RenameFlags {
         RenameFlags(bits)
     }
 
     /// Whether an existing destination makes the rename fail.
-    pub fn noreplace(self) -> bool {
+    pub(crate) fn noreplace(self) -> bool {
         self.0 & libc::RENAME_NOREPLACE != 0
     }
 
     /// Whether any flag but `RENAME_NOREPLACE` is set.
-    pub fn unsupported(self) -> bool {
+    pub(crate) fn unsupported(self) -> bool {
         self.0 & !libc::RENAME_NOREPLACE != 0
     }
 }
 
 /// Whether the program whose request is waiting has a signal to handle (asked again and again
 /// while a read blocks; a blocked read then ends with EINTR).
-pub type Interrupted<'a> = &'a dyn Fn() -> bool;
+pub(crate) type Interrupted<'a> = &'a dyn Fn() -> bool;
 
 /// A read that blocks until it has its bytes, or until [`Interrupted`] says so
 /// ([`FsError::Interrupted`]).
-pub type Blocking = Box<dyn FnOnce(Interrupted<'_>) -> Result<Vec<u8>, FsError> + Send>;
+pub(crate) type Blocking = Box<dyn FnOnce(Interrupted<'_>) -> Result<Vec<u8>, FsError> + Send>;
 
 /// The answer to a read: the bytes, or (for `wait`) a job that blocks until it has them, for
 /// the adapter to run off the FUSE loop.
-pub enum Reading {
+pub(crate) enum Reading {
     Data(Vec<u8>),
     Later(Blocking),
 }
 
 /// Work that a request's answer waits for, for the adapter to run off the FUSE loop: a `kill`
 /// returns only once the thread is killed.
-pub type Finish = Box<dyn FnOnce() -> Result<(), FsError> + Send>;
+pub(crate) type Finish = Box<dyn FnOnce() -> Result<(), FsError> + Send>;
 
 /// What `statfs` reports: the numbers of the filesystem holding the store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct StatFs {
+pub(crate) struct StatFs {
     pub blocks: u64,
     pub bfree: u64,
     pub bavail: u64,
@@ -263,7 +278,7 @@ pub struct StatFs {
 
 /// Something the kernel has cached that is now wrong (sent by the adapter from another thread).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Inval {
+pub(crate) enum Inval {
     /// Attributes and pages of an inode.
     Inode(Ino),
     /// A name in a directory (also clears a cached "no such file").

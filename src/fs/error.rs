@@ -7,7 +7,7 @@
 
 /// Everything a filesystem operation can fail with.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum FsError {
+pub(crate) enum FsError {
     #[error("no such file or directory")]
     NotFound,
     #[error("file exists")]
@@ -16,8 +16,6 @@ pub enum FsError {
     NotDir,
     #[error("is a directory")]
     IsDir,
-    #[error("directory not empty")]
-    NotEmpty,
     /// Writing a read-only file, or creating in a read-only directory.
     #[error("permission denied: {0}")]
     ReadOnly(&'static str),
@@ -62,13 +60,12 @@ pub enum FsError {
 
 impl FsError {
     /// The errno this error is reported as.
-    pub fn errno(&self) -> i32 {
+    pub(crate) fn errno(&self) -> i32 {
         match self {
             FsError::NotFound => libc::ENOENT,
             FsError::Exists => libc::EEXIST,
             FsError::NotDir => libc::ENOTDIR,
             FsError::IsDir => libc::EISDIR,
-            FsError::NotEmpty => libc::ENOTEMPTY,
             FsError::ReadOnly(_) => libc::EACCES,
             FsError::NotPermitted(_) => libc::EPERM,
             FsError::NameTooLong => libc::ENAMETOOLONG,
@@ -87,7 +84,7 @@ impl FsError {
     }
 
     /// A storage failure, with its message kept for the log and the `error` file.
-    pub fn internal(err: impl std::fmt::Display) -> FsError {
+    pub(crate) fn internal(err: impl std::fmt::Display) -> FsError {
         FsError::Internal(err.to_string())
     }
 }

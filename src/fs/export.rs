@@ -20,7 +20,7 @@ use super::views::Source;
 
 /// What to export.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Selection {
+pub(crate) enum Selection {
     /// `threads/<id>/`
     Thread(String),
     /// `threads/` and `workflows/` (everything but `cas/`, which is the store itself, and
@@ -30,7 +30,7 @@ pub enum Selection {
 
 /// Errors of an export.
 #[derive(Debug, thiserror::Error)]
-pub enum ExportError {
+pub(crate) enum ExportError {
     #[error("cannot read {path} from the store: {source}")]
     Read {
         path: String,
@@ -47,7 +47,7 @@ pub enum ExportError {
 
 /// What an export wrote.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Exported {
+pub(crate) struct Exported {
     pub dirs: usize,
     pub files: usize,
     pub links: usize,
@@ -58,7 +58,11 @@ pub struct Exported {
 const CHUNK: u32 = 1 << 20;
 
 /// Writes `what` of the storage behind `source` under `dir` (created if missing).
-pub fn export(source: Source, what: &Selection, dir: &Path) -> Result<Exported, ExportError> {
+pub(crate) fn export(
+    source: Source,
+    what: &Selection,
+    dir: &Path,
+) -> Result<Exported, ExportError> {
     let tree = Tree::new(
         source,
         Options {

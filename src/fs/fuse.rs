@@ -31,40 +31,40 @@ use adapter::Adapter;
 
 /// How to mount.
 #[derive(Debug, Clone, Copy)]
-pub struct MountConfig {
+pub(crate) struct MountConfig {
     pub read_only: bool,
     pub allow_other: bool,
 }
 
 /// A mounted (INIT done) but not yet serving filesystem.
-pub struct Mounted {
+pub(crate) struct Mounted {
     session: Session<Adapter>,
 }
 
 /// Unmounts a [`Mounted`] from another thread (a signal handler thread).
-pub struct Unmounter(SessionUnmounter);
+pub(crate) struct Unmounter(SessionUnmounter);
 
 impl Unmounter {
     /// Plain `umount(2)`; fails with EBUSY while files are open.
-    pub fn unmount(&mut self) -> io::Result<()> {
+    pub(crate) fn unmount(&mut self) -> io::Result<()> {
         self.0.unmount()
     }
 }
 
 impl Mounted {
     /// A handle that unmounts from another thread.
-    pub fn unmounter(&mut self) -> Unmounter {
+    pub(crate) fn unmounter(&mut self) -> Unmounter {
         Unmounter(self.session.unmount_callable())
     }
 
     /// Serves requests until the filesystem is unmounted.
-    pub fn run(self) -> io::Result<()> {
+    pub(crate) fn run(self) -> io::Result<()> {
         self.session.run()
     }
 }
 
 /// Mounts `tree` at `dir`. Returns once the kernel handshake is done, so the mount is usable.
-pub fn mount(tree: Tree, dir: &Path, cfg: MountConfig) -> io::Result<Mounted> {
+pub(crate) fn mount(tree: Tree, dir: &Path, cfg: MountConfig) -> io::Result<Mounted> {
     let (tx, rx) = mpsc::channel::<Inval>();
     let mut config = Config::default();
     config.mount_options = vec![

@@ -19,14 +19,14 @@ use std::sync::Arc;
 use crate::cas::Hash;
 
 /// An inode number.
-pub type Ino = u64;
+pub(crate) type Ino = u64;
 
 /// The root directory's inode number (fixed by FUSE).
-pub const ROOT: Ino = 1;
+pub(crate) const ROOT: Ino = 1;
 
 /// What an inode is. Views are named by what they show; scratch files by their id.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Key {
+pub(crate) enum Key {
     Root,
     /// `README.md`
     Readme,
@@ -45,7 +45,7 @@ pub enum Key {
 
 /// An entry of `workflows/`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum WfKey {
+pub(crate) enum WfKey {
     /// `workflows/`
     Root,
     /// `workflows/error`
@@ -76,7 +76,7 @@ pub enum WfKey {
 
 /// An entry of `threads/`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum ThreadKey {
+pub(crate) enum ThreadKey {
     /// `threads/`
     Root,
     /// `threads/<id>/`
@@ -99,7 +99,7 @@ pub enum ThreadKey {
 
 /// An entry of `cas/`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum CasKey {
+pub(crate) enum CasKey {
     /// `cas/`
     Root,
     /// `cas/<hash>`
@@ -112,7 +112,7 @@ pub enum CasKey {
 
 impl Key {
     /// Whether the entry is a directory.
-    pub fn is_dir(&self) -> bool {
+    pub(crate) fn is_dir(&self) -> bool {
         match self {
             Key::Root => true,
             Key::Workflows(k) => matches!(
@@ -133,7 +133,7 @@ impl Key {
     }
 
     /// Whether the entry is a symbolic link.
-    pub fn is_link(&self) -> bool {
+    pub(crate) fn is_link(&self) -> bool {
         matches!(
             self,
             Key::Workflows(WfKey::Latest(_) | WfKey::ThreadLink(..) | WfKey::CurrentVersion(_))
@@ -150,13 +150,13 @@ impl Key {
     }
 
     /// Whether files can be created, deleted and renamed in this directory.
-    pub fn is_writable_dir(&self) -> bool {
+    pub(crate) fn is_writable_dir(&self) -> bool {
         matches!(self, Key::Workflows(WfKey::Root | WfKey::Dir(_)))
     }
 
     /// The directory holding this directory (the root for the root and for files, whose `..`
     /// is never asked for).
-    pub fn parent(&self) -> Key {
+    pub(crate) fn parent(&self) -> Key {
         match self {
             Key::Workflows(WfKey::Dir(_)) => Key::Workflows(WfKey::Root),
             Key::Workflows(WfKey::Versions(n) | WfKey::Threads(n)) => {
@@ -175,7 +175,7 @@ impl Key {
 
 /// The entries of `threads/<id>/` other than `steps/` and `forks/`, in listing order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum ThreadFile {
+pub(crate) enum ThreadFile {
     Prompt,
     Head,
     Status,
@@ -204,7 +204,7 @@ pub enum ThreadFile {
 }
 
 impl ThreadFile {
-    pub const ALL: [ThreadFile; 17] = [
+    pub(crate) const ALL: [ThreadFile; 17] = [
         ThreadFile::Prompt,
         ThreadFile::Head,
         ThreadFile::Status,
@@ -224,7 +224,7 @@ impl ThreadFile {
         ThreadFile::Cost,
     ];
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             ThreadFile::Prompt => "prompt",
             ThreadFile::Head => "head",
@@ -246,19 +246,19 @@ impl ThreadFile {
         }
     }
 
-    pub fn from_name(name: &str) -> Option<ThreadFile> {
+    pub(crate) fn from_name(name: &str) -> Option<ThreadFile> {
         ThreadFile::ALL.into_iter().find(|f| f.name() == name)
     }
 
     /// Files whose write is an action (`step`, `run`, `kill`).
-    pub fn is_control(self) -> bool {
+    pub(crate) fn is_control(self) -> bool {
         matches!(self, ThreadFile::Step | ThreadFile::Run | ThreadFile::Kill)
     }
 }
 
 /// The entries of `threads/<id>/steps/NNN-role/`, in listing order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum StepFile {
+pub(crate) enum StepFile {
     OutputYaml,
     OutputJson,
     Body,
@@ -274,7 +274,7 @@ pub enum StepFile {
 }
 
 impl StepFile {
-    pub const ALL: [StepFile; 10] = [
+    pub(crate) const ALL: [StepFile; 10] = [
         StepFile::OutputYaml,
         StepFile::OutputJson,
         StepFile::Body,
@@ -287,7 +287,7 @@ impl StepFile {
         StepFile::Child,
     ];
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             StepFile::OutputYaml => "output.yaml",
             StepFile::OutputJson => "output.json",
@@ -302,18 +302,18 @@ impl StepFile {
         }
     }
 
-    pub fn from_name(name: &str) -> Option<StepFile> {
+    pub(crate) fn from_name(name: &str) -> Option<StepFile> {
         StepFile::ALL.into_iter().find(|f| f.name() == name)
     }
 }
 
 /// `NNN-role`: the step's 1-based index, zero-padded to width 3 (wider past 999), and its role.
-pub fn step_dir_name(index: usize, role: &str) -> String {
+pub(crate) fn step_dir_name(index: usize, role: &str) -> String {
     format!("{:03}-{role}", index + 1)
 }
 
 /// The 0-based index a step directory name claims, if it has the shape `NNN-role`.
-pub fn parse_step_dir(name: &str) -> Option<(usize, &str)> {
+pub(crate) fn parse_step_dir(name: &str) -> Option<(usize, &str)> {
     let (number, role) = name.split_once('-')?;
     if number.len() < 3 || !number.bytes().all(|b| b.is_ascii_digit()) || role.is_empty() {
         return None;
@@ -324,12 +324,12 @@ pub fn parse_step_dir(name: &str) -> Option<(usize, &str)> {
 }
 
 /// Whether `name` is spelled like a thread id (an uppercase ULID).
-pub fn is_thread_id(name: &str) -> bool {
+pub(crate) fn is_thread_id(name: &str) -> bool {
     ulid::Ulid::from_string(name).is_ok_and(|u| u.to_string() == name)
 }
 
 /// `<13 symbols><suffix>` → the hash (`cas/schemas/<hash>.json`, `versions/<hash>.yaml`).
-pub fn hash_name(name: &str, suffix: &str) -> Option<Hash> {
+pub(crate) fn hash_name(name: &str, suffix: &str) -> Option<Hash> {
     Hash::parse(name.strip_suffix(suffix)?).ok()
 }
 
@@ -343,7 +343,7 @@ struct Slot {
 
 /// Inode numbers ↔ keys.
 #[derive(Debug)]
-pub struct InodeTable {
+pub(crate) struct InodeTable {
     by_key: HashMap<Key, Ino>,
     by_ino: HashMap<Ino, Slot>,
     next: Ino,
@@ -356,7 +356,7 @@ impl Default for InodeTable {
 }
 
 impl InodeTable {
-    pub fn new() -> InodeTable {
+    pub(crate) fn new() -> InodeTable {
         let mut table = InodeTable {
             by_key: HashMap::new(),
             by_ino: HashMap::new(),
@@ -375,7 +375,7 @@ impl InodeTable {
     }
 
     /// The inode of `key`, allocated on first use.
-    pub fn ino(&mut self, key: &Key) -> Ino {
+    pub(crate) fn ino(&mut self, key: &Key) -> Ino {
         if let Some(ino) = self.by_key.get(key) {
             return *ino;
         }
@@ -394,17 +394,17 @@ impl InodeTable {
     }
 
     /// The inode of `key` if it has one already.
-    pub fn existing(&self, key: &Key) -> Option<Ino> {
+    pub(crate) fn existing(&self, key: &Key) -> Option<Ino> {
         self.by_key.get(key).copied()
     }
 
     /// What `ino` stands for.
-    pub fn key(&self, ino: Ino) -> Option<&Key> {
+    pub(crate) fn key(&self, ino: Ino) -> Option<&Key> {
         self.by_ino.get(&ino).map(|s| &s.key)
     }
 
     /// Counts one kernel reference (a lookup or create reply) on `ino`.
-    pub fn remember(&mut self, ino: Ino) {
+    pub(crate) fn remember(&mut self, ino: Ino) {
         if let Some(slot) = self.by_ino.get_mut(&ino) {
             slot.lookups += 1;
         }
@@ -414,7 +414,7 @@ impl InodeTable {
     ///
     /// A number is never reused and a forgotten inode leaves the table, so the first time is
     /// while the kernel's inode is new, with nothing in its page cache and no file open on it.
-    pub fn first_fill(&mut self, ino: Ino) -> bool {
+    pub(crate) fn first_fill(&mut self, ino: Ino) -> bool {
         match self.by_ino.get_mut(&ino) {
             Some(slot) if !slot.filled => {
                 slot.filled = true;
@@ -425,7 +425,7 @@ impl InodeTable {
     }
 
     /// The kernel dropped `n` references; the inode is forgotten when none remain.
-    pub fn forget(&mut self, ino: Ino, n: u64) {
+    pub(crate) fn forget(&mut self, ino: Ino, n: u64) {
         if ino == ROOT {
             return;
         }
@@ -444,7 +444,7 @@ impl InodeTable {
 
     /// Makes `ino` stand for `key` from now on (a rename moved it there). Whatever inode stood
     /// for `key` before becomes [`Key::Gone`]; `ino`'s old key gets a fresh inode when next seen.
-    pub fn rebind(&mut self, ino: Ino, key: Key) {
+    pub(crate) fn rebind(&mut self, ino: Ino, key: Key) {
         if let Some(old) = self.by_key.get(&key).copied()
             && old != ino
         {
@@ -472,22 +472,13 @@ impl InodeTable {
     }
 
     /// Marks `ino` as gone: its entry no longer exists, the number is never reused.
-    pub fn retire(&mut self, ino: Ino) {
+    pub(crate) fn retire(&mut self, ino: Ino) {
         if let Some(slot) = self.by_ino.get_mut(&ino) {
             let previous = std::mem::replace(&mut slot.key, Key::Gone);
             if self.by_key.get(&previous) == Some(&ino) {
                 self.by_key.remove(&previous);
             }
         }
-    }
-
-    /// How many inodes the table holds (for tests and bounds).
-    pub fn len(&self) -> usize {
-        self.by_ino.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.by_ino.is_empty()
     }
 }
 

@@ -22,17 +22,16 @@
 //!
 //! Architecture Invariant: `fs` depends on `engine` and `cas`, never on `cli`, and prints nothing.
 
-pub mod actions;
-pub mod attr;
-pub mod error;
-pub mod export;
-pub mod fuse;
-pub mod inode;
-pub mod registration;
-pub mod scratch;
-pub mod tree;
+pub(crate) mod actions;
+pub(crate) mod attr;
+pub(crate) mod error;
+pub(crate) mod export;
+pub(crate) mod fuse;
+pub(crate) mod inode;
+pub(crate) mod registration;
+pub(crate) mod scratch;
+pub(crate) mod tree;
 pub mod unmount;
-pub mod views;
+pub(crate) mod views;
 
-pub use error::FsError;
-pub use tree::{Options, Tree};
+pub(crate) use tree::{Options, Tree};

@@ -18,7 +18,7 @@ use std::time::SystemTime;
 
 use crate::cas::Hash;
 use crate::cas::store::now_ms;
-use crate::engine::workflow::registry::{self, Registered};
+use crate::engine::workflow::registry;
 use crate::engine::workflow::{self, Checked, WorkflowError};
 
 use super::error::FsError;
@@ -27,7 +27,7 @@ use super::views::Source;
 
 /// What saving a file at some name means.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Target {
+pub(crate) enum Target {
     /// `workflows/<name>/workflow.yaml`: a version of this name.
     Workflow(Arc<str>),
     /// `workflows/<anything>.yaml`: registered under the name inside.
@@ -35,7 +35,7 @@ pub enum Target {
 }
 
 /// The meaning of a file named `name` in directory `dir`, if saving it registers something.
-pub fn target_of(dir: &Key, name: &str) -> Option<Target> {
+pub(crate) fn target_of(dir: &Key, name: &str) -> Option<Target> {
     match dir {
         Key::Workflows(WfKey::Dir(n)) if name == "workflow.yaml" => {
             Some(Target::Workflow(n.clone()))
@@ -54,14 +54,13 @@ pub fn target_of(dir: &Key, name: &str) -> Option<Target> {
 
 /// A successful registration.
 #[derive(Debug, Clone)]
-pub struct Saved {
+pub(crate) struct Saved {
     pub name: Arc<str>,
     pub hash: Hash,
-    pub status: Registered,
 }
 
 /// Parses and validates `text` for `target` without storing anything.
-pub fn check(text: &[u8], target: &Target) -> Result<Checked, String> {
+pub(crate) fn check(text: &[u8], target: &Target) -> Result<Checked, String> {
     let text = std::str::from_utf8(text)
         .map_err(|e| format!("the file is not UTF-8 text ({e}); nothing was registered"))?;
     if text.trim().is_empty() {
@@ -84,7 +83,7 @@ pub fn check(text: &[u8], target: &Target) -> Result<Checked, String> {
 }
 
 /// Checks, stores and registers `text`. A refusal is [`FsError::Refused`] with the reason.
-pub fn register(source: &Source, text: &[u8], target: &Target) -> Result<Saved, FsError> {
+pub(crate) fn register(source: &Source, text: &[u8], target: &Target) -> Result<Saved, FsError> {
     let checked = check(text, target).map_err(FsError::Refused)?;
     let name: Arc<str> = Arc::from(checked.definition.workflow.name.as_str());
     // From the first node until the registry names them: GC keeps them (see `cas::gc`).
@@ -99,17 +98,18 @@ pub fn register(source: &Source, text: &[u8], target: &Target) -> Result<Saved, 
     // The text as saved, comments and all, is what the mount and `workflow show` give back.
     let text = String::from_utf8_lossy(text);
     let kept = registry::store_source(source.store(), &text).map_err(FsError::internal)?;
-    let status = registry::register_source(source.root(), &name, hash, Some(kept), now_ms())
-        .map_err(|e| match e {
+    registry::register_source(source.root(), &name, hash, Some(kept), now_ms()).map_err(
+        |e| match e {
             registry::RegistryError::Index(e) => FsError::internal(e),
             other => FsError::Refused(other.to_string()),
-        })?;
+        },
+    )?;
     source.registry_changed();
-    Ok(Saved { name, hash, status })
+    Ok(Saved { name, hash })
 }
 
 /// The text of `workflows/error` after a refused save of `path` (relative to the mount).
-pub fn error_text(path: &str, reason: &str, kept: &str) -> String {
+pub(crate) fn error_text(path: &str, reason: &str, kept: &str) -> String {
     let when = humantime::format_rfc3339_seconds(SystemTime::now());
     format!(
         "{when} {path}: not registered\n{reason}\n\n{kept}\n",

@@ -17,7 +17,7 @@ use super::inode::Key;
 
 /// Memory bounds for scratch files.
 #[derive(Debug, Clone, Copy)]
-pub struct Limits {
+pub(crate) struct Limits {
     /// Largest size of one file, in bytes.
     pub file: u64,
     /// Largest size of all scratch data together, in bytes.
@@ -38,7 +38,7 @@ impl Default for Limits {
 
 /// One scratch file.
 #[derive(Debug, Clone)]
-pub struct Scratch {
+pub(crate) struct Scratch {
     /// The directory it is in, and its name there; `None` once unlinked (or for a draft).
     pub place: Option<(Key, String)>,
     pub data: Vec<u8>,
@@ -57,7 +57,7 @@ pub struct Scratch {
 
 /// All scratch files of a mount.
 #[derive(Debug, Default)]
-pub struct Scratches {
+pub(crate) struct Scratches {
     files: HashMap<u64, Scratch>,
     /// (directory, name) → id, sorted so listings come out in a stable order.
     names: BTreeMap<(Key, String), u64>,
@@ -67,7 +67,7 @@ pub struct Scratches {
 }
 
 impl Scratches {
-    pub fn new(limits: Limits) -> Scratches {
+    pub(crate) fn new(limits: Limits) -> Scratches {
         Scratches {
             limits,
             next: 1,
@@ -75,12 +75,8 @@ impl Scratches {
         }
     }
 
-    pub fn limits(&self) -> Limits {
-        self.limits
-    }
-
     /// Creates an empty file; `place` is `None` for a draft.
-    pub fn create(
+    pub(crate) fn create(
         &mut self,
         place: Option<(Key, String)>,
         mode: u16,
@@ -121,7 +117,7 @@ impl Scratches {
     }
 
     /// Creates a file holding `data` (a copy of a view, a draft).
-    pub fn create_with(
+    pub(crate) fn create_with(
         &mut self,
         place: Option<(Key, String)>,
         data: &[u8],
@@ -140,21 +136,21 @@ impl Scratches {
         Ok(id)
     }
 
-    pub fn get(&self, id: u64) -> Option<&Scratch> {
+    pub(crate) fn get(&self, id: u64) -> Option<&Scratch> {
         self.files.get(&id)
     }
 
-    pub fn get_mut(&mut self, id: u64) -> Option<&mut Scratch> {
+    pub(crate) fn get_mut(&mut self, id: u64) -> Option<&mut Scratch> {
         self.files.get_mut(&id)
     }
 
     /// The file at `name` in `dir`.
-    pub fn find(&self, dir: &Key, name: &str) -> Option<u64> {
+    pub(crate) fn find(&self, dir: &Key, name: &str) -> Option<u64> {
         self.names.get(&(dir.clone(), name.to_owned())).copied()
     }
 
     /// Names and ids of the files in `dir`, sorted by name.
-    pub fn list(&self, dir: &Key) -> Vec<(String, u64)> {
+    pub(crate) fn list(&self, dir: &Key) -> Vec<(String, u64)> {
         self.names
             .range((dir.clone(), String::new())..)
             .take_while(|((d, _), _)| d == dir)
@@ -163,7 +159,7 @@ impl Scratches {
     }
 
     /// Whether `dir` holds any scratch file.
-    pub fn any_in(&self, dir: &Key) -> bool {
+    pub(crate) fn any_in(&self, dir: &Key) -> bool {
         self.names
             .range((dir.clone(), String::new())..)
             .next()
@@ -171,7 +167,7 @@ impl Scratches {
     }
 
     /// Writes `data` at `offset`, growing the file (zero-filled) as needed.
-    pub fn write(&mut self, id: u64, offset: u64, data: &[u8]) -> Result<u32, FsError> {
+    pub(crate) fn write(&mut self, id: u64, offset: u64, data: &[u8]) -> Result<u32, FsError> {
         let end = offset
             .checked_add(data.len() as u64)
             .ok_or(FsError::TooBig {
@@ -189,7 +185,7 @@ impl Scratches {
     }
 
     /// Sets the size, cutting or zero-filling.
-    pub fn truncate(&mut self, id: u64, size: u64) -> Result<(), FsError> {
+    pub(crate) fn truncate(&mut self, id: u64, size: u64) -> Result<(), FsError> {
         self.reserve(id, size)?;
         let file = self.files.get_mut(&id).ok_or(FsError::BadHandle)?;
         let old = file.data.len() as u64;
@@ -223,7 +219,7 @@ impl Scratches {
     }
 
     /// Removes the name of a file; the data stays while handles are open.
-    pub fn unlink(&mut self, id: u64) {
+    pub(crate) fn unlink(&mut self, id: u64) {
         if let Some(file) = self.files.get_mut(&id)
             && let Some(place) = file.place.take()
         {
@@ -234,7 +230,7 @@ impl Scratches {
     }
 
     /// Gives a file a new name (the caller has removed whatever was there).
-    pub fn rename(&mut self, id: u64, place: (Key, String)) {
+    pub(crate) fn rename(&mut self, id: u64, place: (Key, String)) {
         let Some(file) = self.files.get_mut(&id) else {
             return;
         };
@@ -247,7 +243,7 @@ impl Scratches {
     }
 
     /// Drops a file whatever its state.
-    pub fn remove(&mut self, id: u64) -> Option<Scratch> {
+    pub(crate) fn remove(&mut self, id: u64) -> Option<Scratch> {
         let file = self.files.remove(&id)?;
         if let Some(place) = &file.place {
             self.names.remove(place);
@@ -257,7 +253,7 @@ impl Scratches {
     }
 
     /// Drops a file that has neither a name nor open handles.
-    pub fn collect(&mut self, id: u64) {
+    pub(crate) fn collect(&mut self, id: u64) {
         if self
             .files
             .get(&id)
@@ -268,7 +264,8 @@ impl Scratches {
     }
 
     /// Bytes held by all scratch files.
-    pub fn bytes(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn bytes(&self) -> u64 {
         self.bytes
     }
 }

@@ -50,13 +50,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::SystemTime;
 
-use super::actions::{Actions, Jobs};
+use super::actions::Actions;
 use super::attr::{
     Attr, Caching, Caller, DirEntry, Inval, Kind, Lookup, Opened, Owner, Reading, StatFs,
     check_name,
 };
 use super::error::FsError;
-use super::inode::{Ino, InodeTable, Key, ROOT, StepFile, ThreadFile, ThreadKey, WfKey};
+use super::inode::{Ino, InodeTable, Key, StepFile, ThreadFile, ThreadKey, WfKey};
 use super::scratch::{Limits, Scratches};
 use super::views::{Source, Warmer};
 
@@ -80,11 +80,11 @@ use threads::{growing, read_at};
 const PAGE: usize = 1024;
 
 /// The largest file whose bytes go into the kernel's page cache at its first open.
-pub const PREFILL_MAX: usize = 128 << 10;
+pub(crate) const PREFILL_MAX: usize = 128 << 10;
 
 /// How a mount behaves.
 #[derive(Debug, Clone)]
-pub struct Options {
+pub(crate) struct Options {
     /// `--read-only`: nothing can be written; opens are not tracked at all (see `open`).
     pub read_only: bool,
     /// Owner of every generated entry (the mounting user).
@@ -110,7 +110,7 @@ fn kind(key: &Key) -> Kind {
 
 /// The storage seen as a filesystem.
 #[derive(Debug)]
-pub struct Tree {
+pub(crate) struct Tree {
     source: Arc<Source>,
     /// Renders a thread's files ahead once a reader starts on it.
     warmer: Warmer,
@@ -125,7 +125,7 @@ pub struct Tree {
 }
 
 impl Tree {
-    pub fn new(source: Source, opts: Options) -> Tree {
+    pub(crate) fn new(source: Source, opts: Options) -> Tree {
         let source = Arc::new(source);
         let warmer = Warmer::start(source.clone());
         let readme = Arc::from(readme::text(source.root(), opts.read_only).into_bytes());
@@ -159,10 +159,6 @@ impl Tree {
         }
     }
 
-    pub fn options(&self) -> &Options {
-        &self.opts
-    }
-
     /// The owner of every generated entry: the mounting user.
     fn owner(&self) -> Owner {
         Owner {
@@ -178,24 +174,26 @@ impl Tree {
     }
 
     /// The storage seen through this tree.
-    pub fn source(&self) -> &Source {
+    #[cfg(test)]
+    pub(crate) fn source(&self) -> &Source {
         &self.source
     }
 
     /// The background jobs started through control files.
-    pub fn jobs(&self) -> &Arc<Jobs> {
+    #[cfg(test)]
+    pub(crate) fn jobs(&self) -> &Arc<super::actions::Jobs> {
         self.actions.jobs()
     }
 
     /// Kernel caches that this tree's own changes made stale, to be sent from another thread.
-    pub fn take_invalidations(&self) -> Vec<Inval> {
+    pub(crate) fn take_invalidations(&self) -> Vec<Inval> {
         std::mem::take(&mut self.lock().inval)
     }
 
     // ---------------------------------------------------------------- reading
 
     /// Looks `name` up in directory `parent`; a found entry counts one kernel reference.
-    pub fn lookup(&self, parent: Ino, name: &str) -> Result<Lookup, FsError> {
+    pub(crate) fn lookup(&self, parent: Ino, name: &str) -> Result<Lookup, FsError> {
         check_name(name)?;
         let mut st = self.lock();
         let dir = Self::dir_key(&st, parent)?;
@@ -225,11 +223,11 @@ impl Tree {
     }
 
     /// The kernel dropped `n` references to `ino`.
-    pub fn forget(&self, ino: Ino, n: u64) {
+    pub(crate) fn forget(&self, ino: Ino, n: u64) {
         self.lock().inodes.forget(ino, n);
     }
 
-    pub fn getattr(&self, ino: Ino, fh: Option<u64>) -> Result<Attr, FsError> {
+    pub(crate) fn getattr(&self, ino: Ino, fh: Option<u64>) -> Result<Attr, FsError> {
         let st = self.lock();
         match st.inodes.key(ino) {
             Some(Key::Gone) | None => {
@@ -246,7 +244,7 @@ impl Tree {
     }
 
     /// `access(2)`: write access only where something can be saved, execute only on directories.
-    pub fn access(&self, ino: Ino, mask: i32) -> Result<(), FsError> {
+    pub(crate) fn access(&self, ino: Ino, mask: i32) -> Result<(), FsError> {
         let st = self.lock();
         let key = Self::key_of(&st, ino)?;
         let attr = self.attr_of(&st, ino, &key)?;
@@ -268,7 +266,7 @@ impl Tree {
     /// then stops sending opens for the whole connection and keeps every file's pages cached
     /// (the kernel's no-open mode, which it enters at the first ENOSYS to OPEN), which only a
     /// mount where nothing is written can afford.
-    pub fn open(&self, ino: Ino, flags: i32, caller: Caller) -> Result<Opened, FsError> {
+    pub(crate) fn open(&self, ino: Ino, flags: i32, caller: Caller) -> Result<Opened, FsError> {
         if self.opts.read_only {
             return Err(FsError::Unsupported);
         }
@@ -390,7 +388,7 @@ impl Tree {
     /// while a request for it is unanswered can deadlock (the kernel holds the pages' locks
     /// until the reply): before its first open no file can be open on the inode, so no READ of
     /// it can be waiting on a page lock.
-    pub fn prefill(&self, ino: Ino, fh: u64) -> Option<Arc<[u8]>> {
+    pub(crate) fn prefill(&self, ino: Ino, fh: u64) -> Option<Arc<[u8]>> {
         let mut st = self.lock();
         let key = match st.handles.get(&fh) {
             Some(Handle {
@@ -407,7 +405,13 @@ impl Tree {
     }
 
     /// Reads from an open file, blocking while a `wait` waits (tests, export).
-    pub fn read(&self, ino: Ino, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>, FsError> {
+    pub(crate) fn read(
+        &self,
+        ino: Ino,
+        fh: u64,
+        offset: u64,
+        size: u32,
+    ) -> Result<Vec<u8>, FsError> {
         match self.read_or_wait(ino, fh, offset, size)? {
             Reading::Data(bytes) => Ok(bytes),
             Reading::Later(job) => job(&|| false),
@@ -416,7 +420,7 @@ impl Tree {
 
     /// Reads from an open file; `fh` 0 (no-open mode) reads the generated content directly.
     /// A read of `wait` while a step runs comes back as [`Reading::Later`].
-    pub fn read_or_wait(
+    pub(crate) fn read_or_wait(
         &self,
         ino: Ino,
         fh: u64,
@@ -489,7 +493,7 @@ impl Tree {
     /// `poll(2)`/`select(2)` on an open file: `None` when a read would not block (every file
     /// but a `wait` whose step still runs), else a job that returns once it would not.
     /// `read -t` in bash waits in `select` for a regular file too, so this is what ends it.
-    pub fn poll(&self, fh: u64) -> Option<Box<dyn FnOnce() + Send>> {
+    pub(crate) fn poll(&self, fh: u64) -> Option<Box<dyn FnOnce() + Send>> {
         let st = self.lock();
         match st.handles.get(&fh).map(|h| &h.open) {
             Some(Open::Wait(id, answer)) if answer.get().is_none() && self.actions.busy(id) => {
@@ -501,7 +505,7 @@ impl Tree {
     }
 
     /// The target of a symbolic link.
-    pub fn readlink(&self, ino: Ino) -> Result<String, FsError> {
+    pub(crate) fn readlink(&self, ino: Ino) -> Result<String, FsError> {
         let st = self.lock();
         let key = Self::key_of(&st, ino)?;
         self.link_target(&key)
@@ -513,14 +517,14 @@ impl Tree {
     /// (checked at every `readdir` from offset 0, with `FUSE_AUTO_INVAL_DATA`). That is exact here
     /// because every directory's mtime moves with its listing (`views.rs`, "Architecture
     /// Invariant"), and the attributes of a directory that can change are never cached.
-    pub fn opendir(&self, ino: Ino) -> Result<Opened, FsError> {
+    pub(crate) fn opendir(&self, ino: Ino) -> Result<Opened, FsError> {
         let _ = ino;
         Err(FsError::Unsupported)
     }
 
     /// One page of a directory from `offset` (0 = start), `.` and `..` first. Directories are
     /// never opened (see [`Tree::opendir`]): each page is cut from the listing as it is now.
-    pub fn readdir(&self, ino: Ino, offset: u64) -> Result<Vec<DirEntry>, FsError> {
+    pub(crate) fn readdir(&self, ino: Ino, offset: u64) -> Result<Vec<DirEntry>, FsError> {
         let mut st = self.lock();
         let key = Self::dir_key(&st, ino)?;
         let listing = self.listing(&st, &key)?;
@@ -551,7 +555,7 @@ impl Tree {
 
     /// `statfs(2)`: the numbers of the filesystem holding the store (what the mount's files
     /// are made of), so `df` shows something true.
-    pub fn statfs(&self) -> Result<StatFs, FsError> {
+    pub(crate) fn statfs(&self) -> Result<StatFs, FsError> {
         let root = self.source.root();
         let v = nix::sys::statvfs::statvfs(root)
             .map_err(|e| FsError::internal(format!("{}: {e}", root.display())))?;
@@ -568,12 +572,8 @@ impl Tree {
     }
 
     /// The bytes the scratch files hold (for tests and the memory bound).
-    pub fn scratch_bytes(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn scratch_bytes(&self) -> u64 {
         self.lock().scratch.bytes()
-    }
-
-    /// The root inode (for completeness of the API).
-    pub fn root(&self) -> Ino {
-        ROOT
     }
 }

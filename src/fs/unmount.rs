@@ -51,7 +51,7 @@ pub enum UnmountError {
 
 /// `path` made absolute and normalized without touching the filesystem (a dead mount point
 /// cannot be stat'ed).
-pub fn lexical_absolute(path: &Path) -> io::Result<PathBuf> {
+pub(crate) fn lexical_absolute(path: &Path) -> io::Result<PathBuf> {
     let abs = std::path::absolute(path)?;
     let mut out = PathBuf::new();
     for c in abs.components() {
@@ -128,7 +128,7 @@ pub fn find(dir: &Path) -> io::Result<Option<FuseMount>> {
 }
 
 /// Aborts a FUSE connection: every request in flight fails with ENOTCONN, stuck callers wake up.
-pub fn abort_connection(minor: u32) -> io::Result<()> {
+pub(crate) fn abort_connection(minor: u32) -> io::Result<()> {
     let base = Path::new("/sys/fs/fuse/connections");
     let conn = base.join(minor.to_string());
     if !conn.exists() {

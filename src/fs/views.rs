@@ -41,11 +41,13 @@ mod thread_source;
 mod warm;
 mod watch;
 
-pub use thread_source::ThreadRef;
-pub use warm::{Order, Warmer};
+pub(crate) use thread_source::ThreadRef;
+#[cfg(test)]
+pub(crate) use warm::Order;
+pub(crate) use warm::Warmer;
 
 /// How long a listing of a big directory (`cas/`) is reused.
-pub const LISTING_TTL: Duration = Duration::from_secs(1);
+pub(crate) const LISTING_TTL: Duration = Duration::from_secs(1);
 
 /// How old an index file's mtime must be before it can stand for the file's content.
 ///
@@ -54,7 +56,7 @@ pub const LISTING_TTL: Duration = Duration::from_secs(1);
 /// the same stamp). Until the mtime is older than this, the file is re-read at every look and
 /// directories built from it report the current time as their mtime (a new one each time), so
 /// the kernel never keeps a listing under an mtime that a later change could repeat.
-pub const SETTLE: Duration = Duration::from_millis(100);
+pub(crate) const SETTLE: Duration = Duration::from_millis(100);
 
 /// The mtime a directory built from files stamped `mtime`, read at `read_at`, reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,16 +118,16 @@ enum Render {
 
 /// Rendered bytes of an immutable file and the time of the node they come from.
 #[derive(Debug, Clone)]
-pub struct Content {
+pub(crate) struct Content {
     pub bytes: Arc<[u8]>,
     pub time: SystemTime,
 }
 
 /// A directory listing: names and what they are, in display order.
-pub type Listing = Vec<(String, Key)>;
+pub(crate) type Listing = Vec<(String, Key)>;
 
 /// The store seen as files.
-pub struct Source {
+pub(crate) struct Source {
     store: Arc<Store>,
     root: PathBuf,
     mounted_at: SystemTime,
@@ -178,7 +180,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// versions (of a thread's head, of a workflow) within one millisecond would share a time; as a
 /// directory's mtime this one differs for every hash, so the kernel never keeps a listing of
 /// one version under the mtime of another.
-pub fn versioned(time: SystemTime, hash: Hash) -> SystemTime {
+pub(crate) fn versioned(time: SystemTime, hash: Hash) -> SystemTime {
     use std::hash::{Hash as _, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     hash.hash(&mut h);
@@ -186,7 +188,7 @@ pub fn versioned(time: SystemTime, hash: Hash) -> SystemTime {
 }
 
 /// Milliseconds since the epoch as a time.
-pub fn from_ms(ms: u64) -> SystemTime {
+pub(crate) fn from_ms(ms: u64) -> SystemTime {
     UNIX_EPOCH + Duration::from_millis(ms)
 }
 
@@ -198,7 +200,7 @@ fn store_error(e: StoreError) -> FsError {
 }
 
 impl Source {
-    pub fn new(store: Store) -> Source {
+    pub(crate) fn new(store: Store) -> Source {
         Source {
             root: store.root().to_path_buf(),
             watch: watch::Watch::of(&store),
@@ -214,31 +216,31 @@ impl Source {
         }
     }
 
-    pub fn store(&self) -> &Store {
+    pub(crate) fn store(&self) -> &Store {
         &self.store
     }
 
     /// The store, shared with background steps.
-    pub fn shared_store(&self) -> Arc<Store> {
+    pub(crate) fn shared_store(&self) -> Arc<Store> {
         self.store.clone()
     }
 
-    pub fn root(&self) -> &Path {
+    pub(crate) fn root(&self) -> &Path {
         &self.root
     }
 
     /// When the mount started: the time of entries that have no better one.
-    pub fn mounted_at(&self) -> SystemTime {
+    pub(crate) fn mounted_at(&self) -> SystemTime {
         self.mounted_at
     }
 
     /// The registry, re-read only when `registry.yaml` changed on disk.
-    pub fn registry(&self) -> Result<Arc<Registry>, FsError> {
+    pub(crate) fn registry(&self) -> Result<Arc<Registry>, FsError> {
         Ok(self.registry_version()?.0)
     }
 
     /// A workflow was registered through the mount: read the registry at the next look.
-    pub fn registry_changed(&self) {
+    pub(crate) fn registry_changed(&self) {
         self.registry_generation.fetch_add(1, Ordering::SeqCst);
     }
 
@@ -284,12 +286,12 @@ impl Source {
     }
 
     /// The registry entry of `name`, if registered.
-    pub fn entry(&self, name: &str) -> Result<Option<RegistryEntry>, FsError> {
+    pub(crate) fn entry(&self, name: &str) -> Result<Option<RegistryEntry>, FsError> {
         Ok(self.registry()?.get(name).cloned())
     }
 
     /// The mtime of `workflows/`: the version of `registry.yaml` (see [`Version`]).
-    pub fn registry_mtime(&self) -> Result<SystemTime, FsError> {
+    pub(crate) fn registry_mtime(&self) -> Result<SystemTime, FsError> {
         Ok(self.registry_version()?.1.time())
     }
 
@@ -297,17 +299,17 @@ impl Source {
     /// period. Node files appear (a write) and disappear (`uwf cas gc`) without any index file
     /// changing, so these listings are made afresh once per period, and the period is their
     /// version: the kernel reads them again in the next one.
-    pub fn cas_mtime(&self) -> SystemTime {
+    pub(crate) fn cas_mtime(&self) -> SystemTime {
         listing_period(SystemTime::now())
     }
 
     /// Whether a node exists.
-    pub fn has(&self, hash: Hash) -> bool {
+    pub(crate) fn has(&self, hash: Hash) -> bool {
         self.store.has(hash)
     }
 
     /// `cas/<hash>`: the node as pretty JSON.
-    pub fn node_json(&self, hash: Hash) -> Result<Content, FsError> {
+    pub(crate) fn node_json(&self, hash: Hash) -> Result<Content, FsError> {
         self.rendered(Render::Node, hash, || {
             let node = self.store.get(hash).map_err(store_error)?;
             Ok((pretty(&node.to_json())?, node.timestamp))
@@ -315,7 +317,7 @@ impl Source {
     }
 
     /// `cas/schemas/<hash>.json`: a schema node's payload; `NotFound` for other nodes.
-    pub fn schema_json(&self, hash: Hash) -> Result<Content, FsError> {
+    pub(crate) fn schema_json(&self, hash: Hash) -> Result<Content, FsError> {
         self.rendered(Render::Schema, hash, || {
             let node = self.store.get(hash).map_err(store_error)?;
             if !node.is_schema() && hash != Hash::META {
@@ -326,7 +328,7 @@ impl Source {
     }
 
     /// A workflow version as YAML with its schemas inline.
-    pub fn workflow_yaml(&self, hash: Hash) -> Result<Content, FsError> {
+    pub(crate) fn workflow_yaml(&self, hash: Hash) -> Result<Content, FsError> {
         self.rendered(Render::Yaml, hash, || {
             let node = self.store.get(hash).map_err(store_error)?;
             let def = Definition::load(&self.store, hash).map_err(FsError::internal)?;
@@ -335,7 +337,7 @@ impl Source {
     }
 
     /// A `text` node's string: the saved source of a workflow version.
-    pub fn text(&self, hash: Hash) -> Result<Content, FsError> {
+    pub(crate) fn text(&self, hash: Hash) -> Result<Content, FsError> {
         self.rendered(Render::Text, hash, || {
             let node = self.store.get(hash).map_err(store_error)?;
             let text = node.payload.as_str().ok_or(FsError::NotFound)?;
@@ -344,7 +346,7 @@ impl Source {
     }
 
     /// A workflow version's Mermaid flowchart.
-    pub fn workflow_graph(&self, hash: Hash) -> Result<Content, FsError> {
+    pub(crate) fn workflow_graph(&self, hash: Hash) -> Result<Content, FsError> {
         self.rendered(Render::Graph, hash, || {
             let node = self.store.get(hash).map_err(store_error)?;
             let w = Workflow::load(&self.store, hash).map_err(FsError::internal)?;
@@ -377,7 +379,7 @@ impl Source {
     }
 
     /// The entries of `cas/` (every node) or `cas/schemas/`, reused for [`LISTING_TTL`].
-    pub fn cas_listing(&self, dir: &CasKey) -> Result<Arc<Listing>, FsError> {
+    pub(crate) fn cas_listing(&self, dir: &CasKey) -> Result<Arc<Listing>, FsError> {
         let period = self.cas_mtime();
         let mut cache = lock(&self.listings);
         if let Some((made, listing)) = cache.get(dir)

@@ -7,14 +7,14 @@ use super::store::PgStore;
 
 /// A thread's context row.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ContextRow {
+pub(crate) struct ContextRow {
     pub body: String,
     pub paused: bool,
 }
 
 impl PgStore {
     /// The context of `thread`, if one was recorded.
-    pub fn thread_context(&self, thread: &str) -> Result<Option<ContextRow>, PgError> {
+    pub(crate) fn thread_context(&self, thread: &str) -> Result<Option<ContextRow>, PgError> {
         let row = self.with_client("read thread context", |c| {
             c.query_opt(
                 "select body, paused from thread_context where thread = $1",
@@ -28,7 +28,12 @@ impl PgStore {
     }
 
     /// Records (or replaces) the context of `thread`, keeping whether it is paused.
-    pub fn put_thread_context(&self, thread: &str, body: &str, at_ms: u64) -> Result<(), PgError> {
+    pub(crate) fn put_thread_context(
+        &self,
+        thread: &str,
+        body: &str,
+        at_ms: u64,
+    ) -> Result<(), PgError> {
         let at = at_ms as i64;
         self.with_client("record thread context", |c| {
             c.execute(
@@ -43,7 +48,12 @@ impl PgStore {
 
     /// Pauses or resumes `thread` (a thread with no context yet gets an empty one). Notifies
     /// the threads channel, so watchers and idle workers look again.
-    pub fn set_thread_paused(&self, thread: &str, paused: bool, at_ms: u64) -> Result<(), PgError> {
+    pub(crate) fn set_thread_paused(
+        &self,
+        thread: &str,
+        paused: bool,
+        at_ms: u64,
+    ) -> Result<(), PgError> {
         let at = at_ms as i64;
         self.with_client("pause or resume a thread", |c| {
             c.execute(

@@ -12,8 +12,9 @@ use crate::cas::canonical::node_bytes;
 use crate::cas::{Hash, Node};
 
 use super::error::PgError;
+use super::rows::{Exported, RowFacts, from_bigint, to_bigint};
 use super::store::{PgStore, parse_typed_row};
-use super::threads::{ArchivedThread, hash_column};
+use super::threads::hash_column;
 
 /// What a database already holds besides nodes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -25,30 +26,9 @@ pub struct Occupancy {
 
 impl Occupancy {
     /// Whether there is no thread (active or archived) and no registered workflow.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.threads == 0 && self.archived == 0 && self.workflows == 0
     }
-}
-
-/// An active thread copied from another store.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CopiedThread {
-    pub id: String,
-    pub workflow: Hash,
-    pub head: Hash,
-    /// The thread it was forked or spawned from, when the source knows.
-    pub parent: Option<String>,
-    /// When it started (its start node's timestamp), in milliseconds since the epoch.
-    pub started_ms: Option<i64>,
-}
-
-/// What a thread's row knows beyond its head, which lists show without reading the thread.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RowFacts {
-    /// Steps from the start to the head.
-    pub steps: u64,
-    /// The role the moderator picks at the head (active threads).
-    pub next: Option<String>,
 }
 
 /// `timestamptz` from milliseconds since the epoch, exactly (integer arithmetic on an interval).
@@ -56,7 +36,7 @@ const FROM_MS: &str = "timestamptz 'epoch' + ms * interval '1 millisecond'";
 
 impl PgStore {
     /// How many active threads, archived threads and registered workflows there are.
-    pub fn occupancy(&self) -> Result<Occupancy, PgError> {
+    pub(crate) fn occupancy(&self) -> Result<Occupancy, PgError> {
         self.with_client("count threads and workflows", |c| {
             let row = c.query_one(
                 "select (select count(*) from threads), (select count(*) from history),
@@ -73,7 +53,7 @@ impl PgStore {
 
     /// Reads the nodes `hashes` in one query, each verified as [`PgStore::get_node`] does, in
     /// the order asked. A hash with no row is [`PgError::NotFound`].
-    pub fn nodes_by_hash(&self, hashes: &[Hash]) -> Result<Vec<Node>, PgError> {
+    pub(crate) fn nodes_by_hash(&self, hashes: &[Hash]) -> Result<Vec<Node>, PgError> {
         let keys: Vec<String> = hashes.iter().map(Hash::to_string).collect();
         let rows = self.with_client("read nodes", |c| {
             c.query(
@@ -99,7 +79,7 @@ impl PgStore {
     /// were new; a node already there with the same bytes is success, with different bytes a
     /// [`PgError::Collision`]; a node whose content does not hash to its `hash` is refused
     /// before anything is written.
-    pub fn put_copied_nodes(&self, nodes: &[Node]) -> Result<usize, PgError> {
+    pub(crate) fn put_copied_nodes(&self, nodes: &[Node]) -> Result<usize, PgError> {
         let mut keys = Vec::with_capacity(nodes.len());
         let mut types = Vec::with_capacity(nodes.len());
         let mut all_bytes = Vec::with_capacity(nodes.len());
@@ -150,7 +130,7 @@ impl PgStore {
 
     /// What each thread's row knows of it beyond its head (steps, and the next role of an
     /// active one), by id; threads whose row does not know are left out.
-    pub fn row_facts(&self) -> Result<HashMap<String, RowFacts>, PgError> {
+    pub(crate) fn row_facts(&self) -> Result<HashMap<String, RowFacts>, PgError> {
         let rows = self.with_client("list threads", |c| {
             c.query(
                 "select id, steps, next from threads where steps is not null
@@ -161,9 +141,8 @@ impl PgStore {
         Ok(rows
             .iter()
             .map(|row| {
-                let steps: i64 = row.get(1);
                 let facts = RowFacts {
-                    steps: u64::try_from(steps).unwrap_or(0),
+                    steps: from_bigint(row.get(1)),
                     next: row.get(2),
                 };
                 (row.get(0), facts)
@@ -171,33 +150,17 @@ impl PgStore {
             .collect())
     }
 
-    /// When each active thread was registered (milliseconds since the epoch), by id.
-    pub fn thread_starts(&self) -> Result<HashMap<String, i64>, PgError> {
-        let rows = self.with_client("list threads", |c| {
-            c.query(
-                "select id, (extract(epoch from created_at) * 1000)::bigint from threads",
-                &[],
-            )
-        })?;
-        Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
-    }
-
     /// Adds copied active and archived threads in one transaction, keeping start and
     /// completion times — only into a database with no thread at all: otherwise nothing is
     /// written and the answer is what is there (its `workflows` is not counted, 0). The tables
     /// are locked against writers for the transaction, so no thread can slip in between the
     /// check and the inserts. Active threads are not queued.
-    pub fn insert_copied_threads(
+    pub(crate) fn insert_copied_threads(
         &self,
-        active: &[CopiedThread],
-        archived: &[ArchivedThread],
-        known: &HashMap<String, RowFacts>,
+        threads: &Exported,
     ) -> Result<Result<(), Occupancy>, PgError> {
-        let steps_of = |id: &str| {
-            known
-                .get(id)
-                .map(|f| i64::try_from(f.steps).unwrap_or(i64::MAX))
-        };
+        let (active, archived, known) = (&threads.active, &threads.archived, &threads.known);
+        let steps_of = |id: &str| known.get(id).map(|f| to_bigint(f.steps));
         let ids: Vec<&str> = active.iter().map(|t| t.id.as_str()).collect();
         let steps: Vec<Option<i64>> = active.iter().map(|t| steps_of(&t.id)).collect();
         let nexts: Vec<Option<&str>> = active
@@ -207,14 +170,15 @@ impl PgStore {
         let workflows: Vec<String> = active.iter().map(|t| t.workflow.to_string()).collect();
         let heads: Vec<String> = active.iter().map(|t| t.head.to_string()).collect();
         let parents: Vec<Option<&str>> = active.iter().map(|t| t.parent.as_deref()).collect();
-        let started: Vec<Option<i64>> = active.iter().map(|t| t.started_ms).collect();
+        let started: Vec<Option<i64>> =
+            active.iter().map(|t| t.started_ms.map(to_bigint)).collect();
 
         let a_ids: Vec<&str> = archived.iter().map(|a| a.thread.as_str()).collect();
         let a_workflows: Vec<String> = archived.iter().map(|a| a.workflow.to_string()).collect();
         let a_heads: Vec<String> = archived.iter().map(|a| a.head.to_string()).collect();
         let a_status: Vec<&str> = archived.iter().map(|a| a.status.as_str()).collect();
         let a_parents: Vec<Option<&str>> = archived.iter().map(|a| a.parent.as_deref()).collect();
-        let a_completed: Vec<i64> = archived.iter().map(|a| a.completed_ms).collect();
+        let a_completed: Vec<i64> = archived.iter().map(|a| to_bigint(a.completed_ms)).collect();
         let a_steps: Vec<Option<i64>> = archived.iter().map(|a| steps_of(&a.thread)).collect();
 
         self.with_client("copy threads", |c| {

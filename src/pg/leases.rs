@@ -110,7 +110,7 @@ impl PgStore {
 
     /// Who holds the live lease of `thread`, if anyone: `(holder, machine, ms until it
     /// expires)`.
-    pub fn lease_of(&self, thread: &str) -> Result<Option<(String, String, i64)>, PgError> {
+    pub(crate) fn lease_of(&self, thread: &str) -> Result<Option<(String, String, i64)>, PgError> {
         let row = self.with_client("read lease", |c| {
             c.query_opt(
                 "select holder, machine,

@@ -12,14 +12,12 @@ use super::error::PgError;
 use super::store::{PgStore, parse_hashes, parse_typed_row};
 
 /// How many rows one page of a scan or one delete holds.
-pub const BATCH: usize = 1000;
+pub(crate) const BATCH: usize = 1000;
 
 /// One row of the nodes table as a scan read it.
 #[derive(Debug)]
-pub struct ScannedRow {
+pub(crate) struct ScannedRow {
     pub hash: Hash,
-    /// When the row was written (milliseconds since the epoch).
-    pub created_ms: i64,
     /// The node, verified against its hash and its type column, or why it is not.
     pub node: Result<Node, PgError>,
 }
@@ -27,7 +25,7 @@ pub struct ScannedRow {
 impl PgStore {
     /// The hashes and write times of up to `limit` rows whose hash sorts after `after`, in
     /// hash order: one page of a walk over the whole table that reads no node bytes.
-    pub fn node_ages(
+    pub(crate) fn node_ages(
         &self,
         after: Option<Hash>,
         limit: usize,
@@ -50,7 +48,7 @@ impl PgStore {
     /// Up to `limit` rows whose hash sorts after `after`, in hash order, each re-hashed and
     /// parsed as [`PgStore::get_node`] would (a bad row is reported in its `node`, not as the
     /// call's error): one page of a check of the whole table.
-    pub fn scan_nodes(
+    pub(crate) fn scan_nodes(
         &self,
         after: Option<Hash>,
         limit: usize,
@@ -69,20 +67,15 @@ impl PgStore {
             .into_iter()
             .zip(rows.iter())
             .map(|(hash, row)| {
-                let created_ms: i64 = row.get(3);
-                let node = parse_typed_row(hash, row.get(1), row.get(2), created_ms);
-                ScannedRow {
-                    hash,
-                    created_ms,
-                    node,
-                }
+                let node = parse_typed_row(hash, row.get(1), row.get(2), row.get(3));
+                ScannedRow { hash, node }
             })
             .collect())
     }
 
     /// Deletes those of `hashes` whose rows were written before `cutoff_ms`; returns the hashes
     /// of the rows it deleted. Rows written since are kept, even if named.
-    pub fn delete_nodes_older_than(
+    pub(crate) fn delete_nodes_older_than(
         &self,
         hashes: &[Hash],
         cutoff_ms: i64,

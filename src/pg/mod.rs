@@ -8,28 +8,37 @@
 //! Architecture Invariant: the same node has the same hash and the same canonical bytes here as
 //! in the directory store; rows are write-once and verified on read; heads move only by
 //! compare-and-set; a step lease is taken in one race-safe statement.
-pub mod config;
-pub mod context;
-pub mod copy;
-pub mod error;
-pub mod leases;
-pub mod listen;
-pub mod maintenance;
-pub mod registry;
-pub mod runs;
-pub mod schema;
-pub mod store;
-pub mod threads;
-pub mod workers;
+pub(crate) mod config;
+pub(crate) mod context;
+pub(crate) mod copy;
+pub(crate) mod error;
+pub(crate) mod leases;
+pub(crate) mod listen;
+pub(crate) mod maintenance;
+pub(crate) mod registry;
+pub(crate) mod rows;
+pub(crate) mod runs;
+pub(crate) mod schema;
+pub(crate) mod store;
+pub(crate) mod threads;
+pub(crate) mod workers;
 
-pub use config::{PgConfig, redact};
-pub use copy::{CopiedThread, Occupancy, RowFacts};
+pub use config::PgConfig;
+pub(crate) use config::redact;
+pub(crate) use copy::Occupancy;
 pub use error::PgError;
-pub use leases::{Holder, Lease};
+pub use leases::Holder;
+pub(crate) use leases::Lease;
 pub use listen::Listener;
-pub use registry::{Registered, RegistryName, RegistryRow, RegistryVersion};
-pub use runs::{LineageRow, RunAppend, RunFileKind, RunStateChange};
-pub use schema::{CHANNEL, RUNS_CHANNEL, SCHEMA_VERSION};
+pub use registry::Registered;
+pub(crate) use registry::{RegistryName, RegistryVersion};
+pub(crate) use rows::{ActiveThread, ArchivedThread, Entry, Exported, IndexRow, RowFacts};
+pub use rows::{NewThread, Successor, search_text};
+pub(crate) use runs::LineageRow;
+pub use runs::{RunAppend, RunFileKind, RunStateChange};
+pub(crate) use schema::CHANNEL;
+pub use schema::{RUNS_CHANNEL, SCHEMA_VERSION};
 pub use store::PgStore;
-pub use threads::{ActiveThread, ArchivedThread, ListPage, ListedRow, NewThread, ThreadState};
-pub use workers::WorkerRow;
+pub(crate) use threads::ListPage;
+pub use threads::ThreadState;
+pub(crate) use workers::WorkerRow;

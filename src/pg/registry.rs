@@ -123,7 +123,7 @@ impl PgStore {
 
 /// One version of a registered name, as the engine's registry keeps it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RegistryVersion {
+pub(crate) struct RegistryVersion {
     pub hash: Hash,
     pub registered_ms: i64,
     /// The text node saved for this version (comments and all), if any.
@@ -132,7 +132,7 @@ pub struct RegistryVersion {
 
 /// A registered name: its current version and the earlier ones, oldest first.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RegistryName {
+pub(crate) struct RegistryName {
     pub name: String,
     pub current: RegistryVersion,
     pub history: Vec<RegistryVersion>,
@@ -143,7 +143,7 @@ const REGISTRY_LOCK: i64 = 0x0075_7766_0072_6567;
 
 impl PgStore {
     /// Every registered name with its versions and sources, sorted by name.
-    pub fn registry_names(&self) -> Result<Vec<RegistryName>, PgError> {
+    pub(crate) fn registry_names(&self) -> Result<Vec<RegistryName>, PgError> {
         let (current, versions) = self.with_client("read registry", |c| {
             let mut tx = c.transaction()?;
             let rows = read_rows(&mut tx)?;
@@ -156,7 +156,7 @@ impl PgStore {
     /// Reads the whole registry, lets `change` edit it, and writes it back, in one transaction
     /// under an advisory lock (so concurrent changes serialise and none is lost). Nothing is
     /// written when `change` returns `Err`.
-    pub fn update_registry<R, E>(
+    pub(crate) fn update_registry<R, E>(
         &self,
         change: impl FnOnce(&mut Vec<RegistryName>) -> Result<R, E>,
     ) -> Result<Result<R, E>, PgError> {

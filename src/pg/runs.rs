@@ -28,7 +28,7 @@ pub enum RunFileKind {
 }
 
 impl RunFileKind {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             RunFileKind::Log => "log",
             RunFileKind::Events => "events",
@@ -57,7 +57,7 @@ pub struct RunStateChange {
 
 /// Where a thread comes from: a fork of a step, or a child started by a parent's role.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LineageRow {
+pub(crate) struct LineageRow {
     pub thread: String,
     /// `fork` or `child`.
     pub kind: String,
@@ -94,7 +94,7 @@ with texts as (
 select thread, file from texts";
 
 /// Prepares [`write_batch`]'s statement on a connection of its own (the run sink's).
-pub fn prepare_batch(client: &mut Client) -> Result<Statement, postgres::Error> {
+pub(crate) fn prepare_batch(client: &mut Client) -> Result<Statement, postgres::Error> {
     client.prepare(WRITE_BATCH)
 }
 
@@ -102,7 +102,7 @@ pub fn prepare_batch(client: &mut Client) -> Result<Statement, postgres::Error> 
 /// changes distinct threads (merge them first). Returns the indexes into `appends` that were
 /// not made because another writer appended to the same file at the same moment: send them
 /// again.
-pub fn write_batch(
+pub(crate) fn write_batch(
     client: &mut Client,
     statement: &Statement,
     appends: &[RunAppend],
@@ -228,7 +228,7 @@ impl PgStore {
 
     /// Records where a thread comes from (once: a second record of the same thread is kept
     /// as the first).
-    pub fn add_lineage(&self, row: &LineageRow) -> Result<(), PgError> {
+    pub(crate) fn add_lineage(&self, row: &LineageRow) -> Result<(), PgError> {
         let at = row.at_ms as i64;
         self.with_client("record lineage", |c| {
             c.execute(
@@ -248,7 +248,7 @@ impl PgStore {
     }
 
     /// Where `thread` comes from, if it is a fork or a child.
-    pub fn lineage_of(&self, thread: &str) -> Result<Option<LineageRow>, PgError> {
+    pub(crate) fn lineage_of(&self, thread: &str) -> Result<Option<LineageRow>, PgError> {
         let rows = self.with_client("read lineage", |c| {
             c.query(
                 "select thread, kind, source, step, role, at_ms from lineage where thread = $1",
@@ -259,7 +259,11 @@ impl PgStore {
     }
 
     /// The threads of one kind that come from `source`, oldest first.
-    pub fn lineage_from(&self, source: &str, kind: &str) -> Result<Vec<LineageRow>, PgError> {
+    pub(crate) fn lineage_from(
+        &self,
+        source: &str,
+        kind: &str,
+    ) -> Result<Vec<LineageRow>, PgError> {
         let rows = self.with_client("read lineage", |c| {
             c.query(
                 "select thread, kind, source, step, role, at_ms from lineage
@@ -271,7 +275,7 @@ impl PgStore {
     }
 
     /// Every lineage row of one kind, oldest first.
-    pub fn lineage_all(&self, kind: &str) -> Result<Vec<LineageRow>, PgError> {
+    pub(crate) fn lineage_all(&self, kind: &str) -> Result<Vec<LineageRow>, PgError> {
         let rows = self.with_client("read lineage", |c| {
             c.query(
                 "select thread, kind, source, step, role, at_ms from lineage

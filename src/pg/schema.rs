@@ -21,7 +21,7 @@ const LOCK_KEY: i64 = 0x0075_7766_006d_6967;
 
 /// The channel on which head changes, archives and queue changes are notified (payload: the
 /// thread id).
-pub const CHANNEL: &str = "uwf_threads";
+pub(crate) const CHANNEL: &str = "uwf_threads";
 
 /// The channel on which appends to a thread's log or event feed are notified (payload: the
 /// thread id). Apart from [`CHANNEL`], so that a chatty agent does not make every mount re-read
@@ -188,7 +188,7 @@ create index history_unsearchable on history (thread) where prompt is null;
 
 /// Brings the database to [`SCHEMA_VERSION`], or refuses a newer one. Returns the version found
 /// before migrating (0 for a fresh database).
-pub fn migrate(client: &mut Client) -> Result<i32, PgError> {
+pub(crate) fn migrate(client: &mut Client) -> Result<i32, PgError> {
     let query = |e: postgres::Error| PgError::Query {
         action: "migration",
         reason: describe(&e),
@@ -229,7 +229,7 @@ pub fn migrate(client: &mut Client) -> Result<i32, PgError> {
 }
 
 /// The version recorded in `uwf_meta`, or none on a database uwf never touched.
-pub fn read_version(client: &mut Client) -> Result<Option<i32>, PgError> {
+pub(crate) fn read_version(client: &mut Client) -> Result<Option<i32>, PgError> {
     let query = |e: postgres::Error| PgError::Query {
         action: "reading the schema version",
         reason: describe(&e),

@@ -84,7 +84,7 @@ impl PgStore {
     }
 
     /// The configuration this store connects with.
-    pub fn config(&self) -> &PgConfig {
+    pub(crate) fn config(&self) -> &PgConfig {
         &self.config
     }
 
@@ -123,7 +123,7 @@ impl PgStore {
     }
 
     /// Whether the server answers (`select 1`), reconnecting if needed.
-    pub fn ping(&self) -> Result<(), PgError> {
+    pub(crate) fn ping(&self) -> Result<(), PgError> {
         self.with_client("ping", |c| c.simple_query("select 1").map(drop))
     }
 

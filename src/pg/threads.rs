@@ -9,27 +9,15 @@
 use crate::cas::Hash;
 
 use super::error::PgError;
+use super::rows::{
+    ActiveThread, ArchivedThread, Entry, IndexRow, NewThread, Successor, from_bigint, search_text,
+    to_bigint,
+};
 use super::store::PgStore;
-
-/// A new thread to register.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NewThread<'a> {
-    pub id: &'a str,
-    pub workflow: Hash,
-    pub head: Hash,
-    /// The thread this one was forked or spawned from.
-    pub parent: Option<&'a str>,
-    /// Whether workers may claim it at once (`thread start --queue`).
-    pub queued: bool,
-    /// Steps from the start to `head`, when known.
-    pub steps: Option<u64>,
-    /// What a search reads of the start prompt (lowercase and cut by the caller), when known.
-    pub prompt: Option<String>,
-}
 
 /// One page of a listing: newest first, keyset-paged by id.
 #[derive(Debug, Clone, Default)]
-pub struct ListPage {
+pub(crate) struct ListPage {
     /// Archived threads too.
     pub all: bool,
     /// Only these workflow versions.
@@ -44,49 +32,6 @@ pub struct ListPage {
     pub limit: usize,
 }
 
-/// A listed thread's row (active or archived).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ListedRow {
-    pub id: String,
-    pub workflow: Hash,
-    pub head: Hash,
-    /// `active`, `failed`, `awaiting`, `done`, `killed` or `rebased`.
-    pub status: String,
-    pub steps: Option<u64>,
-    pub next: Option<String>,
-    pub error: Option<String>,
-    pub awaiting: Option<String>,
-    /// A step holds the thread's lease.
-    pub running: bool,
-    pub updated_ms: i64,
-    /// The thread it was forked or spawned from, when known.
-    pub parent: Option<String>,
-}
-
-/// An active thread's row.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ActiveThread {
-    pub id: String,
-    pub workflow: Hash,
-    pub head: Hash,
-    pub status: String,
-    pub parent: Option<String>,
-    pub queued: bool,
-}
-
-/// An archived thread's row.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ArchivedThread {
-    pub thread: String,
-    pub workflow: Hash,
-    pub head: Hash,
-    /// `done`, `killed` or `rebased`.
-    pub status: String,
-    pub parent: Option<String>,
-    /// Milliseconds since the epoch.
-    pub completed_ms: i64,
-}
-
 /// Where a thread stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ThreadState {
@@ -94,7 +39,8 @@ pub enum ThreadState {
     Archived(ArchivedThread),
 }
 
-const ACTIVE_COLUMNS: &str = "id, workflow, head, status, parent, queued";
+const ACTIVE_COLUMNS: &str =
+    "id, workflow, head, parent, queued, (extract(epoch from created_at) * 1000)::bigint";
 
 impl PgStore {
     /// Registers a new active thread.
@@ -112,8 +58,8 @@ impl PgStore {
                     &head,
                     &thread.parent,
                     &thread.queued,
-                    &thread.steps.map(|s| s as i64),
-                    &thread.prompt,
+                    &thread.steps.map(to_bigint),
+                    &thread.prompt.map(search_text),
                 ],
             )
         })?;
@@ -178,6 +124,32 @@ impl PgStore {
         rows.iter().map(archived_row).collect()
     }
 
+    /// Every thread with its workflow: the archived ones in the order they ended, then the
+    /// active ones oldest first (so that a reader keeping the last entry of an id keeps an
+    /// active one).
+    pub(crate) fn entries(&self) -> Result<Vec<Entry>, PgError> {
+        let rows = self.with_client("list threads", |c| {
+            c.query(
+                "select thread, workflow, head, status, 0 as part, completed_at as at
+                 from history
+                 union all
+                 select id, workflow, head, null, 1, created_at from threads
+                 order by part, at, 1",
+                &[],
+            )
+        })?;
+        rows.iter()
+            .map(|row| {
+                Ok(Entry {
+                    id: row.get(0),
+                    workflow: hash_column(row, 1)?,
+                    head: hash_column(row, 2)?,
+                    archived: row.get(3),
+                })
+            })
+            .collect()
+    }
+
     /// Moves a thread's head from `expected` to `new`. Returns whether it moved: `false` when
     /// the head is no longer `expected` or the thread is not active.
     pub fn compare_and_set(&self, id: &str, expected: Hash, new: Hash) -> Result<bool, PgError> {
@@ -186,7 +158,7 @@ impl PgStore {
 
     /// [`PgStore::compare_and_set`] to a step continuing `expected` (one step more), with the
     /// role the moderator picks at `new` when known (listings show both).
-    pub fn compare_and_set_next(
+    pub(crate) fn compare_and_set_next(
         &self,
         id: &str,
         expected: Hash,
@@ -205,8 +177,9 @@ impl PgStore {
     }
 
     /// One page of threads, newest first: one query over both tables, each walked by its
-    /// primary key (or by workflow and id), the leases joined for `running`.
-    pub fn list_page(&self, page: &ListPage) -> Result<Vec<ListedRow>, PgError> {
+    /// primary key (or by workflow and id), the leases joined for `running`. An active
+    /// thread's status is `active` (its error and question columns tell failed and awaiting).
+    pub(crate) fn list_page(&self, page: &ListPage) -> Result<Vec<IndexRow>, PgError> {
         let workflows: Option<Vec<String>> = page
             .workflows
             .as_ref()
@@ -218,7 +191,7 @@ impl PgStore {
         };
         // `position` takes the text literally (`%` and `_` are no wildcards).
         let sql = "
-            (select t.id, t.workflow, t.head, t.status, t.steps, t.next, t.error, t.awaiting,
+            (select t.id, t.workflow, t.head, 'active'::text, t.steps, t.next, t.error, t.awaiting,
                     (l.thread is not null and l.expires_at > now()),
                     (extract(epoch from t.updated_at) * 1000)::bigint, t.parent
              from threads t left join leases l on l.thread = t.id
@@ -254,17 +227,17 @@ impl PgStore {
         })?;
         rows.iter()
             .map(|row| {
-                Ok(ListedRow {
+                Ok(IndexRow {
                     id: row.get(0),
                     workflow: hash_column(row, 1)?,
                     head: hash_column(row, 2)?,
                     status: row.get(3),
-                    steps: row.get::<_, Option<i64>>(4).map(|s| s.max(0) as u64),
+                    steps: row.get::<_, Option<i64>>(4).map(from_bigint),
                     next: row.get(5),
                     error: row.get(6),
                     awaiting: row.get(7),
-                    running: row.get(8),
-                    updated_ms: row.get(9),
+                    running: Some(row.get(8)),
+                    updated_ms: from_bigint(row.get(9)),
                     parent: row.get(10),
                 })
             })
@@ -274,7 +247,7 @@ impl PgStore {
     /// Writes back what a listing worked out from the nodes for rows that did not know it:
     /// `(id, head, steps, next)`, each kept only while the thread is still at `head` (an
     /// archived thread's row keeps its steps; its next role follows from its status).
-    pub fn note_derived(
+    pub(crate) fn note_derived(
         &self,
         facts: &[(String, Hash, u64, Option<String>)],
     ) -> Result<(), PgError> {
@@ -308,7 +281,7 @@ impl PgStore {
 
     /// Threads (active or archived) whose `prompt` column is empty, `(id, head)`, at most
     /// `limit`.
-    pub fn unsearchable(&self, limit: usize) -> Result<Vec<(String, Hash)>, PgError> {
+    pub(crate) fn unsearchable(&self, limit: usize) -> Result<Vec<(String, Hash)>, PgError> {
         let rows = self.with_client("find rows to make searchable", |c| {
             c.query(
                 "(select id, head from threads where prompt is null limit $1)
@@ -324,7 +297,7 @@ impl PgStore {
     }
 
     /// Fills the `prompt` column of rows that have none, `(id, search text)`.
-    pub fn note_prompts(&self, prompts: &[(String, String)]) -> Result<(), PgError> {
+    pub(crate) fn note_prompts(&self, prompts: &[(String, String)]) -> Result<(), PgError> {
         if prompts.is_empty() {
             return Ok(());
         }
@@ -348,7 +321,11 @@ impl PgStore {
     }
 
     /// Ids of threads (active or archived) starting with `prefix`, sorted, at most `limit`.
-    pub fn ids_with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<String>, PgError> {
+    pub(crate) fn ids_with_prefix(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<String>, PgError> {
         let rows = self.with_client("find thread", |c| {
             c.query(
                 "select id from threads where left(id, length($1)) = $1
@@ -361,7 +338,7 @@ impl PgStore {
     }
 
     /// Every workflow version threads (active or archived) were started on.
-    pub fn thread_workflows(&self) -> Result<Vec<Hash>, PgError> {
+    pub(crate) fn thread_workflows(&self) -> Result<Vec<Hash>, PgError> {
         let rows = self.with_client("list workflows of threads", |c| {
             c.query(
                 "select workflow from threads union select workflow from history",
@@ -401,16 +378,17 @@ impl PgStore {
     }
 
     /// Archives active thread `id`, still at `head`, as `rebased` onto `new`, which enters
-    /// `threads` in the same statement (both or neither; `id`'s lease goes too). `None` when
-    /// `id` is not active at `head`.
-    pub fn rebase(
+    /// `threads` in the same statement with `id` as its parent, not queued (both or neither;
+    /// `id`'s lease goes too). `None` when `id` is not active at `head`.
+    pub(crate) fn rebase(
         &self,
         id: &str,
         head: Hash,
-        new: &NewThread<'_>,
+        new: &Successor<'_>,
     ) -> Result<Option<ArchivedThread>, PgError> {
         let (workflow, new_head) = (new.workflow.to_string(), new.head.to_string());
-        let steps = new.steps.map(|s| s as i64);
+        let steps = to_bigint(new.steps);
+        let prompt = search_text(new.prompt);
         let row = self.with_client("rebase thread", |c| {
             c.query_opt(
                 "with moved as (delete from threads where id = $1 and head = $2 returning *),
@@ -418,7 +396,7 @@ impl PgStore {
                                and exists (select 1 from moved)),
                       added as (insert into threads (id, workflow, head, parent, queued, steps,
                                                      prompt)
-                                select $3, $4, $5, $6, $7, $8, $9 from moved)
+                                select $3, $4, $5, $1, false, $6, $7 from moved)
                  insert into history (thread, workflow, head, status, parent, steps, successor,
                                       prompt)
                  select id, workflow, head, 'rebased', parent, steps, $3, prompt from moved
@@ -430,10 +408,8 @@ impl PgStore {
                     &new.id,
                     &workflow,
                     &new_head,
-                    &new.parent,
-                    &new.queued,
                     &steps,
-                    &new.prompt,
+                    &prompt,
                 ],
             )
         })?;
@@ -441,29 +417,18 @@ impl PgStore {
     }
 
     /// The thread that archived thread `id` was rebased onto, if it was.
-    pub fn successor_of(&self, id: &str) -> Result<Option<String>, PgError> {
+    pub(crate) fn successor_of(&self, id: &str) -> Result<Option<String>, PgError> {
         let row = self.with_client("read thread", |c| {
             c.query_opt("select successor from history where thread = $1", &[&id])
         })?;
         Ok(row.and_then(|r| r.get::<_, Option<String>>(0)))
     }
 
-    /// Sets an active thread's status (`active`, `failed`, `awaiting`, …).
-    pub fn set_status(&self, id: &str, status: &str) -> Result<(), PgError> {
-        let n = self.with_client("set thread status", |c| {
-            c.execute(
-                "update threads set status = $2, updated_at = now() where id = $1",
-                &[&id, &status],
-            )
-        })?;
-        self.require_active(id, n)
-    }
-
     /// Records how a thread's last step attempt ended, for every machine to see: `Some(error)`
     /// makes it `failed` with that text, `None` (a step published) makes a failed thread
     /// `active` again. Writes nothing when nothing changes (the common case: a step after a
     /// step), so a successful step costs a round trip but no commit flush.
-    pub fn set_outcome(&self, id: &str, error: Option<&str>) -> Result<(), PgError> {
+    pub(crate) fn set_outcome(&self, id: &str, error: Option<&str>) -> Result<(), PgError> {
         self.with_client("record step outcome", |c| match error {
             Some(error) => c.execute(
                 "update threads set status = 'failed', error = $2
@@ -480,7 +445,7 @@ impl PgStore {
     }
 
     /// The error of a thread whose last step attempt failed (on any machine), if it did.
-    pub fn failure_of(&self, id: &str) -> Result<Option<String>, PgError> {
+    pub(crate) fn failure_of(&self, id: &str) -> Result<Option<String>, PgError> {
         let row = self.with_client("read step outcome", |c| {
             c.query_opt(
                 "select error from threads where id = $1 and status = 'failed'",
@@ -492,7 +457,7 @@ impl PgStore {
 
     /// Records the question a thread waits on (`Some`, its JSON: role, head, time asked),
     /// making it `awaiting`, or forgets it (`None`: answered), making it `active` again.
-    pub fn set_awaiting(&self, id: &str, question: Option<&str>) -> Result<(), PgError> {
+    pub(crate) fn set_awaiting(&self, id: &str, question: Option<&str>) -> Result<(), PgError> {
         self.with_client("record question", |c| {
             c.execute(
                 "update threads set awaiting = $2,
@@ -507,7 +472,7 @@ impl PgStore {
     }
 
     /// The question an active thread waits on (its JSON), if any.
-    pub fn awaiting_of(&self, id: &str) -> Result<Option<String>, PgError> {
+    pub(crate) fn awaiting_of(&self, id: &str) -> Result<Option<String>, PgError> {
         let row = self.with_client("read question", |c| {
             c.query_opt(
                 "select awaiting from threads where id = $1 and status = 'awaiting'",
@@ -518,12 +483,12 @@ impl PgStore {
     }
 
     /// Makes a thread runnable for workers (`uwf thread queue`).
-    pub fn queue(&self, id: &str) -> Result<(), PgError> {
+    pub(crate) fn queue(&self, id: &str) -> Result<(), PgError> {
         self.set_queued(id, true)
     }
 
     /// Takes a thread off the run queue (it finished, failed or awaits a human).
-    pub fn dequeue(&self, id: &str) -> Result<(), PgError> {
+    pub(crate) fn dequeue(&self, id: &str) -> Result<(), PgError> {
         self.set_queued(id, false)
     }
 
@@ -562,18 +527,19 @@ fn archived_row(row: &postgres::Row) -> Result<ArchivedThread, PgError> {
         head: hash_column(row, 2)?,
         status: row.get(3),
         parent: row.get(4),
-        completed_ms: row.get(5),
+        completed_ms: from_bigint(row.get(5)),
     })
 }
 
+/// A `threads` row read as [`ACTIVE_COLUMNS`].
 fn active_row(row: &postgres::Row) -> Result<ActiveThread, PgError> {
     Ok(ActiveThread {
         id: row.get(0),
         workflow: hash_column(row, 1)?,
         head: hash_column(row, 2)?,
-        status: row.get(3),
-        parent: row.get(4),
-        queued: row.get(5),
+        parent: row.get(3),
+        queued: row.get(4),
+        started_ms: Some(from_bigint(row.get(5))),
     })
 }
 

@@ -9,7 +9,7 @@ use super::store::PgStore;
 
 /// One worker's last report.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WorkerRow {
+pub(crate) struct WorkerRow {
     pub holder: String,
     pub machine: String,
     pub pid: i32,
@@ -29,7 +29,7 @@ const STALE_SECS: f64 = 60.0;
 
 impl PgStore {
     /// Records what worker `row.holder` is doing now (and forgets workers long gone).
-    pub fn worker_beat(&self, row: &WorkerRow) -> Result<(), PgError> {
+    pub(crate) fn worker_beat(&self, row: &WorkerRow) -> Result<(), PgError> {
         let threads = row.threads.join(",");
         self.with_client("record worker", |c| {
             c.execute(
@@ -56,7 +56,7 @@ impl PgStore {
     }
 
     /// Removes a worker's row (it stopped).
-    pub fn worker_gone(&self, holder: &str) -> Result<(), PgError> {
+    pub(crate) fn worker_gone(&self, holder: &str) -> Result<(), PgError> {
         self.with_client("record worker", |c| {
             c.execute("delete from workers where holder = $1", &[&holder])
         })?;
@@ -64,7 +64,7 @@ impl PgStore {
     }
 
     /// The workers seen in the last minute, oldest first.
-    pub fn workers(&self) -> Result<Vec<WorkerRow>, PgError> {
+    pub(crate) fn workers(&self) -> Result<Vec<WorkerRow>, PgError> {
         let rows = self.with_client("list workers", |c| {
             c.query(
                 "select holder, machine, pid, workflow, threads, steps, state,
@@ -100,7 +100,7 @@ impl PgStore {
 
     /// Whether any thread is waiting for a worker: queued and active (of `workflow`, if given),
     /// leased or not.
-    pub fn any_queued(&self, workflow: Option<crate::cas::Hash>) -> Result<bool, PgError> {
+    pub(crate) fn any_queued(&self, workflow: Option<crate::cas::Hash>) -> Result<bool, PgError> {
         let workflow = workflow.map(|w| w.to_string());
         let row = self.with_client("read queue", |c| {
             c.query_one(

@@ -34,7 +34,7 @@ type Answer = Result<Json<Value>, ApiError>;
 
 /// Query of `GET /api/threads`.
 #[derive(Debug, Deserialize)]
-pub struct ListParams {
+pub(super) struct ListParams {
     status: Option<String>,
     parent: Option<String>,
     workflow: Option<String>,
@@ -95,7 +95,7 @@ pub(super) fn listing_query(
 }
 
 /// `GET /api/threads`: a page of threads, newest first → `{items, next}`.
-pub async fn threads(State(app): State<Arc<App>>, Query(p): Query<ListParams>) -> Answer {
+pub(super) async fn threads(State(app): State<Arc<App>>, Query(p): Query<ListParams>) -> Answer {
     blocking(&app, move |app| {
         let limit = p.limit.unwrap_or(50).clamp(1, 200);
         let mut query = listing_query(filled(p.status), filled(p.workflow))?;
@@ -141,13 +141,13 @@ pub async fn threads(State(app): State<Arc<App>>, Query(p): Query<ListParams>) -
 
 /// Query of `GET /api/threads/count`.
 #[derive(Debug, Deserialize)]
-pub struct CountParams {
+pub(super) struct CountParams {
     status: Option<String>,
     workflow: Option<String>,
 }
 
 /// `GET /api/threads/count?status=awaiting`: how many threads match.
-pub async fn count(State(app): State<Arc<App>>, Query(p): Query<CountParams>) -> Answer {
+pub(super) async fn count(State(app): State<Arc<App>>, Query(p): Query<CountParams>) -> Answer {
     blocking(&app, move |app| {
         let query = listing_query(filled(p.status), filled(p.workflow))?;
         let n = listing::list(&app.store, &query, |_| false).map_err(|e| ApiError::internal(&e))?;
@@ -186,7 +186,7 @@ fn graph_json(w: &Workflow) -> Value {
 
 /// `GET /api/threads/<id>`: the thread as `thread show` reports it, with its prompt, lineage,
 /// the roles its steps took, and its workflow's graph.
-pub async fn thread(State(app): State<Arc<App>>, Path(id): Path<String>) -> Answer {
+pub(super) async fn thread(State(app): State<Arc<App>>, Path(id): Path<String>) -> Answer {
     blocking(&app, move |app| {
         let id = resolve(app, &id)?;
         let summary = lifecycle::summary(&app.store, &id).map_err(|e| ApiError::internal(&e))?;
@@ -241,7 +241,7 @@ pub async fn thread(State(app): State<Arc<App>>, Path(id): Path<String>) -> Answ
 /// `GET /api/threads/<id>/steps`: every step with its agent, time, output, its own duration
 /// (`durationMs`, from its detail node; `null` when that does not say) and the time since the
 /// previous step (or the start) was written (`sincePreviousMs`, which includes any waiting).
-pub async fn steps(State(app): State<Arc<App>>, Path(id): Path<String>) -> Answer {
+pub(super) async fn steps(State(app): State<Arc<App>>, Path(id): Path<String>) -> Answer {
     blocking(&app, move |app| {
         let id = resolve(app, &id)?;
         let view = view_of(app, &id)?;
@@ -293,7 +293,7 @@ pub async fn steps(State(app): State<Arc<App>>, Path(id): Path<String>) -> Answe
 }
 
 /// `GET /api/threads/<id>/why`: the moderator's trace for the next transition, as `thread why`.
-pub async fn why(State(app): State<Arc<App>>, Path(id): Path<String>) -> Answer {
+pub(super) async fn why(State(app): State<Arc<App>>, Path(id): Path<String>) -> Answer {
     blocking(&app, move |app| {
         let id = resolve(app, &id)?;
         let view = view_of(app, &id)?;
@@ -318,7 +318,7 @@ pub async fn why(State(app): State<Arc<App>>, Path(id): Path<String>) -> Answer 
 
 /// `GET /api/threads/<id>/question`: what an awaiting thread asks, and the JSON Schema of the
 /// answer.
-pub async fn question(State(app): State<Arc<App>>, Path(id): Path<String>) -> Answer {
+pub(super) async fn question(State(app): State<Arc<App>>, Path(id): Path<String>) -> Answer {
     blocking(&app, move |app| {
         let id = resolve(app, &id)?;
         let q = human::question(&app.store, &id).map_err(|e| ApiError::refused(&e))?;
@@ -343,7 +343,7 @@ pub async fn question(State(app): State<Arc<App>>, Path(id): Path<String>) -> An
 }
 
 /// `POST /api/threads`: starts a thread → `{"thread", "workflow"}`.
-pub async fn start(
+pub(super) async fn start(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
     Json(body): Json<Value>,
@@ -391,7 +391,7 @@ fn step_options(by: &str) -> StepOptions {
 
 /// `POST /api/threads/<id>/{step,run,queue,kill,answer}`, as the `X-Uwf-By` header names (else
 /// `dashboard`).
-pub async fn act(
+pub(super) async fn act(
     State(app): State<Arc<App>>,
     Path((id, action)): Path<(String, String)>,
     headers: HeaderMap,
@@ -479,7 +479,7 @@ pub(super) fn act_on(
 }
 
 /// `POST /api/steps/<ref>/fork`: a new thread from a step → `{"thread", "workflow", "head"}`.
-pub async fn fork(
+pub(super) async fn fork(
     State(app): State<Arc<App>>,
     Path(step): Path<String>,
     headers: HeaderMap,
@@ -555,7 +555,7 @@ async fn immutable_node(
 }
 
 /// `GET /api/nodes/<hash>`: a node, immutable.
-pub async fn node(
+pub(super) async fn node(
     State(app): State<Arc<App>>,
     Path(hash): Path<String>,
     headers: HeaderMap,
@@ -572,7 +572,7 @@ pub async fn node(
 
 /// `GET /n/<hash>`: a node's permalink page, immutable (`Cache-Control: immutable`, the hash as
 /// its ETag). The page is made here, the node as escaped text.
-pub async fn node_page(
+pub(super) async fn node_page(
     State(app): State<Arc<App>>,
     Path(hash): Path<String>,
     headers: HeaderMap,
@@ -595,13 +595,13 @@ pub async fn node_page(
 
 /// Query of `GET /api/diff`.
 #[derive(Debug, Deserialize)]
-pub struct DiffParams {
+pub(super) struct DiffParams {
     a: String,
     b: String,
 }
 
 /// `GET /api/diff?a=<ref>&b=<ref>`: the unified diff of two steps, as `uwf thread diff`.
-pub async fn diff(State(app): State<Arc<App>>, Query(p): Query<DiffParams>) -> Answer {
+pub(super) async fn diff(State(app): State<Arc<App>>, Query(p): Query<DiffParams>) -> Answer {
     blocking(&app, move |app| {
         let a = lifecycle::resolve_step(&app.store, &p.a).map_err(|e| ApiError::not_found(&e))?;
         let b = lifecycle::resolve_step(&app.store, &p.b).map_err(|e| ApiError::not_found(&e))?;
@@ -624,7 +624,7 @@ fn workflow_cost(app: &App, name: &str) -> Value {
 }
 
 /// `GET /api/workflows`: every registered workflow, with what its threads spent.
-pub async fn workflows(State(app): State<Arc<App>>) -> Answer {
+pub(super) async fn workflows(State(app): State<Arc<App>>) -> Answer {
     blocking(&app, move |app| {
         let list = registry::list(&app.root).map_err(|e| ApiError::internal(&e))?;
         let items: Vec<Value> = list
@@ -640,7 +640,7 @@ pub async fn workflows(State(app): State<Arc<App>>) -> Answer {
 }
 
 /// `GET /api/workflows/<name>`: its YAML as saved, graph, versions and what its threads spent.
-pub async fn workflow(State(app): State<Arc<App>>, Path(name): Path<String>) -> Answer {
+pub(super) async fn workflow(State(app): State<Arc<App>>, Path(name): Path<String>) -> Answer {
     blocking(&app, move |app| {
         let entry = registry::entry(&app.root, &name).map_err(|e| ApiError::not_found(&e))?;
         let yaml = match registry::source_text(&app.store, entry.hash) {
@@ -670,7 +670,7 @@ pub async fn workflow(State(app): State<Arc<App>>, Path(name): Path<String>) -> 
 
 /// `PUT /api/workflows/<name>` with the YAML as the body: checks and registers it, as
 /// `uwf workflow put`.
-pub async fn put_workflow(
+pub(super) async fn put_workflow(
     State(app): State<Arc<App>>,
     Path(name): Path<String>,
     body: String,

@@ -16,7 +16,7 @@ const SCRIPT: &str = include_str!("../../assets/dashboard/app.js");
 const STYLE: &str = include_str!("../../assets/dashboard/style.css");
 
 /// Text made safe to put into HTML.
-pub fn escape(text: &str) -> String {
+pub(super) fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
@@ -32,7 +32,7 @@ pub fn escape(text: &str) -> String {
 }
 
 /// A page of its own (not drawn by the script): `body` is HTML made by the caller.
-pub fn page(title: &str, body: &str) -> Html<String> {
+pub(super) fn page(title: &str, body: &str) -> Html<String> {
     Html(format!(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{} · uwf</title>\
          <link rel=\"icon\" href=\"data:,\"><link rel=\"stylesheet\" href=\"/assets/style.css\"></head><body><nav><a href=\"/\">Threads</a> \
@@ -43,7 +43,7 @@ pub fn page(title: &str, body: &str) -> Html<String> {
 
 /// Every page path: the shell, whose script reads the path. Marked read-only when the server
 /// is, so the script hides what would write.
-pub async fn shell(State(app): State<Arc<App>>) -> Response {
+pub(super) async fn shell(State(app): State<Arc<App>>) -> Response {
     let mode = if app.read_only {
         "read-only"
     } else {
@@ -58,7 +58,7 @@ pub async fn shell(State(app): State<Arc<App>>) -> Response {
 }
 
 /// `/assets/<file>`: the script and the style.
-pub async fn file(Path(file): Path<String>) -> Response {
+pub(super) async fn file(Path(file): Path<String>) -> Response {
     let (body, kind) = match file.as_str() {
         "app.js" => (SCRIPT, "text/javascript; charset=utf-8"),
         "style.css" => (STYLE, "text/css; charset=utf-8"),
@@ -75,7 +75,7 @@ pub async fn file(Path(file): Path<String>) -> Response {
 /// `/login?token=…`: sets the token's cookie and goes to the threads. A person's own token
 /// logs in on any server (on a loopback one it names who acts); the shared token only on a
 /// server that needs one and while no one has a personal token.
-pub async fn login(
+pub(super) async fn login(
     State(app): State<Arc<App>>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
@@ -117,7 +117,7 @@ pub async fn login(
 
 /// An API error as a page for a person (a permalink opened in the browser): the same status,
 /// message and hints, escaped.
-pub fn error_page(error: super::error::ApiError) -> Response {
+pub(super) fn error_page(error: super::error::ApiError) -> Response {
     let hints: String = error
         .hints
         .iter()
@@ -138,7 +138,7 @@ pub fn error_page(error: super::error::ApiError) -> Response {
 }
 
 /// Anything else.
-pub async fn not_found() -> Response {
+pub(super) async fn not_found() -> Response {
     (
         StatusCode::NOT_FOUND,
         page(

@@ -10,7 +10,7 @@ use super::error::ApiError;
 use crate::engine::thread::author;
 
 /// What a write records as its author.
-pub fn by_of(headers: &HeaderMap, body: Option<&Value>) -> Result<String, ApiError> {
+pub(super) fn by_of(headers: &HeaderMap, body: Option<&Value>) -> Result<String, ApiError> {
     let bad = |problem: String| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, problem);
     let named = match headers.get("x-uwf-by") {
         Some(value) => Some(

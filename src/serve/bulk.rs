@@ -21,15 +21,15 @@ use crate::engine::thread::listing;
 type Answer = Result<Json<Value>, ApiError>;
 
 /// The actions that may be taken on many threads at once.
-pub const ACTIONS: [&str; 4] = ["queue", "pause", "resume", "kill"];
+pub(super) const ACTIONS: [&str; 4] = ["queue", "pause", "resume", "kill"];
 
 /// How many threads one bulk action over a filter takes at most; more are counted, not acted
 /// on, and the answer says so.
-pub const MAX_THREADS: usize = 1000;
+pub(super) const MAX_THREADS: usize = 1000;
 
 /// `GET /api/threads/<id>/children`: the sub-workflow children under a thread, deepest
 /// included, each with its `depth` (1 for a child).
-pub async fn children(State(app): State<Arc<App>>, Path(id): Path<String>) -> Answer {
+pub(super) async fn children(State(app): State<Arc<App>>, Path(id): Path<String>) -> Answer {
     blocking(&app, move |app| {
         let id = lifecycle::resolve_id(&app.root, &id).map_err(|e| ApiError::not_found(&e))?;
         let items: Vec<Value> = lifecycle::descendants(&app.store, &id)
@@ -48,14 +48,14 @@ pub async fn children(State(app): State<Arc<App>>, Path(id): Path<String>) -> An
 
 /// The body of `POST /api/bulk/<action>`: the threads ticked, or a filter as the list's.
 #[derive(Debug, Deserialize)]
-pub struct BulkBody {
+pub(super) struct BulkBody {
     threads: Option<Vec<String>>,
     filter: Option<Filter>,
 }
 
 /// A filter of the list page.
 #[derive(Debug, Deserialize)]
-pub struct Filter {
+pub(super) struct Filter {
     status: Option<String>,
     workflow: Option<String>,
     q: Option<String>,
@@ -66,7 +66,7 @@ pub struct Filter {
 /// `POST /api/bulk/<action>` with `{"threads": [...]}` or `{"filter": {...}}` → `{action,
 /// matched, done, refused: [{thread, error}], more}`. A thread that refuses (already killed,
 /// not paused) is named and the rest go on.
-pub async fn bulk(
+pub(super) async fn bulk(
     State(app): State<Arc<App>>,
     Path(action): Path<String>,
     headers: HeaderMap,

@@ -14,14 +14,14 @@ use crate::advice::Advice;
 
 /// A failed API call.
 #[derive(Debug)]
-pub struct ApiError {
+pub(crate) struct ApiError {
     pub status: StatusCode,
     pub message: String,
     pub hints: Vec<String>,
 }
 
 impl ApiError {
-    pub fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
+    pub(crate) fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
         ApiError {
             status,
             message: message.into(),
@@ -30,7 +30,7 @@ impl ApiError {
     }
 
     /// An engine error: 409 when busy, else `status`, with its hints.
-    pub fn from_engine<E: std::fmt::Display + Advice + ?Sized>(
+    pub(crate) fn from_engine<E: std::fmt::Display + Advice + ?Sized>(
         error: &E,
         status: StatusCode,
     ) -> ApiError {
@@ -46,17 +46,17 @@ impl ApiError {
     }
 
     /// Something the caller named does not exist.
-    pub fn not_found<E: std::fmt::Display + Advice + ?Sized>(error: &E) -> ApiError {
+    pub(crate) fn not_found<E: std::fmt::Display + Advice + ?Sized>(error: &E) -> ApiError {
         ApiError::from_engine(error, StatusCode::NOT_FOUND)
     }
 
     /// The caller's input or action was refused.
-    pub fn refused<E: std::fmt::Display + Advice + ?Sized>(error: &E) -> ApiError {
+    pub(crate) fn refused<E: std::fmt::Display + Advice + ?Sized>(error: &E) -> ApiError {
         ApiError::from_engine(error, StatusCode::UNPROCESSABLE_ENTITY)
     }
 
     /// A failure the caller did not cause.
-    pub fn internal<E: std::fmt::Display + Advice + ?Sized>(error: &E) -> ApiError {
+    pub(crate) fn internal<E: std::fmt::Display + Advice + ?Sized>(error: &E) -> ApiError {
         ApiError::from_engine(error, StatusCode::INTERNAL_SERVER_ERROR)
     }
 }

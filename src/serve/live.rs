@@ -59,7 +59,7 @@ fn sse(app: &App, rx: mpsc::Receiver<Event>) -> Response {
 /// `GET /api/threads/<id>/live`: `log` events (text, id = the log offset after them), `event`
 /// events (a line of the change feed), `thread` events (the summary after a change) and `end`
 /// when the thread is done, killed or rebased.
-pub async fn thread_live(
+pub(super) async fn thread_live(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,
     headers: HeaderMap,
@@ -155,7 +155,7 @@ fn follow_thread(app: &App, id: &str, resume: Option<u64>, tx: &mpsc::Sender<Eve
 
 /// `GET /api/events`: `changed` events whose data is `{"threads": [ids…]}`, for the threads
 /// list to patch its rows.
-pub async fn events(State(app): State<Arc<App>>) -> Response {
+pub(super) async fn events(State(app): State<Arc<App>>) -> Response {
     let (tx, rx) = mpsc::channel(64);
     let feeder = app.clone();
     let spawned = std::thread::Builder::new()

@@ -39,7 +39,7 @@ const TAGS: &[&str] = &[
 ];
 
 /// `text` (Markdown) as cleaned HTML.
-pub fn to_html(text: &str) -> String {
+pub(super) fn to_html(text: &str) -> String {
     let options =
         Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TASKLISTS;
     // HTML written into the Markdown is shown as the text it is, never as markup.

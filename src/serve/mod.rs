@@ -15,11 +15,11 @@ mod api;
 mod assets;
 mod author;
 mod bulk;
-pub mod error;
+pub(crate) mod error;
 mod live;
 mod markdown;
-pub mod people;
-pub mod security;
+pub(crate) mod people;
+pub(crate) mod security;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -33,7 +33,7 @@ use error::ApiError;
 
 /// How `uwf serve` was started.
 #[derive(Debug, Clone)]
-pub struct Options {
+pub(crate) struct Options {
     pub root: PathBuf,
     pub bind: SocketAddr,
     pub read_only: bool,
@@ -43,7 +43,7 @@ pub struct Options {
 
 /// What the handlers share.
 #[derive(Debug)]
-pub struct App {
+pub(crate) struct App {
     pub root: PathBuf,
     pub store: Arc<Store>,
     pub read_only: bool,
@@ -60,7 +60,7 @@ pub struct App {
 
 /// Where the server listens, as the CLI reports it.
 #[derive(Debug, Clone)]
-pub struct Started {
+pub(crate) struct Started {
     pub url: String,
     /// The URL that logs a browser in (sets the token's cookie), when the shared token is
     /// needed.
@@ -72,7 +72,7 @@ pub struct Started {
 
 /// Errors starting the server.
 #[derive(Debug, thiserror::Error)]
-pub enum ServeError {
+pub(crate) enum ServeError {
     #[error("cannot listen on {bind}: {source}")]
     Bind {
         bind: SocketAddr,
@@ -102,7 +102,7 @@ impl crate::advice::Advice for ServeError {
 
 /// Serves until Ctrl-C or SIGTERM, then returns within 2 s even with browser tabs open (their
 /// live streams end on the signal); `started` is called once the port is bound.
-pub fn serve(
+pub(crate) fn serve(
     options: Options,
     store: Store,
     started: impl FnOnce(&Started),

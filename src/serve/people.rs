@@ -17,13 +17,13 @@ use crate::engine::thread::author;
 use crate::file_util::{AtomicWrite, FileError};
 
 /// The file of `root` that lists the people with a token.
-pub fn path(root: &Path) -> PathBuf {
+pub(crate) fn path(root: &Path) -> PathBuf {
     root.join("serve.people")
 }
 
 /// One person with a token.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Person {
+pub(crate) struct Person {
     pub name: String,
     /// When the token was made, in ms since the epoch.
     pub created_at: u64,
@@ -32,7 +32,7 @@ pub struct Person {
 
 /// Errors managing the people's tokens.
 #[derive(Debug, thiserror::Error)]
-pub enum PeopleError {
+pub(crate) enum PeopleError {
     #[error("cannot read {}: {source}", path.display())]
     Read {
         path: PathBuf,
@@ -70,13 +70,13 @@ impl Advice for PeopleError {
 
 /// The people of a store and their tokens' digests, as read from its file.
 #[derive(Debug, Default)]
-pub struct Roster {
+pub(crate) struct Roster {
     pub people: Vec<Person>,
 }
 
 impl Roster {
     /// The roster of `root`; empty when the file does not exist.
-    pub fn read(root: &Path) -> Result<Roster, PeopleError> {
+    pub(crate) fn read(root: &Path) -> Result<Roster, PeopleError> {
         let path = path(root);
         let text = match std::fs::read_to_string(&path) {
             Ok(text) => text,
@@ -107,12 +107,12 @@ impl Roster {
         Ok(Roster { people })
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.people.is_empty()
     }
 
     /// The person whose token `token` is.
-    pub fn who(&self, token: &str) -> Option<&str> {
+    pub(crate) fn who(&self, token: &str) -> Option<&str> {
         let digest = digest_of(token);
         self.people
             .iter()
@@ -139,7 +139,7 @@ impl Roster {
 
 /// Makes a token for `name` (replacing the one they had) and returns it: the only time it is
 /// seen.
-pub fn add(root: &Path, name: &str) -> Result<String, PeopleError> {
+pub(crate) fn add(root: &Path, name: &str) -> Result<String, PeopleError> {
     let name = author::checked(Some(name))?.ok_or(PeopleError::NoName)?;
     let mut roster = Roster::read(root)?;
     let token = random_token().map_err(PeopleError::Random)?;
@@ -154,7 +154,7 @@ pub fn add(root: &Path, name: &str) -> Result<String, PeopleError> {
 }
 
 /// Takes `name`'s token back.
-pub fn revoke(root: &Path, name: &str) -> Result<(), PeopleError> {
+pub(crate) fn revoke(root: &Path, name: &str) -> Result<(), PeopleError> {
     let mut roster = Roster::read(root)?;
     let before = roster.people.len();
     roster.people.retain(|p| p.name != name.trim());
@@ -165,7 +165,7 @@ pub fn revoke(root: &Path, name: &str) -> Result<(), PeopleError> {
 }
 
 /// 24 random bytes as 48 hex digits.
-pub fn random_token() -> std::io::Result<String> {
+pub(crate) fn random_token() -> std::io::Result<String> {
     let mut bytes = [0u8; 24];
     std::fs::File::open("/dev/urandom")
         .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))?;
@@ -180,7 +180,7 @@ fn digest_of(token: &str) -> String {
 }
 
 /// Compares two strings in time independent of where they differ.
-pub fn same(a: &str, b: &str) -> bool {
+pub(crate) fn same(a: &str, b: &str) -> bool {
     a.len() == b.len()
         && a.bytes()
             .zip(b.bytes())

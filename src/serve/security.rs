@@ -23,20 +23,20 @@ use super::error::ApiError;
 use super::people::Roster;
 
 /// The cookie that carries the token after a login.
-pub const COOKIE: &str = "uwf_token";
+pub(crate) const COOKIE: &str = "uwf_token";
 
 /// The content security policy of every response: only this server's own scripts, styles,
 /// images and connections; no inline script, no frames.
-pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
+pub(crate) const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
 connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
 
 /// The token file of `root`.
-pub fn token_path(root: &Path) -> PathBuf {
+pub(crate) fn token_path(root: &Path) -> PathBuf {
     root.join("serve.token")
 }
 
 /// The token of `root`, made (random, mode 0600) on first use.
-pub fn token(root: &Path) -> std::io::Result<String> {
+pub(crate) fn token(root: &Path) -> std::io::Result<String> {
     let path = token_path(root);
     if let Ok(text) = std::fs::read_to_string(&path) {
         let text = text.trim();
@@ -108,7 +108,11 @@ fn same_site(origin: &str, host: &str) -> bool {
 }
 
 /// The checks every request passes, and the headers every response gets.
-pub async fn guard(State(app): State<Arc<App>>, mut request: Request, next: Next) -> Response {
+pub(crate) async fn guard(
+    State(app): State<Arc<App>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     let mut response = match check(&app, &request) {
         Ok(person) => {
             if let Some(name) = person {

@@ -12,13 +12,13 @@ use crate::cas::id::Hash;
 impl Store {
     /// The direct references of a node: its type (unless it is the reserved zero hash) and every
     /// `cas_ref` field of its payload.
-    pub fn refs(&self, hash: Hash) -> Result<Vec<Hash>, StoreError> {
+    pub(crate) fn refs(&self, hash: Hash) -> Result<Vec<Hash>, StoreError> {
         let node = self.get(hash)?;
         self.node_refs(&node)
     }
 
     /// The direct references of a node already read.
-    pub fn node_refs(&self, node: &Node) -> Result<Vec<Hash>, StoreError> {
+    pub(crate) fn node_refs(&self, node: &Node) -> Result<Vec<Hash>, StoreError> {
         if node.type_hash == Hash::ZERO {
             return Ok(Vec::new()); // the bootstrap node: its type names no node
         }
@@ -35,7 +35,7 @@ impl Store {
     }
 
     /// Every hash reachable from `start` (itself included), each once, breadth first.
-    pub fn walk(&self, start: Hash) -> Result<Vec<Hash>, StoreError> {
+    pub(crate) fn walk(&self, start: Hash) -> Result<Vec<Hash>, StoreError> {
         let mut seen = std::collections::HashSet::from([start]);
         let mut order = vec![start];
         let mut i = 0;
@@ -51,7 +51,7 @@ impl Store {
     }
 
     /// Every node's hash (sorted): the remote's, or by scanning `cas/objects/`.
-    pub fn list_all(&self) -> Result<Vec<Hash>, StoreError> {
+    pub(crate) fn list_all(&self) -> Result<Vec<Hash>, StoreError> {
         if let Some(remote) = &self.remote {
             return Ok(remote.list_all()?);
         }

@@ -47,7 +47,7 @@ mod listing;
 mod pins;
 mod type_index;
 
-pub use pins::{PIN_SLACK, Pin};
+pub(crate) use pins::PIN_SLACK;
 
 /// One node as stored.
 #[derive(Debug, Clone, PartialEq)]
@@ -61,12 +61,12 @@ pub struct Node {
 
 impl Node {
     /// Whether this is a schema node (its type is the bootstrap meta-schema).
-    pub fn is_schema(&self) -> bool {
+    pub(crate) fn is_schema(&self) -> bool {
         self.type_hash == Hash::META
     }
 
     /// The node as the JSON object stored on disk.
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         serde_json::json!({
             "payload": self.payload,
             "timestamp": self.timestamp,
@@ -76,7 +76,7 @@ impl Node {
 }
 
 /// Where the store lives: `$UWF_STORAGE_ROOT`, else `$WORKFLOW_STORAGE_ROOT`, else `~/.uwf`.
-pub fn default_root() -> Result<PathBuf, StoreError> {
+pub(crate) fn default_root() -> Result<PathBuf, StoreError> {
     for var in ["UWF_STORAGE_ROOT", "WORKFLOW_STORAGE_ROOT"] {
         if let Some(value) = std::env::var_os(var)
             && !value.is_empty()
@@ -189,14 +189,9 @@ impl Store {
 
     /// Makes this directory a local cache of `remote` (a PostgreSQL store): puts go there first,
     /// gets fetch from there what is not cached, listings come from there.
-    pub fn with_remote(mut self, remote: Arc<dyn RemoteNodes>) -> Store {
+    pub(crate) fn with_remote(mut self, remote: Arc<dyn RemoteNodes>) -> Store {
         self.remote = Some(remote);
         self
-    }
-
-    /// The shared node table behind this store, if any.
-    pub fn remote(&self) -> Option<&Arc<dyn RemoteNodes>> {
-        self.remote.as_ref()
     }
 
     /// Whether the node files under the root are a cache of a shared node table (the table
@@ -211,7 +206,7 @@ impl Store {
     }
 
     /// The storage root this store lives in.
-    pub fn root(&self) -> &Path {
+    pub(crate) fn root(&self) -> &Path {
         &self.root
     }
 
@@ -226,7 +221,7 @@ impl Store {
 
     /// Whether a node with this hash exists (no verification): a node file, or with a remote,
     /// a row there (a remote that cannot be reached counts as "no").
-    pub fn has(&self, hash: Hash) -> bool {
+    pub(crate) fn has(&self, hash: Hash) -> bool {
         self.object_path(hash).is_file()
             || self
                 .remote
@@ -240,7 +235,7 @@ impl Store {
     }
 
     /// [`Store::get`], with the length of the node's file.
-    pub fn get_sized(&self, hash: Hash) -> Result<(Node, u64), StoreError> {
+    pub(crate) fn get_sized(&self, hash: Hash) -> Result<(Node, u64), StoreError> {
         let path = self.object_path(hash);
         let bytes = match fs::read(&path) {
             Ok(bytes) => bytes,
@@ -262,7 +257,7 @@ impl Store {
     /// `stat` (with a remote, a node with no local file is fetched first). Says nothing of
     /// its content: for readers that rely on a cache and check only that the nodes it stands
     /// for are still there, whole.
-    pub fn size_of(&self, hash: Hash) -> Result<u64, StoreError> {
+    pub(crate) fn size_of(&self, hash: Hash) -> Result<u64, StoreError> {
         match self.recent_size(hash) {
             Some(size) => Ok(size),
             None => self.file_len(hash),
@@ -271,7 +266,7 @@ impl Store {
 
     /// The length of node `hash`'s file as it is now (one `stat`; with a remote, a node with
     /// no local file is fetched first), whatever this handle remembers writing.
-    pub fn file_len(&self, hash: Hash) -> Result<u64, StoreError> {
+    pub(crate) fn file_len(&self, hash: Hash) -> Result<u64, StoreError> {
         let path = self.object_path(hash);
         match fs::metadata(&path) {
             Ok(meta) => Ok(meta.len()),
@@ -325,12 +320,12 @@ impl Store {
     /// A node this handle has just written (a step verifying and publishing what its own
     /// in-process agent wrote), from memory without reading and re-hashing its file; any other
     /// node as [`Store::get`] reads it.
-    pub fn get_written(&self, hash: Hash) -> Result<Node, StoreError> {
+    pub(crate) fn get_written(&self, hash: Hash) -> Result<Node, StoreError> {
         self.get_written_sized(hash).map(|(node, _)| node)
     }
 
     /// [`Store::get_written`], with the length of the node's file.
-    pub fn get_written_sized(&self, hash: Hash) -> Result<(Node, u64), StoreError> {
+    pub(crate) fn get_written_sized(&self, hash: Hash) -> Result<(Node, u64), StoreError> {
         let found = {
             let written = self.written.lock().unwrap_or_else(|p| p.into_inner());
             let found = written.iter().rev().find(|w| w.node.hash == hash);
@@ -384,7 +379,7 @@ impl Store {
     }
 
     /// Reads only a node's payload.
-    pub fn get_payload(&self, hash: Hash) -> Result<Value, StoreError> {
+    pub(crate) fn get_payload(&self, hash: Hash) -> Result<Value, StoreError> {
         self.get(hash).map(|n| n.payload)
     }
 
@@ -440,7 +435,10 @@ impl Store {
     /// in place, in order. A node file still appears only complete and synced, and only after the
     /// nodes before it. On an invalid node, those before it are written and the error comes
     /// with the failing node's index.
-    pub fn put_all(&self, nodes: &[(Hash, &Value)]) -> Result<Vec<Hash>, (usize, StoreError)> {
+    pub(crate) fn put_all(
+        &self,
+        nodes: &[(Hash, &Value)],
+    ) -> Result<Vec<Hash>, (usize, StoreError)> {
         let schemas = nodes
             .iter()
             .any(|(t, _)| *t == Hash::ZERO || *t == Hash::META);
@@ -523,7 +521,7 @@ impl Store {
     }
 
     /// The compiled schema of a schema node (cached).
-    pub fn schema(&self, hash: Hash) -> Result<Arc<CompiledSchema>, StoreError> {
+    pub(crate) fn schema(&self, hash: Hash) -> Result<Arc<CompiledSchema>, StoreError> {
         if let Some(found) = self.read_cache().get(&hash) {
             return Ok(found.clone());
         }
@@ -597,7 +595,7 @@ impl Store {
     /// it would: a writer holding a pin that is about to publish a head naming a node it did
     /// not put (a fork of a step no head reaches) keeps it from GC this way. With a remote,
     /// a node with no local file is in the table, whose GC this does not reach.
-    pub fn keep(&self, hash: Hash) -> Result<(), StoreError> {
+    pub(crate) fn keep(&self, hash: Hash) -> Result<(), StoreError> {
         let _hold = self.lock_index(false)?;
         let path = self.object_path(hash);
         match touch(&path) {
@@ -755,7 +753,7 @@ impl Store {
     /// hash order, not in the order their references need. Returns whether the file was
     /// created; a file already there with the same content is kept (and is success), different
     /// content is a collision, and a node whose content does not hash to its `hash` is refused.
-    pub fn put_copied(&self, node: &Node) -> Result<bool, StoreError> {
+    pub(crate) fn put_copied(&self, node: &Node) -> Result<bool, StoreError> {
         let path = self.object_path(node.hash);
         let actual = node_hash(node.type_hash, &node.payload);
         if actual != node.hash {

@@ -27,7 +27,7 @@ use crate::cas::error::StoreError;
 /// How much older than the earliest live pin a node must be for GC to delete it: node files'
 /// mtimes come from the kernel's coarse clock, a tick or so behind the clock a pin's start is
 /// read from.
-pub const PIN_SLACK: Duration = Duration::from_secs(2);
+pub(crate) const PIN_SLACK: Duration = Duration::from_secs(2);
 
 /// The pins a [`Store`] handle holds, by start (ms); several at one start share one lock byte.
 #[derive(Debug, Default)]
@@ -41,14 +41,15 @@ pub(super) struct Pins {
 /// A held pin; released when dropped (or by the kernel when the process dies).
 #[derive(Debug)]
 #[must_use = "a pin protects nodes only while it is held"]
-pub struct Pin<'a> {
+pub(crate) struct Pin<'a> {
     store: &'a Store,
     at: u64,
 }
 
 impl Pin<'_> {
     /// When this pin was taken (ms since the epoch).
-    pub fn at(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn at(&self) -> u64 {
         self.at
     }
 }
@@ -83,7 +84,7 @@ fn open_pins(path: &Path) -> Result<File, StoreError> {
 impl Store {
     /// Pins the store for a writer about to publish (see the module doc): until the pin is
     /// dropped, GC keeps every node written or touched after now.
-    pub fn pin(&self) -> Result<Pin<'_>, StoreError> {
+    pub(crate) fn pin(&self) -> Result<Pin<'_>, StoreError> {
         let mut pins = self.pins.lock().unwrap_or_else(|p| p.into_inner());
         let at = now_ms().max(pins.latest);
         if pins.file.is_none() {
@@ -126,7 +127,7 @@ impl Store {
     /// The start (ms) of the earliest pin any process holds on this store, or `None` when no
     /// writer holds one. Pins of this very handle count too (they are locks of another open
     /// file description).
-    pub fn earliest_pin(&self) -> Result<Option<u64>, StoreError> {
+    pub(crate) fn earliest_pin(&self) -> Result<Option<u64>, StoreError> {
         let file = open_pins(&self.pins_path)?;
         let path = &self.pins_path;
         // Whether some other open file description holds a pin in `[0, end)`.

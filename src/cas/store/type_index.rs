@@ -22,7 +22,7 @@ use crate::file_util::AtomicWrite;
 
 impl Store {
     /// Rebuilds the type index from the node files. Returns how many nodes were indexed.
-    pub fn reindex(&self) -> Result<usize, StoreError> {
+    pub(crate) fn reindex(&self) -> Result<usize, StoreError> {
         let _guard = self.lock_index(true)?;
         let mut by_type: HashMap<Hash, Vec<Hash>> = HashMap::new();
         let mut count = 0;
@@ -41,7 +41,7 @@ impl Store {
 
     /// Compares the type index with the node files: every intact node listed under its type,
     /// and nothing else listed. Returns the disagreements in words (empty when none).
-    pub fn check_index(&self) -> Result<Vec<String>, StoreError> {
+    pub(crate) fn check_index(&self) -> Result<Vec<String>, StoreError> {
         let mut actual: HashMap<Hash, std::collections::BTreeSet<Hash>> = HashMap::new();
         for (path, hash) in self.scan_objects()? {
             let Some(hash) = hash else { continue };

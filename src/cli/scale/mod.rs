@@ -1,4 +1,4 @@
 //! The commands of a store shared by many machines: `uwf worker` and `uwf store`.
 
-pub mod store;
-pub mod worker;
+pub(crate) mod store;
+pub(crate) mod worker;

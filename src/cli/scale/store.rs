@@ -13,7 +13,7 @@ use crate::engine::upkeep::store_copy::{self, Endpoint, Progress};
 
 #[derive(Debug, Subcommand)]
 #[command(defer = true)]
-pub enum StoreCommand {
+pub(crate) enum StoreCommand {
     /// Copy a whole store (nodes, registry, threads, history) into an empty one, verifying
     /// every hash
     #[command(
@@ -38,7 +38,7 @@ uwf store copy postgres://uwf@db/uwf ~/uwf-backup   # and back"
     },
 }
 
-pub fn run(cmd: StoreCommand, out: &mut Out) -> CliResult {
+pub(crate) fn run(cmd: StoreCommand, out: &mut Out) -> CliResult {
     match cmd {
         StoreCommand::Copy { from, to } => copy(&from, &to, out),
     }

@@ -19,7 +19,7 @@ use crate::engine::storage;
 /// `uwf worker [OPTIONS]` or `uwf worker list`.
 #[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = true)]
-pub struct WorkerArgs {
+pub(crate) struct WorkerArgs {
     #[command(subcommand)]
     command: Option<WorkerCommand>,
     #[command(flatten)]
@@ -56,7 +56,7 @@ struct RunArgs {
     by: Option<String>,
 }
 
-pub fn run(args: WorkerArgs, root: &Path, out: &mut Out) -> CliResult<()> {
+pub(crate) fn run(args: WorkerArgs, root: &Path, out: &mut Out) -> CliResult<()> {
     let store = storage::open_store(root)?;
     if let Some(WorkerCommand::List) = args.command {
         let mut rows = Vec::new();

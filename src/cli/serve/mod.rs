@@ -1,8 +1,8 @@
 //! `uwf serve`: the web dashboard (see `crate::serve`); `uwf open` ([`open`]): a thread's page
 //! in it.
 
-pub mod open;
-pub mod token;
+pub(crate) mod open;
+pub(crate) mod token;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -28,7 +28,7 @@ uwf serve --read-only\n  \
 uwf serve token add 'Ann Lee'      # a token of Ann's own: her writes are recorded as hers",
     args_conflicts_with_subcommands = true
 )]
-pub struct ServeArgs {
+pub(super) struct ServeArgs {
     #[command(subcommand)]
     token: Option<ServeCommand>,
     /// Address and port to listen on (port 0 picks a free one)
@@ -49,7 +49,7 @@ enum ServeCommand {
     Token(token::TokenArgs),
 }
 
-pub fn run(args: ServeArgs, root: &Path, out: &mut Out) -> CliResult {
+pub(super) fn run(args: ServeArgs, root: &Path, out: &mut Out) -> CliResult {
     if let Some(ServeCommand::Token(token)) = args.token {
         return token::run(token, root, out);
     }

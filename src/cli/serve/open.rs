@@ -24,7 +24,7 @@ const DEFAULT_URL: &str = "http://127.0.0.1:7420/";
 uwf open                       # the list of threads\n  uwf open 01JD8X… --print     # only print the address\n  \
 uwf open 01JD8X… --url https://uwf.example.com/"
 )]
-pub struct OpenArgs {
+pub(crate) struct OpenArgs {
     /// A thread id (or a unique prefix); none: the list of threads
     thread: Option<String>,
     /// Only print the address, even at a terminal
@@ -36,7 +36,7 @@ pub struct OpenArgs {
     url: Option<String>,
 }
 
-pub fn run(args: OpenArgs, root: &Path, out: &mut Out) -> CliResult {
+pub(crate) fn run(args: OpenArgs, root: &Path, out: &mut Out) -> CliResult {
     let (base, running) = match args.url.or_else(env_url) {
         Some(url) => (url, None),
         None => match recorded(root) {
@@ -120,10 +120,10 @@ fn open_in_browser(url: &str) -> bool {
 /// What `uwf serve` writes once it listens, and removes when it stops: `{url, pid}` in
 /// `<root>/serve.json`, for `uwf open`. Best effort: a store that cannot take the file is still
 /// served.
-pub struct Record(Option<PathBuf>);
+pub(crate) struct Record(Option<PathBuf>);
 
 /// Records `url` as this process's dashboard of the store at `root`.
-pub fn record(root: &Path, url: &str) -> Record {
+pub(crate) fn record(root: &Path, url: &str) -> Record {
     let path = root.join(RECORD);
     let text = json!({"url": url, "pid": std::process::id()}).to_string();
     let tmp = root.join(format!("{RECORD}.{}", std::process::id()));

@@ -19,7 +19,7 @@ replaces the old one. Changes take effect at once, on a running server too.\n\n\
 Examples:\n  uwf serve token add 'Ann Lee'      # prints Ann's token and login URL, once\n  \
 uwf serve token list\n  uwf serve token revoke 'Ann Lee'"
 )]
-pub struct TokenArgs {
+pub(crate) struct TokenArgs {
     #[command(subcommand)]
     action: TokenAction,
 }
@@ -44,7 +44,7 @@ enum TokenAction {
     },
 }
 
-pub fn run(args: TokenArgs, root: &Path, out: &mut Out) -> CliResult {
+pub(crate) fn run(args: TokenArgs, root: &Path, out: &mut Out) -> CliResult {
     match args.action {
         TokenAction::Add { name, url } => {
             let token = people::add(root, &name)?;

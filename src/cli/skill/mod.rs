@@ -7,7 +7,7 @@ use crate::cli::error::CliResult;
 
 /// Which reference to print.
 #[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum Topic {
+pub(super) enum Topic {
     /// How to drive the uwf CLI
     Cli,
     /// How to author a workflow
@@ -18,7 +18,7 @@ pub enum Topic {
 
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  uwf skill author\n  uwf skill agent > AGENTS.md")]
-pub struct SkillArgs {
+pub(super) struct SkillArgs {
     #[arg(value_enum, default_value = "cli")]
     topic: Topic,
 }
@@ -29,11 +29,11 @@ pub struct SkillArgs {
 echo 'source <(uwf completions zsh)' >> ~/.zshrc\n  \
 mkdir -p ~/.config/fish/completions && echo 'uwf completions fish | source' > ~/.config/fish/completions/uwf.fish"
 )]
-pub struct CompletionsArgs {
+pub(super) struct CompletionsArgs {
     shell: clap_complete::Shell,
 }
 
-pub fn skill(args: &SkillArgs, out: &mut Out) -> CliResult<()> {
+pub(super) fn skill(args: &SkillArgs, out: &mut Out) -> CliResult<()> {
     out.text(match args.topic {
         Topic::Cli => include_str!("cli.md"),
         Topic::Author => include_str!("author.md"),
@@ -42,7 +42,7 @@ pub fn skill(args: &SkillArgs, out: &mut Out) -> CliResult<()> {
     Ok(())
 }
 
-pub fn completions(args: &CompletionsArgs, out: &mut Out) -> CliResult<()> {
+pub(super) fn completions(args: &CompletionsArgs, out: &mut Out) -> CliResult<()> {
     let mut script = Vec::new();
     crate::cli::terminal::complete::registration(&args.shell.to_string(), &mut script)?;
     out.text(&String::from_utf8_lossy(&script))?;

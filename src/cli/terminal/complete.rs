@@ -42,7 +42,7 @@ const HELP_CHARS: usize = 60;
 
 /// Answers the shell and exits when `COMPLETE` is set (the registered script calls uwf so);
 /// otherwise returns and the command runs.
-pub fn on_request() {
+pub(crate) fn on_request() {
     clap_complete::CompleteEnv::with_factory(command)
         .shells(SHELLS)
         .complete();
@@ -150,7 +150,7 @@ fn rejoin(words: Vec<OsString>, index: usize) -> (Vec<OsString>, usize) {
 
 /// Writes the registration script for `shell` (a name clap_complete knows: bash, zsh, fish,
 /// elvish, powershell): the same text `COMPLETE=<shell> uwf` prints.
-pub fn registration(shell: &str, buf: &mut Vec<u8>) -> std::io::Result<()> {
+pub(crate) fn registration(shell: &str, buf: &mut Vec<u8>) -> std::io::Result<()> {
     let Some(completer) = SHELLS.completer(shell) else {
         return Err(std::io::Error::other(format!(
             "no completion for shell `{shell}`"

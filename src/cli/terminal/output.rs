@@ -7,7 +7,7 @@ use std::io::{self, IsTerminal, Write};
 
 /// How list-like commands print.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
+pub(crate) enum Mode {
     /// Aligned columns with a header and relative times (stdout is a terminal).
     Table,
     /// One JSON object per line.
@@ -17,7 +17,7 @@ pub enum Mode {
 }
 
 /// The command's standard output.
-pub struct Out {
+pub(crate) struct Out {
     inner: Box<dyn Write>,
     /// The pager `inner` writes to, once [`Out::page`] started one.
     pager: Option<std::process::Child>,
@@ -28,7 +28,7 @@ pub struct Out {
 
 impl Out {
     /// Standard output; `json` and `quiet` are the global flags.
-    pub fn stdout(json: bool, quiet: bool) -> Out {
+    pub(crate) fn stdout(json: bool, quiet: bool) -> Out {
         let mode = if quiet {
             Mode::Quiet
         } else if json || !io::stdout().is_terminal() {
@@ -45,22 +45,22 @@ impl Out {
     }
 
     /// Whether only ids are wanted.
-    pub fn quiet(&self) -> bool {
+    pub(crate) fn quiet(&self) -> bool {
         self.mode == Mode::Quiet
     }
 
     /// Writes one line.
-    pub fn line(&mut self, text: impl std::fmt::Display) -> io::Result<()> {
+    pub(crate) fn line(&mut self, text: impl std::fmt::Display) -> io::Result<()> {
         writeln!(self.inner, "{text}")
     }
 
     /// Writes text as is.
-    pub fn text(&mut self, text: &str) -> io::Result<()> {
+    pub(crate) fn text(&mut self, text: &str) -> io::Result<()> {
         self.inner.write_all(text.as_bytes())
     }
 
     /// A command's one result: its id or hash with `-q`, else `value` as one JSON line.
-    pub fn result(
+    pub(crate) fn result(
         &mut self,
         id: impl std::fmt::Display,
         value: &serde_json::Value,
@@ -74,7 +74,7 @@ impl Out {
 
     /// A command's one result: `text` for a person at a terminal, its id or hash with `-q`,
     /// else `value` as one JSON line (also on a terminal with `--json`).
-    pub fn said(
+    pub(crate) fn said(
         &mut self,
         text: &str,
         id: impl std::fmt::Display,
@@ -88,14 +88,14 @@ impl Out {
     }
 
     /// Writes a value as pretty JSON plus a newline.
-    pub fn json_pretty(&mut self, value: &serde_json::Value) -> io::Result<()> {
+    pub(crate) fn json_pretty(&mut self, value: &serde_json::Value) -> io::Result<()> {
         serde_json::to_writer_pretty(&mut self.inner, value)?;
         writeln!(self.inner)
     }
 
     /// Writes rows under `header` as aligned columns ([`format_table`]); for a person at a
     /// terminal, no rows is the header and `(none)`, so an empty list still says what it is.
-    pub fn table(&mut self, header: &[&str], rows: &[Vec<String>]) -> io::Result<()> {
+    pub(crate) fn table(&mut self, header: &[&str], rows: &[Vec<String>]) -> io::Result<()> {
         if rows.is_empty() && self.mode == Mode::Table {
             let header = header.join("  ");
             return writeln!(self.inner, "{}\n(none)", header.trim_end());
@@ -103,13 +103,13 @@ impl Out {
         self.inner.write_all(format_table(header, rows).as_bytes())
     }
 
-    pub fn flush(&mut self) -> io::Result<()> {
+    pub(crate) fn flush(&mut self) -> io::Result<()> {
         self.inner.flush()
     }
 
     /// One object: aligned `key: value` lines for a person at a terminal, else one JSON line
     /// (`--json` gives the line on a terminal too).
-    pub fn object(&mut self, value: &serde_json::Value) -> io::Result<()> {
+    pub(crate) fn object(&mut self, value: &serde_json::Value) -> io::Result<()> {
         let (Mode::Table, Some(fields)) = (self.mode, value.as_object()) else {
             return self.line(value);
         };
@@ -129,7 +129,7 @@ impl Out {
 
     /// Sends the rest of the output through the pager, when a person reads it at a terminal
     /// (see [`super::style::pager`]); a pager that cannot start leaves the output as it was.
-    pub fn page(&mut self) {
+    pub(crate) fn page(&mut self) {
         let Some(command) = super::style::pager() else {
             return;
         };
@@ -152,7 +152,7 @@ impl Out {
 
     /// Whether what is written here is coloured (stdout is a terminal, or a pager reads it
     /// for one, and colour is on).
-    pub fn color(&self) -> bool {
+    pub(crate) fn color(&self) -> bool {
         super::style::stdout_color()
     }
 }
@@ -170,7 +170,7 @@ impl Drop for Out {
 
 /// Rows under `header` as aligned columns, two spaces apart, the last column not padded;
 /// nothing at all for no rows, so an empty list stays empty.
-pub fn format_table(header: &[&str], rows: &[Vec<String>]) -> String {
+pub(crate) fn format_table(header: &[&str], rows: &[Vec<String>]) -> String {
     if rows.is_empty() {
         return String::new();
     }
@@ -199,7 +199,7 @@ pub fn format_table(header: &[&str], rows: &[Vec<String>]) -> String {
 
 /// How long ago `ms` (milliseconds since the epoch) was, for people: `just now`, `42s ago`,
 /// `5 min ago`, `3 h ago`, `1 day ago`, `12 days ago`.
-pub fn ago(ms: u64, now_ms: u64) -> String {
+pub(crate) fn ago(ms: u64, now_ms: u64) -> String {
     let secs = now_ms.saturating_sub(ms) / 1000;
     match secs {
         0..=4 => "just now".to_owned(),
@@ -214,7 +214,7 @@ pub fn ago(ms: u64, now_ms: u64) -> String {
 }
 
 /// `text` cut to `max` characters, with `…` when cut.
-pub fn shorten(text: &str, max: usize) -> String {
+pub(crate) fn shorten(text: &str, max: usize) -> String {
     if text.chars().count() > max {
         format!("{}…", text.chars().take(max - 1).collect::<String>())
     } else {

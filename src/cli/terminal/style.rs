@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 
 /// `--color`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum When {
+pub(crate) enum When {
     /// On a terminal, unless `NO_COLOR` is set or `TERM=dumb`.
     #[default]
     Auto,
@@ -27,7 +27,7 @@ struct Choice {
 static CHOICE: OnceLock<Choice> = OnceLock::new();
 
 /// Records `--color` and `--no-pager` (first call wins).
-pub fn init(color: When, no_pager: bool) {
+pub(crate) fn init(color: When, no_pager: bool) {
     let _ = CHOICE.set(Choice {
         color,
         pager: !no_pager,
@@ -54,18 +54,18 @@ fn wanted(is_terminal: bool) -> bool {
 }
 
 /// Whether what goes to stderr is coloured.
-pub fn stderr_color() -> bool {
+pub(crate) fn stderr_color() -> bool {
     wanted(std::io::stderr().is_terminal())
 }
 
 /// Whether what goes to stdout is coloured.
-pub fn stdout_color() -> bool {
+pub(crate) fn stdout_color() -> bool {
     wanted(std::io::stdout().is_terminal())
 }
 
 /// A colour of this module's few.
 #[derive(Debug, Clone, Copy)]
-pub enum Paint {
+pub(crate) enum Paint {
     /// `error:`, removed lines, failed checks.
     Red,
     /// Added lines, passed checks.
@@ -87,7 +87,7 @@ impl Paint {
     }
 
     /// `text` in this colour when `on`, else as is.
-    pub fn on(self, text: &str, on: bool) -> String {
+    pub(crate) fn on(self, text: &str, on: bool) -> String {
         if on {
             format!("\x1b[{}m{text}\x1b[0m", self.code())
         } else {
@@ -97,7 +97,7 @@ impl Paint {
 }
 
 /// A unified diff with removed lines red, added lines green and hunk headers cyan.
-pub fn diff(text: &str) -> String {
+pub(crate) fn diff(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + text.len() / 8);
     for line in text.split_inclusive('\n') {
         let (body, end) = match line.strip_suffix('\n') {
@@ -126,7 +126,7 @@ pub fn diff(text: &str) -> String {
 
 /// The pager to run for output on a terminal: `None` with `--no-pager`, when stdout is not a
 /// terminal, or when `$PAGER` is set empty or to `cat`.
-pub fn pager() -> Option<String> {
+pub(crate) fn pager() -> Option<String> {
     if !choice().pager || !std::io::stdout().is_terminal() {
         return None;
     }

@@ -14,12 +14,12 @@ use crate::engine::thread::author;
 
 /// The name recorded for an act a person asks for by hand: `--by`, else `$UWF_BY`, else
 /// `git config user.name`, else the login name. `None` when none is known (nothing recorded).
-pub fn person(given: Option<&str>) -> CliResult<Option<String>> {
+pub(crate) fn person(given: Option<&str>) -> CliResult<Option<String>> {
     by_or(given, || git_user_name().or_else(login_name))
 }
 
 /// The name recorded for steps: `--by`, else `$UWF_BY`, else the login name (no git process).
-pub fn runner(given: Option<&str>) -> CliResult<Option<String>> {
+pub(crate) fn runner(given: Option<&str>) -> CliResult<Option<String>> {
     by_or(given, login_name)
 }
 

@@ -13,7 +13,7 @@ use crate::engine::thread::cost;
 
 /// The working directory a thread started now records: `given`, or this process's directory,
 /// made absolute (it is used from other directories and machines later).
-pub fn workdir(given: Option<&Path>) -> CliResult<PathBuf> {
+pub(crate) fn workdir(given: Option<&Path>) -> CliResult<PathBuf> {
     let dir = match given {
         Some(dir) => dir.to_path_buf(),
         None => std::env::current_dir().map_err(|e| {
@@ -28,7 +28,7 @@ pub fn workdir(given: Option<&Path>) -> CliResult<PathBuf> {
 }
 
 /// `thread pause` (`paused`) and `thread resume`.
-pub fn pause(
+pub(super) fn pause(
     store: &Store,
     thread: &str,
     (paused, by): (bool, Option<&str>),
@@ -54,7 +54,7 @@ pub fn pause(
 }
 
 /// `thread rebind`: prints the thread's bindings after the change.
-pub fn rebind(
+pub(super) fn rebind(
     store: &Store,
     thread: &str,
     changes: &[String],
@@ -81,7 +81,7 @@ pub fn rebind(
 /// `thread budget`: with limits, sets them as the thread's own (a raise); a thread that waited
 /// at its budget and is under it now goes on (`resumed`); then prints the budget and what the
 /// thread spent.
-pub fn budget(
+pub(super) fn budget(
     store: &Store,
     thread: &str,
     limits: (Option<u64>, Option<f64>),
@@ -119,7 +119,7 @@ pub fn budget(
 }
 
 /// Sets thread `id`'s own budget from `--max-tokens` and `--max-cost`, when either is given.
-pub fn start_budget(
+pub(super) fn start_budget(
     root: &Path,
     id: &str,
     (max_tokens, max_cost): (Option<u64>, Option<f64>),

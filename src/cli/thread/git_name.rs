@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 /// The files do not say plainly; ask git.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Unsure;
+pub(super) struct Unsure;
 
 /// Environment variables that change which files git reads, or add settings of their own.
 const GIT_ENV: &[&str] = &[
@@ -34,7 +34,7 @@ const GIT_ENV: &[&str] = &[
 
 /// `user.name` as `git config --get user.name` run here would say it: `Ok(None)` when git is not
 /// installed or no file names one.
-pub fn user_name() -> Result<Option<String>, Unsure> {
+pub(super) fn user_name() -> Result<Option<String>, Unsure> {
     if GIT_ENV.iter().any(|v| std::env::var_os(v).is_some()) {
         return Err(Unsure);
     }

@@ -25,8 +25,8 @@ use crate::engine::workflow::moderator::{Moderator, Outcome};
 
 mod controls;
 mod run;
-pub use controls::workdir;
-pub use run::{RunArgs, start_and_run};
+pub(super) use controls::workdir;
+pub(super) use run::{RunArgs, start_and_run};
 use run::{print_notice, print_stepped, run_steps};
 mod answer;
 pub(super) mod author;
@@ -41,7 +41,7 @@ use list::{list, parse_since};
 
 #[derive(Debug, Subcommand)]
 #[command(defer = true)]
-pub enum ThreadCommand {
+pub(super) enum ThreadCommand {
     /// Start a thread of a workflow; prints {"workflow","thread"}
     #[command(
         after_help = "A prompt read from stdin (-p -) or --prompt-file is limited to 16 MiB \
@@ -377,7 +377,7 @@ fn stdin_dash(text: &str) -> Result<String, String> {
 
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("text").required(true).args(["prompt", "prompt_file"])))]
-pub struct StartArgs {
+pub(super) struct StartArgs {
     /// Workflow name or hash
     workflow: String,
     /// The prompt, or `-` to read it from stdin
@@ -405,7 +405,7 @@ pub struct StartArgs {
 
 impl StartArgs {
     /// The prompt, from `-p TEXT`, `-p -` (stdin) or `--prompt-file`.
-    pub fn prompt(&self, root: &Path) -> CliResult<String> {
+    pub(super) fn prompt(&self, root: &Path) -> CliResult<String> {
         Ok(
             match (self.prompt.as_deref(), self.prompt_file.as_deref()) {
                 (Some("-"), _) => input::read_text(Source::Stdin, super::input_limit(root)?)?,
@@ -423,14 +423,14 @@ impl StartArgs {
     }
 
     /// Starts the thread with its agent context: returns `(workflow name, id)`.
-    pub fn start(&self, store: &Store, root: &Path) -> CliResult<(String, String)> {
+    pub(super) fn start(&self, store: &Store, root: &Path) -> CliResult<(String, String)> {
         // Checked before the prompt is read (a bad name wastes no typing).
         let by = author::person(self.by.as_deref())?;
         self.start_by(store, root, by.as_deref())
     }
 
     /// [`StartArgs::start`] as `by`, already checked.
-    pub fn start_by(
+    pub(super) fn start_by(
         &self,
         store: &Store,
         root: &Path,
@@ -458,7 +458,7 @@ impl StartArgs {
     }
 }
 
-pub fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
+pub(super) fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<()> {
     if matches!(cmd, ThreadCommand::Step { .. } | ThreadCommand::Run { .. }) {
         // Overlap the engine's one-time set-up with reading the store.
         jsonata::prewarm();

@@ -32,7 +32,7 @@ Examples:
   uwf thread rebase 01JD8X… --workflow solve-issue@4X5K4AE2AA5F2";
 
 #[derive(Debug, Args)]
-pub struct RebaseArgs {
+pub(crate) struct RebaseArgs {
     /// Thread id (a unique prefix is enough)
     thread: String,
     /// The version to rebase onto: NAME (its current version), NAME@HASH, or a workflow hash

@@ -146,7 +146,7 @@ pub(crate) fn human_duration(d: std::time::Duration) -> String {
 
 /// `uwf run`: start a thread and run it to its end.
 #[derive(Debug, Args)]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     #[command(flatten)]
     start: StartArgs,
     /// Stop after this many steps even if the thread is not done
@@ -159,7 +159,7 @@ pub struct RunArgs {
 }
 
 /// `uwf run W -p PROMPT`: `thread start` then `thread run`, one line per step.
-pub fn start_and_run(args: RunArgs, root: &Path, out: &mut Out) -> CliResult<()> {
+pub(crate) fn start_and_run(args: RunArgs, root: &Path, out: &mut Out) -> CliResult<()> {
     if args.start.queue {
         return Err(CommandError::usage(
             "--queue leaves the thread to workers; `uwf run` runs it here (use `uwf thread start --queue`)",

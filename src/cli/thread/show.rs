@@ -15,7 +15,7 @@ use crate::engine::thread::cost;
 use crate::engine::thread::run_files::RunFiles;
 
 /// `uwf thread show`: the head with `-q`, else the thread's facts (JSON, or lines on a terminal).
-pub fn show(store: &Store, thread: &str, out: &mut Out) -> CliResult<()> {
+pub(super) fn show(store: &Store, thread: &str, out: &mut Out) -> CliResult<()> {
     let root = store.root();
     let id = lifecycle::resolve_id(root, thread)?;
     let summary = lifecycle::summary(store, &id)?;
@@ -58,7 +58,7 @@ pub fn show(store: &Store, thread: &str, out: &mut Out) -> CliResult<()> {
 }
 
 /// The lines `thread show` prints on a terminal for the thread `json` describes.
-pub fn text(json: &Value) -> String {
+pub(super) fn text(json: &Value) -> String {
     let Some(fields) = json.as_object() else {
         return format!("{json}\n");
     };
@@ -122,7 +122,7 @@ fn words(value: &Value) -> Option<String> {
 }
 
 /// What a person would do next with the thread, as a sentence naming the command.
-pub fn next_thing(json: &Value) -> Option<String> {
+pub(super) fn next_thing(json: &Value) -> Option<String> {
     let id = json["thread"].as_str()?;
     let status = json["status"].as_str().unwrap_or_default();
     let paused = json["paused"].as_bool().unwrap_or(false);

@@ -21,7 +21,7 @@ use crate::engine::thread::summary::Summary;
 const SECTION_ROWS: usize = 10;
 
 #[derive(Debug, Args)]
-pub struct StatusArgs {
+pub(crate) struct StatusArgs {
     /// Threads shown per section (the newest)
     #[arg(long, default_value_t = SECTION_ROWS, value_name = "N")]
     limit: usize,
@@ -34,7 +34,7 @@ struct Section {
     total: u64,
 }
 
-pub fn run(args: StatusArgs, store: &Store, out: &mut Out) -> CliResult {
+pub(crate) fn run(args: StatusArgs, store: &Store, out: &mut Out) -> CliResult {
     let mut sections = Vec::new();
     for status in ["awaiting", "failed", "running", "paused"] {
         sections.push(section(store, status, args.limit)?);

@@ -84,14 +84,14 @@ fn stderr_note(tail: &str) -> String {
 }
 
 /// `uwf agent dry`: the smallest schema-valid output.
-pub fn dry(store: &Store, thread: &str, role: &str) -> Result<Hash, BuiltinError> {
+pub(crate) fn dry(store: &Store, thread: &str, role: &str) -> Result<Hash, BuiltinError> {
     let (history, workflow) = view::load_light(store, thread)?;
     dry_at(store, thread, role, &history, &workflow)
 }
 
 /// [`dry`] for a thread whose history and workflow the caller has loaded (a step running it
 /// in process).
-pub fn dry_at(
+pub(crate) fn dry_at(
     store: &Store,
     thread: &str,
     role: &str,
@@ -140,7 +140,7 @@ fn check_templates(history: &History, workflow: &Workflow, role: &str) -> Result
 /// `uwf agent script --file F`: the n-th visit of a role takes the n-th entry (the last repeats).
 /// A mapping entry is the structured output itself; a string entry is raw output and goes
 /// through extraction like any agent's.
-pub fn script(
+pub(crate) fn script(
     store: &Store,
     config: &Config,
     file: &Path,
@@ -153,7 +153,7 @@ pub fn script(
 
 /// [`script`] for a thread whose history and workflow the caller has loaded (a step running it
 /// in process).
-pub fn script_at(
+pub(crate) fn script_at(
     store: &Store,
     config: &Config,
     file: &Path,
@@ -216,7 +216,7 @@ pub fn script_at(
 /// `{prompt}`, `{prompt_file}`, `{task}`, `{thread}`, `{role}`, `{workdir}`, each shell-quoted)
 /// with `sh -c`; its stdout goes through extraction. `{task}` is the thread's own prompt, for
 /// deterministic CLIs that want the task rather than the whole role prompt.
-pub fn exec(
+pub(crate) fn exec(
     store: &Store,
     config: &Config,
     template: &str,
@@ -290,7 +290,7 @@ pub fn exec(
 
 /// The whole prompt for `role` of `thread` (what `uwf agent prompt` prints): what `exec` and
 /// the agent programs (`claude`, `codex`) are given.
-pub fn role_prompt(
+pub(crate) fn role_prompt(
     store: &Store,
     view: &ThreadView,
     thread: &str,
@@ -315,7 +315,7 @@ pub fn role_prompt(
 }
 
 /// Replaces `{name}` placeholders with shell-quoted values; other braces are left alone.
-pub fn fill_template(template: &str, values: &[(&str, &str)]) -> String {
+pub(crate) fn fill_template(template: &str, values: &[(&str, &str)]) -> String {
     let mut out = String::with_capacity(template.len());
     let mut rest = template;
     while let Some(open) = rest.find('{') {

@@ -19,14 +19,14 @@ use crate::engine::workflow::Workflow;
 
 /// A built-in agent the step can run itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum InProcess {
+pub(crate) enum InProcess {
     Dry,
     Script { file: PathBuf },
 }
 
 impl InProcess {
     /// The built-in `spec` runs, if it is one this process can run itself.
-    pub fn of(spec: &AgentSpec) -> Option<InProcess> {
+    pub(crate) fn of(spec: &AgentSpec) -> Option<InProcess> {
         if std::env::var_os("UWF_SPAWN_BUILTINS").is_some_and(|v| v == "1") {
             return None;
         }
@@ -50,7 +50,7 @@ impl InProcess {
 
     /// The same agent run as if in `dir` (a thread's working directory): a relative script
     /// file is taken under it.
-    pub fn in_dir(self, dir: Option<&Path>) -> InProcess {
+    pub(crate) fn in_dir(self, dir: Option<&Path>) -> InProcess {
         match (self, dir) {
             (InProcess::Script { file }, Some(dir)) if file.is_relative() => InProcess::Script {
                 file: dir.join(file),
@@ -61,7 +61,7 @@ impl InProcess {
 
     /// Plays `role` of thread `thread`; returns the step hash, as `uwf agent <kind>` prints it.
     /// Plays `role` on `thread`, whose history and workflow the step has loaded.
-    pub fn run(
+    pub(crate) fn run(
         &self,
         store: &Store,
         config: &Config,

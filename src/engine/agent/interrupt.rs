@@ -20,11 +20,11 @@ static CAUGHT: LazyLock<Arc<AtomicUsize>> = LazyLock::new(|| Arc::new(AtomicUsiz
 static ARMED: LazyLock<Arc<AtomicBool>> = LazyLock::new(|| Arc::new(AtomicBool::new(false)));
 
 /// The signals that ask a process to stop.
-pub const STOP_SIGNALS: [i32; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+pub(crate) const STOP_SIGNALS: [i32; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 
 /// Installs the handlers of [`STOP_SIGNALS`] (once per process; those it inherited ignored are
 /// left alone).
-pub fn catch_stop_signals() -> std::io::Result<()> {
+pub(crate) fn catch_stop_signals() -> std::io::Result<()> {
     static INSTALLED: std::sync::OnceLock<()> = std::sync::OnceLock::new();
     if INSTALLED.get().is_some() {
         return Ok(());
@@ -43,7 +43,7 @@ pub fn catch_stop_signals() -> std::io::Result<()> {
 }
 
 /// The stop signal this process caught, if any.
-pub fn caught() -> Option<i32> {
+pub(crate) fn caught() -> Option<i32> {
     match CAUGHT.load(Ordering::SeqCst) {
         0 => None,
         signal => i32::try_from(signal).ok(),
@@ -51,7 +51,7 @@ pub fn caught() -> Option<i32> {
 }
 
 /// `SIGINT`, `SIGTERM`, `SIGHUP` (or `signal N`).
-pub fn name(signal: i32) -> String {
+pub(crate) fn name(signal: i32) -> String {
     match signal {
         libc::SIGINT => "SIGINT".into(),
         libc::SIGTERM => "SIGTERM".into(),

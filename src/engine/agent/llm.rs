@@ -31,21 +31,21 @@ use crate::engine::llm::client::{
 };
 
 /// The default number of rounds of `react`.
-pub const DEFAULT_MAX_ROUNDS: usize = 20;
+pub(crate) const DEFAULT_MAX_ROUNDS: usize = 20;
 /// The default time one `run_command` may take.
-pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 /// How much of a tool result goes back to the model.
 const RESULT_TO_MODEL: usize = 16_000;
 /// How much of a tool result (or an assistant's text) the detail node keeps.
 const RESULT_IN_DETAIL: usize = 2_000;
 
 /// The message that answers a reply without a tool call.
-pub const CORRECTION: &str = "Call a tool, or call `resolve` with your output when your part is \
+pub(crate) const CORRECTION: &str = "Call a tool, or call `resolve` with your output when your part is \
 done. A reply without a tool call is not accepted.";
 
 /// Errors of the LLM agents.
 #[derive(Debug, thiserror::Error)]
-pub enum LlmAgentError {
+pub(crate) enum LlmAgentError {
     #[error(transparent)]
     View(#[from] crate::engine::thread::view::ViewError),
     #[error(transparent)]
@@ -121,7 +121,7 @@ fn model_detail(endpoint: &Endpoint, extra: &mut Map<String, Value>) {
 
 /// `uwf agent llm [--model M]`: one completion (system: the output format and the role; user:
 /// the task and the history) through extraction.
-pub fn llm(
+pub(crate) fn llm(
     store: &Store,
     config: &Config,
     thread: &str,
@@ -186,7 +186,7 @@ pub fn llm(
 
 /// Options of `react`.
 #[derive(Debug, Clone, Default)]
-pub struct ReactOptions<'a> {
+pub(crate) struct ReactOptions<'a> {
     pub model: Option<&'a str>,
     pub max_rounds: Option<usize>,
 }
@@ -375,7 +375,7 @@ fn add_usage(total: &mut Map<String, Value>, tokens: &mut Option<Tokens>, respon
 }
 
 /// `uwf agent react [--model M] [--max-rounds N]`: the tool loop in `workdir`.
-pub fn react(
+pub(crate) fn react(
     store: &Store,
     config: &Config,
     thread: &str,

@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 const MAX_DEPTH: usize = 32;
 
 /// The smallest value `schema` accepts (best effort).
-pub fn minimal(schema: &Value) -> Value {
+pub(crate) fn minimal(schema: &Value) -> Value {
     build(schema, schema, 0)
 }
 

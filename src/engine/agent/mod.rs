@@ -19,18 +19,19 @@
 //!
 //! Agents that drive steps themselves (a person answering, a child workflow) are part of the
 //! step cycle, [`crate::engine::cycle`].
-pub mod builtin;
-pub mod extract;
-pub mod in_process;
-pub mod interrupt;
-pub mod knowledge_tool;
-pub mod llm;
-pub mod minimal;
-pub mod programs;
-pub mod prompt;
-pub mod question;
-pub mod resolve;
-pub mod spawn;
-pub mod submit;
-pub mod watchdog;
-pub mod workdir;
+pub(crate) mod builtin;
+pub(crate) mod extract;
+pub(crate) mod in_process;
+pub(crate) mod interrupt;
+#[allow(unreachable_pub)]
+pub(crate) mod knowledge_tool;
+pub(crate) mod llm;
+pub(crate) mod minimal;
+pub(crate) mod programs;
+pub(crate) mod prompt;
+pub(crate) mod question;
+pub(crate) mod resolve;
+pub(crate) mod spawn;
+pub(crate) mod submit;
+pub(crate) mod watchdog;
+pub(crate) mod workdir;

@@ -25,15 +25,15 @@ use crate::engine::workflow::Workflow;
 use crate::engine::workflow::template::{self, TemplateError};
 
 /// The attempt a step's agent runs as, 1 for the first (set for every agent a step spawns).
-pub const ATTEMPT_ENV: &str = "UWF_ATTEMPT";
+pub(crate) const ATTEMPT_ENV: &str = "UWF_ATTEMPT";
 /// How many attempts the role allows in all (1 + its `retry`).
-pub const MAX_ATTEMPTS_ENV: &str = "UWF_MAX_ATTEMPTS";
+pub(crate) const MAX_ATTEMPTS_ENV: &str = "UWF_MAX_ATTEMPTS";
 /// The error of the previous attempt (empty on the first).
-pub const PREVIOUS_FAILURE_ENV: &str = "UWF_PREVIOUS_FAILURE";
+pub(crate) const PREVIOUS_FAILURE_ENV: &str = "UWF_PREVIOUS_FAILURE";
 
 /// The previous attempt of a step that runs its agent again, as the environment says.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Retried {
+pub(crate) struct Retried {
     /// The attempt running now (2 or more).
     pub attempt: u32,
     pub most: u32,
@@ -44,7 +44,7 @@ pub struct Retried {
 impl Retried {
     /// The retry the step that spawned this process is on, when it runs thread `id`'s role
     /// `role` again after a failure.
-    pub fn from_env(id: &str, role: &str) -> Option<Retried> {
+    pub(crate) fn from_env(id: &str, role: &str) -> Option<Retried> {
         let var = |name| std::env::var(name).ok();
         if var("UWF_THREAD")? != id || var("UWF_ROLE")? != role {
             return None;
@@ -60,7 +60,7 @@ impl Retried {
     }
 
     /// The prompt's section about it.
-    pub fn section(&self) -> String {
+    pub(crate) fn section(&self) -> String {
         let fence = if self.error.contains("```") {
             "~~~~"
         } else {
@@ -76,7 +76,7 @@ impl Retried {
 }
 
 /// The instruction that tells an agent how to format its answer for `role`'s schema.
-pub fn format_instruction(schema: &Value) -> String {
+pub(crate) fn format_instruction(schema: &Value) -> String {
     let example = output_yaml(&minimal(schema));
     let schema_text = serde_json::to_string_pretty(&sorted(schema)).unwrap_or_default();
     format!(
@@ -91,7 +91,7 @@ For example (the smallest valid answer):\n\n---\n{example}---\n"
 /// The prompt of an agent playing `role`, in three parts that LLM agents place in different
 /// messages.
 #[derive(Debug, Clone, PartialEq)]
-pub struct PromptParts {
+pub(crate) struct PromptParts {
     /// The output-format instruction (from the role's schema).
     pub format: String,
     /// The scope line and the role's description, goal, capabilities, procedure and output.
@@ -102,14 +102,14 @@ pub struct PromptParts {
 
 impl PromptParts {
     /// The whole prompt, as `uwf agent prompt` prints it.
-    pub fn joined(&self) -> String {
+    pub(crate) fn joined(&self) -> String {
         format!("{}{}{}", self.format, self.role, self.task)
     }
 }
 
 /// The prompt for an agent playing `role`; `quota` bounds the whole prompt's length by leaving
 /// out the oldest history. Fails when one of the role's templates cannot be rendered.
-pub fn prompt_parts(
+pub(crate) fn prompt_parts(
     id: &str,
     workflow: &Workflow,
     role: &str,
@@ -160,7 +160,7 @@ pub fn prompt_parts(
 }
 
 /// The full prompt for an agent playing `role` (`uwf agent prompt`).
-pub fn agent_prompt(
+pub(crate) fn agent_prompt(
     id: &str,
     workflow: &Workflow,
     role: &str,

@@ -14,10 +14,15 @@ use crate::engine::agent::prompt::PromptParts;
 use crate::engine::thread::render::output_yaml;
 
 /// The heading that starts the part of a question about answering it.
-pub const HOW_TO_ANSWER: &str = "## How to answer";
+pub(crate) const HOW_TO_ANSWER: &str = "## How to answer";
 
 /// The question for a person, from the prompt `parts` of the role thread `id` waits on.
-pub fn for_person(id: &str, parts: &PromptParts, schema: &Value, order: &[String]) -> String {
+pub(crate) fn for_person(
+    id: &str,
+    parts: &PromptParts,
+    schema: &Value,
+    order: &[String],
+) -> String {
     let mut out = String::new();
     out.push_str(parts.role.trim_start());
     out.push_str(&parts.task);
@@ -67,7 +72,7 @@ fn how_to_answer(id: &str, schema: &Value, order: &[String]) -> String {
 /// One line per top-level property, in `order` (the author's, see
 /// [`crate::engine::workflow::field_order`]; the rest sorted): `name` (type, required) —
 /// description.
-pub fn fields(schema: &Value, order: &[String]) -> Vec<String> {
+pub(crate) fn fields(schema: &Value, order: &[String]) -> Vec<String> {
     let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
         return Vec::new();
     };

@@ -12,7 +12,7 @@ use crate::engine::workflow::Workflow;
 
 /// A resolved agent: what to run.
 #[derive(Debug, Clone, PartialEq)]
-pub struct AgentSpec {
+pub(crate) struct AgentSpec {
     /// The agent's name (recorded in the step), e.g. `dry` or the command's first word.
     pub name: String,
     /// The program; `uwf` means this very binary.
@@ -50,7 +50,7 @@ impl From<&AgentSpec> for Binding {
 impl AgentSpec {
     /// Whether this is the `human` agent kind (`uwf agent human`), which no process plays: the
     /// step records a question and a person answers it.
-    pub fn is_human(&self) -> bool {
+    pub(crate) fn is_human(&self) -> bool {
         let program = Path::new(&self.program)
             .file_name()
             .is_some_and(|n| n == "uwf");
@@ -80,7 +80,7 @@ fn builtin_agents() -> BTreeMap<String, AgentConfig> {
 
 impl Config {
     /// All agents: built-ins overlaid with the configured ones.
-    pub fn agents(&self) -> BTreeMap<String, AgentConfig> {
+    pub(crate) fn agents(&self) -> BTreeMap<String, AgentConfig> {
         let mut all = builtin_agents();
         all.extend(self.agents.clone());
         all
@@ -88,7 +88,7 @@ impl Config {
 
     /// The agent for a role: `override_cmd` (a configured name or a command line) →
     /// `agentOverrides[workflow][role]` → `defaultAgent` → `dry`.
-    pub fn resolve_agent(
+    pub(crate) fn resolve_agent(
         &self,
         override_cmd: Option<&str>,
         workflow: &str,
@@ -135,7 +135,7 @@ impl Config {
     /// The agent of every role of `workflow` as this configuration binds them now (what a new
     /// thread records). A role whose agent does not resolve is left out: its step resolves it
     /// then, and says what is wrong.
-    pub fn bindings(&self, workflow: &Workflow) -> BTreeMap<String, Binding> {
+    pub(crate) fn bindings(&self, workflow: &Workflow) -> BTreeMap<String, Binding> {
         workflow
             .roles
             .keys()
@@ -148,7 +148,7 @@ impl Config {
 
     /// The agent for a role of a thread: `override_cmd` (`--agent`), else the thread's
     /// binding for the role, else what the configuration names now.
-    pub fn resolve_bound(
+    pub(crate) fn resolve_bound(
         &self,
         override_cmd: Option<&str>,
         bound: Option<&Binding>,
@@ -164,7 +164,7 @@ impl Config {
 
 /// The first `${NAME}` of `value` that names no variable of this process's environment
 /// (which holds the root's `.env`), or the value with every `${NAME}` replaced.
-pub fn expand(
+pub(crate) fn expand(
     value: &str,
     mut lookup: impl FnMut(&str) -> Option<String>,
 ) -> Result<String, String> {
@@ -185,14 +185,14 @@ pub fn expand(
 
 /// An agent's `env` with its secrets filled in from this process's environment; `Err` names
 /// the first secret that is not set.
-pub fn expand_env(env: &BTreeMap<String, String>) -> Result<Vec<(String, String)>, String> {
+pub(crate) fn expand_env(env: &BTreeMap<String, String>) -> Result<Vec<(String, String)>, String> {
     env.iter()
         .map(|(key, value)| Ok((key.clone(), expand(value, |n| std::env::var(n).ok())?)))
         .collect()
 }
 
 /// The secrets (`${NAME}`) an agent's `env` names.
-pub fn secrets_named(env: &BTreeMap<String, String>) -> Vec<String> {
+pub(crate) fn secrets_named(env: &BTreeMap<String, String>) -> Vec<String> {
     let mut names = Vec::new();
     for value in env.values() {
         let _ = expand(value, |name| {

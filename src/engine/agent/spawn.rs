@@ -36,7 +36,7 @@ const STDERR_TAIL: usize = 4096;
 /// hash, so a few lines are plenty, and an agent printing 100 MB costs no memory.
 const STDOUT_TAIL: usize = 64 << 10;
 /// Time between SIGTERM and SIGKILL when stopping a process group.
-pub const KILL_GRACE: Duration = Duration::from_secs(3);
+pub(crate) const KILL_GRACE: Duration = Duration::from_secs(3);
 /// How often a step waiting for its agent looks for a caught stop signal.
 const SIGNAL_POLL: Duration = Duration::from_millis(20);
 
@@ -111,7 +111,7 @@ impl Advice for AgentError {
 
 impl AgentError {
     /// The same error without the stderr tail (for a caller that showed that stderr already).
-    pub fn without_stderr_tail(mut self) -> AgentError {
+    pub(crate) fn without_stderr_tail(mut self) -> AgentError {
         match &mut self {
             AgentError::Timeout { stderr_tail, .. }
             | AgentError::Interrupted { stderr_tail, .. }
@@ -141,14 +141,13 @@ fn tail_note(tail: &str) -> String {
 
 /// What the agent did.
 #[derive(Debug)]
-pub struct Finished {
+pub(crate) struct Finished {
     pub stdout: String,
     pub stderr_tail: String,
-    pub duration: Duration,
 }
 
 /// Everything needed to run one agent for one step.
-pub struct Invocation<'a> {
+pub(crate) struct Invocation<'a> {
     pub spec: &'a AgentSpec,
     pub thread: &'a str,
     pub role: &'a str,
@@ -162,7 +161,7 @@ pub struct Invocation<'a> {
 }
 
 /// The program to run: `uwf` means this very binary (so built-in agents need no PATH entry).
-pub fn program_path(program: &str) -> PathBuf {
+pub(crate) fn program_path(program: &str) -> PathBuf {
     if program == "uwf"
         && let Some(exe) = own_exe()
     {
@@ -173,7 +172,7 @@ pub fn program_path(program: &str) -> PathBuf {
 
 /// The running executable's path, looked up once per process (`/proc/self/exe`; a step asks
 /// while it resolves its agent and again when it spawns one).
-pub fn own_exe() -> Option<&'static std::path::Path> {
+pub(crate) fn own_exe() -> Option<&'static std::path::Path> {
     static EXE: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
     EXE.get_or_init(|| std::env::current_exe().ok()).as_deref()
 }
@@ -182,7 +181,10 @@ pub fn own_exe() -> Option<&'static std::path::Path> {
 ///
 /// A stop signal caught before the spawn starts nothing; one caught while the agent runs stops
 /// its group (SIGTERM, then SIGKILL after [`KILL_GRACE`]), and the step fails as interrupted.
-pub fn run(inv: &Invocation<'_>, on_spawn: impl FnOnce(u32)) -> Result<Finished, AgentError> {
+pub(crate) fn run(
+    inv: &Invocation<'_>,
+    on_spawn: impl FnOnce(u32),
+) -> Result<Finished, AgentError> {
     let started = Instant::now();
     let interrupted = |signal, stderr_tail| AgentError::Interrupted {
         name: inv.spec.name.clone(),
@@ -275,7 +277,6 @@ pub fn run(inv: &Invocation<'_>, on_spawn: impl FnOnce(u32)) -> Result<Finished,
     // Grandchildren may still hold the pipes open; do not wait for them forever.
     let stdout = out_reader.finish(pid);
     let stderr_tail = err_reader.finish(pid);
-    let duration = started.elapsed();
     match stopped {
         Some(Stop::Timeout) => {
             return Err(AgentError::Timeout {
@@ -291,7 +292,6 @@ pub fn run(inv: &Invocation<'_>, on_spawn: impl FnOnce(u32)) -> Result<Finished,
         Some(s) if s.success() => Ok(Finished {
             stdout,
             stderr_tail,
-            duration,
         }),
         other => Err(AgentError::Failed {
             name: inv.spec.name.clone(),
@@ -344,7 +344,7 @@ fn describe_status(status: std::process::ExitStatus) -> String {
 }
 
 /// The last non-empty line of an agent's stdout, which must be a step hash.
-pub fn last_line(stdout: &str) -> Option<&str> {
+pub(crate) fn last_line(stdout: &str) -> Option<&str> {
     stdout.lines().rev().map(str::trim).find(|l| !l.is_empty())
 }
 
@@ -408,7 +408,7 @@ fn tee(
 }
 
 /// Set by a step for an agent that is `uwf` itself: the step's pid, for [`arm_parent_death`].
-pub const DIE_WITH_ENV: &str = "UWF_DIE_WITH_PARENT";
+pub(crate) const DIE_WITH_ENV: &str = "UWF_DIE_WITH_PARENT";
 
 /// Whether `program` is the running executable (same file), so it understands [`DIE_WITH_ENV`].
 pub(crate) fn is_own_binary(program: &std::ffi::OsStr) -> bool {
@@ -428,7 +428,7 @@ pub(crate) fn is_own_binary(program: &std::ffi::OsStr) -> bool {
 /// the step is already gone, exits at once. A `uwf` further down (the variable inherited through
 /// a program the agent ran) leaves its own parent-death setting alone, but still does not
 /// start work for a step that has died.
-pub fn arm_parent_death() {
+pub(crate) fn arm_parent_death() {
     let Some(step) = std::env::var_os(DIE_WITH_ENV)
         .and_then(|v| v.to_str().and_then(|s| s.parse::<i32>().ok()))
         .filter(|pid| *pid > 1)
@@ -453,7 +453,7 @@ pub fn arm_parent_death() {
 
 /// Asks the kernel to SIGTERM the agent if the step process dies (e.g. `kill -9`), so no orphan
 /// agent keeps working on a thread whose step is gone.
-pub fn die_with_parent(cmd: &mut Command) {
+pub(crate) fn die_with_parent(cmd: &mut Command) {
     // SAFETY: the closure runs in the forked child before exec and only calls prctl, which is
     // async-signal-safe; it touches no memory shared with the parent.
     unsafe {

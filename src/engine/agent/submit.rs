@@ -87,7 +87,7 @@ impl Advice for SubmitError {
 
 /// What an agent produced.
 #[derive(Debug, Clone, Default)]
-pub struct Submission {
+pub(crate) struct Submission {
     pub agent: String,
     pub raw: String,
     pub exit_code: Option<i32>,
@@ -103,7 +103,7 @@ pub struct Submission {
 /// `config` names a model for `extract` is the LLM fallback asked (extraction layer 3). On a
 /// failure the raw output is still stored (as a text node) and named in the error, so no agent's
 /// work is lost.
-pub fn submit_raw(
+pub(crate) fn submit_raw(
     store: &Store,
     view: &ThreadView,
     role: &str,
@@ -114,7 +114,7 @@ pub fn submit_raw(
 }
 
 /// [`submit_raw`] for a [`StepTarget`].
-pub fn submit_raw_to(
+pub(crate) fn submit_raw_to(
     store: &Store,
     view: &StepTarget<'_>,
     role: &str,
@@ -149,7 +149,7 @@ pub fn submit_raw_to(
 
 /// What extraction found in a raw output.
 #[derive(Debug, Clone)]
-pub struct Extracted {
+pub(crate) struct Extracted {
     pub output: Value,
     pub body: Option<String>,
     /// Detail fields saying how (`extractedBy`, and the LLM call's `extraction`).
@@ -159,7 +159,7 @@ pub struct Extracted {
 /// Extracts the output of a role whose schema is `schema_hash` from `raw`: the
 /// frontmatter and JSON fast paths, then, when `config` names a model for `extract`, the LLM
 /// fallback. The inner `Err` is the fast paths' error and why the fallback failed, if it ran.
-pub fn extract_output(
+pub(crate) fn extract_output(
     store: &Store,
     schema_hash: Hash,
     raw: &str,
@@ -213,7 +213,7 @@ pub fn extract_output(
 }
 
 /// Writes a step whose structured output is already known.
-pub fn write_step(
+pub(crate) fn write_step(
     store: &Store,
     view: &ThreadView,
     role: &str,
@@ -225,7 +225,7 @@ pub fn write_step(
 }
 
 /// [`write_step`] for a [`StepTarget`].
-pub fn write_step_to(
+pub(crate) fn write_step_to(
     store: &Store,
     view: &StepTarget<'_>,
     role: &str,
@@ -297,7 +297,7 @@ pub fn write_step_to(
 /// it for this very thread (an agent it spawned), else since `local` (an agent run by hand, or a
 /// built-in run inside the step), else 0. With `UWF_REPRODUCIBLE=1` always 0, so that runs with
 /// canned agents write byte-identical nodes (tests, demos).
-pub fn step_duration_ms(local: Option<std::time::Instant>, thread: &str) -> u64 {
+pub(crate) fn step_duration_ms(local: Option<std::time::Instant>, thread: &str) -> u64 {
     if std::env::var_os("UWF_REPRODUCIBLE").is_some_and(|v| v == "1") {
         return 0;
     }
@@ -314,7 +314,7 @@ pub fn step_duration_ms(local: Option<std::time::Instant>, thread: &str) -> u64 
 }
 
 /// Reads extra detail fields from a JSON file for `agent submit --detail-json`.
-pub fn detail_from_json(text: &str) -> Result<Map<String, Value>, SubmitError> {
+pub(crate) fn detail_from_json(text: &str) -> Result<Map<String, Value>, SubmitError> {
     match serde_json::from_str(text) {
         Ok(Value::Object(map)) => Ok(map),
         Ok(_) => Err(SubmitError::Detail(

@@ -19,7 +19,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::Duration;
 
 /// How long the agent's group has between SIGTERM and SIGKILL once the step died.
-pub const GRACE: Duration = Duration::from_millis(500);
+pub(crate) const GRACE: Duration = Duration::from_millis(500);
 /// How often the watchdog looks whether the group is gone during [`GRACE`].
 const TICK: Duration = Duration::from_millis(10);
 /// Descriptors closed one by one in the watchdog if `close_range` is not there (Linux < 5.9).
@@ -27,7 +27,7 @@ const CLOSE_UP_TO: i32 = 4096;
 
 /// A running watchdog; stopped (killed and reaped) when dropped.
 #[derive(Debug)]
-pub struct Watchdog {
+pub(crate) struct Watchdog {
     pid: libc::pid_t,
     /// The write end of the pipe: while this process holds it, the watchdog waits.
     _alive: Option<OwnedFd>,
@@ -36,7 +36,7 @@ pub struct Watchdog {
 impl Watchdog {
     /// Forks the watchdog of the agent whose process group is `pgid`. `None` when it cannot
     /// (no pipe, no fork): then whoever next takes the thread's lock cleans up, as before.
-    pub fn start(pgid: u32) -> Option<Watchdog> {
+    pub(crate) fn start(pgid: u32) -> Option<Watchdog> {
         let pgid = libc::pid_t::try_from(pgid).ok().filter(|p| *p > 1)?;
         // Close-on-exec: an agent spawned by another thread of this process never holds it.
         let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).ok()?;

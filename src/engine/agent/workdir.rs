@@ -32,7 +32,7 @@ const COMMAND_OUTPUT: usize = 16 << 10;
 
 /// Why a tool refused or failed; the text goes back to the model.
 #[derive(Debug, thiserror::Error)]
-pub enum ToolError {
+pub(crate) enum ToolError {
     #[error("refused: `{0}` is outside the working directory")]
     Escape(String),
     #[error("refused: `{0}` is a symlink that leads nowhere")]
@@ -60,7 +60,7 @@ fn io_error(path: &str, e: std::io::Error) -> ToolError {
 
 /// A working directory the tools are confined to.
 #[derive(Debug, Clone)]
-pub struct Workdir {
+pub(crate) struct Workdir {
     /// The canonical directory.
     root: PathBuf,
     /// The directory as given (absolute paths under it are accepted too).
@@ -69,7 +69,7 @@ pub struct Workdir {
 
 impl Workdir {
     /// Confines tools to `dir`, which must exist.
-    pub fn new(dir: &Path) -> std::io::Result<Workdir> {
+    pub(crate) fn new(dir: &Path) -> std::io::Result<Workdir> {
         let given = std::path::absolute(dir)?;
         Ok(Workdir {
             root: dir.canonicalize()?,
@@ -77,13 +77,13 @@ impl Workdir {
         })
     }
 
-    pub fn root(&self) -> &Path {
+    pub(crate) fn root(&self) -> &Path {
         &self.root
     }
 
     /// The real path of `path` (relative to the working directory, or absolute inside it), or
     /// a refusal when it would lead outside.
-    pub fn resolve(&self, path: &str) -> Result<PathBuf, ToolError> {
+    pub(crate) fn resolve(&self, path: &str) -> Result<PathBuf, ToolError> {
         if path.contains('\0') {
             return Err(ToolError::Invalid(
                 "a path cannot contain a NUL byte".into(),
@@ -139,7 +139,7 @@ impl Workdir {
     }
 
     /// `read_file {path}`: the file's text (at most 256 KiB).
-    pub fn read_file(&self, path: &str) -> Result<String, ToolError> {
+    pub(crate) fn read_file(&self, path: &str) -> Result<String, ToolError> {
         let real = self.resolve(path)?;
         if real.is_dir() {
             return Err(ToolError::Invalid(format!(
@@ -164,7 +164,7 @@ impl Workdir {
     }
 
     /// `write_file {path, content}`: creates or replaces a file (and its directories).
-    pub fn write_file(&self, path: &str, content: &str) -> Result<String, ToolError> {
+    pub(crate) fn write_file(&self, path: &str, content: &str) -> Result<String, ToolError> {
         let real = self.resolve(path)?;
         if real.is_dir() {
             return Err(ToolError::Invalid(format!("`{path}` is a directory")));
@@ -181,7 +181,7 @@ impl Workdir {
     }
 
     /// `edit_file {path, old, new}`: replaces the one occurrence of `old`.
-    pub fn edit_file(&self, path: &str, old: &str, new: &str) -> Result<String, ToolError> {
+    pub(crate) fn edit_file(&self, path: &str, old: &str, new: &str) -> Result<String, ToolError> {
         if old.is_empty() {
             return Err(ToolError::Invalid(
                 "`old` is empty; give the exact text to replace".into(),
@@ -204,7 +204,7 @@ impl Workdir {
     }
 
     /// `list_dir {path}`: entries sorted, directories with a trailing `/`, symlinks with `@`.
-    pub fn list_dir(&self, path: &str) -> Result<String, ToolError> {
+    pub(crate) fn list_dir(&self, path: &str) -> Result<String, ToolError> {
         let real = self.resolve(path)?;
         let mut names = Vec::new();
         for entry in std::fs::read_dir(&real).map_err(|e| io_error(path, e))? {
@@ -232,7 +232,7 @@ impl Workdir {
 
     /// `grep {pattern, path}`: lines matching a regex in the files under `path`, as
     /// `file:line: text` (at most 100; binary and large files skipped; symlinks not followed).
-    pub fn grep(&self, pattern: &str, path: &str) -> Result<String, ToolError> {
+    pub(crate) fn grep(&self, pattern: &str, path: &str) -> Result<String, ToolError> {
         let regex = regex::RegexBuilder::new(pattern)
             .size_limit(1 << 20)
             .build()
@@ -288,7 +288,11 @@ impl Workdir {
 
     /// `run_command {command}`: `sh -c command` in the working directory, stopped (its whole
     /// process group) after `timeout`. The exit status and both streams, each cut to 16 KiB.
-    pub fn run_command(&self, command: &str, timeout: Duration) -> Result<String, ToolError> {
+    pub(crate) fn run_command(
+        &self,
+        command: &str,
+        timeout: Duration,
+    ) -> Result<String, ToolError> {
         let mut child = Command::new("sh")
             .arg("-c")
             .arg(command)

@@ -20,7 +20,7 @@ pub struct Price {
 impl Price {
     /// Dollars for `input` prompt tokens (of which `cached` came from the cache) and `output`
     /// completion tokens.
-    pub fn cost(&self, input: u64, output: u64, cached: u64) -> f64 {
+    pub(crate) fn cost(&self, input: u64, output: u64, cached: u64) -> f64 {
         let cached = cached.min(input);
         let fresh = (input - cached) as f64 * self.input;
         let from_cache = cached as f64 * self.cached.unwrap_or(self.input);
@@ -43,12 +43,12 @@ impl Eq for Budget {}
 
 impl Budget {
     /// Whether neither limit is set.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.max_tokens.is_none() && self.max_cost.is_none()
     }
 
     /// `self` with the limits `other` sets replacing its own.
-    pub fn overlaid(self, other: Budget) -> Budget {
+    pub(crate) fn overlaid(self, other: Budget) -> Budget {
         Budget {
             max_tokens: other.max_tokens.or(self.max_tokens),
             max_cost: other.max_cost.or(self.max_cost),
@@ -57,13 +57,13 @@ impl Budget {
 }
 
 /// `prices:` model name (or alias) → price.
-pub type Prices = BTreeMap<String, Price>;
+pub(crate) type Prices = BTreeMap<String, Price>;
 
 /// `budgets:` `default` or a workflow's name → budget.
-pub type Budgets = BTreeMap<String, Budget>;
+pub(crate) type Budgets = BTreeMap<String, Budget>;
 
 /// The budget `config.yaml` gives threads of `workflow`: its own entry over `default`.
-pub fn configured(budgets: &Budgets, workflow: &str) -> Budget {
+pub(crate) fn configured(budgets: &Budgets, workflow: &str) -> Budget {
     let default = budgets.get("default").copied().unwrap_or_default();
     match budgets.get(workflow) {
         Some(own) => default.overlaid(*own),

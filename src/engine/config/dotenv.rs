@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 /// Errors reading or writing `.env`.
 #[derive(Debug, thiserror::Error)]
-pub enum DotenvError {
+pub(crate) enum DotenvError {
     #[error("cannot read {}: {source}", path.display())]
     Read {
         path: PathBuf,
@@ -40,12 +40,12 @@ impl Advice for DotenvError {
 }
 
 /// The path of the secrets file.
-pub fn path(root: &Path) -> PathBuf {
+pub(crate) fn path(root: &Path) -> PathBuf {
     root.join(".env")
 }
 
 /// Reads `<root>/.env` (absent → nothing).
-pub fn read(root: &Path) -> Result<Vec<(String, String)>, DotenvError> {
+pub(crate) fn read(root: &Path) -> Result<Vec<(String, String)>, DotenvError> {
     let path = path(root);
     let text = match std::fs::read_to_string(&path) {
         Ok(text) => text,
@@ -56,7 +56,7 @@ pub fn read(root: &Path) -> Result<Vec<(String, String)>, DotenvError> {
 }
 
 /// Parses `.env` text; the error is the 1-based number of the first bad line.
-pub fn parse(text: &str) -> Result<Vec<(String, String)>, usize> {
+pub(crate) fn parse(text: &str) -> Result<Vec<(String, String)>, usize> {
     let mut pairs = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let line = line.trim();
@@ -122,7 +122,7 @@ fn quote(value: &str) -> String {
 
 /// Sets `updates` in `<root>/.env`, keeping its other lines (and comments), creating the root
 /// and the file as needed. The file ends up mode 0600.
-pub fn set(root: &Path, updates: &[(&str, &str)]) -> Result<(), DotenvError> {
+pub(crate) fn set(root: &Path, updates: &[(&str, &str)]) -> Result<(), DotenvError> {
     let path = path(root);
     let old = match std::fs::read_to_string(&path) {
         Ok(text) => text,
@@ -158,7 +158,7 @@ pub fn set(root: &Path, updates: &[(&str, &str)]) -> Result<(), DotenvError> {
 }
 
 /// Whether the file exists and can be read by others than its owner.
-pub fn too_open(root: &Path) -> bool {
+pub(crate) fn too_open(root: &Path) -> bool {
     std::fs::metadata(path(root)).is_ok_and(|m| m.permissions().mode() & 0o077 != 0)
 }
 

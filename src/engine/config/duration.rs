@@ -12,7 +12,7 @@ use serde::de::{self, Unexpected, Visitor};
 const EXPECTED: &str = "seconds or a duration (e.g. 900, 15m, 1h 30m)";
 
 /// Deserializes an optional duration field into seconds.
-pub fn opt_seconds<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+pub(super) fn opt_seconds<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
     d.deserialize_any(Seconds)
 }
 

@@ -13,11 +13,11 @@
 //! checks are [`crate::engine::upkeep::doctor`]. Which agent runs a role is [`crate::engine::agent::resolve`].
 
 pub mod budget;
-pub mod dotenv;
+pub(crate) mod dotenv;
 mod duration;
-pub mod setup;
+pub(crate) mod setup;
 
-pub use setup::{PRESETS, Setup, SetupError, apply_setup, default_key_env};
+pub(crate) use setup::{PRESETS, Setup, apply_setup, default_key_env};
 
 use crate::advice::Advice;
 use std::collections::BTreeMap;
@@ -27,10 +27,10 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 /// The default nesting limit of sub-workflows.
-pub const DEFAULT_MAX_DEPTH: usize = 4;
+pub(crate) const DEFAULT_MAX_DEPTH: usize = 4;
 
 /// The default agent timeout when the config gives none.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 
 /// Errors reading the configuration.
 #[derive(Debug, thiserror::Error)]
@@ -323,7 +323,7 @@ fn found_words(found: &str) -> &'static str {
 }
 
 /// Whether `name` can be an environment variable name.
-pub fn is_env_name(name: &str) -> bool {
+pub(crate) fn is_env_name(name: &str) -> bool {
     let mut chars = name.chars();
     chars
         .next()
@@ -333,7 +333,7 @@ pub fn is_env_name(name: &str) -> bool {
 
 impl Config {
     /// The cross-reference problems of a parsed config, each naming its field.
-    pub fn problems(&self) -> Vec<String> {
+    pub(crate) fn problems(&self) -> Vec<String> {
         let mut problems = Vec::new();
         let known = |names: Vec<&String>| {
             if names.is_empty() {
@@ -440,7 +440,7 @@ impl Config {
     }
 
     /// The model alias for a purpose: `modelOverrides.<purpose>` → `defaultModel`.
-    pub fn model_for(&self, purpose: &str) -> Option<&str> {
+    pub(crate) fn model_for(&self, purpose: &str) -> Option<&str> {
         self.model_overrides
             .get(purpose)
             .or(self.default_model.as_ref())

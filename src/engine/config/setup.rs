@@ -8,7 +8,7 @@ use crate::engine::config::{Config, ConfigError, parse};
 
 /// What `uwf setup` changes; `None` leaves a setting as it is.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Setup {
+pub(crate) struct Setup {
     pub provider: Option<String>,
     pub base_url: Option<String>,
     pub api_key_env: Option<String>,
@@ -21,7 +21,7 @@ pub struct Setup {
 }
 
 /// Known providers: name → (baseUrl, apiKeyEnv), used when setup is not told otherwise.
-pub const PRESETS: &[(&str, &str, Option<&str>)] = &[
+pub(crate) const PRESETS: &[(&str, &str, Option<&str>)] = &[
     (
         "openai",
         "https://api.openai.com/v1",
@@ -37,7 +37,7 @@ pub const PRESETS: &[(&str, &str, Option<&str>)] = &[
 
 /// Errors of `uwf setup`.
 #[derive(Debug, thiserror::Error)]
-pub enum SetupError {
+pub(crate) enum SetupError {
     #[error(transparent)]
     Config(#[from] ConfigError),
     #[error("{0}")]
@@ -64,7 +64,10 @@ impl Advice for SetupError {
 /// Merges `setup` into `<root>/config.yaml` (keeping every other entry; comments are not kept),
 /// validates the result and writes it atomically. Returns the new config and the name of the
 /// variable that holds the provider's key, if any.
-pub fn apply_setup(root: &Path, setup: &Setup) -> Result<(Config, Option<String>), SetupError> {
+pub(crate) fn apply_setup(
+    root: &Path,
+    setup: &Setup,
+) -> Result<(Config, Option<String>), SetupError> {
     use serde_yaml::{Mapping, Value};
     let path = root.join("config.yaml");
     let old = match std::fs::read_to_string(&path) {
@@ -171,7 +174,7 @@ fn mapping_at<'a>(map: &'a mut serde_yaml::Mapping, key: &str) -> &'a mut serde_
 }
 
 /// `OPENAI_API_KEY` for `openai`, `MY_LAB_API_KEY` for `my-lab`.
-pub fn default_key_env(provider: &str) -> String {
+pub(crate) fn default_key_env(provider: &str) -> String {
     let mut name: String = provider
         .chars()
         .map(|c| {

@@ -18,7 +18,7 @@ use crate::engine::thread::view::{ThreadView, ViewError};
 
 /// Why a pause, resume or rebind was refused.
 #[derive(Debug, thiserror::Error)]
-pub enum ControlError {
+pub(crate) enum ControlError {
     #[error("workflow `{workflow}` has no role `{role}` (its roles: {known})")]
     UnknownRole {
         workflow: String,
@@ -65,7 +65,7 @@ impl Advice for ControlError {
 
 /// Pauses (`true`) or resumes (`false`) active thread `id`, as `by`. Returns whether it was
 /// paused before. Recorded, with `by`, in the thread's change feed and log.
-pub fn set_paused(
+pub(crate) fn set_paused(
     store: &Store,
     id: &str,
     paused: bool,
@@ -87,7 +87,7 @@ pub fn set_paused(
 /// Binds roles of active thread `id` to agents: each `ROLE=AGENT` of `changes` (a configured
 /// agent's name or a command line, as `--agent` takes), or, with no changes, every role to
 /// the agent `config` names for it now, as `by`. Returns the thread's bindings after the change.
-pub fn rebind(
+pub(crate) fn rebind(
     store: &Store,
     config: &Config,
     id: &str,

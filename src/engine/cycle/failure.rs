@@ -36,7 +36,7 @@ use crate::engine::workflow::Workflow;
 
 /// The most characters of an error that a failure records and feeds back to the agent: the
 /// start (what failed) and the end (the agent's last stderr lines) are kept.
-pub const MAX_MESSAGE: usize = 4000;
+pub(crate) const MAX_MESSAGE: usize = 4000;
 
 /// The attempts of one step at its role: which one runs, how many the role allows, and what
 /// made the last one fail.
@@ -254,7 +254,7 @@ pub(crate) fn builtin_failed(e: &BuiltinError) -> Option<&str> {
 
 /// What a step says while it handles a role's failure, for a front end to show.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Notice<'a> {
+pub(crate) enum Notice<'a> {
     /// Attempt `failed` of `most` failed; the agent runs again.
     Retrying {
         thread: &'a str,
@@ -277,7 +277,7 @@ static REPORTER: OnceLock<fn(&Notice<'_>)> = OnceLock::new();
 
 /// Has this process's steps tell `reporter` when a role's agent runs again or a failure moves
 /// a thread on (the CLI prints a line for each; set once, first call wins).
-pub fn report_to(reporter: fn(&Notice<'_>)) {
+pub(crate) fn report_to(reporter: fn(&Notice<'_>)) {
     let _ = REPORTER.set(reporter);
 }
 
@@ -288,7 +288,7 @@ fn report(notice: &Notice<'_>) {
 }
 
 /// The first non-empty line of an error.
-pub fn first_line(error: &str) -> &str {
+pub(crate) fn first_line(error: &str) -> &str {
     error
         .lines()
         .find(|l| !l.trim().is_empty())

@@ -37,7 +37,7 @@ use crate::engine::workflow::END;
 
 /// Errors of questions and answers.
 #[derive(Debug, thiserror::Error)]
-pub enum HumanError {
+pub(crate) enum HumanError {
     #[error("thread {id} is not waiting for an answer: it is {doing}")]
     NotAwaiting { id: String, doing: String },
     #[error("the answer is empty")]
@@ -101,7 +101,7 @@ impl Advice for HumanError {
 
 /// What a person waiting on thread `id` is asked.
 #[derive(Debug, Clone)]
-pub struct Question {
+pub(crate) struct Question {
     pub role: String,
     /// The role and the task, then how to answer (`engine::agent::question`).
     pub prompt: String,
@@ -114,7 +114,7 @@ pub struct Question {
 }
 
 /// The question thread `id` waits on.
-pub fn question(store: &Store, id: &str) -> Result<Question, HumanError> {
+pub(crate) fn question(store: &Store, id: &str) -> Result<Question, HumanError> {
     let view = ThreadView::load(store, id)?;
     let files = RunFiles::new(store.root(), id);
     let Some(asked) = files.awaiting(view.head) else {
@@ -152,7 +152,7 @@ pub fn question(store: &Store, id: &str) -> Result<Question, HumanError> {
 /// Completes the step thread `id` waits on with `text`, answered by `by` (recorded as agent
 /// `human:<by>`, or `human`). Holds the thread's step lock throughout, so of two answers at
 /// once one wins and the other is busy.
-pub fn answer(
+pub(crate) fn answer(
     store: &Store,
     config: &Config,
     id: &str,
@@ -241,7 +241,7 @@ pub fn answer(
 /// `---` block not closed, or a YAML mapping still missing a required field, which more lines may
 /// add), `Ok(true)` when it is a complete answer the role takes. The thread is left as it is;
 /// a refused text is kept as a text node, as [`answer`] keeps one, so the error can name it.
-pub fn check_answer(store: &Store, id: &str, text: &str) -> Result<bool, HumanError> {
+pub(crate) fn check_answer(store: &Store, id: &str, text: &str) -> Result<bool, HumanError> {
     let view = ThreadView::load(store, id)?;
     let files = RunFiles::new(store.root(), id);
     let Some(asked) = files.awaiting(view.head) else {

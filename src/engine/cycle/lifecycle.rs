@@ -17,15 +17,20 @@ use crate::engine::thread::family::{self, ParentLink};
 use crate::engine::thread::forks;
 use crate::engine::thread::index::{self, State, ThreadIndexError};
 use crate::engine::thread::run_files::RunFiles;
-pub use crate::engine::thread::summary::{
-    MIN_PREFIX, Summary, ThreadError, descendants, family_json, plural, resolve_id, resolve_step,
+pub(crate) use crate::engine::thread::summary::{
+    Summary, ThreadError, descendants, family_json, plural, resolve_id, resolve_step,
 };
 use crate::engine::workflow::registry;
 
 /// Starts a thread of `workflow` (a name or hash) with `prompt`. Returns `(workflow name, id)`.
 /// Records no agent context: its steps run where they are taken, with the agents the
 /// configuration names then (see [`start_in`]).
-pub fn start(store: &Store, workflow: &str, prompt: &str) -> Result<(String, String), ThreadError> {
+#[cfg(test)]
+pub(crate) fn start(
+    store: &Store,
+    workflow: &str,
+    prompt: &str,
+) -> Result<(String, String), ThreadError> {
     start_with(store, workflow, prompt, None, None)
 }
 
@@ -33,7 +38,7 @@ pub fn start(store: &Store, workflow: &str, prompt: &str) -> Result<(String, Str
 /// keeps the agents `config` binds its roles to now (with no configuration — it does not
 /// load — each step takes the agent the configuration names then). `by`, who starts it, is
 /// recorded in its start node.
-pub fn start_in(
+pub(crate) fn start_in(
     store: &Store,
     workflow: &str,
     prompt: &str,
@@ -82,7 +87,7 @@ fn start_with(
 /// Starts a child thread of `workflow` for a sub-workflow: its start node names the
 /// parent's head, and the link to the parent thread is recorded before the child's first step.
 /// Returns `(workflow name, id)`.
-pub fn start_child(
+pub(crate) fn start_child(
     store: &Store,
     workflow: &str,
     prompt: &str,
@@ -122,7 +127,7 @@ pub fn start_child(
 
 /// Starts a new thread whose head is `from` (a step or start node), forked by `by` (recorded
 /// in the new thread's change feed). Returns `(workflow name, id, head)`.
-pub fn fork(
+pub(crate) fn fork(
     store: &Store,
     from: Hash,
     by: Option<&str>,
@@ -132,7 +137,7 @@ pub fn fork(
 
 /// [`fork`], naming the thread `from` belongs to (found in the index when not given); the
 /// lineage is recorded in `forks.jsonl` before the new thread enters the index.
-pub fn fork_from(
+pub(crate) fn fork_from(
     store: &Store,
     from: Hash,
     thread: Option<&str>,
@@ -186,13 +191,13 @@ pub fn fork_from(
 /// A thread's summary ([`crate::engine::thread::summary::summary`]), after ending the children
 /// its parent step left behind: a parent whose step died mid-child (`kill -9`) left the child
 /// active, and looking at the parent ends it.
-pub fn summary(store: &Store, id: &str) -> Result<Summary, ThreadError> {
+pub(crate) fn summary(store: &Store, id: &str) -> Result<Summary, ThreadError> {
     end_orphaned_children(store, id, &RunFiles::new(store.root(), id));
     crate::engine::thread::summary::summary(store, id)
 }
 
 /// [`summary`] for a thread whose place in the index is already known.
-pub fn summary_at(
+pub(crate) fn summary_at(
     store: &Store,
     id: &str,
     head: Hash,
@@ -210,7 +215,7 @@ pub(crate) fn archive(
     id: &str,
     workflow: Hash,
     status: &str,
-) -> Result<crate::engine::storage::index_files::Archived, ThreadIndexError> {
+) -> Result<crate::pg::ArchivedThread, ThreadIndexError> {
     let archived = index::archive(store.root(), id, workflow, status)?;
     chain::drop_spare(store, id);
     crate::engine::workflow::decisions::drop_spare(store, id);
@@ -225,7 +230,7 @@ pub(crate) fn archive(
 /// archive (a step that takes the step lock meanwhile gives up at once, see `step::step`).
 /// Threads that sub-workflows of this one started and that are still active are killed first
 /// too, children before parents. `by`, who kills it, is recorded in the change feed and log.
-pub fn kill(store: &Store, id: &str, by: Option<&str>) -> Result<Hash, ThreadError> {
+pub(crate) fn kill(store: &Store, id: &str, by: Option<&str>) -> Result<Hash, ThreadError> {
     let by = author::checked(by)?;
     let by = by.as_deref();
     let root = store.root();
@@ -304,7 +309,7 @@ pub fn kill(store: &Store, id: &str, by: Option<&str>) -> Result<Hash, ThreadErr
 /// its own children first. Best effort: a child that cannot be killed now (busy with a kill of
 /// its own, or its step lock still held) is left for the next sweep. Returns the children
 /// killed. Costs one failed `open` for a thread that never had a child.
-pub fn end_children(store: &Store, id: &str) -> Vec<String> {
+pub(crate) fn end_children(store: &Store, id: &str) -> Vec<String> {
     let root = store.root();
     active_children(root, id)
         .into_iter()

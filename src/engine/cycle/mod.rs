@@ -13,13 +13,13 @@
 //! - [`rebase`]: a thread's history written again onto another version of its workflow.
 //! - [`subworkflow`]: a workflow run as an agent — a child thread stepped to its end.
 //! - [`worker`]: `uwf worker`, steps of any thread, leased one at a time.
-pub mod controls;
-pub mod failure;
-pub mod human;
-pub mod lifecycle;
-pub mod publish;
-pub mod rebase;
-pub mod session;
+pub(crate) mod controls;
+pub(crate) mod failure;
+pub(crate) mod human;
+pub(crate) mod lifecycle;
+pub(crate) mod publish;
+pub(crate) mod rebase;
+pub(crate) mod session;
 pub mod step;
-pub mod subworkflow;
+pub(crate) mod subworkflow;
 pub mod worker;

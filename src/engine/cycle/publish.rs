@@ -18,7 +18,7 @@ use crate::engine::workflow::moderator::Moderator;
 /// finds the active thread whose head the node continues, takes its step lock, asks the
 /// moderator for the role, and then verifies and publishes exactly as a step does
 /// ([`step::publish`]).
-pub fn publish_node(store: &Store, hash: Hash) -> Result<Stepped, StepError> {
+pub(crate) fn publish_node(store: &Store, hash: Hash) -> Result<Stepped, StepError> {
     let node = store.get(hash)?;
     if node.type_hash != builtin::hash_of("step") {
         let kind = builtin::name_of(node.type_hash).unwrap_or("data");

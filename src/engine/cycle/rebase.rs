@@ -40,7 +40,7 @@ use crate::engine::workflow::{Workflow, WorkflowError, decisions};
 
 /// Why a rebase was refused or failed. Nothing was changed.
 #[derive(Debug, thiserror::Error)]
-pub enum RebaseError {
+pub(crate) enum RebaseError {
     #[error("thread {thread} is already on version {hash} of `{workflow}`: nothing to rebase")]
     SameVersion {
         thread: String,
@@ -128,7 +128,7 @@ impl Advice for RebaseError {
 
 /// A step that does not fit the new version.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Misfit {
+pub(crate) struct Misfit {
     /// 1-based, as `thread steps` numbers them.
     pub index: usize,
     pub step: Hash,
@@ -138,7 +138,7 @@ pub struct Misfit {
 
 /// Why a step does not fit.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Problem {
+pub(crate) enum Problem {
     /// The version has no such role.
     NoRole { roles: Vec<String> },
     /// The output does not validate against the role's schema.
@@ -173,7 +173,7 @@ impl std::fmt::Display for Misfit {
 
 /// What a rebase did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Rebased {
+pub(crate) struct Rebased {
     /// The new thread.
     pub thread: String,
     pub head: Hash,
@@ -189,7 +189,7 @@ pub struct Rebased {
 }
 
 impl Rebased {
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         json!({
             "workflow": self.workflow,
             "thread": self.thread,
@@ -206,7 +206,7 @@ impl Rebased {
 /// Adds what `thread show` says of a rebase to a thread's JSON: `rebasedOnto`, the thread a
 /// rebased thread goes on as, and `rebasedFrom`, the thread this one took the place of (each
 /// only when there is one). Two index reads at most.
-pub fn show(root: &Path, summary: &Summary, json: &mut Value) {
+pub(crate) fn show(root: &Path, summary: &Summary, json: &mut Value) {
     if summary.status == index::REBASED
         && let Ok(Some(new)) = index::successor(root, &summary.id)
     {
@@ -219,7 +219,7 @@ pub fn show(root: &Path, summary: &Summary, json: &mut Value) {
 
 /// Rebases active thread `id` onto `onto` — `NAME` (its current version), `NAME@HASH`, or a
 /// workflow hash — or, when `None`, onto the current version of the thread's own workflow.
-pub fn rebase(store: &Store, id: &str, onto: Option<&str>) -> Result<Rebased, RebaseError> {
+pub(crate) fn rebase(store: &Store, id: &str, onto: Option<&str>) -> Result<Rebased, RebaseError> {
     let root = store.root();
     index::active_head(root, id)?;
     if let Some(parent) = family::parent(root, id) {

@@ -116,7 +116,7 @@ impl Warm {
     /// read as it goes): everything is kept warm but the cache files, which are written at
     /// every step, so a reader of a new head finds them instead of rebuilding them (and leaving
     /// a file behind for every head it looked at).
-    pub fn watched() -> Warm {
+    pub(crate) fn watched() -> Warm {
         Warm {
             write_through: true,
             kept: None,

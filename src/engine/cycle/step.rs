@@ -158,7 +158,7 @@ pub struct Stepped {
 }
 
 impl Stepped {
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         let mut json = json!({
             "workflow": self.workflow,
             "thread": self.thread,
@@ -191,7 +191,7 @@ pub struct StepOptions {
 
 /// Runs one step of thread `id`. A process taking several steps calls [`step_warm`] instead,
 /// with one [`Warm`] that keeps what one step learned for the next.
-pub fn step(
+pub(crate) fn step(
     store: &Store,
     config: &Loaded,
     id: &str,
@@ -283,14 +283,14 @@ pub fn step_warm(
 impl StepError {
     /// Whether a person or a supervisor stopped the step (a stop signal this process caught,
     /// `uwf thread kill`) rather than anything failing.
-    pub fn is_stop(&self) -> bool {
+    pub(crate) fn is_stop(&self) -> bool {
         self.stopped_by().is_some()
     }
 
     /// Who stopped a step that [`StepError::is_stop`]: `uwf thread kill`, or the stop signal
     /// this process caught (`SIGINT` is Ctrl-C at a terminal), whichever part of the step it
     /// reached first (the agent, or the step before it published).
-    pub fn stopped_by(&self) -> Option<String> {
+    pub(crate) fn stopped_by(&self) -> Option<String> {
         if matches!(self, StepError::Killed { .. }) {
             return Some("uwf thread kill".to_owned());
         }
@@ -302,7 +302,7 @@ impl StepError {
 
     /// Whether the step failed only because another step got there first (the head moved, or
     /// the thread was archived or removed meanwhile): nothing is wrong with the thread.
-    pub fn lost_race(&self) -> bool {
+    pub(crate) fn lost_race(&self) -> bool {
         let index = match self {
             StepError::Thread(e) | StepError::View(ViewError::Thread(e)) => e,
             _ => return false,
@@ -316,7 +316,7 @@ impl StepError {
     }
 
     /// The same error without the agent's stderr tail.
-    pub fn without_stderr_tail(self) -> StepError {
+    pub(crate) fn without_stderr_tail(self) -> StepError {
         match self {
             StepError::Agent(e) => StepError::Agent(e.without_stderr_tail()),
             StepError::Attempts { attempts, last } => {

@@ -44,7 +44,7 @@ const POLL: Duration = Duration::from_millis(200);
 
 /// Errors of the workflow agent.
 #[derive(Debug, thiserror::Error)]
-pub enum SubworkflowError {
+pub(crate) enum SubworkflowError {
     #[error(
         "thread {thread} is {depth} levels deep; a sub-workflow would nest past maxDepth {max}"
     )]
@@ -132,7 +132,7 @@ impl Advice for SubworkflowError {
 
 /// What the workflow agent is asked to do.
 #[derive(Debug, Clone)]
-pub struct Delegation<'a> {
+pub(crate) struct Delegation<'a> {
     /// The parent thread and the role the child plays.
     pub thread: &'a str,
     pub role: &'a str,
@@ -143,7 +143,11 @@ pub struct Delegation<'a> {
 
 /// Runs role `role` of thread `thread` as a child thread of `workflow` and writes the parent's
 /// step. Returns the step hash (printed by `uwf agent workflow`); the calling step publishes it.
-pub fn run(store: &Store, config: &Loaded, job: &Delegation<'_>) -> Result<Hash, SubworkflowError> {
+pub(crate) fn run(
+    store: &Store,
+    config: &Loaded,
+    job: &Delegation<'_>,
+) -> Result<Hash, SubworkflowError> {
     let started = Instant::now();
     let root = store.root();
     let view = ThreadView::load(store, job.thread)?;

@@ -46,7 +46,7 @@ const BEAT: Duration = Duration::from_secs(2);
 
 /// What a worker does.
 #[derive(Debug, Clone)]
-pub struct WorkerOptions {
+pub(crate) struct WorkerOptions {
     /// Threads stepped at once (slots).
     pub concurrency: usize,
     /// Only threads of this workflow (a name or hash).
@@ -74,7 +74,7 @@ pub struct Report {
 /// Errors that stop a worker (a failing step does not: it is reported and its thread leaves
 /// the queue).
 #[derive(Debug, thiserror::Error)]
-pub enum WorkerError {
+pub(crate) enum WorkerError {
     #[error(transparent)]
     Index(#[from] ThreadIndexError),
     #[error(transparent)]
@@ -101,7 +101,7 @@ impl Advice for WorkerError {
 
 /// What happened at one step, for the caller to print.
 #[derive(Debug)]
-pub enum Event<'a> {
+pub(crate) enum Event<'a> {
     Stepped(&'a Stepped),
     /// A step failed; its thread left the queue.
     Failed {
@@ -143,7 +143,7 @@ struct Shared<'a> {
 /// Runs a worker until `stop` is set (a slot finishes the step it is in, then lets its thread
 /// go) or, with `until_idle`, until no thread is queued. `on_event` is called from the slots'
 /// threads after every step.
-pub fn run(
+pub(crate) fn run(
     store: &Store,
     config: &Loaded,
     options: &WorkerOptions,
@@ -509,6 +509,6 @@ fn forget_worker(store: &Store) {
 
 /// The workers at work on this store: over PostgreSQL every machine's (seen in the last
 /// minute), else this machine's whose processes are alive.
-pub fn list(store: &Store) -> Result<Vec<WorkerStatus>, WorkerError> {
+pub(crate) fn list(store: &Store) -> Result<Vec<WorkerStatus>, WorkerError> {
     Ok(storage::handle(store.root())?.coordination().workers()?)
 }

@@ -18,12 +18,12 @@ use serde_json::{Value, json};
 use crate::engine::config::Config;
 use crate::engine::llm::sse::{self, Streamed};
 
-pub use super::error::LlmError;
+pub(crate) use super::error::LlmError;
 
 /// The default time one request may take.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 /// The default number of retries after the first attempt.
-pub const DEFAULT_RETRIES: u32 = 3;
+pub(crate) const DEFAULT_RETRIES: u32 = 3;
 /// The first backoff delay; it doubles on each retry, up to [`MAX_BACKOFF`].
 const BACKOFF_BASE: Duration = Duration::from_millis(500);
 const MAX_BACKOFF: Duration = Duration::from_secs(8);
@@ -34,7 +34,7 @@ const BODY_EXCERPT: usize = 400;
 
 /// An API key. Its `Debug` never shows it; only [`Client`] reads it.
 #[derive(Clone)]
-pub struct Secret(String);
+pub(crate) struct Secret(String);
 
 impl std::fmt::Debug for Secret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -43,7 +43,7 @@ impl std::fmt::Debug for Secret {
 }
 
 /// Replaces every occurrence of `secret` in `text` with `***`.
-pub fn redact(text: &str, secret: Option<&Secret>) -> String {
+pub(crate) fn redact(text: &str, secret: Option<&Secret>) -> String {
     match secret {
         Some(Secret(key)) if !key.is_empty() => text.replace(key.as_str(), "***"),
         _ => text.to_owned(),
@@ -52,7 +52,7 @@ pub fn redact(text: &str, secret: Option<&Secret>) -> String {
 
 /// A resolved model: where to send requests and with which key.
 #[derive(Debug, Clone)]
-pub struct Endpoint {
+pub(crate) struct Endpoint {
     /// The alias in config.yaml.
     pub alias: String,
     pub provider: String,
@@ -68,7 +68,7 @@ pub struct Endpoint {
 impl Endpoint {
     /// The model for `purpose`: `explicit` (e.g. `--model`) → `modelOverrides.<purpose>` →
     /// `defaultModel`.
-    pub fn for_purpose(
+    pub(crate) fn for_purpose(
         config: &Config,
         purpose: &str,
         explicit: Option<&str>,
@@ -82,7 +82,7 @@ impl Endpoint {
     }
 
     /// Resolves a model alias through the config and the environment.
-    pub fn resolve(config: &Config, alias: &str) -> Result<Endpoint, LlmError> {
+    pub(crate) fn resolve(config: &Config, alias: &str) -> Result<Endpoint, LlmError> {
         let model = config
             .models
             .get(alias)
@@ -113,7 +113,11 @@ impl Endpoint {
     }
 
     /// The endpoint of a provider for `model` (also used by `uwf doctor`).
-    pub fn of_provider(config: &Config, provider: &str, model: &str) -> Result<Endpoint, LlmError> {
+    pub(crate) fn of_provider(
+        config: &Config,
+        provider: &str,
+        model: &str,
+    ) -> Result<Endpoint, LlmError> {
         let p = config
             .providers
             .get(provider)
@@ -156,14 +160,15 @@ impl Endpoint {
     }
 
     /// The key, for redacting texts that may echo it.
-    pub fn secret(&self) -> Option<&Secret> {
+    #[cfg(test)]
+    pub(crate) fn secret(&self) -> Option<&Secret> {
         self.key.as_ref()
     }
 }
 
 /// One chat message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Message {
+pub(crate) struct Message {
     pub role: String,
     pub content: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -173,20 +178,20 @@ pub struct Message {
 }
 
 impl Message {
-    pub fn system(text: impl Into<String>) -> Message {
+    pub(crate) fn system(text: impl Into<String>) -> Message {
         Message::text("system", text)
     }
 
-    pub fn user(text: impl Into<String>) -> Message {
+    pub(crate) fn user(text: impl Into<String>) -> Message {
         Message::text("user", text)
     }
 
-    pub fn assistant(text: impl Into<String>) -> Message {
+    pub(crate) fn assistant(text: impl Into<String>) -> Message {
         Message::text("assistant", text)
     }
 
     /// A tool's result, answering the call `id`.
-    pub fn tool(id: &str, text: impl Into<String>) -> Message {
+    pub(crate) fn tool(id: &str, text: impl Into<String>) -> Message {
         Message {
             tool_call_id: Some(id.to_owned()),
             ..Message::text("tool", text)
@@ -205,7 +210,7 @@ impl Message {
 
 /// A function call the model asked for.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolCall {
+pub(crate) struct ToolCall {
     pub id: String,
     #[serde(rename = "type", default = "function_type")]
     pub kind: String,
@@ -218,14 +223,14 @@ fn function_type() -> String {
 
 /// The function and its arguments (a JSON text, as the API sends it).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct FunctionCall {
+pub(crate) struct FunctionCall {
     pub name: String,
     #[serde(default)]
     pub arguments: String,
 }
 
 /// A tool definition for function calling.
-pub fn function_tool(name: &str, description: &str, parameters: &Value) -> Value {
+pub(crate) fn function_tool(name: &str, description: &str, parameters: &Value) -> Value {
     json!({
         "type": "function",
         "function": {"name": name, "description": description, "parameters": parameters},
@@ -234,7 +239,7 @@ pub fn function_tool(name: &str, description: &str, parameters: &Value) -> Value
 
 /// A request.
 #[derive(Debug, Clone, Default)]
-pub struct ChatRequest {
+pub(crate) struct ChatRequest {
     pub messages: Vec<Message>,
     /// Function-calling tools (none: a plain completion).
     pub tools: Vec<Value>,
@@ -244,7 +249,7 @@ pub struct ChatRequest {
 
 /// The first choice of an answer.
 #[derive(Debug, Clone)]
-pub struct ChatResponse {
+pub(crate) struct ChatResponse {
     pub message: Message,
     pub finish_reason: Option<String>,
     /// The `usage` object as the provider sent it (token counts), if any.
@@ -254,7 +259,7 @@ pub struct ChatResponse {
 }
 
 /// A client for one endpoint.
-pub struct Client {
+pub(crate) struct Client {
     endpoint: Endpoint,
     agent: ureq::Agent,
 }
@@ -282,7 +287,7 @@ enum Attempt {
 }
 
 impl Client {
-    pub fn new(endpoint: Endpoint) -> Client {
+    pub(crate) fn new(endpoint: Endpoint) -> Client {
         let mut config = ureq::Agent::config_builder()
             .timeout_global(Some(endpoint.timeout))
             .http_status_as_error(false)
@@ -296,12 +301,12 @@ impl Client {
         Client { endpoint, agent }
     }
 
-    pub fn endpoint(&self) -> &Endpoint {
+    pub(crate) fn endpoint(&self) -> &Endpoint {
         &self.endpoint
     }
 
     /// Sends a chat completion, retrying transient failures.
-    pub fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+    pub(crate) fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
         self.complete(request, None)
     }
 
@@ -407,7 +412,7 @@ impl Client {
     /// answers with one completion instead of a stream is fine, and one that refuses `stream`
     /// (HTTP 400/422 naming it) is asked again without it, so nothing is asked of the user.
     /// Tools are not streamed.
-    pub fn chat_stream(
+    pub(crate) fn chat_stream(
         &self,
         request: &ChatRequest,
         on_text: &mut dyn FnMut(&str),
@@ -426,7 +431,7 @@ impl Client {
     }
 
     /// `GET {baseUrl}/models`, once: the HTTP status, for `uwf doctor`.
-    pub fn probe(&self) -> Result<u16, LlmError> {
+    pub(crate) fn probe(&self) -> Result<u16, LlmError> {
         let url = format!("{}/models", self.endpoint.base_url);
         match self.attempt(&url, None, &mut None) {
             Attempt::Answer { status, .. } => Ok(status),
@@ -610,7 +615,7 @@ fn is_loopback(url: &str) -> bool {
 
 /// The delay before retry `n` (1-based): exponential from [`BACKOFF_BASE`], capped, with the
 /// upper half jittered so that clients retrying together spread out.
-pub fn backoff(n: u32) -> Duration {
+pub(crate) fn backoff(n: u32) -> Duration {
     let full = BACKOFF_BASE
         .saturating_mul(1 << n.saturating_sub(1).min(16))
         .min(MAX_BACKOFF);

@@ -9,7 +9,7 @@ use super::client::{Client, Exchanged, LlmError};
 impl Client {
     /// One vector per text, in the order of `texts`. Fails when the provider answers anything
     /// but as many vectors of one dimension as texts were sent.
-    pub fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, LlmError> {
+    pub(crate) fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, LlmError> {
         let url = format!("{}/embeddings", self.endpoint().base_url);
         if texts.is_empty() {
             return Ok(Vec::new());

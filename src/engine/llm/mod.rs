@@ -4,7 +4,7 @@
 //! - `embed`: text embeddings (`POST …/embeddings`) for project knowledge.
 //! - `error`: [`client::LlmError`], with the hints each failure carries.
 //! - `sse`: reading a streamed completion's server-sent events.
-pub mod client;
+pub(crate) mod client;
 mod embed;
 mod error;
 mod sse;

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cas::Hash;
 use crate::engine::storage::{self, StorageError};
+pub(crate) use crate::pg::{ArchivedThread, Entry};
 use crate::pg::{PgError, RegistryName, RegistryVersion};
 
 /// Errors reading the index files.
@@ -107,21 +108,10 @@ pub struct RegistryEntry {
 }
 
 /// `registry.yaml`: workflow name → entry.
-pub type Registry = BTreeMap<String, RegistryEntry>;
+pub(crate) type Registry = BTreeMap<String, RegistryEntry>;
 
 /// `threads.yaml`: thread id → head hash.
-pub type Threads = BTreeMap<String, Hash>;
-
-/// One line of `history.jsonl`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Archived {
-    pub thread: String,
-    pub workflow: Hash,
-    pub head: Hash,
-    pub status: String,
-    pub completed_at: u64,
-}
+pub(crate) type Threads = BTreeMap<String, Hash>;
 
 fn read_optional(path: &Path) -> Result<Option<String>, IndexError> {
     let io = |source| IndexError::Io {
@@ -170,7 +160,7 @@ pub(crate) fn read_registry_file(root: &Path) -> Result<Registry, IndexError> {
 
 /// Reads the registry, lets `change` edit it, and writes it back atomically (under the file's
 /// lock, or in one locked transaction over PostgreSQL). Nothing is written when `change` fails.
-pub fn update_registry<R, E>(
+pub(crate) fn update_registry<R, E>(
     root: &Path,
     change: impl FnOnce(&mut Registry) -> Result<R, E>,
 ) -> Result<R, E>
@@ -239,7 +229,7 @@ pub(crate) fn registry_to_rows(registry: Registry) -> Vec<RegistryName> {
 /// edits, damage — goes through the YAML parser, which also words the errors. A file that is
 /// there but empty is damaged (uwf wrote `{}` for no threads): migrating it as "no threads"
 /// would lose them all.
-pub fn read_legacy_threads(root: &Path) -> Result<Threads, IndexError> {
+pub(crate) fn read_legacy_threads(root: &Path) -> Result<Threads, IndexError> {
     let path = root.join("threads.yaml");
     let Some(text) = read_optional(&path)? else {
         return Ok(Threads::default());
@@ -275,18 +265,8 @@ fn parse_threads_plain(text: &str) -> Option<Threads> {
     Some(threads)
 }
 
-/// One thread of the index, active or archived.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Entry {
-    pub id: String,
-    pub workflow: Hash,
-    pub head: Hash,
-    /// `done`, `killed` or `rebased` once archived.
-    pub archived: Option<String>,
-}
-
 /// Reads the first layout's `history.jsonl` under `root` (to migrate it).
-pub fn read_legacy_history(root: &Path) -> Result<Vec<Archived>, IndexError> {
+pub(crate) fn read_legacy_history(root: &Path) -> Result<Vec<ArchivedThread>, IndexError> {
     let path = root.join("history.jsonl");
     let Some(text) = read_optional(&path)? else {
         return Ok(Vec::new());
@@ -305,25 +285,14 @@ pub fn read_legacy_history(root: &Path) -> Result<Vec<Archived>, IndexError> {
     Ok(out)
 }
 
-/// A history row of the PostgreSQL store as a `history.jsonl` entry.
-pub fn archived_of(a: crate::pg::ArchivedThread) -> Archived {
-    Archived {
-        thread: a.thread,
-        workflow: a.workflow,
-        head: a.head,
-        status: a.status,
-        completed_at: u64::try_from(a.completed_ms).unwrap_or(0),
-    }
-}
-
 /// Where the lock files of the index files live.
-pub fn locks_dir(root: &Path) -> PathBuf {
+pub(crate) fn locks_dir(root: &Path) -> PathBuf {
     root.join("locks")
 }
 
 /// Holds an exclusive lock on `<root>/locks/<name>.lock` until dropped (released by the OS if
 /// the process dies).
-pub fn lock(root: &Path, name: &str) -> Result<std::fs::File, IndexError> {
+pub(crate) fn lock(root: &Path, name: &str) -> Result<std::fs::File, IndexError> {
     let dir = locks_dir(root);
     let path = dir.join(format!("{name}.lock"));
     let io = |source| IndexError::Io {
@@ -339,7 +308,7 @@ pub fn lock(root: &Path, name: &str) -> Result<std::fs::File, IndexError> {
 
 /// Reads a YAML index file, lets `change` edit it, and writes it back atomically, all under the
 /// file's lock. Nothing is written when `change` fails.
-pub fn update_yaml<T, R, E>(
+pub(crate) fn update_yaml<T, R, E>(
     root: &Path,
     file: &str,
     change: impl FnOnce(&mut T) -> Result<R, E>,
@@ -362,14 +331,14 @@ where
 /// then swaps names with the file (`file_util::replace_recycling_durable`). The caller holds
 /// [`lock`]`(root, name)`, which serialises the writers of the spare; readers read the file
 /// with `file_util::read_settled` (see [`read_threads`]).
-pub fn write_locked(root: &Path, name: &str, bytes: &[u8]) -> Result<(), IndexError> {
+pub(crate) fn write_locked(root: &Path, name: &str, bytes: &[u8]) -> Result<(), IndexError> {
     let spare = locks_dir(root).join(format!("{name}.spare"));
     crate::file_util::replace_recycling_durable(&spare, &root.join(name), bytes)?;
     Ok(())
 }
 
 /// Replaces a file under the storage root atomically (temp file in `cas/tmp`, fsync, rename).
-pub fn write_file(root: &Path, path: &Path, bytes: &[u8]) -> Result<(), IndexError> {
+pub(crate) fn write_file(root: &Path, path: &Path, bytes: &[u8]) -> Result<(), IndexError> {
     let tmp = root.join("cas").join("tmp");
     crate::file_util::AtomicWrite::new(path)
         .temp_in(&tmp)

@@ -8,7 +8,7 @@
 //! table anew, copies the rows and renames it, in one transaction: a `kill -9` leaves the index
 //! of version 1 or of version 2, and the next command upgrades again if need be. 3 adds the
 //! `prompt` column, the start prompt as search reads it (lowercase, its first
-//! [`super::index_db::SEARCH_CHARS`] characters; see `docs/dashboard.md#search`), and an index of
+//! [`crate::pg::rows::SEARCH_CHARS`] characters; see `docs/dashboard.md#search`), and an index of
 //! the rows that do not know it yet: the upgrade adds the column empty (`NULL`) in one
 //! transaction, without reading a node, and a search fills the rows that lack it from their
 //! start nodes before it runs ([`super::index_db::unsearchable`]).

@@ -9,7 +9,6 @@
 
 use std::collections::HashSet;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
@@ -26,14 +25,13 @@ pub struct LeaseGuard {
     lease: Lease,
     stop: Option<mpsc::Sender<()>>,
     renewer: Option<JoinHandle<()>>,
-    lost: Arc<AtomicBool>,
     /// A worker's claim, listed in [`claims`] while held.
     claim: bool,
 }
 
 /// Why a lease was not taken.
 #[derive(Debug)]
-pub enum TakeError {
+pub(crate) enum TakeError {
     /// Someone else holds it: their holder, machine and how long it still lasts.
     Busy {
         holder: String,
@@ -45,7 +43,7 @@ pub enum TakeError {
 
 impl TakeError {
     /// The holder in words, for "thread T is busy: …".
-    pub fn describe(holder: &str, machine: &str, expires_in: Duration) -> String {
+    pub(crate) fn describe(holder: &str, machine: &str, expires_in: Duration) -> String {
         format!(
             "a step of {holder} on machine {machine} holds its lease ({}s left unless renewed)",
             expires_in.as_secs().max(1)
@@ -55,7 +53,7 @@ impl TakeError {
 
 /// Takes the lease of thread `id` when `root` is a PostgreSQL store; `None` for a directory
 /// store (its file lock is the whole story there).
-pub fn take(root: &Path, id: &str) -> Result<Option<LeaseGuard>, TakeError> {
+pub(crate) fn take(root: &Path, id: &str) -> Result<Option<LeaseGuard>, TakeError> {
     let Some(pg) = super::pg(root).map_err(TakeError::Storage)? else {
         return Ok(None);
     };
@@ -98,7 +96,7 @@ fn claims() -> MutexGuard<'static, HashSet<String>> {
 
 /// Keeps a lease a worker claimed (`PgStore::claim`) for as long as the guard lives: renewed,
 /// and used by every step this process takes on that thread meanwhile.
-pub fn hold_claim(root: &Path, pg: Arc<PgStore>, lease: Lease) -> LeaseGuard {
+pub(crate) fn hold_claim(root: &Path, pg: Arc<PgStore>, lease: Lease) -> LeaseGuard {
     claims().insert(lease.thread.clone());
     LeaseGuard::renewed(pg, lease, super::lease_time(root), true)
 }
@@ -106,12 +104,11 @@ pub fn hold_claim(root: &Path, pg: Arc<PgStore>, lease: Lease) -> LeaseGuard {
 impl LeaseGuard {
     fn renewed(pg: Arc<PgStore>, lease: Lease, ttl: Duration, claim: bool) -> LeaseGuard {
         let (stop, stopped) = mpsc::channel::<()>();
-        let lost = Arc::new(AtomicBool::new(false));
         let renewer = {
-            let (pg, lease, lost) = (pg.clone(), lease.clone(), lost.clone());
+            let (pg, lease) = (pg.clone(), lease.clone());
             std::thread::Builder::new()
                 .name("uwf-lease".to_owned())
-                .spawn(move || renew_until_stopped(&pg, &lease, ttl, &stopped, &lost))
+                .spawn(move || renew_until_stopped(&pg, &lease, ttl, &stopped))
                 .ok()
         };
         LeaseGuard {
@@ -119,44 +116,22 @@ impl LeaseGuard {
             lease,
             stop: Some(stop),
             renewer,
-            lost,
             claim,
         }
-    }
-
-    /// The thread this lease is on.
-    pub fn thread(&self) -> &str {
-        &self.lease.thread
     }
 }
 
 /// Renews the lease every third of its time until told to stop (or the lease is lost).
-fn renew_until_stopped(
-    pg: &PgStore,
-    lease: &Lease,
-    ttl: Duration,
-    stopped: &mpsc::Receiver<()>,
-    lost: &AtomicBool,
-) {
+fn renew_until_stopped(pg: &PgStore, lease: &Lease, ttl: Duration, stopped: &mpsc::Receiver<()>) {
     let every = (ttl / 3).max(Duration::from_millis(200));
     while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(every) {
         match pg.renew(lease, ttl) {
             Ok(()) => {}
-            Err(PgError::LeaseLost { .. }) => {
-                lost.store(true, Ordering::SeqCst);
-                return;
-            }
+            Err(PgError::LeaseLost { .. }) => return,
             // A failed renewal (server restarting) is tried again at the next turn; the lease
             // still has two thirds of its time.
             Err(_) => {}
         }
-    }
-}
-
-impl LeaseGuard {
-    /// Whether the lease expired and was taken over while this step ran.
-    pub fn lost(&self) -> bool {
-        self.lost.load(Ordering::SeqCst)
     }
 }
 

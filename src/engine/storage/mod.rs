@@ -30,23 +30,23 @@ use super::config::{self, ConfigError};
 pub mod index_db;
 pub mod index_files;
 mod index_schema;
-pub mod lease;
-pub mod notify;
-pub mod run_sink;
+pub(crate) mod lease;
+pub(crate) mod notify;
+pub(crate) mod run_sink;
 pub mod seam;
 pub mod threads;
 
 pub use seam::{Storage, open as handle};
 
 /// The variable naming a PostgreSQL store; it wins over `storage:` in `config.yaml`.
-pub const URL_VAR: &str = "UWF_STORAGE_URL";
+pub(crate) const URL_VAR: &str = "UWF_STORAGE_URL";
 
 /// How long a step lease lasts without renewal unless `leaseSeconds` says otherwise.
-pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 
 /// Where a root's nodes, heads and registry live.
 #[derive(Debug, Clone)]
-pub enum Backend {
+pub(crate) enum Backend {
     /// Files under the root (`docs/store.md#the-storage-root`).
     Dir,
     /// A PostgreSQL database shared by many machines, and how long this root's step leases
@@ -83,7 +83,7 @@ impl Advice for StorageError {
 
 /// The storage URL of `root`: `UWF_STORAGE_URL`, else `storage:` in its `config.yaml`, else
 /// none (a directory store).
-pub fn url(root: &Path) -> Result<Option<String>, StorageError> {
+pub(crate) fn url(root: &Path) -> Result<Option<String>, StorageError> {
     if let Ok(url) = std::env::var(URL_VAR)
         && !url.trim().is_empty()
     {
@@ -127,7 +127,7 @@ fn cache() -> &'static Mutex<HashMap<PathBuf, Backend>> {
 }
 
 /// The backend of `root`, connecting (and migrating the schema) on first use in this process.
-pub fn backend(root: &Path) -> Result<Backend, StorageError> {
+pub(crate) fn backend(root: &Path) -> Result<Backend, StorageError> {
     let mut cache = cache().lock().unwrap_or_else(|p| p.into_inner());
     if let Some(found) = cache.get(root) {
         return Ok(found.clone());
@@ -146,7 +146,7 @@ pub fn backend(root: &Path) -> Result<Backend, StorageError> {
 /// Makes `root` a directory store for the rest of this process, whatever `UWF_STORAGE_URL` or
 /// its config say: `uwf store copy` reads and writes a directory named on its command line as
 /// files, even with a database named in the environment.
-pub fn pin_directory(root: &Path) {
+pub(crate) fn pin_directory(root: &Path) {
     let mut cache = cache().lock().unwrap_or_else(|p| p.into_inner());
     cache.insert(root.to_path_buf(), Backend::Dir);
     drop(cache);
@@ -154,7 +154,7 @@ pub fn pin_directory(root: &Path) {
 }
 
 /// The PostgreSQL store of `root`, or `None` for a directory store.
-pub fn pg(root: &Path) -> Result<Option<Arc<PgStore>>, StorageError> {
+pub(crate) fn pg(root: &Path) -> Result<Option<Arc<PgStore>>, StorageError> {
     Ok(match backend(root)? {
         Backend::Dir => None,
         Backend::Pg(pg, _) => Some(pg),
@@ -173,7 +173,7 @@ pub fn open_store(root: &Path) -> Result<Store, StorageError> {
 }
 
 /// How long a step lease lasts without renewal for `root` (`leaseSeconds`, default 30 s).
-pub fn lease_time(root: &Path) -> Duration {
+pub(crate) fn lease_time(root: &Path) -> Duration {
     match backend(root) {
         Ok(Backend::Pg(_, lease)) => lease,
         _ => configured_lease(root),

@@ -12,11 +12,11 @@ use std::time::Duration;
 use crate::pg::{CHANNEL, Listener, PgConfig, RUNS_CHANNEL};
 
 /// The longest a wait over PostgreSQL lasts without a notification.
-pub const PG_FALLBACK: Duration = Duration::from_secs(1);
+pub(crate) const PG_FALLBACK: Duration = Duration::from_secs(1);
 
 /// Wakes when one thread may have changed.
 #[derive(Debug)]
-pub struct ThreadWaker {
+pub(crate) struct ThreadWaker {
     id: String,
     /// The store's connection settings over PostgreSQL.
     config: Option<PgConfig>,
@@ -29,7 +29,7 @@ impl ThreadWaker {
     /// A waker for thread `id` of `root`; `poll` is the wait over a directory store. Over
     /// PostgreSQL it starts listening at once, so nothing that happens after this call is
     /// missed.
-    pub fn new(root: &Path, id: &str, poll: Duration) -> ThreadWaker {
+    pub(crate) fn new(root: &Path, id: &str, poll: Duration) -> ThreadWaker {
         let config = super::pg(root).ok().flatten().map(|pg| pg.config().clone());
         let mut waker = ThreadWaker {
             id: id.to_owned(),
@@ -50,7 +50,7 @@ impl ThreadWaker {
     }
 
     /// Waits until the thread may have changed: a notification naming it, or the fallback.
-    pub fn wait(&mut self) {
+    pub(crate) fn wait(&mut self) {
         if self.config.is_none() {
             std::thread::sleep(self.poll);
             return;

@@ -25,20 +25,20 @@ use crate::pg::PgConfig;
 use crate::pg::runs::{self, RunAppend, RunFileKind, RunStateChange};
 
 /// How long bytes wait for more before they are sent.
-pub const LINGER: Duration = Duration::from_millis(100);
+pub(crate) const LINGER: Duration = Duration::from_millis(100);
 
 /// A batch this big is sent at once.
-pub const EAGER: usize = 64 << 10;
+pub(crate) const EAGER: usize = 64 << 10;
 
 /// Bytes kept for the database while it does not answer; more is dropped and counted.
-pub const PENDING_CAP: usize = 4 << 20;
+pub(crate) const PENDING_CAP: usize = 4 << 20;
 
 /// How long to wait before connecting again after a failure.
 const RECONNECT: Duration = Duration::from_millis(500);
 
 /// The run sink of one PostgreSQL store in this process.
 #[derive(Debug)]
-pub struct RunSink {
+pub(crate) struct RunSink {
     shared: Arc<Shared>,
 }
 
@@ -112,7 +112,7 @@ fn sinks() -> &'static Mutex<HashMap<PathBuf, Arc<RunSink>>> {
 }
 
 /// The run sink of `root` when it is a PostgreSQL store (`None` for a directory store).
-pub fn of(root: &Path) -> Option<Arc<RunSink>> {
+pub(crate) fn of(root: &Path) -> Option<Arc<RunSink>> {
     let pg = super::pg(root).ok()??;
     let mut sinks = sinks().lock().unwrap_or_else(|p| p.into_inner());
     Some(
@@ -125,7 +125,7 @@ pub fn of(root: &Path) -> Option<Arc<RunSink>> {
 
 /// Sends what every sink of this process holds, waiting at most `timeout` for each (before the
 /// process exits).
-pub fn flush_all(timeout: Duration) {
+pub(crate) fn flush_all(timeout: Duration) {
     let all: Vec<Arc<RunSink>> = sinks()
         .lock()
         .unwrap_or_else(|p| p.into_inner())
@@ -139,7 +139,7 @@ pub fn flush_all(timeout: Duration) {
 
 impl RunSink {
     /// A sink writing to the database of `config`; its thread starts with the first write.
-    pub fn new(config: PgConfig) -> RunSink {
+    pub(crate) fn new(config: PgConfig) -> RunSink {
         RunSink {
             shared: Arc::new(Shared {
                 config,
@@ -158,7 +158,7 @@ impl RunSink {
     }
 
     /// Queues `bytes` to append to `file` of `thread`. Never waits for the database.
-    pub fn append(&self, thread: &str, file: RunFileKind, bytes: &[u8]) {
+    pub(crate) fn append(&self, thread: &str, file: RunFileKind, bytes: &[u8]) {
         if bytes.is_empty() {
             return;
         }
@@ -185,7 +185,7 @@ impl RunSink {
     }
 
     /// Queues a change of `thread`'s run state (`None` fields stay as they are).
-    pub fn set_state(&self, thread: &str, last: Option<&str>, info: Option<&str>) {
+    pub(crate) fn set_state(&self, thread: &str, last: Option<&str>, info: Option<&str>) {
         let mut pending = self.lock();
         self.start(&mut pending);
         pending.made += 1;
@@ -199,7 +199,7 @@ impl RunSink {
 
     /// Waits until everything queued so far was sent (or given up on), at most `timeout`.
     /// Returns whether it was.
-    pub fn flush(&self, timeout: Duration) -> bool {
+    pub(crate) fn flush(&self, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
         let mut pending = self.lock();
         let target = pending.made;

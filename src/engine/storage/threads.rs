@@ -5,7 +5,9 @@ use std::path::Path;
 
 use crate::cas::Hash;
 
-use crate::engine::storage::index_files::{Archived, Entry, IndexError, Threads, read_registry};
+use crate::engine::storage::index_files::{
+    ArchivedThread, Entry, IndexError, Threads, read_registry,
+};
 
 /// Every active thread and its head (the thread index of either backend).
 pub fn read_threads(root: &Path) -> Result<Threads, IndexError> {
@@ -13,12 +15,12 @@ pub fn read_threads(root: &Path) -> Result<Threads, IndexError> {
 }
 
 /// Every archived thread, in the order they ended (the thread index of either backend).
-pub fn read_history(root: &Path) -> Result<Vec<Archived>, IndexError> {
+pub fn read_history(root: &Path) -> Result<Vec<ArchivedThread>, IndexError> {
     crate::engine::storage::handle(root)?.index().archived()
 }
 
 /// Every thread, active and archived, with its workflow: one read of either backend's index.
-pub fn read_entries(root: &Path) -> Result<Vec<Entry>, IndexError> {
+pub(crate) fn read_entries(root: &Path) -> Result<Vec<Entry>, IndexError> {
     crate::engine::storage::handle(root)?.index().entries()
 }
 

@@ -21,12 +21,12 @@ use crate::engine::thread::run_files::RunFiles;
 use crate::pg::RunFileKind;
 
 /// The longest name `--by` accepts.
-pub const MAX_CHARS: usize = 64;
+pub(crate) const MAX_CHARS: usize = 64;
 
 /// A name `--by` (or the dashboard's `by`) gave that cannot be recorded.
 #[derive(Debug, thiserror::Error)]
 #[error("--by {shown}: {problem}")]
-pub struct BadName {
+pub(crate) struct BadName {
     pub shown: String,
     pub problem: String,
 }
@@ -43,7 +43,7 @@ impl Advice for BadName {
 /// trimming, none of them a control character (newlines, tabs, ESC of ANSI escapes) or an
 /// invisible formatting character (bidirectional overrides, zero-width characters). The error
 /// points at the first bad character.
-pub fn check(name: &str) -> Result<(), BadName> {
+pub(crate) fn check(name: &str) -> Result<(), BadName> {
     let shown = |name: &str| {
         let short: String = name.chars().take(MAX_CHARS).collect();
         let more = if short.len() < name.len() { "…" } else { "" };
@@ -84,7 +84,7 @@ pub fn check(name: &str) -> Result<(), BadName> {
 }
 
 /// `name` checked and trimmed, as it is recorded.
-pub fn checked(name: Option<&str>) -> Result<Option<String>, BadName> {
+pub(crate) fn checked(name: Option<&str>) -> Result<Option<String>, BadName> {
     match name {
         Some(name) => {
             check(name)?;
@@ -108,7 +108,7 @@ fn invisible(c: char) -> bool {
 
 /// Records an act of `by` on thread `id`: the event `kind` with `fields` (and `by`, when
 /// known) in its change feed, and a line saying so in its log. Best effort, as every event.
-pub fn record(files: &RunFiles, id: &str, kind: &str, by: Option<&str>, fields: Value) {
+pub(crate) fn record(files: &RunFiles, id: &str, kind: &str, by: Option<&str>, fields: Value) {
     events::append(files, id, kind, tagged(fields, by));
     let line = match by {
         Some(by) => format!("{kind} by {by}"),
@@ -118,7 +118,7 @@ pub fn record(files: &RunFiles, id: &str, kind: &str, by: Option<&str>, fields: 
 }
 
 /// An event's `fields` with `by` added, when known.
-pub fn tagged(mut fields: Value, by: Option<&str>) -> Value {
+pub(crate) fn tagged(mut fields: Value, by: Option<&str>) -> Value {
     if let (Some(by), Some(map)) = (by, fields.as_object_mut()) {
         map.insert("by".to_owned(), json!(by));
     }
@@ -127,7 +127,7 @@ pub fn tagged(mut fields: Value, by: Option<&str>) -> Value {
 
 /// The last act on a thread that names its author.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Act {
+pub(crate) struct Act {
     /// The event: `started`, `finished`, `paused`, `killed`, …
     pub event: String,
     pub by: String,
@@ -136,7 +136,7 @@ pub struct Act {
 }
 
 impl Act {
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         json!({"event": self.event, "by": self.by, "at": self.at})
     }
 }
@@ -144,7 +144,7 @@ impl Act {
 /// Sets `by` (who started thread `id`, or forked it, for a fork; null when unknown) and
 /// `lastAction` (`{"event", "by", "at"}` of the last act naming its author, or null) on `json`,
 /// a thread's summary at `head`: what `thread show`, the dashboard and the mount show.
-pub fn show(store: &Store, id: &str, head: Hash, json: &mut Value) {
+pub(crate) fn show(store: &Store, id: &str, head: Hash, json: &mut Value) {
     let (forked_by, last) = from_feed(&RunFiles::new(store.root(), id));
     let by = forked_by.or_else(|| chain::load(store, head).ok()?.start.by.clone());
     json["by"] = by.map_or(Value::Null, Value::String);
@@ -154,7 +154,7 @@ pub fn show(store: &Store, id: &str, head: Hash, json: &mut Value) {
 /// What the change feed of a thread says of its authors: who forked it (when it is a fork)
 /// and the last act that names its author. Nothing when the feed cannot be read (it is
 /// removed with old logs, see `uwf cas gc --keep-logs`).
-pub fn from_feed(files: &RunFiles) -> (Option<String>, Option<Act>) {
+pub(crate) fn from_feed(files: &RunFiles) -> (Option<String>, Option<Act>) {
     let acts = acts(files);
     let forked_by = acts
         .iter()
@@ -166,7 +166,7 @@ pub fn from_feed(files: &RunFiles) -> (Option<String>, Option<Act>) {
 /// Every act on a thread that names its author, oldest first, as its change feed has them
 /// (the dashboard's "who did what"). A stopped step's `by` says what stopped it (a signal, a
 /// kill), not who, so it is left out.
-pub fn acts(files: &RunFiles) -> Vec<Act> {
+pub(crate) fn acts(files: &RunFiles) -> Vec<Act> {
     let Ok(bytes) = files.read_text_all(RunFileKind::Events) else {
         return Vec::new();
     };

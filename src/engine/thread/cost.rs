@@ -62,7 +62,7 @@ impl Advice for CostError {
 
 /// The tokens of one step (or a sum of them).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Tokens {
+pub(crate) struct Tokens {
     pub input: u64,
     pub output: u64,
     pub cached: u64,
@@ -80,7 +80,7 @@ impl Tokens {
     /// `prompt_tokens_details.cached_tokens`, or Anthropic's `input_tokens`, `output_tokens`,
     /// `cache_read_input_tokens` (and `cache_creation_input_tokens`, counted as input; there
     /// `input_tokens` leaves the cached ones out). `None` when it holds no counts.
-    pub fn from_usage(usage: &Value, model: Option<&str>) -> Option<Tokens> {
+    pub(crate) fn from_usage(usage: &Value, model: Option<&str>) -> Option<Tokens> {
         let map = usage.as_object()?;
         let tokens = if map.contains_key("prompt_tokens") || map.contains_key("completion_tokens") {
             let cached = usage
@@ -113,7 +113,7 @@ impl Tokens {
     }
 
     /// The `tokens` field of a detail node's payload, if it has a readable one.
-    pub fn from_detail(detail: &Value) -> Option<Tokens> {
+    pub(crate) fn from_detail(detail: &Value) -> Option<Tokens> {
         let t = detail.get("tokens")?.as_object()?;
         Some(Tokens {
             input: count(t, "input"),
@@ -125,7 +125,7 @@ impl Tokens {
     }
 
     /// The shape a detail node keeps.
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         let mut json = json!({"input": self.input, "output": self.output, "cached": self.cached});
         if let Some(model) = &self.model {
             json["model"] = model.clone().into();
@@ -136,13 +136,8 @@ impl Tokens {
         json
     }
 
-    /// Input plus output: what `maxTokens` counts.
-    pub fn total(&self) -> u64 {
-        self.input + self.output
-    }
-
     /// Dollars: the agent's own figure, else from `prices` by model, else unknown.
-    pub fn cost(&self, prices: &Prices) -> Option<f64> {
+    pub(crate) fn cost(&self, prices: &Prices) -> Option<f64> {
         if self.cost_usd.is_some() {
             return self.cost_usd;
         }
@@ -184,7 +179,7 @@ pub struct Spent {
 
 impl Spent {
     /// Counts one step's tokens.
-    pub fn add(&mut self, tokens: &Tokens, prices: &Prices) {
+    pub(crate) fn add(&mut self, tokens: &Tokens, prices: &Prices) {
         self.input += tokens.input;
         self.output += tokens.output;
         self.cached += tokens.cached;
@@ -196,7 +191,7 @@ impl Spent {
     }
 
     /// Adds another sum.
-    pub fn merge(&mut self, other: &Spent) {
+    pub(crate) fn merge(&mut self, other: &Spent) {
         self.input += other.input;
         self.output += other.output;
         self.cached += other.cached;
@@ -206,18 +201,18 @@ impl Spent {
     }
 
     /// Input plus output.
-    pub fn tokens(&self) -> u64 {
+    pub(crate) fn tokens(&self) -> u64 {
         self.input + self.output
     }
 
     /// The dollars, when every step's cost is known (and `None`, "unknown", otherwise).
-    pub fn cost(&self) -> Option<f64> {
+    pub(crate) fn cost(&self) -> Option<f64> {
         (self.unknown == 0 && self.steps > 0).then_some(self.cost_usd)
     }
 
     /// `{"input","output","cached","tokens","steps","costUsd"}`: `costUsd` is null when
     /// unknown, with `costKnownUsd` the part that is known when some of it is.
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         let mut json = json!({
             "input": self.input, "output": self.output, "cached": self.cached,
             "tokens": self.tokens(), "steps": self.steps, "costUsd": self.cost(),
@@ -230,7 +225,7 @@ impl Spent {
 
     /// One line: `1,234 tokens (1,000 in, 234 out, 0 cached) · $0.0123`; `none reported` when
     /// no step's agent reported tokens (the offline agents, a person).
-    pub fn line(&self) -> String {
+    pub(crate) fn line(&self) -> String {
         if self.steps == 0 {
             return "none reported".to_owned();
         }
@@ -252,7 +247,7 @@ impl Spent {
 }
 
 /// `$0.0123`: four decimals under a dollar, two above.
-pub fn dollars(amount: f64) -> String {
+pub(crate) fn dollars(amount: f64) -> String {
     if amount < 1.0 {
         format!("${amount:.4}")
     } else {
@@ -261,7 +256,7 @@ pub fn dollars(amount: f64) -> String {
 }
 
 /// What the steps of the chain ending at `head` spent.
-pub fn spent_at(store: &Store, head: Hash, prices: &Prices) -> Result<Spent, CostError> {
+pub(crate) fn spent_at(store: &Store, head: Hash, prices: &Prices) -> Result<Spent, CostError> {
     let history = chain::history(store, head)?;
     let mut spent = Spent::default();
     let Some(chain) = history.to_chain() else {
@@ -290,14 +285,8 @@ fn add_detail(
     Ok(())
 }
 
-/// The name of the workflow whose version is `workflow`, if readable.
-pub fn workflow_name(store: &Store, workflow: Hash) -> Option<String> {
-    let node = store.get(workflow).ok()?;
-    node.payload.get("name")?.as_str().map(str::to_owned)
-}
-
 /// The budget of thread `id` of `workflow`: its own limits over `config.yaml`'s.
-pub fn budget_of(
+pub(crate) fn budget_of(
     root: &Path,
     id: &str,
     workflow: &str,
@@ -312,13 +301,13 @@ pub fn budget_of(
 /// person to raise the budget (`uwf thread budget`) or end it (`uwf thread kill`), and no
 /// worker claims it meanwhile. Derived, like `failed`, from the last outcome the refusal
 /// recorded (its error begins with [`REACHED`]).
-pub const OVER_BUDGET: &str = "over-budget";
+pub(crate) const OVER_BUDGET: &str = "over-budget";
 
 /// How the error of a step refused at its budget begins.
-pub const REACHED: &str = "budget reached: ";
+pub(crate) const REACHED: &str = "budget reached: ";
 
 /// Whether a recorded step error is a refusal at the thread's budget.
-pub fn is_budget_stop(error: &str) -> bool {
+pub(crate) fn is_budget_stop(error: &str) -> bool {
     error.starts_with(REACHED)
 }
 
@@ -367,14 +356,14 @@ fn suggest_cost(max: f64) -> String {
 }
 
 /// Whether `spent` has reached `budget` (the known cost counts against `maxCost`).
-pub fn reached(spent: &Spent, budget: &Budget) -> bool {
+pub(crate) fn reached(spent: &Spent, budget: &Budget) -> bool {
     budget.max_tokens.is_some_and(|max| spent.tokens() >= max)
         || budget.max_cost.is_some_and(|max| spent.cost_usd >= max)
 }
 
 /// Checks thread `id` at `head` against its budget before a step: `Some` when it has reached it.
 /// `own` is the thread's own budget, as its context (which the step has read already) holds it.
-pub fn check(
+pub(crate) fn check(
     store: &Store,
     (id, own): (&str, Option<Budget>),
     head: Hash,
@@ -395,7 +384,7 @@ pub fn check(
 
 /// Sets thread `id`'s own budget to `budget` over what it had (a raise, or the limits
 /// `thread start` was given), recording the act as a `budget` event of `by`.
-pub fn set_budget(
+pub(crate) fn set_budget(
     root: &Path,
     id: &str,
     budget: Budget,
@@ -422,7 +411,7 @@ pub fn set_budget(
 /// last step recorded, so that it steps again; a queued one is claimed by a worker again
 /// (claims pass a thread waiting at its budget by and leave it queued). `false` when it was not
 /// waiting at its budget, is still over it, or a step holds it (which records its own outcome).
-pub fn resume_under_budget(
+pub(crate) fn resume_under_budget(
     store: &Store,
     id: &str,
     head: Hash,
@@ -453,7 +442,7 @@ fn head_of(root: &Path, id: &str) -> Option<Hash> {
 }
 
 /// What the sub-workflow children of thread `id` spent, and theirs, down the tree.
-pub fn children_spent(store: &Store, id: &str, prices: &Prices) -> Spent {
+pub(crate) fn children_spent(store: &Store, id: &str, prices: &Prices) -> Spent {
     let mut total = Spent::default();
     let mut todo = crate::engine::thread::family::children(store.root(), id);
     let mut seen = std::collections::BTreeSet::new();
@@ -476,7 +465,7 @@ pub fn children_spent(store: &Store, id: &str, prices: &Prices) -> Spent {
 
 /// What `thread show` adds for thread `id` at `head` of `workflow`: `cost` (its own steps),
 /// `childrenCost` (its sub-workflows', when it has any) and `budget` (null when none).
-pub fn show_json(
+pub(crate) fn show_json(
     store: &Store,
     id: &str,
     head: Hash,
@@ -499,7 +488,7 @@ pub fn show_json(
 
 /// [`show_json`] as lines for a person (the mount's `threads/<id>/cost`):
 /// `spent: …`, `children: …` (when it has any), `budget: …`.
-pub fn text(
+pub(crate) fn text(
     store: &Store,
     id: &str,
     head: Hash,
@@ -517,7 +506,7 @@ pub fn text(
 
 /// A `budget` object (`{"maxTokens", "maxCost"}`, or null) in words: `200000 tokens, $5.00`,
 /// or `none`.
-pub fn budget_words(budget: &Value) -> String {
+pub(crate) fn budget_words(budget: &Value) -> String {
     let limits: Vec<String> = [
         budget["maxTokens"].as_u64().map(|n| format!("{n} tokens")),
         budget["maxCost"].as_f64().map(dollars),
@@ -533,7 +522,7 @@ pub fn budget_words(budget: &Value) -> String {
 }
 
 /// A `cost` object of [`Spent::to_json`] as one line (for tables and `thread show`).
-pub fn line_of(json: &Value) -> Option<String> {
+pub(crate) fn line_of(json: &Value) -> Option<String> {
     let count = |k: &str| json.get(k).and_then(Value::as_u64);
     let (input, output, cached) = (count("input")?, count("output")?, count("cached")?);
     let steps = count("steps").unwrap_or(0) as usize;

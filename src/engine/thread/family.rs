@@ -40,7 +40,7 @@ pub fn parent(root: &Path, child: &str) -> Option<ParentLink> {
 }
 
 /// The parent link in `runs/<child>.parent.json` under `root`, whatever the backend.
-pub fn parent_file_link(root: &Path, child: &str) -> Option<ParentLink> {
+pub(crate) fn parent_file_link(root: &Path, child: &str) -> Option<ParentLink> {
     record_files::read_parent(root, child)
 }
 
@@ -54,7 +54,7 @@ pub fn children(root: &Path, parent: &str) -> Vec<String> {
 
 /// How many ancestors a thread whose start node names `parent` has: 0 for a top-level thread.
 /// Walks parent heads to their start nodes, one node read per level and two per step head.
-pub fn depth(store: &Store, parent: Option<Hash>) -> Result<usize, ChainError> {
+pub(crate) fn depth(store: &Store, parent: Option<Hash>) -> Result<usize, ChainError> {
     let mut depth = 0;
     let mut at = parent;
     while let Some(head) = at {

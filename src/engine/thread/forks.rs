@@ -21,10 +21,10 @@ use crate::engine::chain;
 use crate::engine::storage::index_files::IndexError;
 use crate::engine::storage::seam::records::dir as record_files;
 
-pub use crate::engine::storage::seam::records::Fork;
+pub(crate) use crate::engine::storage::seam::records::Fork;
 
 /// The path of the forks file under `root`.
-pub fn path(root: &Path) -> PathBuf {
+pub(crate) fn path(root: &Path) -> PathBuf {
     record_files::forks_path(root)
 }
 
@@ -53,14 +53,8 @@ pub fn origin_of(root: &Path, id: &str) -> Result<Option<Fork>, IndexError> {
         .origin_of(id)
 }
 
-/// Every fork recorded in `forks.jsonl` under `root`, whatever the backend (a store copy
-/// reads a directory store's file).
-pub fn read_file(root: &Path) -> Result<Vec<Fork>, IndexError> {
-    record_files::read_forks(root)
-}
-
 /// The oldest thread whose history holds `step` (for a fork made by hash alone).
-pub fn source_of(store: &Store, step: Hash) -> Option<String> {
+pub(crate) fn source_of(store: &Store, step: Hash) -> Option<String> {
     let root = store.root();
     let active = crate::engine::storage::threads::read_threads(root).ok()?;
     let archived = crate::engine::storage::threads::read_history(root).unwrap_or_default();

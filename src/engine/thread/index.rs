@@ -13,13 +13,12 @@ use std::sync::Arc;
 
 use crate::cas::Hash;
 
-use crate::engine::storage::index_db;
-use crate::engine::storage::index_files::{Archived, IndexError};
+use crate::engine::storage::index_files::IndexError;
 use crate::engine::storage::{self, Storage};
 
-pub use crate::engine::storage::seam::{
-    REBASED, State, Successor, ThreadIndexError, is_archived_status,
-};
+pub(crate) use crate::engine::storage::seam::{ArchivedThread, is_archived_status};
+pub use crate::engine::storage::seam::{REBASED, State, Successor, ThreadIndexError};
+use crate::pg::NewThread;
 
 /// The thread index of `root` (its storage handle's).
 fn storage_of(root: &Path) -> Result<Arc<Storage>, ThreadIndexError> {
@@ -27,7 +26,7 @@ fn storage_of(root: &Path) -> Result<Arc<Storage>, ThreadIndexError> {
 }
 
 /// Looks a thread up: active first, then archived.
-pub fn state(root: &Path, id: &str) -> Result<State, ThreadIndexError> {
+pub(crate) fn state(root: &Path, id: &str) -> Result<State, ThreadIndexError> {
     storage_of(root)?.index().state(id)
 }
 
@@ -41,7 +40,7 @@ pub fn exists(root: &Path, id: &str) -> Result<bool, ThreadIndexError> {
 }
 
 /// Thread ids (active or archived) starting with `prefix`, sorted, at most `limit`.
-pub fn with_prefix(
+pub(crate) fn with_prefix(
     root: &Path,
     prefix: &str,
     limit: usize,
@@ -50,7 +49,7 @@ pub fn with_prefix(
 }
 
 /// Active threads whose head is `head` (forks share heads).
-pub fn active_at(root: &Path, head: Hash) -> Result<Vec<String>, ThreadIndexError> {
+pub(crate) fn active_at(root: &Path, head: Hash) -> Result<Vec<String>, ThreadIndexError> {
     storage_of(root)?.index().active_at(head)
 }
 
@@ -73,21 +72,9 @@ pub fn new_id() -> String {
     ulid::Ulid::new().to_string()
 }
 
-/// Registers a new active thread of `workflow` at `head`; `parent` is the thread it was
-/// forked or spawned from, when known.
-pub fn add(
-    root: &Path,
-    id: &str,
-    head: Hash,
-    workflow: Hash,
-    parent: Option<&str>,
-) -> Result<(), ThreadIndexError> {
-    add_at(root, id, head, workflow, parent, None, None)
-}
-
 /// [`add`], knowing how many steps lead to `head` (kept for listings) and the start prompt
 /// (kept for search; a row without it is filled by the first search).
-pub fn add_at(
+pub(crate) fn add_at(
     root: &Path,
     id: &str,
     head: Hash,
@@ -96,18 +83,20 @@ pub fn add_at(
     steps: Option<u64>,
     prompt: Option<&str>,
 ) -> Result<(), ThreadIndexError> {
-    storage_of(root)?.index().add(&index_db::NewRow {
+    storage_of(root)?.index().add(&NewThread {
         id,
         workflow,
         head,
         parent,
+        queued: false,
         steps,
         prompt,
     })
 }
 
 /// Moves an active thread's head from `expected` to `new`, or fails if it moved meanwhile.
-pub fn compare_and_set(
+#[cfg(test)]
+pub(crate) fn compare_and_set(
     root: &Path,
     id: &str,
     expected: Hash,
@@ -118,7 +107,7 @@ pub fn compare_and_set(
 
 /// [`compare_and_set`] to a step continuing `expected`, with the role the moderator picks at
 /// `new` when known (listings show it).
-pub fn compare_and_set_next(
+pub(crate) fn compare_and_set_next(
     root: &Path,
     id: &str,
     expected: Hash,
@@ -132,12 +121,12 @@ pub fn compare_and_set_next(
 
 /// Archives an active thread at its current head with `status` (`done` or `killed`; a rebase
 /// is [`rebase`]).
-pub fn archive(
+pub(crate) fn archive(
     root: &Path,
     id: &str,
     workflow: Hash,
     status: &str,
-) -> Result<Archived, ThreadIndexError> {
+) -> Result<ArchivedThread, ThreadIndexError> {
     let _ = workflow;
     storage_of(root)?.index().archive(id, status)
 }
@@ -150,7 +139,7 @@ pub fn rebase(
     id: &str,
     head: Hash,
     new: &Successor<'_>,
-) -> Result<Archived, ThreadIndexError> {
+) -> Result<ArchivedThread, ThreadIndexError> {
     let done = storage_of(root)?.index().rebase(id, head, new)?;
     match done {
         Some(archived) => Ok(archived),
@@ -170,7 +159,7 @@ pub fn rebase(
 }
 
 /// The thread that thread `id` was rebased onto, if it was.
-pub fn successor(root: &Path, id: &str) -> Result<Option<String>, ThreadIndexError> {
+pub(crate) fn successor(root: &Path, id: &str) -> Result<Option<String>, ThreadIndexError> {
     storage_of(root)?.index().successor(id)
 }
 
@@ -183,17 +172,17 @@ pub fn rebased_from(root: &Path, id: &str) -> Option<String> {
 
 /// Makes an active thread runnable for workers (`thread start --queue`, `thread
 /// queue`) until it is done, killed, failed or awaiting a person.
-pub fn queue(root: &Path, id: &str) -> Result<(), ThreadIndexError> {
+pub(crate) fn queue(root: &Path, id: &str) -> Result<(), ThreadIndexError> {
     storage_of(root)?.index().queue(id)
 }
 
 /// Takes a thread off the run queue (it finished, failed or awaits a person). Not queued is
 /// no error.
-pub fn dequeue(root: &Path, id: &str) -> Result<(), ThreadIndexError> {
+pub(crate) fn dequeue(root: &Path, id: &str) -> Result<(), ThreadIndexError> {
     storage_of(root)?.index().dequeue(id)
 }
 
 /// The queued active threads, each once, longest waiting first.
-pub fn queued(root: &Path) -> Result<Vec<String>, ThreadIndexError> {
+pub(crate) fn queued(root: &Path) -> Result<Vec<String>, ThreadIndexError> {
     storage_of(root)?.index().queued()
 }

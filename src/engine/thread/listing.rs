@@ -29,7 +29,7 @@ use super::summary::{self, Summary, ThreadError};
 
 /// What to list.
 #[derive(Debug, Clone, Default)]
-pub struct Query {
+pub(crate) struct Query {
     /// Archived (done, killed and rebased) threads too.
     pub all: bool,
     /// Only threads of the workflow of this name.
@@ -46,7 +46,7 @@ pub struct Query {
     /// Only threads no sub-workflow started: a child is listed under its parent on request
     /// (`thread list --tree`, `--children`), not among the threads a person started.
     pub top_level: bool,
-    /// Only threads whose start prompt (its first [`index_db::SEARCH_CHARS`] characters), id
+    /// Only threads whose start prompt (its first [`crate::pg::rows::SEARCH_CHARS`] characters), id
     /// or workflow name holds this text, in any case.
     pub text: Option<String>,
 }
@@ -54,7 +54,7 @@ pub struct Query {
 /// A "since" as ms since the epoch: a duration ago (`2h`, `7days`), a date (`2026-11-27`,
 /// midnight UTC) or a time (`2026-11-27T09:00:00Z`). `thread list --since` and the dashboard's
 /// date filter read it alike.
-pub fn since_ms(text: &str) -> Result<u64, String> {
+pub(crate) fn since_ms(text: &str) -> Result<u64, String> {
     let now = std::time::SystemTime::now();
     let at = match humantime::parse_duration(text) {
         Ok(ago) => now.checked_sub(ago).unwrap_or(std::time::UNIX_EPOCH),
@@ -78,7 +78,7 @@ pub fn since_ms(text: &str) -> Result<u64, String> {
 }
 
 /// The statuses a thread can be listed in.
-pub const STATUSES: [&str; 8] = [
+pub(crate) const STATUSES: [&str; 8] = [
     "active",
     "running",
     "awaiting",
@@ -91,19 +91,19 @@ pub const STATUSES: [&str; 8] = [
 
 /// One listed thread.
 #[derive(Debug, Clone)]
-pub struct Listed {
+pub(crate) struct Listed {
     pub summary: Summary,
     /// When the thread last changed (its head moved, or it ended), ms since the epoch.
     pub updated_ms: u64,
 }
 
 /// One row of either backend's index, as listing needs it.
-pub use crate::engine::storage::seam::IndexRow;
+pub(crate) use crate::engine::storage::seam::IndexRow;
 
 /// Lists the threads `query` selects, newest first, calling `each` with every one until it
 /// returns `false`. Returns how many threads matched in all (those `each` saw and those after
 /// it stopped), for "and N more".
-pub fn list(
+pub(crate) fn list(
     store: &Store,
     query: &Query,
     each: impl FnMut(Listed) -> bool,
@@ -113,7 +113,7 @@ pub fn list(
 
 /// [`list`] that stops reading the index as soon as `each` returns `false` (a page of a
 /// longer list: nothing is counted past it). Returns how many threads `each` saw.
-pub fn list_page(
+pub(crate) fn list_page(
     store: &Store,
     query: &Query,
     each: impl FnMut(Listed) -> bool,
@@ -236,12 +236,12 @@ fn list_counting(
 
 /// How many of a workflow's threads (the newest) [`workflow_spent`] sums: a page, so that a
 /// workflow with many threads costs what a page of them does.
-pub const WORKFLOW_SPENT_PAGE: usize = 200;
+pub(crate) const WORKFLOW_SPENT_PAGE: usize = 200;
 
 /// What the threads of workflow `name` spent (`docs/LLM.md#tokens-cost-and-budgets`): the sum
 /// over its newest `page` threads, active and archived, each thread's own steps.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct WorkflowSpent {
+pub(crate) struct WorkflowSpent {
     pub spent: super::cost::Spent,
     /// Threads summed.
     pub counted: u64,
@@ -252,7 +252,7 @@ pub struct WorkflowSpent {
 impl WorkflowSpent {
     /// [`super::cost::Spent::to_json`] with `threads` (in all) and, when the page held fewer,
     /// `threadsCounted`.
-    pub fn to_json(&self) -> serde_json::Value {
+    pub(crate) fn to_json(&self) -> serde_json::Value {
         let mut json = self.spent.to_json();
         json["threads"] = self.threads.into();
         if self.counted < self.threads {
@@ -262,7 +262,7 @@ impl WorkflowSpent {
     }
 
     /// One line: what [`super::cost::Spent::line`] says, over how many threads.
-    pub fn line(&self) -> String {
+    pub(crate) fn line(&self) -> String {
         let over = if self.counted < self.threads {
             format!("the newest {} of {} threads", self.counted, self.threads)
         } else {
@@ -274,7 +274,7 @@ impl WorkflowSpent {
 
 /// Sums what the newest `page` threads of workflow `name` spent (one listing page and each
 /// thread's chain; the threads past the page are counted from the index alone).
-pub fn workflow_spent(
+pub(crate) fn workflow_spent(
     store: &Store,
     name: &str,
     prices: &crate::engine::config::budget::Prices,

@@ -25,21 +25,21 @@ use crate::engine::storage::run_sink::{self, RunSink};
 use crate::pg::RunFileKind;
 
 /// Agent output a step writes to the log as it arrives.
-pub const HEAD: usize = 512 << 10;
+pub(crate) const HEAD: usize = 512 << 10;
 /// Agent output kept from the end of a step that printed more than [`HEAD`].
-pub const TAIL: usize = 512 << 10;
+pub(crate) const TAIL: usize = 512 << 10;
 
 /// The prefix of every step header line.
-pub const HEADER_PREFIX: &str = "── step ";
+pub(crate) const HEADER_PREFIX: &str = "── step ";
 
 /// The log of one thread: `runs/<id>.log`.
-pub fn path(root: &Path, id: &str) -> PathBuf {
+pub(crate) fn path(root: &Path, id: &str) -> PathBuf {
     root.join("runs").join(format!("{id}.log"))
 }
 
 /// One step's share of the thread log. Shared by the readers of the agent's stdout and stderr.
 #[derive(Debug)]
-pub struct StepLog {
+pub(crate) struct StepLog {
     state: Mutex<State>,
     /// The thread, and its store's run sink over PostgreSQL.
     shared: Option<(String, std::sync::Arc<RunSink>)>,
@@ -58,7 +58,7 @@ impl StepLog {
     /// Appends the header of step `index` (1-based) to the log of thread `id` and returns the
     /// step's writer. A log that cannot be opened makes a writer that writes nothing: the log
     /// is for watching, and never fails a step.
-    pub fn begin(
+    pub(crate) fn begin(
         root: &Path,
         id: &str,
         (index, role, agent): (usize, &str, &str),
@@ -92,14 +92,14 @@ impl StepLog {
     }
 
     /// Appends a line of uwf's own (not agent output, not capped).
-    pub fn line(&self, text: &str) {
+    pub(crate) fn line(&self, text: &str) {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         self.emit(&mut state.file, format!("{text}\n").as_bytes());
     }
 
     /// Appends agent output: written at once up to [`HEAD`] bytes per step, kept for the end
     /// past that.
-    pub fn write(&self, chunk: &[u8]) {
+    pub(crate) fn write(&self, chunk: &[u8]) {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         let room = HEAD.saturating_sub(state.seen);
         let (now, later) = chunk.split_at(room.min(chunk.len()));
@@ -117,7 +117,7 @@ impl StepLog {
 
     /// Ends the step's output: writes the kept tail after a marker saying what was cut, and
     /// ends the output with a newline.
-    pub fn finish(&self) {
+    pub(crate) fn finish(&self) {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         let State { file, seen, tail } = &mut *state;
         let mut end = Vec::new();
@@ -145,7 +145,7 @@ impl StepLog {
 /// The text of `pending` up to its last whole character, leaving in `pending` the first bytes
 /// of a character that a read cut (they wait for the rest). Followers of a growing log read it
 /// in chunks that may end inside a character.
-pub fn whole_chars(pending: &mut Vec<u8>) -> String {
+pub(crate) fn whole_chars(pending: &mut Vec<u8>) -> String {
     let keep = match std::str::from_utf8(pending) {
         Err(e) if e.error_len().is_none() => pending.len() - e.valid_up_to(),
         _ => 0,
@@ -174,7 +174,7 @@ fn clock(ms: u64) -> String {
 
 /// Appends a line of something that happened to thread `id` outside a step (`── paused by
 /// alice · 12:03:07`) to its log. Best effort: the log is for watching.
-pub fn note(root: &Path, id: &str, what: &str) {
+pub(crate) fn note(root: &Path, id: &str, what: &str) {
     let text = format!("── {what} · {}\n", clock(now_ms()));
     let mut options = OpenOptions::new();
     options.create(true).append(true);

@@ -14,16 +14,16 @@
 //! - [`forks`]: `forks.jsonl`, where each fork came from.
 //! - [`summary`]: a thread or step found by prefix, a thread's summary and family.
 //! - [`render`]: transcripts, outputs as YAML/JSON, details and diffs for people.
-pub mod author;
+pub(crate) mod author;
 pub mod context;
-pub mod cost;
+pub(crate) mod cost;
 pub mod events;
 pub mod family;
 pub mod forks;
 pub mod index;
-pub mod listing;
-pub mod log;
-pub mod render;
+pub(crate) mod listing;
+pub(crate) mod log;
+pub(crate) mod render;
 pub mod run_files;
-pub mod summary;
+pub(crate) mod summary;
 pub mod view;

@@ -14,12 +14,12 @@ use crate::engine::thread::view::ThreadView;
 use crate::engine::chain::{self, Chain, ChainError, Entry};
 
 /// An output as YAML with keys sorted (stable for diffs).
-pub fn output_yaml(output: &Value) -> String {
+pub(crate) fn output_yaml(output: &Value) -> String {
     serde_yaml::to_string(&sorted(output)).unwrap_or_else(|_| format!("{output}\n"))
 }
 
 /// An output as pretty JSON with keys sorted, plus a newline.
-pub fn output_json(output: &Value) -> String {
+pub(crate) fn output_json(output: &Value) -> String {
     let mut text =
         serde_json::to_string_pretty(&sorted(output)).unwrap_or_else(|_| output.to_string());
     text.push('\n');
@@ -99,7 +99,7 @@ pub(crate) fn history(
 
 /// The thread as Markdown (`uwf thread read`): the steps before index `upto`, newest first
 /// within `quota`.
-pub fn transcript(
+pub(crate) fn transcript(
     view: &ThreadView,
     status: &str,
     upto: usize,
@@ -122,7 +122,7 @@ pub fn transcript(
 }
 
 /// A unified diff of two texts with git-like headers.
-pub fn unified_diff(a_name: &str, a: &str, b_name: &str, b: &str) -> String {
+pub(crate) fn unified_diff(a_name: &str, a: &str, b_name: &str, b: &str) -> String {
     similar::TextDiff::from_lines(a, b)
         .unified_diff()
         .context_radius(3)
@@ -132,7 +132,7 @@ pub fn unified_diff(a_name: &str, a: &str, b_name: &str, b: &str) -> String {
 
 /// A step's detail node as YAML (`uwf thread step-details`, the mount's `detail.yaml`), with
 /// the texts its `raw` and `body` fields name shown inline as `rawText` and `bodyText`.
-pub fn detail_yaml(store: &Store, detail: Hash) -> Result<String, StoreError> {
+pub(crate) fn detail_yaml(store: &Store, detail: Hash) -> Result<String, StoreError> {
     Ok(detail_yaml_of(store.get_payload(detail)?, |h| {
         store.get_payload(h).ok()
     }))
@@ -140,7 +140,7 @@ pub fn detail_yaml(store: &Store, detail: Hash) -> Result<String, StoreError> {
 
 /// [`detail_yaml`] of a detail payload, reading the nodes it names with `payload` (the mount
 /// reads them through its cache).
-pub fn detail_yaml_of<V: Borrow<Value>>(
+pub(crate) fn detail_yaml_of<V: Borrow<Value>>(
     mut detail: Value,
     payload: impl Fn(Hash) -> Option<V>,
 ) -> String {
@@ -154,7 +154,7 @@ pub fn detail_yaml_of<V: Borrow<Value>>(
 
 /// The text body of a step's detail, if it has one (transcripts, `body.md`), with `payload`
 /// reading nodes.
-pub fn body_of<V: Borrow<Value>>(
+pub(crate) fn body_of<V: Borrow<Value>>(
     detail: Hash,
     payload: impl Fn(Hash) -> Option<V>,
 ) -> Option<String> {
@@ -173,7 +173,7 @@ fn named_node<V>(detail: &Value, key: &str, payload: &impl Fn(Hash) -> Option<V>
 /// The text body of a cached step's detail, for a reader that must not render a step whose
 /// nodes are gone: its step, output and detail nodes are checked ([`chain::check_entry`]),
 /// and the detail and its body read; the first that fails is named.
-pub fn checked_body(store: &Store, entry: &Entry) -> Result<Option<String>, ChainError> {
+pub(crate) fn checked_body(store: &Store, entry: &Entry) -> Result<Option<String>, ChainError> {
     chain::check_entry(store, entry)?;
     let read = |kind: &'static str, hash: Hash| {
         store.get_payload(hash).map_err(|e| ChainError::Damaged {
@@ -197,14 +197,14 @@ pub fn checked_body(store: &Store, entry: &Entry) -> Result<Option<String>, Chai
 }
 
 /// The text body of a stored step's detail, if it has one (transcripts, prompts).
-pub fn stored_body(store: &Store, detail: Hash) -> Option<String> {
+pub(crate) fn stored_body(store: &Store, detail: Hash) -> Option<String> {
     body_of(detail, |h| store.get_payload(h).ok())
 }
 
 /// A step as `uwf thread diff` compares it: its role, its output as YAML (or `error:` for a step
 /// recording its role's failure), and the body of its detail (what the agent wrote) after a
 /// `---` line.
-pub fn step_text(store: &Store, hash: Hash) -> Result<String, ChainError> {
+pub(crate) fn step_text(store: &Store, hash: Hash) -> Result<String, ChainError> {
     let node = store.get(hash)?;
     if node.type_hash != crate::cas::builtin::hash_of("step") {
         let kind = crate::cas::builtin::name_of(node.type_hash)
@@ -234,7 +234,7 @@ pub fn step_text(store: &Store, hash: Hash) -> Result<String, ChainError> {
 }
 
 /// The unified diff of two steps (any threads, any forks), as `uwf thread diff` prints it.
-pub fn step_diff(store: &Store, a: Hash, b: Hash) -> Result<String, ChainError> {
+pub(crate) fn step_diff(store: &Store, a: Hash, b: Hash) -> Result<String, ChainError> {
     let (ta, tb) = (step_text(store, a)?, step_text(store, b)?);
     Ok(unified_diff(&format!("a/{a}"), &ta, &format!("b/{b}"), &tb))
 }

@@ -37,7 +37,7 @@ use crate::engine::thread::index::ThreadIndexError;
 use crate::pg::RunFileKind;
 
 /// How long the end of a step waits for its log and events to reach the database.
-pub const SINK_FLUSH: std::time::Duration = std::time::Duration::from_secs(2);
+pub(crate) const SINK_FLUSH: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The run files of one thread under `<root>/runs/`.
 #[derive(Debug, Clone)]
@@ -48,7 +48,7 @@ pub struct RunFiles {
 /// What a running step records about itself (`runs/<id>.run.json`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct RunInfo {
+pub(crate) struct RunInfo {
     pub pid: u32,
     pub started_at: u64,
     #[serde(default)]
@@ -72,12 +72,12 @@ impl RunFiles {
     }
 
     /// The thread these files are of.
-    pub fn id(&self) -> &str {
+    pub(crate) fn id(&self) -> &str {
         self.paths.id()
     }
 
     /// The storage root these files are under.
-    pub fn root(&self) -> &Path {
+    pub(crate) fn root(&self) -> &Path {
         self.paths.root()
     }
 
@@ -102,17 +102,17 @@ impl RunFiles {
     }
 
     /// The agent's stderr of the running or last step.
-    pub fn log(&self) -> PathBuf {
+    pub(crate) fn log(&self) -> PathBuf {
         self.paths.log()
     }
 
     /// The last failure on this thread, as text.
-    pub fn error(&self) -> PathBuf {
+    pub(crate) fn error(&self) -> PathBuf {
         self.paths.error()
     }
 
     /// The last step attempt's outcome as JSON.
-    pub fn last(&self) -> PathBuf {
+    pub(crate) fn last(&self) -> PathBuf {
         self.paths.last()
     }
 
@@ -130,7 +130,7 @@ impl RunFiles {
     }
 
     /// The thread's change feed: one JSON line per step event (`engine::thread::events`).
-    pub fn events(&self) -> PathBuf {
+    pub(crate) fn events(&self) -> PathBuf {
         self.paths.events()
     }
 
@@ -187,7 +187,7 @@ impl RunFiles {
     /// Takes the thread's kill lock without waiting (`Err(Busy)` while another kill holds it).
     /// While it is held, [`RunFiles::check_idle`] reports the thread busy and
     /// [`RunFiles::check_not_killing`] refuses a step that already took the step lock.
-    pub fn try_kill_lock(&self) -> Result<KillLock, ThreadIndexError> {
+    pub(crate) fn try_kill_lock(&self) -> Result<KillLock, ThreadIndexError> {
         match self.take(&self.kill_path())? {
             Some(file) => Ok(KillLock { file }),
             None => Err(self.being_killed()),
@@ -195,7 +195,7 @@ impl RunFiles {
     }
 
     /// `Err(Busy)` while a kill of this thread is under way.
-    pub fn check_not_killing(&self) -> Result<(), ThreadIndexError> {
+    pub(crate) fn check_not_killing(&self) -> Result<(), ThreadIndexError> {
         if self.held(&self.kill_path())? {
             return Err(self.being_killed());
         }
@@ -266,7 +266,7 @@ impl RunFiles {
     /// agent while nobody holds the lock): takes the lock, which kills what is left of that
     /// agent's process group, and lets it go. For status probes; a step or `kill` does this by
     /// taking the lock anyway. Does nothing while a step runs or when there is nothing to do.
-    pub fn reap_abandoned(&self) {
+    pub(crate) fn reap_abandoned(&self) {
         let abandoned = self.run_info().is_some_and(|i| i.agent_pid.is_some());
         if abandoned && !self.is_running() {
             drop(self.try_lock());
@@ -282,23 +282,23 @@ impl RunFiles {
     /// The error of the last step attempt, if it failed: over PostgreSQL from the thread's row
     /// (the attempt may have been any machine's, and a later step on another machine clears
     /// it), else from the last outcome here.
-    pub fn last_failure(&self) -> Option<String> {
+    pub(crate) fn last_failure(&self) -> Option<String> {
         self.runs(|runs| runs.last_failure(&self.paths))
     }
 
     /// Whether another machine's step holds the thread (its lease, over PostgreSQL) while no
     /// process here does.
-    pub fn stepped_elsewhere(&self) -> bool {
+    pub(crate) fn stepped_elsewhere(&self) -> bool {
         !matches!(self.held(&self.lock_path()), Ok(true)) && self.remote_holder().is_some()
     }
 
     /// Whether a step holds the lock right now (here, or over PostgreSQL on any machine).
-    pub fn is_running(&self) -> bool {
+    pub(crate) fn is_running(&self) -> bool {
         matches!(self.held(&self.lock_path()), Ok(true)) || self.remote_holder().is_some()
     }
 
     /// The run info of the step in progress (may be stale if no step holds the lock).
-    pub fn run_info(&self) -> Option<RunInfo> {
+    pub(crate) fn run_info(&self) -> Option<RunInfo> {
         let bytes = std::fs::read(self.run()).ok()?;
         serde_json::from_slice(&bytes).ok()
     }
@@ -306,7 +306,7 @@ impl RunFiles {
     /// The record of the step running now, wherever it runs: this machine's run file while a
     /// process here holds the step lock, else over PostgreSQL the record the running step's
     /// machine shared.
-    pub fn running_info(&self) -> Option<RunInfo> {
+    pub(crate) fn running_info(&self) -> Option<RunInfo> {
         if matches!(self.held(&self.lock_path()), Ok(true)) {
             return self.run_info();
         }
@@ -335,7 +335,7 @@ impl RunFiles {
 
     /// Records a failure (`error` file) and the last outcome, without holding the step lock
     /// (a failure before a step could take it). Each file is replaced atomically.
-    pub fn record_failure(&self, message: &str) {
+    pub(crate) fn record_failure(&self, message: &str) {
         for (path, text) in failure_texts(self, message) {
             let _ = AtomicWrite::new(&path)
                 .without_fsync()
@@ -346,7 +346,7 @@ impl RunFiles {
     }
 
     /// The last recorded outcome, if any: over PostgreSQL the one any machine shared last.
-    pub fn last_outcome(&self) -> Option<serde_json::Value> {
+    pub(crate) fn last_outcome(&self) -> Option<serde_json::Value> {
         self.runs(|runs| runs.last_outcome(&self.paths))
     }
 
@@ -377,13 +377,13 @@ impl RunFiles {
     /// this machine refused, e.g. a step while another runs); over PostgreSQL the thread's last
     /// failure as any machine recorded it instead, when a step ran anywhere since this
     /// machine's file was written.
-    pub fn error_text(&self) -> Vec<u8> {
+    pub(crate) fn error_text(&self) -> Vec<u8> {
         self.runs(|runs| runs.error_text(&self.paths))
     }
 
     /// Writes `message` to the `error` file only, leaving the last outcome as it is (a refused
     /// answer to a question leaves the thread awaiting).
-    pub fn record_error(&self, message: &str) {
+    pub(crate) fn record_error(&self, message: &str) {
         let _ = AtomicWrite::new(&self.error())
             .without_fsync()
             .replace(format!("{message}\n").as_bytes());
@@ -391,7 +391,7 @@ impl RunFiles {
 
     /// Records that the thread waits for a person to answer `role` at `head`.
     /// `queued`: the thread was on the run queue when it asked, and its answer puts it back.
-    pub fn set_awaiting(
+    pub(crate) fn set_awaiting(
         &self,
         role: &str,
         head: Hash,
@@ -417,14 +417,14 @@ impl RunFiles {
     /// The question the thread waits on, if it was asked at `head` (a question asked at an
     /// older head was answered or overtaken, and no longer counts). Over PostgreSQL from the
     /// thread's row, whichever machine asked it.
-    pub fn awaiting(&self, head: Hash) -> Option<Awaiting> {
+    pub(crate) fn awaiting(&self, head: Hash) -> Option<Awaiting> {
         let bytes = self.runs(|runs| runs.awaiting(&self.paths))?;
         let question: Awaiting = serde_json::from_slice(&bytes).ok()?;
         (question.head == head).then_some(question)
     }
 
     /// Forgets the question (answered, or the thread ended).
-    pub fn clear_awaiting(&self) {
+    pub(crate) fn clear_awaiting(&self) {
         let _ = std::fs::remove_file(self.paths.awaiting());
         self.tell(|runs| runs.share_awaiting(&self.paths, None));
     }
@@ -433,7 +433,7 @@ impl RunFiles {
 /// A question waiting for a person (`runs/<id>.awaiting.json`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Awaiting {
+pub(crate) struct Awaiting {
     /// The role the person plays.
     pub role: String,
     /// The head the question was asked at.
@@ -483,7 +483,7 @@ pub struct StepLock {
 
 impl StepLock {
     /// Publishes what this step is doing for `status`, `kill` and busy messages.
-    pub fn set_info(&self, info: &RunInfo) {
+    pub(crate) fn set_info(&self, info: &RunInfo) {
         let text = serde_json::to_vec(info).expect("run info serializes");
         self.replace(&self.files.run(), &text);
         self.recorded.set(true);
@@ -495,7 +495,7 @@ impl StepLock {
     /// Records a failure (`error` file) and the last outcome; with `shared`, over PostgreSQL
     /// also in the thread's row, so every machine sees it failed (not for a step that only
     /// lost a race: the thread is fine).
-    pub fn record_failure(&self, message: &str, shared: bool) {
+    pub(crate) fn record_failure(&self, message: &str, shared: bool) {
         for (path, text) in failure_texts(&self.files, message) {
             self.replace(&path, text.as_bytes());
         }
@@ -508,13 +508,13 @@ impl StepLock {
     }
 
     /// Writes `message` to the `error` file only, leaving the last outcome as it is.
-    pub fn record_error(&self, message: &str) {
+    pub(crate) fn record_error(&self, message: &str) {
         self.replace(&self.files.error(), format!("{message}\n").as_bytes());
     }
 
     /// Records a successful step's JSON as the last outcome (and over PostgreSQL, that the
     /// thread is no longer failed).
-    pub fn record_success(&self, result: &serde_json::Value) {
+    pub(crate) fn record_success(&self, result: &serde_json::Value) {
         self.replace(&self.files.last(), format!("{result}\n").as_bytes());
         self.files.share_outcome(None);
         let last = result.to_string();
@@ -582,7 +582,7 @@ fn lock_error(path: &Path, source: std::io::Error) -> IndexError {
 
 /// The held kill lock of a thread; released on drop (or by the OS if the process dies).
 #[derive(Debug)]
-pub struct KillLock {
+pub(crate) struct KillLock {
     file: File,
 }
 

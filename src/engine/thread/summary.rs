@@ -22,7 +22,7 @@ use crate::engine::workflow::registry::RegistryError;
 
 /// Errors of thread operations.
 #[derive(Debug, thiserror::Error)]
-pub enum ThreadError {
+pub(crate) enum ThreadError {
     #[error(
         "the prompt is empty: say what the thread should do (-p TEXT, -p - for stdin, or --prompt-file FILE)"
     )]
@@ -115,7 +115,7 @@ impl Advice for ThreadError {
 }
 
 /// Finds a thread by its id or a unique prefix of it (case-insensitive).
-pub fn resolve_id(root: &Path, text: &str) -> Result<String, ThreadError> {
+pub(crate) fn resolve_id(root: &Path, text: &str) -> Result<String, ThreadError> {
     let wanted = text.trim().to_ascii_uppercase();
     if !wanted.is_empty() && index::exists(root, &wanted)? {
         return Ok(wanted);
@@ -138,13 +138,13 @@ pub fn resolve_id(root: &Path, text: &str) -> Result<String, ThreadError> {
 const AMBIGUOUS_SHOWN: usize = 20;
 
 /// The shortest hash prefix accepted as a step reference.
-pub const MIN_PREFIX: usize = 4;
+pub(crate) const MIN_PREFIX: usize = 4;
 
 /// Finds a step (or start node) by reference (`docs/cli.md#naming-a-step`): a full hash;
 /// `<thread>:<index>` with the thread as in [`resolve_id`] and a 1-based index, negative from the
 /// end (`T:-1` is the head, `T:0` the start node); or a unique prefix of at least [`MIN_PREFIX`]
 /// symbols of a step's or start node's hash.
-pub fn resolve_step(store: &Store, text: &str) -> Result<Hash, ThreadError> {
+pub(crate) fn resolve_step(store: &Store, text: &str) -> Result<Hash, ThreadError> {
     let text = text.trim();
     if let Some((thread, index)) = text.rsplit_once(':')
         && let Ok(index) = index.parse::<i64>()
@@ -207,7 +207,7 @@ pub fn resolve_step(store: &Store, text: &str) -> Result<Hash, ThreadError> {
 }
 
 /// `1 step`, `2 steps`.
-pub fn plural(n: usize, noun: &str) -> String {
+pub(crate) fn plural(n: usize, noun: &str) -> String {
     if n == 1 {
         format!("{n} {noun}")
     } else {
@@ -217,7 +217,7 @@ pub fn plural(n: usize, noun: &str) -> String {
 
 /// Everything `thread show` and `thread list` report about a thread.
 #[derive(Debug, Clone)]
-pub struct Summary {
+pub(crate) struct Summary {
     pub id: String,
     pub workflow: String,
     pub workflow_hash: Hash,
@@ -243,11 +243,11 @@ pub struct Summary {
 
 impl Summary {
     /// Whether the thread is archived (`done`, `killed` or `rebased`): it takes no more steps.
-    pub fn done(&self) -> bool {
+    pub(crate) fn done(&self) -> bool {
         index::is_archived_status(&self.status)
     }
 
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         let mut json = json!({
             "workflow": self.workflow,
             "thread": self.id,
@@ -281,7 +281,7 @@ impl Summary {
     ///
     /// The rest of a summary is a function of the head, so a caller that keeps summaries by head
     /// (the mount) refreshes only this part.
-    pub fn refresh(&mut self, files: &RunFiles) {
+    pub(crate) fn refresh(&mut self, files: &RunFiles) {
         if self.done() {
             return;
         }
@@ -321,7 +321,7 @@ impl Summary {
     }
 
     /// The one-line status of the mount's `status` file.
-    pub fn status_line(&self, files: &RunFiles) -> String {
+    pub(crate) fn status_line(&self, files: &RunFiles) -> String {
         let line = self.live_line(files);
         match (self.paused, self.status.as_str()) {
             (true, "running") => format!("{line} (paused: no step after this one)"),
@@ -370,7 +370,7 @@ impl Summary {
 
 /// The status of an active thread whose last step recorded `error`: `over-budget` when the
 /// step was refused at the thread's budget (it waits for a person to raise it), else `failed`.
-pub fn failed_status(error: &str) -> &'static str {
+pub(crate) fn failed_status(error: &str) -> &'static str {
     if cost::is_budget_stop(error) {
         cost::OVER_BUDGET
     } else {
@@ -379,7 +379,7 @@ pub fn failed_status(error: &str) -> &'static str {
 }
 
 /// Summarises a thread (active or archived).
-pub fn summary(store: &Store, id: &str) -> Result<Summary, ThreadError> {
+pub(crate) fn summary(store: &Store, id: &str) -> Result<Summary, ThreadError> {
     let (head, archived) = match index::state(store.root(), id)? {
         State::Active { head } => (head, None),
         State::Archived(a) => (a.head, Some(a.status)),
@@ -389,7 +389,7 @@ pub fn summary(store: &Store, id: &str) -> Result<Summary, ThreadError> {
 
 /// Summarises a thread whose place in the index is already known: its head, and its archived
 /// status (`done`, `killed`, `rebased`) if it is archived. The mount keeps the index in memory.
-pub fn summary_at(
+pub(crate) fn summary_at(
     store: &Store,
     id: &str,
     head: Hash,
@@ -438,7 +438,7 @@ pub fn summary_at(
 
 /// Every thread that sub-workflows started under thread `id`, depth-first in start order, with
 /// its depth (1 for a child). A thread whose summary cannot be read is left out.
-pub fn descendants(store: &Store, id: &str) -> Vec<(usize, Summary)> {
+pub(crate) fn descendants(store: &Store, id: &str) -> Vec<(usize, Summary)> {
     fn walk(store: &Store, id: &str, depth: usize, out: &mut Vec<(usize, Summary)>) {
         // Bounded like the nesting itself: a damaged link cannot make this loop.
         if depth > 64 {
@@ -458,7 +458,7 @@ pub fn descendants(store: &Store, id: &str) -> Vec<(usize, Summary)> {
 
 /// `thread show`'s view of a thread's family: `parent` (`{thread, head, role}`, or null) and
 /// `children` (ids, oldest first).
-pub fn family_json(root: &Path, id: &str) -> (Value, Value) {
+pub(crate) fn family_json(root: &Path, id: &str) -> (Value, Value) {
     let parent = family::parent(root, id)
         .map(|p| json!({"thread": p.thread, "head": p.head.to_string(), "role": p.role}))
         .unwrap_or(Value::Null);

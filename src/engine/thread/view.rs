@@ -66,7 +66,7 @@ impl ThreadView {
     }
 
     /// A view of thread `id` at `head` (for archived threads and past steps too).
-    pub fn at(store: &Store, id: &str, head: Hash) -> Result<ThreadView, ViewError> {
+    pub(crate) fn at(store: &Store, id: &str, head: Hash) -> Result<ThreadView, ViewError> {
         let chain = chain::load(store, head)?;
         let workflow_hash = chain.start.workflow;
         let workflow = Workflow::load(store, workflow_hash)?;
@@ -80,12 +80,12 @@ impl ThreadView {
     }
 
     /// The schema hash of a role's output.
-    pub fn role_schema(&self, role: &str) -> Result<Hash, ViewError> {
+    pub(crate) fn role_schema(&self, role: &str) -> Result<Hash, ViewError> {
         role_schema(&self.workflow, role)
     }
 
     /// Where a new step of this thread goes.
-    pub fn target(&self) -> StepTarget<'_> {
+    pub(crate) fn target(&self) -> StepTarget<'_> {
         StepTarget {
             head: self.head,
             start_hash: self.chain.start_hash,
@@ -95,7 +95,7 @@ impl ThreadView {
 }
 
 /// The schema hash of `role`'s output in `workflow`.
-pub fn role_schema(workflow: &Workflow, role: &str) -> Result<Hash, ViewError> {
+pub(crate) fn role_schema(workflow: &Workflow, role: &str) -> Result<Hash, ViewError> {
     workflow
         .roles
         .get(role)
@@ -115,26 +115,26 @@ pub fn role_schema(workflow: &Workflow, role: &str) -> Result<Hash, ViewError> {
 /// What writing a step needs to know of its thread: the head it follows, the start it belongs
 /// to, and the workflow (for the role's schema). Cheaper to get than a whole [`ThreadView`].
 #[derive(Debug, Clone, Copy)]
-pub struct StepTarget<'a> {
+pub(crate) struct StepTarget<'a> {
     pub head: Hash,
     pub start_hash: Hash,
     pub workflow: &'a Workflow,
 }
 
 impl StepTarget<'_> {
-    pub fn role_schema(&self, role: &str) -> Result<Hash, ViewError> {
+    pub(crate) fn role_schema(&self, role: &str) -> Result<Hash, ViewError> {
         role_schema(self.workflow, role)
     }
 }
 
 /// The head, history (header only) and workflow of active thread `id`: what a built-in agent
 /// needs, without parsing the steps.
-pub fn load_light(store: &Store, id: &str) -> Result<(History, Workflow), ViewError> {
+pub(crate) fn load_light(store: &Store, id: &str) -> Result<(History, Workflow), ViewError> {
     load_light_at(store, index::active_head(store.root(), id)?)
 }
 
 /// [`load_light`] of the thread whose head is `head`.
-pub fn load_light_at(store: &Store, head: Hash) -> Result<(History, Workflow), ViewError> {
+pub(crate) fn load_light_at(store: &Store, head: Hash) -> Result<(History, Workflow), ViewError> {
     let history = chain::history(store, head)?;
     let workflow = Workflow::load(store, history.start().workflow)?;
     Ok((history, workflow))
@@ -142,7 +142,7 @@ pub fn load_light_at(store: &Store, head: Hash) -> Result<(History, Workflow), V
 
 impl History {
     /// Where a new step after this history goes.
-    pub fn target<'a>(&self, workflow: &'a Workflow) -> StepTarget<'a> {
+    pub(crate) fn target<'a>(&self, workflow: &'a Workflow) -> StepTarget<'a> {
         StepTarget {
             head: self.head(),
             start_hash: self.start_hash(),

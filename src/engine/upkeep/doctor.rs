@@ -18,7 +18,7 @@ use crate::engine::llm::client::{Client, Endpoint};
 const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The names of the check groups, for `--skip`.
-pub const GROUPS: &[&str] = &[
+pub(crate) const GROUPS: &[&str] = &[
     "config",
     "secrets",
     "agents",
@@ -30,7 +30,7 @@ pub const GROUPS: &[&str] = &[
 
 /// One check's verdict.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Check {
+pub(crate) struct Check {
     /// `config`, `agent NAME`, `provider NAME`, …
     pub name: String,
     pub ok: bool,
@@ -75,7 +75,7 @@ impl Check {
 }
 
 /// Runs every check not in `skip`, in order.
-pub fn run(root: &Path, skip: &[String]) -> Vec<Check> {
+pub(crate) fn run(root: &Path, skip: &[String]) -> Vec<Check> {
     let wanted = |group: &str| !skip.iter().any(|s| s == group);
     let mut checks = Vec::new();
     let config_path = root.join("config.yaml");
@@ -454,7 +454,7 @@ fn used(config: &Config, name: &str) -> bool {
 
 /// Where `program` would be run from: itself when it has a `/`, else the first executable
 /// match on `$PATH`.
-pub fn find_program(program: &str) -> Option<PathBuf> {
+pub(crate) fn find_program(program: &str) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let executable = |p: &Path| {
         std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)

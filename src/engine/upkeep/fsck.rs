@@ -19,7 +19,7 @@ use crate::engine::chain;
 use crate::engine::storage::index_files::{self, IndexError};
 use crate::engine::workflow::decisions;
 
-pub use crate::engine::storage::seam::{Condition, Derived, NodeTable};
+pub use crate::engine::storage::seam::nodes::{Condition, Derived, NodeTable};
 
 /// Errors that stop the check itself (damage is reported, not returned).
 #[derive(Debug, thiserror::Error)]
@@ -63,21 +63,16 @@ pub struct Report {
 }
 
 impl Report {
-    pub fn missing(&self) -> usize {
+    pub(crate) fn missing(&self) -> usize {
         self.damaged
             .iter()
             .filter(|d| d.condition == Condition::Missing)
             .count()
     }
 
-    pub fn corrupt(&self) -> usize {
+    pub(crate) fn corrupt(&self) -> usize {
         self.damaged.len() - self.missing()
     }
-}
-
-/// Walks every root and checks the derived files. Read-only.
-pub fn check(store: &Store) -> Result<Report, FsckError> {
-    check_with(store, None)
 }
 
 /// [`check`], reading the nodes from `table` when there is one.
@@ -130,7 +125,7 @@ pub fn check_with(store: &Store, table: Option<&dyn NodeTable>) -> Result<Report
 
 /// What [`repair`] did.
 #[derive(Debug, Default)]
-pub struct Repaired {
+pub(crate) struct Repaired {
     /// Cache files removed (rebuilt from the nodes when next needed).
     pub removed: Vec<PathBuf>,
     /// Nodes in the rebuilt type index, when it was rebuilt.
@@ -139,7 +134,7 @@ pub struct Repaired {
 
 /// Rebuilds the derived data `report` found disagreeing with the store: removes those cache
 /// files and rebuilds the type index. Never touches a node or an index file.
-pub fn repair(store: &Store, report: &Report) -> Result<Repaired, FsckError> {
+pub(crate) fn repair(store: &Store, report: &Report) -> Result<Repaired, FsckError> {
     let mut repaired = Repaired::default();
     let types = store.root().join("cas").join("index").join("types");
     let objects = store.root().join("cas").join("objects");

@@ -4,7 +4,7 @@
 //! - [`doctor`]: `uwf doctor`, the configuration, secrets, backend and agents checked.
 //! - [`retention`]: `cas gc --keep-logs`, old threads' logs and event feeds removed.
 //! - [`store_copy`]: `uwf store copy`, a whole store from one backend to another, verified.
-pub mod doctor;
+pub(crate) mod doctor;
 pub mod fsck;
-pub mod retention;
-pub mod store_copy;
+pub(crate) mod retention;
+pub(crate) mod store_copy;

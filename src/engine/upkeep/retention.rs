@@ -12,11 +12,11 @@ use std::time::Duration;
 use crate::cas::store::now_ms;
 use crate::engine::storage::index_files::IndexError;
 
-pub use crate::engine::storage::seam::Pruned;
+pub(crate) use crate::engine::storage::seam::Pruned;
 
 /// Removes the logs and event feeds of threads archived more than `keep` ago (with `dry_run`,
 /// only counts them).
-pub fn prune_logs(root: &Path, keep: Duration, dry_run: bool) -> Result<Pruned, IndexError> {
+pub(crate) fn prune_logs(root: &Path, keep: Duration, dry_run: bool) -> Result<Pruned, IndexError> {
     let cut = now_ms().saturating_sub(keep.as_millis() as u64);
     crate::engine::storage::handle(root)?
         .index()
@@ -41,11 +41,12 @@ mod tests {
             .unwrap();
         let workflow = start;
         for id in ["OLD", "NEW", "LIVE"] {
-            let row = crate::engine::storage::index_db::NewRow {
+            let row = crate::pg::NewThread {
                 id,
                 workflow,
                 head: start,
                 parent: None,
+                queued: false,
                 steps: Some(0),
                 prompt: None,
             };

@@ -29,7 +29,7 @@ fn path(store: &Store, head: Hash) -> PathBuf {
 }
 
 /// Whether decisions of this workflow may be cached (no clock or randomness in its conditions).
-pub fn cacheable(workflow: &Workflow) -> bool {
+pub(crate) fn cacheable(workflow: &Workflow) -> bool {
     !workflow.conditions.values().any(|c| {
         ["$now", "$millis", "$random"]
             .iter()
@@ -38,7 +38,7 @@ pub fn cacheable(workflow: &Workflow) -> bool {
 }
 
 /// The cached next role of `workflow` at `head`, if any.
-pub fn cached_next(
+pub(crate) fn cached_next(
     store: &Store,
     workflow_hash: Hash,
     workflow: &Workflow,
@@ -55,7 +55,8 @@ pub fn cached_next(
 /// Remembers a decision (best effort: the cache only saves time). `retired` is the thread's
 /// previous head, which no thread has as its head any more: its decision file is dropped and
 /// its inode reused through the thread's spare file ([`crate::file_util::write_recycling`]).
-pub fn remember(
+#[cfg(test)]
+pub(crate) fn remember(
     store: &Store,
     workflow_hash: Hash,
     workflow: &Workflow,
@@ -69,7 +70,7 @@ pub fn remember(
 }
 
 /// [`remember`] for a workflow known to be [`cacheable`].
-pub fn write(
+pub(crate) fn write(
     root: &std::path::Path,
     workflow_hash: Hash,
     head: Hash,
@@ -98,7 +99,7 @@ fn spare_path(store: &Store, thread: &str) -> PathBuf {
 }
 
 /// Removes `thread`'s spare decision file (an archived thread takes no more steps).
-pub fn drop_spare(store: &Store, thread: &str) {
+pub(crate) fn drop_spare(store: &Store, thread: &str) {
     let _ = std::fs::remove_file(spare_path(store, thread));
 }
 
@@ -126,12 +127,13 @@ pub(crate) fn check_file(store: &Store, head: Hash, bytes: &[u8]) -> Result<(), 
 }
 
 /// Drops the decision of a head that is no longer any thread's head.
-pub fn forget(store: &Store, head: Hash) {
+#[cfg(test)]
+pub(crate) fn forget(store: &Store, head: Hash) {
     forget_in(store.root(), head);
 }
 
 /// [`forget`] under the storage root `root`.
-pub fn forget_in(root: &std::path::Path, head: Hash) {
+pub(crate) fn forget_in(root: &std::path::Path, head: Hash) {
     let file = crate::engine::chain::cache_file_in(root, "decisions", &format!("{head}.json"));
     let _ = std::fs::remove_file(file);
 }

@@ -17,7 +17,7 @@ use crate::cas::{Hash, Store, StoreError, builtin};
 
 /// The reserved positions before the first step and after the last (defined with the engine's
 /// shared vocabulary, below every room that names them).
-pub use crate::engine::{END, START};
+pub(crate) use crate::engine::{END, START};
 
 /// One problem found in a definition, with where it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,7 +69,7 @@ fn list(problems: &[Problem]) -> String {
 }
 
 /// The most times a role may declare its agent re-run after a failure (`retry`).
-pub const MAX_RETRY: u32 = 10;
+pub(crate) const MAX_RETRY: u32 = 10;
 
 /// A role as stored: prompt parts, the hash of its output schema, and what happens when its agent
 /// fails (`docs/workflows.md#when-a-role-fails`; absent fields are left out, so a workflow that
@@ -138,7 +138,7 @@ pub struct Workflow {
 
 impl Workflow {
     /// Reads a stored workflow.
-    pub fn load(store: &Store, hash: Hash) -> Result<Workflow, WorkflowError> {
+    pub(crate) fn load(store: &Store, hash: Hash) -> Result<Workflow, WorkflowError> {
         let node = store.get(hash)?;
         if !builtin::is_workflow(node.type_hash) {
             return Err(WorkflowError::NotAWorkflow(hash));
@@ -151,7 +151,7 @@ impl Workflow {
 
     /// Roles in the order a reader meets them: breadth first from `$START` along the graph
     /// (a role's `onFailure` target after its transitions), then any unreachable ones by name.
-    pub fn role_order(&self) -> Vec<&str> {
+    pub(crate) fn role_order(&self) -> Vec<&str> {
         let mut order: Vec<&str> = Vec::new();
         let mut queue = VecDeque::from([START]);
         let mut seen = BTreeSet::from([START]);
@@ -191,7 +191,7 @@ pub struct Checked {
 
 impl Definition {
     /// Stores the role schemas and the workflow node; returns the workflow's hash.
-    pub fn store(&self, store: &Store) -> Result<Hash, WorkflowError> {
+    pub(crate) fn store(&self, store: &Store) -> Result<Hash, WorkflowError> {
         let mut workflow = self.workflow.clone();
         for (name, schema) in &self.schemas {
             let hash = store.put(Hash::META, schema)?;
@@ -209,7 +209,7 @@ impl Definition {
     }
 
     /// Reads a stored workflow with its schemas inline.
-    pub fn load(store: &Store, hash: Hash) -> Result<Definition, WorkflowError> {
+    pub(crate) fn load(store: &Store, hash: Hash) -> Result<Definition, WorkflowError> {
         let workflow = Workflow::load(store, hash)?;
         let mut schemas = BTreeMap::new();
         for (name, role) in &workflow.roles {
@@ -220,7 +220,7 @@ impl Definition {
 
     /// Renders the definition as YAML with schemas inline, fields in the documented order,
     /// roles and graph entries in reading order (from `$START`).
-    pub fn to_yaml(&self) -> String {
+    pub(crate) fn to_yaml(&self) -> String {
         let w = &self.workflow;
         let mut top = serde_yaml::Mapping::new();
         top.insert("name".into(), w.name.clone().into());

@@ -11,7 +11,7 @@ use crate::cas::{Hash, Store};
 /// The top-level property names of `schema`, the output schema of `role` in workflow version
 /// `workflow`: first as its author wrote them, then any the saved text does not name (or all of
 /// them, sorted, when no text was saved), so every property appears exactly once.
-pub fn of_role(store: &Store, workflow: Hash, role: &str, schema: &Value) -> Vec<String> {
+pub(crate) fn of_role(store: &Store, workflow: Hash, role: &str, schema: &Value) -> Vec<String> {
     let written = super::registry::source_text(store, workflow)
         .map(|text| written_order(&text, role))
         .unwrap_or_default();
@@ -38,7 +38,7 @@ fn written_order(yaml: &str, role: &str) -> Vec<String> {
 }
 
 /// The properties of `schema`: those in `written` first, in that order, then the rest sorted.
-pub fn ordered(schema: &Value, written: &[String]) -> Vec<String> {
+pub(crate) fn ordered(schema: &Value, written: &[String]) -> Vec<String> {
     let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
         return Vec::new();
     };

@@ -7,7 +7,7 @@ use std::fmt::Write;
 use crate::engine::workflow::{END, START, Workflow};
 
 /// A Mermaid `flowchart TD`.
-pub fn mermaid(w: &Workflow) -> String {
+pub(crate) fn mermaid(w: &Workflow) -> String {
     let ids = node_ids(w);
     let id = |name: &str| {
         ids.iter()
@@ -42,7 +42,7 @@ pub fn mermaid(w: &Workflow) -> String {
 }
 
 /// A Graphviz `digraph`.
-pub fn dot(w: &Workflow) -> String {
+pub(crate) fn dot(w: &Workflow) -> String {
     let quote = |s: &str| format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""));
     let mut out = format!("digraph {} {{\n    rankdir=TB;\n", quote(&w.name));
     let _ = writeln!(out, "    {} [shape=circle];", quote(START));

@@ -12,18 +12,19 @@
 //!   against the same context when a prompt is made.
 //! - [`decisions`]: the cache of the moderator's picks by head (derived data).
 //! - [`jsonata`]: the only code that names the JSONata engine (limits, worker, conversion).
-pub mod decisions;
-pub mod definition;
-pub mod field_order;
-pub mod graph;
+pub(crate) mod decisions;
+pub(crate) mod definition;
+pub(crate) mod field_order;
+pub(crate) mod graph;
 pub mod jsonata;
 pub mod moderator;
-pub mod registry;
-pub mod schema_words;
-pub mod template;
-pub mod validate;
-pub mod yaml_load;
+pub(crate) mod registry;
+pub(crate) mod schema_words;
+pub(crate) mod template;
+pub(crate) mod validate;
+pub(crate) mod yaml_load;
 
-pub use definition::*;
-pub use validate::{parse, parse_bytes, too_large, yaml_to_json};
-pub use yaml_load::MAX_FILE_BYTES;
+pub(crate) use definition::*;
+pub use validate::parse;
+pub(crate) use validate::{parse_bytes, too_large, yaml_to_json};
+pub(crate) use yaml_load::MAX_FILE_BYTES;

@@ -20,7 +20,7 @@ use serde_json::Value;
 
 use crate::engine::chain::{Entry, History};
 use crate::engine::workflow::jsonata::{self, Compiling, Expr, Input, JsonataError, Limits};
-use crate::engine::workflow::{END, START, Workflow};
+use crate::engine::workflow::{START, Workflow};
 
 /// Errors of a routing decision.
 #[derive(Debug, thiserror::Error)]
@@ -74,7 +74,7 @@ pub enum Outcome {
 
 impl Outcome {
     /// The outcome in words, as `thread why` and the dashboard show it.
-    pub fn verdict(&self) -> String {
+    pub(crate) fn verdict(&self) -> String {
         match self {
             Outcome::Always => "always matches".to_owned(),
             Outcome::Evaluated(Some(v)) => format!("= {v}"),
@@ -87,7 +87,7 @@ impl Outcome {
 }
 
 impl Outcome {
-    pub fn matched(&self) -> bool {
+    pub(crate) fn matched(&self) -> bool {
         matches!(
             self,
             Outcome::Always | Outcome::Evaluated(Some(Value::Bool(true))) | Outcome::OnFailure
@@ -98,14 +98,15 @@ impl Outcome {
 /// Where a thread stands for routing: its position (the last step's role, or `$START`) and
 /// whether the step there recorded its role's failure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct At<'a> {
+pub(crate) struct At<'a> {
     pub position: &'a str,
     pub failed: bool,
 }
 
 impl<'a> At<'a> {
     /// At `position`, whose step (if any) did not fail.
-    pub fn ok(position: &'a str) -> At<'a> {
+    #[cfg(test)]
+    pub(crate) fn ok(position: &'a str) -> At<'a> {
         At {
             position,
             failed: false,
@@ -113,7 +114,7 @@ impl<'a> At<'a> {
     }
 
     /// Where `context` stands: its last step's role, and whether that step has an `error`.
-    pub fn of(context: &'a Value) -> At<'a> {
+    pub(crate) fn of(context: &'a Value) -> At<'a> {
         let last = context
             .get("steps")
             .and_then(Value::as_array)
@@ -129,7 +130,7 @@ impl<'a> At<'a> {
 
 impl History {
     /// Where the thread whose history this is stands.
-    pub fn at(&self) -> At<'_> {
+    pub(crate) fn at(&self) -> At<'_> {
         At {
             position: self.position(),
             failed: self.failed(),
@@ -139,7 +140,7 @@ impl History {
 
 impl Entry {
     /// Where a thread whose last step is this one stands.
-    pub fn at(&self) -> At<'_> {
+    pub(crate) fn at(&self) -> At<'_> {
         At {
             position: &self.role,
             failed: self.error().is_some(),
@@ -159,7 +160,7 @@ pub struct Tried {
 impl Tried {
     /// `{to, condition, expression, verdict, matched}`, as `thread why --json` and the dashboard
     /// give each transition tried.
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         serde_json::json!({"to": self.target, "condition": self.condition,
             "expression": self.expression, "verdict": self.outcome.verdict(),
             "matched": self.outcome.matched()})
@@ -176,8 +177,9 @@ pub struct Decision {
 }
 
 impl Decision {
-    pub fn is_end(&self) -> bool {
-        self.next == END
+    #[cfg(test)]
+    pub(crate) fn is_end(&self) -> bool {
+        self.next == crate::engine::workflow::END
     }
 }
 
@@ -193,7 +195,7 @@ pub struct Moderator {
 }
 
 /// The position a context is at: the last step's role, or `$START`.
-pub fn position(context: &Value) -> &str {
+pub(crate) fn position(context: &Value) -> &str {
     context
         .get("steps")
         .and_then(Value::as_array)
@@ -226,7 +228,7 @@ impl Moderator {
     /// [`Input::compile_later`]): what a step makes, which evaluates them against that input
     /// after its agent ran. A condition that does not compile fails the first decision (and
     /// [`Moderator::compiled`]) with the error [`Moderator::new`] would have returned.
-    pub fn new_on(workflow: Workflow, input: &Input) -> Moderator {
+    pub(crate) fn new_on(workflow: Workflow, input: &Input) -> Moderator {
         let compiling = workflow
             .conditions
             .iter()
@@ -243,7 +245,7 @@ impl Moderator {
     /// Whether every condition compiled: what [`Moderator::new`] checks at once, and a
     /// moderator from [`Moderator::new_on`] at its first decision or here, waiting for the
     /// compilation (a step asks before it publishes anything).
-    pub fn compiled(&self) -> Result<(), ModeratorError> {
+    pub(crate) fn compiled(&self) -> Result<(), ModeratorError> {
         self.conditions().map(drop)
     }
 
@@ -274,15 +276,6 @@ impl Moderator {
             })
     }
 
-    pub fn with_limits(mut self, limits: Limits) -> Self {
-        self.limits = limits;
-        self
-    }
-
-    pub fn workflow(&self) -> &Workflow {
-        &self.workflow
-    }
-
     /// Picks the next role for `context`, stopping at the first match.
     pub fn decide(&self, context: &Value) -> Result<Decision, ModeratorError> {
         let input = Input::new(context.clone());
@@ -290,7 +283,7 @@ impl Moderator {
     }
 
     /// Picks the next role for a thread's chain (the context is handed to the engine as text).
-    pub fn decide_chain(
+    pub(crate) fn decide_chain(
         &self,
         chain: &crate::engine::chain::Chain,
     ) -> Result<Decision, ModeratorError> {
@@ -304,7 +297,11 @@ impl Moderator {
     }
 
     /// Picks the next role from an already prepared input of a thread standing `at`.
-    pub fn decide_prepared(&self, at: At<'_>, input: &Input) -> Result<Decision, ModeratorError> {
+    pub(crate) fn decide_prepared(
+        &self,
+        at: At<'_>,
+        input: &Input,
+    ) -> Result<Decision, ModeratorError> {
         self.run(at, input, true)
     }
 
@@ -325,7 +322,7 @@ impl Moderator {
     /// outcome, errors included. The decision is exactly a step's ([`Moderator::decide`]): the
     /// first match, unless a condition tried before it fails (then the step would fail with
     /// that error) or nothing matches.
-    pub fn explain(
+    pub(crate) fn explain(
         &self,
         context: &Value,
     ) -> Result<(Vec<Tried>, Result<String, ModeratorError>), ModeratorError> {

@@ -14,7 +14,7 @@ use crate::engine::workflow::{Workflow, WorkflowError};
 
 /// Errors of registry operations.
 #[derive(Debug, thiserror::Error)]
-pub enum RegistryError {
+pub(crate) enum RegistryError {
     #[error("no workflow named `{0}` in the registry")]
     UnknownName(String),
     #[error("`{name}` is neither a registered workflow name nor the hash of a stored workflow{}",
@@ -56,7 +56,7 @@ impl Advice for RegistryError {
 
 /// What `register` did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Registered {
+pub(crate) enum Registered {
     /// The name was new.
     New,
     /// The name already pointed at this hash: nothing changed.
@@ -66,7 +66,8 @@ pub enum Registered {
 }
 
 /// Makes `hash` the current version of `name`.
-pub fn register(
+#[cfg(test)]
+pub(crate) fn register(
     root: &Path,
     name: &str,
     hash: Hash,
@@ -79,7 +80,7 @@ pub fn register(
 /// as the text of that version. The definition's hash does not depend on it (a comment is not part
 /// of a definition); saving the same definition with other comments keeps the hash and replaces the
 /// text.
-pub fn register_source(
+pub(crate) fn register_source(
     root: &Path,
     name: &str,
     hash: Hash,
@@ -125,14 +126,14 @@ pub fn register_source(
 }
 
 /// Stores `text` as the source of a version about to be registered (a `text` node).
-pub fn store_source(store: &Store, text: &str) -> Result<Hash, RegistryError> {
+pub(crate) fn store_source(store: &Store, text: &str) -> Result<Hash, RegistryError> {
     store
         .put(builtin::hash_of("text"), &serde_json::Value::from(text))
         .map_err(|e| RegistryError::from(WorkflowError::from(e)))
 }
 
 /// The text saved for workflow version `hash` under any name, if one was kept.
-pub fn source_text(store: &Store, hash: Hash) -> Option<String> {
+pub(crate) fn source_text(store: &Store, hash: Hash) -> Option<String> {
     let registry = list(store.root()).ok()?;
     let source = registry.values().find_map(|e| {
         if e.hash == hash {
@@ -148,12 +149,12 @@ pub fn source_text(store: &Store, hash: Hash) -> Option<String> {
 }
 
 /// All registered workflows by name.
-pub fn list(root: &Path) -> Result<Registry, RegistryError> {
+pub(crate) fn list(root: &Path) -> Result<Registry, RegistryError> {
     Ok(index_files::read_registry(root)?)
 }
 
 /// The entry of one name.
-pub fn entry(root: &Path, name: &str) -> Result<RegistryEntry, RegistryError> {
+pub(crate) fn entry(root: &Path, name: &str) -> Result<RegistryEntry, RegistryError> {
     list(root)?
         .remove(name)
         .ok_or_else(|| RegistryError::UnknownName(name.to_owned()))
@@ -161,7 +162,7 @@ pub fn entry(root: &Path, name: &str) -> Result<RegistryEntry, RegistryError> {
 
 /// Makes an earlier version current again: `target`, or the most recent earlier one.
 /// Returns `(from, to)`.
-pub fn rollback(
+pub(crate) fn rollback(
     root: &Path,
     name: &str,
     target: Option<Hash>,
@@ -208,7 +209,7 @@ pub fn rollback(
 }
 
 /// Removes a name (its versions stay in the store while threads use them).
-pub fn remove(root: &Path, name: &str) -> Result<RegistryEntry, RegistryError> {
+pub(crate) fn remove(root: &Path, name: &str) -> Result<RegistryEntry, RegistryError> {
     index_files::update_registry(root, |reg: &mut Registry| {
         reg.remove(name)
             .ok_or_else(|| RegistryError::UnknownName(name.to_owned()))
@@ -216,7 +217,7 @@ pub fn remove(root: &Path, name: &str) -> Result<RegistryEntry, RegistryError> {
 }
 
 /// Resolves a registered name, or the hash of a stored workflow node.
-pub fn resolve(store: &Store, name_or_hash: &str) -> Result<Hash, RegistryError> {
+pub(crate) fn resolve(store: &Store, name_or_hash: &str) -> Result<Hash, RegistryError> {
     let registry = list(store.root())?;
     if let Some(entry) = registry.get(name_or_hash) {
         return Ok(entry.hash);
@@ -238,7 +239,7 @@ pub fn resolve(store: &Store, name_or_hash: &str) -> Result<Hash, RegistryError>
 }
 
 /// Resolves and loads a workflow.
-pub fn load(store: &Store, name_or_hash: &str) -> Result<(Hash, Workflow), RegistryError> {
+pub(crate) fn load(store: &Store, name_or_hash: &str) -> Result<(Hash, Workflow), RegistryError> {
     let hash = resolve(store, name_or_hash)?;
     Ok((hash, Workflow::load(store, hash)?))
 }

@@ -99,14 +99,14 @@ const SCHEMA_LISTS: &[&str] = &["allOf", "anyOf", "oneOf", "prefixItems"];
 
 /// What [`check`] found: errors refuse the workflow, warnings do not.
 #[derive(Debug, Default)]
-pub struct Findings {
+pub(crate) struct Findings {
     pub errors: Vec<Problem>,
     pub warnings: Vec<Problem>,
 }
 
 /// Checks `schema` (a role's `meta`, located at `path`, e.g. `roles.approver.meta`) and every
 /// schema nested in it.
-pub fn check(path: &str, schema: &Json) -> Findings {
+pub(crate) fn check(path: &str, schema: &Json) -> Findings {
     let mut found = Findings::default();
     walk(path, schema, &mut found, 0);
     found

@@ -32,7 +32,7 @@ use crate::engine::workflow::Role;
 use crate::engine::workflow::jsonata::{self, Input, JsonataError, Limits, UnknownCall};
 
 /// The role fields that may hold templates.
-pub const FIELDS: [&str; 3] = ["goal", "procedure", "output"];
+pub(crate) const FIELDS: [&str; 3] = ["goal", "procedure", "output"];
 
 /// Templates longer than this are cut (with `…`) where messages show them.
 const SHOWN_CHARS: usize = 60;
@@ -62,7 +62,7 @@ fn position(text: &str, offset: usize) -> Position {
 
 /// One piece of a text: literal text, or a template.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Piece<'a> {
+pub(crate) enum Piece<'a> {
     Text(&'a str),
     Template {
         /// The expression between the braces.
@@ -112,7 +112,7 @@ impl TemplateFault {
     }
 
     /// The fault as a sentence about `field` (`goal`, `procedure`, `output`).
-    pub fn describe(&self, field: &str) -> String {
+    pub(crate) fn describe(&self, field: &str) -> String {
         let at = format!("at {} of the {field}", self.at);
         let template = &self.template;
         match &self.fault {
@@ -147,12 +147,12 @@ fn shown(whole: &str) -> String {
 
 /// Whether `text` has anything a template scan would look at. Texts without `{{` or `}}` are
 /// inserted as they are, with no context built.
-pub fn has_templates(text: &str) -> bool {
+pub(crate) fn has_templates(text: &str) -> bool {
     text.contains("{{") || text.contains("}}")
 }
 
 /// Splits `text` into literal text and templates, or says where its braces are unbalanced.
-pub fn pieces(text: &str) -> Result<Vec<Piece<'_>>, TemplateFault> {
+pub(crate) fn pieces(text: &str) -> Result<Vec<Piece<'_>>, TemplateFault> {
     let bytes = text.as_bytes();
     let mut out = Vec::new();
     let mut literal = 0; // start of the current literal text
@@ -293,7 +293,7 @@ fn find(bytes: &[u8], from: usize, needle: &[u8]) -> Option<usize> {
 /// Every syntax problem of the templates in `text`: unbalanced braces (the first one; nothing
 /// after it can be told apart), then each template that is empty, does not compile or calls a
 /// function it cannot have.
-pub fn check(text: &str) -> Vec<TemplateFault> {
+pub(crate) fn check(text: &str) -> Vec<TemplateFault> {
     if !has_templates(text) {
         return Vec::new();
     }
@@ -336,7 +336,7 @@ pub fn check(text: &str) -> Vec<TemplateFault> {
 
 /// `text` with each template replaced by its value against `input` (see the module's doc for
 /// how values are written), or the first template that cannot be evaluated.
-pub fn render(text: &str, input: &Input, limits: &Limits) -> Result<String, TemplateFault> {
+pub(crate) fn render(text: &str, input: &Input, limits: &Limits) -> Result<String, TemplateFault> {
     let mut out = String::with_capacity(text.len());
     for piece in pieces(text)? {
         match piece {
@@ -401,7 +401,7 @@ impl Advice for TemplateError {
 
 /// A role's templated fields, each with its templates replaced by their values.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct RoleText {
+pub(crate) struct RoleText {
     pub goal: Option<String>,
     pub procedure: Option<String>,
     pub output: Option<String>,
@@ -409,7 +409,7 @@ pub struct RoleText {
 
 /// Renders the templates of `role`'s [`FIELDS`] against the moderator context that `context`
 /// makes (as JSON text), which is made only when a field holds a template.
-pub fn render_role(
+pub(crate) fn render_role(
     name: &str,
     role: &Role,
     context: impl FnOnce() -> String,

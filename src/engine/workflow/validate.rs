@@ -21,7 +21,7 @@ use crate::engine::workflow::{jsonata, schema_words, template};
 
 /// Parses and validates a workflow file's bytes: the file-level checks (size, UTF-8 text, not
 /// binary), then [`parse`].
-pub fn parse_bytes(bytes: &[u8]) -> Result<Checked, Vec<Problem>> {
+pub(crate) fn parse_bytes(bytes: &[u8]) -> Result<Checked, Vec<Problem>> {
     let refuse = |message: String| {
         Err(vec![Problem {
             location: FILE.to_owned(),
@@ -51,7 +51,7 @@ pub fn parse_bytes(bytes: &[u8]) -> Result<Checked, Vec<Problem>> {
 /// The whole-file problem of a workflow file over [`MAX_FILE_BYTES`]: `size` is the file's real
 /// size when it is known (a regular file's `stat`), `None` for a stream (stdin, a pipe, a
 /// device) of which only the limit and one byte more were read.
-pub fn too_large(size: Option<u64>) -> Problem {
+pub(crate) fn too_large(size: Option<u64>) -> Problem {
     let what = match size {
         Some(size) => format!("the file is {size} bytes"),
         None => format!("the input is more than {MAX_FILE_BYTES} bytes"),
@@ -702,7 +702,7 @@ fn placeholder_role() -> Role {
 }
 
 /// Converts YAML to JSON: string keys only, no tags, finite numbers.
-pub fn yaml_to_json(value: &Yaml) -> Result<Json, String> {
+pub(crate) fn yaml_to_json(value: &Yaml) -> Result<Json, String> {
     Ok(match value {
         Yaml::Null => Json::Null,
         Yaml::Bool(b) => Json::Bool(*b),

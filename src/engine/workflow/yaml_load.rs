@@ -8,15 +8,15 @@ use serde_yaml::Value as Yaml;
 use crate::engine::workflow::definition::Problem;
 
 /// The largest workflow file accepted.
-pub const MAX_FILE_BYTES: usize = 1 << 20;
+pub(crate) const MAX_FILE_BYTES: usize = 1 << 20;
 /// The deepest nesting of lists and mappings accepted (a workflow needs about ten levels; JSON
 /// Schemas with `$defs` a few more).
-pub const MAX_DEPTH: usize = 64;
+pub(crate) const MAX_DEPTH: usize = 64;
 /// The most values (scalars, lists, mappings) a document may hold once its aliases are expanded:
 /// a "billion laughs" file of a few lines expands to billions.
-pub const MAX_NODES: usize = 100_000;
+pub(crate) const MAX_NODES: usize = 100_000;
 /// The longest workflow or role name.
-pub const MAX_NAME_CHARS: usize = 64;
+pub(crate) const MAX_NAME_CHARS: usize = 64;
 
 /// The location of problems with the file as a whole (encoding, size, documents).
 pub(super) const FILE: &str = "file";
@@ -153,7 +153,7 @@ impl<'de> serde::de::Visitor<'de> for &Budget {
 /// The one YAML document of a workflow file's text, within the limits: a leading byte-order
 /// mark is skipped; no document, several documents, nesting past [`MAX_DEPTH`] and more than
 /// [`MAX_NODES`] values after alias expansion are each refused with its own problem.
-pub fn load(text: &str) -> Result<Yaml, Vec<Problem>> {
+pub(crate) fn load(text: &str) -> Result<Yaml, Vec<Problem>> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let refuse = |location: String, message: String| Err(vec![Problem { location, message }]);
     // A first pass that only counts, so an alias bomb or a deep nest is refused before any

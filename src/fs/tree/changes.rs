@@ -23,7 +23,7 @@ use crate::fs::registration::{self, Target};
 
 impl Tree {
     /// Creates (or, without `O_EXCL`, opens) `name` in a writable directory.
-    pub fn create(
+    pub(crate) fn create(
         &self,
         parent: Ino,
         name: &str,
@@ -86,7 +86,8 @@ impl Tree {
     }
 
     /// Writes to an open file; a `kill` is done when this returns.
-    pub fn write(&self, fh: u64, offset: u64, data: &[u8]) -> Result<u32, FsError> {
+    #[cfg(test)]
+    pub(crate) fn write(&self, fh: u64, offset: u64, data: &[u8]) -> Result<u32, FsError> {
         let (n, then) = self.write_then(fh, offset, data)?;
         then.map_or(Ok(()), |f| f())?;
         Ok(n)
@@ -94,7 +95,7 @@ impl Tree {
 
     /// [`Tree::write`], handing back the work its answer waits for (a `kill`) instead of doing
     /// it, for the adapter to run off the FUSE loop.
-    pub fn write_then(
+    pub(crate) fn write_then(
         &self,
         fh: u64,
         offset: u64,
@@ -133,7 +134,7 @@ impl Tree {
     /// has returned, so registering only there would let a `cp … && uwf workflow history` race
     /// it. A flush with nothing new (several per open with `dup`, or `echo > f` flushing between
     /// its truncate and its write) registers nothing.
-    pub fn flush(&self, fh: u64) -> Result<(), FsError> {
+    pub(crate) fn flush(&self, fh: u64) -> Result<(), FsError> {
         if self.opts.read_only {
             return Err(FsError::Unsupported);
         }
@@ -171,7 +172,7 @@ impl Tree {
     /// The last reference to an open file went away. A draft whose last writer leaves is saved
     /// if it still holds changes no flush saw (an empty text is refused here), then dropped
     /// unless its text was refused.
-    pub fn release(&self, fh: u64) {
+    pub(crate) fn release(&self, fh: u64) {
         let mut st = self.lock();
         let Some(h) = st.handles.remove(&fh) else {
             return;
@@ -240,14 +241,15 @@ impl Tree {
         }
     }
 
-    pub fn fsync(&self, fh: u64) -> Result<(), FsError> {
+    pub(crate) fn fsync(&self, fh: u64) -> Result<(), FsError> {
         // Scratch data lives in memory and saves are durable when they return: nothing to do.
         let _ = fh;
         Ok(())
     }
 
     /// Changes attributes; a `kill` (`echo > kill` truncates it) is done when this returns.
-    pub fn setattr(
+    #[cfg(test)]
+    pub(crate) fn setattr(
         &self,
         ino: Ino,
         fh: Option<u64>,
@@ -260,7 +262,7 @@ impl Tree {
     }
 
     /// [`Tree::setattr`], handing back the work its answer waits for (see [`Tree::write_then`]).
-    pub fn setattr_then(
+    pub(crate) fn setattr_then(
         &self,
         ino: Ino,
         fh: Option<u64>,
@@ -363,7 +365,7 @@ impl Tree {
         self.attr_of(st, ino, &key)
     }
 
-    pub fn unlink(&self, parent: Ino, name: &str) -> Result<(), FsError> {
+    pub(crate) fn unlink(&self, parent: Ino, name: &str) -> Result<(), FsError> {
         check_name(name)?;
         if self.opts.read_only {
             return Err(FsError::ReadOnlyMount);
@@ -402,7 +404,7 @@ impl Tree {
     /// Renames within the writable directories. Renaming onto a meaningful name saves the text
     /// first; if the engine refuses it the rename does not happen (EINVAL) and the text stays
     /// where it was.
-    pub fn rename(
+    pub(crate) fn rename(
         &self,
         parent: Ino,
         name: &str,
@@ -573,7 +575,7 @@ impl Tree {
         Some(place_path(dir, &kept))
     }
 
-    pub fn mkdir(&self, parent: Ino, name: &str) -> Result<Attr, FsError> {
+    pub(crate) fn mkdir(&self, parent: Ino, name: &str) -> Result<Attr, FsError> {
         self.refuse_new(
             parent,
             name,
@@ -581,7 +583,7 @@ impl Tree {
         )
     }
 
-    pub fn rmdir(&self, parent: Ino, name: &str) -> Result<(), FsError> {
+    pub(crate) fn rmdir(&self, parent: Ino, name: &str) -> Result<(), FsError> {
         check_name(name)?;
         if self.opts.read_only {
             return Err(FsError::ReadOnlyMount);
@@ -598,7 +600,7 @@ impl Tree {
     }
 
     /// Symlinks, hard links and device nodes do not exist here (emacs then locks with a file).
-    pub fn link_like(&self, parent: Ino, name: &str) -> Result<Attr, FsError> {
+    pub(crate) fn link_like(&self, parent: Ino, name: &str) -> Result<Attr, FsError> {
         self.refuse_new(parent, name, "only regular files can be created here")
     }
 

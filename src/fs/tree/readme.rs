@@ -7,7 +7,7 @@
 use std::path::Path;
 
 /// The README of a mount of `root`.
-pub fn text(root: &Path, read_only: bool) -> String {
+pub(super) fn text(root: &Path, read_only: bool) -> String {
     let mode = if read_only {
         "This mount is **read-only** (`uwf mount --read-only`): everything can be read, nothing \
          can be saved, no control file (`prompt`, `step`, `run`, `kill`, `fork`) acts, and `wait` \

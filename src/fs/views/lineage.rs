@@ -109,7 +109,7 @@ impl Source {
     }
 
     /// Where thread `id` was forked from, if it is a fork whose source is known.
-    pub fn origin(&self, id: &str) -> Result<Option<Fork>, FsError> {
+    pub(crate) fn origin(&self, id: &str) -> Result<Option<Fork>, FsError> {
         let (index, _) = self.lineage()?;
         Ok(index.origin.get(id).filter(|f| f.from.is_some()).cloned())
     }
@@ -117,14 +117,14 @@ impl Source {
     /// The threads forked from `id`, oldest first. All of them: a fork is recorded just
     /// before it enters the thread index, and a listing that left it out for that moment would
     /// be kept by the kernel until the next fork.
-    pub fn forks_of(&self, id: &str) -> Result<Vec<Arc<str>>, FsError> {
+    pub(crate) fn forks_of(&self, id: &str) -> Result<Vec<Arc<str>>, FsError> {
         let (index, _) = self.lineage()?;
         Ok(index.forks.get(id).cloned().unwrap_or_default())
     }
 
     /// The mtime of every `threads/<id>/forks/`: the version of `forks.jsonl` (stable while
     /// nothing is forked, so `tar` never sees the directory change under it).
-    pub fn forks_mtime(&self) -> Result<SystemTime, FsError> {
+    pub(crate) fn forks_mtime(&self) -> Result<SystemTime, FsError> {
         Ok(self.lineage()?.1.time())
     }
 }

@@ -47,7 +47,7 @@ const PAYLOAD_BUDGET: usize = 8 << 20;
 
 /// Where a thread stands in the index.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ThreadRef {
+pub(crate) struct ThreadRef {
     pub head: Hash,
     /// `done`, `killed` or `rebased` once archived; an archived thread never changes again.
     pub archived: Option<Arc<str>>,
@@ -56,7 +56,7 @@ pub struct ThreadRef {
 }
 
 impl ThreadRef {
-    pub fn finished(&self) -> bool {
+    pub(crate) fn finished(&self) -> bool {
         self.archived.is_some()
     }
 }
@@ -203,12 +203,13 @@ fn text(s: String) -> Arc<[u8]> {
 
 impl Source {
     /// The counter to bump after changing the thread index (shared with background steps).
-    pub fn index_generation(&self) -> Arc<AtomicU64> {
+    pub(crate) fn index_generation(&self) -> Arc<AtomicU64> {
         self.threads.generation.clone()
     }
 
     /// The thread index changed through the mount: look at it again at the next request.
-    pub fn index_changed(&self) {
+    #[cfg(test)]
+    pub(crate) fn index_changed(&self) {
         self.threads.generation.fetch_add(1, Ordering::SeqCst);
     }
 
@@ -299,22 +300,22 @@ impl Source {
     }
 
     /// Every thread id, active and archived, oldest first.
-    pub fn thread_ids(&self) -> Result<Vec<Arc<str>>, FsError> {
+    pub(crate) fn thread_ids(&self) -> Result<Vec<Arc<str>>, FsError> {
         Ok(self.thread_index()?.ids.clone())
     }
 
     /// Where thread `id` stands, if it exists.
-    pub fn thread(&self, id: &str) -> Result<Option<ThreadRef>, FsError> {
+    pub(crate) fn thread(&self, id: &str) -> Result<Option<ThreadRef>, FsError> {
         Ok(self.thread_index()?.map.get(id).cloned())
     }
 
     /// The mtime of `threads/`: the version of the index its listing comes from.
-    pub fn threads_mtime(&self) -> Result<SystemTime, FsError> {
+    pub(crate) fn threads_mtime(&self) -> Result<SystemTime, FsError> {
         Ok(self.thread_index_version()?.1.time())
     }
 
     /// The chain ending at `head`.
-    pub fn chain(&self, head: Hash) -> Result<Arc<Chain>, FsError> {
+    pub(crate) fn chain(&self, head: Hash) -> Result<Arc<Chain>, FsError> {
         if let Some(chain) = lock(&self.threads.chains).get(&head) {
             return Ok(chain);
         }
@@ -324,7 +325,7 @@ impl Source {
     }
 
     /// The time of a chain's head node: the thread's last activity.
-    pub fn head_time(chain: &Chain) -> SystemTime {
+    pub(crate) fn head_time(chain: &Chain) -> SystemTime {
         from_ms(
             chain
                 .steps
@@ -335,7 +336,11 @@ impl Source {
     }
 
     /// The workflow (hash and name) a thread runs.
-    pub fn thread_workflow(&self, id: &str, t: &ThreadRef) -> Result<(Hash, Arc<str>), FsError> {
+    pub(crate) fn thread_workflow(
+        &self,
+        id: &str,
+        t: &ThreadRef,
+    ) -> Result<(Hash, Arc<str>), FsError> {
         let known = lock(&self.threads.workflow_of).get(id).copied();
         let hash = match known.or(t.workflow) {
             Some(h) => h,
@@ -379,7 +384,7 @@ impl Source {
     }
 
     /// The `name` of a workflow version.
-    pub fn workflow_name(&self, hash: Hash) -> Result<Arc<str>, FsError> {
+    pub(crate) fn workflow_name(&self, hash: Hash) -> Result<Arc<str>, FsError> {
         if let Some(name) = lock(&self.threads.names).get(&hash) {
             return Ok(name.clone());
         }
@@ -390,7 +395,7 @@ impl Source {
 
     /// The thread's summary (`uwf thread show`) now: the part that depends on the head is
     /// cached by head, the live part (running / failed) re-read from the run files.
-    pub fn summary(&self, id: &str, t: &ThreadRef) -> Result<Summary, FsError> {
+    pub(crate) fn summary(&self, id: &str, t: &ThreadRef) -> Result<Summary, FsError> {
         let key = (Arc::from(id), t.head, t.finished());
         let cached = lock(&self.threads.summaries).get(&key);
         let mut summary = match cached {
@@ -408,7 +413,7 @@ impl Source {
     }
 
     /// One file of step `index` of `chain`.
-    pub fn step_content(
+    pub(crate) fn step_content(
         &self,
         chain: &Chain,
         index: usize,
@@ -471,7 +476,12 @@ impl Source {
 
     /// `transcript.md`: `uwf thread read` of the thread at its head, with `status` as the
     /// status line.
-    pub fn transcript(&self, id: &str, t: &ThreadRef, status: &str) -> Result<Content, FsError> {
+    pub(crate) fn transcript(
+        &self,
+        id: &str,
+        t: &ThreadRef,
+        status: &str,
+    ) -> Result<Content, FsError> {
         let mut h = DefaultHasher::new();
         id.hash(&mut h);
         status.hash(&mut h);
@@ -498,12 +508,12 @@ impl Source {
     }
 
     /// The run files of a thread (`runs/<id>.*`).
-    pub fn run_files(&self, id: &str) -> RunFiles {
+    pub(crate) fn run_files(&self, id: &str) -> RunFiles {
         RunFiles::new(&self.root, id)
     }
 
     /// Size and time of a file under `runs/` (0 and `None` when absent).
-    pub fn run_file_stat(path: &std::path::Path) -> (u64, Option<SystemTime>) {
+    pub(crate) fn run_file_stat(path: &std::path::Path) -> (u64, Option<SystemTime>) {
         match stamp(path) {
             Some(s) => (s.len, Some(s.mtime)),
             None => (0, None),

@@ -32,7 +32,7 @@ const QUEUE: usize = 16;
 const RECENT: usize = 256;
 
 /// Queues threads for the warming worker.
-pub struct Warmer {
+pub(crate) struct Warmer {
     tx: SyncSender<Arc<str>>,
     recent: Mutex<Recent>,
 }
@@ -69,7 +69,7 @@ impl Recent {
 impl Warmer {
     /// Starts the worker; it ends when the warmer is dropped. Without a worker (the thread could
     /// not start) queued threads are simply dropped.
-    pub fn start(source: Arc<Source>) -> Warmer {
+    pub(crate) fn start(source: Arc<Source>) -> Warmer {
         let (tx, rx) = mpsc::sync_channel::<Arc<str>>(QUEUE);
         let _ = std::thread::Builder::new()
             .name("uwf-warm".to_owned())
@@ -103,7 +103,7 @@ impl Warmer {
 
     /// A reader started on thread `id`'s rendered files: render them, and the next thread's,
     /// ahead (once in a while per thread).
-    pub fn thread(&self, id: &Arc<str>) {
+    pub(crate) fn thread(&self, id: &Arc<str>) {
         if !lock(&self.recent).insert(id) {
             return;
         }
@@ -115,7 +115,7 @@ impl Warmer {
 
 /// In which order to warm a thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Order {
+pub(crate) enum Order {
     /// As `find` lists them: the transcript (in the thread directory), then `steps/`.
     Listing,
     /// The steps first: the reader is rendering the transcript itself right now.
@@ -137,7 +137,7 @@ impl Source {
     /// Renders thread `id`'s transcript (a finished thread's; an active one's changes) and every
     /// file of its steps into the caches. Errors end the warming quietly: the reader will meet
     /// them itself.
-    pub fn warm_thread(&self, id: &str, order: Order) {
+    pub(crate) fn warm_thread(&self, id: &str, order: Order) {
         let Ok(Some(t)) = self.thread(id) else {
             return;
         };

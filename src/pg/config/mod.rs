@@ -230,17 +230,17 @@ impl PgConfig {
     }
 
     /// The URL with its password replaced by `***`.
-    pub fn redacted(&self) -> &str {
+    pub(crate) fn redacted(&self) -> &str {
         &self.redacted
     }
 
     /// The user the connection logs in as.
-    pub fn user(&self) -> &str {
+    pub(crate) fn user(&self) -> &str {
         self.inner.get_user().unwrap_or("")
     }
 
     /// Where the server is: `host:port`, or the Unix socket's path.
-    pub fn target(&self) -> String {
+    pub(crate) fn target(&self) -> String {
         let port = self.inner.get_ports().first().copied().unwrap_or(5432);
         match self.inner.get_hosts().first() {
             Some(Host::Tcp(host)) => format!("{host}:{port}"),
@@ -406,7 +406,7 @@ impl PgConfig {
 
 /// A storage URL with the password of its user-info and any `password=` parameter replaced by
 /// `***`. Pure text work, so it also redacts URLs that do not parse.
-pub fn redact(url: &str) -> String {
+pub(crate) fn redact(url: &str) -> String {
     let (base, query) = match url.split_once('?') {
         Some((base, query)) => (base, Some(query)),
         None => (url, None),

@@ -16,7 +16,7 @@ use crate::engine::agent::extract::{ExtractError, Extracted, extract};
 use crate::engine::llm::client::{ChatRequest, Client, LlmError, Message};
 
 /// How many completions layer 3 may ask for (the first and one corrective retry).
-pub const MAX_CALLS: usize = 2;
+pub(crate) const MAX_CALLS: usize = 2;
 
 const SYSTEM: &str = "You convert an agent's answer into one JSON object that validates against a \
 JSON Schema. Reply with the JSON object only: no prose, no code fence. Take every value from the \
@@ -25,7 +25,7 @@ field, choose the value its content implies.";
 
 /// A successful layer-3 extraction.
 #[derive(Debug, Clone)]
-pub struct LlmExtracted {
+pub(crate) struct LlmExtracted {
     pub extracted: Extracted,
     /// Completions asked for (1 or 2).
     pub calls: usize,
@@ -35,7 +35,7 @@ pub struct LlmExtracted {
 
 /// Why layer 3 failed.
 #[derive(Debug, thiserror::Error)]
-pub enum LlmExtractError {
+pub(crate) enum LlmExtractError {
     #[error(transparent)]
     Llm(#[from] LlmError),
     #[error(
@@ -61,7 +61,7 @@ impl Advice for LlmExtractError {
 }
 
 /// Asks `client` for the output of `raw` under `schema`; `fast_error` is why layers 1–2 failed.
-pub fn extract_with_llm(
+pub(crate) fn extract_with_llm(
     client: &Client,
     schema: &CompiledSchema,
     raw: &str,

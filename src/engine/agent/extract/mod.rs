@@ -5,7 +5,7 @@
 //! body, and a JSON object (the whole output, or a ```json fence). Either must validate against
 //! the role's schema. Failures say precisely what was wrong; the caller keeps the raw output.
 
-pub mod llm_layer;
+pub(crate) mod llm_layer;
 
 use std::borrow::Cow;
 
@@ -18,7 +18,7 @@ use crate::engine::workflow::yaml_to_json;
 
 /// What extraction produced.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Extracted {
+pub(crate) struct Extracted {
     pub output: Value,
     /// The Markdown that came with it (after the frontmatter, or around a JSON fence).
     pub body: Option<String>,
@@ -55,7 +55,7 @@ pub enum ExtractError {
 impl Advice for ExtractError {}
 
 /// Extracts a structured output that validates against `schema`.
-pub fn extract(raw: &str, schema: &CompiledSchema) -> Result<Extracted, ExtractError> {
+pub(crate) fn extract(raw: &str, schema: &CompiledSchema) -> Result<Extracted, ExtractError> {
     let found = parse(raw)?;
     schema
         .validate(&found.output)
@@ -68,7 +68,7 @@ pub fn extract(raw: &str, schema: &CompiledSchema) -> Result<Extracted, ExtractE
 
 /// The structured output in `raw` (frontmatter or a JSON object), not yet checked against any
 /// schema.
-pub fn parse(raw: &str) -> Result<Extracted, ExtractError> {
+pub(crate) fn parse(raw: &str) -> Result<Extracted, ExtractError> {
     let text = raw.trim_start_matches('\u{feff}');
     if text.trim().is_empty() {
         return Err(ExtractError::Empty);
@@ -86,7 +86,7 @@ pub fn parse(raw: &str) -> Result<Extracted, ExtractError> {
 /// (`approved: true`) with no `---` lines around them: such a text, when it is a YAML mapping, is
 /// returned as a frontmatter block with no body. Anything else (frontmatter, a JSON object, or a
 /// text that is no mapping) is returned as it is.
-pub fn answer_text(raw: &str) -> Cow<'_, str> {
+pub(crate) fn answer_text(raw: &str) -> Cow<'_, str> {
     let text = raw.trim_start_matches('\u{feff}').trim();
     if text.starts_with("---") || text.starts_with('{') || text.is_empty() {
         return Cow::Borrowed(raw);
@@ -100,7 +100,7 @@ pub fn answer_text(raw: &str) -> Cow<'_, str> {
 /// Whether `raw` is a whole answer already: a JSON object or a closed frontmatter block that
 /// parse (more text could only be a body, or break it), or a plain YAML mapping (which more
 /// lines could still extend).
-pub fn answer_is_complete(raw: &str) -> bool {
+pub(crate) fn answer_is_complete(raw: &str) -> bool {
     parse(&answer_text(raw)).is_ok()
 }
 

@@ -10,7 +10,7 @@ use super::{Answer, Options, Program, ProgramError, Ran, Tokens};
 /// `claude -p --output-format json --permission-mode acceptEdits [--model M] EXTRA… -- PROMPT`
 /// (without `prompt`, Claude Code reads it on stdin), with outside traffic other than the model
 /// API turned off.
-pub fn command(cmd: &mut Command, options: &Options, prompt: Option<&str>) {
+pub(crate) fn command(cmd: &mut Command, options: &Options, prompt: Option<&str>) {
     cmd.args(["-p", "--output-format", "json"]);
     cmd.args(["--permission-mode", "acceptEdits"]);
     if let Some(model) = &options.model {
@@ -46,7 +46,7 @@ const TRUST: [&str; 2] = ["trust this folder", "Do you trust"];
 
 /// The answer in Claude Code's JSON result (the last stdout line that is one), or the named
 /// error its output shows.
-pub fn answer(ran: &Ran) -> Result<Answer, ProgramError> {
+pub(crate) fn answer(ran: &Ran) -> Result<Answer, ProgramError> {
     let result = ran
         .stdout
         .lines()

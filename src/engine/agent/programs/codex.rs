@@ -13,7 +13,7 @@ const PROVIDER: &str = "uwf";
 
 /// `codex exec --json --sandbox workspace-write --skip-git-repo-check [-m M] -c … --disable …
 /// EXTRA… -- PROMPT` (without `prompt`, `-`: Codex reads it on stdin).
-pub fn command(cmd: &mut Command, options: &Options, prompt: Option<&str>) {
+pub(crate) fn command(cmd: &mut Command, options: &Options, prompt: Option<&str>) {
     cmd.args(["exec", "--json", "--sandbox", "workspace-write"]);
     cmd.arg("--skip-git-repo-check");
     for setting in [
@@ -55,7 +55,7 @@ const LOGIN: [&str; 4] = [
 
 /// The answer in Codex's JSONL events: the last `agent_message`, the usage of every
 /// `turn.completed`; a `turn.failed` (or only `error` events) is the provider's error.
-pub fn answer(ran: &Ran, options: &Options) -> Result<Answer, ProgramError> {
+pub(crate) fn answer(ran: &Ran, options: &Options) -> Result<Answer, ProgramError> {
     let mut answer = Answer::default();
     let mut failed: Option<String> = None;
     let mut last_error: Option<String> = None;

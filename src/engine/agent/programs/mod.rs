@@ -10,9 +10,9 @@
 //! (`src/engine/agent/spawn.rs`); should this process die first, the program gets SIGTERM too
 //! (parent-death signal).
 
-pub mod claude;
-pub mod codex;
-pub mod opencode;
+pub(crate) mod claude;
+pub(crate) mod codex;
+pub(crate) mod opencode;
 
 use std::collections::VecDeque;
 use std::io::{Read, Write};
@@ -36,7 +36,7 @@ const STDERR_TAIL: usize = 4096;
 
 /// Which program plays the role.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Program {
+pub(crate) enum Program {
     Claude,
     Codex,
     OpenCode,
@@ -44,7 +44,7 @@ pub enum Program {
 
 impl Program {
     /// The agent's name in the step, and the default executable.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Program::Claude => "claude",
             Program::Codex => "codex",
@@ -53,7 +53,7 @@ impl Program {
     }
 
     /// The command that installs it.
-    pub fn install_command(self) -> &'static str {
+    pub(crate) fn install_command(self) -> &'static str {
         match self {
             Program::Claude => "npm install -g @anthropic-ai/claude-code",
             Program::Codex => "npm install -g @openai/codex",
@@ -64,7 +64,7 @@ impl Program {
 
 /// What the caller chose for the program (`uwf agent claude|codex|opencode` flags).
 #[derive(Debug, Clone, Default)]
-pub struct Options {
+pub(crate) struct Options {
     /// The model, passed through as the program's `--model`.
     pub model: Option<String>,
     /// The model API's root URL (Claude: `ANTHROPIC_BASE_URL`; Codex: a model provider of its
@@ -81,7 +81,7 @@ pub struct Options {
 
 /// Errors of the agent programs.
 #[derive(Debug, thiserror::Error)]
-pub enum ProgramError {
+pub(crate) enum ProgramError {
     #[error(transparent)]
     Builtin(#[from] BuiltinError),
     #[error(transparent)]
@@ -187,11 +187,11 @@ fn stderr_note(tail: &str) -> String {
 
 /// Token counts of one step, as the detail node's `tokens` field holds them (one type for
 /// every agent: the thread's totals and budgets add these up).
-pub use crate::engine::thread::cost::Tokens;
+pub(crate) use crate::engine::thread::cost::Tokens;
 
 /// What a program answered.
 #[derive(Debug, Clone, Default)]
-pub struct Answer {
+pub(crate) struct Answer {
     /// The final message: the role's raw output.
     pub text: String,
     pub tokens: Tokens,
@@ -202,7 +202,7 @@ pub struct Answer {
 }
 
 /// What the program did: its stdout, stderr tail and exit status.
-pub struct Ran {
+pub(crate) struct Ran {
     pub stdout: String,
     pub stderr_tail: String,
     pub status: std::process::ExitStatus,
@@ -221,7 +221,7 @@ impl Ran {
 
 /// `uwf agent claude|codex|opencode`: plays `role` of `thread` with the program, in this process's
 /// working directory (the thread's, when a step runs it). Returns the step hash.
-pub fn run(
+pub(crate) fn run(
     store: &Store,
     config: &Config,
     program: Program,
@@ -275,7 +275,10 @@ pub fn run(
 }
 
 /// The program's executable: `--executable`, else its name looked up on PATH.
-pub fn find_executable(program: Program, options: &Options) -> Result<PathBuf, ProgramError> {
+pub(crate) fn find_executable(
+    program: Program,
+    options: &Options,
+) -> Result<PathBuf, ProgramError> {
     let wanted = options
         .executable
         .clone()

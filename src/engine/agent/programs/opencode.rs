@@ -13,7 +13,7 @@ use super::{Answer, Options, Program, ProgramError, Ran, Tokens};
 const PROVIDER: &str = "uwf";
 
 /// Environment that keeps OpenCode from reaching out on its own.
-pub const QUIET_ENV: [(&str, &str); 4] = [
+pub(crate) const QUIET_ENV: [(&str, &str); 4] = [
     ("OPENCODE_DISABLE_AUTOUPDATE", "1"),
     ("OPENCODE_DISABLE_MODELS_FETCH", "1"),
     ("OPENCODE_DISABLE_LSP_DOWNLOAD", "1"),
@@ -25,7 +25,7 @@ pub const QUIET_ENV: [(&str, &str); 4] = [
 /// its message there when none is given as an argument, so no prompt is ever taken for a flag).
 /// With `--base-url`, `OPENCODE_CONFIG_CONTENT` defines the provider `uwf` there (the package
 /// `@ai-sdk/openai-compatible`, built into OpenCode), its key read from `--api-key-env`.
-pub fn command(cmd: &mut Command, options: &Options) -> Result<(), ProgramError> {
+pub(crate) fn command(cmd: &mut Command, options: &Options) -> Result<(), ProgramError> {
     cmd.args(["run", "--format", "json"]);
     // A title of our own: OpenCode otherwise asks the model for one, a call its events never report.
     cmd.args(["--title", "uwf"]);
@@ -84,7 +84,7 @@ fn is_login(name: &str, status: Option<u64>) -> bool {
 
 /// The answer in OpenCode's JSON events: the text parts of the last message that has text, the
 /// tokens and cost of every `step_finish`; an `error` event is the provider's (or the login's).
-pub fn answer(ran: &Ran, options: &Options) -> Result<Answer, ProgramError> {
+pub(crate) fn answer(ran: &Ran, options: &Options) -> Result<Answer, ProgramError> {
     let mut answer = Answer::default();
     let mut texts: Vec<String> = Vec::new();
     let mut text_message: Option<String> = None;

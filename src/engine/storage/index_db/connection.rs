@@ -114,7 +114,7 @@ const FOLD_LOG_AT: u64 = 256 * 1024;
 /// command closes only once the log has reached [`FOLD_LOG_AT`] (a few dozen commands'
 /// writes) and otherwise leaves its connection to the process's end.
 /// A process killed with `kill -9` leaves its frames, which a later command folds in.
-pub fn at_exit() {
+pub(crate) fn at_exit() {
     release(|log| log >= FOLD_LOG_AT);
 }
 

@@ -143,7 +143,7 @@ fn legacy_rows(root: &Path) -> Result<Vec<Bulk>, IndexError> {
             workflow: a.workflow,
             head: a.head,
             parent: None,
-            archived: Some((a.status, a.completed_at)),
+            archived: Some((a.status, a.completed_ms)),
             steps: None,
             next: None,
             prompt: None,

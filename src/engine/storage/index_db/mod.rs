@@ -27,104 +27,55 @@ use std::path::{Path, PathBuf};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::cas::Hash;
-use crate::engine::storage::index_files::{Archived, Entry, IndexError};
+use crate::engine::storage::index_files::IndexError;
+use crate::pg::{ArchivedThread, Entry, IndexRow, NewThread, Successor};
 
 mod connection;
 mod make;
 mod search;
-pub use connection::{at_exit, close_all};
+pub use crate::pg::search_text;
+pub(crate) use connection::at_exit;
+pub use connection::close_all;
 use connection::{with, write};
-pub use search::{SEARCH_CHARS, TextFilter, note_prompts, search_text, unsearchable};
+pub use search::TextFilter;
+pub(crate) use search::{note_prompts, unsearchable};
 
 /// The database's file name under the storage root.
-pub const FILE: &str = "index.db";
+pub(crate) const FILE: &str = "index.db";
 
-/// Every column of a row, in [`Row::read`]'s order.
+/// Every column a row is written with (and `prompt`).
 const COLUMNS: &str = "id, workflow, head, status, parent, created_ms, updated_ms, completed_ms, \
                        steps, next, error, awaiting";
 
-/// One thread's row.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Row {
-    pub id: String,
-    pub workflow: Hash,
-    pub head: Hash,
-    /// `active`, `done`, `killed` or `rebased`.
-    pub status: String,
-    /// The thread it was forked or spawned from, when known.
-    pub parent: Option<String>,
-    pub created_ms: u64,
-    pub updated_ms: u64,
-    pub completed_ms: Option<u64>,
-    /// Steps from the start to the head, when known.
-    pub steps: Option<u64>,
-    /// The role the moderator picks at the head, when known.
-    pub next: Option<String>,
-    /// The last step attempt's error, while it stands.
-    pub error: Option<String>,
-    /// The question the thread waits on (JSON, as `runs/<id>.awaiting.json`).
-    pub awaiting: Option<String>,
-}
+/// The columns [`read_row`] reads, in its order: an archived row's last change is its end.
+const READ: &str = "id, workflow, head, status, parent, coalesce(completed_ms, updated_ms), \
+                    steps, next, error, awaiting";
 
-impl Row {
-    fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
-        let hash = |i: usize| -> rusqlite::Result<Hash> {
-            let text: String = r.get(i)?;
-            Hash::parse(&text).map_err(|e| {
-                rusqlite::Error::FromSqlConversionFailure(
-                    i,
-                    rusqlite::types::Type::Text,
-                    Box::new(e),
-                )
-            })
-        };
-        let ms = |i: usize| -> rusqlite::Result<Option<u64>> {
-            Ok(r.get::<_, Option<i64>>(i)?
-                .map(|v| u64::try_from(v).unwrap_or(0)))
-        };
-        Ok(Row {
-            id: r.get(0)?,
-            workflow: hash(1)?,
-            head: hash(2)?,
-            status: r.get(3)?,
-            parent: r.get(4)?,
-            created_ms: ms(5)?.unwrap_or(0),
-            updated_ms: ms(6)?.unwrap_or(0),
-            completed_ms: ms(7)?,
-            steps: ms(8)?,
-            next: r.get(9)?,
-            error: r.get(10)?,
-            awaiting: r.get(11)?,
+/// A row read as [`READ`]. `running` is not known here (a step's lock is a file).
+fn read_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<IndexRow> {
+    let hash = |i: usize| -> rusqlite::Result<Hash> {
+        let text: String = r.get(i)?;
+        Hash::parse(&text).map_err(|e| {
+            rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
         })
-    }
-
-    pub fn is_active(&self) -> bool {
-        self.status == "active"
-    }
-
-    /// The row as a `history.jsonl` entry (for archived threads).
-    pub fn archived(&self) -> Archived {
-        Archived {
-            thread: self.id.clone(),
-            workflow: self.workflow,
-            head: self.head,
-            status: self.status.clone(),
-            completed_at: self.completed_ms.unwrap_or(self.updated_ms),
-        }
-    }
-}
-
-/// A new active thread.
-#[derive(Debug, Clone)]
-pub struct NewRow<'a> {
-    pub id: &'a str,
-    pub workflow: Hash,
-    pub head: Hash,
-    pub parent: Option<&'a str>,
-    /// Steps from the start to `head`, when the caller knows.
-    pub steps: Option<u64>,
-    /// The start prompt, when the caller knows (else the first search reads it).
-    pub prompt: Option<&'a str>,
+    };
+    let ms = |i: usize| -> rusqlite::Result<Option<u64>> {
+        Ok(r.get::<_, Option<i64>>(i)?
+            .map(|v| u64::try_from(v).unwrap_or(0)))
+    };
+    Ok(IndexRow {
+        id: r.get(0)?,
+        workflow: hash(1)?,
+        head: hash(2)?,
+        status: r.get(3)?,
+        parent: r.get(4)?,
+        updated_ms: ms(5)?.unwrap_or(0),
+        steps: ms(6)?,
+        next: r.get(7)?,
+        error: r.get(8)?,
+        awaiting: r.get(9)?,
+        running: None,
+    })
 }
 
 /// What a listing wants, in the database's terms (live statuses are the caller's).
@@ -144,10 +95,10 @@ pub struct Scan {
 
 /// The outcome of a compare-and-set.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Cas {
+pub(crate) enum Cas {
     Moved,
     /// Not moved: the thread's row as it is (another head, or archived).
-    Refused(Box<Row>),
+    Refused(Box<IndexRow>),
     Unknown,
 }
 
@@ -177,34 +128,35 @@ fn ms(v: u64) -> i64 {
 }
 
 /// When a thread was started, from its id (a ULID's first 48 bits are milliseconds).
-pub fn created_of(id: &str) -> Option<i64> {
+pub(crate) fn created_of(id: &str) -> Option<i64> {
     ulid::Ulid::from_string(id)
         .ok()
         .map(|u| ms(u.timestamp_ms()))
 }
 
 /// The smallest ULID of millisecond `at` (for "started since").
-pub fn id_since(at_ms: u64) -> String {
+pub(crate) fn id_since(at_ms: u64) -> String {
     ulid::Ulid::from_parts(at_ms, 0).to_string()
 }
 
 /// A thread's row, or `None`.
-pub fn get(root: &Path, id: &str) -> Result<Option<Row>, IndexError> {
+pub fn get(root: &Path, id: &str) -> Result<Option<IndexRow>, IndexError> {
     Ok(with(root, false, "reading a thread", |c| {
-        c.prepare_cached(&format!("select {COLUMNS} from threads where id = ?1"))?
-            .query_row(params![id], Row::read)
+        c.prepare_cached(&format!("select {READ} from threads where id = ?1"))?
+            .query_row(params![id], read_row)
             .optional()
     })?
     .flatten())
 }
 
-/// Adds an active thread (an id that exists is an error).
-pub fn insert(root: &Path, row: &NewRow<'_>) -> Result<(), IndexError> {
+/// Adds an active thread (an id that exists is an error). Whether it is queued is not the
+/// database's: the run queue is files beside it.
+pub(crate) fn insert(root: &Path, row: &NewThread<'_>) -> Result<(), IndexError> {
     let now = ms(crate::cas::store::now_ms());
     write(root, "adding a thread", |c| insert_row(c, row, now))
 }
 
-fn insert_row(c: &Connection, row: &NewRow<'_>, now: i64) -> rusqlite::Result<()> {
+fn insert_row(c: &Connection, row: &NewThread<'_>, now: i64) -> rusqlite::Result<()> {
     c.prepare_cached(&format!(
         "insert into threads ({COLUMNS}, prompt) \
          values (?1, ?2, ?3, 'active', ?4, ?5, ?5, null, ?6, null, null, null, ?7)"
@@ -222,13 +174,14 @@ fn insert_row(c: &Connection, row: &NewRow<'_>, now: i64) -> rusqlite::Result<()
 }
 
 /// Archives active thread `id`, still at `head`, as `rebased` onto the new thread `new` and
-/// adds `new`, in one transaction: both or neither. `None` when `id` is not active at `head`.
-pub fn rebase(
+/// adds `new` with `id` as its parent, in one transaction: both or neither. `None` when `id` is
+/// not active at `head`.
+pub(crate) fn rebase(
     root: &Path,
     id: &str,
     head: Hash,
-    new: &NewRow<'_>,
-) -> Result<Option<Archived>, IndexError> {
+    new: &Successor<'_>,
+) -> Result<Option<ArchivedThread>, IndexError> {
     let now = ms(crate::cas::store::now_ms());
     write(root, "rebasing a thread", |c| {
         let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
@@ -236,19 +189,28 @@ pub fn rebase(
             .prepare_cached(&format!(
                 "update threads set status = 'rebased', successor = ?3, completed_ms = ?4, \
                  updated_ms = ?4, next = null, awaiting = null \
-                 where id = ?1 and head = ?2 and status = 'active' returning {COLUMNS}"
+                 where id = ?1 and head = ?2 and status = 'active' returning {READ}"
             ))?
-            .query_row(params![id, head.to_string(), new.id, now], Row::read)
+            .query_row(params![id, head.to_string(), new.id, now], read_row)
             .optional()?;
         let Some(old) = old else { return Ok(None) };
-        insert_row(&tx, new, now)?;
+        let row = NewThread {
+            id: new.id,
+            workflow: new.workflow,
+            head: new.head,
+            parent: Some(id),
+            queued: false,
+            steps: Some(new.steps),
+            prompt: Some(new.prompt),
+        };
+        insert_row(&tx, &row, now)?;
         tx.commit()?;
         Ok(Some(old.archived()))
     })
 }
 
 /// The thread that thread `id` was rebased onto, if it was.
-pub fn successor(root: &Path, id: &str) -> Result<Option<String>, IndexError> {
+pub(crate) fn successor(root: &Path, id: &str) -> Result<Option<String>, IndexError> {
     Ok(with(root, false, "reading a thread", |c| {
         c.prepare_cached("select successor from threads where id = ?1")?
             .query_row(params![id], |r| r.get::<_, Option<String>>(0))
@@ -260,7 +222,7 @@ pub fn successor(root: &Path, id: &str) -> Result<Option<String>, IndexError> {
 
 /// Moves an active thread's head from `expected` to `new` (a step continuing `expected`, so
 /// one step more), with the role the moderator picks at `new` when known.
-pub fn compare_and_set(
+pub(crate) fn compare_and_set(
     root: &Path,
     id: &str,
     expected: Hash,
@@ -292,15 +254,19 @@ pub fn compare_and_set(
 
 /// Archives an active thread with `status` (`done` or `killed`; `rebased` is [`rebase`]);
 /// `None` if there is no active thread `id` (look it up to say why).
-pub fn archive(root: &Path, id: &str, status: &str) -> Result<Option<Archived>, IndexError> {
+pub(crate) fn archive(
+    root: &Path,
+    id: &str,
+    status: &str,
+) -> Result<Option<ArchivedThread>, IndexError> {
     let now = ms(crate::cas::store::now_ms());
     let next = (status == "done").then_some(crate::engine::END);
     let row = write(root, "archiving a thread", |c| {
         c.prepare_cached(&format!(
             "update threads set status = ?2, completed_ms = ?3, updated_ms = ?3, next = ?4, \
-             awaiting = null where id = ?1 and status = 'active' returning {COLUMNS}"
+             awaiting = null where id = ?1 and status = 'active' returning {READ}"
         ))?
-        .query_row(params![id, status, now, next], Row::read)
+        .query_row(params![id, status, now, next], read_row)
         .optional()
     })?;
     Ok(row.map(|r| r.archived()))
@@ -316,19 +282,10 @@ fn note(root: &Path, sql: &'static str, args: &[&dyn rusqlite::ToSql]) {
     });
 }
 
-/// The role the moderator picks at `head` (if the thread is still there).
-pub fn note_next(root: &Path, id: &str, head: Hash, next: Option<&str>) {
-    note(
-        root,
-        "update threads set next = ?2 where id = ?1 and head = ?3 and status = 'active'",
-        &[&id, &next, &head.to_string()],
-    );
-}
-
 /// What a reader worked out the slow way for rows that did not know it (migrated or copied
 /// threads): `(id, head, steps, next)`, each kept only while the thread is still at `head`.
 /// One transaction, not synced (a cache).
-pub fn note_derived(root: &Path, facts: &[(String, Hash, u64, Option<String>)]) {
+pub(crate) fn note_derived(root: &Path, facts: &[(String, Hash, u64, Option<String>)]) {
     if facts.is_empty() {
         return;
     }
@@ -354,7 +311,7 @@ pub fn note_derived(root: &Path, facts: &[(String, Hash, u64, Option<String>)]) 
 }
 
 /// The last step attempt's error, or `None` after a success.
-pub fn note_error(root: &Path, id: &str, error: Option<&str>) {
+pub(crate) fn note_error(root: &Path, id: &str, error: Option<&str>) {
     note(
         root,
         "update threads set error = ?2 where id = ?1 and error is not ?2",
@@ -363,7 +320,7 @@ pub fn note_error(root: &Path, id: &str, error: Option<&str>) {
 }
 
 /// The question the thread waits on (JSON), or `None` once answered.
-pub fn note_awaiting(root: &Path, id: &str, question: Option<&str>) {
+pub(crate) fn note_awaiting(root: &Path, id: &str, question: Option<&str>) {
     note(
         root,
         "update threads set awaiting = ?2 where id = ?1 and awaiting is not ?2",
@@ -372,7 +329,7 @@ pub fn note_awaiting(root: &Path, id: &str, question: Option<&str>) {
 }
 
 /// Active threads: id → head.
-pub fn active(root: &Path) -> Result<BTreeMap<String, Hash>, IndexError> {
+pub(crate) fn active(root: &Path) -> Result<BTreeMap<String, Hash>, IndexError> {
     let rows = with(root, false, "listing threads", |c| {
         let mut stmt =
             c.prepare_cached("select id, head from threads where status = 'active' order by id")?;
@@ -388,7 +345,7 @@ pub fn active(root: &Path) -> Result<BTreeMap<String, Hash>, IndexError> {
 }
 
 /// Every thread, by id (one statement; the mount's `threads/`).
-pub fn entries(root: &Path) -> Result<Vec<Entry>, IndexError> {
+pub(crate) fn entries(root: &Path) -> Result<Vec<Entry>, IndexError> {
     let rows = with(root, false, "listing threads", |c| {
         let mut stmt =
             c.prepare_cached("select id, workflow, head, status from threads order by id")?;
@@ -416,19 +373,19 @@ pub fn entries(root: &Path) -> Result<Vec<Entry>, IndexError> {
 }
 
 /// Archived threads, in the order they ended.
-pub fn archived(root: &Path) -> Result<Vec<Archived>, IndexError> {
+pub(crate) fn archived(root: &Path) -> Result<Vec<ArchivedThread>, IndexError> {
     Ok(with(root, false, "listing archived threads", |c| {
         let mut stmt = c.prepare_cached(&format!(
-            "select {COLUMNS} from threads where status != 'active' order by completed_ms, id"
+            "select {READ} from threads where status != 'active' order by completed_ms, id"
         ))?;
-        let rows = stmt.query_map([], |r| Row::read(r).map(|row| row.archived()))?;
+        let rows = stmt.query_map([], |r| read_row(r).map(|row| row.archived()))?;
         rows.collect::<rusqlite::Result<Vec<_>>>()
     })?
     .unwrap_or_default())
 }
 
 /// Active threads whose head is `head`.
-pub fn active_at(root: &Path, head: Hash) -> Result<Vec<String>, IndexError> {
+pub(crate) fn active_at(root: &Path, head: Hash) -> Result<Vec<String>, IndexError> {
     Ok(with(root, false, "finding threads at a head", |c| {
         let mut stmt = c.prepare_cached(
             "select id from threads where head = ?1 and status = 'active' order by id",
@@ -440,7 +397,7 @@ pub fn active_at(root: &Path, head: Hash) -> Result<Vec<String>, IndexError> {
 }
 
 /// Counts of active and archived threads.
-pub fn counts(root: &Path) -> Result<(u64, u64), IndexError> {
+pub(crate) fn counts(root: &Path) -> Result<(u64, u64), IndexError> {
     Ok(with(root, false, "counting threads", |c| {
         c.query_row(
             "select count(*) filter (where status = 'active'), \
@@ -454,7 +411,7 @@ pub fn counts(root: &Path) -> Result<(u64, u64), IndexError> {
 
 /// The threads that changed (started, stepped, noted or ended) at or after `since_ms`, with the
 /// latest change time among them; for watchers that patch what they show.
-pub fn changed_since(root: &Path, since_ms: u64) -> Result<(Vec<String>, u64), IndexError> {
+pub(crate) fn changed_since(root: &Path, since_ms: u64) -> Result<(Vec<String>, u64), IndexError> {
     Ok(with(root, false, "listing changed threads", |c| {
         let mut stmt = c.prepare_cached(
             "select id, max(updated_ms, coalesce(completed_ms, 0)) as at from threads \
@@ -476,7 +433,11 @@ pub fn changed_since(root: &Path, since_ms: u64) -> Result<(Vec<String>, u64), I
 }
 
 /// Ids starting with `prefix` (at most `limit`).
-pub fn with_prefix(root: &Path, prefix: &str, limit: usize) -> Result<Vec<String>, IndexError> {
+pub(crate) fn with_prefix(
+    root: &Path,
+    prefix: &str,
+    limit: usize,
+) -> Result<Vec<String>, IndexError> {
     Ok(with(root, false, "finding a thread", |c| {
         let mut stmt =
             c.prepare_cached("select id from threads where id >= ?1 order by id limit ?2")?;
@@ -495,7 +456,7 @@ pub fn with_prefix(root: &Path, prefix: &str, limit: usize) -> Result<Vec<String
 }
 
 /// Every distinct workflow version threads were started on.
-pub fn workflows(root: &Path) -> Result<Vec<Hash>, IndexError> {
+pub(crate) fn workflows(root: &Path) -> Result<Vec<Hash>, IndexError> {
     let texts = with(root, false, "listing workflows of threads", |c| {
         let mut stmt = c.prepare_cached("select distinct workflow from threads")?;
         let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
@@ -512,8 +473,12 @@ const SCAN_BATCH: i64 = 1000;
 /// read in batches of [`SCAN_BATCH`] (keyset by id), and `each` runs between them without the
 /// connection held: the first row reaches the caller before the last is read, and `each` may
 /// use the index itself.
-pub fn scan(root: &Path, scan: &Scan, mut each: impl FnMut(Row) -> bool) -> Result<(), IndexError> {
-    let mut sql = format!("select {COLUMNS} from threads where id < ?1");
+pub(crate) fn scan(
+    root: &Path,
+    scan: &Scan,
+    mut each: impl FnMut(IndexRow) -> bool,
+) -> Result<(), IndexError> {
+    let mut sql = format!("select {READ} from threads where id < ?1");
     let mut args: Vec<String> = vec![String::new()];
     if let Some(text) = &scan.text {
         search::push_condition(&mut sql, &mut args, text);
@@ -544,8 +509,8 @@ pub fn scan(root: &Path, scan: &Scan, mut each: impl FnMut(Row) -> bool) -> Resu
         args[0] = below.clone();
         let batch = with(root, false, "listing threads", |c| {
             let mut stmt = c.prepare_cached(&sql)?;
-            let rows = stmt.query_map(rusqlite::params_from_iter(args.iter()), Row::read)?;
-            rows.collect::<rusqlite::Result<Vec<Row>>>()
+            let rows = stmt.query_map(rusqlite::params_from_iter(args.iter()), read_row)?;
+            rows.collect::<rusqlite::Result<Vec<IndexRow>>>()
         })?
         .unwrap_or_default();
         let full = batch.len() as i64 == SCAN_BATCH;
@@ -582,7 +547,10 @@ pub struct Bulk {
 
 /// Adds threads in bulk, in one synced transaction (`uwf store copy`, benchmarks), only into an
 /// index with no thread: `Ok(Err((active, archived)))` counts what is there, and nothing is added.
-pub fn insert_all(root: &Path, threads: &[Bulk]) -> Result<Result<(), (u64, u64)>, IndexError> {
+pub(crate) fn insert_all(
+    root: &Path,
+    threads: &[Bulk],
+) -> Result<Result<(), (u64, u64)>, IndexError> {
     insert_bulk(root, threads, true)
 }
 
@@ -656,7 +624,7 @@ fn insert_rows(
 }
 
 /// The files whose stamps change with every committed change (the mount watches them).
-pub fn watched_files(root: &Path) -> [PathBuf; 2] {
+pub(crate) fn watched_files(root: &Path) -> [PathBuf; 2] {
     [path_of(root), root.join(format!("{FILE}-wal"))]
 }
 
@@ -678,11 +646,12 @@ mod tests {
     fn add(root: &Path, id: &str, head: Hash) {
         insert(
             root,
-            &NewRow {
+            &NewThread {
                 id,
                 workflow: h(1),
                 head,
                 parent: None,
+                queued: false,
                 steps: Some(0),
                 prompt: Some(id),
             },

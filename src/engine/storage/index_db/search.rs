@@ -1,6 +1,6 @@
 //! Searching the directory store's thread index (`docs/dashboard.md#search`): every row keeps
 //! what a search reads of its start prompt in the `prompt` column (lowercase, the first
-//! [`SEARCH_CHARS`] characters), so a search is one pass over the rows by id, newest first,
+//! [`crate::pg::rows::SEARCH_CHARS`] characters), so a search is one pass over the rows by id, newest first,
 //! reading no node.
 //!
 //! The match is a case-insensitive substring: the text is lowercased here, as the column was,
@@ -18,10 +18,7 @@ use super::parse_hash;
 use crate::cas::Hash;
 use crate::engine::storage::index_files::IndexError;
 
-/// The characters of a start prompt a search looks at: long enough for what a person types to
-/// find a thread, short enough that a pass over 100,000 rows stays well under the dashboard's
-/// 200 ms.
-pub const SEARCH_CHARS: usize = 1000;
+pub(crate) use crate::pg::search_text;
 
 /// A text to search for, as a listing's filter.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -34,18 +31,9 @@ pub struct TextFilter {
 
 impl TextFilter {
     /// The text as the column keeps prompts: lowercase.
-    pub fn needle(&self) -> String {
+    pub(crate) fn needle(&self) -> String {
         self.text.to_lowercase()
     }
-}
-
-/// What the index keeps of a start prompt: its first [`SEARCH_CHARS`] characters, lowercase.
-pub fn search_text(prompt: &str) -> String {
-    let cut = match prompt.char_indices().nth(SEARCH_CHARS) {
-        Some((at, _)) => &prompt[..at],
-        None => prompt,
-    };
-    cut.to_lowercase()
 }
 
 /// Adds the text condition to a scan's `where` clause, its arguments after `args`.
@@ -63,7 +51,7 @@ pub(super) fn push_condition(sql: &mut String, args: &mut Vec<String>, text: &Te
 }
 
 /// Rows whose prompt the index does not know yet, `(id, head)`, at most `limit`.
-pub fn unsearchable(root: &Path, limit: usize) -> Result<Vec<(String, Hash)>, IndexError> {
+pub(crate) fn unsearchable(root: &Path, limit: usize) -> Result<Vec<(String, Hash)>, IndexError> {
     let rows = with(root, false, "finding rows to make searchable", |c| {
         let mut stmt = c.prepare_cached(
             "select id, head from threads indexed by threads_unsearchable \
@@ -82,7 +70,7 @@ pub fn unsearchable(root: &Path, limit: usize) -> Result<Vec<(String, Hash)>, In
 
 /// Records the start prompts of rows that did not know them, `(id, prompt)`, in one
 /// transaction (not synced: a cache the next search fills again if it is lost).
-pub fn note_prompts(root: &Path, prompts: &[(String, String)]) -> Result<(), IndexError> {
+pub(crate) fn note_prompts(root: &Path, prompts: &[(String, String)]) -> Result<(), IndexError> {
     if prompts.is_empty() {
         return Ok(());
     }
@@ -108,6 +96,7 @@ pub fn note_prompts(root: &Path, prompts: &[(String, String)]) -> Result<(), Ind
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pg::rows::SEARCH_CHARS;
 
     #[test]
     fn the_kept_text_is_lowercase_and_bounded_by_characters() {

@@ -16,7 +16,7 @@ use super::nodes::{DirNodes, Nodes, PgNodes};
 
 /// One store named on a command line: a directory store's root, or a PostgreSQL database.
 #[derive(Debug, Clone)]
-pub struct Endpoint(Place);
+pub(crate) struct Endpoint(Place);
 
 #[derive(Debug, Clone)]
 enum Place {
@@ -26,7 +26,7 @@ enum Place {
 
 /// Why a store named on a command line cannot be used.
 #[derive(Debug, thiserror::Error)]
-pub enum EndpointError {
+pub(crate) enum EndpointError {
     #[error("`{0}` is neither a directory nor a postgres:// or file:// URL")]
     UnknownScheme(String),
     #[error("`{0}` names another machine; a file:// URL here is a directory on this one")]
@@ -79,7 +79,7 @@ impl Advice for EndpointError {
 }
 
 /// A store opened whole: its handle and its nodes.
-pub struct Opened {
+pub(crate) struct Opened {
     pub storage: Arc<Storage>,
     pub nodes: Box<dyn Nodes>,
 }
@@ -87,7 +87,7 @@ pub struct Opened {
 impl Endpoint {
     /// `postgres://…` and `postgresql://…` are databases; any other `scheme://` is refused;
     /// anything else is a directory.
-    pub fn parse(text: &str) -> Result<Endpoint, EndpointError> {
+    pub(crate) fn parse(text: &str) -> Result<Endpoint, EndpointError> {
         if text.starts_with("postgres://") || text.starts_with("postgresql://") {
             return Ok(Endpoint(Place::Pg(Box::new(PgConfig::parse(text)?))));
         }
@@ -111,7 +111,8 @@ impl Endpoint {
     }
 
     /// The directory this endpoint names, if it names one.
-    pub fn directory(&self) -> Option<&Path> {
+    #[cfg(test)]
+    pub(crate) fn directory(&self) -> Option<&Path> {
         match &self.0 {
             Place::Dir(path) => Some(path),
             Place::Pg(_) => None,
@@ -119,7 +120,7 @@ impl Endpoint {
     }
 
     /// Whether both name the same store (the same directory, or the same database).
-    pub fn same_as(&self, other: &Endpoint) -> bool {
+    pub(crate) fn same_as(&self, other: &Endpoint) -> bool {
         match (&self.0, &other.0) {
             (Place::Dir(a), Place::Dir(b)) => match (a.canonicalize(), b.canonicalize()) {
                 (Ok(a), Ok(b)) => a == b,
@@ -131,7 +132,7 @@ impl Endpoint {
     }
 
     /// Opens the store to copy from; a directory must already be a store.
-    pub fn open_source(&self) -> Result<Opened, EndpointError> {
+    pub(crate) fn open_source(&self) -> Result<Opened, EndpointError> {
         if let Place::Dir(path) = &self.0
             && !path.join("cas").join("objects").is_dir()
         {
@@ -142,7 +143,7 @@ impl Endpoint {
 
     /// Opens (creating a directory store if need be) the store to copy into. A directory's
     /// node files are written without a per-file fsync: [`Nodes::sync`] makes them durable.
-    pub fn open_destination(&self) -> Result<Opened, EndpointError> {
+    pub(crate) fn open_destination(&self) -> Result<Opened, EndpointError> {
         self.open(false)
     }
 

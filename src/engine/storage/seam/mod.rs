@@ -26,23 +26,24 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use super::{Backend, StorageError, backend};
 
-pub mod coordination;
+pub(crate) mod coordination;
 mod endpoint;
 mod index;
-mod nodes;
-pub mod records;
+pub(crate) mod nodes;
+pub(crate) mod records;
 pub mod runs;
 
-pub use crate::pg::{ArchivedThread, CopiedThread, Occupancy, RowFacts};
-pub use coordination::{ChangeListener, Claimed, Coordination, Feed};
-pub use endpoint::{Endpoint, EndpointError, Opened};
-pub use index::{
-    Condition, Derived, ExportError, Exported, GcError, IndexRow, NodeCheck, NodeTable, Pruned,
-    REBASED, State, Successor, ThreadIndex, ThreadIndexError, is_archived_status,
-};
-pub use nodes::{MaintenanceError, Nodes};
-pub use records::ThreadRecords;
-pub use runs::{RunLog, local as local_run_log};
+pub use crate::pg::Successor;
+pub(crate) use crate::pg::{ActiveThread, ArchivedThread, Exported, IndexRow, Occupancy, RowFacts};
+pub(crate) use coordination::Coordination;
+pub(crate) use coordination::{ChangeListener, Feed};
+pub(crate) use endpoint::{Endpoint, EndpointError, Opened};
+pub(crate) use index::{ExportError, GcError, Pruned, is_archived_status};
+pub use index::{REBASED, State, ThreadIndex, ThreadIndexError};
+pub(crate) use nodes::MaintenanceError;
+pub(crate) use records::ThreadRecords;
+pub(crate) use runs::RunLog;
+pub(crate) use runs::local as local_run_log;
 
 /// Everything a root's backend keeps besides nodes, one trait object per concern.
 pub struct Storage {
@@ -71,11 +72,6 @@ impl Storage {
             runs: runs::open(root, backend),
             coordination: coordination::open(root, backend),
         }
-    }
-
-    /// The storage root this handle serves.
-    pub fn root(&self) -> &Path {
-        &self.root
     }
 
     /// Thread rows and heads.

@@ -31,14 +31,14 @@ use crate::engine::storage::seam::{
     EndpointError, ExportError, Exported, MaintenanceError, Occupancy, Opened, RowFacts,
 };
 
-pub use crate::engine::storage::seam::Endpoint;
+pub(crate) use crate::engine::storage::seam::Endpoint;
 
 /// How many nodes are read and written at a time.
 const BATCH: usize = 1000;
 
 /// What a copy did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CopyReport {
+pub(crate) struct CopyReport {
     /// Nodes in the source, all now verified in the destination.
     pub nodes: usize,
     /// How many of them the destination did not have before.
@@ -52,7 +52,7 @@ pub struct CopyReport {
 
 /// Where a copy is, for a progress display.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Progress {
+pub(crate) struct Progress {
     /// `copying nodes`, `verifying nodes`.
     pub phase: &'static str,
     pub done: usize,
@@ -61,7 +61,7 @@ pub struct Progress {
 
 /// Everything that can stop a copy.
 #[derive(Debug, thiserror::Error)]
-pub enum CopyError {
+pub(crate) enum CopyError {
     #[error("FROM and TO are the same store ({0})")]
     SameStore(String),
     #[error("the destination {endpoint} is not empty: it holds {what}")]
@@ -116,7 +116,7 @@ impl Advice for CopyError {
 
 /// Copies the store at `from` into `to` (see the module doc), calling `progress` as nodes are
 /// copied and verified.
-pub fn copy(
+pub(crate) fn copy(
     from: &Endpoint,
     to: &Endpoint,
     progress: &mut dyn FnMut(Progress),
@@ -308,7 +308,7 @@ impl Indexes {
         }
         let (ours, theirs) = (&self.threads, &written.threads);
         let key =
-            |t: &crate::engine::storage::seam::CopiedThread| (t.id.clone(), t.workflow, t.head);
+            |t: &crate::engine::storage::seam::ActiveThread| (t.id.clone(), t.workflow, t.head);
         let (mut a, mut b): (Vec<_>, Vec<_>) = (
             ours.active.iter().map(key).collect(),
             theirs.active.iter().map(key).collect(),

@@ -21,7 +21,7 @@ use super::{Expr, Input, Limits, compile};
 /// The engine's built-in functions (jsonata-core 2.2.13's table), for the fast path and for
 /// "did you mean" suggestions. A unit test checks each against the engine; a name the engine
 /// knows and this list misses is still accepted (see [`is_builtin`]).
-pub const BUILTINS: &[&str] = &[
+pub(super) const BUILTINS: &[&str] = &[
     "abs",
     "append",
     "assert",
@@ -119,7 +119,7 @@ impl std::fmt::Display for UnknownCall {
 
 impl Expr {
     /// Every `$name(…)` call whose function the expression cannot have, in order of first call.
-    pub fn unknown_calls(&self) -> Vec<UnknownCall> {
+    pub(crate) fn unknown_calls(&self) -> Vec<UnknownCall> {
         let mut walk = Walk::default();
         walk.node(&self.ast.node);
         let mut seen = BTreeSet::new();

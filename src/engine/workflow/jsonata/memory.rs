@@ -22,7 +22,7 @@ use std::cell::Cell;
 use jsonata_core::evaluator::CancelToken;
 
 /// The system allocator, counting for the evaluation in scope on the calling thread.
-pub struct Counting;
+pub(super) struct Counting;
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;

@@ -50,7 +50,7 @@ mod convert;
 mod memory;
 mod worker;
 
-pub use calls::UnknownCall;
+pub(crate) use calls::UnknownCall;
 
 use crate::advice::Advice;
 use convert::*;
@@ -75,7 +75,7 @@ use serde_json::Value;
 ///
 /// The engine's own clock normally ends a runaway evaluation right at the limit; the grace only
 /// has to cover a last built-in call and the conversion of the result.
-pub const WATCHDOG_GRACE: Duration = Duration::from_millis(250);
+pub(crate) const WATCHDOG_GRACE: Duration = Duration::from_millis(250);
 
 /// Results with more nested arrays and objects than this are refused
 /// ([`JsonataError::ResultTooDeep`]).
@@ -83,7 +83,7 @@ pub const WATCHDOG_GRACE: Duration = Duration::from_millis(250);
 /// It is the most serde_json reads back, and little enough to drop (recursively) on a 128 KiB
 /// stack. Only an expression that builds deep values on purpose (`$reduce` wrapping an object
 /// around itself) gets here.
-pub const MAX_RESULT_DEPTH: usize = 127;
+pub(crate) const MAX_RESULT_DEPTH: usize = 127;
 
 /// Stack that [`compile`] makes sure is left before it parses, and the size of the segment it
 /// moves to when there is less.
@@ -118,7 +118,7 @@ pub struct Limits {
 
 /// The memory limit of an evaluation unless told otherwise: [`MAX_MEMORY_ENV`] if set, else
 /// 256 MiB.
-pub fn default_max_memory() -> usize {
+pub(crate) fn default_max_memory() -> usize {
     std::env::var(MAX_MEMORY_ENV)
         .ok()
         .and_then(|v| parse_size(&v))
@@ -126,13 +126,13 @@ pub fn default_max_memory() -> usize {
 }
 
 /// 256 MiB: routing conditions use kilobytes.
-pub const DEFAULT_MAX_MEMORY: usize = 256 << 20;
+pub(crate) const DEFAULT_MAX_MEMORY: usize = 256 << 20;
 
 /// The environment variable that sets the memory limit of every evaluation (the moderator's
 /// too), e.g. `UWF_JSONATA_MAX_MEMORY=1GiB`.
-pub const MAX_MEMORY_ENV: &str = "UWF_JSONATA_MAX_MEMORY";
+pub(crate) const MAX_MEMORY_ENV: &str = "UWF_JSONATA_MAX_MEMORY";
 
-pub use crate::byte_size::{parse_size, show_size};
+pub(crate) use crate::byte_size::{parse_size, show_size};
 
 impl Default for Limits {
     /// One second, depth 200, a million items. Ample for routing conditions: measured over a
@@ -232,7 +232,8 @@ impl JsonataError {
     }
 
     /// The message without its code.
-    pub fn message(&self) -> String {
+    #[cfg(test)]
+    pub(crate) fn message(&self) -> String {
         match self {
             JsonataError::Compile { message, .. } | JsonataError::Evaluate { message, .. } => {
                 message.clone()
@@ -354,7 +355,7 @@ impl std::fmt::Debug for Expr {
 /// input needed before that gets its own worker rather than waiting: in a one-shot step the
 /// warm-up usually ends just after the step's context is made).
 /// Only the first call does anything.
-pub fn prewarm() {
+pub(crate) fn prewarm() {
     static STARTED: std::sync::Once = std::sync::Once::new();
     STARTED.call_once(|| Worker::spawn_spare(warm));
 }
@@ -399,7 +400,8 @@ pub fn compile(text: &str) -> Result<Expr, JsonataError> {
 
 impl Expr {
     /// The text this expression was compiled from.
-    pub fn source(&self) -> &str {
+    #[cfg(test)]
+    pub(crate) fn source(&self) -> &str {
         &self.source
     }
 
@@ -430,7 +432,7 @@ impl Expr {
 
 /// An expression being compiled on an [`Input`]'s worker ([`Input::compile_later`]).
 #[derive(Debug)]
-pub struct Compiling {
+pub(crate) struct Compiling {
     text: String,
     answer: Option<mpsc::Receiver<Result<Expr, JsonataError>>>,
 }
@@ -447,7 +449,7 @@ impl Compiling {
     /// thread if the worker could not (it failed to start, or ended), or has not answered by
     /// then: the worker works through its queue in order, so a compilation asked for after the
     /// conversion of a huge input waits for that conversion.
-    pub fn finish_by(self, deadline: Instant) -> Result<Expr, JsonataError> {
+    pub(crate) fn finish_by(self, deadline: Instant) -> Result<Expr, JsonataError> {
         let wait = deadline.saturating_duration_since(Instant::now());
         match self
             .answer
@@ -460,7 +462,7 @@ impl Compiling {
 }
 
 /// How long a moderator waits for the worker's compilations before compiling on its own thread.
-pub const COMPILE_WAIT: Duration = Duration::from_secs(1);
+pub(crate) const COMPILE_WAIT: Duration = Duration::from_secs(1);
 
 /// An input document prepared once for many evaluations.
 ///
@@ -500,7 +502,7 @@ impl Input {
     /// Prepares a document given as JSON text. The engine reads the text directly into its own
     /// values, skipping `serde_json::Value` (cheaper for large contexts built from raw JSON).
     /// Text that is not valid JSON makes every evaluation fail with an input error.
-    pub fn from_json_text(text: String) -> Self {
+    pub(crate) fn from_json_text(text: String) -> Self {
         Input::with_data(Data::Text(text))
     }
 
@@ -515,7 +517,7 @@ impl Input {
     /// Starts converting the document on the worker now and returns at once, so the conversion
     /// overlaps with whatever the caller does next (a step converts the thread's context while
     /// its agent runs).
-    pub fn prepare(&self) {
+    pub(crate) fn prepare(&self) {
         let mut slot = self.worker.lock().unwrap_or_else(PoisonError::into_inner);
         if let Ok(worker) = self.worker_in(&mut slot) {
             let _ = worker.jobs.send(Work::Convert);
@@ -526,7 +528,7 @@ impl Input {
     /// the document had been given with it. Cheaper than preparing the grown document again: the
     /// rest is not converted twice. A text that is not JSON, or a document without that array,
     /// makes later evaluations fail with an input error.
-    pub fn append(&self, key: &str, json: String) {
+    pub(crate) fn append(&self, key: &str, json: String) {
         let item = Arc::new(Appended {
             key: key.to_owned(),
             json,
@@ -549,7 +551,7 @@ impl Input {
     /// overlaps with what the caller does next, and on the main thread the parser's first look
     /// at how much stack is left, which reads `/proc/self/maps` (0.1 ms of a one-shot `thread
     /// step`); a worker knows its stack without that.
-    pub fn compile_later(&self, text: &str) -> Compiling {
+    pub(crate) fn compile_later(&self, text: &str) -> Compiling {
         let mut slot = self.worker.lock().unwrap_or_else(PoisonError::into_inner);
         let answer = self.worker_in(&mut slot).ok().and_then(|worker| {
             let (reply, answer) = mpsc::sync_channel(1);

@@ -53,7 +53,7 @@ pub trait ChangeListener: Send {
 
 /// A thread claimed by a worker: its id, and the lease held for all its steps where the backend
 /// has leases (released when dropped).
-pub type Claimed = (String, Option<LeaseGuard>);
+pub(crate) type Claimed = (String, Option<LeaseGuard>);
 
 /// The queue, step leases, workers and change wake-ups.
 pub trait Coordination: Send + Sync {

@@ -9,16 +9,19 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use super::{
-    ExportError, Exported, GcError, IndexRow, MaintenanceError, NodeCheck, Nodes, Pruned, REBASED,
-    State, Successor, ThreadIndex, ThreadIndexError, ThreadRecords,
+    ExportError, GcError, MaintenanceError, NodeCheck, Nodes, Pruned, REBASED, State, ThreadIndex,
+    ThreadIndexError, ThreadRecords,
 };
 use crate::cas::gc::{GcOptions, GcReport};
 use crate::cas::{Hash, Node, Store, builtin};
-use crate::engine::storage::index_db::{self, NewRow, Scan};
-use crate::engine::storage::index_files::{self, Archived, Entry, IndexError, Registry, Threads};
+use crate::engine::storage::index_db::{self, Scan};
+use crate::engine::storage::index_files::{self, IndexError, Registry, Threads};
 use crate::engine::storage::seam::nodes::DirNodes;
 use crate::engine::storage::seam::nodes::upkeep::{check_nodes, collect_garbage};
-use crate::pg::{ArchivedThread, CopiedThread, Occupancy, RowFacts};
+use crate::pg::{
+    ActiveThread, ArchivedThread, Entry, Exported, IndexRow, NewThread, Occupancy, RowFacts,
+    Successor,
+};
 
 /// `index.db` and the files under one root.
 pub(super) struct Dir {
@@ -58,24 +61,6 @@ impl Dir {
     }
 }
 
-impl From<index_db::Row> for IndexRow {
-    fn from(r: index_db::Row) -> IndexRow {
-        IndexRow {
-            id: r.id,
-            workflow: r.workflow,
-            head: r.head,
-            status: r.status,
-            steps: r.steps,
-            next: r.next,
-            error: r.error,
-            awaiting: r.awaiting,
-            running: None,
-            updated_ms: r.completed_ms.unwrap_or(r.updated_ms),
-            parent: r.parent,
-        }
-    }
-}
-
 impl ThreadIndex for Dir {
     fn state(&self, id: &str) -> Result<State, ThreadIndexError> {
         match index_db::get(&self.root, id)? {
@@ -93,8 +78,12 @@ impl ThreadIndex for Dir {
         Ok(index_db::active_at(&self.root, head)?)
     }
 
-    fn add(&self, row: &NewRow<'_>) -> Result<(), ThreadIndexError> {
-        Ok(index_db::insert(&self.root, row)?)
+    fn add(&self, row: &NewThread<'_>) -> Result<(), ThreadIndexError> {
+        index_db::insert(&self.root, row)?;
+        if row.queued {
+            self.queue(row.id)?;
+        }
+        Ok(())
     }
 
     fn compare_and_set(
@@ -120,7 +109,7 @@ impl ThreadIndex for Dir {
         }
     }
 
-    fn archive(&self, id: &str, status: &str) -> Result<Archived, ThreadIndexError> {
+    fn archive(&self, id: &str, status: &str) -> Result<ArchivedThread, ThreadIndexError> {
         match index_db::archive(&self.root, id, status)? {
             Some(archived) => {
                 let _ = std::fs::remove_file(self.queue_dir().join(id));
@@ -135,16 +124,8 @@ impl ThreadIndex for Dir {
         id: &str,
         head: Hash,
         new: &Successor<'_>,
-    ) -> Result<Option<Archived>, ThreadIndexError> {
-        let row = NewRow {
-            id: new.id,
-            workflow: new.workflow,
-            head: new.head,
-            parent: Some(id),
-            steps: Some(new.steps),
-            prompt: Some(new.prompt),
-        };
-        let done = index_db::rebase(&self.root, id, head, &row)?;
+    ) -> Result<Option<ArchivedThread>, ThreadIndexError> {
+        let done = index_db::rebase(&self.root, id, head, new)?;
         if done.is_some() {
             let _ = std::fs::remove_file(self.queue_dir().join(id));
         }
@@ -216,7 +197,7 @@ impl ThreadIndex for Dir {
         index_db::active(&self.root)
     }
 
-    fn archived(&self) -> Result<Vec<Archived>, IndexError> {
+    fn archived(&self) -> Result<Vec<ArchivedThread>, IndexError> {
         index_db::archived(&self.root)
     }
 
@@ -229,7 +210,7 @@ impl ThreadIndex for Dir {
     }
 
     fn scan(&self, scan: &Scan, each: &mut dyn FnMut(IndexRow) -> bool) -> Result<(), IndexError> {
-        index_db::scan(&self.root, scan, |row| each(row.into()))
+        index_db::scan(&self.root, scan, each)
     }
 
     fn note_derived(&self, learned: &[(String, Hash, u64, Option<String>)]) {
@@ -278,7 +259,7 @@ impl ThreadIndex for Dir {
     fn prune_logs(&self, cut: u64, dry_run: bool) -> Result<Pruned, IndexError> {
         let mut pruned = Pruned::default();
         for archived in index_db::archived(&self.root)? {
-            if archived.completed_at >= cut {
+            if archived.completed_ms >= cut {
                 continue;
             }
             // The thread's log and event feed (`RunFiles::log` and `RunFiles::events`).
@@ -345,25 +326,20 @@ impl ThreadIndex for Dir {
                     thread: id.clone(),
                     reason,
                 })?;
-            active.push(CopiedThread {
+            active.push(ActiveThread {
                 parent: parent(&id),
                 id,
                 workflow,
                 head,
                 started_ms: Some(started),
+                // A copy does not carry the run queue.
+                queued: false,
             });
         }
-        let archived = crate::engine::storage::threads::read_history(root)?
-            .into_iter()
-            .map(|a| ArchivedThread {
-                parent: parent(&a.thread),
-                thread: a.thread,
-                workflow: a.workflow,
-                head: a.head,
-                status: a.status,
-                completed_ms: i64::try_from(a.completed_at).unwrap_or(i64::MAX),
-            })
-            .collect();
+        let mut archived = crate::engine::storage::threads::read_history(root)?;
+        for a in &mut archived {
+            a.parent = parent(&a.thread);
+        }
         // What the rows know beyond heads (an archived thread's next role follows from its
         // status, so only active threads' is kept).
         let mut known = HashMap::new();
@@ -395,7 +371,7 @@ impl ThreadIndex for Dir {
                 workflow: a.workflow,
                 head: a.head,
                 parent: a.parent.clone(),
-                archived: Some((a.status.clone(), u64::try_from(a.completed_ms).unwrap_or(0))),
+                archived: Some((a.status.clone(), a.completed_ms)),
                 steps: known.get(&a.thread).map(|f| f.steps),
                 next: None,
                 // Filled by the first search (`index_db::search`).
@@ -428,7 +404,7 @@ impl ThreadIndex for Dir {
 
 /// The workflow and start time of the thread at `head` (a step or its start node), from its
 /// start node; a reason in words when `head` is not one of those.
-fn start_of(nodes: &dyn Nodes, head: Hash) -> Result<(Hash, i64), String> {
+fn start_of(nodes: &dyn Nodes, head: Hash) -> Result<(Hash, u64), String> {
     let get = |hash: Hash| nodes.read(hash).map_err(|e| e.to_string());
     let mut node = get(head)?;
     if node.type_hash == builtin::hash_of("step") {
@@ -443,7 +419,7 @@ fn start_of(nodes: &dyn Nodes, head: Hash) -> Result<(Hash, i64), String> {
         ));
     }
     let workflow = ref_field(&node, "workflow")?;
-    Ok((workflow, i64::try_from(node.timestamp).unwrap_or(i64::MAX)))
+    Ok((workflow, node.timestamp))
 }
 
 /// A `cas_ref` field of a node's payload.

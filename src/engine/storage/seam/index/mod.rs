@@ -4,15 +4,14 @@
 //! store's implementation (`index.db` and files under the root) is `dir.rs`, PostgreSQL's is
 //! `pg.rs`. Only [`open`] knows which a root uses.
 
-use std::collections::HashMap;
 use std::path::Path;
 
 use crate::cas::gc::{GcOptions, GcReport};
 use crate::cas::{Hash, Store};
 use crate::engine::storage::Backend;
-use crate::engine::storage::index_db::{NewRow, Scan};
-use crate::engine::storage::index_files::{Archived, Entry, IndexError, Registry, Threads};
-use crate::pg::{ArchivedThread, CopiedThread, Occupancy, RowFacts};
+use crate::engine::storage::index_db::Scan;
+use crate::engine::storage::index_files::{IndexError, Registry, Threads};
+use crate::pg::{ArchivedThread, Entry, Exported, IndexRow, NewThread, Occupancy, Successor};
 
 use super::nodes::{MaintenanceError, Nodes};
 use super::records::ThreadRecords;
@@ -22,8 +21,9 @@ mod nodes;
 mod pg;
 mod state;
 
-pub use nodes::{Condition, Derived, GcError, NodeCheck, NodeTable, Pruned};
-pub use state::{REBASED, State, Successor, ThreadIndexError, is_archived_status};
+pub(crate) use nodes::{GcError, NodeCheck, Pruned};
+pub(crate) use state::is_archived_status;
+pub use state::{REBASED, State, ThreadIndexError};
 
 /// Thread rows, heads and their compare-and-set, archive, rebase and listing, over one root.
 ///
@@ -40,8 +40,8 @@ pub trait ThreadIndex: Send + Sync {
     /// Active threads whose head is `head`.
     fn active_at(&self, head: Hash) -> Result<Vec<String>, ThreadIndexError>;
 
-    /// Registers a new active thread.
-    fn add(&self, row: &NewRow<'_>) -> Result<(), ThreadIndexError>;
+    /// Registers a new active thread (on the run queue if it says so).
+    fn add(&self, row: &NewThread<'_>) -> Result<(), ThreadIndexError>;
 
     /// Moves an active thread's head from `expected` to `new` (with the role picked at `new`,
     /// when known), or fails naming where it is if it moved meanwhile or was archived.
@@ -55,7 +55,7 @@ pub trait ThreadIndex: Send + Sync {
 
     /// Archives an active thread at its current head with `status` (`done` or `killed`) and
     /// takes it off the run queue.
-    fn archive(&self, id: &str, status: &str) -> Result<Archived, ThreadIndexError>;
+    fn archive(&self, id: &str, status: &str) -> Result<ArchivedThread, ThreadIndexError>;
 
     /// Archives thread `id`, still at `head`, as rebased onto `new`, which enters the index
     /// with `id` as its parent, both or neither; `None` when `id` is no longer active at `head`.
@@ -64,7 +64,7 @@ pub trait ThreadIndex: Send + Sync {
         id: &str,
         head: Hash,
         new: &Successor<'_>,
-    ) -> Result<Option<Archived>, ThreadIndexError>;
+    ) -> Result<Option<ArchivedThread>, ThreadIndexError>;
 
     /// The thread that thread `id` was rebased onto, if it was.
     fn successor(&self, id: &str) -> Result<Option<String>, ThreadIndexError>;
@@ -86,7 +86,7 @@ pub trait ThreadIndex: Send + Sync {
     fn active(&self) -> Result<Threads, IndexError>;
 
     /// Every archived thread, in the order they ended.
-    fn archived(&self) -> Result<Vec<Archived>, IndexError>;
+    fn archived(&self) -> Result<Vec<ArchivedThread>, IndexError>;
 
     /// Every thread, active and archived, with its workflow.
     fn entries(&self) -> Result<Vec<Entry>, IndexError>;
@@ -154,34 +154,6 @@ pub trait ThreadIndex: Send + Sync {
     /// Whether other machines move these heads too (a shared database): a step recorded on
     /// this machine may have been overtaken by one taken elsewhere.
     fn shared(&self) -> bool;
-}
-
-/// One row of the index, as listing needs it.
-#[derive(Debug, Clone)]
-pub struct IndexRow {
-    pub id: String,
-    pub workflow: Hash,
-    pub head: Hash,
-    /// `active` (or PostgreSQL's `failed`/`awaiting`), `done`, `killed` or `rebased`.
-    pub status: String,
-    pub steps: Option<u64>,
-    pub next: Option<String>,
-    pub error: Option<String>,
-    /// The question waited on (JSON).
-    pub awaiting: Option<String>,
-    /// Whether a step holds it, when the index knows (PostgreSQL's leases).
-    pub running: Option<bool>,
-    pub updated_ms: u64,
-    pub parent: Option<String>,
-}
-
-/// Every thread of a store, in the form both backends map onto (what `uwf store copy` moves).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Exported {
-    pub active: Vec<CopiedThread>,
-    pub archived: Vec<ArchivedThread>,
-    /// What rows know beyond heads (steps, an active thread's next role), by thread.
-    pub known: HashMap<String, RowFacts>,
 }
 
 /// Why the threads of an index could not be read whole.

@@ -5,9 +5,7 @@ use crate::advice::Advice;
 use crate::cas::StoreError;
 use crate::engine::storage::index_files::IndexError;
 
-pub use crate::engine::storage::seam::nodes::{
-    Condition, Derived, MaintenanceError, NodeCheck, NodeTable,
-};
+pub(crate) use crate::engine::storage::seam::nodes::{MaintenanceError, NodeCheck};
 
 /// Why a collection stopped before removing anything it should not.
 #[derive(Debug, thiserror::Error)]

@@ -7,17 +7,16 @@ use std::sync::Arc;
 
 use crate::cas::gc::{GcOptions, GcReport};
 use crate::cas::{Hash, Store};
-use crate::engine::storage::index_db::{NewRow, Scan, search_text};
-use crate::engine::storage::index_files::{
-    self, Archived, Entry, IndexError, Registry, Threads, archived_of,
-};
+use crate::engine::storage::index_db::Scan;
+use crate::engine::storage::index_files::{self, IndexError, Registry, Threads};
 use crate::pg::{
-    CopiedThread, ListPage, ListedRow, NewThread, Occupancy, PgError, PgStore, ThreadState,
+    ArchivedThread, Entry, Exported, IndexRow, ListPage, NewThread, Occupancy, PgError, PgStore,
+    Successor, ThreadState, search_text,
 };
 
 use super::{
-    ExportError, Exported, GcError, IndexRow, MaintenanceError, NodeCheck, Nodes, Pruned, State,
-    Successor, ThreadIndex, ThreadIndexError, ThreadRecords, is_archived_status,
+    ExportError, GcError, MaintenanceError, NodeCheck, Nodes, Pruned, State, ThreadIndex,
+    ThreadIndexError, ThreadRecords,
 };
 use crate::engine::storage::seam::nodes::PgNodes;
 use crate::engine::storage::seam::nodes::upkeep::{check_nodes, collect_garbage};
@@ -61,35 +60,11 @@ fn thread_error(id: &str, e: PgError) -> ThreadIndexError {
     }
 }
 
-impl From<ListedRow> for IndexRow {
-    fn from(r: ListedRow) -> IndexRow {
-        let archived = is_archived_status(&r.status);
-        IndexRow {
-            id: r.id,
-            workflow: r.workflow,
-            head: r.head,
-            // Failed and awaiting are told by the error and question columns.
-            status: if archived {
-                r.status
-            } else {
-                "active".to_owned()
-            },
-            steps: r.steps,
-            next: r.next,
-            error: r.error,
-            awaiting: r.awaiting,
-            running: Some(r.running),
-            updated_ms: u64::try_from(r.updated_ms).unwrap_or(0),
-            parent: r.parent,
-        }
-    }
-}
-
 impl ThreadIndex for Pg {
     fn state(&self, id: &str) -> Result<State, ThreadIndexError> {
         match self.pg.thread(id) {
             Ok(ThreadState::Active(t)) => Ok(State::Active { head: t.head }),
-            Ok(ThreadState::Archived(a)) => Ok(State::Archived(archived_of(a))),
+            Ok(ThreadState::Archived(a)) => Ok(State::Archived(a)),
             Err(PgError::UnknownThread(_)) => Err(ThreadIndexError::Unknown(id.to_owned())),
             Err(e) => Err(IndexError::from(e).into()),
         }
@@ -110,18 +85,9 @@ impl ThreadIndex for Pg {
             .collect())
     }
 
-    fn add(&self, row: &NewRow<'_>) -> Result<(), ThreadIndexError> {
-        let thread = NewThread {
-            id: row.id,
-            workflow: row.workflow,
-            head: row.head,
-            parent: row.parent,
-            queued: false,
-            steps: row.steps,
-            prompt: row.prompt.map(search_text),
-        };
+    fn add(&self, row: &NewThread<'_>) -> Result<(), ThreadIndexError> {
         self.pg
-            .add_thread(&thread)
+            .add_thread(row)
             .map_err(|e| IndexError::from(e).into())
     }
 
@@ -153,9 +119,9 @@ impl ThreadIndex for Pg {
         })
     }
 
-    fn archive(&self, id: &str, status: &str) -> Result<Archived, ThreadIndexError> {
+    fn archive(&self, id: &str, status: &str) -> Result<ArchivedThread, ThreadIndexError> {
         match self.pg.archive(id, status) {
-            Ok(a) => Ok(archived_of(a)),
+            Ok(a) => Ok(a),
             Err(PgError::Archived { id, status }) => Err(ThreadIndexError::Archived {
                 id,
                 status,
@@ -171,21 +137,10 @@ impl ThreadIndex for Pg {
         id: &str,
         head: Hash,
         new: &Successor<'_>,
-    ) -> Result<Option<Archived>, ThreadIndexError> {
-        let thread = NewThread {
-            id: new.id,
-            workflow: new.workflow,
-            head: new.head,
-            parent: Some(id),
-            queued: false,
-            steps: Some(new.steps),
-            prompt: Some(search_text(new.prompt)),
-        };
-        Ok(self
-            .pg
-            .rebase(id, head, &thread)
-            .map_err(|e| thread_error(id, e))?
-            .map(archived_of))
+    ) -> Result<Option<ArchivedThread>, ThreadIndexError> {
+        self.pg
+            .rebase(id, head, new)
+            .map_err(|e| thread_error(id, e))
     }
 
     fn successor(&self, id: &str) -> Result<Option<String>, ThreadIndexError> {
@@ -235,34 +190,12 @@ impl ThreadIndex for Pg {
             .collect())
     }
 
-    fn archived(&self) -> Result<Vec<Archived>, IndexError> {
-        Ok(self
-            .pg
-            .archived_threads()?
-            .into_iter()
-            .map(archived_of)
-            .collect())
+    fn archived(&self) -> Result<Vec<ArchivedThread>, IndexError> {
+        Ok(self.pg.archived_threads()?)
     }
 
     fn entries(&self) -> Result<Vec<Entry>, IndexError> {
-        let mut out: Vec<Entry> = self
-            .pg
-            .archived_threads()?
-            .into_iter()
-            .map(|a| Entry {
-                id: a.thread,
-                workflow: a.workflow,
-                head: a.head,
-                archived: Some(a.status),
-            })
-            .collect();
-        out.extend(self.pg.active_threads(None)?.into_iter().map(|t| Entry {
-            id: t.id,
-            workflow: t.workflow,
-            head: t.head,
-            archived: None,
-        }));
-        Ok(out)
+        Ok(self.pg.entries()?)
     }
 
     fn thread_workflows(&self) -> Result<Vec<Hash>, IndexError> {
@@ -286,7 +219,7 @@ impl ThreadIndex for Pg {
             let full = page.len() == PAGE;
             before = page.last().map(|r| r.id.clone());
             for row in page {
-                if !each(row.into()) {
+                if !each(row) {
                     return Ok(());
                 }
             }
@@ -356,31 +289,15 @@ impl ThreadIndex for Pg {
         _records: &dyn ThreadRecords,
         _nodes: &dyn Nodes,
     ) -> Result<Exported, ExportError> {
-        let mut starts = self.pg.thread_starts().map_err(IndexError::from)?;
-        let active = self
-            .pg
-            .active_threads(None)
-            .map_err(IndexError::from)?
-            .into_iter()
-            .map(|t| CopiedThread {
-                started_ms: starts.remove(&t.id),
-                id: t.id,
-                workflow: t.workflow,
-                head: t.head,
-                parent: t.parent,
-            })
-            .collect();
         Ok(Exported {
-            active,
+            active: self.pg.active_threads(None).map_err(IndexError::from)?,
             archived: self.pg.archived_threads().map_err(IndexError::from)?,
             known: self.pg.row_facts().map_err(IndexError::from)?,
         })
     }
 
     fn import_threads(&self, threads: &Exported) -> Result<Result<(), Occupancy>, IndexError> {
-        Ok(self
-            .pg
-            .insert_copied_threads(&threads.active, &threads.archived, &threads.known)?)
+        Ok(self.pg.insert_copied_threads(threads)?)
     }
 
     fn shared(&self) -> bool {

@@ -4,7 +4,8 @@
 
 use crate::advice::Advice;
 use crate::cas::Hash;
-use crate::engine::storage::index_files::{Archived, IndexError};
+use crate::engine::storage::index_files::IndexError;
+use crate::pg::ArchivedThread;
 
 /// Errors of the thread index.
 #[derive(Debug, thiserror::Error)]
@@ -72,7 +73,7 @@ impl Advice for ThreadIndexError {
 pub const REBASED: &str = "rebased";
 
 /// Whether `status` is an archived thread's: `done`, `killed` or [`REBASED`].
-pub fn is_archived_status(status: &str) -> bool {
+pub(crate) fn is_archived_status(status: &str) -> bool {
     matches!(status, "done" | "killed" | REBASED)
 }
 
@@ -80,17 +81,5 @@ pub fn is_archived_status(status: &str) -> bool {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum State {
     Active { head: Hash },
-    Archived(Archived),
-}
-
-/// A thread that takes the place of a rebased one: its id, workflow version, head
-/// and number of steps.
-#[derive(Debug, Clone, Copy)]
-pub struct Successor<'a> {
-    pub id: &'a str,
-    pub workflow: Hash,
-    pub head: Hash,
-    pub steps: u64,
-    /// Its start prompt (what a search of the index reads).
-    pub prompt: &'a str,
+    Archived(ArchivedThread),
 }

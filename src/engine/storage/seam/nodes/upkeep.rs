@@ -35,7 +35,7 @@ const BATCH: usize = 1000;
 
 /// Collects the garbage of `nodes`, whose local files (the nodes themselves, or their cache)
 /// are `store`'s. `roots` reads the roots once this machine's writers are held off.
-pub fn collect_garbage<E: From<MaintenanceError>>(
+pub(crate) fn collect_garbage<E: From<MaintenanceError>>(
     store: &Store,
     nodes: &dyn Nodes,
     roots: impl FnOnce() -> Result<Vec<Hash>, E>,
@@ -125,7 +125,7 @@ struct Rows {
 
 /// Re-hashes and checks every node of `nodes`, then the local cache if it is one (see the
 /// module doc); the result's table is what the walk from the roots reads.
-pub fn check_nodes<'a>(
+pub(crate) fn check_nodes<'a>(
     store: &'a Store,
     nodes: Box<dyn Nodes + 'a>,
 ) -> Result<NodeCheck<'a>, MaintenanceError> {

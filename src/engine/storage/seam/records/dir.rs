@@ -14,28 +14,28 @@ use super::{Fork, ParentLink, ThreadContext, ThreadRecords};
 use crate::engine::storage::index_files::{self, IndexError};
 
 /// Where a directory store keeps the context of thread `id`.
-pub fn context_path(root: &Path, id: &str) -> PathBuf {
+pub(crate) fn context_path(root: &Path, id: &str) -> PathBuf {
     root.join("runs").join(format!("{id}.context.json"))
 }
 
 /// The forks file under `root`.
-pub fn forks_path(root: &Path) -> PathBuf {
+pub(crate) fn forks_path(root: &Path) -> PathBuf {
     root.join("forks.jsonl")
 }
 
 /// Where a directory store keeps the parent link of `child`.
-pub fn parent_path(root: &Path, child: &str) -> PathBuf {
+pub(crate) fn parent_path(root: &Path, child: &str) -> PathBuf {
     root.join("runs").join(format!("{child}.parent.json"))
 }
 
 /// Where a directory store lists the children of `parent`.
-pub fn children_path(root: &Path, parent: &str) -> PathBuf {
+pub(crate) fn children_path(root: &Path, parent: &str) -> PathBuf {
     root.join("runs").join(format!("{parent}.children"))
 }
 
 /// Every fork in `forks.jsonl` under `root`, oldest first (lines that do not parse, such as a
 /// torn last line, are skipped).
-pub fn read_forks(root: &Path) -> Result<Vec<Fork>, IndexError> {
+pub(crate) fn read_forks(root: &Path) -> Result<Vec<Fork>, IndexError> {
     let path = forks_path(root);
     let text = match std::fs::read_to_string(&path) {
         Ok(text) => text,
@@ -49,13 +49,13 @@ pub fn read_forks(root: &Path) -> Result<Vec<Fork>, IndexError> {
 }
 
 /// The parent link in `runs/<child>.parent.json` under `root`.
-pub fn read_parent(root: &Path, child: &str) -> Option<ParentLink> {
+pub(crate) fn read_parent(root: &Path, child: &str) -> Option<ParentLink> {
     let bytes = std::fs::read(parent_path(root, child)).ok()?;
     serde_json::from_slice(&bytes).ok()
 }
 
 /// The children listed in `runs/<parent>.children` under `root`, oldest first.
-pub fn read_children(root: &Path, parent: &str) -> Vec<String> {
+pub(crate) fn read_children(root: &Path, parent: &str) -> Vec<String> {
     std::fs::read_to_string(children_path(root, parent))
         .map(|text| {
             text.lines()

@@ -15,7 +15,7 @@ use crate::cas::Hash;
 use crate::engine::storage::Backend;
 use crate::engine::storage::index_files::IndexError;
 
-pub mod dir;
+pub(crate) mod dir;
 mod pg;
 
 /// The agent a role is bound to, as resolved when the binding was made.

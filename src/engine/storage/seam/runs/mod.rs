@@ -33,32 +33,32 @@ impl RunPaths {
     }
 
     /// The thread these files are of.
-    pub fn id(&self) -> &str {
+    pub(crate) fn id(&self) -> &str {
         &self.id
     }
 
     /// The storage root these files are under.
-    pub fn root(&self) -> &Path {
+    pub(crate) fn root(&self) -> &Path {
         &self.root
     }
 
     /// The thread's run file with `suffix` (`runs/<id>.<suffix>`).
-    pub fn file(&self, suffix: &str) -> PathBuf {
+    pub(crate) fn file(&self, suffix: &str) -> PathBuf {
         self.dir.join(format!("{}.{suffix}", self.id))
     }
 
     /// The agent's stderr of the running or last step.
-    pub fn log(&self) -> PathBuf {
+    pub(crate) fn log(&self) -> PathBuf {
         self.file("log")
     }
 
     /// The thread's change feed: one JSON line per step event.
-    pub fn events(&self) -> PathBuf {
+    pub(crate) fn events(&self) -> PathBuf {
         self.file("events")
     }
 
     /// The log or the event feed.
-    pub fn text(&self, file: RunFileKind) -> PathBuf {
+    pub(crate) fn text(&self, file: RunFileKind) -> PathBuf {
         match file {
             RunFileKind::Log => self.log(),
             RunFileKind::Events => self.events(),
@@ -66,22 +66,22 @@ impl RunPaths {
     }
 
     /// The last failure on this thread, as text.
-    pub fn error(&self) -> PathBuf {
+    pub(crate) fn error(&self) -> PathBuf {
         self.file("error")
     }
 
     /// The last step attempt's outcome as JSON.
-    pub fn last(&self) -> PathBuf {
+    pub(crate) fn last(&self) -> PathBuf {
         self.file("last.json")
     }
 
     /// The running step's record.
-    pub fn run(&self) -> PathBuf {
+    pub(crate) fn run(&self) -> PathBuf {
         self.file("run.json")
     }
 
     /// The question the thread waits on.
-    pub fn awaiting(&self) -> PathBuf {
+    pub(crate) fn awaiting(&self) -> PathBuf {
         self.file("awaiting.json")
     }
 }
@@ -145,7 +145,7 @@ pub trait RunLog: Send + Sync {
 
 /// The run log of this machine's files alone: what readers fall back to when a root's backend
 /// cannot be opened.
-pub fn local() -> &'static dyn RunLog {
+pub(crate) fn local() -> &'static dyn RunLog {
     &dir::Dir
 }
 
