@@ -16,7 +16,7 @@ use crate::engine::knowledge::vectors::Embeddings;
 use crate::engine::knowledge::{index::Index, manifest, sync};
 
 #[derive(Debug, Subcommand)]
-pub enum KnowledgeCommand {
+pub(super) enum KnowledgeCommand {
     /// Index the repository's changed files (those its knowledge.yaml includes)
     #[command(
         after_help = "The repository is the nearest directory at or above --repo (default: here) \
@@ -64,7 +64,7 @@ Examples:\n  uwf knowledge forget\n  uwf knowledge forget /home/me/src/old-check
 }
 
 #[derive(Debug, Args)]
-pub struct QueryArgs {
+pub(super) struct QueryArgs {
     /// What to look for, in words
     text: String,
     /// A directory in the repository to search (default: the current one)
@@ -79,7 +79,7 @@ pub struct QueryArgs {
     limit: u64,
 }
 
-pub fn run(cmd: KnowledgeCommand, root: &Path, out: &mut Out) -> CliResult<()> {
+pub(super) fn run(cmd: KnowledgeCommand, root: &Path, out: &mut Out) -> CliResult<()> {
     match cmd {
         KnowledgeCommand::Sync { repo } => sync_repo(root, repo, out),
         KnowledgeCommand::Query(args) => query(root, args, out),

@@ -9,7 +9,6 @@ mod cas;
 mod error;
 mod eval;
 mod export;
-#[allow(unreachable_pub)]
 mod knowledge;
 mod live;
 mod mount;

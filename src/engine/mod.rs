@@ -27,7 +27,6 @@ pub(crate) mod chain;
 pub mod config;
 pub mod cycle;
 pub(crate) mod input;
-#[allow(unreachable_pub)]
 pub mod knowledge;
 pub(crate) mod llm;
 pub mod storage;

@@ -20,7 +20,7 @@ const DEFAULT_LIMIT: usize = 5;
 const MAX_LIMIT: usize = 20;
 
 /// The index of one repository, for one agent run.
-pub struct KnowledgeTool {
+pub(crate) struct KnowledgeTool {
     root: PathBuf,
     repo: PathBuf,
     embeddings: Option<Embeddings>,
@@ -29,7 +29,11 @@ pub struct KnowledgeTool {
 impl KnowledgeTool {
     /// The tool for `workdir`'s repository, when it is indexed under `root`. An embedding model
     /// that cannot be reached leaves the ranking lexical.
-    pub fn for_workdir(root: &Path, workdir: &Path, config: &Config) -> Option<KnowledgeTool> {
+    pub(crate) fn for_workdir(
+        root: &Path,
+        workdir: &Path,
+        config: &Config,
+    ) -> Option<KnowledgeTool> {
         let repo = search::indexed_repo(root, workdir)?;
         Some(KnowledgeTool {
             root: root.to_owned(),
@@ -39,7 +43,7 @@ impl KnowledgeTool {
     }
 
     /// The tool's definition for the model.
-    pub fn definition() -> Value {
+    pub(crate) fn definition() -> Value {
         client::function_tool(
             "knowledge",
             "Search the project's indexed documents and code by meaning and words; returns the best passages with their file and lines.",
@@ -51,7 +55,7 @@ impl KnowledgeTool {
     }
 
     /// Runs one call.
-    pub fn call(&self, args: &Value) -> Result<String, ToolError> {
+    pub(crate) fn call(&self, args: &Value) -> Result<String, ToolError> {
         let query = args
             .get("query")
             .and_then(Value::as_str)
@@ -79,7 +83,7 @@ impl KnowledgeTool {
 /// `uwf agent prompt --knowledge N`: a `## Project knowledge` section with the `n` passages of
 /// `dir`'s repository that best match `task`. Fails when the repository has no knowledge.yaml
 /// or was never synced, since the caller asked for the section by name.
-pub fn prompt_section(
+pub(crate) fn prompt_section(
     root: &Path,
     dir: &Path,
     task: &str,

@@ -23,7 +23,6 @@ pub(crate) mod builtin;
 pub(crate) mod extract;
 pub(crate) mod in_process;
 pub(crate) mod interrupt;
-#[allow(unreachable_pub)]
 pub(crate) mod knowledge_tool;
 pub(crate) mod llm;
 pub(crate) mod minimal;

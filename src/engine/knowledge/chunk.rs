@@ -10,15 +10,15 @@
 use super::symbols::{self, Lang};
 
 /// Chunks are packed up to about this many bytes.
-pub const TARGET_BYTES: usize = 1500;
+pub(crate) const TARGET_BYTES: usize = 1500;
 /// No chunk's text is longer than this: a longer line is cut into pieces of at most this.
-pub const MAX_BYTES: usize = 2200;
+pub(crate) const MAX_BYTES: usize = 2200;
 /// In code, a definition starts a new chunk once the current one holds this many bytes.
 const MIN_BYTES: usize = 400;
 
 /// A piece of a file.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Chunk {
+pub(crate) struct Chunk {
     /// The first line, counted from 1.
     pub start: usize,
     /// The last line (inclusive).
@@ -32,7 +32,7 @@ pub struct Chunk {
 }
 
 /// Whether a file is chunked as Markdown.
-pub fn is_markdown(path: &str) -> bool {
+pub(crate) fn is_markdown(path: &str) -> bool {
     let lower = path.to_ascii_lowercase();
     [".md", ".markdown", ".mdx"]
         .iter()
@@ -41,7 +41,7 @@ pub fn is_markdown(path: &str) -> bool {
 
 /// Why a file is not worth indexing, if it is not: `minified` (a bundle or map, or text whose
 /// lines average over 1,000 bytes) or `generated` (says so in its first lines).
-pub fn unfit(path: &str, text: &str) -> Option<&'static str> {
+pub(crate) fn unfit(path: &str, text: &str) -> Option<&'static str> {
     let lower = path.to_ascii_lowercase();
     if [".min.js", ".min.css", ".js.map", ".css.map"]
         .iter()
@@ -66,7 +66,7 @@ pub fn unfit(path: &str, text: &str) -> Option<&'static str> {
 }
 
 /// The chunks of a file's text.
-pub fn chunks(path: &str, text: &str) -> Vec<Chunk> {
+pub(crate) fn chunks(path: &str, text: &str) -> Vec<Chunk> {
     let lines: Vec<&str> = text.lines().collect();
     let lang = symbols::lang(path);
     let (sections, fenced) = if is_markdown(path) {

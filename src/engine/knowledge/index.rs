@@ -25,7 +25,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::KnowledgeError;
 
 /// The file's name under the storage root.
-pub const FILE_NAME: &str = "knowledge.db";
+pub(crate) const FILE_NAME: &str = "knowledge.db";
 
 /// The layout's version (`pragma user_version`). An index of another layout is derived data:
 /// it is dropped, and the next sync makes it again.
@@ -54,7 +54,7 @@ create table if not exists vectors(
 
 /// Where a chunk is.
 #[derive(Debug, Clone)]
-pub struct Stored {
+pub(crate) struct Stored {
     pub repo: String,
     pub path: String,
     pub start: usize,
@@ -66,7 +66,7 @@ pub struct Stored {
 /// One repository's numbers, for `knowledge status` and `doctor`.
 #[derive(Debug, Clone, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct RepoState {
+pub(crate) struct RepoState {
     pub path: String,
     pub files: u64,
     pub chunks: u64,
@@ -77,14 +77,14 @@ pub struct RepoState {
 }
 
 /// An open index.
-pub struct Index {
+pub(crate) struct Index {
     conn: Connection,
     path: PathBuf,
 }
 
 impl Index {
     /// Opens the index under `root`, creating it when missing.
-    pub fn create(root: &Path) -> Result<Index, KnowledgeError> {
+    pub(crate) fn create(root: &Path) -> Result<Index, KnowledgeError> {
         std::fs::create_dir_all(root).map_err(|source| KnowledgeError::Read {
             path: root.to_owned(),
             source,
@@ -93,7 +93,7 @@ impl Index {
     }
 
     /// Opens the index under `root`; `None` when nothing was ever indexed there.
-    pub fn existing(root: &Path) -> Result<Option<Index>, KnowledgeError> {
+    pub(crate) fn existing(root: &Path) -> Result<Option<Index>, KnowledgeError> {
         let path = root.join(FILE_NAME);
         if !path.exists() {
             return Ok(None);
@@ -133,7 +133,7 @@ impl Index {
     }
 
     /// The row id of a repository, added when new.
-    pub fn repo_id(&self, repo: &str) -> Result<i64, KnowledgeError> {
+    pub(crate) fn repo_id(&self, repo: &str) -> Result<i64, KnowledgeError> {
         self.conn
             .execute("insert or ignore into repos(path) values (?1)", [repo])
             .map_err(self.err())?;
@@ -143,7 +143,7 @@ impl Index {
     }
 
     /// The row id of an indexed repository.
-    pub fn find_repo(&self, repo: &str) -> Result<Option<i64>, KnowledgeError> {
+    pub(crate) fn find_repo(&self, repo: &str) -> Result<Option<i64>, KnowledgeError> {
         self.conn
             .query_row("select id from repos where path = ?1", [repo], |r| r.get(0))
             .optional()
@@ -151,7 +151,7 @@ impl Index {
     }
 
     /// File path → content hash, as last indexed.
-    pub fn file_hashes(&self, repo: i64) -> Result<HashMap<String, String>, KnowledgeError> {
+    pub(crate) fn file_hashes(&self, repo: i64) -> Result<HashMap<String, String>, KnowledgeError> {
         let mut stmt = self
             .conn
             .prepare("select path, hash from files where repo = ?1")
@@ -163,7 +163,7 @@ impl Index {
     }
 
     /// Runs `f` in one transaction (all of a sync's changes land together or not at all).
-    pub fn transaction<T>(
+    pub(crate) fn transaction<T>(
         &mut self,
         f: impl FnOnce(&Writer<'_>) -> Result<T, KnowledgeError>,
     ) -> Result<T, KnowledgeError> {
@@ -178,7 +178,7 @@ impl Index {
     }
 
     /// The average chunk length of a repository, and the one its weights were computed with.
-    pub fn lengths(&self, repo: i64) -> Result<(f32, f32), KnowledgeError> {
+    pub(crate) fn lengths(&self, repo: i64) -> Result<(f32, f32), KnowledgeError> {
         self.conn
             .query_row(
                 "select coalesce((select avg(length) from chunks where repo = ?1), 0), avgdl \
@@ -190,7 +190,7 @@ impl Index {
     }
 
     /// How many chunks a repository has.
-    pub fn chunk_count(&self, repo: i64) -> Result<usize, KnowledgeError> {
+    pub(crate) fn chunk_count(&self, repo: i64) -> Result<usize, KnowledgeError> {
         self.conn
             .query_row("select count(*) from chunks where repo = ?1", [repo], |r| {
                 r.get::<_, i64>(0)
@@ -200,7 +200,7 @@ impl Index {
     }
 
     /// (id, indexed text) of a repository's chunks; only those without weights unless `all`.
-    pub fn texts(&self, repo: i64, all: bool) -> Result<Vec<(u32, String)>, KnowledgeError> {
+    pub(crate) fn texts(&self, repo: i64, all: bool) -> Result<Vec<(u32, String)>, KnowledgeError> {
         let sql = if all {
             "select c.id, c.path, c.title, c.symbols, t.text from chunks c \
              join texts t on t.id = c.id where c.repo = ?1"
@@ -224,7 +224,7 @@ impl Index {
 
     /// (hash, where, indexed text) of the chunks in `repo` without a vector of `model`, one
     /// per distinct text; `where` is `file:first-last`.
-    pub fn unembedded(
+    pub(crate) fn unembedded(
         &self,
         repo: i64,
         model: &str,
@@ -253,7 +253,11 @@ impl Index {
     }
 
     /// The stored vector of `model` for a text hash (see [`super::vectors::encode`]).
-    pub fn vector(&self, model: &str, hash: &str) -> Result<Option<Vec<u8>>, KnowledgeError> {
+    pub(crate) fn vector(
+        &self,
+        model: &str,
+        hash: &str,
+    ) -> Result<Option<Vec<u8>>, KnowledgeError> {
         self.conn
             .query_row(
                 "select vector from vectors where model = ?1 and hash = ?2",
@@ -265,7 +269,7 @@ impl Index {
     }
 
     /// Stores vectors of `model` by text hash.
-    pub fn put_vectors(
+    pub(crate) fn put_vectors(
         &mut self,
         model: &str,
         vectors: &[(String, Vec<u8>)],
@@ -284,7 +288,7 @@ impl Index {
 
     /// Every chunk in scope (one repository, or all) as its id, term weights, file path,
     /// defined names and title, to `each`.
-    pub fn scan_terms(
+    pub(crate) fn scan_terms(
         &self,
         repo: Option<i64>,
         mut each: impl FnMut(u32, &[u8], &str, &str, Option<&str>),
@@ -316,7 +320,7 @@ impl Index {
     }
 
     /// The repositories indexed here: (row id, path).
-    pub fn repos(&self) -> Result<Vec<(i64, String)>, KnowledgeError> {
+    pub(crate) fn repos(&self) -> Result<Vec<(i64, String)>, KnowledgeError> {
         let mut stmt = self
             .conn
             .prepare("select id, path from repos order by path")
@@ -328,7 +332,7 @@ impl Index {
     }
 
     /// File path → (size, modification time) as the last sync listed them.
-    pub fn stats(&self, repo: i64) -> Result<HashMap<String, (u64, i64)>, KnowledgeError> {
+    pub(crate) fn stats(&self, repo: i64) -> Result<HashMap<String, (u64, i64)>, KnowledgeError> {
         let mut stmt = self
             .conn
             .prepare("select path, size, mtime from stats where repo = ?1")
@@ -343,7 +347,7 @@ impl Index {
 
     /// Forgets a repository: its files, chunks and texts (vectors are shared by text, and stay
     /// cached). Whether it was indexed.
-    pub fn forget(&mut self, repo: &str) -> Result<bool, KnowledgeError> {
+    pub(crate) fn forget(&mut self, repo: &str) -> Result<bool, KnowledgeError> {
         let Some(id) = self.find_repo(repo)? else {
             return Ok(false);
         };
@@ -362,7 +366,7 @@ impl Index {
     }
 
     /// Where a chunk is, and its text.
-    pub fn stored(&self, id: u32) -> Result<(Stored, String), KnowledgeError> {
+    pub(crate) fn stored(&self, id: u32) -> Result<(Stored, String), KnowledgeError> {
         self.conn
             .query_row(
                 "select r.path, c.path, c.start_line, c.end_line, c.title, t.text, c.symbols \
@@ -387,7 +391,7 @@ impl Index {
     }
 
     /// Every vector of `model` for chunks in scope: (chunk id, vector bytes) to `each`.
-    pub fn scan_vectors(
+    pub(crate) fn scan_vectors(
         &self,
         repo: Option<i64>,
         model: &str,
@@ -414,7 +418,7 @@ impl Index {
     }
 
     /// Every indexed repository's numbers; `model` counts the chunks it has vectors for.
-    pub fn states(&self, model: Option<&str>) -> Result<Vec<RepoState>, KnowledgeError> {
+    pub(crate) fn states(&self, model: Option<&str>) -> Result<Vec<RepoState>, KnowledgeError> {
         let mut stmt = self
             .conn
             .prepare(
@@ -442,13 +446,13 @@ impl Index {
 }
 
 /// Writes inside one transaction.
-pub struct Writer<'a> {
+pub(crate) struct Writer<'a> {
     tx: &'a rusqlite::Transaction<'a>,
     path: &'a Path,
 }
 
 /// A chunk to store: where it is, its text, its text's hash and its length in terms.
-pub struct NewChunk<'a> {
+pub(crate) struct NewChunk<'a> {
     pub path: &'a str,
     pub start: usize,
     pub end: usize,
@@ -466,7 +470,7 @@ impl Writer<'_> {
     }
 
     /// Forgets a file and its chunks.
-    pub fn remove_file(&self, repo: i64, path: &str) -> Result<(), KnowledgeError> {
+    pub(crate) fn remove_file(&self, repo: i64, path: &str) -> Result<(), KnowledgeError> {
         self.tx
             .execute(
                 "delete from texts where id in (select id from chunks where repo = ?1 and path = ?2)",
@@ -489,7 +493,7 @@ impl Writer<'_> {
     }
 
     /// Records a file's hash (its chunks are added with [`Writer::add_chunk`]).
-    pub fn set_file(&self, repo: i64, path: &str, hash: &str) -> Result<(), KnowledgeError> {
+    pub(crate) fn set_file(&self, repo: i64, path: &str, hash: &str) -> Result<(), KnowledgeError> {
         self.tx
             .execute(
                 "insert or replace into files(repo, path, hash) values (?1, ?2, ?3)",
@@ -500,7 +504,7 @@ impl Writer<'_> {
     }
 
     /// Adds a chunk, without term weights yet.
-    pub fn add_chunk(&self, repo: i64, chunk: &NewChunk<'_>) -> Result<(), KnowledgeError> {
+    pub(crate) fn add_chunk(&self, repo: i64, chunk: &NewChunk<'_>) -> Result<(), KnowledgeError> {
         self.tx
             .execute(
                 "insert into chunks(repo, path, start_line, end_line, title, symbols, hash, \
@@ -527,7 +531,7 @@ impl Writer<'_> {
     }
 
     /// Stores a chunk's term weights.
-    pub fn set_terms(&self, id: u32, terms: &[u8]) -> Result<(), KnowledgeError> {
+    pub(crate) fn set_terms(&self, id: u32, terms: &[u8]) -> Result<(), KnowledgeError> {
         self.tx
             .execute(
                 "update chunks set terms = ?2 where id = ?1",
@@ -538,7 +542,7 @@ impl Writer<'_> {
     }
 
     /// Records the files a sync listed, with their sizes and modification times.
-    pub fn set_stats(
+    pub(crate) fn set_stats(
         &self,
         repo: i64,
         files: &[super::manifest::Listed],
@@ -558,7 +562,7 @@ impl Writer<'_> {
     }
 
     /// Records a finished sync and the average length the weights were computed with.
-    pub fn synced(&self, repo: i64, avgdl: f32, at_ms: u64) -> Result<(), KnowledgeError> {
+    pub(crate) fn synced(&self, repo: i64, avgdl: f32, at_ms: u64) -> Result<(), KnowledgeError> {
         self.tx
             .execute(
                 "update repos set avgdl = ?2, synced_ms = ?3 where id = ?1",
@@ -571,7 +575,7 @@ impl Writer<'_> {
 
 /// What is ranked and embedded for a chunk: its file's path and heading give the words of
 /// its context, then its own text. Its hash is the chunk's `hash`.
-pub fn indexed_text(path: &str, title: Option<&str>, text: &str) -> String {
+pub(crate) fn indexed_text(path: &str, title: Option<&str>, text: &str) -> String {
     match title {
         Some(title) => format!("{path}\n{title}\n{text}"),
         None => format!("{path}\n{text}"),
@@ -582,7 +586,7 @@ pub fn indexed_text(path: &str, title: Option<&str>, text: &str) -> String {
 /// the names it defines twice more (its title holds its definition too), so that a match in a
 /// path, a title or a definition weighs above a mere mention in the text (a simple form of
 /// BM25F's field weights).
-pub fn lexical_text(path: &str, title: Option<&str>, symbols: &str, text: &str) -> String {
+pub(crate) fn lexical_text(path: &str, title: Option<&str>, symbols: &str, text: &str) -> String {
     let indexed = indexed_text(path, title, text);
     if symbols.is_empty() {
         format!("{path}\n{indexed}")
@@ -592,7 +596,7 @@ pub fn lexical_text(path: &str, title: Option<&str>, symbols: &str, text: &str) 
 }
 
 /// A text's hash, as the store names nodes (XXH64 in Crockford Base32).
-pub fn text_hash(text: &str) -> String {
+pub(crate) fn text_hash(text: &str) -> String {
     crate::cas::Hash::of_bytes(text.as_bytes()).to_string()
 }
 

@@ -9,7 +9,7 @@
 use bm25::{Embedder, EmbedderBuilder, Embedding, Language, Scorer, TokenEmbedding, Tokenizer};
 
 /// The tokenizer: the crate's English tokenizer over the text with identifier parts added.
-pub struct Words(bm25::DefaultTokenizer);
+pub(crate) struct Words(bm25::DefaultTokenizer);
 
 impl Default for Words {
     fn default() -> Words {
@@ -51,7 +51,7 @@ fn with_identifier_parts(text: &str) -> String {
 /// The parts of one compound name (see [`joins`], and `camelCase`): `parseConfig` → parse,
 /// Config; `HTTPServer` → HTTP, Server (an acronym ends before the capital that starts a
 /// lowercase word); a plain word is its one part.
-pub fn identifier_parts(word: &str) -> Vec<String> {
+pub(crate) fn identifier_parts(word: &str) -> Vec<String> {
     let word = word.trim_matches(joins);
     let mut parts = Vec::new();
     let mut part = String::new();
@@ -81,7 +81,7 @@ pub fn identifier_parts(word: &str) -> Vec<String> {
 /// A name folded for comparing names: its parts ([`identifier_parts`]) lowercased and
 /// English-stemmed, run together. `load_dotenv`, `LoadDotenv` and `load-dotenv` are all
 /// `loaddotenv`; `fish_completions` and `fish completion` are both `fishcomplet`.
-pub fn fold_name(name: &str) -> String {
+pub(crate) fn fold_name(name: &str) -> String {
     let stemmer = rust_stemmers::Stemmer::create(rust_stemmers::Algorithm::English);
     identifier_parts(name)
         .iter()
@@ -90,12 +90,12 @@ pub fn fold_name(name: &str) -> String {
 }
 
 /// How many terms a text has (its BM25 document length).
-pub fn length(words: &Words, text: &str) -> usize {
+pub(crate) fn length(words: &Words, text: &str) -> usize {
     words.tokenize(text).len()
 }
 
 /// An embedder for a corpus whose average document length is `avgdl`.
-pub fn embedder(avgdl: f32) -> Embedder<u32, Words> {
+pub(crate) fn embedder(avgdl: f32) -> Embedder<u32, Words> {
     EmbedderBuilder::<u32, Words>::with_avgdl(avgdl.max(1.0))
         .tokenizer(Words::default())
         .build()
@@ -103,7 +103,7 @@ pub fn embedder(avgdl: f32) -> Embedder<u32, Words> {
 
 /// A text's term weights, one entry per distinct term, as stored bytes (little-endian
 /// `u32` term, `f32` weight pairs).
-pub fn encode(embedder: &Embedder<u32, Words>, text: &str) -> Vec<u8> {
+pub(crate) fn encode(embedder: &Embedder<u32, Words>, text: &str) -> Vec<u8> {
     let mut seen = std::collections::HashSet::new();
     let mut bytes = Vec::new();
     for TokenEmbedding { index, value } in embedder.embed(text).0 {
@@ -116,7 +116,7 @@ pub fn encode(embedder: &Embedder<u32, Words>, text: &str) -> Vec<u8> {
 }
 
 /// The terms of a query, as the stored weights name them.
-pub fn query_terms(query: &str) -> Vec<u32> {
+pub(crate) fn query_terms(query: &str) -> Vec<u32> {
     let mut terms: Vec<u32> = embedder(1.0).embed(query).indices().copied().collect();
     terms.sort_unstable();
     terms.dedup();
@@ -147,7 +147,7 @@ fn decode_only(weights: &[u8], terms: &[u32]) -> Embedding<u32> {
 /// weights of the query's terms, and a chunk with none of them as an empty document: the counts
 /// stay those of the whole scope, the scores are exactly those of whole chunks, and the work
 /// is a few entries per chunk instead of every term of every chunk.
-pub struct Ranking {
+pub(crate) struct Ranking {
     scorer: Scorer<u32, u32>,
     terms: Vec<u32>,
     query: Embedding<u32>,
@@ -158,7 +158,7 @@ pub struct Ranking {
 
 impl Ranking {
     /// A ranking for `query`.
-    pub fn new(query: &str) -> Ranking {
+    pub(crate) fn new(query: &str) -> Ranking {
         Ranking {
             scorer: Scorer::new(),
             terms: query_terms(query),
@@ -168,7 +168,7 @@ impl Ranking {
     }
 
     /// Adds a chunk (by its row id) with its stored term weights.
-    pub fn add(&mut self, id: u32, weights: &[u8]) {
+    pub(crate) fn add(&mut self, id: u32, weights: &[u8]) {
         let relevant = decode_only(weights, &self.terms);
         if relevant.is_empty() {
             self.scorer.upsert(&self.next_empty, relevant);
@@ -180,7 +180,7 @@ impl Ranking {
 
     /// The chunks matching the query, best first (equal scores in the order of their ids, so a
     /// query ranks the same every time), with their BM25 scores.
-    pub fn matches(&self) -> Vec<(u32, f32)> {
+    pub(crate) fn matches(&self) -> Vec<(u32, f32)> {
         let mut matches: Vec<(u32, f32)> = self
             .scorer
             .matches(&self.query)

@@ -10,13 +10,13 @@ use serde::Deserialize;
 use super::KnowledgeError;
 
 /// The file's name at a repository root.
-pub const FILE_NAME: &str = "knowledge.yaml";
+pub(crate) const FILE_NAME: &str = "knowledge.yaml";
 
 /// A starter file, for the hint of a repository without one.
-pub const STARTER: &str = "include:\n  - \"**/*.md\"\n  - \"src/**\"\nexclude:\n  - \"target/**\"\n  - \"node_modules/**\"\n";
+pub(crate) const STARTER: &str = "include:\n  - \"**/*.md\"\n  - \"src/**\"\nexclude:\n  - \"target/**\"\n  - \"node_modules/**\"\n";
 
 /// Files larger than this are not indexed (they are data, not knowledge); sync names them.
-pub const MAX_FILE_BYTES: u64 = 1 << 20;
+pub(crate) const MAX_FILE_BYTES: u64 = 1 << 20;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -28,7 +28,7 @@ struct Raw {
 
 /// A parsed `knowledge.yaml`.
 #[derive(Debug)]
-pub struct Manifest {
+pub(crate) struct Manifest {
     include: GlobSet,
     exclude: GlobSet,
     /// The `include` globs as written, for naming those that match nothing.
@@ -37,7 +37,7 @@ pub struct Manifest {
 
 /// A file the manifest names, with what its metadata said when it was listed.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Listed {
+pub(crate) struct Listed {
     pub path: String,
     pub size: u64,
     /// Modification time in nanoseconds since the epoch (0 when the system has none).
@@ -46,7 +46,7 @@ pub struct Listed {
 
 /// The files a manifest names in a repository.
 #[derive(Debug, Default)]
-pub struct Listing {
+pub(crate) struct Listing {
     /// Included, not excluded, not ignored by git, sorted by path.
     pub files: Vec<Listed>,
     /// `include` globs that match no file.
@@ -55,7 +55,7 @@ pub struct Listing {
 
 impl Manifest {
     /// Parses the text of a `knowledge.yaml` (`path` names it in errors).
-    pub fn parse(text: &str, path: &Path) -> Result<Manifest, KnowledgeError> {
+    pub(crate) fn parse(text: &str, path: &Path) -> Result<Manifest, KnowledgeError> {
         let bad = |reason: String| KnowledgeError::BadManifest {
             path: path.to_owned(),
             reason,
@@ -83,7 +83,7 @@ impl Manifest {
     }
 
     /// Reads `<repo>/knowledge.yaml`.
-    pub fn load(repo: &Path) -> Result<Manifest, KnowledgeError> {
+    pub(crate) fn load(repo: &Path) -> Result<Manifest, KnowledgeError> {
         let path = repo.join(FILE_NAME);
         let text = std::fs::read_to_string(&path).map_err(|source| match source.kind() {
             std::io::ErrorKind::NotFound => KnowledgeError::NoManifest {
@@ -98,14 +98,14 @@ impl Manifest {
     }
 
     /// Whether a path relative to the repository root is to be indexed.
-    pub fn wants(&self, relative: &str) -> bool {
+    pub(crate) fn wants(&self, relative: &str) -> bool {
         self.include.is_match(relative) && !self.exclude.is_match(relative)
     }
 
     /// The repository's files to index, relative to `repo`, sorted: included, not excluded,
     /// not ignored by git; `.git` is never entered. Files of any size are listed (sync names
     /// those over [`MAX_FILE_BYTES`] as skipped). Including no file at all is an error.
-    pub fn files(&self, repo: &Path) -> Result<Listing, KnowledgeError> {
+    pub(crate) fn files(&self, repo: &Path) -> Result<Listing, KnowledgeError> {
         let mut listing = Listing::default();
         let mut used = vec![false; self.globs.len()];
         let walk = ignore::WalkBuilder::new(repo)
@@ -159,7 +159,7 @@ impl Manifest {
 }
 
 /// A file's size and modification time (nanoseconds since the epoch).
-pub fn stat(meta: &std::fs::Metadata) -> (u64, i64) {
+pub(crate) fn stat(meta: &std::fs::Metadata) -> (u64, i64) {
     let mtime = meta
         .modified()
         .ok()
@@ -171,7 +171,7 @@ pub fn stat(meta: &std::fs::Metadata) -> (u64, i64) {
 /// The repository that `start` is in: the nearest directory at or above it holding a
 /// `knowledge.yaml`, looking no higher than a git work tree's root. The path is canonical, so
 /// one repository has one key however it is named.
-pub fn find_repo(start: &Path) -> Result<PathBuf, KnowledgeError> {
+pub(crate) fn find_repo(start: &Path) -> Result<PathBuf, KnowledgeError> {
     let start = std::fs::canonicalize(start).map_err(|source| KnowledgeError::Read {
         path: start.to_owned(),
         source,

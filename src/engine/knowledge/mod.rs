@@ -9,13 +9,13 @@
 //! embeddings, by cosine similarity too, fusing the two rankings ([`search`]). Everything works
 //! offline with no model.
 
-pub mod chunk;
-pub mod index;
-pub mod lexical;
-pub mod manifest;
+pub(crate) mod chunk;
+pub(crate) mod index;
+pub(crate) mod lexical;
+pub(crate) mod manifest;
 pub mod search;
-pub mod symbols;
-pub mod sync;
+pub(crate) mod symbols;
+pub(crate) mod sync;
 pub mod vectors;
 
 use std::path::PathBuf;

@@ -27,7 +27,7 @@ use super::vectors::{self, Embeddings};
 /// than words alone on each of the four repositories the ranking was tuned on, and the best of
 /// the weights swept there (docs/knowledge.md, "How well it finds"). A chunk the model ranks
 /// first then overtakes the best match of words once its words score over a third of the best.
-pub const WORDS_WEIGHT: f32 = 0.6;
+pub(crate) const WORDS_WEIGHT: f32 = 0.6;
 /// A chunk defining a name the query says (`lexer` → `struct Lexer`, `load dotenv` →
 /// `def load_dotenv`) has its BM25 score multiplied by this.
 const DEFINES_BOOST: f32 = 1.6;
@@ -50,7 +50,7 @@ pub enum Scope {
 
 /// A query: its words and its qualifiers.
 #[derive(Debug, Default, Clone, PartialEq)]
-pub struct Query {
+pub(crate) struct Query {
     pub words: String,
     /// `path:` globs (with `*`, `?` or `[`) or parts of a path; a chunk's file matches any.
     pub paths: Vec<String>,
@@ -63,7 +63,7 @@ pub struct Query {
 impl Query {
     /// Splits `text` into words and `path:`, `lang:`, `ext:`, `symbol:` qualifiers. A
     /// `symbol:` alone searches for its name too. Errors say what is wrong, for a usage error.
-    pub fn parse(text: &str) -> Result<Query, String> {
+    pub(crate) fn parse(text: &str) -> Result<Query, String> {
         let mut query = Query::default();
         let mut words = Vec::new();
         for token in text.split_whitespace() {
@@ -453,7 +453,7 @@ fn refresh(
 }
 
 /// The indexed repository that `dir` is in, if there is one.
-pub fn indexed_repo(root: &Path, dir: &Path) -> Option<PathBuf> {
+pub(crate) fn indexed_repo(root: &Path, dir: &Path) -> Option<PathBuf> {
     let repo = super::manifest::find_repo(dir).ok()?;
     let index = Index::existing(root).ok()??;
     index.find_repo(&repo.display().to_string()).ok()??;
@@ -462,7 +462,7 @@ pub fn indexed_repo(root: &Path, dir: &Path) -> Option<PathBuf> {
 
 /// Hits as Markdown for a model: per chunk a line with its file, lines and section, then its
 /// text in a fence long enough not to be closed by the text itself.
-pub fn as_markdown(hits: &[Hit]) -> String {
+pub(crate) fn as_markdown(hits: &[Hit]) -> String {
     let mut text = String::new();
     for hit in hits {
         let longest = hit
@@ -499,7 +499,7 @@ fn not_indexed(scope: &Scope) -> KnowledgeError {
 /// cosine scaled between the lowest and the highest of the semantic list (0 when absent from a
 /// list). Unlike reciprocal rank fusion, this keeps how far ahead a match is: a chunk far
 /// ahead by words stays ahead of one the model merely prefers. Ties keep the lexical order.
-pub fn fuse(lexical: &[(u32, f32)], semantic: &[(u32, f32)]) -> Vec<(u32, f32)> {
+pub(crate) fn fuse(lexical: &[(u32, f32)], semantic: &[(u32, f32)]) -> Vec<(u32, f32)> {
     let best = lexical.iter().map(|l| l.1).fold(0f32, f32::max);
     let (high, low) = semantic
         .iter()

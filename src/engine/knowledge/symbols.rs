@@ -12,7 +12,7 @@ use regex::Regex;
 
 /// The languages whose definitions are recognised.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Lang {
+pub(crate) enum Lang {
     Rust,
     Python,
     Script,
@@ -24,7 +24,7 @@ pub enum Lang {
 }
 
 /// The language of a file, by its extension.
-pub fn lang(path: &str) -> Option<Lang> {
+pub(crate) fn lang(path: &str) -> Option<Lang> {
     let ext = path.rsplit_once('.')?.1.to_ascii_lowercase();
     Some(match ext.as_str() {
         "rs" => Lang::Rust,
@@ -40,7 +40,7 @@ pub fn lang(path: &str) -> Option<Lang> {
 }
 
 /// The extensions a `lang:` qualifier names (`lang:rust`, `lang:py`, `ext:tsx`…).
-pub fn extensions(name: &str) -> Vec<&'static str> {
+pub(crate) fn extensions(name: &str) -> Vec<&'static str> {
     match name.to_ascii_lowercase().trim_start_matches('.') {
         "rust" | "rs" => vec!["rs"],
         "python" | "py" => vec!["py", "pyi"],
@@ -70,14 +70,14 @@ pub fn extensions(name: &str) -> Vec<&'static str> {
 
 /// A definition on one line: its kind (`fn`, `class`…) and name.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Definition {
+pub(crate) struct Definition {
     pub kind: &'static str,
     pub name: String,
 }
 
 impl Definition {
     /// As a title: `fn parse`, `impl Lexer`.
-    pub fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         format!("{} {}", self.kind, self.name)
     }
 }
@@ -143,7 +143,7 @@ const STATEMENTS: &[&str] = &[
 ];
 
 /// The definition on `line`, if it has one.
-pub fn definition(lang: Lang, line: &str) -> Option<Definition> {
+pub(crate) fn definition(lang: Lang, line: &str) -> Option<Definition> {
     let found = |kind: &'static str, name: &str| {
         Some(Definition {
             kind,
@@ -267,7 +267,7 @@ fn kind_of(word: &str) -> &'static str {
 
 /// Whether a line only introduces the definition after it (a comment, an attribute, a
 /// decorator), so that a cut before the definition moves above it.
-pub fn is_preamble(lang: Lang, line: &str) -> bool {
+pub(crate) fn is_preamble(lang: Lang, line: &str) -> bool {
     let t = line.trim_start();
     match lang {
         Lang::Rust => t.starts_with("//") || t.starts_with("#["),

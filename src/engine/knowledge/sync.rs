@@ -31,7 +31,7 @@ const REWEIGHT_DRIFT: f32 = 0.1;
 /// What a sync did.
 #[derive(Debug, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Report {
+pub(crate) struct Report {
     pub repo: String,
     /// Files the manifest names, indexed or skipped.
     pub files: usize,
@@ -67,20 +67,20 @@ pub struct Report {
 
 /// A file left out of the index, and why.
 #[derive(Debug, Clone, Serialize)]
-pub struct Skipped {
+pub(crate) struct Skipped {
     pub file: String,
     pub reason: String,
 }
 
 /// Where a sync is: `phase` (`chunking`, `weighting`, `embedding`), `done` of `total`.
-pub struct Progress {
+pub(crate) struct Progress {
     pub phase: &'static str,
     pub done: usize,
     pub total: usize,
 }
 
 /// Syncs the repository at `repo` (its canonical root) into the index under `root`.
-pub fn sync(
+pub(crate) fn sync(
     root: &Path,
     repo: &Path,
     embeddings: Option<&Embeddings>,
@@ -256,7 +256,7 @@ fn read_changes(
 
 /// Whether the files of an indexed repository differ, by size or modification time, from
 /// what its last sync listed (a stat walk, reading no file): `None` when it is not indexed.
-pub fn stale(index: &Index, repo: &Path) -> Result<Option<bool>, KnowledgeError> {
+pub(crate) fn stale(index: &Index, repo: &Path) -> Result<Option<bool>, KnowledgeError> {
     let Some(repo_id) = index.find_repo(&repo.display().to_string())? else {
         return Ok(None);
     };
@@ -274,7 +274,7 @@ pub fn stale(index: &Index, repo: &Path) -> Result<Option<bool>, KnowledgeError>
 /// How far an indexed repository is behind its files: (changed or new, removed) files, or
 /// `None` when the repository is not indexed. Reads every file, as a sync would, and writes
 /// nothing (for `uwf doctor`).
-pub fn pending(root: &Path, repo: &Path) -> Result<Option<(usize, usize)>, KnowledgeError> {
+pub(crate) fn pending(root: &Path, repo: &Path) -> Result<Option<(usize, usize)>, KnowledgeError> {
     let Some(index) = Index::existing(root)? else {
         return Ok(None);
     };

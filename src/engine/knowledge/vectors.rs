@@ -14,7 +14,7 @@ use super::KnowledgeError;
 use super::index::{Index, text_hash};
 
 /// Texts per embeddings request.
-pub const BATCH: usize = 32;
+pub(crate) const BATCH: usize = 32;
 
 /// The configured embedding model.
 pub struct Embeddings {
@@ -39,12 +39,12 @@ impl Embeddings {
     }
 
     /// Vectors for `texts`, in order, in one request.
-    pub fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, KnowledgeError> {
+    pub(crate) fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, KnowledgeError> {
         self.client.embed(texts).map_err(KnowledgeError::Embeddings)
     }
 
     /// The vector of one text (as stored), from the cache or else from the model (then cached).
-    pub fn cached(&self, index: &mut Index, text: &str) -> Result<Vec<f32>, KnowledgeError> {
+    pub(crate) fn cached(&self, index: &mut Index, text: &str) -> Result<Vec<f32>, KnowledgeError> {
         let hash = text_hash(text);
         if let Some(bytes) = index.vector(&self.key, &hash)? {
             return Ok(decode(&bytes));
@@ -57,7 +57,7 @@ impl Embeddings {
 
 /// A vector as stored: its quantised components' norm (`f32`, little-endian), then one `i8`
 /// per dimension, the largest component at ±127.
-pub fn encode(vector: &[f32]) -> Vec<u8> {
+pub(crate) fn encode(vector: &[f32]) -> Vec<u8> {
     let largest = vector.iter().fold(0f32, |m, x| m.max(x.abs()));
     let scale = if largest > 0.0 { 127.0 / largest } else { 0.0 };
     let quantised: Vec<i8> = vector
@@ -75,13 +75,13 @@ pub fn encode(vector: &[f32]) -> Vec<u8> {
 }
 
 /// A stored vector's components (scaled, so only its direction is the original's).
-pub fn decode(bytes: &[u8]) -> Vec<f32> {
+pub(crate) fn decode(bytes: &[u8]) -> Vec<f32> {
     bytes.iter().skip(4).map(|&b| f32::from(b as i8)).collect()
 }
 
 /// The cosine similarity of `a` (with norm `a_norm`) and a stored vector; `None` when their
 /// dimensions differ or either is zero.
-pub fn cosine(a: &[f32], a_norm: f32, stored: &[u8]) -> Option<f32> {
+pub(crate) fn cosine(a: &[f32], a_norm: f32, stored: &[u8]) -> Option<f32> {
     let (norm, components) = stored.split_first_chunk::<4>()?;
     let norm = f32::from_le_bytes(*norm);
     if components.len() != a.len() || a_norm == 0.0 || norm == 0.0 {
@@ -105,7 +105,7 @@ pub fn cosine(a: &[f32], a_norm: f32, stored: &[u8]) -> Option<f32> {
 }
 
 /// The Euclidean norm.
-pub fn norm(a: &[f32]) -> f32 {
+pub(crate) fn norm(a: &[f32]) -> f32 {
     a.iter().map(|x| x * x).sum::<f32>().sqrt()
 }
 
