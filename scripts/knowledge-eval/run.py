@@ -74,6 +74,19 @@ def fetch(source, dest):
     print(f"fetched {source} into {dest}", file=sys.stderr)
 
 
+def checkout(checkouts, name, r):
+    """The checkout of repository `name` of a questions file (fetched if missing), with a
+    knowledge.yaml from the file's include and exclude if it has none."""
+    repo = os.path.realpath(os.path.join(checkouts, name))
+    if not os.path.isdir(repo):
+        fetch(r["source"], repo)
+    manifest = os.path.join(repo, "knowledge.yaml")
+    if not os.path.exists(manifest):
+        with open(manifest, "w") as f:
+            yaml.safe_dump({"include": r["include"], "exclude": r["exclude"]}, f)
+    return repo
+
+
 def hits(binary, root, repo, q, limit):
     out = uwf(["knowledge", "query", "--json", "--repo", repo, "--limit", str(limit), q], root, binary)
     return [json.loads(l) for l in out.splitlines() if l.strip()]
@@ -172,13 +185,7 @@ def main():
     systems = ["uwf words", "bm25s"] + ([f"fused {w}" for w in weights] if args.port else [])
     totals = {s: [] for s in systems}
     for name, r in spec["repos"].items():
-        repo = os.path.realpath(os.path.join(args.checkouts, name))
-        if not os.path.isdir(repo):
-            fetch(r["source"], repo)
-        manifest = os.path.join(repo, "knowledge.yaml")
-        if not os.path.exists(manifest):
-            with open(manifest, "w") as f:
-                yaml.safe_dump({"include": r["include"], "exclude": r["exclude"]}, f)
+        repo = checkout(args.checkouts, name, r)
         report = json.loads(uwf(["knowledge", "sync", "--json", "--repo", repo], words_root, binary))
         print(f"{name}: {report['files']} files, {report['chunks']} chunks, skipped {len(report['skipped'])}", file=sys.stderr)
         if args.port:

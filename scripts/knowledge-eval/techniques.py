@@ -40,13 +40,7 @@ def load(binary, qfile, checkouts, root):
     spec = yaml.safe_load(open(qfile))
     items, corpora = [], {}
     for name, r in spec["repos"].items():
-        repo = os.path.realpath(os.path.join(checkouts, name))
-        if not os.path.isdir(repo):
-            run.fetch(r["source"], repo)
-        manifest = os.path.join(repo, "knowledge.yaml")
-        if not os.path.exists(manifest):
-            with open(manifest, "w") as f:
-                yaml.safe_dump({"include": r["include"], "exclude": r["exclude"]}, f)
+        repo = run.checkout(checkouts, name, r)
         run.uwf(["knowledge", "sync", "--json", "--repo", repo], root, binary)
         db = sqlite3.connect(os.path.join(root, "knowledge.db"))
         rows = db.execute(
