@@ -26,5 +26,6 @@ pub(crate) mod yaml_load;
 
 pub(crate) use definition::*;
 pub use validate::parse;
-pub(crate) use validate::{parse_bytes, too_large, yaml_to_json};
+pub(crate) use validate::{parse_bytes, too_large};
 pub(crate) use yaml_load::MAX_FILE_BYTES;
+pub(crate) use yaml_load::yaml_to_json;

@@ -16,7 +16,9 @@ use crate::cas::schema::CompiledSchema;
 use crate::engine::workflow::definition::{
     Checked, Condition, Definition, END, MAX_RETRY, Problem, Role, START, Transition, Workflow,
 };
-use crate::engine::workflow::yaml_load::{self, FILE, MAX_FILE_BYTES, MAX_NAME_CHARS};
+use crate::engine::workflow::yaml_load::{
+    self, FILE, MAX_FILE_BYTES, MAX_NAME_CHARS, key_text, type_name, yaml_to_json,
+};
 use crate::engine::workflow::{jsonata, schema_words, template};
 
 /// Parses and validates a workflow file's bytes: the file-level checks (size, UTF-8 text, not
@@ -115,28 +117,6 @@ fn shown(name: &str) -> String {
     }
     let head: String = name.chars().take(24).collect();
     format!("{head}… ({len} characters)")
-}
-
-fn type_name(v: &Yaml) -> &'static str {
-    match v {
-        Yaml::Null => "null",
-        Yaml::Bool(_) => "a boolean",
-        Yaml::Number(_) => "a number",
-        Yaml::String(_) => "a string",
-        Yaml::Sequence(_) => "a list",
-        Yaml::Mapping(_) => "a mapping",
-        Yaml::Tagged(_) => "a tagged value",
-    }
-}
-
-fn key_text(k: &Yaml) -> String {
-    match k {
-        Yaml::String(s) => s.clone(),
-        Yaml::Number(n) => n.to_string(),
-        Yaml::Bool(b) => b.to_string(),
-        Yaml::Null => "null".into(),
-        other => format!("<{}>", type_name(other)),
-    }
 }
 
 fn join(path: &str, key: &str) -> String {
@@ -699,39 +679,4 @@ fn placeholder_role() -> Role {
         retry: None,
         on_failure: None,
     }
-}
-
-/// Converts YAML to JSON: string keys only, no tags, finite numbers.
-pub(crate) fn yaml_to_json(value: &Yaml) -> Result<Json, String> {
-    Ok(match value {
-        Yaml::Null => Json::Null,
-        Yaml::Bool(b) => Json::Bool(*b),
-        Yaml::Number(n) => {
-            if let Some(i) = n.as_i64() {
-                Json::from(i)
-            } else if let Some(u) = n.as_u64() {
-                Json::from(u)
-            } else {
-                let f = n.as_f64().unwrap_or(f64::NAN);
-                serde_json::Number::from_f64(f)
-                    .map(Json::Number)
-                    .ok_or_else(|| format!("{n} is not a finite number"))?
-            }
-        }
-        Yaml::String(s) => Json::String(s.clone()),
-        Yaml::Sequence(items) => {
-            Json::Array(items.iter().map(yaml_to_json).collect::<Result<_, _>>()?)
-        }
-        Yaml::Mapping(map) => {
-            let mut out = serde_json::Map::new();
-            for (k, v) in map {
-                let Yaml::String(key) = k else {
-                    return Err(format!("mapping key {} is not a string", key_text(k)));
-                };
-                out.insert(key.clone(), yaml_to_json(v)?);
-            }
-            Json::Object(out)
-        }
-        Yaml::Tagged(t) => return Err(format!("YAML tag {} is not supported", t.tag)),
-    })
 }

@@ -1,8 +1,10 @@
 //! Reading a workflow file's YAML within limits (issue #13): its size, one document,
 //! nesting depth and the number of values after alias expansion (a "billion laughs" file of a
 //! few lines expands to billions), each refusal with its own message and a location (`line L,
-//! column C`, or `file` for problems with the file as a whole).
+//! column C`, or `file` for problems with the file as a whole), and turning its values into JSON
+//! (string keys only, no tags, finite numbers) with the words that describe them in messages.
 
+use serde_json::Value as Json;
 use serde_yaml::Value as Yaml;
 
 use crate::engine::workflow::definition::Problem;
@@ -179,4 +181,61 @@ pub(crate) fn load(text: &str) -> Result<Yaml, Vec<Problem>> {
         );
     }
     Ok(doc)
+}
+
+pub(crate) fn type_name(v: &Yaml) -> &'static str {
+    match v {
+        Yaml::Null => "null",
+        Yaml::Bool(_) => "a boolean",
+        Yaml::Number(_) => "a number",
+        Yaml::String(_) => "a string",
+        Yaml::Sequence(_) => "a list",
+        Yaml::Mapping(_) => "a mapping",
+        Yaml::Tagged(_) => "a tagged value",
+    }
+}
+
+pub(crate) fn key_text(k: &Yaml) -> String {
+    match k {
+        Yaml::String(s) => s.clone(),
+        Yaml::Number(n) => n.to_string(),
+        Yaml::Bool(b) => b.to_string(),
+        Yaml::Null => "null".into(),
+        other => format!("<{}>", type_name(other)),
+    }
+}
+
+/// Converts YAML to JSON: string keys only, no tags, finite numbers.
+pub(crate) fn yaml_to_json(value: &Yaml) -> Result<Json, String> {
+    Ok(match value {
+        Yaml::Null => Json::Null,
+        Yaml::Bool(b) => Json::Bool(*b),
+        Yaml::Number(n) => {
+            if let Some(i) = n.as_i64() {
+                Json::from(i)
+            } else if let Some(u) = n.as_u64() {
+                Json::from(u)
+            } else {
+                let f = n.as_f64().unwrap_or(f64::NAN);
+                serde_json::Number::from_f64(f)
+                    .map(Json::Number)
+                    .ok_or_else(|| format!("{n} is not a finite number"))?
+            }
+        }
+        Yaml::String(s) => Json::String(s.clone()),
+        Yaml::Sequence(items) => {
+            Json::Array(items.iter().map(yaml_to_json).collect::<Result<_, _>>()?)
+        }
+        Yaml::Mapping(map) => {
+            let mut out = serde_json::Map::new();
+            for (k, v) in map {
+                let Yaml::String(key) = k else {
+                    return Err(format!("mapping key {} is not a string", key_text(k)));
+                };
+                out.insert(key.clone(), yaml_to_json(v)?);
+            }
+            Json::Object(out)
+        }
+        Yaml::Tagged(t) => return Err(format!("YAML tag {} is not supported", t.tag)),
+    })
 }
