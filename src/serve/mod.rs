@@ -18,6 +18,7 @@ mod bulk;
 pub(crate) mod error;
 mod live;
 mod markdown;
+mod nodes;
 pub(crate) mod people;
 pub(crate) mod security;
 
@@ -212,7 +213,7 @@ fn router(app: Arc<App>) -> Router {
         .route("/workflows/{name}", get(assets::shell))
         .route("/login", get(assets::login))
         .route("/assets/{file}", get(assets::file))
-        .route("/n/{hash}", get(api::node_page))
+        .route("/n/{hash}", get(nodes::node_page))
         .route("/api/threads", get(api::threads).post(api::start))
         .route("/api/threads/count", get(api::count))
         .route("/api/threads/{id}", get(api::thread))
@@ -224,7 +225,7 @@ fn router(app: Arc<App>) -> Router {
         .route("/api/bulk/{action}", post(bulk::bulk))
         .route("/api/threads/{id}/{action}", post(api::act))
         .route("/api/steps/{step}/fork", post(api::fork))
-        .route("/api/nodes/{hash}", get(api::node))
+        .route("/api/nodes/{hash}", get(nodes::node))
         .route("/api/diff", get(api::diff))
         .route("/api/workflows", get(api::workflows))
         .route(
