@@ -21,5 +21,6 @@ pub(crate) mod publish;
 pub(crate) mod rebase;
 pub(crate) mod session;
 pub mod step;
+pub(crate) mod step_error;
 pub(crate) mod subworkflow;
 pub mod worker;
