@@ -376,6 +376,9 @@ fn stopped_step(test: &str, agent: &str, interrupt: bool) {
         return;
     }
     let _alone = one_at_a_time();
+    if interrupt {
+        common::sigint_as_at_a_terminal();
+    }
     // OpenCode takes seconds to start on a busy machine: its timeout must let it reach the model.
     let limit = if agent == "opencode" { 60 } else { 4 };
     let timeout = if interrupt { 120 } else { limit };

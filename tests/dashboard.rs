@@ -471,6 +471,7 @@ fn a_search_finds_a_thread_past_the_first_two_thousand() {
 #[test]
 fn a_stop_signal_ends_the_server_within_two_seconds_with_tabs_open() {
     use nix::sys::signal::Signal;
+    common::sigint_as_at_a_terminal();
     let _one = one_at_a_time();
     let Some(browser) =
         Browser::start("a_stop_signal_ends_the_server_within_two_seconds_with_tabs_open")

@@ -155,6 +155,7 @@ fn head(env: &Env, id: &str) -> serde_json::Value {
 
 #[test]
 fn a_stop_signal_stops_the_agent_group_and_exits_128_plus_the_signal() {
+    common::sigint_as_at_a_terminal();
     let trials = [
         (Signal::SIGINT, "step", Agent::Shell),
         (Signal::SIGINT, "run", Agent::Exec),
@@ -284,6 +285,7 @@ fn active_threads(env: &Env) -> Vec<String> {
 
 #[test]
 fn stopping_a_parent_mid_child_ends_the_child_and_its_processes() {
+    common::sigint_as_at_a_terminal();
     for signal in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGKILL] {
         let what = format!("{signal} to the parent's step");
         let env = family_env();

@@ -373,6 +373,7 @@ fn an_agent_that_cannot_start_is_no_role_failure_and_runs_once() {
 
 #[test]
 fn a_kill_or_a_stop_signal_during_an_attempt_ends_the_step_without_another() {
+    common::sigint_as_at_a_terminal();
     let env = Env::new();
     let (agent, dir) = counting_agent(&env, "slow", "sleep 30\nexit 4");
     let slow = agent.to_str().unwrap();

@@ -329,6 +329,7 @@ fn thread_show_ends_with_the_next_thing_to_do_in_every_state() {
     );
 
     // A step stopped by Ctrl-C: nothing failed, and it says who stopped it and how to go on.
+    common::sigint_as_at_a_terminal();
     let stopped = start_thread(&env, "ask", "stopped");
     let slow = common::script(&env, "slow.sh", "sleep 30");
     let mut step = std::process::Command::new(env!("CARGO_BIN_EXE_uwf"))

@@ -11,6 +11,20 @@ use std::process::Output;
 
 use assert_cmd::Command;
 
+/// Gives SIGINT its default action in this test process, so that the `uwf` processes a test
+/// starts take Ctrl-C as they do at a terminal. Tests started in the background by a shell
+/// without job control (`nohup cargo test &`, a script's `cargo test &`) inherit SIGINT
+/// ignored, and uwf leaves an inherited-ignored SIGINT ignored on purpose, as `cmd &` expects:
+/// every test that stops a step with SIGINT would then wait for a timeout and fail. Call it
+/// before starting a process the test will interrupt.
+pub fn sigint_as_at_a_terminal() {
+    use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction};
+    let default = SigAction::new(SigHandler::SigDfl, SaFlags::empty(), SigSet::empty());
+    // SAFETY: this installs no handler, only the default action, which is what a process
+    // started from a terminal has; nothing in a test process relies on SIGINT being ignored.
+    unsafe { sigaction(Signal::SIGINT, &default) }.expect("give SIGINT its default action");
+}
+
 /// A temporary storage root and home directory; every command runs with only these.
 pub struct Env {
     pub dir: tempfile::TempDir,
