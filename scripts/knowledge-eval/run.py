@@ -74,6 +74,20 @@ def fetch(source, dest):
     print(f"fetched {source} into {dest}", file=sys.stderr)
 
 
+def question_sets(pairs, work):
+    """The question sets named by `--set QUESTIONS=CHECKOUTS` arguments (a questions file here
+    or beside this script), each as (name, questions file, checkouts, its index folder under
+    `work`, made if missing): one index per set, so sets never share an index."""
+    for pair in pairs:
+        qfile, checkouts = pair.split("=", 1)
+        if not os.path.exists(qfile):
+            qfile = os.path.join(HERE, qfile)
+        name = os.path.basename(qfile).removesuffix(".yaml")
+        root = os.path.join(work, name)
+        os.makedirs(root, exist_ok=True)
+        yield name, qfile, checkouts, root
+
+
 def checkout(checkouts, name, r):
     """The checkout of repository `name` of a questions file (fetched if missing), with a
     knowledge.yaml from the file's include and exclude if it has none."""

@@ -149,12 +149,7 @@ def main():
     args = ap.parse_args()
     binary = os.path.abspath(args.uwf)
     items, corpora = [], {}
-    for pair in args.set:
-        qfile, checkouts = pair.split("=", 1)
-        if not os.path.exists(qfile):
-            qfile = os.path.join(run.HERE, qfile)
-        root = os.path.join(args.work, os.path.basename(qfile).removesuffix(".yaml"))
-        os.makedirs(root, exist_ok=True)
+    for _, qfile, checkouts, root in run.question_sets(args.set, args.work):
         i, c = load(binary, qfile, checkouts, root)
         items += i
         corpora.update(c)

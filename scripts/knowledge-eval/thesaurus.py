@@ -117,13 +117,7 @@ def main():
     args = ap.parse_args()
     binary = os.path.abspath(args.uwf)
     print("set, weight: file@1 file@5 MRR for all | paraphrased")
-    for pair in args.set:
-        qfile, checkouts = pair.split("=", 1)
-        if not os.path.exists(qfile):
-            qfile = os.path.join(run.HERE, qfile)
-        name = os.path.basename(qfile).removesuffix(".yaml")
-        root = os.path.join(args.work, name)
-        os.makedirs(root, exist_ok=True)
+    for name, qfile, checkouts, root in run.question_sets(args.set, args.work):
         scored = {w: [] for w in WEIGHTS}
         for repo_name, r in yaml.safe_load(open(qfile))["repos"].items():
             repo = run.checkout(checkouts, repo_name, r)
