@@ -12,7 +12,9 @@ term, `f32` BM25 weight pairs) and BM25's inverse document frequency over the re
   share of a chunk's weight, weighted by the chunk's score and the term's idf) expand the
   query; a chunk scores (1 - gamma) x its BM25 score + gamma x its expansion score (each over
   its best);
-- coordination: a chunk's score times the share of the query's words it holds, to a power.
+- coordination: a chunk's score times the share of the query's words it holds, to a power;
+- file coverage: a chunk's score times 1 + `g` x the share of the query's words (weighted by
+  their idf over the repository's files) found anywhere in the chunk's file, its path included.
 
     python3 scripts/knowledge-eval/techniques.py --uwf target/debug/uwf --work WORK \\
         --set questions.yaml=CHECKOUTS --set questions-heldout.yaml=CHECKOUTS2
@@ -141,6 +143,24 @@ def coordination(corpora, power):
     return rerank
 
 
+def file_coverage(corpora, g):
+    def rerank(name, q, hs):
+        _, _, words = corpora[name]
+        by_file = defaultdict(set)
+        for (path, _), w in words.items():
+            by_file[path] |= w
+        n = len(by_file)
+        df = Counter(t for w in by_file.values() for t in w)
+        wanted = set(re.findall(r"[a-z0-9]+", q["q"].lower()))
+        idf = {t: math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in wanted}
+        total = sum(idf.values()) or 1.0
+        cover = {f: sum(idf[t] for t in wanted & w) / total for f, w in by_file.items()}
+        scored = [(h["score"] * (1 + g * cover.get(h["file"], 0.0)), h) for h in hs]
+        return [h for _, h in sorted(scored, key=lambda t: -t[0])]
+
+    return rerank
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--uwf", default="target/release/uwf")
@@ -161,6 +181,8 @@ def main():
         print(f"{f'RM3 {k} docs {m} terms {gamma}':<28} {measure(items, rm3(corpora, k, m, gamma))}")
     for power in [0.5, 1.0, 2.0]:
         print(f"{f'coordination {power}':<28} {measure(items, coordination(corpora, power))}")
+    for g in [0.25, 0.5, 1.0, 2.0]:
+        print(f"{f'file coverage {g}':<28} {measure(items, file_coverage(corpora, g))}")
 
 
 if __name__ == "__main__":
