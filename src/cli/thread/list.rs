@@ -148,9 +148,15 @@ mod tests {
 
     #[test]
     fn since_takes_durations_and_times() {
-        let now = crate::cas::store::now_ms();
+        // Two hours before the moment it was read, which lies between these two clock reads
+        // (a millisecond may pass between them).
+        let before = crate::cas::store::now_ms();
         let two_hours = parse_since("2h").unwrap();
-        assert!(now - two_hours >= 7_200_000 && now - two_hours < 7_260_000);
+        let after = crate::cas::store::now_ms();
+        assert!(
+            (before - 7_200_000..=after - 7_200_000).contains(&two_hours),
+            "{before} {two_hours} {after}"
+        );
         assert_eq!(parse_since("1970-01-01T00:00:01Z").unwrap(), 1000);
         let err = parse_since("yesterday-ish").unwrap_err();
         assert!(err.contains("neither a duration"), "{err}");
