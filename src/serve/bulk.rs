@@ -144,12 +144,14 @@ mod tests {
     fn since_takes_a_date_a_time_or_a_duration() {
         assert_eq!(since_ms("2026-11-27").unwrap(), 1_795_737_600_000);
         assert_eq!(since_ms("2026-11-27T09:00:00Z").unwrap(), 1_795_770_000_000);
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_millis() as u64;
+        // Two hours before the moment it was read, between these two clock reads.
+        let before = crate::cas::store::now_ms();
         let two_hours = since_ms("2h").unwrap();
-        assert!(now - two_hours >= 7_200_000 && now - two_hours < 7_260_000);
+        let after = crate::cas::store::now_ms();
+        assert!(
+            (before - 7_200_000..=after - 7_200_000).contains(&two_hours),
+            "{before} {two_hours} {after}"
+        );
         assert!(since_ms("last tuesday").is_err());
     }
 }
