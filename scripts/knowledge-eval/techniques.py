@@ -143,14 +143,22 @@ def coordination(corpora, power):
     return rerank
 
 
-def file_coverage(corpora, g):
-    def rerank(name, q, hs):
-        _, _, words = corpora[name]
+def file_words(corpora):
+    """Per repository, the words of each file (its chunks' words together) and how many files
+    hold each word."""
+    out = {}
+    for name, (_, _, words) in corpora.items():
         by_file = defaultdict(set)
         for (path, _), w in words.items():
             by_file[path] |= w
+        out[name] = (by_file, Counter(t for w in by_file.values() for t in w))
+    return out
+
+
+def file_coverage(files, g):
+    def rerank(name, q, hs):
+        by_file, df = files[name]
         n = len(by_file)
-        df = Counter(t for w in by_file.values() for t in w)
         wanted = set(re.findall(r"[a-z0-9]+", q["q"].lower()))
         idf = {t: math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in wanted}
         total = sum(idf.values()) or 1.0
@@ -181,8 +189,9 @@ def main():
         print(f"{f'RM3 {k} docs {m} terms {gamma}':<28} {measure(items, rm3(corpora, k, m, gamma))}")
     for power in [0.5, 1.0, 2.0]:
         print(f"{f'coordination {power}':<28} {measure(items, coordination(corpora, power))}")
+    files = file_words(corpora)
     for g in [0.25, 0.5, 1.0, 2.0]:
-        print(f"{f'file coverage {g}':<28} {measure(items, file_coverage(corpora, g))}")
+        print(f"{f'file coverage {g}':<28} {measure(items, file_coverage(files, g))}")
 
 
 if __name__ == "__main__":
