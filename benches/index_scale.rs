@@ -4,14 +4,16 @@
 //! printed side by side in one run with a `uwf --version` spawn (the floor of any command) and
 //! the size of the directory store's write-ahead log, `index.db-wal`.
 //!
-//! A store is grown the way a team grows one. A few real threads of solve-issue are run with
-//! the script agent; the index then gets rows at their heads (as forks would have) up to 2,000
-//! below each size, half archived, with ids spread over the past year; the last 2,000 threads
-//! of every size (all of them, for a size of 2,000 or less) are made by real `uwf` processes,
-//! one `thread start` each, every other one then killed and every fourth stepped. (Bulk rows
-//! alone hid a log that grew with every process: a store grown by processes had a 298 MB log
-//! at 10,000 threads and a `thread start` of 172 ms.) Every timed command is a real `uwf`
-//! process; a row is the median of several runs. The targets: start/step/show/kill/answer at
+//! Every size is a store of its own, grown the way a team grows one. A few real threads of
+//! solve-issue are run with the script agent; the index then gets rows at their heads (as forks
+//! would have) up to 2,000 below the size, half archived, with ids spread over the past year;
+//! the last 2,000 threads (all of them, for a size of 2,000 or less) are made by real `uwf`
+//! processes, one `thread start` each, every other one then killed and every fourth stepped.
+//! (Bulk rows alone hid a log that grew with every process: a store grown by processes had a
+//! 298 MB log at 10,000 threads and a `thread start` of 172 ms.) Every timed command is a real
+//! `uwf` process; a row is the median of several runs, and the runs visit the sizes in turn
+//! (measured one size after another, the machine's drift over minutes moved the ratios between
+//! sizes from 0.82× to 1.5×). The targets: start/step/show/kill/answer at
 //! 10,000 and 100,000 threads ≤ 1.2× their cost at 1,000; a one-shot `thread start` ≤ 3× a
 //! spawn; the log ≤ 8 MB; `list --all` (JSON lines) at 100,000 threads ≤ 1 s on both
 //! backends; `ls threads` ≤ 1 s warm; a search ≤ 200 ms at 100,000 threads.
@@ -353,94 +355,102 @@ struct Costs {
     ls: Option<f64>,
 }
 
-/// Times the dashboard's search for `text` (a page of 50, as it asks): the median, in ms, and
-/// how many threads it found.
-fn search(b: &Backend, text: &str) -> (f64, usize) {
-    let args = [
+/// What no thread says: a search for it finds nothing after looking at every row.
+const MISSING: &str = "no thread says this";
+
+/// The dashboard's search for `text` as a command (a page of 50, as it asks).
+fn search_args(text: &str) -> [&str; 8] {
+    [
         "thread", "list", "--all", "--json", "--limit", "50", "--search", text,
-    ];
-    let found = b.ok(&args).lines().count();
-    (
-        median((0..LIST_RUNS).map(|_| b.time(&args)).collect()),
-        found,
-    )
+    ]
 }
 
-fn measure(b: &Backend, size: usize, mount: Option<&Path>) -> Costs {
-    let mut costs = Costs::default();
-    let mut starts = Vec::new();
-    let mut fresh = Vec::new();
-    for i in 0..RUNS {
-        let prompt = format!("bench {} {size} {i}", b.name);
+/// Times every command over the stores of every size, interleaved: each run of a command
+/// visits the sizes in turn, so a machine that gets busier or quieter during the bench moves
+/// every size alike and the ratios between sizes compare like with like. `mounts` has an entry
+/// per store (where to mount it, when mounting is possible).
+fn measure(stores: &[Backend], mounts: &[Option<PathBuf>]) -> Vec<Costs> {
+    let n = stores.len();
+    let mut costs = vec![Costs::default(); n];
+    // `runs` rounds of `f(round, store)`, the stores in turn within a round; the medians.
+    let rounds = |runs: usize, f: &mut dyn FnMut(usize, usize) -> f64| -> Vec<f64> {
+        let mut times = vec![Vec::with_capacity(runs); n];
+        for round in 0..runs {
+            for (k, t) in times.iter_mut().enumerate() {
+                t.push(f(round, k));
+            }
+        }
+        times.into_iter().map(median).collect()
+    };
+    let mut fresh: Vec<Vec<String>> = vec![Vec::new(); n];
+    let starts = rounds(RUNS, &mut |i, k| {
+        let b = &stores[k];
+        let prompt = format!("bench {} {k} {i}", b.name);
         let started = Instant::now();
-        fresh.push(b.start(&prompt));
-        starts.push(started.elapsed().as_secs_f64() * 1000.0);
-    }
-    costs.start = median(starts);
-    costs.step = median(
-        fresh
-            .iter()
-            .map(|id| b.time(&["thread", "step", id, "--agent", &b.agent]))
-            .collect(),
-    );
-    costs.show = median(
-        fresh
-            .iter()
-            .map(|id| b.time(&["thread", "show", id]))
-            .collect(),
-    );
-    costs.version = median((0..RUNS).map(|_| b.time(&["--version"])).collect());
+        fresh[k].push(b.start(&prompt));
+        started.elapsed().as_secs_f64() * 1000.0
+    });
+    let steps = rounds(RUNS, &mut |i, k| {
+        let b = &stores[k];
+        b.time(&["thread", "step", &fresh[k][i], "--agent", &b.agent])
+    });
+    let shows = rounds(RUNS, &mut |i, k| {
+        stores[k].time(&["thread", "show", &fresh[k][i]])
+    });
+    let versions = rounds(RUNS, &mut |_, k| stores[k].time(&["--version"]));
     // Threads waiting on a person, answered one process each.
-    let asking: Vec<String> = (0..RUNS)
-        .map(|i| {
-            let out = b.ok(&[
-                "thread",
-                "start",
-                "ask",
-                "-p",
-                &format!("ask {size} {i}"),
-                "-q",
-            ]);
-            let id = out.trim().to_owned();
-            b.ok(&["thread", "step", &id, "--agent", "human"]);
-            id
+    let asking: Vec<Vec<String>> = stores
+        .iter()
+        .map(|b| {
+            (0..RUNS)
+                .map(|i| {
+                    let out = b.ok(&["thread", "start", "ask", "-p", &format!("ask {i}"), "-q"]);
+                    let id = out.trim().to_owned();
+                    b.ok(&["thread", "step", &id, "--agent", "human"]);
+                    id
+                })
+                .collect()
         })
         .collect();
-    let answer = b.root.join("answer.md");
+    let answer = stores[0].root.with_extension("answer.md");
     std::fs::write(&answer, "---\napproved: true\n---\n").expect("answer file");
     let answer = answer.to_string_lossy().into_owned();
-    costs.answer = median(
-        asking
-            .iter()
-            .map(|id| b.time(&["thread", "answer", id, "-f", &answer]))
-            .collect(),
-    );
-    costs.list = median(
-        (0..LIST_RUNS)
-            .map(|_| b.time(&["thread", "list", "--json"]))
-            .collect(),
-    );
-    costs.list_all = median(
-        (0..LIST_RUNS)
-            .map(|_| b.time(&["thread", "list", "--all", "--json"]))
-            .collect(),
-    );
-    let (hit, found) = search(b, NEEDLE);
-    assert!(found >= 1, "the search found no thread saying `{NEEDLE}`");
-    costs.search_hit = hit;
-    let (miss, found) = search(b, "no thread says this");
-    assert_eq!(found, 0, "a search for what no thread says found some");
-    costs.search_miss = miss;
+    let answers = rounds(RUNS, &mut |i, k| {
+        stores[k].time(&["thread", "answer", &asking[k][i], "-f", &answer])
+    });
+    let lists = rounds(LIST_RUNS, &mut |_, k| {
+        stores[k].time(&["thread", "list", "--json"])
+    });
+    let lists_all = rounds(LIST_RUNS, &mut |_, k| {
+        stores[k].time(&["thread", "list", "--all", "--json"])
+    });
+    for b in stores {
+        let found = b.ok(&search_args(NEEDLE)).lines().count();
+        assert!(found >= 1, "the search found no thread saying `{NEEDLE}`");
+        let found = b.ok(&search_args(MISSING)).lines().count();
+        assert_eq!(found, 0, "a search for what no thread says found some");
+    }
+    let hits = rounds(LIST_RUNS, &mut |_, k| stores[k].time(&search_args(NEEDLE)));
+    let misses = rounds(LIST_RUNS, &mut |_, k| stores[k].time(&search_args(MISSING)));
     // Archive the fresh threads again so every size has the same active share (timed: `kill`).
-    costs.kill = median(
-        fresh
-            .iter()
-            .map(|id| b.time(&["thread", "kill", id]))
-            .collect(),
-    );
-    costs.log_mb = log_mb(b);
-    if let Some(mnt) = mount {
-        costs.ls = ls_threads(b, mnt);
+    let kills = rounds(RUNS, &mut |i, k| {
+        stores[k].time(&["thread", "kill", &fresh[k][i]])
+    });
+    for (k, c) in costs.iter_mut().enumerate() {
+        c.start = starts[k];
+        c.step = steps[k];
+        c.show = shows[k];
+        c.version = versions[k];
+        c.answer = answers[k];
+        c.list = lists[k];
+        c.list_all = lists_all[k];
+        c.search_hit = hits[k];
+        c.search_miss = misses[k];
+        c.kill = kills[k];
+        c.log_mb = log_mb(&stores[k]);
+        if let Some(mnt) = &mounts[k] {
+            c.ls = ls_threads(&stores[k], mnt);
+        }
     }
     costs
 }
@@ -534,19 +544,10 @@ fn main() {
         _ => pg_server::PgServer::private_durable("index bench"),
     };
     let mount_ok = can_mount();
-    let mut backends = vec![Backend {
-        name: "directory",
-        root: base.path().join("dir"),
-        url: None,
-        agent: agent.clone(),
-    }];
+    // The kinds of store measured: the directory store, and PostgreSQL when there is one.
+    let mut kinds = vec!["directory"];
     match &server {
-        Some(server) => backends.push(Backend {
-            name: "postgres",
-            root: base.path().join("pg"),
-            url: Some(server.fresh_db("index_bench")),
-            agent,
-        }),
+        Some(_) => kinds.push("postgres"),
         None if std::env::var("INDEX_BENCH_BACKENDS").as_deref() == Ok("directory") => {
             println!("(PostgreSQL left out: INDEX_BENCH_BACKENDS=directory)")
         }
@@ -555,42 +556,59 @@ fn main() {
     if let Err(why) = mount_ok {
         println!("(ls threads skipped: {why})");
     }
+    // A store of its own for every size, so that the sizes can be measured interleaved.
     let mut results: Vec<Vec<(usize, Costs)>> = Vec::new();
     let mut copied = None;
-    for b in &backends {
-        std::fs::create_dir_all(&b.root).expect("root");
-        let templates = templates(b);
-        let mut have = 0;
-        let mut rows = Vec::new();
-        for &size in &sizes {
+    for &kind in &kinds {
+        let stores: Vec<Backend> = sizes
+            .iter()
+            .map(|size| Backend {
+                name: kind,
+                root: base.path().join(format!("{kind}-{size}")),
+                url: server
+                    .as_ref()
+                    .filter(|_| kind == "postgres")
+                    .map(|s| s.fresh_db(&format!("index_bench_{size}"))),
+                agent: agent.clone(),
+            })
+            .collect();
+        for (b, &size) in stores.iter().zip(&sizes) {
+            std::fs::create_dir_all(&b.root).expect("root");
+            let templates = templates(b);
             // Bulk rows up to 2,000 below the size, then real processes for the rest.
-            let by_processes = BY_PROCESSES.min(size.saturating_sub(have));
-            let bulk = size.saturating_sub(have + by_processes);
-            grow(b, &templates, have, bulk);
-            grow_by_processes(b, have + bulk, by_processes);
-            have = have.max(size);
-            // Let the bulk rows reach the disk first: the timed commands fsync, and would
-            // otherwise queue behind the write-back of tens of megabytes.
-            let _ = Command::new("sync").status();
-            std::thread::sleep(std::time::Duration::from_secs(2));
-            let mnt = base.path().join(format!("mnt-{}-{size}", b.name));
-            let costs = measure(b, size, mount_ok.is_ok().then_some(mnt.as_path()));
-            eprintln!("{} {size}: done", b.name);
-            rows.push((size, costs));
-            // The documented way onto PostgreSQL: `store copy` of the directory store, then
-            // the first listings of the copy (no row may need its thread's nodes).
-            if let (None, Some(server), COPIED_SIZE) = (&b.url, &server, size) {
-                copied = Some(list_after_copy(b, server));
-            }
+            let by_processes = BY_PROCESSES.min(size);
+            grow(b, &templates, 0, size - by_processes);
+            grow_by_processes(b, size - by_processes, by_processes);
+            eprintln!("{kind} {size}: grown");
         }
-        results.push(rows);
+        // Let the bulk rows reach the disk first: the timed commands fsync, and would
+        // otherwise queue behind the write-back of tens of megabytes.
+        let _ = Command::new("sync").status();
+        std::thread::sleep(std::time::Duration::from_secs(2));
+        let mounts: Vec<Option<PathBuf>> = sizes
+            .iter()
+            .map(|size| {
+                mount_ok
+                    .is_ok()
+                    .then(|| base.path().join(format!("mnt-{kind}-{size}")))
+            })
+            .collect();
+        let costs = measure(&stores, &mounts);
+        eprintln!("{kind}: measured");
+        // The documented way onto PostgreSQL: `store copy` of the directory store, then the
+        // first listings of the copy (no row may need its thread's nodes).
+        let copied_at = sizes.iter().position(|&s| s == COPIED_SIZE);
+        if let (Some(server), Some(k), "directory") = (&server, copied_at, kind) {
+            copied = Some(list_after_copy(&stores[k], server));
+        }
+        results.push(sizes.iter().copied().zip(costs).collect());
     }
     println!(
         "thread index at scale: median ms of {RUNS} runs (lists: {LIST_RUNS}); half of each store archived; \
          the last {BY_PROCESSES} threads of each size made by real processes"
     );
-    for (b, rows) in backends.iter().zip(&results) {
-        println!("\n{}:", b.name);
+    for (kind, rows) in kinds.iter().zip(&results) {
+        println!("\n{kind} (every size its own store, measured interleaved):");
         println!(
             "{:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>11} {:>11} {:>11} {:>10} {:>8}",
             "threads",
