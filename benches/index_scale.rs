@@ -338,7 +338,7 @@ fn now_ms() -> u64 {
 }
 
 /// One size's costs, in ms.
-#[derive(Default, Clone)]
+#[derive(Clone)]
 struct Costs {
     version: f64,
     start: f64,
@@ -371,7 +371,6 @@ fn search_args(text: &str) -> [&str; 8] {
 /// per store (where to mount it, when mounting is possible).
 fn measure(stores: &[Backend], mounts: &[Option<PathBuf>]) -> Vec<Costs> {
     let n = stores.len();
-    let mut costs = vec![Costs::default(); n];
     // `runs` rounds of `f(round, store)`, the stores in turn within a round; the medians.
     let rounds = |runs: usize, f: &mut dyn FnMut(usize, usize) -> f64| -> Vec<f64> {
         let mut times = vec![Vec::with_capacity(runs); n];
@@ -436,23 +435,24 @@ fn measure(stores: &[Backend], mounts: &[Option<PathBuf>]) -> Vec<Costs> {
     let kills = rounds(RUNS, &mut |i, k| {
         stores[k].time(&["thread", "kill", &fresh[k][i]])
     });
-    for (k, c) in costs.iter_mut().enumerate() {
-        c.start = starts[k];
-        c.step = steps[k];
-        c.show = shows[k];
-        c.version = versions[k];
-        c.answer = answers[k];
-        c.list = lists[k];
-        c.list_all = lists_all[k];
-        c.search_hit = hits[k];
-        c.search_miss = misses[k];
-        c.kill = kills[k];
-        c.log_mb = log_mb(&stores[k]);
-        if let Some(mnt) = &mounts[k] {
-            c.ls = ls_threads(&stores[k], mnt);
-        }
-    }
-    costs
+    (0..n)
+        .map(|k| Costs {
+            start: starts[k],
+            step: steps[k],
+            show: shows[k],
+            version: versions[k],
+            answer: answers[k],
+            list: lists[k],
+            list_all: lists_all[k],
+            search_hit: hits[k],
+            search_miss: misses[k],
+            kill: kills[k],
+            log_mb: log_mb(&stores[k]),
+            ls: mounts[k]
+                .as_deref()
+                .and_then(|mnt| ls_threads(&stores[k], mnt)),
+        })
+        .collect()
 }
 
 /// The size whose directory store is copied to PostgreSQL and listed there.
