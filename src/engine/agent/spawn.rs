@@ -10,7 +10,7 @@
 //! what is left of its process group is killed before the agent is reaped (so the group id
 //! cannot have been reused). A stop signal the step catches ([`interrupt`]) stops the group as
 //! a timeout does. When the step process itself dies (`kill -9`), the kernel sends the agent
-//! SIGTERM (`PR_SET_PDEATHSIG`), but not the agent's children: the agent's [`Watchdog`] stops
+//! SIGTERM (`PR_SET_PDEATHSIG`), but not the agent's children: the process's [`watchdog`] stops
 //! the whole group. Should even that fail (no fork), the step recorded the group and the
 //! agent's start time in the run file, and whoever takes the thread's lock next kills the
 //! leftover group ([`kill_leftover_group`]) after checking it is that agent's.
@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use crate::engine::agent::interrupt;
 use crate::engine::agent::resolve::AgentSpec;
-use crate::engine::agent::watchdog::Watchdog;
+use crate::engine::agent::watchdog;
 use crate::engine::thread::log::StepLog;
 
 /// How much of the agent's stderr is kept for messages and the detail node.
@@ -229,12 +229,16 @@ pub(crate) fn run(
         cmd.env_remove(DIE_WITH_ENV);
         die_with_parent(&mut cmd);
     }
+    // Forked before the first agent exists, so it is there before the agent runs anything.
+    let watchdog = watchdog::shared();
     let mut child = cmd.spawn().map_err(|source| AgentError::Spawn {
         name: inv.spec.name.clone(),
         program: inv.spec.program.clone(),
         source,
     })?;
     let pid = child.id();
+    // Told first: from here a `kill -9` of this process stops the agent's whole group.
+    let watched = watchdog.and_then(|w| w.watch(pid));
     on_spawn(pid);
 
     let stdout = child.stdout.take().expect("stdout is piped");
@@ -247,9 +251,6 @@ pub(crate) fn run(
 
     let (tx, rx) = mpsc::channel();
     let waiter = std::thread::spawn(move || {
-        // Forked here, off the step's own thread: it stops the agent's group if this process
-        // dies first, and is stopped itself before the agent is reaped.
-        let watchdog = Watchdog::start(pid);
         // Wait for the agent's exit without reaping it: while it is a zombie its pid, the group
         // id, cannot be reused, so killing what is left of the group hits only the agent's own
         // children (a `cmd &` it left running).
@@ -258,7 +259,8 @@ pub(crate) fn run(
             nix::sys::wait::WaitPidFlag::WEXITED | nix::sys::wait::WaitPidFlag::WNOWAIT,
         );
         signal_group(pid, nix::sys::signal::Signal::SIGKILL);
-        drop(watchdog);
+        // The group is done before its id can be reused: the watchdog lets it go first.
+        drop(watched);
         let status = child.wait();
         let _ = tx.send(());
         status
