@@ -261,6 +261,8 @@ fn grow(b: &Backend, templates: &[Template], from: usize, count: usize) {
                 } else {
                     format!("bulk {i}: fix the login bug")
                 }),
+                // Not known, as for threads no listing of costs has read yet.
+                spent: None,
             }
         })
         .collect();

@@ -341,6 +341,7 @@ fn ten_thousand_threads_show_their_first_rows_within_a_second() {
             steps: Some(0),
             next: Some("planner".to_owned()),
             prompt: Some("the first of many".to_owned()),
+            spent: None,
         })
         .collect();
     uwf::engine::storage::index_db::insert_many(&env.root(), &rows).unwrap();
@@ -425,6 +426,7 @@ fn a_search_finds_a_thread_past_the_first_two_thousand() {
         steps: Some(0),
         next: Some("planner".to_owned()),
         prompt: Some(prompt.to_owned()),
+        spent: None,
     };
     let mut rows: Vec<_> = (1..=2_100u64)
         .map(|i| row(i, head, "the first of many"))

@@ -51,6 +51,7 @@ fn thread(id: &str, head: Hash) -> NewThread<'_> {
         queued: false,
         steps: None,
         prompt: None,
+        spent: None,
     }
 }
 

@@ -493,6 +493,8 @@ fn search_finds_threads_of_a_database_made_before_it_kept_prompts() {
         .batch_execute(
             "alter table threads drop column prompt;
              alter table history drop column prompt;
+             alter table threads drop column spent;
+             alter table history drop column spent;
              update uwf_meta set schema_version = 6;",
         )
         .unwrap();

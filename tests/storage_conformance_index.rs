@@ -22,7 +22,7 @@ use uwf::engine::storage::index_db::{Scan, TextFilter};
 use uwf::engine::storage::{self, Storage};
 use uwf::engine::thread::index::{self, State, Successor, ThreadIndexError};
 use uwf::engine::upkeep::fsck;
-use uwf::pg::NewThread;
+use uwf::pg::{Learned, NewThread};
 
 /// Runs `check` over a directory root, then over a PostgreSQL root.
 fn on_both(name: &str, check: impl Fn(&Path, &Arc<Storage>, &Store)) {
@@ -62,6 +62,7 @@ fn add(s: &Storage, id: &str, head: Hash, parent: Option<&str>) {
             queued: false,
             steps: Some(0),
             prompt: Some(id),
+            spent: None,
         })
         .expect("thread added");
 }
@@ -592,6 +593,7 @@ fn search(_root: &Path, s: &Arc<Storage>, store: &Store) {
                 queued: false,
                 steps: Some(0),
                 prompt,
+                spent: None,
             })
             .expect("thread added");
     };
@@ -712,6 +714,87 @@ fn search_finds_any_thread_in_any_case_with_filters_and_literal_wildcards() {
     on_both(
         "search_finds_any_thread_in_any_case_with_filters_and_literal_wildcards",
         search,
+    );
+}
+
+/// What thread `id`'s row says it spent (`None`: not known).
+fn spent_of(s: &Storage, id: &str) -> Option<String> {
+    let mut spent = None;
+    let all = Scan {
+        all: true,
+        ..Scan::default()
+    };
+    s.index()
+        .scan(&all, &mut |row| {
+            if row.id == id {
+                spent = Some(row.spent);
+            }
+            true
+        })
+        .expect("scan");
+    spent.expect("the thread is listed")
+}
+
+fn spending(_root: &Path, s: &Arc<Storage>, store: &Store) {
+    let start = node(store, "start");
+    s.index()
+        .add(&NewThread {
+            id: "SPENT",
+            workflow: Hash::from_u64(1),
+            head: start,
+            parent: None,
+            queued: false,
+            steps: Some(0),
+            prompt: None,
+            spent: Some("{}"),
+        })
+        .expect("thread added");
+    assert_eq!(
+        spent_of(s, "SPENT").as_deref(),
+        Some("{}"),
+        "kept as started"
+    );
+
+    let one = node(store, "one");
+    s.index()
+        .compare_and_set("SPENT", start, one, Some("work"))
+        .expect("moved");
+    assert_eq!(
+        spent_of(s, "SPENT"),
+        None,
+        "a head move forgets what was spent"
+    );
+
+    let learned = |head: Hash, spent: Option<&str>| Learned {
+        id: "SPENT".to_owned(),
+        head,
+        steps: 1,
+        next: Some("work".to_owned()),
+        spent: spent.map(str::to_owned),
+    };
+    // Worked out at a head the thread has left: not kept.
+    s.index().note_derived(&[learned(start, Some("stale"))]);
+    assert_eq!(spent_of(s, "SPENT"), None);
+    s.index().note_derived(&[learned(one, Some(r#"{"n":1}"#))]);
+    assert_eq!(spent_of(s, "SPENT").as_deref(), Some(r#"{"n":1}"#));
+    // Steps learned without the spending leave what the row knows.
+    s.index().note_derived(&[learned(one, None)]);
+    assert_eq!(spent_of(s, "SPENT").as_deref(), Some(r#"{"n":1}"#));
+
+    // Archived at the same head, the row keeps it; learned again, it is replaced.
+    s.index().archive("SPENT", "done").expect("archived");
+    assert_eq!(spent_of(s, "SPENT").as_deref(), Some(r#"{"n":1}"#));
+    s.index().note_derived(&[learned(one, Some(r#"{"n":2}"#))]);
+    assert_eq!(spent_of(s, "SPENT").as_deref(), Some(r#"{"n":2}"#));
+    s.index().note_derived(&[learned(start, Some("stale"))]);
+    assert_eq!(spent_of(s, "SPENT").as_deref(), Some(r#"{"n":2}"#));
+}
+
+#[test]
+fn what_a_thread_spent_is_kept_until_its_head_moves_and_learned_only_at_its_head() {
+    on_both(
+        "what_a_thread_spent_is_kept_until_its_head_moves_and_learned_only_at_its_head",
+        spending,
     );
 }
 

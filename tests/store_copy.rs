@@ -177,6 +177,7 @@ fn make_threads(env: &Env) {
             steps: None,
             next: None,
             prompt: None,
+            spent: None,
         })
         .collect();
     index_db::insert_many(&root, &rows).expect("thread index rows");
@@ -314,14 +315,16 @@ fn a_thousand_threads_go_to_postgres_and_back_unchanged() {
         KILLED
     );
 
-    // Every row knows what a list shows (the source's rows, or the source's nodes where its
-    // rows did not): a list of the copy reads no thread's nodes.
-    let unknown = "select (select count(*) from threads where steps is null or next is null) + \
-                   (select count(*) from history where steps is null)";
+    // Every row knows what a list shows, what its thread spent included (the source's rows,
+    // or the source's nodes where its rows did not): a list of the copy reads no thread's
+    // nodes.
+    let unknown = "select (select count(*) from threads \
+                           where steps is null or next is null or spent is null) + \
+                   (select count(*) from history where steps is null or spent is null)";
     assert_eq!(
         count(&mut client, unknown),
         0,
-        "copied rows know steps and next"
+        "copied rows know steps, next and what was spent"
     );
     let pg_list = || {
         let args = ["thread", "list", "--all", "--json"];
@@ -338,7 +341,8 @@ fn a_thousand_threads_go_to_postgres_and_back_unchanged() {
     // writes it back: the next list reads rows alone.
     client
         .batch_execute(
-            "update threads set steps = null, next = null; update history set steps = null",
+            "update threads set steps = null, next = null, spent = null;
+             update history set steps = null, spent = null",
         )
         .expect("forget steps");
     assert_eq!(pg_list(), THREADS);
@@ -383,13 +387,16 @@ fn a_thousand_threads_go_to_postgres_and_back_unchanged() {
     let db = rusqlite::Connection::open(back.join("index.db")).expect("index.db");
     let unknown: i64 = db
         .query_row(
-            "select count(*) from threads where steps is null \
+            "select count(*) from threads where steps is null or spent is null \
              or (status = 'active' and next is null)",
             [],
             |r| r.get(0),
         )
         .expect("count");
-    assert_eq!(unknown, 0, "rows copied back know steps and next");
+    assert_eq!(
+        unknown, 0,
+        "rows copied back know steps, next and what was spent"
+    );
     drop(db);
     let fsck = uwf_at(&env, &back, &["cas", "fsck"]);
     assert!(fsck.contains("no problems"), "{fsck}");

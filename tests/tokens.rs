@@ -167,6 +167,62 @@ fn totals_equal_the_sum_over_files() {
     totals_equal_the_sum_of_what_the_server_reported(None);
 }
 
+/// Once a listing has worked out what a thread spent, the next one reads it from the thread's
+/// row, at the prices of the moment: with a step's detail node gone (only the row can say what
+/// that step spent) and the prices doubled, the listing still counts every token, at the new
+/// prices.
+#[test]
+fn a_listing_reads_what_threads_spent_from_their_rows() {
+    let mock = Mock::start(vec![
+        answer(100, 10, 0),
+        answer(200, 20, 50),
+        answer(300, 30, 0),
+    ]);
+    let m = machine(None, &mock, PRICES);
+    let id = start(&m, &[]);
+    m.ok(&["thread", "run", &id]);
+    let first = listed_cost(&m, &id);
+    assert_eq!(
+        (&first["tokens"], &first["steps"]),
+        (&json!(660), &json!(3))
+    );
+    assert!((first["costUsd"].as_f64().unwrap() - 0.000_695).abs() < 1e-12);
+
+    let steps: Vec<Value> = m
+        .ok(&["thread", "steps", &id, "--json"])
+        .lines()
+        .map(json)
+        .collect();
+    let step = json(&m.ok(&[
+        "cas",
+        "get",
+        steps[1]["hash"].as_str().unwrap(),
+        "--payload",
+    ]));
+    let detail = step["detail"].as_str().unwrap();
+    let file = m
+        .root()
+        .join("cas/objects")
+        .join(&detail[..2])
+        .join(format!("{}.json", &detail[2..]));
+    std::fs::remove_file(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    let config = m.root().join("config.yaml");
+    let doubled = std::fs::read_to_string(&config).unwrap().replace(
+        "{ input: 1, output: 2, cached: 0.5 }",
+        "{ input: 2, output: 4, cached: 1 }",
+    );
+    std::fs::write(&config, doubled).unwrap();
+
+    let second = listed_cost(&m, &id);
+    assert_eq!(
+        (&second["tokens"], &second["steps"]),
+        (&json!(660), &json!(3)),
+        "{second}"
+    );
+    let usd = second["costUsd"].as_f64().unwrap();
+    assert!((usd - 2.0 * 0.000_695).abs() < 1e-12, "{usd}");
+}
+
 #[test]
 fn totals_equal_the_sum_over_postgres() {
     let name = "tokens_totals_equal_the_sum_over_postgres";

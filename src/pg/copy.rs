@@ -128,13 +128,13 @@ impl PgStore {
         Ok(usize::try_from(inserted).unwrap_or(0))
     }
 
-    /// What each thread's row knows of it beyond its head (steps, and the next role of an
-    /// active one), by id; threads whose row does not know are left out.
+    /// What each thread's row knows of it beyond its head (steps, what it spent, and the next
+    /// role of an active one), by id; threads whose row does not know their steps are left out.
     pub(crate) fn row_facts(&self) -> Result<HashMap<String, RowFacts>, PgError> {
         let rows = self.with_client("list threads", |c| {
             c.query(
-                "select id, steps, next from threads where steps is not null
-                 union all select thread, steps, null from history where steps is not null",
+                "select id, steps, next, spent from threads where steps is not null
+                 union all select thread, steps, null, spent from history where steps is not null",
                 &[],
             )
         })?;
@@ -144,6 +144,7 @@ impl PgStore {
                 let facts = RowFacts {
                     steps: from_bigint(row.get(1)),
                     next: row.get(2),
+                    spent: row.get(3),
                 };
                 (row.get(0), facts)
             })
@@ -172,6 +173,8 @@ impl PgStore {
         let parents: Vec<Option<&str>> = active.iter().map(|t| t.parent.as_deref()).collect();
         let started: Vec<Option<i64>> =
             active.iter().map(|t| t.started_ms.map(to_bigint)).collect();
+        let spent_of = |id: &str| known.get(id).and_then(|f| f.spent.as_deref());
+        let spent: Vec<Option<&str>> = active.iter().map(|t| spent_of(&t.id)).collect();
 
         let a_ids: Vec<&str> = archived.iter().map(|a| a.thread.as_str()).collect();
         let a_workflows: Vec<String> = archived.iter().map(|a| a.workflow.to_string()).collect();
@@ -180,6 +183,7 @@ impl PgStore {
         let a_parents: Vec<Option<&str>> = archived.iter().map(|a| a.parent.as_deref()).collect();
         let a_completed: Vec<i64> = archived.iter().map(|a| to_bigint(a.completed_ms)).collect();
         let a_steps: Vec<Option<i64>> = archived.iter().map(|a| steps_of(&a.thread)).collect();
+        let a_spent: Vec<Option<&str>> = archived.iter().map(|a| spent_of(&a.thread)).collect();
 
         self.with_client("copy threads", |c| {
             let mut tx = c.transaction()?;
@@ -199,23 +203,25 @@ impl PgStore {
             tx.execute(
                 &format!(
                     "insert into threads (id, workflow, head, parent, created_at, updated_at,
-                                          steps, next)
+                                          steps, next, spent)
                      select id, workflow, head, parent, coalesce({FROM_MS}, now()), now(),
-                            steps, next
+                            steps, next, spent
                      from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[],
-                                 $6::int8[], $7::text[])
-                          as u(id, workflow, head, parent, ms, steps, next)"
+                                 $6::int8[], $7::text[], $8::text[])
+                          as u(id, workflow, head, parent, ms, steps, next, spent)"
                 ),
-                &[&ids, &workflows, &heads, &parents, &started, &steps, &nexts],
+                &[
+                    &ids, &workflows, &heads, &parents, &started, &steps, &nexts, &spent,
+                ],
             )?;
             tx.execute(
                 &format!(
                     "insert into history (thread, workflow, head, status, parent, completed_at,
-                                          steps)
-                     select thread, workflow, head, status, parent, {FROM_MS}, steps
+                                          steps, spent)
+                     select thread, workflow, head, status, parent, {FROM_MS}, steps, spent
                      from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
-                                 $6::int8[], $7::int8[])
-                          as u(thread, workflow, head, status, parent, ms, steps)"
+                                 $6::int8[], $7::int8[], $8::text[])
+                          as u(thread, workflow, head, status, parent, ms, steps, spent)"
                 ),
                 &[
                     &a_ids,
@@ -225,6 +231,7 @@ impl PgStore {
                     &a_parents,
                     &a_completed,
                     &a_steps,
+                    &a_spent,
                 ],
             )?;
             tx.commit()?;

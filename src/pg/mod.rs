@@ -33,7 +33,7 @@ pub use listen::Listener;
 pub use registry::Registered;
 pub(crate) use registry::{RegistryName, RegistryVersion};
 pub(crate) use rows::{ActiveThread, ArchivedThread, Entry, Exported, IndexRow, RowFacts};
-pub use rows::{NewThread, Successor, search_text};
+pub use rows::{Learned, NOTHING_SPENT, NewThread, Successor, search_text};
 pub(crate) use runs::LineageRow;
 pub use runs::{RunAppend, RunFileKind, RunStateChange};
 pub(crate) use schema::CHANNEL;

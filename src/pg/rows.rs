@@ -26,6 +26,10 @@ pub fn search_text(prompt: &str) -> String {
     cut.to_lowercase()
 }
 
+/// What a thread with no step spent, as its row keeps it ([`IndexRow::spent`]): nothing, in
+/// the engine's shape (an empty JSON object).
+pub const NOTHING_SPENT: &str = "{}";
+
 /// A new active thread to register.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewThread<'a> {
@@ -41,6 +45,8 @@ pub struct NewThread<'a> {
     /// The start prompt, when the caller knows (else the first search reads it); the store
     /// keeps its [`search_text`].
     pub prompt: Option<&'a str>,
+    /// What its steps spent (see [`IndexRow::spent`]), when known.
+    pub spent: Option<&'a str>,
 }
 
 /// A thread that takes the place of a rebased one (its parent): its id, workflow version,
@@ -78,6 +84,10 @@ pub struct IndexRow {
     pub updated_ms: u64,
     /// The thread it was forked or spawned from, when known.
     pub parent: Option<String>,
+    /// What the steps up to the head spent, when known: tokens and reported dollars as the
+    /// engine writes them (JSON, whose meaning is the engine's; see `docs/LLM.md`). Unknown
+    /// after every head move until a reader works it out and writes it back.
+    pub spent: Option<String>,
 }
 
 impl IndexRow {
@@ -145,6 +155,22 @@ pub struct RowFacts {
     pub steps: u64,
     /// The role the moderator picks at the head (active threads).
     pub next: Option<String>,
+    /// What the steps spent ([`IndexRow::spent`]), when known.
+    pub spent: Option<String>,
+}
+
+/// What a reader worked out from the nodes for a row that did not know it all, written back
+/// only while the thread is still at `head` (a cache: lost, it is worked out again).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Learned {
+    pub id: String,
+    pub head: Hash,
+    /// Steps from the start to the head.
+    pub steps: u64,
+    /// The role the moderator picks at the head (kept for active threads only).
+    pub next: Option<String>,
+    /// What the steps spent ([`IndexRow::spent`]), when worked out (`None` keeps the row's).
+    pub spent: Option<String>,
 }
 
 /// Every thread of a store, in the form both backends read and write whole (what

@@ -14,7 +14,7 @@ use postgres::Client;
 use super::error::{PgError, describe};
 
 /// The schema version this binary writes and understands.
-pub const SCHEMA_VERSION: i32 = 7;
+pub const SCHEMA_VERSION: i32 = 8;
 
 /// The advisory lock key of migrations (`uwf` + `mig` in ASCII, any fixed number would do).
 const LOCK_KEY: i64 = 0x0075_7766_006d_6967;
@@ -183,6 +183,14 @@ alter table threads add column prompt text;
 alter table history add column prompt text;
 create index threads_unsearchable on threads (id) where prompt is null;
 create index history_unsearchable on history (thread) where prompt is null;
+"#,
+    // What a thread's steps spent (tokens, and dollars their agents reported; JSON the engine
+    // writes), so that a listing of costs reads rows, not every thread's steps. Empty
+    // (`NULL`) after a head move and on rows made before it; the first listing of costs
+    // fills them.
+    r#"
+alter table threads add column spent text;
+alter table history add column spent text;
 "#,
 ];
 

@@ -10,8 +10,8 @@ use crate::cas::Hash;
 
 use super::error::PgError;
 use super::rows::{
-    ActiveThread, ArchivedThread, Entry, IndexRow, NewThread, Successor, from_bigint, search_text,
-    to_bigint,
+    ActiveThread, ArchivedThread, Entry, IndexRow, Learned, NewThread, Successor, from_bigint,
+    search_text, to_bigint,
 };
 use super::store::PgStore;
 
@@ -48,8 +48,8 @@ impl PgStore {
         let (workflow, head) = (thread.workflow.to_string(), thread.head.to_string());
         let inserted = self.with_client("add thread", |c| {
             c.execute(
-                "insert into threads (id, workflow, head, parent, queued, steps, prompt)
-                 select $1, $2, $3, $4, $5, $6, $7
+                "insert into threads (id, workflow, head, parent, queued, steps, prompt, spent)
+                 select $1, $2, $3, $4, $5, $6, $7, $8
                  where not exists (select 1 from history where thread = $1)
                  on conflict (id) do nothing",
                 &[
@@ -60,6 +60,7 @@ impl PgStore {
                     &thread.queued,
                     &thread.steps.map(to_bigint),
                     &thread.prompt.map(search_text),
+                    &thread.spent,
                 ],
             )
         })?;
@@ -157,7 +158,8 @@ impl PgStore {
     }
 
     /// [`PgStore::compare_and_set`] to a step continuing `expected` (one step more), with the
-    /// role the moderator picks at `new` when known (listings show both).
+    /// role the moderator picks at `new` when known (listings show both). What the thread
+    /// spent is unknown again until a listing works it out.
     pub(crate) fn compare_and_set_next(
         &self,
         id: &str,
@@ -168,7 +170,8 @@ impl PgStore {
         let (expected, new) = (expected.to_string(), new.to_string());
         let moved = self.with_client("compare-and-set head", |c| {
             c.execute(
-                "update threads set head = $3, updated_at = now(), steps = steps + 1, next = $4
+                "update threads set head = $3, updated_at = now(), steps = steps + 1, next = $4,
+                        spent = null
                  where id = $1 and head = $2",
                 &[&id, &expected, &new, &next],
             )
@@ -193,7 +196,7 @@ impl PgStore {
         let sql = "
             (select t.id, t.workflow, t.head, 'active'::text, t.steps, t.next, t.error, t.awaiting,
                     (l.thread is not null and l.expires_at > now()),
-                    (extract(epoch from t.updated_at) * 1000)::bigint, t.parent
+                    (extract(epoch from t.updated_at) * 1000)::bigint, t.parent, t.spent
              from threads t left join leases l on l.thread = t.id
              where ($1::text[] is null or t.workflow = any($1))
                and ($2::text is null or t.id >= $2) and ($3::text is null or t.id < $3)
@@ -203,7 +206,7 @@ impl PgStore {
             union all
             (select h.thread, h.workflow, h.head, h.status, h.steps,
                     case when h.status = 'done' then '$END' end, null, null, false,
-                    (extract(epoch from h.completed_at) * 1000)::bigint, h.parent
+                    (extract(epoch from h.completed_at) * 1000)::bigint, h.parent, h.spent
              from history h
              where $5 and ($1::text[] is null or h.workflow = any($1))
                and ($2::text is null or h.thread >= $2) and ($3::text is null or h.thread < $3)
@@ -239,41 +242,41 @@ impl PgStore {
                     running: Some(row.get(8)),
                     updated_ms: from_bigint(row.get(9)),
                     parent: row.get(10),
+                    spent: row.get(11),
                 })
             })
             .collect()
     }
 
-    /// Writes back what a listing worked out from the nodes for rows that did not know it:
-    /// `(id, head, steps, next)`, each kept only while the thread is still at `head` (an
-    /// archived thread's row keeps its steps; its next role follows from its status).
-    pub(crate) fn note_derived(
-        &self,
-        facts: &[(String, Hash, u64, Option<String>)],
-    ) -> Result<(), PgError> {
+    /// Writes back what a listing worked out from the nodes for rows that did not know it,
+    /// each kept only while the thread is still at its head (an archived thread's row keeps
+    /// the steps it knows, and its next role follows from its status).
+    pub(crate) fn note_derived(&self, facts: &[Learned]) -> Result<(), PgError> {
         if facts.is_empty() {
             return Ok(());
         }
-        let ids: Vec<&str> = facts.iter().map(|f| f.0.as_str()).collect();
-        let heads: Vec<String> = facts.iter().map(|f| f.1.to_string()).collect();
-        let steps: Vec<i64> = facts
-            .iter()
-            .map(|f| i64::try_from(f.2).unwrap_or(i64::MAX))
-            .collect();
-        let nexts: Vec<Option<&str>> = facts.iter().map(|f| f.3.as_deref()).collect();
+        let ids: Vec<&str> = facts.iter().map(|f| f.id.as_str()).collect();
+        let heads: Vec<String> = facts.iter().map(|f| f.head.to_string()).collect();
+        let steps: Vec<i64> = facts.iter().map(|f| to_bigint(f.steps)).collect();
+        let nexts: Vec<Option<&str>> = facts.iter().map(|f| f.next.as_deref()).collect();
+        let spent: Vec<Option<&str>> = facts.iter().map(|f| f.spent.as_deref()).collect();
         self.with_client("note what rows did not know", |c| {
             c.execute(
-                "update threads t set steps = u.steps, next = u.next
-                 from unnest($1::text[], $2::text[], $3::int8[], $4::text[])
-                      as u(id, head, steps, next)
+                "update threads t set steps = u.steps, next = u.next,
+                        spent = coalesce(u.spent, t.spent)
+                 from unnest($1::text[], $2::text[], $3::int8[], $4::text[], $5::text[])
+                      as u(id, head, steps, next, spent)
                  where t.id = u.id and t.head = u.head",
-                &[&ids, &heads, &steps, &nexts],
+                &[&ids, &heads, &steps, &nexts, &spent],
             )?;
             c.execute(
-                "update history h set steps = u.steps
-                 from unnest($1::text[], $2::text[], $3::int8[]) as u(id, head, steps)
-                 where h.thread = u.id and h.head = u.head and h.steps is null",
-                &[&ids, &heads, &steps],
+                "update history h set steps = coalesce(h.steps, u.steps),
+                        spent = coalesce(u.spent, h.spent)
+                 from unnest($1::text[], $2::text[], $3::int8[], $4::text[])
+                      as u(id, head, steps, spent)
+                 where h.thread = u.id and h.head = u.head
+                   and (h.steps is null or u.spent is not null)",
+                &[&ids, &heads, &steps, &spent],
             )?;
             Ok(())
         })
@@ -358,8 +361,9 @@ impl PgStore {
             c.query_opt(
                 "with moved as (delete from threads where id = $1 returning *),
                       gone as (delete from leases where thread = $1)
-                 insert into history (thread, workflow, head, status, parent, steps, prompt)
-                 select id, workflow, head, $2, parent, steps, prompt from moved
+                 insert into history (thread, workflow, head, status, parent, steps, prompt,
+                                      spent)
+                 select id, workflow, head, $2, parent, steps, prompt, spent from moved
                  returning thread, workflow, head, status, parent,
                            (extract(epoch from completed_at) * 1000)::bigint",
                 &[&id, &status],
@@ -398,8 +402,9 @@ impl PgStore {
                                                      prompt)
                                 select $3, $4, $5, $1, false, $6, $7 from moved)
                  insert into history (thread, workflow, head, status, parent, steps, successor,
-                                      prompt)
-                 select id, workflow, head, 'rebased', parent, steps, $3, prompt from moved
+                                      prompt, spent)
+                 select id, workflow, head, 'rebased', parent, steps, $3, prompt, spent
+                 from moved
                  returning thread, workflow, head, status, parent,
                            (extract(epoch from completed_at) * 1000)::bigint",
                 &[

@@ -91,6 +91,7 @@ pub(super) fn listing_query(
         parent: None,
         top_level: false,
         text: None,
+        usage: false,
     })
 }
 

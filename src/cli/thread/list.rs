@@ -55,7 +55,7 @@ pub(super) fn list(
                 Mode::Json => {
                     let mut json = summary.to_json();
                     json["updatedAt"] = listed.updated_ms.into();
-                    json["cost"] = cost_json(store, summary, &prices);
+                    json["cost"] = cost_json(&listed, &prices);
                     out.line(json)
                 }
                 Mode::Table => {
@@ -132,13 +132,11 @@ fn tree_line(depth: usize, s: &lifecycle::Summary) -> String {
 }
 
 /// A row's `cost`: what the thread's own steps spent (null when its chain cannot be read).
-fn cost_json(
-    store: &Store,
-    summary: &lifecycle::Summary,
-    prices: &crate::engine::config::budget::Prices,
-) -> serde_json::Value {
-    crate::engine::thread::cost::spent_at(store, summary.head, prices)
-        .map(|spent| spent.to_json())
+fn cost_json(listed: &Listed, prices: &crate::engine::config::budget::Prices) -> serde_json::Value {
+    listed
+        .usage
+        .as_ref()
+        .map(|usage| usage.spent(prices).to_json())
         .unwrap_or(serde_json::Value::Null)
 }
 

@@ -161,6 +161,8 @@ pub(super) fn run(cmd: ThreadCommand, root: &Path, out: &mut Out) -> CliResult<(
                 parent: None,
                 top_level: !children,
                 text: search.filter(|s| !s.is_empty()),
+                // `--json` rows carry what each thread spent.
+                usage: out.mode == crate::cli::terminal::output::Mode::Json && !tree,
             };
             list(&store, &query, limit, tree, out)?
         }

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use crate::cas::Store;
 use crate::cli::error::CliResult;
 use crate::cli::terminal::output::{Mode, Out, ago};
+use crate::engine::config::budget::Prices;
 use crate::engine::cycle::worker::{self, WorkerStatus};
 use crate::engine::thread::context;
 use crate::engine::thread::cost;
@@ -63,7 +64,7 @@ pub(crate) fn run(args: StatusArgs, store: &Store, out: &mut Out) -> CliResult {
                         let mut v = t.summary.to_json();
                         v["updatedAt"] = t.updated_ms.into();
                         v["command"] = next_command(&t.summary).into();
-                        v["cost"] = cost::spent_at(store, t.summary.head, &prices)
+                        v["cost"] = spent_of(store, t, &prices)
                             .map(|spent| spent.to_json())
                             .unwrap_or(Value::Null);
                         if let Some(w) = worker_of(&workers, &t.summary.id) {
@@ -81,9 +82,19 @@ pub(crate) fn run(args: StatusArgs, store: &Store, out: &mut Out) -> CliResult {
 }
 
 /// The newest `limit` threads in `status` (`paused`: active threads paused), and their number.
+/// What a listed thread spent: as its listing read it, else from its steps (the paused, looked
+/// for among all active threads, are listed without it).
+fn spent_of(store: &Store, t: &Listed, prices: &Prices) -> Option<cost::Spent> {
+    match &t.usage {
+        Some(usage) => Some(usage.spent(prices)),
+        None => cost::spent_at(store, t.summary.head, prices).ok(),
+    }
+}
+
 fn section(store: &Store, status: &'static str, limit: usize) -> CliResult<Section> {
     let query = Query {
         status: (status != "paused").then(|| status.to_owned()),
+        usage: status != "paused",
         ..Query::default()
     };
     let mut threads = Vec::new();
@@ -113,6 +124,7 @@ fn section(store: &Store, status: &'static str, limit: usize) -> CliResult<Secti
             // A thread at its budget waits for a person too: for a raise, not an answer.
             let query = Query {
                 status: Some(cost::OVER_BUDGET.to_owned()),
+                usage: true,
                 ..Query::default()
             };
             let mut over = Vec::new();
@@ -156,12 +168,7 @@ fn next_command(summary: &Summary) -> String {
 }
 
 /// The sections for a person: a heading each, a line per thread, then its command.
-fn text(
-    store: &Store,
-    sections: &[Section],
-    workers: &[WorkerStatus],
-    prices: &crate::engine::config::budget::Prices,
-) -> String {
+fn text(store: &Store, sections: &[Section], workers: &[WorkerStatus], prices: &Prices) -> String {
     let now = crate::cas::store::now_ms();
     let mut out = String::new();
     let mut quiet = true;
@@ -194,8 +201,8 @@ fn text(
                 }
                 _ => format!("next: {}", summary.next.as_deref().unwrap_or("?")),
             };
-            let spent = match cost::spent_at(store, summary.head, prices) {
-                Ok(spent) if spent.steps > 0 => format!("\n      spent {}", spent.line()),
+            let spent = match spent_of(store, t, prices) {
+                Some(spent) if spent.steps > 0 => format!("\n      spent {}", spent.line()),
                 _ => String::new(),
             };
             out.push_str(&format!(

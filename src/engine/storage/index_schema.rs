@@ -11,12 +11,15 @@
 //! [`crate::pg::rows::SEARCH_CHARS`] characters; see `docs/dashboard.md#search`), and an index of
 //! the rows that do not know it yet: the upgrade adds the column empty (`NULL`) in one
 //! transaction, without reading a node, and a search fills the rows that lack it from their
-//! start nodes before it runs ([`super::index_db::unsearchable`]).
+//! start nodes before it runs ([`super::index_db::unsearchable`]). 4 adds the `spent` column,
+//! what a thread's steps spent (tokens, and dollars their agents reported), which a head move
+//! empties and a listing fills: added empty the same way, filled by the first listing that
+//! shows a row's cost.
 
 use rusqlite::{Connection, OptionalExtension, params};
 
 /// The schema version this binary writes and understands (`meta.schema`).
-pub(super) const SCHEMA: i64 = 3;
+pub(super) const SCHEMA: i64 = 4;
 
 /// The thread table, made by [`CREATE`] and by [`upgrade`] under another name.
 const THREADS: &str = "
@@ -34,7 +37,8 @@ create table threads (
     error text,
     awaiting text,
     successor text,
-    prompt text
+    prompt text,
+    spent text
 ) without rowid;
 ";
 
@@ -116,12 +120,18 @@ pub(super) fn upgrade(conn: &mut Connection) -> rusqlite::Result<()> {
             ))?;
             true
         }
-        // A column added empty: rows made before it are filled by the first search.
+        // Columns added empty: rows made before them are filled by the first search (`prompt`)
+        // and the first listing of costs (`spent`).
         Some(2) => {
             tx.execute_batch(
                 "alter table threads add column prompt text;
-                 create index threads_unsearchable on threads (id) where prompt is null;",
+                 create index threads_unsearchable on threads (id) where prompt is null;
+                 alter table threads add column spent text;",
             )?;
+            true
+        }
+        Some(3) => {
+            tx.execute_batch("alter table threads add column spent text;")?;
             true
         }
         _ => false,
@@ -216,7 +226,7 @@ insert into threads values ('01A', 'W', 'H', 'done', null, 1, 2, 2, 3, '$END', n
              insert into meta values ('schema', 2);
              insert into threads ({V1_COLUMNS}) values
                  ('01A', 'W', 'H', 'done', null, 1, 2, 2, 3, '$END', null, null);",
-            THREADS.replace(",\n    prompt text", ""),
+            THREADS.replace(",\n    prompt text,\n    spent text", ""),
             INDEXES.replace(
                 "create index threads_unsearchable on threads (id) where prompt is null;",
                 ""
@@ -247,5 +257,45 @@ insert into threads values ('01A', 'W', 'H', 'done', null, 1, 2, 2, 3, '$END', n
             )
             .unwrap();
         assert_eq!((prompt, steps), (None, 3));
+        let spent: Option<String> = conn
+            .query_row("select spent from threads where id = '01A'", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(
+            spent, None,
+            "a row of version 2 does not know what it spent"
+        );
+    }
+
+    #[test]
+    fn a_third_version_index_gets_an_empty_spent_column_once() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        let v3 = v2().replace(
+            ",\n    successor text\n",
+            ",\n    successor text,\n    prompt text\n",
+        );
+        let v3 = v3.replace("('schema', 2)", "('schema', 3)");
+        conn.execute_batch(&v3).unwrap();
+        conn.execute("update threads set prompt = 'kept'", [])
+            .unwrap();
+        assert!(
+            conn.execute("update threads set spent = '{}'", []).is_err(),
+            "version 3 has no spent column"
+        );
+        upgrade(&mut conn).unwrap();
+        upgrade(&mut conn).unwrap(); // and again: nothing left to do
+        let version: i64 = conn
+            .query_row("select value from meta", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, SCHEMA);
+        let (prompt, spent, steps): (String, Option<String>, i64) = conn
+            .query_row(
+                "select prompt, spent, steps from threads where id = '01A'",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .unwrap();
+        assert_eq!((prompt.as_str(), spent, steps), ("kept", None, 3));
     }
 }

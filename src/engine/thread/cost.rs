@@ -11,9 +11,11 @@
 //! steps spent; a step's cost is not known in advance, so one step can pass the budget, and the
 //! next one is refused.
 
+use std::collections::BTreeMap;
 use std::ops::AddAssign;
 use std::path::Path;
 
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::advice::Advice;
@@ -25,6 +27,7 @@ use crate::engine::storage::index_files::IndexError;
 use crate::engine::thread::author;
 use crate::engine::thread::context;
 use crate::engine::thread::run_files::RunFiles;
+use crate::pg::NOTHING_SPENT;
 
 /// Why spending could not be read or a budget recorded.
 #[derive(Debug, thiserror::Error)]
@@ -135,15 +138,6 @@ impl Tokens {
         }
         json
     }
-
-    /// Dollars: the agent's own figure, else from `prices` by model, else unknown.
-    pub(crate) fn cost(&self, prices: &Prices) -> Option<f64> {
-        if self.cost_usd.is_some() {
-            return self.cost_usd;
-        }
-        let price = prices.get(self.model.as_deref()?)?;
-        Some(price.cost(self.input, self.output, self.cached))
-    }
 }
 
 impl AddAssign<&Tokens> for Tokens {
@@ -178,18 +172,6 @@ pub struct Spent {
 }
 
 impl Spent {
-    /// Counts one step's tokens.
-    pub(crate) fn add(&mut self, tokens: &Tokens, prices: &Prices) {
-        self.input += tokens.input;
-        self.output += tokens.output;
-        self.cached += tokens.cached;
-        self.steps += 1;
-        match tokens.cost(prices) {
-            Some(cost) => self.cost_usd += cost,
-            None => self.unknown += 1,
-        }
-    }
-
     /// Adds another sum.
     pub(crate) fn merge(&mut self, other: &Spent) {
         self.input += other.input;
@@ -255,34 +237,120 @@ pub(crate) fn dollars(amount: f64) -> String {
     }
 }
 
-/// What the steps of the chain ending at `head` spent.
-pub(crate) fn spent_at(store: &Store, head: Hash, prices: &Prices) -> Result<Spent, CostError> {
-    let history = chain::history(store, head)?;
-    let mut spent = Spent::default();
-    let Some(chain) = history.to_chain() else {
-        let chain = chain::load(store, head)?;
-        for entry in &chain.steps {
-            add_detail(store, entry.detail, prices, &mut spent)?;
-        }
-        return Ok(spent);
-    };
-    for entry in &chain.steps {
-        add_detail(store, entry.detail, prices, &mut spent)?;
-    }
-    Ok(spent)
+/// What some steps spent, before prices: the tokens of the steps whose agent reported dollars
+/// (with the dollars), and of the others by model. What a thread's row keeps, as JSON
+/// ([`Usage::to_row`]), so that a listing of costs reads rows instead of every thread's steps;
+/// dollars are worked out when read ([`Usage::spent`]), with the prices of that moment.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Usage {
+    /// The steps whose agent reported what they cost.
+    #[serde(default, skip_serializing_if = "Part::is_empty")]
+    reported: Part,
+    /// The other steps with tokens, by model (`""`: none named).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    models: BTreeMap<String, Part>,
 }
 
-fn add_detail(
-    store: &Store,
-    detail: Hash,
-    prices: &Prices,
-    spent: &mut Spent,
-) -> Result<(), CostError> {
-    let node = store.get(detail)?;
-    if let Some(tokens) = Tokens::from_detail(&node.payload) {
-        spent.add(&tokens, prices);
+/// The tokens of some steps (and the dollars, for those that reported them).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Part {
+    steps: u64,
+    input: u64,
+    output: u64,
+    cached: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    usd: f64,
+}
+
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
+}
+
+impl Part {
+    fn is_empty(&self) -> bool {
+        self.steps == 0
     }
-    Ok(())
+
+    fn add(&mut self, tokens: &Tokens) {
+        self.steps += 1;
+        self.input += tokens.input;
+        self.output += tokens.output;
+        self.cached += tokens.cached;
+        self.usd += tokens.cost_usd.unwrap_or(0.0);
+    }
+}
+
+impl Usage {
+    /// Counts one step's tokens.
+    pub(crate) fn add(&mut self, tokens: &Tokens) {
+        if tokens.cost_usd.is_some() {
+            self.reported.add(tokens);
+        } else {
+            let model = tokens.model.clone().unwrap_or_default();
+            self.models.entry(model).or_default().add(tokens);
+        }
+    }
+
+    /// In dollars at `prices`: a step's reported cost, else its model's price, else unknown.
+    pub(crate) fn spent(&self, prices: &Prices) -> Spent {
+        let mut spent = Spent::default();
+        let mut count = |part: &Part, cost: Option<f64>| {
+            spent.input += part.input;
+            spent.output += part.output;
+            spent.cached += part.cached;
+            spent.steps += part.steps as usize;
+            match cost {
+                Some(cost) => spent.cost_usd += cost,
+                None => spent.unknown += part.steps as usize,
+            }
+        };
+        if !self.reported.is_empty() {
+            count(&self.reported, Some(self.reported.usd));
+        }
+        for (model, part) in &self.models {
+            let price = prices.get(model.as_str()).filter(|_| !model.is_empty());
+            count(
+                part,
+                price.map(|p| p.cost(part.input, part.output, part.cached)),
+            );
+        }
+        spent
+    }
+
+    /// The JSON a thread's row keeps.
+    pub(crate) fn to_row(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|_| NOTHING_SPENT.to_owned())
+    }
+
+    /// What a row keeps, read back; `None` if it is not this shape (then it is worked out
+    /// again from the steps).
+    pub(crate) fn from_row(text: &str) -> Option<Usage> {
+        serde_json::from_str(text).ok()
+    }
+}
+
+/// What the steps of the chain ending at `head` spent, before prices.
+pub(crate) fn usage_at(store: &Store, head: Hash) -> Result<Usage, CostError> {
+    let history = chain::history(store, head)?;
+    let mut usage = Usage::default();
+    let chain = match history.to_chain() {
+        Some(chain) => chain,
+        None => chain::load(store, head)?,
+    };
+    for entry in &chain.steps {
+        let node = store.get(entry.detail)?;
+        if let Some(tokens) = Tokens::from_detail(&node.payload) {
+            usage.add(&tokens);
+        }
+    }
+    Ok(usage)
+}
+
+/// What the steps of the chain ending at `head` spent.
+pub(crate) fn spent_at(store: &Store, head: Hash, prices: &Prices) -> Result<Spent, CostError> {
+    Ok(usage_at(store, head)?.spent(prices))
 }
 
 /// The budget of thread `id` of `workflow`: its own limits over `config.yaml`'s.
@@ -603,19 +671,69 @@ mod tests {
             model: Some("m".into()),
             ..Tokens::default()
         };
-        assert_eq!(priced.cost(&prices), Some(3.0));
-        let unknown = Tokens {
+        let mut usage = Usage::default();
+        usage.add(&priced);
+        assert_eq!(usage.spent(&prices).cost(), Some(3.0));
+        // The agent's own figure wins over the price of its model.
+        usage.add(&Tokens {
+            cost_usd: Some(0.5),
+            ..priced.clone()
+        });
+        assert_eq!(usage.spent(&prices).cost(), Some(3.5));
+        assert_eq!(usage.spent(&Prices::new()).cost(), None, "m has no price");
+        usage.add(&Tokens {
             model: Some("x".into()),
             ..priced.clone()
-        };
-        assert_eq!(unknown.cost(&prices), None);
-        let mut spent = Spent::default();
-        spent.add(&priced, &prices);
-        assert_eq!(spent.cost(), Some(3.0));
-        spent.add(&unknown, &prices);
+        });
+        usage.add(&Tokens {
+            model: None,
+            ..priced.clone()
+        });
+        let spent = usage.spent(&prices);
+        assert_eq!((spent.steps, spent.unknown), (4, 2));
         assert_eq!(spent.cost(), None);
         assert!(spent.line().contains("cost unknown"), "{}", spent.line());
-        assert_eq!(spent.to_json()["costKnownUsd"], 3.0);
+        assert_eq!(spent.to_json()["costKnownUsd"], 3.5);
+        assert_eq!(spent.tokens(), 8_000_000);
+    }
+
+    #[test]
+    fn what_a_row_keeps_reads_back_the_same_and_prices_at_reading() {
+        assert_eq!(Usage::from_row(NOTHING_SPENT), Some(Usage::default()));
+        assert_eq!(Usage::default().to_row(), NOTHING_SPENT);
+        let mut usage = Usage::default();
+        for (model, cost) in [(Some("m"), None), (Some("m"), None), (None, Some(0.25))] {
+            usage.add(&Tokens {
+                input: 100,
+                output: 10,
+                cached: 40,
+                model: model.map(str::to_owned),
+                cost_usd: cost,
+            });
+        }
+        let row = usage.to_row();
+        assert_eq!(Usage::from_row(&row), Some(usage.clone()), "{row}");
+        // Prices are the reader's: the same row costs what today's prices say.
+        let mut prices = Prices::new();
+        assert_eq!(usage.spent(&prices).cost(), None);
+        prices.insert(
+            "m".into(),
+            Price {
+                input: 1.0,
+                output: 2.0,
+                cached: Some(0.5),
+            },
+        );
+        let spent = usage.spent(&prices);
+        let m = 2.0 * (60.0 + 40.0 * 0.5 + 10.0 * 2.0) / 1_000_000.0;
+        assert!(
+            (spent.cost().unwrap() - (m + 0.25)).abs() < 1e-12,
+            "{spent:?}"
+        );
+        assert_eq!((spent.input, spent.output, spent.cached), (300, 30, 120));
+        // Not this shape: worked out again from the steps.
+        assert_eq!(Usage::from_row(r#"{"steps": 3}"#), None);
+        assert_eq!(Usage::from_row("garbage"), None);
     }
 
     #[test]

@@ -18,7 +18,7 @@ use crate::engine::storage::{self, Storage};
 
 pub(crate) use crate::engine::storage::seam::{ArchivedThread, is_archived_status};
 pub use crate::engine::storage::seam::{REBASED, State, Successor, ThreadIndexError};
-use crate::pg::NewThread;
+use crate::pg::{NOTHING_SPENT, NewThread};
 
 /// The thread index of `root` (its storage handle's).
 fn storage_of(root: &Path) -> Result<Arc<Storage>, ThreadIndexError> {
@@ -91,6 +91,8 @@ pub(crate) fn add_at(
         queued: false,
         steps,
         prompt,
+        // A thread with no step spent nothing; a fork's spending is worked out when listed.
+        spent: (steps == Some(0)).then_some(NOTHING_SPENT),
     })
 }
 

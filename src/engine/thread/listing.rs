@@ -20,9 +20,10 @@ use crate::cas::{Hash, Store};
 use crate::engine::chain;
 use crate::engine::storage;
 use crate::engine::storage::index_db;
-use crate::engine::storage::seam::ThreadIndex;
+use crate::engine::storage::seam::{Learned, ThreadIndex};
 use crate::engine::workflow::END;
 
+use super::cost::{self, Usage};
 use super::index;
 use super::run_files::{Awaiting, RunFiles};
 use super::summary::{self, Summary, ThreadError};
@@ -49,6 +50,9 @@ pub(crate) struct Query {
     /// Only threads whose start prompt (its first [`crate::pg::rows::SEARCH_CHARS`] characters), id
     /// or workflow name holds this text, in any case.
     pub text: Option<String>,
+    /// What each listed thread spent ([`Listed::usage`]): read from its row, else worked out
+    /// from its steps and written back for the next listing.
+    pub usage: bool,
 }
 
 /// A "since" as ms since the epoch: a duration ago (`2h`, `7days`), a date (`2026-11-27`,
@@ -95,6 +99,9 @@ pub(crate) struct Listed {
     pub summary: Summary,
     /// When the thread last changed (its head moved, or it ended), ms since the epoch.
     pub updated_ms: u64,
+    /// What its steps spent, when the query asked ([`Query::usage`]) and its steps could be
+    /// read.
+    pub usage: Option<Usage>,
 }
 
 /// One row of either backend's index, as listing needs it.
@@ -193,20 +200,39 @@ fn list_counting(
         }
         let slow = row.steps.is_none() || (row.status == "active" && row.next.is_none());
         let (id, head) = (row.id.clone(), row.head);
+        let kept = row.spent.as_deref().and_then(Usage::from_row);
         match summarise(store, &mut names, row) {
-            Ok(listed) => {
-                if slow {
+            Ok(mut listed) => {
+                let shown = query
+                    .status
+                    .as_deref()
+                    .is_none_or(|s| s == listed.summary.status);
+                // Spending is read for the threads shown only.
+                let mut worked_out = None;
+                if query.usage && shown {
+                    listed.usage = match kept {
+                        Some(usage) => Some(usage),
+                        None => {
+                            let usage = cost::usage_at(store, head).ok();
+                            worked_out = usage.as_ref().map(Usage::to_row);
+                            usage
+                        }
+                    };
+                }
+                if slow || worked_out.is_some() {
                     let s = &listed.summary;
-                    learned.push((id, head, s.steps as u64, s.next.clone()));
+                    learned.push(Learned {
+                        id,
+                        head,
+                        steps: s.steps as u64,
+                        next: s.next.clone(),
+                        spent: worked_out,
+                    });
                     if learned.len() >= LEARNED_BATCH {
                         rows.note_derived(&std::mem::take(&mut learned));
                     }
                 }
-                if query
-                    .status
-                    .as_deref()
-                    .is_some_and(|s| s != listed.summary.status)
-                {
+                if !shown {
                     return true;
                 }
                 matched += 1;
@@ -283,12 +309,13 @@ pub(crate) fn workflow_spent(
     let query = Query {
         all: true,
         workflow: Some(name.to_owned()),
+        usage: true,
         ..Query::default()
     };
     let mut total = WorkflowSpent::default();
     let threads = list(store, &query, |listed| {
-        if let Ok(spent) = super::cost::spent_at(store, listed.summary.head, prices) {
-            total.spent.merge(&spent);
+        if let Some(usage) = &listed.usage {
+            total.spent.merge(&usage.spent(prices));
         }
         total.counted += 1;
         (total.counted as usize) < page
@@ -369,6 +396,7 @@ fn summarise(store: &Store, names: &mut Names, row: IndexRow) -> Result<Listed, 
         return Ok(Listed {
             summary,
             updated_ms,
+            usage: None,
         });
     };
     let live = (!archived).then(|| live(store, &row));
@@ -393,6 +421,7 @@ fn summarise(store: &Store, names: &mut Names, row: IndexRow) -> Result<Listed, 
         return Ok(Listed {
             summary,
             updated_ms,
+            usage: None,
         });
     };
     summary.status = live.status;
@@ -402,6 +431,7 @@ fn summarise(store: &Store, names: &mut Names, row: IndexRow) -> Result<Listed, 
     Ok(Listed {
         summary,
         updated_ms,
+        usage: None,
     })
 }
 

@@ -49,6 +49,7 @@ mod tests {
                 queued: false,
                 steps: Some(0),
                 prompt: None,
+                spent: None,
             };
             crate::engine::storage::index_db::insert(root, &row).unwrap();
             std::fs::write(root.join(format!("runs/{id}.log")), "12345").unwrap();

@@ -161,7 +161,7 @@ fn open_existing(root: &Path) -> Result<Connection, IndexError> {
     match version {
         Some(SCHEMA) => Ok(conn),
         // An index of an earlier version: upgraded in place (`index_schema`).
-        Some(1 | 2) => index_schema::upgrade(&mut conn).map(|()| conn).map_err(err),
+        Some(1..=3) => index_schema::upgrade(&mut conn).map(|()| conn).map_err(err),
         Some(v) if v > SCHEMA => Err(IndexError::Damaged {
             path,
             reason: format!(

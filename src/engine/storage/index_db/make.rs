@@ -147,6 +147,7 @@ fn legacy_rows(root: &Path) -> Result<Vec<Bulk>, IndexError> {
             steps: None,
             next: None,
             prompt: None,
+            spent: None,
         })
         .collect();
     rows.extend(active.into_iter().map(|(id, head)| {
@@ -160,6 +161,7 @@ fn legacy_rows(root: &Path) -> Result<Vec<Bulk>, IndexError> {
             steps: facts.map(|f| f.1),
             next: None,
             prompt: None,
+            spent: None,
         }
     }));
     Ok(rows)

@@ -16,7 +16,7 @@
 //! leaves every thread at its old or its new head. The file only ever appears whole, so one that
 //! exists without the schema (empty, truncated, overwritten) is damaged — an error naming the
 //! file, never "no threads" (a GC that read it as empty would delete every thread's nodes).
-//! Derived columns (`steps`, `next`, `error`, `awaiting`) are caches of what the nodes and run
+//! Derived columns (`steps`, `next`, `error`, `awaiting`, `spent`) are caches of what the nodes and run
 //! files say: `NULL` means "not known here", and readers then work it out the slow way. So is
 //! `prompt`, what a search reads of the start prompt ([`search`]): written with the row, and
 //! for rows made before it existed (or copied), by the first search.
@@ -28,7 +28,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::cas::Hash;
 use crate::engine::storage::index_files::IndexError;
-use crate::pg::{ArchivedThread, Entry, IndexRow, NewThread, Successor};
+use crate::pg::{ArchivedThread, Entry, IndexRow, Learned, NewThread, Successor};
 
 mod connection;
 mod make;
@@ -45,11 +45,11 @@ pub(crate) const FILE: &str = "index.db";
 
 /// Every column a row is written with (and `prompt`).
 const COLUMNS: &str = "id, workflow, head, status, parent, created_ms, updated_ms, completed_ms, \
-                       steps, next, error, awaiting";
+                       steps, next, error, awaiting, spent";
 
 /// The columns [`read_row`] reads, in its order: an archived row's last change is its end.
 const READ: &str = "id, workflow, head, status, parent, coalesce(completed_ms, updated_ms), \
-                    steps, next, error, awaiting";
+                    steps, next, error, awaiting, spent";
 
 /// A row read as [`READ`]. `running` is not known here (a step's lock is a file).
 fn read_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<IndexRow> {
@@ -75,6 +75,7 @@ fn read_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<IndexRow> {
         error: r.get(8)?,
         awaiting: r.get(9)?,
         running: None,
+        spent: r.get(10)?,
     })
 }
 
@@ -159,7 +160,7 @@ pub(crate) fn insert(root: &Path, row: &NewThread<'_>) -> Result<(), IndexError>
 fn insert_row(c: &Connection, row: &NewThread<'_>, now: i64) -> rusqlite::Result<()> {
     c.prepare_cached(&format!(
         "insert into threads ({COLUMNS}, prompt) \
-         values (?1, ?2, ?3, 'active', ?4, ?5, ?5, null, ?6, null, null, null, ?7)"
+         values (?1, ?2, ?3, 'active', ?4, ?5, ?5, null, ?6, null, null, null, ?7, ?8)"
     ))?
     .execute(params![
         row.id,
@@ -168,6 +169,7 @@ fn insert_row(c: &Connection, row: &NewThread<'_>, now: i64) -> rusqlite::Result
         row.parent,
         now,
         row.steps.map(ms),
+        row.spent,
         row.prompt.map(search_text),
     ])
     .map(drop)
@@ -202,6 +204,7 @@ pub(crate) fn rebase(
             queued: false,
             steps: Some(new.steps),
             prompt: Some(new.prompt),
+            spent: None,
         };
         insert_row(&tx, &row, now)?;
         tx.commit()?;
@@ -221,7 +224,8 @@ pub(crate) fn successor(root: &Path, id: &str) -> Result<Option<String>, IndexEr
 }
 
 /// Moves an active thread's head from `expected` to `new` (a step continuing `expected`, so
-/// one step more), with the role the moderator picks at `new` when known.
+/// one step more), with the role the moderator picks at `new` when known. What the thread
+/// spent is unknown again until a listing works it out.
 pub(crate) fn compare_and_set(
     root: &Path,
     id: &str,
@@ -232,8 +236,8 @@ pub(crate) fn compare_and_set(
     let now = ms(crate::cas::store::now_ms());
     let moved = write(root, "moving a head", |c| {
         c.prepare_cached(
-            "update threads set head = ?3, updated_ms = ?4, steps = steps + 1, next = ?5 \
-             where id = ?1 and head = ?2 and status = 'active'",
+            "update threads set head = ?3, updated_ms = ?4, steps = steps + 1, next = ?5, \
+             spent = null where id = ?1 and head = ?2 and status = 'active'",
         )?
         .execute(params![
             id,
@@ -283,9 +287,10 @@ fn note(root: &Path, sql: &'static str, args: &[&dyn rusqlite::ToSql]) {
 }
 
 /// What a reader worked out the slow way for rows that did not know it (migrated or copied
-/// threads): `(id, head, steps, next)`, each kept only while the thread is still at `head`.
-/// One transaction, not synced (a cache).
-pub(crate) fn note_derived(root: &Path, facts: &[(String, Hash, u64, Option<String>)]) {
+/// threads, or moved since): steps, an active thread's next role, and what it spent when
+/// worked out, each kept only while the thread is still at its head. One transaction, not
+/// synced (a cache).
+pub(crate) fn note_derived(root: &Path, facts: &[Learned]) {
     if facts.is_empty() {
         return;
     }
@@ -296,11 +301,18 @@ pub(crate) fn note_derived(root: &Path, facts: &[(String, Hash, u64, Option<Stri
             {
                 let mut update = tx.prepare_cached(
                     "update threads set steps = ?3, \
-                     next = case when status = 'active' then ?4 else next end \
+                     next = case when status = 'active' then ?4 else next end, \
+                     spent = coalesce(?5, spent) \
                      where id = ?1 and head = ?2",
                 )?;
-                for (id, head, steps, next) in facts {
-                    update.execute(params![id, head.to_string(), ms(*steps), next])?;
+                for f in facts {
+                    update.execute(params![
+                        f.id,
+                        f.head.to_string(),
+                        ms(f.steps),
+                        f.next,
+                        f.spent
+                    ])?;
                 }
             }
             tx.commit()
@@ -543,6 +555,8 @@ pub struct Bulk {
     pub next: Option<String>,
     /// The start prompt, when known (else the first search reads it).
     pub prompt: Option<String>,
+    /// What its steps spent, when known (see [`IndexRow::spent`]).
+    pub spent: Option<String>,
 }
 
 /// Adds threads in bulk, in one synced transaction (`uwf store copy`, benchmarks), only into an
@@ -593,7 +607,7 @@ fn insert_rows(
 ) -> rusqlite::Result<()> {
     let mut insert = tx.prepare_cached(&format!(
         "insert {} into threads ({COLUMNS}, prompt) \
-         values (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, null, null, ?11)",
+         values (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, null, null, ?11, ?12)",
         if replace { "or replace" } else { "" }
     ))?;
     for t in threads {
@@ -617,6 +631,7 @@ fn insert_rows(
             completed,
             t.steps.map(ms),
             next,
+            t.spent,
             t.prompt.as_deref().map(search_text),
         ])?;
     }
@@ -654,6 +669,7 @@ mod tests {
                 queued: false,
                 steps: Some(0),
                 prompt: Some(id),
+                spent: None,
             },
         )
         .unwrap();

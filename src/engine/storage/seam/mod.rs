@@ -34,7 +34,9 @@ pub(crate) mod records;
 pub mod runs;
 
 pub use crate::pg::Successor;
-pub(crate) use crate::pg::{ActiveThread, ArchivedThread, Exported, IndexRow, Occupancy, RowFacts};
+pub(crate) use crate::pg::{
+    ActiveThread, ArchivedThread, Exported, IndexRow, Learned, Occupancy, RowFacts,
+};
 pub(crate) use coordination::Coordination;
 pub(crate) use coordination::{ChangeListener, Feed};
 pub(crate) use endpoint::{Endpoint, EndpointError, Opened};

@@ -356,9 +356,11 @@ impl Indexes {
 }
 
 /// Works out, from a directory source's nodes, what its rows did not know (rows of the first
-/// layout, or copied without it), so the destination's rows know it all. Best effort: a thread
-/// whose nodes cannot be read is left unknown (its lists read it). A database source's rows
-/// always know (threads are started and stepped with them), and it has no local store.
+/// layout, copied without it, or moved since they last were listed with their costs), so the
+/// destination's rows know it all. Best effort: a thread whose nodes cannot be read is left
+/// unknown (its lists read it). A database source's rows know their steps (threads are started
+/// and stepped with them), and it has no local store: what they spent is worked out by the
+/// destination's first listing of costs.
 fn learn_unknown(source: &Opened, threads: &mut Exported) {
     let Some(store) = source.nodes.local() else {
         return;
@@ -371,20 +373,25 @@ fn learn_unknown(source: &Opened, threads: &mut Exported) {
     let mut learned = Vec::new();
     for (id, head, status) in active.chain(archived) {
         let active = status.is_none();
-        match threads.known.get(id) {
-            Some(f) if f.next.is_some() || !active => continue,
-            _ => {}
-        }
-        if let Ok(s) = crate::engine::thread::summary::summary_at(store, id, head, status) {
-            let next = s.next.filter(|_| active);
-            learned.push((
-                id.clone(),
-                RowFacts {
+        let known = threads.known.get(id);
+        let facts = match known {
+            Some(f) if f.spent.is_some() && (f.next.is_some() || !active) => continue,
+            Some(f) if f.next.is_some() || !active => f.clone(),
+            _ => match crate::engine::thread::summary::summary_at(store, id, head, status) {
+                Ok(s) => RowFacts {
                     steps: s.steps as u64,
-                    next,
+                    next: s.next.filter(|_| active),
+                    spent: known.and_then(|f| f.spent.clone()),
                 },
-            ));
-        }
+                Err(_) => continue,
+            },
+        };
+        let spent = facts.spent.clone().or_else(|| {
+            crate::engine::thread::cost::usage_at(store, head)
+                .ok()
+                .map(|usage| usage.to_row())
+        });
+        learned.push((id.clone(), RowFacts { spent, ..facts }));
     }
     threads.known.extend(learned);
 }

@@ -19,8 +19,8 @@ use crate::engine::storage::index_files::{self, IndexError, Registry, Threads};
 use crate::engine::storage::seam::nodes::DirNodes;
 use crate::engine::storage::seam::nodes::upkeep::{check_nodes, collect_garbage};
 use crate::pg::{
-    ActiveThread, ArchivedThread, Entry, Exported, IndexRow, NewThread, Occupancy, RowFacts,
-    Successor,
+    ActiveThread, ArchivedThread, Entry, Exported, IndexRow, Learned, NewThread, Occupancy,
+    RowFacts, Successor,
 };
 
 /// `index.db` and the files under one root.
@@ -213,7 +213,7 @@ impl ThreadIndex for Dir {
         index_db::scan(&self.root, scan, each)
     }
 
-    fn note_derived(&self, learned: &[(String, Hash, u64, Option<String>)]) {
+    fn note_derived(&self, learned: &[Learned]) {
         index_db::note_derived(&self.root, learned)
     }
 
@@ -350,7 +350,8 @@ impl ThreadIndex for Dir {
         index_db::scan(root, &all, |row| {
             if let Some(steps) = row.steps {
                 let next = row.next.filter(|_| row.status == "active");
-                known.insert(row.id, RowFacts { steps, next });
+                let spent = row.spent;
+                known.insert(row.id, RowFacts { steps, next, spent });
             }
             true
         })?;
@@ -376,6 +377,7 @@ impl ThreadIndex for Dir {
                 next: None,
                 // Filled by the first search (`index_db::search`).
                 prompt: None,
+                spent: known.get(&a.thread).and_then(|f| f.spent.clone()),
             })
             .chain(threads.active.iter().map(|t| index_db::Bulk {
                 id: t.id.clone(),
@@ -386,6 +388,7 @@ impl ThreadIndex for Dir {
                 steps: known.get(&t.id).map(|f| f.steps),
                 next: known.get(&t.id).and_then(|f| f.next.clone()),
                 prompt: None,
+                spent: known.get(&t.id).and_then(|f| f.spent.clone()),
             }))
             .collect();
         Ok(

@@ -11,7 +11,9 @@ use crate::cas::{Hash, Store};
 use crate::engine::storage::Backend;
 use crate::engine::storage::index_db::Scan;
 use crate::engine::storage::index_files::{IndexError, Registry, Threads};
-use crate::pg::{ArchivedThread, Entry, Exported, IndexRow, NewThread, Occupancy, Successor};
+use crate::pg::{
+    ArchivedThread, Entry, Exported, IndexRow, Learned, NewThread, Occupancy, Successor,
+};
 
 use super::nodes::{MaintenanceError, Nodes};
 use super::records::ThreadRecords;
@@ -97,8 +99,8 @@ pub trait ThreadIndex: Send + Sync {
     /// The rows `scan` selects, newest first, until `each` returns `false`.
     fn scan(&self, scan: &Scan, each: &mut dyn FnMut(IndexRow) -> bool) -> Result<(), IndexError>;
 
-    /// Writes back steps and next roles learned the slow way (best effort: a cache).
-    fn note_derived(&self, learned: &[(String, Hash, u64, Option<String>)]);
+    /// Writes back steps, next roles and spending learned the slow way (best effort: a cache).
+    fn note_derived(&self, learned: &[Learned]);
 
     /// Rows, active or archived, whose start prompt the index does not keep yet (made before
     /// it did, or copied): `(id, head)`, at most `limit`.

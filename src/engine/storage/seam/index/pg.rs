@@ -10,8 +10,8 @@ use crate::cas::{Hash, Store};
 use crate::engine::storage::index_db::Scan;
 use crate::engine::storage::index_files::{self, IndexError, Registry, Threads};
 use crate::pg::{
-    ArchivedThread, Entry, Exported, IndexRow, ListPage, NewThread, Occupancy, PgError, PgStore,
-    Successor, ThreadState, search_text,
+    ArchivedThread, Entry, Exported, IndexRow, Learned, ListPage, NewThread, Occupancy, PgError,
+    PgStore, Successor, ThreadState, search_text,
 };
 
 use super::{
@@ -229,7 +229,7 @@ impl ThreadIndex for Pg {
         }
     }
 
-    fn note_derived(&self, learned: &[(String, Hash, u64, Option<String>)]) {
+    fn note_derived(&self, learned: &[Learned]) {
         let _ = self.pg.note_derived(learned);
     }
 
