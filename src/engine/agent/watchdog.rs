@@ -3,9 +3,9 @@
 //! The parent-death signal (`PR_SET_PDEATHSIG`) reaches an agent only, not the processes it
 //! started (a shell agent's `sleep`, an editor, a compiler). So the first time a process spawns
 //! an agent, it forks a watchdog: a copy of itself that holds one end of a socket whose other
-//! end only this process keeps, and reads it. Before an agent can run anything the step writes
-//! the agent's group id to the watchdog (right after the spawn, before anything else), and once
-//! the agent has exited and what was left of its group was killed, that the group is done.
+//! end only this process keeps, and reads it. Right after each spawn, before anything else, the
+//! step writes the agent's group id to the watchdog, and once the agent has exited and what was
+//! left of its group was killed, that the group is done.
 //! When the process dies in any way (`kill -9` included), the kernel closes its end, the read
 //! returns end of file, and the watchdog sends every group still watched SIGTERM, then SIGKILL
 //! after [`GRACE`], and exits; when the process ends normally the watchdog watches nothing and

@@ -200,7 +200,10 @@ fn list_counting(
         }
         let slow = row.steps.is_none() || (row.status == "active" && row.next.is_none());
         let (id, head) = (row.id.clone(), row.head);
-        let kept = row.spent.as_deref().and_then(Usage::from_row);
+        let kept = match (query.usage, row.spent.as_deref()) {
+            (true, Some(text)) => Usage::from_row(text),
+            _ => None,
+        };
         match summarise(store, &mut names, row) {
             Ok(mut listed) => {
                 let shown = query
