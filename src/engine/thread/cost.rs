@@ -240,7 +240,8 @@ pub(crate) fn dollars(amount: f64) -> String {
 /// What some steps spent, before prices: the tokens of the steps whose agent reported dollars
 /// (with the dollars), and of the others by model. What a thread's row keeps, as JSON
 /// ([`Usage::to_row`]), so that a listing of costs reads rows instead of every thread's steps;
-/// dollars are worked out when read ([`Usage::spent`]), with the prices of that moment.
+/// dollars are worked out when read ([`Usage::spent`]), with the prices of that moment, on each
+/// model's totals (prices are per token, so that is the sum of the steps' costs).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Usage {

@@ -16,10 +16,10 @@
 //! leaves every thread at its old or its new head. The file only ever appears whole, so one that
 //! exists without the schema (empty, truncated, overwritten) is damaged — an error naming the
 //! file, never "no threads" (a GC that read it as empty would delete every thread's nodes).
-//! Derived columns (`steps`, `next`, `error`, `awaiting`, `spent`) are caches of what the nodes and run
-//! files say: `NULL` means "not known here", and readers then work it out the slow way. So is
-//! `prompt`, what a search reads of the start prompt ([`search`]): written with the row, and
-//! for rows made before it existed (or copied), by the first search.
+//! Derived columns (`steps`, `next`, `error`, `awaiting`, `spent`) are caches of what the nodes
+//! and run files say: `NULL` means "not known here", and readers then work it out the slow way.
+//! So is `prompt`, what a search reads of the start prompt ([`search`]): written with the row,
+//! and for rows made before it existed (or copied), by the first search.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
