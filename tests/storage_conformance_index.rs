@@ -22,7 +22,7 @@ use uwf::engine::storage::index_db::{Scan, TextFilter};
 use uwf::engine::storage::{self, Storage};
 use uwf::engine::thread::index::{self, State, Successor, ThreadIndexError};
 use uwf::engine::upkeep::fsck;
-use uwf::pg::{Learned, NewThread};
+use uwf::pg::{Learned, NewThread, RowFacts};
 
 /// Runs `check` over a directory root, then over a PostgreSQL root.
 fn on_both(name: &str, check: impl Fn(&Path, &Arc<Storage>, &Store)) {
@@ -768,9 +768,11 @@ fn spending(_root: &Path, s: &Arc<Storage>, store: &Store) {
     let learned = |head: Hash, spent: Option<&str>| Learned {
         id: "SPENT".to_owned(),
         head,
-        steps: 1,
-        next: Some("work".to_owned()),
-        spent: spent.map(str::to_owned),
+        facts: RowFacts {
+            steps: 1,
+            next: Some("work".to_owned()),
+            spent: spent.map(str::to_owned),
+        },
     };
     // Worked out at a head the thread has left: not kept.
     s.index().note_derived(&[learned(start, Some("stale"))]);

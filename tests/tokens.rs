@@ -105,6 +105,18 @@ fn listed_cost(m: &Machine, id: &str) -> Value {
         .clone()
 }
 
+/// The hash of the detail node of thread `id`'s step `n` (as `thread steps` lists them, from 0).
+fn detail_of(m: &Machine, id: &str, n: usize) -> String {
+    let steps: Vec<Value> = m
+        .ok(&["thread", "steps", id, "--json"])
+        .lines()
+        .map(json)
+        .collect();
+    let hash = steps[n]["hash"].as_str().unwrap();
+    let step = json(&m.ok(&["cas", "get", hash, "--payload"]));
+    step["detail"].as_str().unwrap().to_owned()
+}
+
 const PRICES: &str = "prices:\n  mock-fast-1: { input: 1, output: 2, cached: 0.5 }\n";
 
 fn totals_equal_the_sum_of_what_the_server_reported(url: Option<&str>) {
@@ -136,18 +148,7 @@ fn totals_equal_the_sum_of_what_the_server_reported(url: Option<&str>) {
     assert_eq!(show["budget"], Value::Null);
     assert_eq!(&listed_cost(&m, &id), cost);
     // Each step's detail keeps its own tokens in the shared shape.
-    let steps: Vec<Value> = m
-        .ok(&["thread", "steps", &id, "--json"])
-        .lines()
-        .map(json)
-        .collect();
-    let node = json(&m.ok(&[
-        "cas",
-        "get",
-        steps[1]["hash"].as_str().unwrap(),
-        "--payload",
-    ]));
-    let detail = json(&m.ok(&["cas", "get", node["detail"].as_str().unwrap(), "--payload"]));
+    let detail = json(&m.ok(&["cas", "get", &detail_of(&m, &id, 1), "--payload"]));
     assert_eq!(
         detail["tokens"],
         json!({"input": 200, "output": 20, "cached": 50, "model": "mock-fast-1"})
@@ -188,18 +189,7 @@ fn a_listing_reads_what_threads_spent_from_their_rows() {
     );
     assert!((first["costUsd"].as_f64().unwrap() - 0.000_695).abs() < 1e-12);
 
-    let steps: Vec<Value> = m
-        .ok(&["thread", "steps", &id, "--json"])
-        .lines()
-        .map(json)
-        .collect();
-    let step = json(&m.ok(&[
-        "cas",
-        "get",
-        steps[1]["hash"].as_str().unwrap(),
-        "--payload",
-    ]));
-    let detail = step["detail"].as_str().unwrap();
+    let detail = detail_of(&m, &id, 1);
     let file = m
         .root()
         .join("cas/objects")

@@ -160,17 +160,14 @@ pub struct RowFacts {
 }
 
 /// What a reader worked out from the nodes for a row that did not know it all, written back
-/// only while the thread is still at `head` (a cache: lost, it is worked out again).
+/// only while the thread is still at `head` (a cache: lost, it is worked out again). Of its
+/// facts, the next role is kept for active threads only, and a spending of `None` keeps the
+/// row's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Learned {
     pub id: String,
     pub head: Hash,
-    /// Steps from the start to the head.
-    pub steps: u64,
-    /// The role the moderator picks at the head (kept for active threads only).
-    pub next: Option<String>,
-    /// What the steps spent ([`IndexRow::spent`]), when worked out (`None` keeps the row's).
-    pub spent: Option<String>,
+    pub facts: RowFacts,
 }
 
 /// Every thread of a store, in the form both backends read and write whole (what

@@ -257,9 +257,9 @@ impl PgStore {
         }
         let ids: Vec<&str> = facts.iter().map(|f| f.id.as_str()).collect();
         let heads: Vec<String> = facts.iter().map(|f| f.head.to_string()).collect();
-        let steps: Vec<i64> = facts.iter().map(|f| to_bigint(f.steps)).collect();
-        let nexts: Vec<Option<&str>> = facts.iter().map(|f| f.next.as_deref()).collect();
-        let spent: Vec<Option<&str>> = facts.iter().map(|f| f.spent.as_deref()).collect();
+        let steps: Vec<i64> = facts.iter().map(|f| to_bigint(f.facts.steps)).collect();
+        let nexts: Vec<Option<&str>> = facts.iter().map(|f| f.facts.next.as_deref()).collect();
+        let spent: Vec<Option<&str>> = facts.iter().map(|f| f.facts.spent.as_deref()).collect();
         self.with_client("note what rows did not know", |c| {
             c.execute(
                 "update threads t set steps = u.steps, next = u.next,

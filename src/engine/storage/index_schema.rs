@@ -149,6 +149,16 @@ pub(super) fn upgrade(conn: &mut Connection) -> rusqlite::Result<()> {
 mod tests {
     use super::*;
 
+    /// Upgrades `conn`, then again (nothing left to do), and checks it is at [`SCHEMA`].
+    fn upgrade_twice(conn: &mut Connection) {
+        upgrade(conn).unwrap();
+        upgrade(conn).unwrap();
+        let version: i64 = conn
+            .query_row("select value from meta", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, SCHEMA);
+    }
+
     /// The first version's tables, as binaries before version 2 made them.
     const V1: &str = "
 create table meta (key text primary key not null, value integer not null) without rowid;
@@ -177,12 +187,7 @@ insert into threads values ('01A', 'W', 'H', 'done', null, 1, 2, 2, 3, '$END', n
         conn.execute_batch(V1).unwrap();
         let refused = conn.execute("update threads set status = 'rebased' where id = '01A'", []);
         assert!(refused.is_err(), "version 1 refuses the new status");
-        upgrade(&mut conn).unwrap();
-        upgrade(&mut conn).unwrap(); // and again: nothing left to do
-        let version: i64 = conn
-            .query_row("select value from meta", [], |r| r.get(0))
-            .unwrap();
-        assert_eq!(version, SCHEMA);
+        upgrade_twice(&mut conn);
         let (status, steps): (String, i64) = conn
             .query_row(
                 "select status, steps from threads where id = '01A'",
@@ -242,12 +247,7 @@ insert into threads values ('01A', 'W', 'H', 'done', null, 1, 2, 2, 3, '$END', n
             conn.execute("update threads set prompt = 'x'", []).is_err(),
             "version 2 has no prompt column"
         );
-        upgrade(&mut conn).unwrap();
-        upgrade(&mut conn).unwrap(); // and again: nothing left to do
-        let version: i64 = conn
-            .query_row("select value from meta", [], |r| r.get(0))
-            .unwrap();
-        assert_eq!(version, SCHEMA);
+        upgrade_twice(&mut conn);
         let (prompt, steps): (Option<String>, i64) = conn
             .query_row(
                 "select prompt, steps from threads indexed by threads_unsearchable \
@@ -283,12 +283,7 @@ insert into threads values ('01A', 'W', 'H', 'done', null, 1, 2, 2, 3, '$END', n
             conn.execute("update threads set spent = '{}'", []).is_err(),
             "version 3 has no spent column"
         );
-        upgrade(&mut conn).unwrap();
-        upgrade(&mut conn).unwrap(); // and again: nothing left to do
-        let version: i64 = conn
-            .query_row("select value from meta", [], |r| r.get(0))
-            .unwrap();
-        assert_eq!(version, SCHEMA);
+        upgrade_twice(&mut conn);
         let (prompt, spent, steps): (String, Option<String>, i64) = conn
             .query_row(
                 "select prompt, spent, steps from threads where id = '01A'",

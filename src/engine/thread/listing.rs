@@ -20,7 +20,7 @@ use crate::cas::{Hash, Store};
 use crate::engine::chain;
 use crate::engine::storage;
 use crate::engine::storage::index_db;
-use crate::engine::storage::seam::{Learned, ThreadIndex};
+use crate::engine::storage::seam::{Learned, RowFacts, ThreadIndex};
 use crate::engine::workflow::END;
 
 use super::cost::{self, Usage};
@@ -227,9 +227,11 @@ fn list_counting(
                     learned.push(Learned {
                         id,
                         head,
-                        steps: s.steps as u64,
-                        next: s.next.clone(),
-                        spent: worked_out,
+                        facts: RowFacts {
+                            steps: s.steps as u64,
+                            next: s.next.clone(),
+                            spent: worked_out,
+                        },
                     });
                     if learned.len() >= LEARNED_BATCH {
                         rows.note_derived(&std::mem::take(&mut learned));

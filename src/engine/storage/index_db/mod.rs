@@ -309,9 +309,9 @@ pub(crate) fn note_derived(root: &Path, facts: &[Learned]) {
                     update.execute(params![
                         f.id,
                         f.head.to_string(),
-                        ms(f.steps),
-                        f.next,
-                        f.spent
+                        ms(f.facts.steps),
+                        f.facts.next,
+                        f.facts.spent
                     ])?;
                 }
             }
