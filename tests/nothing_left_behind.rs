@@ -1,7 +1,8 @@
 //! Nothing of a step is left behind, however the step ends (issue #27): a stop signal to
 //! `thread step`/`thread run` stops the agent's whole process group and exits 128 + the signal
 //! (one the step was started ignoring, as under `nohup`, stays ignored);
-//! `kill -9` of the step leaves no process of the agent's group either; and a child thread that
+//! `kill -9` of the step leaves no process of the agent's group either, nor a prompt file of
+//! `uwf agent exec` in the temporary folder; and a child thread that
 //! a sub-workflow started ends — archived as `killed`, its processes gone — with the parent's
 //! step, whether that step was stopped, killed or failed.
 //!
@@ -63,11 +64,28 @@ fn spawn(env: &Env, command: &str, id: &str, agent: Option<&str>) -> Child {
         cmd.args(["--agent", agent]);
     }
     cmd.env("UWF_STORAGE_ROOT", env.root())
+        .env("TMPDIR", temp_dir(env))
         .current_dir(env.dir.path())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap()
+}
+
+/// The temporary folder the step and its agent are given (`uwf agent exec` writes its prompt
+/// file there).
+fn temp_dir(env: &Env) -> std::path::PathBuf {
+    let dir = env.dir.path().join("tmp");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Files left in the step's temporary folder.
+fn temp_files(env: &Env) -> Vec<String> {
+    std::fs::read_dir(temp_dir(env))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect()
 }
 
 /// The process group of the agent a running step of `id` recorded (its pid).
@@ -176,6 +194,11 @@ fn a_stop_signal_stops_the_agent_group_and_exits_128_plus_the_signal() {
         let stopped = Instant::now();
         assert_eq!(status.code(), Some(128 + signal as i32), "{what}");
         assert_gone(&[group], stopped, &what);
+        assert_eq!(
+            temp_files(&env),
+            Vec::<String>::new(),
+            "{what}: left behind"
+        );
         let show = json(&env.ok(&["thread", "show", &id]));
         assert_eq!(show["head"], before, "{what}: the head moved");
         // A stop is not a failure: the thread is still active, and says who stopped its step.
@@ -244,6 +267,12 @@ fn kill_9_of_a_step_stops_every_process_of_its_agent_group() {
         step.wait().unwrap();
         // Nothing else looks at the thread meanwhile: whatever stops the group does it alone.
         assert_gone(&[group], Instant::now(), &what);
+        // `uwf agent exec`'s prompt file too: the watchdog's SIGTERM lets it remove the file.
+        assert_eq!(
+            temp_files(&env),
+            Vec::<String>::new(),
+            "{what}: left behind"
+        );
         assert_eq!(head(&env, &id), before, "{what}: the head moved");
     }
 }

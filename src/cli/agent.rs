@@ -6,7 +6,7 @@ use clap::Subcommand;
 
 use super::Out;
 use crate::cas::Store;
-use crate::cli::error::{CliResult, Context, user_error};
+use crate::cli::error::{CliResult, CommandError, Context, user_error};
 use crate::engine::agent::builtin;
 use crate::engine::agent::llm::{self, ReactOptions};
 use crate::engine::agent::programs;
@@ -346,7 +346,13 @@ pub(super) fn run(cmd: AgentCommand, root: &Path, out: &mut Out) -> CliResult<()
         }
         AgentCommand::Exec { cmd, thread, role } => {
             let id = thread_id(&thread)?;
-            let hash = builtin::exec(&store, &config()?, &cmd, &id, &role)?;
+            let hash = match builtin::exec(&store, &config()?, &cmd, &id, &role) {
+                Ok(hash) => hash,
+                Err(e @ builtin::BuiltinError::Stopped { signal, .. }) => {
+                    return Err(CommandError::from(e).interrupted_by(signal));
+                }
+                Err(e) => return Err(e.into()),
+            };
             wrote(out, &id, &role, hash)?;
             note_unpublished(root, &id, hash);
         }

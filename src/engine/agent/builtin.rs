@@ -50,6 +50,11 @@ pub enum BuiltinError {
     },
     #[error("cannot write the prompt file: {0}")]
     PromptFile(std::io::Error),
+    #[error(
+        "`{cmd}` was stopped by {}: nothing was written",
+        crate::engine::agent::interrupt::name(*signal)
+    )]
+    Stopped { cmd: String, signal: i32 },
 }
 
 impl Advice for BuiltinError {
@@ -256,7 +261,18 @@ pub(crate) fn exec(
         .stderr(Stdio::piped());
     // If this agent is stopped (its step was killed), the command goes with it.
     crate::engine::agent::spawn::die_with_parent(&mut sh);
-    let output = sh.output().map_err(BuiltinError::Spawn)?;
+    let output = match crate::engine::agent::interrupt::output_unless_stopped(&mut sh) {
+        Ok(Ok(output)) => output,
+        // The prompt file goes with `prompt_file`, dropped on the way out.
+        Ok(Err(signal)) => {
+            return Err(BuiltinError::Stopped {
+                cmd: template.to_owned(),
+                signal,
+            });
+        }
+        Err(e) => return Err(BuiltinError::Spawn(e)),
+    };
+    drop(prompt_file);
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     // The agent's stderr is ours: pass it on so the step's log shows it.
     eprint!("{stderr}");

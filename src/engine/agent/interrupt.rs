@@ -8,11 +8,15 @@
 //! published, and the process exits with 128 + the signal's number. A second signal ends the
 //! process at once with that status (the agent's watchdog then stops the group).
 //!
+//! `uwf agent exec` waits for its command with [`output_unless_stopped`]: a stop signal ends the
+//! wait at once, so that the prompt file it wrote is removed before it exits.
+//!
 //! A signal the process was started ignoring (`nohup` ignores SIGHUP, a shell without job
 //! control SIGINT for `cmd &`) stays ignored.
 
+use std::process::{Command, Output};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, LazyLock};
+use std::sync::{Arc, LazyLock, mpsc};
 
 /// The signal caught first (0: none yet).
 static CAUGHT: LazyLock<Arc<AtomicUsize>> = LazyLock::new(|| Arc::new(AtomicUsize::new(0)));
@@ -40,6 +44,40 @@ pub(crate) fn catch_stop_signals() -> std::io::Result<()> {
     }
     let _ = INSTALLED.set(());
     Ok(())
+}
+
+/// Runs `cmd` to its end and collects its output, unless a stop signal ([`STOP_SIGNALS`], those
+/// this process was not started ignoring) comes first: then `Err(signal)`, at once, for the
+/// caller to clean up before it exits (the command itself got the same signal when it came to
+/// the whole group, else it gets its parent-death signal when this process exits).
+///
+/// For `uwf agent exec`, whose prompt file a default SIGTERM (a thread kill, a timeout, the
+/// step's death) would leave in the temporary folder. From the call on, a stop signal that comes
+/// once the command has ended ends this process with 128 + its number, as if it were not caught.
+pub(crate) fn output_unless_stopped(cmd: &mut Command) -> std::io::Result<Result<Output, i32>> {
+    let watched: Vec<i32> = STOP_SIGNALS.into_iter().filter(|s| !ignored(*s)).collect();
+    let mut signals = signal_hook::iterator::Signals::new(&watched)?;
+    let child = cmd.spawn()?;
+    let (tx, rx) = mpsc::channel::<Result<std::io::Result<Output>, i32>>();
+    let stopped = tx.clone();
+    std::thread::spawn(move || {
+        for signal in signals.forever() {
+            // Nobody waits any more: the signal's default, as it would have been.
+            if stopped.send(Err(signal)).is_err() {
+                std::process::exit(128 + signal);
+            }
+        }
+    });
+    std::thread::spawn(move || {
+        let _ = tx.send(Ok(child.wait_with_output()));
+    });
+    match rx.recv() {
+        Ok(Ok(output)) => output.map(Ok),
+        Ok(Err(signal)) => Ok(Err(signal)),
+        Err(_) => Err(std::io::Error::other(
+            "the command's waiter ended without a word",
+        )),
+    }
 }
 
 /// The stop signal this process caught, if any.
