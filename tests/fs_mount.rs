@@ -2304,8 +2304,9 @@ fn the_mount_runs_agents_in_its_workdir_keeps_bindings_and_honours_pause() {
     ) {
         return;
     }
-    let seen = std::env::temp_dir().join(format!("uwf-ctx-mount-{}", std::process::id()));
-    let _ = std::fs::remove_file(&seen);
+    // Where the agent notes its folder and tag: a folder of this test's, removed after it.
+    let seen_dir = tempfile::tempdir().unwrap();
+    let seen = seen_dir.path().join("seen");
     let env = loop_env(&format!("echo \"$(pwd) $TAG\" >> {}", seen.display()));
     let agent = env.dir.path().join("agent.sh");
     let config = |tag: &str| {
