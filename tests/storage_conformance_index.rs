@@ -22,7 +22,7 @@ use uwf::engine::storage::index_db::{Scan, TextFilter};
 use uwf::engine::storage::{self, Storage};
 use uwf::engine::thread::index::{self, State, Successor, ThreadIndexError};
 use uwf::engine::upkeep::fsck;
-use uwf::pg::{Learned, NewThread, RowFacts};
+use uwf::pg::{Learned, NewThread, RowFacts, SPENT_LINES_LIMIT, SpentChange};
 
 /// Runs `check` over a directory root, then over a PostgreSQL root.
 fn on_both(name: &str, check: impl Fn(&Path, &Arc<Storage>, &Store)) {
@@ -88,7 +88,11 @@ fn cas_race(_root: &Path, s: &Arc<Storage>, store: &Store) {
             let (s, barrier) = (s.clone(), barrier.clone());
             std::thread::spawn(move || {
                 barrier.wait();
-                (new, s.index().compare_and_set("RACE", start, new, None))
+                (
+                    new,
+                    s.index()
+                        .compare_and_set("RACE", start, new, (None, SpentChange::Keep)),
+                )
             })
         })
         .collect::<Vec<_>>()
@@ -117,7 +121,7 @@ fn cas_race(_root: &Path, s: &Arc<Storage>, store: &Store) {
     // From the winner's head the next step goes through.
     let next = node(store, "next");
     s.index()
-        .compare_and_set("RACE", winner, next, Some("writer"))
+        .compare_and_set("RACE", winner, next, (Some("writer"), SpentChange::Keep))
         .expect("from the current head");
     assert_eq!(head_of(s, "RACE"), next);
 }
@@ -171,7 +175,8 @@ fn archive(_root: &Path, s: &Arc<Storage>, store: &Store) {
     ));
     // An archived head no longer moves.
     assert!(matches!(
-        s.index().compare_and_set("DONE1", a, c, None),
+        s.index()
+            .compare_and_set("DONE1", a, c, (None, SpentChange::Keep)),
         Err(ThreadIndexError::Archived { .. })
     ));
     let entries = s.index().entries().expect("entries");
@@ -755,14 +760,51 @@ fn spending(_root: &Path, s: &Arc<Storage>, store: &Store) {
         "kept as started"
     );
 
-    let one = node(store, "one");
-    s.index()
-        .compare_and_set("SPENT", start, one, Some("work"))
-        .expect("moved");
+    // Each step adds its own line as it moves the head; one that spent nothing keeps the row.
+    let moves = |from: &str, to: &str, change: SpentChange<'_>| {
+        let (from, to) = (node(store, from), node(store, to));
+        s.index()
+            .compare_and_set("SPENT", from, to, (Some("work"), change))
+            .expect("moved");
+        to
+    };
+    moves("start", "a", SpentChange::Add(r#"{"n":1}"#));
+    assert_eq!(
+        spent_of(s, "SPENT").as_deref(),
+        Some("{}\n{\"n\":1}"),
+        "a step's line added"
+    );
+    moves("a", "b", SpentChange::Keep);
+    assert_eq!(
+        spent_of(s, "SPENT").as_deref(),
+        Some("{}\n{\"n\":1}"),
+        "a step that spent nothing keeps what the row knew"
+    );
+    moves("b", "c", SpentChange::Forget);
+    assert_eq!(spent_of(s, "SPENT"), None, "forgotten");
+    moves("c", "d", SpentChange::Add(r#"{"n":1}"#));
     assert_eq!(
         spent_of(s, "SPENT"),
         None,
-        "a head move forgets what was spent"
+        "a row that did not know still does not"
+    );
+
+    let long = format!("{{\"n\":\"{}\"}}", "x".repeat(SPENT_LINES_LIMIT));
+    s.index().note_derived(&[Learned {
+        id: "SPENT".to_owned(),
+        head: node(store, "d"),
+        facts: RowFacts {
+            steps: 4,
+            next: Some("work".to_owned()),
+            spent: Some(long.clone()),
+        },
+    }]);
+    assert_eq!(spent_of(s, "SPENT"), Some(long));
+    let one = moves("d", "one", SpentChange::Add(r#"{"n":1}"#));
+    assert_eq!(
+        spent_of(s, "SPENT"),
+        None,
+        "past the limit, the row forgets (the next reader writes one line)"
     );
 
     let learned = |head: Hash, spent: Option<&str>| Learned {
@@ -779,6 +821,12 @@ fn spending(_root: &Path, s: &Arc<Storage>, store: &Store) {
     assert_eq!(spent_of(s, "SPENT"), None);
     s.index().note_derived(&[learned(one, Some(r#"{"n":1}"#))]);
     assert_eq!(spent_of(s, "SPENT").as_deref(), Some(r#"{"n":1}"#));
+    // What a step's budget check reads: the row's, only at its head.
+    assert_eq!(
+        s.index().spent_at("SPENT", one).expect("read").as_deref(),
+        Some(r#"{"n":1}"#)
+    );
+    assert_eq!(s.index().spent_at("SPENT", start).expect("read"), None);
     // Steps learned without the spending leave what the row knows.
     s.index().note_derived(&[learned(one, None)]);
     assert_eq!(spent_of(s, "SPENT").as_deref(), Some(r#"{"n":1}"#));

@@ -213,6 +213,40 @@ fn a_listing_reads_what_threads_spent_from_their_rows() {
     assert!((usd - 2.0 * 0.000_695).abs() < 1e-12, "{usd}");
 }
 
+/// Each step adds what it spent to its thread's row as it moves the head: a listing after the
+/// steps reads the row alone, even with every step's detail node gone, and writes the lines
+/// back as their sum.
+#[test]
+fn each_step_adds_what_it_spent_to_its_thread_row() {
+    let mock = Mock::start(vec![
+        answer(100, 10, 0),
+        answer(200, 20, 50),
+        answer(300, 30, 0),
+    ]);
+    let m = machine(None, &mock, PRICES);
+    let id = start(&m, &[]);
+    m.ok(&["thread", "run", &id]);
+    let details: Vec<String> = (0..3).map(|n| detail_of(&m, &id, n)).collect();
+    for detail in details {
+        let file = m
+            .root()
+            .join("cas/objects")
+            .join(&detail[..2])
+            .join(format!("{}.json", &detail[2..]));
+        std::fs::remove_file(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    }
+    for listing in ["first", "second"] {
+        let cost = listed_cost(&m, &id);
+        assert_eq!(
+            (&cost["tokens"], &cost["steps"]),
+            (&json!(660), &json!(3)),
+            "{listing} listing: {cost}"
+        );
+        let usd = cost["costUsd"].as_f64().unwrap();
+        assert!((usd - 0.000_695).abs() < 1e-12, "{listing} listing: {usd}");
+    }
+}
+
 #[test]
 fn totals_equal_the_sum_over_postgres() {
     let name = "tokens_totals_equal_the_sum_over_postgres";

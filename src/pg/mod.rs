@@ -33,7 +33,10 @@ pub use listen::Listener;
 pub use registry::Registered;
 pub(crate) use registry::{RegistryName, RegistryVersion};
 pub(crate) use rows::{ActiveThread, ArchivedThread, Entry, Exported, IndexRow};
-pub use rows::{Learned, NOTHING_SPENT, NewThread, RowFacts, Successor, search_text};
+pub use rows::{
+    Learned, NOTHING_SPENT, NewThread, RowFacts, SPENT_LINES_LIMIT, SpentChange, Successor,
+    search_text,
+};
 pub(crate) use runs::LineageRow;
 pub use runs::{RunAppend, RunFileKind, RunStateChange};
 pub(crate) use schema::CHANNEL;

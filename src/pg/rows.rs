@@ -30,6 +30,25 @@ pub fn search_text(prompt: &str) -> String {
 /// the engine's shape (an empty JSON object).
 pub const NOTHING_SPENT: &str = "{}";
 
+/// What moving a thread's head one step does to what its row knows it spent
+/// ([`IndexRow::spent`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpentChange<'a> {
+    /// Unknown again: a reader works it out from the steps.
+    Forget,
+    /// The new step spent nothing: what the row knew still holds.
+    Keep,
+    /// What the new step spent, one line (the engine's JSON) to add after what the row knows,
+    /// after a newline; a row that did not know stays unknown, and one past
+    /// [`SPENT_LINES_LIMIT`] forgets.
+    Add(&'a str),
+}
+
+/// The longest spending text (in characters) a head move adds a line to; past it the row
+/// forgets, and the next reader writes the sum back as one line. Keeps rows small on a thread
+/// nobody lists.
+pub const SPENT_LINES_LIMIT: usize = 4096;
+
 /// A new active thread to register.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewThread<'a> {
@@ -85,8 +104,9 @@ pub struct IndexRow {
     /// The thread it was forked or spawned from, when known.
     pub parent: Option<String>,
     /// What the steps up to the head spent, when known: tokens and reported dollars as the
-    /// engine writes them (JSON, whose meaning is the engine's; see `docs/LLM.md`). Unknown
-    /// after every head move until a reader works it out and writes it back.
+    /// engine writes them (lines of JSON, whose meaning and sum are the engine's; see
+    /// `docs/LLM.md`). A step adds its own line as it moves the head ([`SpentChange`]); a row
+    /// that does not know stays unknown until a reader works it out and writes it back.
     pub spent: Option<String>,
 }
 

@@ -10,8 +10,8 @@ use crate::cas::Hash;
 
 use super::error::PgError;
 use super::rows::{
-    ActiveThread, ArchivedThread, Entry, IndexRow, Learned, NewThread, Successor, from_bigint,
-    search_text, to_bigint,
+    ActiveThread, ArchivedThread, Entry, IndexRow, Learned, NewThread, SPENT_LINES_LIMIT,
+    SpentChange, Successor, from_bigint, search_text, to_bigint,
 };
 use super::store::PgStore;
 
@@ -154,29 +154,51 @@ impl PgStore {
     /// Moves a thread's head from `expected` to `new`. Returns whether it moved: `false` when
     /// the head is no longer `expected` or the thread is not active.
     pub fn compare_and_set(&self, id: &str, expected: Hash, new: Hash) -> Result<bool, PgError> {
-        self.compare_and_set_next(id, expected, new, None)
+        self.compare_and_set_next(id, expected, new, (None, SpentChange::Forget))
     }
 
     /// [`PgStore::compare_and_set`] to a step continuing `expected` (one step more), with the
-    /// role the moderator picks at `new` when known (listings show both). What the thread
-    /// spent is unknown again until a listing works it out.
+    /// role the moderator picks at `new` when known (listings show both), and what the step
+    /// spent added to what the row knows (`spent`).
     pub(crate) fn compare_and_set_next(
         &self,
         id: &str,
         expected: Hash,
         new: Hash,
-        next: Option<&str>,
+        (next, spent): (Option<&str>, SpentChange<'_>),
     ) -> Result<bool, PgError> {
         let (expected, new) = (expected.to_string(), new.to_string());
-        let moved = self.with_client("compare-and-set head", |c| {
-            c.execute(
-                "update threads set head = $3, updated_at = now(), steps = steps + 1, next = $4,
-                        spent = null
-                 where id = $1 and head = $2",
+        let set = "update threads set head = $3, updated_at = now(), steps = steps + 1, next = $4";
+        let only = "where id = $1 and head = $2";
+        let moved = self.with_client("compare-and-set head", |c| match spent {
+            SpentChange::Forget => c.execute(
+                &format!("{set}, spent = null {only}"),
                 &[&id, &expected, &new, &next],
-            )
+            ),
+            SpentChange::Keep => {
+                c.execute(&format!("{set} {only}"), &[&id, &expected, &new, &next])
+            }
+            SpentChange::Add(line) => c.execute(
+                &format!(
+                    "{set}, spent = case when length(spent) > {SPENT_LINES_LIMIT} then null
+                                         else spent || chr(10) || $5 end {only}"
+                ),
+                &[&id, &expected, &new, &next, &line],
+            ),
         })?;
         Ok(moved == 1)
+    }
+
+    /// What active thread `id`'s row knows its steps spent, while it is at `head`.
+    pub(crate) fn spent_at(&self, id: &str, head: Hash) -> Result<Option<String>, PgError> {
+        let head = head.to_string();
+        let row = self.with_client("read what a thread spent", |c| {
+            c.query_opt(
+                "select spent from threads where id = $1 and head = $2",
+                &[&id, &head],
+            )
+        })?;
+        Ok(row.and_then(|r| r.get::<_, Option<String>>(0)))
     }
 
     /// One page of threads, newest first: one query over both tables, each walked by its

@@ -534,7 +534,16 @@ fn publish_checked(
     let next = next.map(|d| d.next);
     let done = next.as_deref() == Some(END);
     crate::profile::mark("publish: next decided");
-    index::compare_and_set_next(store.root(), id, view.head(), hash, next.as_deref())?;
+    // What the step spent goes into the thread's row with the head, so that listings of costs
+    // and the next step's budget check read the row instead of every step.
+    let spent = cost::StepSpending::of(store, added.detail);
+    index::compare_and_set_next(
+        store.root(),
+        id,
+        view.head(),
+        hash,
+        (next.as_deref(), spent.change()),
+    )?;
     crate::profile::mark("publish: head moved");
     // The previous head's cache files are taken over by the new head's (no inode freed).
     // The cache files of the new head (its history and decision): a session writes them when

@@ -27,7 +27,7 @@ use crate::engine::storage::index_files::IndexError;
 use crate::engine::thread::author;
 use crate::engine::thread::context;
 use crate::engine::thread::run_files::RunFiles;
-use crate::pg::NOTHING_SPENT;
+use crate::pg::{NOTHING_SPENT, SpentChange};
 
 /// Why spending could not be read or a budget recorded.
 #[derive(Debug, thiserror::Error)]
@@ -274,6 +274,14 @@ impl Part {
         self.steps == 0
     }
 
+    fn merge(&mut self, other: &Part) {
+        self.steps += other.steps;
+        self.input += other.input;
+        self.output += other.output;
+        self.cached += other.cached;
+        self.usd += other.usd;
+    }
+
     fn add(&mut self, tokens: &Tokens) {
         self.steps += 1;
         self.input += tokens.input;
@@ -320,15 +328,71 @@ impl Usage {
         spent
     }
 
-    /// The JSON a thread's row keeps.
+    /// Adds what other steps spent.
+    fn merge(&mut self, other: &Usage) {
+        self.reported.merge(&other.reported);
+        for (model, part) in &other.models {
+            self.models.entry(model.clone()).or_default().merge(part);
+        }
+    }
+
+    /// The JSON a thread's row keeps: one line.
     pub(crate) fn to_row(&self) -> String {
         serde_json::to_string(self).unwrap_or_else(|_| NOTHING_SPENT.to_owned())
     }
 
-    /// What a row keeps, read back; `None` if it is not this shape (then it is worked out
+    /// What a row keeps, read back: the sum of its lines (each step adds one as it moves the
+    /// head, see [`StepSpending`]); `None` if a line is not this shape (then it is worked out
     /// again from the steps).
     pub(crate) fn from_row(text: &str) -> Option<Usage> {
-        serde_json::from_str(text).ok()
+        let mut total = Usage::default();
+        for line in text.lines() {
+            total.merge(&serde_json::from_str(line).ok()?);
+        }
+        Some(total)
+    }
+
+    /// Whether a row's text is more than one line (a reader writes the sum back as one).
+    pub(crate) fn row_has_lines(text: &str) -> bool {
+        text.contains('\n')
+    }
+}
+
+/// What one step spent, as its thread's row takes it when the step moves the head.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum StepSpending {
+    /// No tokens: what the row knew still holds.
+    Nothing,
+    /// The step's tokens, as a line of the row ([`Usage::to_row`] of this step alone).
+    Spent(String),
+    /// Its detail node could not be read: the row forgets, rather than keep a wrong sum.
+    Unknown,
+}
+
+impl StepSpending {
+    /// What the step whose detail node is `detail` spent (read from this process's writes when
+    /// it wrote the step).
+    pub(crate) fn of(store: &Store, detail: Hash) -> StepSpending {
+        match store.get_written_sized(detail) {
+            Ok((node, _)) => match Tokens::from_detail(&node.payload) {
+                Some(tokens) => {
+                    let mut usage = Usage::default();
+                    usage.add(&tokens);
+                    StepSpending::Spent(usage.to_row())
+                }
+                None => StepSpending::Nothing,
+            },
+            Err(_) => StepSpending::Unknown,
+        }
+    }
+
+    /// The change to the row's spending.
+    pub(crate) fn change(&self) -> SpentChange<'_> {
+        match self {
+            StepSpending::Nothing => SpentChange::Keep,
+            StepSpending::Spent(line) => SpentChange::Add(line),
+            StepSpending::Unknown => SpentChange::Forget,
+        }
     }
 }
 
@@ -443,7 +507,15 @@ pub(crate) fn check(
     if budget.is_empty() {
         return Ok(None);
     }
-    let spent = spent_at(store, head, &config.prices)?;
+    // What the row knows at this head (each step added its own), else worked out from the steps.
+    let known = super::index::spent_at(store.root(), id, head)
+        .ok()
+        .flatten()
+        .and_then(|text| Usage::from_row(&text));
+    let spent = match known {
+        Some(usage) => usage.spent(&config.prices),
+        None => spent_at(store, head, &config.prices)?,
+    };
     Ok(reached(&spent, &budget).then(|| Reached {
         thread: id.to_owned(),
         spent,
@@ -735,6 +807,86 @@ mod tests {
         // Not this shape: worked out again from the steps.
         assert_eq!(Usage::from_row(r#"{"steps": 3}"#), None);
         assert_eq!(Usage::from_row("garbage"), None);
+    }
+
+    #[test]
+    fn a_row_of_lines_reads_as_their_sum() {
+        let tokens = |model: Option<&str>, cost: Option<f64>| Tokens {
+            input: 100,
+            output: 10,
+            cached: 40,
+            model: model.map(str::to_owned),
+            cost_usd: cost,
+        };
+        let steps = [
+            tokens(Some("m"), None),
+            tokens(Some("n"), None),
+            tokens(Some("m"), None),
+            tokens(None, Some(0.25)),
+        ];
+        let mut whole = Usage::default();
+        // A started thread's row, then each step's line as the step adds it.
+        let mut row = NOTHING_SPENT.to_owned();
+        for step in &steps {
+            whole.add(step);
+            let mut one = Usage::default();
+            one.add(step);
+            row.push('\n');
+            row.push_str(&one.to_row());
+        }
+        assert!(Usage::row_has_lines(&row));
+        assert!(!Usage::row_has_lines(&whole.to_row()));
+        assert_eq!(Usage::from_row(&row), Some(whole), "{row}");
+        // One line not of this shape: the whole row is worked out again.
+        assert_eq!(Usage::from_row(&format!("{row}\ngarbage")), None);
+    }
+
+    #[test]
+    fn a_step_adds_its_tokens_keeps_the_row_without_and_forgets_when_unread() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let raw = store
+            .put(
+                crate::cas::builtin::hash_of("text"),
+                &Value::String("raw".into()),
+            )
+            .unwrap()
+            .to_string();
+        let with = store
+            .put(
+                crate::cas::builtin::hash_of("detail"),
+                &serde_json::json!({"raw": raw, "exitCode": 0, "durationMs": 1, "stderrTail": "",
+                    "tokens": {"input": 5, "output": 1, "model": "m"}}),
+            )
+            .unwrap();
+        let StepSpending::Spent(line) = StepSpending::of(&store, with) else {
+            panic!("the tokens are read")
+        };
+        assert_eq!(
+            Usage::from_row(&line)
+                .unwrap()
+                .spent(&Prices::new())
+                .tokens(),
+            6
+        );
+        assert!(!Usage::row_has_lines(&line));
+        assert!(matches!(
+            StepSpending::of(&store, with).change(),
+            SpentChange::Add(_)
+        ));
+        let none = store
+            .put(
+                crate::cas::builtin::hash_of("detail"),
+                &serde_json::json!({"raw": raw, "exitCode": 0, "durationMs": 1, "stderrTail": ""}),
+            )
+            .unwrap();
+        assert_eq!(StepSpending::of(&store, none), StepSpending::Nothing);
+        assert_eq!(StepSpending::Nothing.change(), SpentChange::Keep);
+        assert_eq!(
+            StepSpending::of(&store, Hash::from_u64(7)),
+            StepSpending::Unknown
+        );
+        assert_eq!(StepSpending::Unknown.change(), SpentChange::Forget);
     }
 
     #[test]

@@ -18,7 +18,7 @@ use crate::engine::storage::{self, Storage};
 
 pub(crate) use crate::engine::storage::seam::{ArchivedThread, is_archived_status};
 pub use crate::engine::storage::seam::{REBASED, State, Successor, ThreadIndexError};
-use crate::pg::{NOTHING_SPENT, NewThread};
+use crate::pg::{NOTHING_SPENT, NewThread, SpentChange};
 
 /// The thread index of `root` (its storage handle's).
 fn storage_of(root: &Path) -> Result<Arc<Storage>, ThreadIndexError> {
@@ -104,21 +104,31 @@ pub(crate) fn compare_and_set(
     expected: Hash,
     new: Hash,
 ) -> Result<(), ThreadIndexError> {
-    compare_and_set_next(root, id, expected, new, None)
+    compare_and_set_next(root, id, expected, new, (None, SpentChange::Forget))
 }
 
 /// [`compare_and_set`] to a step continuing `expected`, with the role the moderator picks at
-/// `new` when known (listings show it).
+/// `new` when known (listings show it) and what the step spent ([`SpentChange`]).
 pub(crate) fn compare_and_set_next(
     root: &Path,
     id: &str,
     expected: Hash,
     new: Hash,
-    next: Option<&str>,
+    moved: (Option<&str>, SpentChange<'_>),
 ) -> Result<(), ThreadIndexError> {
     storage_of(root)?
         .index()
-        .compare_and_set(id, expected, new, next)
+        .compare_and_set(id, expected, new, moved)
+}
+
+/// What thread `id`'s row knows its steps spent while it is at `head` (`None`: it does not
+/// know, or the thread is elsewhere).
+pub(crate) fn spent_at(
+    root: &Path,
+    id: &str,
+    head: Hash,
+) -> Result<Option<String>, ThreadIndexError> {
+    Ok(storage_of(root)?.index().spent_at(id, head)?)
 }
 
 /// Archives an active thread at its current head with `status` (`done` or `killed`; a rebase

@@ -201,7 +201,7 @@ fn list_counting(
         let slow = row.steps.is_none() || (row.status == "active" && row.next.is_none());
         let (id, head) = (row.id.clone(), row.head);
         let kept = match (query.usage, row.spent.as_deref()) {
-            (true, Some(text)) => Usage::from_row(text),
+            (true, Some(text)) => Usage::from_row(text).map(|u| (u, Usage::row_has_lines(text))),
             _ => None,
         };
         match summarise(store, &mut names, row) {
@@ -214,7 +214,12 @@ fn list_counting(
                 let mut worked_out = None;
                 if query.usage && shown {
                     listed.usage = match kept {
-                        Some(usage) => Some(usage),
+                        // Lines the steps added: summed, and written back as one.
+                        Some((usage, true)) => {
+                            worked_out = Some(usage.to_row());
+                            Some(usage)
+                        }
+                        Some((usage, false)) => Some(usage),
                         None => {
                             let usage = cost::usage_at(store, head).ok();
                             worked_out = usage.as_ref().map(Usage::to_row);

@@ -28,7 +28,9 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::cas::Hash;
 use crate::engine::storage::index_files::IndexError;
-use crate::pg::{ArchivedThread, Entry, IndexRow, Learned, NewThread, Successor};
+use crate::pg::{
+    ArchivedThread, Entry, IndexRow, Learned, NewThread, SPENT_LINES_LIMIT, SpentChange, Successor,
+};
 
 mod connection;
 mod make;
@@ -212,6 +214,21 @@ pub(crate) fn rebase(
     })
 }
 
+/// What active thread `id`'s row knows its steps spent, while it is at `head`.
+pub(crate) fn spent_at(root: &Path, id: &str, head: Hash) -> Result<Option<String>, IndexError> {
+    Ok(with(root, false, "reading what a thread spent", |c| {
+        c.prepare_cached(
+            "select spent from threads where id = ?1 and head = ?2 and status = 'active'",
+        )?
+        .query_row(params![id, head.to_string()], |r| {
+            r.get::<_, Option<String>>(0)
+        })
+        .optional()
+    })?
+    .flatten()
+    .flatten())
+}
+
 /// The thread that thread `id` was rebased onto, if it was.
 pub(crate) fn successor(root: &Path, id: &str) -> Result<Option<String>, IndexError> {
     Ok(with(root, false, "reading a thread", |c| {
@@ -224,28 +241,35 @@ pub(crate) fn successor(root: &Path, id: &str) -> Result<Option<String>, IndexEr
 }
 
 /// Moves an active thread's head from `expected` to `new` (a step continuing `expected`, so
-/// one step more), with the role the moderator picks at `new` when known. What the thread
-/// spent is unknown again until a listing works it out.
+/// one step more), with the role the moderator picks at `new` when known, and what the step
+/// spent added to what the row knows (`spent`).
 pub(crate) fn compare_and_set(
     root: &Path,
     id: &str,
     expected: Hash,
     new: Hash,
-    next: Option<&str>,
+    (next, spent): (Option<&str>, SpentChange<'_>),
 ) -> Result<Cas, IndexError> {
     let now = ms(crate::cas::store::now_ms());
+    let (expected, new) = (expected.to_string(), new.to_string());
+    let spent_sql = match spent {
+        SpentChange::Forget => ", spent = null".to_owned(),
+        SpentChange::Keep => String::new(),
+        SpentChange::Add(_) => format!(
+            ", spent = case when length(spent) > {SPENT_LINES_LIMIT} then null \
+             else spent || char(10) || ?6 end"
+        ),
+    };
+    let sql = format!(
+        "update threads set head = ?3, updated_ms = ?4, steps = steps + 1, next = ?5{spent_sql} \
+         where id = ?1 and head = ?2 and status = 'active'"
+    );
     let moved = write(root, "moving a head", |c| {
-        c.prepare_cached(
-            "update threads set head = ?3, updated_ms = ?4, steps = steps + 1, next = ?5, \
-             spent = null where id = ?1 and head = ?2 and status = 'active'",
-        )?
-        .execute(params![
-            id,
-            expected.to_string(),
-            new.to_string(),
-            now,
-            next
-        ])
+        let mut update = c.prepare_cached(&sql)?;
+        match spent {
+            SpentChange::Add(line) => update.execute(params![id, expected, new, now, next, line]),
+            _ => update.execute(params![id, expected, new, now, next]),
+        }
     })?;
     if moved == 1 {
         return Ok(Cas::Moved);
@@ -689,23 +713,23 @@ mod tests {
         let root = dir.path();
         add(root, "01A", h(10));
         assert_eq!(
-            compare_and_set(root, "01A", h(10), h(11), None).unwrap(),
+            compare_and_set(root, "01A", h(10), h(11), (None, SpentChange::Forget)).unwrap(),
             Cas::Moved
         );
-        match compare_and_set(root, "01A", h(10), h(12), None).unwrap() {
+        match compare_and_set(root, "01A", h(10), h(12), (None, SpentChange::Forget)).unwrap() {
             Cas::Refused(row) => assert_eq!(row.head, h(11)),
             other => panic!("{other:?}"),
         }
         assert_eq!(get(root, "01A").unwrap().unwrap().steps, Some(1));
         assert_eq!(
-            compare_and_set(root, "nope", h(1), h(2), None).unwrap(),
+            compare_and_set(root, "nope", h(1), h(2), (None, SpentChange::Forget)).unwrap(),
             Cas::Unknown
         );
         let a = archive(root, "01A", "done").unwrap().unwrap();
         assert_eq!((a.head, a.status.as_str()), (h(11), "done"));
         assert!(archive(root, "01A", "killed").unwrap().is_none());
         assert!(matches!(
-            compare_and_set(root, "01A", h(11), h(12), None).unwrap(),
+            compare_and_set(root, "01A", h(11), h(12), (None, SpentChange::Forget)).unwrap(),
             Cas::Refused(_)
         ));
         assert!(active(root).unwrap().is_empty());

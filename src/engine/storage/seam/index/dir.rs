@@ -18,6 +18,7 @@ use crate::engine::storage::index_db::{self, Scan};
 use crate::engine::storage::index_files::{self, IndexError, Registry, Threads};
 use crate::engine::storage::seam::nodes::DirNodes;
 use crate::engine::storage::seam::nodes::upkeep::{check_nodes, collect_garbage};
+use crate::pg::SpentChange;
 use crate::pg::{
     ActiveThread, ArchivedThread, Entry, Exported, IndexRow, Learned, NewThread, Occupancy,
     RowFacts, Successor,
@@ -86,14 +87,18 @@ impl ThreadIndex for Dir {
         Ok(())
     }
 
+    fn spent_at(&self, id: &str, head: Hash) -> Result<Option<String>, IndexError> {
+        index_db::spent_at(&self.root, id, head)
+    }
+
     fn compare_and_set(
         &self,
         id: &str,
         expected: Hash,
         new: Hash,
-        next: Option<&str>,
+        moved: (Option<&str>, SpentChange<'_>),
     ) -> Result<(), ThreadIndexError> {
-        match index_db::compare_and_set(&self.root, id, expected, new, next)? {
+        match index_db::compare_and_set(&self.root, id, expected, new, moved)? {
             index_db::Cas::Moved => Ok(()),
             index_db::Cas::Refused(row) if row.is_active() => Err(ThreadIndexError::HeadMoved {
                 id: id.to_owned(),

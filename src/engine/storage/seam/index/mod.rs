@@ -12,7 +12,8 @@ use crate::engine::storage::Backend;
 use crate::engine::storage::index_db::Scan;
 use crate::engine::storage::index_files::{IndexError, Registry, Threads};
 use crate::pg::{
-    ArchivedThread, Entry, Exported, IndexRow, Learned, NewThread, Occupancy, Successor,
+    ArchivedThread, Entry, Exported, IndexRow, Learned, NewThread, Occupancy, SpentChange,
+    Successor,
 };
 
 use super::nodes::{MaintenanceError, Nodes};
@@ -46,14 +47,19 @@ pub trait ThreadIndex: Send + Sync {
     fn add(&self, row: &NewThread<'_>) -> Result<(), ThreadIndexError>;
 
     /// Moves an active thread's head from `expected` to `new` (with the role picked at `new`,
-    /// when known), or fails naming where it is if it moved meanwhile or was archived.
+    /// when known, and what the new step spent added to what the row knows), or fails naming
+    /// where it is if it moved meanwhile or was archived.
     fn compare_and_set(
         &self,
         id: &str,
         expected: Hash,
         new: Hash,
-        next: Option<&str>,
+        moved: (Option<&str>, SpentChange<'_>),
     ) -> Result<(), ThreadIndexError>;
+
+    /// What active thread `id`'s row knows its steps spent ([`IndexRow::spent`]), while the
+    /// thread is at `head`; `None` when it is elsewhere or the row does not know.
+    fn spent_at(&self, id: &str, head: Hash) -> Result<Option<String>, IndexError>;
 
     /// Archives an active thread at its current head with `status` (`done` or `killed`) and
     /// takes it off the run queue.

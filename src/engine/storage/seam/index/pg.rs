@@ -9,6 +9,7 @@ use crate::cas::gc::{GcOptions, GcReport};
 use crate::cas::{Hash, Store};
 use crate::engine::storage::index_db::Scan;
 use crate::engine::storage::index_files::{self, IndexError, Registry, Threads};
+use crate::pg::SpentChange;
 use crate::pg::{
     ArchivedThread, Entry, Exported, IndexRow, Learned, ListPage, NewThread, Occupancy, PgError,
     PgStore, Successor, ThreadState, search_text,
@@ -91,16 +92,20 @@ impl ThreadIndex for Pg {
             .map_err(|e| IndexError::from(e).into())
     }
 
+    fn spent_at(&self, id: &str, head: Hash) -> Result<Option<String>, IndexError> {
+        Ok(self.pg.spent_at(id, head)?)
+    }
+
     fn compare_and_set(
         &self,
         id: &str,
         expected: Hash,
         new: Hash,
-        next: Option<&str>,
+        moved: (Option<&str>, SpentChange<'_>),
     ) -> Result<(), ThreadIndexError> {
         if self
             .pg
-            .compare_and_set_next(id, expected, new, next)
+            .compare_and_set_next(id, expected, new, moved)
             .map_err(IndexError::from)?
         {
             return Ok(());
