@@ -185,9 +185,9 @@ create index threads_unsearchable on threads (id) where prompt is null;
 create index history_unsearchable on history (thread) where prompt is null;
 "#,
     // What a thread's steps spent (tokens, and dollars their agents reported; JSON the engine
-    // writes), so that a listing of costs reads rows, not every thread's steps. Empty
-    // (`NULL`) after a head move and on rows made before it; the first listing of costs
-    // fills them.
+    // writes), so that a listing of costs reads rows, not every thread's steps. Each step adds
+    // its line as it moves the head; empty (`NULL`) on rows made before it, which the first
+    // listing of costs fills.
     r#"
 alter table threads add column spent text;
 alter table history add column spent text;

@@ -12,9 +12,9 @@
 //! the rows that do not know it yet: the upgrade adds the column empty (`NULL`) in one
 //! transaction, without reading a node, and a search fills the rows that lack it from their
 //! start nodes before it runs ([`super::index_db::unsearchable`]). 4 adds the `spent` column,
-//! what a thread's steps spent (tokens, and dollars their agents reported), which a head move
-//! empties and a listing fills: added empty the same way, filled by the first listing that
-//! shows a row's cost.
+//! what a thread's steps spent (tokens, and dollars their agents reported), to which each step
+//! adds its line as it moves the head, and which a listing fills where the row does not know:
+//! added empty the same way, filled by the first listing that shows a row's cost.
 
 use rusqlite::{Connection, OptionalExtension, params};
 

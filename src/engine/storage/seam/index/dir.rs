@@ -18,10 +18,9 @@ use crate::engine::storage::index_db::{self, Scan};
 use crate::engine::storage::index_files::{self, IndexError, Registry, Threads};
 use crate::engine::storage::seam::nodes::DirNodes;
 use crate::engine::storage::seam::nodes::upkeep::{check_nodes, collect_garbage};
-use crate::pg::SpentChange;
 use crate::pg::{
     ActiveThread, ArchivedThread, Entry, Exported, IndexRow, Learned, NewThread, Occupancy,
-    RowFacts, Successor,
+    RowFacts, SpentChange, Successor,
 };
 
 /// `index.db` and the files under one root.

@@ -9,10 +9,9 @@ use crate::cas::gc::{GcOptions, GcReport};
 use crate::cas::{Hash, Store};
 use crate::engine::storage::index_db::Scan;
 use crate::engine::storage::index_files::{self, IndexError, Registry, Threads};
-use crate::pg::SpentChange;
 use crate::pg::{
     ArchivedThread, Entry, Exported, IndexRow, Learned, ListPage, NewThread, Occupancy, PgError,
-    PgStore, Successor, ThreadState, search_text,
+    PgStore, SpentChange, Successor, ThreadState, search_text,
 };
 
 use super::{
