@@ -788,6 +788,20 @@ fn spending(_root: &Path, s: &Arc<Storage>, store: &Store) {
         None,
         "a row that did not know still does not"
     );
+    // A budget check that worked it out writes it back: only at the head, only if unknown.
+    s.index()
+        .note_spent("SPENT", node(store, "c"), r#"{"n":3}"#);
+    assert_eq!(spent_of(s, "SPENT"), None, "not at a head the thread left");
+    s.index()
+        .note_spent("SPENT", node(store, "d"), r#"{"n":4}"#);
+    assert_eq!(spent_of(s, "SPENT").as_deref(), Some(r#"{"n":4}"#));
+    s.index()
+        .note_spent("SPENT", node(store, "d"), r#"{"n":5}"#);
+    assert_eq!(
+        spent_of(s, "SPENT").as_deref(),
+        Some(r#"{"n":4}"#),
+        "what the row knows is kept"
+    );
 
     let long = format!("{{\"n\":\"{}\"}}", "x".repeat(SPENT_LINES_LIMIT));
     s.index().note_derived(&[Learned {

@@ -247,6 +247,42 @@ fn each_step_adds_what_it_spent_to_its_thread_row() {
     }
 }
 
+/// A fork's row does not know what its first steps spent; the first budget check works it out
+/// and writes it back, and the fork's steps add to it from there.
+#[test]
+fn a_budget_check_writes_back_what_a_fork_spent() {
+    let mock = Mock::start(vec![
+        answer(100, 10, 0),
+        answer(200, 20, 50),
+        answer(300, 30, 0),
+        answer(400, 40, 0),
+    ]);
+    let m = machine(None, &mock, PRICES);
+    let id = start(&m, &[]);
+    m.ok(&["thread", "run", &id]);
+    let fork = m
+        .ok(&["thread", "fork", &format!("{id}:1"), "-q"])
+        .trim()
+        .to_owned();
+    m.ok(&["thread", "budget", &fork, "--max-tokens", "100000"]);
+    m.ok(&["thread", "step", &fork]);
+    let details: Vec<String> = (0..2).map(|n| detail_of(&m, &fork, n)).collect();
+    for detail in details {
+        let file = m
+            .root()
+            .join("cas/objects")
+            .join(&detail[..2])
+            .join(format!("{}.json", &detail[2..]));
+        std::fs::remove_file(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    }
+    let cost = listed_cost(&m, &fork);
+    assert_eq!(
+        (&cost["tokens"], &cost["steps"]),
+        (&json!(110 + 440), &json!(2)),
+        "{cost}"
+    );
+}
+
 #[test]
 fn totals_equal_the_sum_over_postgres() {
     let name = "tokens_totals_equal_the_sum_over_postgres";

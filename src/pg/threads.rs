@@ -201,6 +201,18 @@ impl PgStore {
         Ok(row.and_then(|r| r.get::<_, Option<String>>(0)))
     }
 
+    /// Records what active thread `id` spent, worked out at `head`, in a row that does not know.
+    pub(crate) fn note_spent(&self, id: &str, head: Hash, spent: &str) -> Result<(), PgError> {
+        let head = head.to_string();
+        self.with_client("note what a thread spent", |c| {
+            c.execute(
+                "update threads set spent = $3 where id = $1 and head = $2 and spent is null",
+                &[&id, &head, &spent],
+            )
+        })?;
+        Ok(())
+    }
+
     /// One page of threads, newest first: one query over both tables, each walked by its
     /// primary key (or by workflow and id), the leases joined for `running`. An active
     /// thread's status is `active` (its error and question columns tell failed and awaiting).

@@ -507,15 +507,21 @@ pub(crate) fn check(
     if budget.is_empty() {
         return Ok(None);
     }
-    // What the row knows at this head (each step added its own), else worked out from the steps.
+    // What the row knows at this head (each step added its own), else worked out from the
+    // steps and written back, so that the thread's next steps add to it.
     let known = super::index::spent_at(store.root(), id, head)
         .ok()
         .flatten()
         .and_then(|text| Usage::from_row(&text));
-    let spent = match known {
-        Some(usage) => usage.spent(&config.prices),
-        None => spent_at(store, head, &config.prices)?,
+    let usage = match known {
+        Some(usage) => usage,
+        None => {
+            let usage = usage_at(store, head)?;
+            super::index::note_spent(store.root(), id, head, &usage.to_row());
+            usage
+        }
     };
+    let spent = usage.spent(&config.prices);
     Ok(reached(&spent, &budget).then(|| Reached {
         thread: id.to_owned(),
         spent,

@@ -131,6 +131,13 @@ pub(crate) fn spent_at(
     Ok(storage_of(root)?.index().spent_at(id, head)?)
 }
 
+/// Records what thread `id` spent, worked out at `head`, in its row if the row does not know.
+pub(crate) fn note_spent(root: &Path, id: &str, head: Hash, spent: &str) {
+    if let Ok(storage) = storage_of(root) {
+        storage.index().note_spent(id, head, spent);
+    }
+}
+
 /// Archives an active thread at its current head with `status` (`done` or `killed`; a rebase
 /// is [`rebase`]).
 pub(crate) fn archive(

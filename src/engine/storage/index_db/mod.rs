@@ -229,6 +229,17 @@ pub(crate) fn spent_at(root: &Path, id: &str, head: Hash) -> Result<Option<Strin
     .flatten())
 }
 
+/// Records what active thread `id` spent, worked out at `head`, in a row that does not know it
+/// (not synced: a cache).
+pub(crate) fn note_spent(root: &Path, id: &str, head: Hash, spent: &str) {
+    note(
+        root,
+        "update threads set spent = ?3 \
+         where id = ?1 and head = ?2 and status = 'active' and spent is null",
+        &[&id, &head.to_string(), &spent],
+    );
+}
+
 /// The thread that thread `id` was rebased onto, if it was.
 pub(crate) fn successor(root: &Path, id: &str) -> Result<Option<String>, IndexError> {
     Ok(with(root, false, "reading a thread", |c| {

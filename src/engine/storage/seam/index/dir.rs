@@ -90,6 +90,10 @@ impl ThreadIndex for Dir {
         index_db::spent_at(&self.root, id, head)
     }
 
+    fn note_spent(&self, id: &str, head: Hash, spent: &str) {
+        index_db::note_spent(&self.root, id, head, spent)
+    }
+
     fn compare_and_set(
         &self,
         id: &str,

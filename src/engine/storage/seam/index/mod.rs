@@ -61,6 +61,10 @@ pub trait ThreadIndex: Send + Sync {
     /// thread is at `head`; `None` when it is elsewhere or the row does not know.
     fn spent_at(&self, id: &str, head: Hash) -> Result<Option<String>, IndexError>;
 
+    /// Records what active thread `id` spent, worked out from its steps at `head`, in a row
+    /// that does not know it, while the thread is still there (best effort: a cache).
+    fn note_spent(&self, id: &str, head: Hash, spent: &str);
+
     /// Archives an active thread at its current head with `status` (`done` or `killed`) and
     /// takes it off the run queue.
     fn archive(&self, id: &str, status: &str) -> Result<ArchivedThread, ThreadIndexError>;

@@ -95,6 +95,10 @@ impl ThreadIndex for Pg {
         Ok(self.pg.spent_at(id, head)?)
     }
 
+    fn note_spent(&self, id: &str, head: Hash, spent: &str) {
+        let _ = self.pg.note_spent(id, head, spent);
+    }
+
     fn compare_and_set(
         &self,
         id: &str,
