@@ -117,6 +117,17 @@ fn detail_of(m: &Machine, id: &str, n: usize) -> String {
     step["detail"].as_str().unwrap().to_owned()
 }
 
+/// Deletes the detail nodes of thread `id`'s steps `steps` (counted as `detail_of` counts):
+/// only the thread's row can then say what those steps spent.
+fn remove_details(m: &Machine, id: &str, steps: std::ops::Range<usize>) {
+    // Every hash first: `thread steps` refuses a thread with a node missing.
+    let details: Vec<String> = steps.map(|n| detail_of(m, id, n)).collect();
+    for detail in details {
+        let file = m.object_path(&detail);
+        std::fs::remove_file(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    }
+}
+
 const PRICES: &str = "prices:\n  mock-fast-1: { input: 1, output: 2, cached: 0.5 }\n";
 
 fn totals_equal_the_sum_of_what_the_server_reported(url: Option<&str>) {
@@ -189,13 +200,7 @@ fn a_listing_reads_what_threads_spent_from_their_rows() {
     );
     assert!((first["costUsd"].as_f64().unwrap() - 0.000_695).abs() < 1e-12);
 
-    let detail = detail_of(&m, &id, 1);
-    let file = m
-        .root()
-        .join("cas/objects")
-        .join(&detail[..2])
-        .join(format!("{}.json", &detail[2..]));
-    std::fs::remove_file(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    remove_details(&m, &id, 1..2);
     let config = m.root().join("config.yaml");
     let doubled = std::fs::read_to_string(&config).unwrap().replace(
         "{ input: 1, output: 2, cached: 0.5 }",
@@ -226,15 +231,7 @@ fn each_step_adds_what_it_spent_to_its_thread_row() {
     let m = machine(None, &mock, PRICES);
     let id = start(&m, &[]);
     m.ok(&["thread", "run", &id]);
-    let details: Vec<String> = (0..3).map(|n| detail_of(&m, &id, n)).collect();
-    for detail in details {
-        let file = m
-            .root()
-            .join("cas/objects")
-            .join(&detail[..2])
-            .join(format!("{}.json", &detail[2..]));
-        std::fs::remove_file(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
-    }
+    remove_details(&m, &id, 0..3);
     for listing in ["first", "second"] {
         let cost = listed_cost(&m, &id);
         assert_eq!(
@@ -266,15 +263,7 @@ fn a_budget_check_writes_back_what_a_fork_spent() {
         .to_owned();
     m.ok(&["thread", "budget", &fork, "--max-tokens", "100000"]);
     m.ok(&["thread", "step", &fork]);
-    let details: Vec<String> = (0..2).map(|n| detail_of(&m, &fork, n)).collect();
-    for detail in details {
-        let file = m
-            .root()
-            .join("cas/objects")
-            .join(&detail[..2])
-            .join(format!("{}.json", &detail[2..]));
-        std::fs::remove_file(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
-    }
+    remove_details(&m, &fork, 0..2);
     let cost = listed_cost(&m, &fork);
     assert_eq!(
         (&cost["tokens"], &cost["steps"]),

@@ -35,6 +35,14 @@ impl Machine {
         self.dir.path().join("store")
     }
 
+    /// The node file of a hash in this machine's directory store.
+    pub fn object_path(&self, hash: &str) -> PathBuf {
+        self.root()
+            .join("cas/objects")
+            .join(&hash[..2])
+            .join(format!("{}.json", &hash[2..]))
+    }
+
     /// The script agent's answers for solve-issue.
     pub fn script(&self) -> PathBuf {
         self.dir.path().join("solve.yaml")
